@@ -1,0 +1,142 @@
+/*
+ * crashport_protocol.h: every byte that crosses the socket between the stub (libcrashport.so,
+ * inside the watched process) and the watcher (the crashport executable).
+ *
+ * One header for both sides: the C stub includes it, and Swift imports it as the module
+ * CCrashPortProtocol. The watcher never casts received bytes to these structs; it decodes them
+ * field by field with bounds checks, using the offsets fixed here (a Swift test mirrors them).
+ *
+ * Rules (DESIGN §4):
+ *  - every message starts with magic, version, size (then type); size counts the whole message;
+ *  - fixed-width little-endian fields only (both supported hosts, x86_64 and aarch64, are LE);
+ *  - every address in the watched process is a uint64_t, never a pointer: the watcher may be
+ *    built for another pointer size and must never dereference it, only read it remotely;
+ *  - no implicit padding: explicit reserved fields, sizes checked with _Static_assert.
+ *
+ * Transport: one AF_UNIX SOCK_SEQPACKET socket shared by every watched process (launcher mode:
+ * the inherited fd named by CRASHPORT_FD). The watcher's end has SO_PASSCRED, so the kernel
+ * attaches each sender's real pid/uid; the watcher trusts those, never the message body.
+ * A CRASH message carries, as SCM_RIGHTS, one end of a fresh socketpair made in the signal
+ * handler: the private reply channel on which the watcher sends HEARTBEAT* then VERDICT. Replies
+ * therefore never reach the wrong process even when many processes share the socket.
+ */
+#ifndef CRASHPORT_PROTOCOL_H
+#define CRASHPORT_PROTOCOL_H
+
+#include <stdint.h>
+
+#define CP_MAGIC 0x54525043u /* bytes "CPRT" */
+#define CP_VERSION 1u
+
+enum cp_message_type {
+    CP_MSG_HELLO = 1,     /* stub -> watcher, at install */
+    CP_MSG_CRASH = 2,     /* stub -> watcher, in the signal handler, with a reply fd */
+    CP_MSG_VERDICT = 3,   /* watcher -> stub, on the reply channel: capture finished */
+    CP_MSG_HEARTBEAT = 4, /* watcher -> stub, on the reply channel: still working, extend wait */
+};
+
+/* First 16 bytes of every message. */
+typedef struct cp_header {
+    uint32_t magic;   /* CP_MAGIC */
+    uint32_t version; /* CP_VERSION */
+    uint32_t size;    /* bytes in the whole message, this header included */
+    uint32_t type;    /* enum cp_message_type */
+} cp_header;
+
+/* Sent once by each process when the stub installs. */
+typedef struct cp_hello {
+    cp_header header;
+    uint32_t pid;
+    uint32_t stub_version;
+    uint64_t annotations_address; /* in-process annotation area, 0 if none */
+    uint32_t build_id_size;       /* bytes used in build_id */
+    uint32_t reserved;
+    uint8_t build_id[40];         /* GNU build-id of the main executable */
+} cp_hello;
+
+/* ELF e_machine values naming the register layout of a record. */
+#define CP_ARCH_X86_64 62u
+#define CP_ARCH_AARCH64 183u
+
+/* A sigaction as the kernel stores it (struct kernel_sigaction). */
+typedef struct cp_action {
+    uint64_t handler; /* SIG_DFL = 0, SIG_IGN = 1, else the handler's address */
+    uint64_t flags;   /* SA_* */
+    uint64_t mask;    /* first 64 signals */
+    uint64_t restorer;
+} cp_action;
+
+/* Flags of a crash record. */
+#define CP_CRASH_HAS_FPREGS 0x1u      /* fpregs holds the faulting FP state */
+#define CP_CRASH_HAS_PREVIOUS 0x2u    /* previous holds the action saved at install */
+#define CP_CRASH_HAS_CURRENT 0x4u     /* current holds an action installed above crashport */
+#define CP_CRASH_STACK_TRUNCATED 0x8u /* the stack copy stopped before the end of the stack */
+#define CP_CRASH_FORWARD_FIRST 0x10u  /* the previous handler ran first and did not recover */
+
+#define CP_STACK_COPY_MAX (64u * 1024u)
+#define CP_RED_ZONE 128u
+
+/*
+ * The crash record: what the crashing thread knows about its own fault. Registers are in the
+ * kernel's ptrace layout, so the watcher decodes a record and a PTRACE_GETREGSET with one code:
+ * x86_64 regs = struct user_regs_struct (27 x u64), fpregs = struct user_fpregs_struct (512 B,
+ * the FXSAVE image); aarch64 regs = struct user_pt_regs (34 x u64), fpregs = user_fpsimd_state.
+ * Sent with only the first stack_size bytes of stack: header.size == offsetof(stack) + stack_size.
+ */
+typedef struct cp_crash {
+    cp_header header;
+    uint32_t pid;
+    uint32_t tid;
+    int32_t signo;
+    int32_t code;         /* si_code */
+    int32_t sig_errno;    /* si_errno */
+    int32_t sender_pid;   /* si_pid, meaningful for SI_USER/SI_TKILL/SI_QUEUE */
+    uint32_t sender_uid;  /* si_uid */
+    uint32_t arch;        /* CP_ARCH_* */
+    uint64_t fault_address; /* si_addr */
+    uint32_t flags;       /* CP_CRASH_* */
+    uint32_t other_crashes; /* other threads that faulted while this one was being reported */
+    uint64_t time_ns;     /* CLOCK_REALTIME at the fault */
+    char thread_name[16]; /* NUL-terminated, from PR_GET_NAME */
+    uint64_t regs[34];
+    uint8_t fpregs[528];
+    cp_action previous;   /* the action crashport saved at install (below it in the chain) */
+    cp_action current;    /* the action in force now, when it is not crashport's (above it) */
+    uint64_t stack_start; /* address of stack[0]: the faulting SP less the red zone */
+    uint32_t stack_size;  /* bytes of stack that follow */
+    uint32_t reserved;
+    uint8_t stack[CP_STACK_COPY_MAX];
+} cp_crash;
+
+/* Verdict values. */
+#define CP_VERDICT_CONTINUE 0u /* not handled: continue down the chain (Mach's KERN_FAILURE) */
+
+typedef struct cp_verdict {
+    cp_header header;
+    uint32_t verdict;
+    uint32_t reserved;
+    uint64_t capture_ns; /* the watcher's own time from receiving the record to this verdict */
+} cp_verdict;
+
+typedef struct cp_heartbeat {
+    cp_header header;
+    uint32_t extend_ms; /* give the watcher this much more time from now */
+    uint32_t reserved;
+} cp_heartbeat;
+
+#ifndef __cplusplus
+_Static_assert(sizeof(cp_header) == 16, "cp_header is 16 bytes");
+_Static_assert(sizeof(cp_hello) == 80, "cp_hello is 80 bytes");
+_Static_assert(sizeof(cp_action) == 32, "cp_action is 32 bytes");
+_Static_assert(__builtin_offsetof(cp_crash, regs) == 88, "regs at 88");
+_Static_assert(__builtin_offsetof(cp_crash, fpregs) == 360, "fpregs at 360");
+_Static_assert(__builtin_offsetof(cp_crash, previous) == 888, "previous at 888");
+_Static_assert(__builtin_offsetof(cp_crash, stack_start) == 952, "stack_start at 952");
+_Static_assert(__builtin_offsetof(cp_crash, stack) == 968, "stack at 968");
+_Static_assert(sizeof(cp_crash) == 968 + CP_STACK_COPY_MAX, "cp_crash has no tail padding");
+_Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
+_Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian");
+#endif
+
+#endif /* CRASHPORT_PROTOCOL_H */

@@ -1,0 +1,49 @@
+// swift-tools-version: 6.0
+//
+// crashport: an out-of-process crash reporter for Linux. The in-process stub (CSupport/stub) is
+// built by tools/build-stub with the C compiler, not by SwiftPM, so no Swift runtime is ever
+// loaded into a watched process. Everything here is the watcher side and its tests.
+import PackageDescription
+
+let package = Package(
+    name: "crashport",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "crashport", targets: ["crashport"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+    ],
+    targets: [
+        // The wire ABI shared with the stub (header only; protocol.c holds its static checks).
+        .target(name: "CCrashPortProtocol", path: "CSupport/protocol"),
+        // Thin C over what Swift cannot call: variadic ptrace, libunwind's macro API, libelf.
+        .target(
+            name: "CShims",
+            path: "CSupport/shims",
+            linkerSettings: [
+                .linkedLibrary("unwind-generic"),
+                .linkedLibrary("unwind"),
+                .linkedLibrary("lzma"),
+                .linkedLibrary("elf"),
+                .linkedLibrary("dw"),
+            ]
+        ),
+        .target(name: "ReportModel"),
+        .target(name: "Inspection", dependencies: ["CShims"]),
+        .target(name: "Symbolication", dependencies: ["CShims"], linkerSettings: [.linkedLibrary("stdc++")]),
+        .target(name: "Unwinding", dependencies: ["CShims", "Symbolication"]),
+        .target(
+            name: "Watcher",
+            dependencies: ["CCrashPortProtocol", "CShims", "ReportModel", "Inspection", "Unwinding", "Symbolication"]
+        ),
+        .executableTarget(
+            name: "crashport",
+            dependencies: ["Watcher", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "ReportModelTests", dependencies: ["ReportModel", "TestSupport"]),
+        .testTarget(name: "WatcherTests", dependencies: ["Watcher", "CCrashPortProtocol", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport"]),
+    ]
+)

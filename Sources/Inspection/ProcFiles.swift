@@ -1,0 +1,102 @@
+// ProcFiles: reading /proc files and parsing the ones the watcher needs (maps, task list).
+//
+// /proc files report size 0, so they are read in a loop until EOF. Every parse is defensive:
+// a line that does not parse is skipped, never fatal.
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum ProcFiles {
+    /// The whole file, read until EOF, at most `limit` bytes; nil when it cannot be opened.
+    public static func read(_ path: String, limit: Int = 16 << 20) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while result.count < limit {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            result.append(contentsOf: chunk[0..<min(count, limit - result.count)])
+        }
+        return result
+    }
+
+    public static func readText(_ path: String) -> String? {
+        read(path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Thread ids in /proc/PID/task, ascending.
+    public static func threads(of pid: Int32) -> [Int32] {
+        guard let directory = opendir("/proc/\(pid)/task") else { return [] }
+        defer { closedir(directory) }
+        var tids: [Int32] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if let tid = Int32(name) { tids.append(tid) }
+        }
+        return tids.sorted()
+    }
+
+    /// A thread's name from /proc/PID/task/TID/comm, without the newline.
+    public static func threadName(pid: Int32, tid: Int32) -> String {
+        guard let text = readText("/proc/\(pid)/task/\(tid)/comm") else { return "" }
+        return text.hasSuffix("\n") ? String(text.dropLast()) : text
+    }
+
+    /// The arguments from /proc/PID/cmdline.
+    public static func arguments(of pid: Int32) -> [String] {
+        guard let bytes = read("/proc/\(pid)/cmdline") else { return [] }
+        return bytes.split(separator: 0, omittingEmptySubsequences: false).dropLast(bytes.last == 0 ? 1 : 0)
+            .map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The target of /proc/PID/exe.
+    public static func executable(of pid: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// One line of /proc/PID/maps.
+public struct MemoryMapping: Sendable, Equatable {
+    public var start: UInt64
+    public var end: UInt64
+    public var readable: Bool
+    public var writable: Bool
+    public var executable: Bool
+    public var offset: UInt64
+    public var inode: UInt64
+    public var path: String
+
+    public func contains(_ address: UInt64) -> Bool { address >= start && address < end }
+
+    /// Parses /proc/PID/maps text; malformed lines are skipped.
+    public static func parse(_ text: String) -> [MemoryMapping] {
+        var result: [MemoryMapping] = []
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
+            guard fields.count >= 5 else { continue }
+            let range = fields[0].split(separator: "-")
+            guard range.count == 2, let start = UInt64(range[0], radix: 16), let end = UInt64(range[1], radix: 16),
+                  start < end, let offset = UInt64(fields[2], radix: 16), let inode = UInt64(fields[4]) else { continue }
+            let perms = Array(fields[1].utf8)
+            guard perms.count >= 3 else { continue }
+            let path = fields.count > 5 ? String(fields[5]).trimmingLeadingSpaces() : ""
+            result.append(MemoryMapping(
+                start: start, end: end, readable: perms[0] == UInt8(ascii: "r"), writable: perms[1] == UInt8(ascii: "w"),
+                executable: perms[2] == UInt8(ascii: "x"), offset: offset, inode: inode, path: path))
+        }
+        return result
+    }
+}
+
+extension String {
+    func trimmingLeadingSpaces() -> String {
+        String(drop { $0 == " " })
+    }
+}

@@ -1,0 +1,266 @@
+// Event: the report's JSON, schema "crashport.event.v1" (DESIGN §6).
+//
+// Readers treat every field as optional (a report from an older or newer crashport, or a partial
+// one, still decodes); writers fill what they know. Addresses are strings "0x…".
+
+import Foundation
+
+/// A target-process address, encoded as a "0x…" string in JSON.
+public struct HexAddress: Codable, Sendable, Hashable, CustomStringConvertible {
+    public var value: UInt64
+
+    public init(_ value: UInt64) { self.value = value }
+
+    public var description: String { "0x" + String(value, radix: 16) }
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let text = try? container.decode(String.self) {
+            let digits = text.hasPrefix("0x") || text.hasPrefix("0X") ? text.dropFirst(2) : Substring(text)
+            guard let parsed = UInt64(digits, radix: 16) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a hex address: \(text)")
+            }
+            value = parsed
+        } else {
+            value = try container.decode(UInt64.self)
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+public struct Event: Codable, Sendable, Equatable {
+    public static let schemaName = "crashport.event.v1"
+
+    public var schema: String? = Event.schemaName
+    public var id: String?
+    public var kind: String?
+    public var timestamp: String?
+    public var process: ProcessInfoRecord?
+    public var signal: SignalRecord?
+    public var crashedThread: Int32?
+    public var threads: [ThreadRecord]?
+    public var modules: [ModuleRecord]?
+    public var handlerChain: [HandlerChainEntry]?
+    public var minidump: String?
+    /// What could not be captured and why (best-effort capture records its gaps here).
+    public var notes: [String]?
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case schema, id, kind, timestamp, process, signal
+        case crashedThread = "crashed_thread"
+        case threads, modules
+        case handlerChain = "handler_chain"
+        case minidump, notes
+    }
+
+    /// The crashed thread's record, if present.
+    public var crashedThreadRecord: ThreadRecord? {
+        threads?.first { $0.crashed == true } ?? threads?.first { $0.tid == crashedThread }
+    }
+}
+
+public struct ProcessInfoRecord: Codable, Sendable, Equatable {
+    public var pid: Int32?
+    public var executable: String?
+    public var arguments: [String]?
+    public var buildID: String?
+
+    public init(pid: Int32? = nil, executable: String? = nil, arguments: [String]? = nil, buildID: String? = nil) {
+        self.pid = pid
+        self.executable = executable
+        self.arguments = arguments
+        self.buildID = buildID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case pid, executable, arguments
+        case buildID = "build_id"
+    }
+}
+
+public struct SignalRecord: Codable, Sendable, Equatable {
+    public var number: Int32?
+    public var name: String?
+    public var code: Int32?
+    public var codeName: String?
+    public var faultAddress: HexAddress?
+    public var senderPID: Int32?
+    /// A sentence: what the signal means.
+    public var description: String?
+
+    public init(
+        number: Int32? = nil, name: String? = nil, code: Int32? = nil, codeName: String? = nil,
+        faultAddress: HexAddress? = nil, senderPID: Int32? = nil, description: String? = nil
+    ) {
+        self.number = number
+        self.name = name
+        self.code = code
+        self.codeName = codeName
+        self.faultAddress = faultAddress
+        self.senderPID = senderPID
+        self.description = description
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case number, name, code
+        case codeName = "code_name"
+        case faultAddress = "fault_address"
+        case senderPID = "sender_pid"
+        case description
+    }
+}
+
+public struct ThreadRecord: Codable, Sendable, Equatable {
+    public var tid: Int32?
+    public var name: String?
+    public var crashed: Bool?
+    public var registers: [String: HexAddress]?
+    public var frames: [FrameRecord]?
+    /// Frames left out of a very deep stack, between the first and the last kept ones.
+    public var truncated: Int?
+
+    public init(
+        tid: Int32? = nil, name: String? = nil, crashed: Bool? = nil, registers: [String: HexAddress]? = nil,
+        frames: [FrameRecord]? = nil, truncated: Int? = nil
+    ) {
+        self.tid = tid
+        self.name = name
+        self.crashed = crashed
+        self.registers = registers
+        self.frames = frames
+        self.truncated = truncated
+    }
+}
+
+public struct FrameRecord: Codable, Sendable, Equatable {
+    public var index: Int?
+    public var pc: HexAddress?
+    public var module: String?
+    public var moduleOffset: HexAddress?
+    public var function: String?
+    public var mangled: String?
+    public var functionOffset: HexAddress?
+    public var file: String?
+    public var line: Int?
+    public var column: Int?
+    public var inlined: Bool?
+    /// "context" | "cfi" | "frame_pointer" | "scan"
+    public var trust: String?
+
+    public init(
+        index: Int? = nil, pc: HexAddress? = nil, module: String? = nil, moduleOffset: HexAddress? = nil,
+        function: String? = nil, mangled: String? = nil, functionOffset: HexAddress? = nil, file: String? = nil,
+        line: Int? = nil, column: Int? = nil, inlined: Bool? = nil, trust: String? = nil
+    ) {
+        self.index = index
+        self.pc = pc
+        self.module = module
+        self.moduleOffset = moduleOffset
+        self.function = function
+        self.mangled = mangled
+        self.functionOffset = functionOffset
+        self.file = file
+        self.line = line
+        self.column = column
+        self.inlined = inlined
+        self.trust = trust
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case index, pc, module
+        case moduleOffset = "module_offset"
+        case function, mangled
+        case functionOffset = "function_offset"
+        case file, line, column, inlined, trust
+    }
+}
+
+public struct ModuleRecord: Codable, Sendable, Equatable {
+    public var path: String?
+    public var base: HexAddress?
+    public var size: HexAddress?
+    public var buildID: String?
+
+    public init(path: String? = nil, base: HexAddress? = nil, size: HexAddress? = nil, buildID: String? = nil) {
+        self.path = path
+        self.base = base
+        self.size = size
+        self.buildID = buildID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case path, base, size
+        case buildID = "build_id"
+    }
+}
+
+/// One handled signal's chain: what was installed below crashport (saved at install), what sits
+/// above it (installed later by someone else), and what crashport did with the signal.
+public struct HandlerChainEntry: Codable, Sendable, Equatable {
+    public var signal: String?
+    public var previous: HandlerRecord?
+    public var above: HandlerRecord?
+    /// "forwarded-to-previous" | "default-action"
+    public var action: String?
+
+    public init(signal: String? = nil, previous: HandlerRecord? = nil, above: HandlerRecord? = nil, action: String? = nil) {
+        self.signal = signal
+        self.previous = previous
+        self.above = above
+        self.action = action
+    }
+}
+
+/// A handler: either a function (address, symbol, module, flags) or "default" / "ignore".
+public enum HandlerRecord: Codable, Sendable, Equatable {
+    case disposition(String)
+    case function(address: HexAddress, symbol: String?, module: String?, flags: [String])
+
+    enum CodingKeys: String, CodingKey { case address, symbol, module, flags }
+
+    public init(from decoder: Decoder) throws {
+        if let text = try? decoder.singleValueContainer().decode(String.self) {
+            self = .disposition(text)
+            return
+        }
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self = .function(
+            address: try container.decode(HexAddress.self, forKey: .address),
+            symbol: try container.decodeIfPresent(String.self, forKey: .symbol),
+            module: try container.decodeIfPresent(String.self, forKey: .module),
+            flags: try container.decodeIfPresent([String].self, forKey: .flags) ?? []
+        )
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        switch self {
+        case .disposition(let text):
+            var container = encoder.singleValueContainer()
+            try container.encode(text)
+        case .function(let address, let symbol, let module, let flags):
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(address, forKey: .address)
+            try container.encodeIfPresent(symbol, forKey: .symbol)
+            try container.encodeIfPresent(module, forKey: .module)
+            try container.encode(flags, forKey: .flags)
+        }
+    }
+}
+
+extension Event {
+    public func jsonData() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(self)
+    }
+
+    public static func decode(_ data: Data) throws -> Event {
+        try JSONDecoder().decode(Event.self, from: data)
+    }
+}

@@ -1,0 +1,63 @@
+// Demangler: readable names for Swift, C++ (Itanium) and Rust (legacy) symbols.
+//
+// Swift names go through the Swift runtime's own demangler (swift_demangle, as Swift's tools
+// use it); Itanium names through the C++ runtime's __cxa_demangle. Rust legacy names are
+// Itanium-mangled with a trailing "::h<16 hex>" hash, which is dropped as rustfilt does. A
+// name that cannot be demangled is returned unchanged by `readable`.
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@_silgen_name("swift_demangle")
+private func _swift_demangle(
+    _ mangledName: UnsafePointer<CChar>?, _ mangledNameLength: Int, _ outputBuffer: UnsafeMutablePointer<CChar>?,
+    _ outputBufferSize: UnsafeMutablePointer<Int>?, _ flags: UInt32
+) -> UnsafeMutablePointer<CChar>?
+
+@_silgen_name("__cxa_demangle")
+private func _cxa_demangle(
+    _ mangledName: UnsafePointer<CChar>?, _ outputBuffer: UnsafeMutablePointer<CChar>?,
+    _ length: UnsafeMutablePointer<Int>?, _ status: UnsafeMutablePointer<Int32>?
+) -> UnsafeMutablePointer<CChar>?
+
+public enum Demangler {
+    /// The demangled form of `name`, or nil when it is not a mangled name we can read.
+    public static func demangle(_ name: String) -> String? {
+        if isSwift(name) {
+            return name.withCString { pointer -> String? in
+                guard let result = _swift_demangle(pointer, strlen(pointer), nil, nil, 0) else { return nil }
+                defer { free(result) }
+                let text = String(cString: result)
+                return text == name ? nil : text
+            }
+        }
+        if name.hasPrefix("_Z") {
+            var status: Int32 = 0
+            guard let result = name.withCString({ _cxa_demangle($0, nil, nil, &status) }), status == 0 else { return nil }
+            defer { free(result) }
+            return stripRustHash(String(cString: result))
+        }
+        return nil
+    }
+
+    /// `demangle(name) ?? name`.
+    public static func readable(_ name: String) -> String { demangle(name) ?? name }
+
+    static func isSwift(_ name: String) -> Bool {
+        for prefix in ["$s", "_$s", "$S", "_$S", "$e", "_$e", "_T0"] where name.hasPrefix(prefix) { return true }
+        return false
+    }
+
+    /// Rust legacy symbols end in "::h" + 16 hex digits.
+    static func stripRustHash(_ text: String) -> String {
+        let scalars = Array(text.utf8)
+        guard scalars.count > 19 else { return text }
+        let hashStart = scalars.count - 16
+        guard scalars[hashStart - 3] == UInt8(ascii: ":"), scalars[hashStart - 2] == UInt8(ascii: ":"),
+              scalars[hashStart - 1] == UInt8(ascii: "h"),
+              scalars[hashStart...].allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) })
+        else { return text }
+        return String(decoding: scalars[..<(hashStart - 3)], as: UTF8.self)
+    }
+}

@@ -1,0 +1,232 @@
+// ELFFile: a bounds-checked reader of 64-bit little-endian ELF files over an mmap.
+//
+// Why our own reader and not libelf for this part: headers, notes and symbol tables are a few
+// hundred lines, and reading them straight from the mapping costs no copies and no per-call C
+// bridging; every offset is checked, so a truncated or hostile file yields an error or a nil,
+// never a trap. (DWARF, where the format is large, is a separate reader.)
+
+public struct ELFSegment: Sendable, Equatable {
+    public var type: UInt32
+    public var flags: UInt32
+    public var offset: UInt64
+    public var vaddr: UInt64
+    public var fileSize: UInt64
+    public var memorySize: UInt64
+
+    public static let load: UInt32 = 1
+    public static let dynamic: UInt32 = 2
+    public static let note: UInt32 = 4
+    public static let gnuEHFrame: UInt32 = 0x6474_e550
+    public var isExecutable: Bool { flags & 1 != 0 }
+}
+
+public struct ELFSection: Sendable, Equatable {
+    public var name: String
+    public var type: UInt32
+    public var flags: UInt64
+    public var address: UInt64
+    public var offset: UInt64
+    public var size: UInt64
+    public var link: UInt32
+    public var entrySize: UInt64
+
+    public static let noBits: UInt32 = 8
+    public static let compressedFlag: UInt64 = 0x800
+}
+
+public final class ELFFile: @unchecked Sendable {
+    public let file: MappedFile
+    public let view: ByteView
+    public let type: UInt16
+    public let machine: UInt16
+    public let segments: [ELFSegment]
+    public let sections: [ELFSection]
+
+    public var path: String { file.path }
+
+    public convenience init(path: String) throws {
+        try self.init(file: MappedFile(path: path))
+    }
+
+    public init(file: MappedFile) throws {
+        self.file = file
+        let view = ByteView(file.bytes)
+        self.view = view
+        let path = file.path
+        guard view.has(0, 64), view.u32(0) == 0x464C_457F else {
+            throw SymbolicationError.notELF(path: path, reason: "no ELF magic")
+        }
+        guard view.u8(4) == 2 else { throw SymbolicationError.notELF(path: path, reason: "not a 64-bit ELF") }
+        guard view.u8(5) == 1 else { throw SymbolicationError.notELF(path: path, reason: "not little-endian") }
+        type = view.u16(16)!
+        machine = view.u16(18)!
+        let phoff = view.u64(32)!, shoff = view.u64(40)!
+        let phentsize = UInt64(view.u16(54)!), phnum = UInt64(view.u16(56)!)
+        let shentsize = UInt64(view.u16(58)!)
+        var shnum = UInt64(view.u16(60)!)
+        var shstrndx = UInt64(view.u16(62)!)
+
+        var segments: [ELFSegment] = []
+        if phnum > 0 {
+            guard phentsize >= 56, view.has(phoff, phentsize * phnum) else {
+                throw SymbolicationError.malformed(path: path, reason: "program headers out of bounds")
+            }
+            for index in 0..<phnum {
+                let at = phoff + index * phentsize
+                segments.append(ELFSegment(
+                    type: view.u32(at)!, flags: view.u32(at + 4)!, offset: view.u64(at + 8)!,
+                    vaddr: view.u64(at + 16)!, fileSize: view.u64(at + 32)!, memorySize: view.u64(at + 40)!))
+            }
+        }
+        self.segments = segments
+
+        var sections: [ELFSection] = []
+        if shoff != 0 && shentsize >= 64 {
+            // Extended numbering: the real counts live in section 0.
+            if shnum == 0, let count = view.u64(shoff + 32) { shnum = count }
+            if shstrndx == 0xFFFF, let link = view.u32(shoff + 40) { shstrndx = UInt64(link) }
+            if shnum > 0 && shnum <= 65536 && view.has(shoff, shentsize * shnum) {
+                var raw: [(nameOffset: UInt32, section: ELFSection)] = []
+                raw.reserveCapacity(Int(shnum))
+                for index in 0..<shnum {
+                    let at = shoff + index * shentsize
+                    raw.append((view.u32(at)!, ELFSection(
+                        name: "", type: view.u32(at + 4)!, flags: view.u64(at + 8)!, address: view.u64(at + 16)!,
+                        offset: view.u64(at + 24)!, size: view.u64(at + 32)!, link: view.u32(at + 40)!,
+                        entrySize: view.u64(at + 56)!)))
+                }
+                let names: ByteView? = shstrndx < shnum
+                    ? view.slice(raw[Int(shstrndx)].section.offset, raw[Int(shstrndx)].section.size) : nil
+                for (nameOffset, var section) in raw {
+                    section.name = names?.cString(UInt64(nameOffset)) ?? ""
+                    sections.append(section)
+                }
+            }
+        }
+        self.sections = sections
+    }
+
+    public func section(named name: String) -> ELFSection? { sections.first { $0.name == name } }
+
+    /// The bytes of a section in the file; nil for SHT_NOBITS or out-of-bounds sections.
+    public func contents(of section: ELFSection) -> ByteView? {
+        guard section.type != ELFSection.noBits else { return nil }
+        return view.slice(section.offset, section.size)
+    }
+
+    /// The virtual address at which file offset 0 is loaded: what a module's base maps to.
+    public var imageVirtualBase: UInt64 {
+        let loads = segments.filter { $0.type == ELFSegment.load }
+        if let first = loads.min(by: { $0.vaddr < $1.vaddr }) {
+            return first.vaddr &- first.offset
+        }
+        return 0
+    }
+
+    /// Translates an ELF virtual address to the file offset holding its bytes, if any.
+    public func fileOffset(forVirtualAddress address: UInt64) -> UInt64? {
+        for segment in segments where segment.type == ELFSegment.load {
+            if address >= segment.vaddr && address - segment.vaddr < segment.fileSize {
+                return segment.offset + (address - segment.vaddr)
+            }
+        }
+        return nil
+    }
+
+    /// Copies `count` bytes at ELF virtual address `address` out of the file's loaded contents.
+    public func read(virtualAddress address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        guard let offset = fileOffset(forVirtualAddress: address),
+              let segment = segments.first(where: {
+                  $0.type == ELFSegment.load && address >= $0.vaddr && address - $0.vaddr < $0.fileSize
+              }),
+              address - segment.vaddr + UInt64(buffer.count) <= segment.fileSize,
+              view.has(offset, UInt64(buffer.count))
+        else { return false }
+        buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: view.bytes[Int(offset)..<Int(offset) + buffer.count]))
+        return true
+    }
+
+    /// Executable address ranges (ELF virtual addresses) of the loaded image.
+    public var executableRanges: [Range<UInt64>] {
+        segments.filter { $0.type == ELFSegment.load && $0.isExecutable && $0.memorySize > 0 }
+            .map { $0.vaddr..<($0.vaddr &+ $0.memorySize) }
+    }
+
+    /// Walks the notes of a note area; stops quietly at the first malformed note.
+    public static func notes(in area: ByteView, _ body: (_ name: String, _ type: UInt32, _ desc: ByteView) -> Bool) {
+        var offset: UInt64 = 0
+        while let nameSize = area.u32(offset), let descSize = area.u32(offset + 4), let type = area.u32(offset + 8) {
+            let nameStart = offset + 12
+            let descStart = nameStart + ((UInt64(nameSize) + 3) & ~3)
+            guard let nameView = area.slice(nameStart, UInt64(nameSize)),
+                  let desc = area.slice(descStart, UInt64(descSize)) else { return }
+            var name = nameView.cString(0) ?? ""
+            if name.count > Int(nameSize) { name = String(name.prefix(Int(nameSize))) }
+            if !body(name, type, desc) { return }
+            offset = descStart + ((UInt64(descSize) + 3) & ~3)
+        }
+    }
+
+    /// The GNU build-id (NT_GNU_BUILD_ID), from the section if present, else the PT_NOTE segments.
+    public lazy var buildID: [UInt8]? = {
+        var areas: [ByteView] = []
+        if let section = section(named: ".note.gnu.build-id"), let contents = contents(of: section) { areas.append(contents) }
+        for segment in segments where segment.type == ELFSegment.note {
+            if let area = view.slice(segment.offset, segment.fileSize) { areas.append(area) }
+        }
+        for area in areas {
+            var found: [UInt8]?
+            ELFFile.notes(in: area) { name, type, desc in
+                if name == "GNU" && type == 3 { found = desc.array(0, UInt64(desc.count)) }
+                return found == nil
+            }
+            if let found, !found.isEmpty { return found }
+        }
+        return nil
+    }()
+
+    /// `.gnu_debuglink`: the name of the separate debug file and the CRC32 of its contents.
+    public var debugLink: (name: String, crc: UInt32)? {
+        guard let section = section(named: ".gnu_debuglink"), let data = contents(of: section),
+              let name = data.cString(0), !name.isEmpty else { return nil }
+        let crcOffset = (UInt64(name.utf8.count) + 1 + 3) & ~3
+        guard let crc = data.u32(crcOffset) else { return nil }
+        return (name, crc)
+    }
+
+    /// The `.eh_frame_hdr` search table, in ELF virtual addresses.
+    public struct EHFrameTable: Sendable {
+        public var headerAddress: UInt64
+        public var tableAddress: UInt64
+        public var entries: UInt64
+    }
+
+    public lazy var ehFrameTable: EHFrameTable? = {
+        guard let segment = segments.first(where: { $0.type == ELFSegment.gnuEHFrame }),
+              let header = view.slice(segment.offset, segment.fileSize),
+              header.u8(0) == 1 else { return nil }
+        // version 1, eh_frame_ptr_enc, fde_count_enc, table_enc; libunwind's remote search
+        // supports the standard table encoding only: DW_EH_PE_datarel | DW_EH_PE_sdata4.
+        guard let framePointerEncoding = header.u8(1), let countEncoding = header.u8(2),
+              header.u8(3) == 0x3B else { return nil }
+        let pointerSize: UInt64
+        switch framePointerEncoding & 0x0F {
+        case 0x03, 0x0B: pointerSize = 4
+        case 0x04, 0x0C: pointerSize = 8
+        default: return nil
+        }
+        let countOffset = 4 + pointerSize
+        let count: UInt64
+        switch countEncoding & 0x0F {
+        case 0x03: guard let value = header.u32(countOffset) else { return nil }; count = UInt64(value)
+        case 0x0B: guard let value = header.u32(countOffset) else { return nil }; count = UInt64(UInt32(bitPattern: Int32(bitPattern: value)))
+        case 0x04, 0x0C: guard let value = header.u64(countOffset) else { return nil }; count = value
+        default: return nil
+        }
+        let tableOffset = countOffset + ((countEncoding & 0x0F) == 0x04 || (countEncoding & 0x0F) == 0x0C ? 8 : 4)
+        guard count > 0, header.has(tableOffset, count * 8) else { return nil }
+        return EHFrameTable(headerAddress: segment.vaddr, tableAddress: segment.vaddr + tableOffset, entries: count)
+    }()
+
+    public lazy var symbols: SymbolTable = SymbolTable(elf: self)
+}

@@ -1,0 +1,76 @@
+// SymbolTable: the function symbols of one ELF file (.symtab, then .dynsym), sorted for lookup.
+//
+// Built once per file (the ELFFile caches it); names are read from the string table only when
+// a lookup hits, so building costs one pass over the symbol entries and one sort.
+
+public struct SymbolTable: Sendable {
+    struct Entry: Sendable {
+        var address: UInt64
+        var size: UInt64
+        var nameOffset: UInt32
+        var table: UInt8 // 0 = .symtab, 1 = .dynsym
+        var rank: UInt8  // lower wins among aliases: sized global < sized local < unsized
+    }
+
+    public struct Match: Sendable, Equatable {
+        public var name: String
+        public var address: UInt64
+        public var offset: UInt64
+        public var size: UInt64
+    }
+
+    private var entries: [Entry] = []
+    private var strings: [ByteView] = []
+
+    public var count: Int { entries.count }
+
+    init(elf: ELFFile) {
+        for (tableIndex, name) in [".symtab", ".dynsym"].enumerated() {
+            guard let section = elf.section(named: name), let data = elf.contents(of: section),
+                  Int(section.link) < elf.sections.count,
+                  let stringTable = elf.contents(of: elf.sections[Int(section.link)]) else {
+                strings.append(ByteView(UnsafeRawBufferPointer(start: nil, count: 0)))
+                continue
+            }
+            strings.append(stringTable)
+            let count = UInt64(data.count) / 24
+            entries.reserveCapacity(entries.count + Int(count))
+            for index in 0..<count {
+                let at = index * 24
+                guard let nameOffset = data.u32(at), let info = data.u8(at + 4), let sectionIndex = data.u16(at + 6),
+                      let value = data.u64(at + 8), let size = data.u64(at + 16) else { break }
+                let type = info & 0x0F, binding = info >> 4
+                // Functions and GNU indirect functions that are defined (not SHN_UNDEF).
+                guard type == 2 || type == 10, sectionIndex != 0, value != 0 else { continue }
+                let rank: UInt8 = size == 0 ? 2 : (binding == 1 ? 0 : 1)
+                entries.append(Entry(address: value, size: size, nameOffset: nameOffset, table: UInt8(tableIndex), rank: rank))
+            }
+        }
+        entries.sort { ($0.address, $0.rank, $0.table) < ($1.address, $1.rank, $1.table) }
+        // Keep one entry per address: the best-ranked alias.
+        var unique: [Entry] = []
+        unique.reserveCapacity(entries.count)
+        for entry in entries where unique.last?.address != entry.address { unique.append(entry) }
+        entries = unique
+    }
+
+    /// The function containing `address` (an ELF virtual address). A sized symbol covers its
+    /// size; an unsized one covers up to the next symbol.
+    public func lookup(_ address: UInt64) -> Match? {
+        var low = 0, high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entries[middle].address <= address { low = middle + 1 } else { high = middle }
+        }
+        guard low > 0 else { return nil }
+        let entry = entries[low - 1]
+        let offset = address - entry.address
+        if entry.size > 0 {
+            guard offset < entry.size else { return nil }
+        } else if low < entries.count, address >= entries[low].address {
+            return nil
+        }
+        let name = strings[Int(entry.table)].cString(UInt64(entry.nameOffset)) ?? "?"
+        return Match(name: name, address: entry.address, offset: offset, size: entry.size)
+    }
+}

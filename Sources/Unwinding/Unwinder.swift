@@ -1,0 +1,181 @@
+// Unwinder: call stacks from registers plus an abstract memory source (DESIGN §5).
+//
+// libunwind does the DWARF CFI work (through CShims' callback address space); this file
+// supplies memory and the modules' .eh_frame_hdr tables. Memory comes from a `MemorySource`
+// (captured stacks, a live reader, a minidump) and, for addresses inside a module, from the
+// module's file on disk: code and unwind tables need not be captured to be read.
+
+import CShims
+import Symbolication
+
+/// Anything that can copy bytes out of a (possibly dead) process's address space.
+public protocol MemorySource: AnyObject {
+    /// Fills `buffer` from `address`; false when any byte is unavailable.
+    func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool
+}
+
+/// A module the unwinder may find code and CFI in: an ELF file loaded at `base`.
+public struct UnwindModule: @unchecked Sendable {
+    public var base: UInt64
+    public var size: UInt64
+    public var elf: ELFFile?
+
+    public init(base: UInt64, size: UInt64, elf: ELFFile?) {
+        self.base = base
+        self.size = size
+        self.elf = elf
+    }
+
+    /// Load bias: runtime address − ELF virtual address.
+    var bias: UInt64 { base &- (elf?.imageVirtualBase ?? 0) }
+}
+
+public struct UnwoundFrame: Sendable, Equatable {
+    public enum Method: String, Sendable {
+        case context, cfi, framePointer = "frame_pointer", scan
+    }
+
+    public var pc: UInt64
+    public var sp: UInt64
+    public var method: Method
+    public var isSignalFrame: Bool
+}
+
+public struct UnwoundStack: Sendable, Equatable {
+    public var frames: [UnwoundFrame]
+    /// Frames left out between the kept head and tail of a very deep stack.
+    public var skipped: Int
+}
+
+public final class Unwinder {
+    let memory: MemorySource
+    let modules: [UnwindModule]
+    /// Executable ranges, runtime addresses, sorted; for scan candidates.
+    let codeRanges: [Range<UInt64>]
+
+    public var maxFrames = 512
+    public var headFrames = 256
+    public var frameLimit = 1_000_000
+
+    public init(memory: MemorySource, modules: [UnwindModule]) {
+        self.memory = memory
+        self.modules = modules.sorted { $0.base < $1.base }
+        var ranges: [Range<UInt64>] = []
+        for module in self.modules {
+            guard let elf = module.elf else { continue }
+            for range in elf.executableRanges {
+                let lower = range.lowerBound &+ module.bias, upper = range.upperBound &+ module.bias
+                if lower < upper { ranges.append(lower..<upper) }
+            }
+        }
+        codeRanges = ranges.sorted { $0.lowerBound < $1.lowerBound }
+    }
+
+    func module(containing address: UInt64) -> UnwindModule? {
+        var low = 0, high = modules.count
+        while low < high {
+            let middle = (low + high) / 2
+            if modules[middle].base <= address { low = middle + 1 } else { high = middle }
+        }
+        guard low > 0 else { return nil }
+        let module = modules[low - 1]
+        return address - module.base < module.size ? module : nil
+    }
+
+    func isCode(_ address: UInt64) -> Bool {
+        var low = 0, high = codeRanges.count
+        while low < high {
+            let middle = (low + high) / 2
+            if codeRanges[middle].lowerBound <= address { low = middle + 1 } else { high = middle }
+        }
+        return low > 0 && codeRanges[low - 1].contains(address)
+    }
+
+    func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        if memory.read(address, into: buffer) { return true }
+        guard let module = module(containing: address), let elf = module.elf else { return false }
+        return elf.read(virtualAddress: address &- module.bias, into: buffer)
+    }
+
+    func table(for ip: UInt64) -> cp_unwind_table? {
+        guard let module = module(containing: ip), let elf = module.elf, let table = elf.ehFrameTable else { return nil }
+        let bias = module.bias
+        let text = elf.executableRanges
+        let start = (text.map(\.lowerBound).min() ?? 0) &+ bias
+        let end = (text.map(\.upperBound).max() ?? 0) &+ bias
+        return cp_unwind_table(
+            start_ip: start, end_ip: end, eh_frame_hdr: table.headerAddress &+ bias,
+            table_data: table.tableAddress &+ bias, table_entries: table.entries)
+    }
+
+    /// Unwinds one thread from its x86_64 `user_regs_struct` registers.
+    public func unwind(registers: [UInt64]) -> UnwoundStack {
+        precondition(registers.count == 27)
+        var source = cp_unwind_source()
+        source.context = Unmanaged.passUnretained(self).toOpaque()
+        source.read_memory = { context, address, buffer, size in
+            let unwinder = Unmanaged<Unwinder>.fromOpaque(context!).takeUnretainedValue()
+            guard size <= 1 << 20, let buffer else { return -1 }
+            return unwinder.read(address, into: UnsafeMutableRawBufferPointer(start: buffer, count: Int(size))) ? 0 : -1
+        }
+        source.find_table = { context, ip, table in
+            let unwinder = Unmanaged<Unwinder>.fromOpaque(context!).takeUnretainedValue()
+            guard let found = unwinder.table(for: ip) else { return -1 }
+            table!.pointee = found
+            return 0
+        }
+        source.is_code = { context, address in
+            Unmanaged<Unwinder>.fromOpaque(context!).takeUnretainedValue().isCode(address) ? 1 : 0
+        }
+        var frames = [cp_frame](repeating: cp_frame(), count: maxFrames)
+        var skipped: Int32 = 0
+        let count = registers.withUnsafeBufferPointer { regs in
+            withUnsafePointer(to: &source) { sourcePointer in
+                cp_unwind_x86_64(sourcePointer, regs.baseAddress, &frames, Int32(maxFrames), Int32(headFrames),
+                                 Int32(clamping: frameLimit), &skipped)
+            }
+        }
+        guard count > 0 else { return UnwoundStack(frames: [], skipped: 0) }
+        let methods: [UnwoundFrame.Method] = [.context, .cfi, .framePointer, .scan]
+        return UnwoundStack(
+            frames: frames[0..<Int(count)].map {
+                UnwoundFrame(pc: $0.pc, sp: $0.sp, method: methods[Int(min($0.method, 3))], isSignalFrame: $0.signal_frame != 0)
+            },
+            skipped: Int(skipped))
+    }
+}
+
+/// Memory made of captured regions, searched in order; for snapshots and minidumps.
+public final class RegionMemory: MemorySource {
+    public struct Region {
+        public var start: UInt64
+        public var bytes: [UInt8]
+        public init(start: UInt64, bytes: [UInt8]) {
+            self.start = start
+            self.bytes = bytes
+        }
+    }
+
+    var regions: [Region]
+    /// Consulted when no region has the bytes (for example a live process while it is stopped).
+    public var fallback: MemorySource?
+
+    public init(regions: [Region], fallback: MemorySource? = nil) {
+        self.regions = regions.sorted { $0.start < $1.start }
+        self.fallback = fallback
+    }
+
+    public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        let count = UInt64(buffer.count)
+        for region in regions where address >= region.start {
+            let offset = address - region.start
+            if offset <= UInt64(region.bytes.count) && count <= UInt64(region.bytes.count) - offset {
+                region.bytes.withUnsafeBytes { bytes in
+                    buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[Int(offset)..<Int(offset + count)]))
+                }
+                return true
+            }
+        }
+        return fallback?.read(address, into: buffer) ?? false
+    }
+}

@@ -1,0 +1,159 @@
+// CaptureSession: from a verified crash record to a ProcessSnapshot.
+//
+// record → suspend every thread → registers (the crashing thread's from the record, not from
+// where its handler is now) → stacks → modules and /proc files → release the process. Capture
+// is best-effort: whatever cannot be read is noted in `notes` and the report goes on without it.
+// Where ptrace is denied (or --no-ptrace), the crashing thread is still reported from the
+// record's own stack copy.
+
+import Inspection
+import ReportModel
+import Symbolication
+import Unwinding
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct CaptureOptions: Sendable {
+    public var usePtrace = true
+    public var captureEnvironment = false
+    /// Stack bytes kept per thread, from the stack pointer up.
+    public var crashedThreadStackLimit = 1 << 20
+    public var threadStackLimit = 256 << 10
+
+    public init() {}
+}
+
+public struct Capture: @unchecked Sendable {
+    public var snapshot: ProcessSnapshot
+    public var modules: [LoadedModule]
+    public var executable: String?
+    public var arguments: [String]
+    public var notes: [String]
+    public var record: CrashRecord
+    /// Nanoseconds from the start of capture until the process was released.
+    public var suspendedNanoseconds: UInt64
+}
+
+public enum CaptureSession {
+    public static func capture(record: CrashRecord, options: CaptureOptions, cache: ELFCache) -> Capture {
+        let started = monotonicNanoseconds()
+        let pid = record.pid
+        var notes: [String] = []
+        var threads: [ThreadSnapshot] = []
+        let memory = ProcessMemory(pid: pid)
+        var session: PtraceSession?
+        if options.usePtrace {
+            let candidate = PtraceSession(pid: pid)
+            do {
+                _ = try candidate.suspendAll()
+                session = candidate
+                for failure in candidate.failures { notes.append("thread \(failure.tid) not suspended: \(failure.reason)") }
+            } catch {
+                notes.append("ptrace denied (\(error)); other threads, their registers and the live stack were not captured; the crashing thread comes from the record's stack copy")
+            }
+        } else {
+            notes.append("ptrace not used (--no-ptrace); other threads were not captured; the crashing thread comes from the record's stack copy")
+        }
+
+        let mapsBytes = ProcFiles.read("/proc/\(pid)/maps")
+        let mappings = mapsBytes.map { MemoryMapping.parse(String(decoding: $0, as: UTF8.self)) } ?? []
+        if mapsBytes == nil { notes.append("/proc/\(pid)/maps unreadable: modules unknown") }
+
+        func stack(from sp: UInt64, limit: Int) -> MemoryRegion? {
+            let start = sp &- 128
+            guard let mapping = mappings.first(where: { $0.contains(start) || $0.contains(sp) }) else { return nil }
+            let from = max(start, mapping.start)
+            let count = Int(min(UInt64(limit), mapping.end - from))
+            let bytes = memory.bytes(at: from, count: count)
+            return bytes.isEmpty ? nil : MemoryRegion(start: from, bytes: bytes)
+        }
+
+        // The crashing thread: registers from the record, stack from the live process if we hold
+        // it (it may extend past the record's copy), else the record's copy.
+        var crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
+        if session != nil, let live = stack(from: record.registers.rsp, limit: options.crashedThreadStackLimit),
+           live.bytes.count > record.stack.bytes.count {
+            crashed.stack = live
+        }
+        if crashed.name.isEmpty { crashed.name = ProcFiles.threadName(pid: pid, tid: record.tid) }
+        threads.append(crashed)
+
+        if let session {
+            for tid in session.stopped where tid != record.tid {
+                do {
+                    let registers = try session.registers(of: tid)
+                    let set = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
+                    threads.append(ThreadSnapshot(
+                        tid: tid, name: ProcFiles.threadName(pid: pid, tid: tid), registers: set,
+                        stack: stack(from: set.rsp, limit: options.threadStackLimit)))
+                } catch {
+                    notes.append("thread \(tid): \(error)")
+                }
+            }
+        }
+
+        let executable = ProcFiles.executable(of: pid)
+        let modules = ModuleMap.modules(
+            pid: pid, mappings: mappings, executable: executable, memory: session == nil ? nil : memory, cache: cache)
+        for module in modules where module.problem != nil {
+            notes.append("module \(module.info.path): \(module.problem!)")
+        }
+
+        // 256 bytes around the faulting instruction, clipped to its mapping, so readers can
+        // show the instruction (unless it is already inside a captured stack).
+        var extra: [MemoryRegion] = []
+        let pc = record.registers.rip
+        if session != nil, let mapping = mappings.first(where: { $0.contains(pc) }), mapping.readable,
+           !threads.contains(where: { $0.stack?.contains(pc) ?? false }) {
+            let from = max(mapping.start, pc &- 128), to = min(mapping.end, pc &+ 128)
+            let bytes = memory.bytes(at: from, count: Int(to - from))
+            if !bytes.isEmpty { extra.append(MemoryRegion(start: from, bytes: bytes)) }
+        }
+
+        var files = LinuxFiles()
+        files.cpuInfo = ProcFiles.read("/proc/cpuinfo")
+        files.procStatus = ProcFiles.read("/proc/\(pid)/status")
+        files.lsbRelease = ProcFiles.read("/etc/lsb-release") ?? ProcFiles.read("/etc/os-release")
+        files.cmdLine = ProcFiles.read("/proc/\(pid)/cmdline")
+        files.auxv = ProcFiles.read("/proc/\(pid)/auxv")
+        files.maps = mapsBytes
+        if options.captureEnvironment { files.environ = ProcFiles.read("/proc/\(pid)/environ") }
+        let arguments = ProcFiles.arguments(of: pid)
+        let startTime = processStartTime(pid: pid)
+
+        // Everything needed from the live process is in hand: release it.
+        session?.detachAll()
+        let suspended = monotonicNanoseconds() - started
+
+        let snapshot = ProcessSnapshot(
+            pid: pid, crashedThreadID: record.tid,
+            exception: ExceptionInfo(
+                signal: record.signal, code: record.code, faultAddress: record.faultAddress,
+                senderPID: record.code <= 0 ? record.senderPID : nil),
+            threads: threads, modules: modules.map(\.info), extraMemory: extra, system: SystemProbe.current(),
+            linuxFiles: files, captureTime: UInt32(clamping: Int(time(nil))), processStartTime: startTime)
+        return Capture(
+            snapshot: snapshot, modules: modules, executable: executable, arguments: arguments, notes: notes,
+            record: record, suspendedNanoseconds: suspended)
+    }
+
+    /// Unix seconds at which the process started: /proc/PID/stat field 22 / CLK_TCK + btime.
+    static func processStartTime(pid: Int32) -> UInt32? {
+        guard let stat = ProcFiles.readText("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // fields[0] is field 3 (state); field 22 is fields[19].
+        guard fields.count > 19, let ticks = UInt64(fields[19]) else { return nil }
+        guard let procStat = ProcFiles.readText("/proc/stat"),
+              let line = procStat.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
+              let boot = UInt64(line.dropFirst(6)) else { return nil }
+        let hertz = UInt64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
+        return UInt32(clamping: boot + ticks / hertz)
+    }
+}
+
+func monotonicNanoseconds() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}

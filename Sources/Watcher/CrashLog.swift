@@ -1,0 +1,116 @@
+// CrashLog: the text a person reads: the short summary printed when a report is written, and
+// the full crash log of `crashport show` (reason first, the crashing thread, the other threads,
+// modules last).
+
+import ReportModel
+
+public enum CrashLog {
+    /// "function (file:line)", "function (module+0x…)" or "module+0x…".
+    public static func describe(_ frame: FrameRecord) -> String {
+        let location: String? = frame.module.map { module in "\(module)+\(frame.moduleOffset?.description ?? "?")" }
+        if let function = frame.function {
+            if let file = frame.file {
+                let name = file.split(separator: "/").last.map(String.init) ?? file
+                return "\(function) (\(name)\(frame.line.map { ":\($0)" } ?? ""))"
+            }
+            return location.map { "\(function) (\($0))" } ?? function
+        }
+        return location ?? (frame.pc?.description ?? "??")
+    }
+
+    static func headline(_ event: Event) -> String {
+        let program = event.process?.executable ?? "process"
+        var text = "\(program) (pid \(event.process?.pid.map(String.init) ?? "?")) crashed: "
+        if let signal = event.signal {
+            text += signal.name ?? "signal \(signal.number ?? 0)"
+            if let description = signal.description { text += ", \(description)" }
+            if let number = signal.number, let code = signal.code, let address = signal.faultAddress,
+               SignalNames.hasFaultAddress(signal: number, code: code) {
+                text += " at \(address)"
+            }
+            if let sender = signal.senderPID { text += ", sent by pid \(sender)" }
+        }
+        return text
+    }
+
+    /// The few lines printed to stderr when a report is written.
+    public static func summary(_ event: Event, reportPath: String, maxFrames: Int = 8) -> String {
+        var lines = ["crashport: " + headline(event)]
+        if let thread = event.crashedThreadRecord {
+            lines.append("  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "") crashed:")
+            let frames = thread.frames ?? []
+            for frame in frames.prefix(maxFrames) {
+                lines.append("    #\(frame.index ?? 0)  " + describe(frame))
+            }
+            if frames.count > maxFrames { lines.append("    … \(frames.count - maxFrames) more frames") }
+        }
+        let others = (event.threads?.count ?? 1) - 1
+        if others > 0 { lines.append("  \(others) other thread\(others == 1 ? "" : "s") captured") }
+        lines.append("  report: \(reportPath)")
+        return lines.joined(separator: "\n")
+    }
+
+    static func threadSection(_ thread: ThreadRecord) -> [String] {
+        var lines = ["Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "")\(thread.crashed == true ? " (crashed)" : "")"]
+        for frame in thread.frames ?? [] {
+            let index = String(frame.index ?? 0).padding(toLength: 3)
+            let pc = (frame.pc?.description ?? "").padding(toLength: 18)
+            var line = "  \(index) \(pc) \(describe(frame))"
+            if frame.inlined == true { line += " [inlined]" }
+            if let trust = frame.trust, trust != "context", trust != "cfi" { line += " [\(trust)]" }
+            lines.append(line)
+        }
+        if let truncated = thread.truncated { lines.append("      … \(truncated) frames not shown …") }
+        return lines
+    }
+
+    /// The full crash log of `crashport show`.
+    public static func full(_ event: Event) -> String {
+        var lines: [String] = []
+        lines.append(headline(event))
+        if let id = event.id { lines.append("Report:    \(id)") }
+        if let timestamp = event.timestamp { lines.append("Time:      \(timestamp)") }
+        if let arguments = event.process?.arguments, !arguments.isEmpty { lines.append("Command:   \(arguments.joined(separator: " "))") }
+        for note in event.notes ?? [] { lines.append("Note:      \(note)") }
+        lines.append("")
+        let threads = event.threads ?? []
+        let crashed = threads.filter { $0.crashed == true }
+        for thread in crashed + threads.filter({ $0.crashed != true }) {
+            lines += threadSection(thread)
+            lines.append("")
+        }
+        if let crashedThread = crashed.first, let registers = crashedThread.registers, !registers.isEmpty {
+            lines.append("Registers of the crashed thread:")
+            let order = ["rip", "rsp", "rbp", "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "eflags"]
+            let cells = order.compactMap { name in registers[name].map { "\(name.padding(toLength: 6)) \($0.description.padding(toLength: 18))" } }
+            stride(from: 0, to: cells.count, by: 3).forEach { lines.append("  " + cells[$0..<min($0 + 3, cells.count)].joined(separator: " ")) }
+            lines.append("")
+        }
+        for entry in event.handlerChain ?? [] {
+            var text = "Handler chain for \(entry.signal ?? "?"): "
+            func name(_ handler: HandlerRecord?) -> String {
+                switch handler {
+                case .disposition(let text)?: return text
+                case .function(let address, let symbol, let module, _)?: return "\(symbol ?? address.description)\(module.map { " in \($0)" } ?? "")"
+                case nil: return "none"
+                }
+            }
+            if let above = entry.above { text += "above crashport: \(name(above)); " }
+            text += "previous: \(name(entry.previous)); crashport \(entry.action ?? "?")"
+            lines.append(text)
+        }
+        if !(event.handlerChain ?? []).isEmpty { lines.append("") }
+        lines.append("Modules:")
+        for module in event.modules ?? [] {
+            let base = (module.base?.description ?? "?").padding(toLength: 18)
+            lines.append("  \(base) \(module.path ?? "?")  \(module.buildID ?? "no build-id")")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension String {
+    func padding(toLength length: Int) -> String {
+        count >= length ? self : self + String(repeating: " ", count: length - count)
+    }
+}

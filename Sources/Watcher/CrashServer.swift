@@ -1,0 +1,137 @@
+// CrashServer: the watcher's side of the socket. Receives HELLO and CRASH messages, verifies
+// them, captures the crashed process, answers with a verdict and writes the report.
+//
+// Trust: the sender's pid and uid come from SCM_CREDENTIALS (the kernel's word), never from the
+// message. A CRASH record is accepted only when its pid equals that pid and its tid is a thread
+// of that process, so a peer can only ever make the watcher inspect its own process (DESIGN §8).
+
+import CCrashPortProtocol
+import CShims
+import Foundation
+import ReportModel
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct WrittenReport: Sendable {
+    public var id: String
+    public var path: String
+    public var event: Event
+    public var captureNanoseconds: UInt64
+}
+
+public final class CrashServer {
+    public let socket: Int32
+    public let store: ReportStore
+    public var options: CaptureOptions
+    /// Where the watcher's own messages go (stderr); tests may redirect.
+    public var log: (String) -> Void = { FileHandle.standardError.write(Data(("crashport: " + $0 + "\n").utf8)) }
+    public var printSummary = true
+    public private(set) var reports: [WrittenReport] = []
+    let cache = ELFCache()
+
+    public init(socket: Int32, store: ReportStore, options: CaptureOptions) {
+        self.socket = socket
+        self.store = store
+        self.options = options
+    }
+
+    /// Handles every message waiting on the socket without blocking; returns false at EOF.
+    @discardableResult
+    public func drain() -> Bool {
+        var buffer = [UInt8](repeating: 0, count: CrashRecord.maximumSize + 1)
+        while true {
+            var truncated: Int32 = 0, pid: Int32 = 0, uid: UInt32 = 0, fdCount: Int32 = 0
+            var fds = [Int32](repeating: -1, count: 4)
+            let count = buffer.withUnsafeMutableBytes { bytes in
+                cp_receive_message(socket, bytes.baseAddress, UInt(bytes.count), &truncated, &pid, &uid, &fds, 4, &fdCount, Int32(MSG_DONTWAIT))
+            }
+            if count < 0 { return errno == EAGAIN || errno == EWOULDBLOCK }
+            if count == 0 { return false }
+            let received = Array(fds.prefix(Int(fdCount)))
+            defer { received.forEach { close($0) } }
+            guard truncated == 0 else {
+                log("rejected a message from pid \(pid): larger than any crashport message")
+                continue
+            }
+            handle(Array(buffer.prefix(count)), senderPID: pid, senderUID: uid, replyFDs: received)
+        }
+    }
+
+    func handle(_ bytes: [UInt8], senderPID: Int32, senderUID: UInt32, replyFDs: [Int32]) {
+        let header: WireHeader
+        do {
+            header = try WireHeader(bytes: bytes)
+        } catch {
+            log("rejected a message from pid \(senderPID): \(error)")
+            return
+        }
+        switch header.type {
+        case CP_MSG_HELLO.rawValue:
+            do {
+                let hello = try HelloMessage(bytes: bytes)
+                if hello.pid != senderPID { log("HELLO from pid \(senderPID) claims pid \(hello.pid); ignored") }
+            } catch {
+                log("rejected a HELLO from pid \(senderPID): \(error)")
+            }
+        case CP_MSG_CRASH.rawValue:
+            guard let reply = replyFDs.first, replyFDs.count == 1 else {
+                log("rejected a crash record from pid \(senderPID): it carried \(replyFDs.count) descriptors, expected 1")
+                return
+            }
+            let record: CrashRecord
+            do {
+                record = try CrashRecord(bytes: bytes)
+            } catch {
+                log("rejected a crash record from pid \(senderPID): \(error)")
+                sendVerdict(reply, nanoseconds: 0)
+                return
+            }
+            guard record.pid == senderPID else {
+                log("rejected a crash record from pid \(senderPID): it names pid \(record.pid)")
+                sendVerdict(reply, nanoseconds: 0)
+                return
+            }
+            guard access("/proc/\(record.pid)/task/\(record.tid)", F_OK) == 0 else {
+                log("rejected a crash record from pid \(senderPID): thread \(record.tid) is not one of its threads")
+                sendVerdict(reply, nanoseconds: 0)
+                return
+            }
+            handleCrash(record, reply: reply)
+        default:
+            log("rejected a message from pid \(senderPID): unexpected type \(header.type)")
+        }
+    }
+
+    func sendVerdict(_ fd: Int32, nanoseconds: UInt64) {
+        let verdict = VerdictMessage.encode(captureNanoseconds: nanoseconds)
+        _ = verdict.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    func handleCrash(_ record: CrashRecord, reply: Int32) {
+        let started = monotonicNanoseconds()
+        let capture = CaptureSession.capture(record: record, options: options, cache: cache)
+        // The process is released; let it continue down its handler chain now. Unwinding,
+        // symbolication and writing happen while it dies.
+        let elapsed = monotonicNanoseconds() - started
+        sendVerdict(reply, nanoseconds: elapsed)
+
+        let id = ReportStore.newID(pid: record.pid)
+        var event = ReportBuilder.event(for: capture, id: id, timestamp: ReportStore.timestamp())
+        if record.otherCrashes > 0 {
+            event.notes = (event.notes ?? []) + ["\(record.otherCrashes) other thread(s) crashed while this crash was being reported"]
+        }
+        do {
+            let path = try store.commit(id: id) { directory in
+                try ReportStore.writeFile(directory + "/event.json", Array(try event.jsonData()))
+                try MinidumpWriter(includeEnvironment: options.captureEnvironment)
+                    .write(capture.snapshot, to: directory + "/minidump.dmp")
+            }
+            reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed))
+            if printSummary { log(String(CrashLog.summary(event, reportPath: path).dropFirst("crashport: ".count))) }
+        } catch {
+            log("could not write the report of pid \(record.pid) (\(SignalNames.name(record.signal))): \(error)")
+            if printSummary { log(String(CrashLog.summary(event, reportPath: "(not written)").dropFirst("crashport: ".count))) }
+        }
+    }
+}

@@ -1,0 +1,208 @@
+// Launcher: `crashport run -- PROGRAM [ARGS...]`.
+//
+// Spawns PROGRAM with the stub preloaded and one end of a socketpair as CRASHPORT_FD, serves
+// its crash records (and those of its descendants, which inherit the socket), and ends the way
+// PROGRAM ended: its exit code, or killed by the same signal. stdin/stdout/stderr, arguments
+// and the rest of the environment are passed through untouched; crashport writes only to stderr.
+
+import CShims
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum LaunchError: Error, CustomStringConvertible {
+    case notFound(String)
+    case notExecutable(String, reason: String)
+    case stubMissing(searched: [String])
+    case system(call: String, errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .notFound(let program): return "\(program): command not found"
+        case .notExecutable(let program, let reason): return "\(program): \(reason)"
+        case .stubMissing(let searched):
+            return "cannot find libcrashport.so (looked in \(searched.joined(separator: ", "))); build it with tools/build-stub or set CRASHPORT_STUB"
+        case .system(let call, let errno): return "\(call): \(String(cString: strerror(errno)))"
+        }
+    }
+
+    /// Exit status, as a shell would use: 127 not found, 126 not executable, 125 our own failure.
+    public var exitStatus: Int32 {
+        switch self {
+        case .notFound: return 127
+        case .notExecutable: return 126
+        default: return 125
+        }
+    }
+}
+
+/// How a child ended.
+public enum Termination: Equatable, Sendable {
+    case exited(Int32)
+    case signaled(Int32)
+}
+
+public struct Launcher {
+    public var program: String
+    public var arguments: [String]
+    public var store: ReportStore
+    public var options = CaptureOptions()
+    public var stubPath: String?
+    public var extraEnvironment: [String: String] = [:]
+
+    public init(program: String, arguments: [String], store: ReportStore) {
+        self.program = program
+        self.arguments = arguments
+        self.store = store
+    }
+
+    /// PROGRAM resolved as execvp would: a path with a slash as is, otherwise searched in PATH.
+    public static func resolve(_ program: String, path: String? = ProcessInfo.processInfo.environment["PATH"]) throws -> String {
+        func check(_ candidate: String) throws -> String? {
+            var info = stat()
+            guard stat(candidate, &info) == 0 else { return nil }
+            if (info.st_mode & S_IFMT) == S_IFDIR { throw LaunchError.notExecutable(program, reason: "is a directory") }
+            guard access(candidate, X_OK) == 0 else { throw LaunchError.notExecutable(program, reason: "permission denied") }
+            return candidate
+        }
+        if program.contains("/") {
+            guard let found = try check(program) else { throw LaunchError.notFound(program) }
+            return found
+        }
+        var denied: LaunchError?
+        for directory in (path ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":", omittingEmptySubsequences: false) {
+            let candidate = (directory.isEmpty ? "." : String(directory)) + "/" + program
+            do {
+                if let found = try check(candidate) { return found }
+            } catch {
+                denied = denied ?? (error as? LaunchError)
+            }
+        }
+        throw denied ?? LaunchError.notFound(program)
+    }
+
+    /// Where the stub is: $CRASHPORT_STUB, else next to this executable, else ../lib/crashport/.
+    public static func locateStub() throws -> String {
+        var candidates: [String] = []
+        if let explicit = ProcessInfo.processInfo.environment["CRASHPORT_STUB"], !explicit.isEmpty { candidates.append(explicit) }
+        if let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            let directory = (executable as NSString).deletingLastPathComponent
+            candidates.append(directory + "/libcrashport.so")
+            candidates.append((directory as NSString).deletingLastPathComponent + "/lib/crashport/libcrashport.so")
+        }
+        for candidate in candidates where access(candidate, R_OK) == 0 { return candidate }
+        throw LaunchError.stubMissing(searched: candidates)
+    }
+
+    /// Runs PROGRAM to completion; returns how it ended and the reports written meanwhile.
+    public func run(log: @escaping (String) -> Void = { FileHandle.standardError.write(Data(("crashport: " + $0 + "\n").utf8)) })
+        throws -> (termination: Termination, reports: [WrittenReport])
+    {
+        let executable = try Self.resolve(program)
+        let stub = try stubPath ?? Self.locateStub()
+        try store.prepare()
+
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &pair) == 0 else {
+            throw LaunchError.system(call: "socketpair", errno: errno)
+        }
+        let (ours, theirs) = (pair[0], pair[1])
+        defer { close(ours) }
+        _ = fcntl(ours, F_SETFD, FD_CLOEXEC)
+        var on: Int32 = 1
+        setsockopt(ours, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
+
+        // Signals for the child are read through a signalfd; the child gets the original mask.
+        var original = sigset_t()
+        let relayed: [Int32] = [SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2]
+        let signals = cp_block_signals_to_fd(relayed, Int32(relayed.count), &original)
+        defer {
+            if signals >= 0 { close(signals) }
+            pthread_sigmask(SIG_SETMASK, &original, nil)
+        }
+
+        var environment = ProcessInfo.processInfo.environment
+        for (key, value) in extraEnvironment { environment[key] = value }
+        environment["CRASHPORT_FD"] = String(theirs)
+        if let existing = environment["LD_PRELOAD"], !existing.isEmpty {
+            environment["LD_PRELOAD"] = stub + ":" + existing
+        } else {
+            environment["LD_PRELOAD"] = stub
+        }
+
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setsigmask(&attributes, &original)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+
+        var child: pid_t = 0
+        let argv = ([program] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        let spawned = posix_spawn(&child, executable, nil, &attributes, argv, envp)
+        close(theirs)
+        guard spawned == 0 else {
+            if spawned == ENOEXEC || spawned == EACCES {
+                throw LaunchError.notExecutable(program, reason: String(cString: strerror(spawned)))
+            }
+            throw LaunchError.system(call: "posix_spawn \(program)", errno: spawned)
+        }
+
+        let server = CrashServer(socket: ours, store: store, options: options)
+        server.log = log
+        let exited = cp_pidfd_open(child)
+        var socketOpen = true
+        var status: Int32 = 0
+        while true {
+            var fds = [pollfd(fd: socketOpen ? ours : -1, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: exited, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: signals, events: Int16(POLLIN), revents: 0)]
+            // Without pidfds (very old kernels) fall back to polling waitpid.
+            let ready = poll(&fds, nfds_t(fds.count), exited >= 0 ? -1 : 50)
+            if ready < 0 && errno != EINTR { break }
+            if fds[0].revents != 0 { socketOpen = server.drain() }
+            if fds[2].revents != 0 { relaySignals(signals, to: child) }
+            if exited < 0 || fds[1].revents != 0 {
+                if waitpid(child, &status, exited >= 0 ? 0 : WNOHANG) == child { break }
+            }
+        }
+        if exited >= 0 { close(exited) }
+        // A descendant's record may still be queued; serve it before leaving.
+        if socketOpen { server.drain() }
+        let termination: Termination = (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
+        return (termination, server.reports)
+    }
+
+    /// Passes on signals sent to crashport by another process. Signals from the terminal
+    /// (si_code SI_KERNEL) already reached the child, which shares our process group.
+    func relaySignals(_ fd: Int32, to child: pid_t) {
+        var code: Int32 = 0
+        while case let signal = cp_read_signal(fd, &code), signal > 0 {
+            if code != 0x80 { kill(child, signal) }
+        }
+    }
+
+    /// Ends this process the way the child ended: the same exit code, or the same signal (with
+    /// our own core dump disabled, so only the child's core is written).
+    public static func exit(like termination: Termination) -> Never {
+        switch termination {
+        case .exited(let code):
+            Glibc.exit(code)
+        case .signaled(let signal):
+            var limit = rlimit(rlim_cur: 0, rlim_max: 0)
+            setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)
+            Glibc.signal(signal, SIG_DFL)
+            var set = sigset_t()
+            sigemptyset(&set)
+            sigaddset(&set, signal)
+            sigprocmask(SIG_UNBLOCK, &set, nil)
+            kill(getpid(), signal)
+            Glibc.exit(128 + signal) // for signals whose default is not to terminate
+        }
+    }
+}

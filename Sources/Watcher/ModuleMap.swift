@@ -1,0 +1,90 @@
+// ModuleMap: the ELF images mapped into a process, from /proc/PID/maps.
+//
+// A module starts at the mapping of its file at offset 0 (the ELF header) and spans the
+// following mappings of the same file (same path and inode); it is kept when one of them is
+// executable. The main executable comes first. Files are opened through
+// /proc/PID/map_files/START-END when possible, which names the exact inode that is mapped even
+// if the path was replaced or deleted since; the vDSO is read from memory.
+
+import Inspection
+import ReportModel
+import Symbolication
+
+public struct LoadedModule: @unchecked Sendable {
+    public var info: ModuleInfo
+    public var elf: ELFFile?
+    /// Why the module's file could not be read, when it could not.
+    public var problem: String?
+}
+
+/// ELF files opened for earlier captures, reused while their identity (path, inode) holds.
+public final class ELFCache: @unchecked Sendable {
+    private var files: [String: ELFFile] = [:]
+
+    public init() {}
+
+    func file(key: String, open: () throws -> ELFFile) throws -> ELFFile {
+        if let cached = files[key] { return cached }
+        let file = try open()
+        if files.count > 512 { files.removeAll() }
+        files[key] = file
+        return file
+    }
+}
+
+enum ModuleMap {
+    static func modules(
+        pid: Int32, mappings: [MemoryMapping], executable: String?, memory: ProcessMemory?, cache: ELFCache
+    ) -> [LoadedModule] {
+        var modules: [LoadedModule] = []
+        var index = 0
+        while index < mappings.count {
+            let first = mappings[index]
+            index += 1
+            if first.path == "[vdso]" {
+                modules.append(vdso(first, memory: memory))
+                continue
+            }
+            guard first.path.hasPrefix("/"), first.offset == 0 else { continue }
+            var last = first
+            var executable = first.executable
+            while index < mappings.count, mappings[index].path == first.path, mappings[index].inode == first.inode,
+                  mappings[index].offset >= last.offset {
+                last = mappings[index]
+                executable = executable || last.executable
+                index += 1
+            }
+            guard executable else { continue }
+            var module = LoadedModule(info: ModuleInfo(path: first.path, base: first.start, size: last.end - first.start, buildID: []))
+            let key = "\(first.path)|\(first.inode)"
+            do {
+                let elf = try cache.file(key: key) {
+                    let mapFile = "/proc/\(pid)/map_files/\(String(first.start, radix: 16))-\(String(first.end, radix: 16))"
+                    if let file = try? ELFFile(path: mapFile) { return file }
+                    return try ELFFile(path: first.path.hasSuffix(" (deleted)") ? String(first.path.dropLast(10)) : first.path)
+                }
+                module.elf = elf
+                module.info.buildID = elf.buildID ?? []
+            } catch {
+                module.problem = "\(error)"
+            }
+            modules.append(module)
+        }
+        // The main executable first.
+        if let executable, let position = modules.firstIndex(where: { $0.info.path == executable }), position > 0 {
+            modules.insert(modules.remove(at: position), at: 0)
+        }
+        return modules
+    }
+
+    static func vdso(_ mapping: MemoryMapping, memory: ProcessMemory?) -> LoadedModule {
+        var module = LoadedModule(info: ModuleInfo(path: "[vdso]", base: mapping.start, size: mapping.end - mapping.start, buildID: []))
+        guard let memory, mapping.end - mapping.start <= 1 << 20 else { return module }
+        let bytes = memory.bytes(at: mapping.start, count: Int(mapping.end - mapping.start))
+        if let elf = try? ELFFile(file: MappedFile(bytes: bytes, name: "[vdso]")) {
+            module.elf = elf
+            module.info.buildID = elf.buildID ?? []
+        }
+        return module
+    }
+}

@@ -1,0 +1,102 @@
+// ReportBuilder: a Capture, unwound and symbolicated, becomes the event (DESIGN §6).
+//
+// Runs after the process was released: every thread is unwound from the captured registers
+// and stacks (module code and CFI come from the ELF files), then every frame is symbolicated.
+
+import Inspection
+import ReportModel
+import Symbolication
+import Unwinding
+
+public enum ReportBuilder {
+    public static func event(for capture: Capture, id: String, timestamp: String) -> Event {
+        let snapshot = capture.snapshot
+        let unwindModules = capture.modules.map { UnwindModule(base: $0.info.base, size: $0.info.size, elf: $0.elf) }
+        var regions = snapshot.threads.compactMap { thread in
+            thread.stack.map { RegionMemory.Region(start: $0.start, bytes: $0.bytes) }
+        }
+        regions += snapshot.extraMemory.map { RegionMemory.Region(start: $0.start, bytes: $0.bytes) }
+        let unwinder = Unwinder(memory: RegionMemory(regions: regions), modules: unwindModules)
+        let symbolizer = Symbolizer(images: capture.modules.map {
+            Symbolizer.Image(path: $0.info.path, base: $0.info.base, size: $0.info.size, elf: $0.elf)
+        })
+
+        var event = Event()
+        event.id = id
+        event.kind = "crash"
+        event.timestamp = timestamp
+        event.process = ProcessInfoRecord(
+            pid: snapshot.pid, executable: capture.executable, arguments: capture.arguments,
+            buildID: capture.modules.first.map { hex($0.info.buildID) })
+        let exception = snapshot.exception
+        event.signal = SignalRecord(
+            number: exception.signal, name: SignalNames.name(exception.signal), code: exception.code,
+            codeName: SignalNames.codeName(signal: exception.signal, code: exception.code),
+            faultAddress: HexAddress(exception.faultAddress), senderPID: exception.senderPID,
+            description: SignalNames.describe(signal: exception.signal, code: exception.code))
+        event.crashedThread = snapshot.crashedThreadID
+
+        var threads: [ThreadRecord] = []
+        for thread in snapshot.threads {
+            let stack = unwinder.unwind(registers: thread.registers.gpr)
+            var frames: [FrameRecord] = []
+            for (position, frame) in stack.frames.enumerated() {
+                let isReturnAddress = position > 0 && frame.method != .context && !stack.frames[position - 1].isSignalFrame
+                for symbol in symbolizer.symbolicate(pc: frame.pc, isReturnAddress: isReturnAddress) {
+                    frames.append(FrameRecord(
+                        index: frames.count, pc: HexAddress(frame.pc), module: symbol.module,
+                        moduleOffset: symbol.moduleOffset.map(HexAddress.init), function: symbol.function,
+                        mangled: symbol.mangled, functionOffset: symbol.functionOffset.map(HexAddress.init),
+                        file: symbol.file, line: symbol.line, column: symbol.column,
+                        inlined: symbol.inlined ? true : nil, trust: frame.method.rawValue))
+                }
+            }
+            var registers: [String: HexAddress] = [:]
+            for (index, name) in X86_64Registers.names.enumerated() where name != "orig_rax" {
+                registers[name] = HexAddress(thread.registers.gpr[index])
+            }
+            threads.append(ThreadRecord(
+                tid: thread.tid, name: thread.name, crashed: thread.tid == snapshot.crashedThreadID,
+                registers: registers, frames: frames, truncated: stack.skipped > 0 ? stack.skipped : nil))
+        }
+        event.threads = threads
+        event.modules = snapshot.modules.map {
+            ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID.isEmpty ? nil : hex($0.buildID))
+        }
+        event.handlerChain = [handlerChain(capture.record, symbolizer: symbolizer)]
+        event.minidump = "minidump.dmp"
+        event.notes = capture.notes.isEmpty ? nil : capture.notes
+        return event
+    }
+
+    static func handlerChain(_ record: CrashRecord, symbolizer: Symbolizer) -> HandlerChainEntry {
+        func describe(_ action: WireAction) -> HandlerRecord {
+            switch action.handler {
+            case 0: return .disposition("default")
+            case 1: return .disposition("ignore")
+            default:
+                let symbol = symbolizer.symbolicate(pc: action.handler, isReturnAddress: false).first
+                return .function(
+                    address: HexAddress(action.handler), symbol: symbol?.function, module: symbol?.module,
+                    flags: actionFlags(action.flags))
+            }
+        }
+        let previous = record.previous.map(describe) ?? .disposition("default")
+        let forwards = record.previous.map { $0.handler > 1 } ?? false
+        return HandlerChainEntry(
+            signal: SignalNames.name(record.signal), previous: previous, above: record.current.map(describe),
+            action: forwards ? "forwarded-to-previous" : "default-action")
+    }
+
+    static func actionFlags(_ flags: UInt64) -> [String] {
+        let known: [(UInt64, String)] = [
+            (0x4, "SA_SIGINFO"), (0x0800_0000, "SA_ONSTACK"), (0x1000_0000, "SA_RESTART"),
+            (0x4000_0000, "SA_NODEFER"), (0x8000_0000, "SA_RESETHAND"), (0x1, "SA_NOCLDSTOP"), (0x2, "SA_NOCLDWAIT"),
+        ]
+        return known.filter { flags & $0.0 != 0 }.map(\.1)
+    }
+}
+
+func hex(_ bytes: [UInt8]) -> String {
+    bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+}

@@ -1,0 +1,57 @@
+// SystemProbe: the machine's description for SystemInfo (uname, CPU vendor/family/model), read
+// once per watcher process.
+
+import Inspection
+import ReportModel
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum SystemProbe {
+    nonisolated(unsafe) private static var cached: SystemInfo?
+
+    static func current() -> SystemInfo {
+        if let cached { return cached }
+        var info = SystemInfo()
+        var names = utsname()
+        if uname(&names) == 0 {
+            func field<T>(_ value: T) -> String {
+                withUnsafeBytes(of: value) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            }
+            info.sysname = field(names.sysname)
+            info.release = field(names.release)
+            info.version = field(names.version)
+            info.machine = field(names.machine)
+        }
+        info.cpuCount = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        if let text = ProcFiles.readText("/proc/cpuinfo") {
+            for line in text.split(separator: "\n") {
+                let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: " \t") }
+                guard parts.count == 2 else {
+                    if line.isEmpty { break }
+                    continue
+                }
+                switch parts[0] {
+                case "vendor_id": info.cpuVendor = parts[1]
+                case "cpu family": info.cpuFamily = UInt16(parts[1]) ?? 0
+                case "model": info.cpuModel = UInt16(parts[1]) ?? 0
+                case "stepping": info.cpuStepping = UInt16(parts[1]) ?? 0
+                default: break
+                }
+                if parts[0] == "flags" { break } // first processor block is enough
+            }
+        }
+        cached = info
+        return info
+    }
+}
+
+extension Substring {
+    func trimmingCharacters(in set: String) -> String {
+        let characters = Set(set)
+        var text = self
+        while let first = text.first, characters.contains(first) { text = text.dropFirst() }
+        while let last = text.last, characters.contains(last) { text = text.dropLast() }
+        return String(text)
+    }
+}

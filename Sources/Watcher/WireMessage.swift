@@ -1,0 +1,179 @@
+// WireMessage: decoding and encoding the messages of crashport_protocol.h.
+//
+// Received bytes are never cast to the C structs: each field is read at its offset (taken from
+// the C declarations through MemoryLayout, so the header stays the single source of truth)
+// after checking magic, version, type and that `size` equals the bytes actually received.
+
+import CCrashPortProtocol
+import ReportModel
+
+public enum WireError: Error, CustomStringConvertible, Equatable {
+    case tooShort(Int)
+    case badMagic(UInt32)
+    case badVersion(UInt32)
+    case sizeMismatch(declared: UInt32, received: Int)
+    case unexpectedType(UInt32)
+    case badField(String)
+
+    public var description: String {
+        switch self {
+        case .tooShort(let count): return "message of \(count) bytes is shorter than a header"
+        case .badMagic(let magic): return "bad magic 0x\(String(magic, radix: 16))"
+        case .badVersion(let version): return "unsupported protocol version \(version) (this watcher speaks \(CP_VERSION))"
+        case .sizeMismatch(let declared, let received): return "declared size \(declared) but \(received) bytes arrived"
+        case .unexpectedType(let type): return "unexpected message type \(type)"
+        case .badField(let what): return what
+        }
+    }
+}
+
+/// Field offsets in the C structs, for the decoder.
+enum Layout {
+    static func offset<T>(_ path: PartialKeyPath<T>) -> Int { MemoryLayout<T>.offset(of: path)! }
+}
+
+struct WireBytes {
+    let bytes: [UInt8]
+
+    func u32(_ offset: Int) -> UInt32 {
+        UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16 | UInt32(bytes[offset + 3]) << 24
+    }
+
+    func i32(_ offset: Int) -> Int32 { Int32(bitPattern: u32(offset)) }
+    func u64(_ offset: Int) -> UInt64 { UInt64(u32(offset)) | UInt64(u32(offset + 4)) << 32 }
+}
+
+/// The common header: checks magic, version and that `size` matches what was received.
+public struct WireHeader: Equatable {
+    public var type: UInt32
+    public var size: UInt32
+
+    public static let byteCount = MemoryLayout<cp_header>.size
+
+    public init(bytes: [UInt8]) throws {
+        guard bytes.count >= Self.byteCount else { throw WireError.tooShort(bytes.count) }
+        let wire = WireBytes(bytes: bytes)
+        let magic = wire.u32(Layout.offset(\cp_header.magic))
+        guard magic == CP_MAGIC else { throw WireError.badMagic(magic) }
+        let version = wire.u32(Layout.offset(\cp_header.version))
+        guard version == CP_VERSION else { throw WireError.badVersion(version) }
+        size = wire.u32(Layout.offset(\cp_header.size))
+        guard Int(size) == bytes.count else { throw WireError.sizeMismatch(declared: size, received: bytes.count) }
+        type = wire.u32(Layout.offset(\cp_header.type))
+    }
+}
+
+public struct HelloMessage: Equatable {
+    public var pid: Int32
+    public var stubVersion: UInt32
+    public var buildID: [UInt8]
+
+    public init(bytes: [UInt8]) throws {
+        let header = try WireHeader(bytes: bytes)
+        guard header.type == CP_MSG_HELLO.rawValue else { throw WireError.unexpectedType(header.type) }
+        guard bytes.count == MemoryLayout<cp_hello>.size else {
+            throw WireError.sizeMismatch(declared: header.size, received: MemoryLayout<cp_hello>.size)
+        }
+        let wire = WireBytes(bytes: bytes)
+        pid = wire.i32(Layout.offset(\cp_hello.pid))
+        stubVersion = wire.u32(Layout.offset(\cp_hello.stub_version))
+        let idSize = Int(wire.u32(Layout.offset(\cp_hello.build_id_size)))
+        guard idSize <= 40 else { throw WireError.badField("build-id size \(idSize) exceeds 40") }
+        let start = Layout.offset(\cp_hello.build_id)
+        buildID = Array(bytes[start..<start + idSize])
+    }
+}
+
+/// A sigaction as the stub saw it.
+public struct WireAction: Equatable, Sendable {
+    public var handler: UInt64
+    public var flags: UInt64
+    public var mask: UInt64
+}
+
+public struct CrashRecord: Equatable {
+    public var pid: Int32
+    public var tid: Int32
+    public var signal: Int32
+    public var code: Int32
+    public var senderPID: Int32
+    public var senderUID: UInt32
+    public var arch: UInt32
+    public var faultAddress: UInt64
+    public var flags: UInt32
+    public var otherCrashes: UInt32
+    public var timeNanoseconds: UInt64
+    public var threadName: String
+    public var registers: X86_64Registers
+    public var previous: WireAction?
+    public var current: WireAction?
+    public var stack: MemoryRegion
+
+    /// Bytes before `stack` (Swift does not import the 64 KiB array member itself; the header's
+    /// static asserts guarantee it follows `reserved` directly).
+    public static let fixedSize = MemoryLayout<cp_crash>.offset(of: \cp_crash.reserved)! + 4
+    public static let maximumSize = fixedSize + Int(CP_STACK_COPY_MAX)
+
+    public var stackTruncated: Bool { flags & CP_CRASH_STACK_TRUNCATED != 0 }
+    public var forwardedFirst: Bool { flags & CP_CRASH_FORWARD_FIRST != 0 }
+
+    public init(bytes: [UInt8]) throws {
+        let header = try WireHeader(bytes: bytes)
+        guard header.type == CP_MSG_CRASH.rawValue else { throw WireError.unexpectedType(header.type) }
+        guard bytes.count >= Self.fixedSize, bytes.count <= Self.maximumSize else {
+            throw WireError.badField("crash record of \(bytes.count) bytes (expected \(Self.fixedSize)…\(Self.maximumSize))")
+        }
+        let wire = WireBytes(bytes: bytes)
+        func at<T>(_ path: KeyPath<cp_crash, T>) -> Int { Layout.offset(path) }
+        pid = wire.i32(at(\.pid))
+        tid = wire.i32(at(\.tid))
+        signal = wire.i32(at(\.signo))
+        code = wire.i32(at(\.code))
+        senderPID = wire.i32(at(\.sender_pid))
+        senderUID = wire.u32(at(\.sender_uid))
+        arch = wire.u32(at(\.arch))
+        guard arch == CP_ARCH_X86_64 else { throw WireError.badField("unsupported architecture \(arch)") }
+        guard signal > 0 && signal < 65 else { throw WireError.badField("signal number \(signal) out of range") }
+        guard pid > 0, tid > 0 else { throw WireError.badField("pid \(pid) / tid \(tid) not positive") }
+        faultAddress = wire.u64(at(\.fault_address))
+        flags = wire.u32(at(\.flags))
+        otherCrashes = wire.u32(at(\.other_crashes))
+        timeNanoseconds = wire.u64(at(\.time_ns))
+        let nameStart = at(\.thread_name)
+        let nameBytes = bytes[nameStart..<nameStart + 16].prefix { $0 != 0 }
+        threadName = String(decoding: nameBytes, as: UTF8.self)
+        let regsStart = at(\.regs)
+        registers = X86_64Registers(gpr: (0..<27).map { wire.u64(regsStart + $0 * 8) })
+        if flags & CP_CRASH_HAS_FPREGS != 0 {
+            let start = at(\.fpregs)
+            registers.fxsave = Array(bytes[start..<start + 512])
+        }
+        func action(_ path: KeyPath<cp_crash, cp_action>) -> WireAction {
+            let start = at(path)
+            return WireAction(handler: wire.u64(start), flags: wire.u64(start + 8), mask: wire.u64(start + 16))
+        }
+        previous = flags & CP_CRASH_HAS_PREVIOUS != 0 ? action(\.previous) : nil
+        current = flags & CP_CRASH_HAS_CURRENT != 0 ? action(\.current) : nil
+        let stackStart = wire.u64(at(\.stack_start))
+        let stackSize = Int(wire.u32(at(\.stack_size)))
+        guard stackSize == bytes.count - Self.fixedSize else {
+            throw WireError.badField("stack_size \(stackSize) disagrees with the message size \(bytes.count)")
+        }
+        stack = MemoryRegion(start: stackStart, bytes: Array(bytes[Self.fixedSize...]))
+    }
+}
+
+public enum VerdictMessage {
+    public static func encode(verdict: UInt32 = CP_VERDICT_CONTINUE, captureNanoseconds: UInt64) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: MemoryLayout<cp_verdict>.size)
+        func put32(_ value: UInt32, _ offset: Int) { for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) } }
+        func put64(_ value: UInt64, _ offset: Int) { for i in 0..<8 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) } }
+        put32(CP_MAGIC, Layout.offset(\cp_header.magic))
+        put32(CP_VERSION, Layout.offset(\cp_header.version))
+        put32(UInt32(bytes.count), Layout.offset(\cp_header.size))
+        put32(CP_MSG_VERDICT.rawValue, Layout.offset(\cp_header.type))
+        put32(verdict, Layout.offset(\cp_verdict.verdict))
+        put64(captureNanoseconds, Layout.offset(\cp_verdict.capture_ns))
+        return bytes
+    }
+}

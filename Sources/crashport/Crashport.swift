@@ -1,0 +1,108 @@
+// crashport: the command line. Thin: parses arguments, calls Watcher, turns errors into exit
+// statuses and messages on stderr.
+
+import ArgumentParser
+import Foundation
+import ReportModel
+import Watcher
+
+@main
+struct Crashport: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "An out-of-process crash reporter for Linux.",
+        subcommands: [Run.self, List.self, Show.self]
+    )
+}
+
+func fail(_ message: String, status: Int32) -> Never {
+    FileHandle.standardError.write(Data("crashport: \(message)\n".utf8))
+    exit(status)
+}
+
+struct ReportsOption: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("Reports directory (default: $CRASHPORT_REPORTS, $XDG_STATE_HOME/crashport/reports, ~/.local/state/crashport/reports).", valueName: "DIR"))
+    var reports: String?
+
+    var store: ReportStore { ReportStore(root: reports ?? ReportStore.defaultRoot()) }
+}
+
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run PROGRAM watched; end the way it ended (its exit code, or killed by the same signal).")
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    @Flag(name: .long, help: "Do not ptrace: report the crashing thread from the stub's record only.")
+    var noPtrace = false
+
+    @Flag(name: .long, help: "Also keep the process environment in the minidump (it may hold secrets).")
+    var captureEnvironment = false
+
+    @Argument(parsing: .captureForPassthrough, help: "PROGRAM [ARGS...]")
+    var command: [String] = []
+
+    func run() throws {
+        var command = command
+        if command.first == "--" { command.removeFirst() }
+        guard let program = command.first else { fail("run: no PROGRAM given (usage: crashport run [--reports DIR] -- PROGRAM [ARGS...])", status: 125) }
+        var launcher = Launcher(program: program, arguments: Array(command.dropFirst()), store: reportsOption.store)
+        launcher.options.usePtrace = !noPtrace
+        launcher.options.captureEnvironment = captureEnvironment
+        do {
+            let result = try launcher.run()
+            Launcher.exit(like: result.termination)
+        } catch let error as LaunchError {
+            fail("\(error)", status: error.exitStatus)
+        } catch {
+            fail("\(error)", status: 125)
+        }
+    }
+}
+
+struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "One line per report, newest first.")
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    func run() throws {
+        let store = reportsOption.store
+        for id in store.ids() {
+            do {
+                let event = try store.event(id: id)
+                let program = event.process?.executable.map { ($0 as NSString).lastPathComponent } ?? "?"
+                let signal = event.signal?.name ?? event.kind ?? "?"
+                let top = event.crashedThreadRecord?.frames?.first.map(CrashLog.describe) ?? "no frames"
+                print([id, event.timestamp ?? "?", program, signal, top].joined(separator: "  "))
+            } catch {
+                FileHandle.standardError.write(Data("crashport: \(error)\n".utf8))
+            }
+        }
+    }
+}
+
+struct Show: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show one report.")
+
+    enum Format: String, ExpressibleByArgument { case text, json }
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    @Option(name: .long, help: "text (a crash log) or json (the event).")
+    var format: Format = .text
+
+    @Argument(help: "The report id (see crashport list).")
+    var id: String
+
+    func run() throws {
+        let store = reportsOption.store
+        do {
+            let event = try store.event(id: id)
+            switch format {
+            case .text: print(CrashLog.full(event))
+            case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))
+            }
+        } catch {
+            fail("\(error)", status: 1)
+        }
+    }
+}
