@@ -62,7 +62,9 @@ public enum CaptureSession {
 
         func stack(from sp: UInt64, limit: Int) -> MemoryRegion? {
             let start = sp &- 128
-            guard let mapping = mappings.first(where: { $0.contains(start) || $0.contains(sp) }) else { return nil }
+            // After a stack overflow sp lies in the guard page just below the stack mapping.
+            guard let mapping = mappings.first(where: { $0.contains(start) || $0.contains(sp) })
+                ?? mappings.first(where: { $0.start > sp && $0.start - sp <= 4 * 4096 && $0.readable }) else { return nil }
             let from = max(start, mapping.start)
             let count = Int(min(UInt64(limit), mapping.end - from))
             let bytes = memory.bytes(at: from, count: count)

@@ -150,7 +150,10 @@ public struct CrashRecord: Equatable {
         }
         func action(_ path: KeyPath<cp_crash, cp_action>) -> WireAction {
             let start = at(path)
-            return WireAction(handler: wire.u64(start), flags: wire.u64(start + 8), mask: wire.u64(start + 16))
+            return WireAction(
+                handler: wire.u64(start + Layout.offset(\cp_action.handler)),
+                flags: wire.u64(start + Layout.offset(\cp_action.flags)),
+                mask: wire.u64(start + Layout.offset(\cp_action.mask)))
         }
         previous = flags & CP_CRASH_HAS_PREVIOUS != 0 ? action(\.previous) : nil
         current = flags & CP_CRASH_HAS_CURRENT != 0 ? action(\.current) : nil

@@ -58,12 +58,12 @@ typedef struct cp_hello {
 #define CP_ARCH_X86_64 62u
 #define CP_ARCH_AARCH64 183u
 
-/* A sigaction as the kernel stores it (struct kernel_sigaction). */
+/* A sigaction in the field order of the kernel's x86_64 struct kernel_sigaction. */
 typedef struct cp_action {
-    uint64_t handler; /* SIG_DFL = 0, SIG_IGN = 1, else the handler's address */
-    uint64_t flags;   /* SA_* */
-    uint64_t mask;    /* first 64 signals */
-    uint64_t restorer;
+    uint64_t handler;  /* SIG_DFL = 0, SIG_IGN = 1, else the handler's address */
+    uint64_t flags;    /* SA_* */
+    uint64_t restorer; /* SA_RESTORER trampoline (glibc's __restore_rt) */
+    uint64_t mask;     /* first 64 signals blocked while the handler runs */
 } cp_action;
 
 /* Flags of a crash record. */

@@ -1,0 +1,494 @@
+/*
+ * handler.c: crashport's signal handler, the only stub code that runs in a crashing process.
+ *
+ * What it does: the first crashing thread fills the record preallocated at install, makes the
+ * process ptrace-able by the watcher, sends the record with a private reply channel, waits
+ * (bounded) for the watcher's verdict, then continues the handler chain the way Crashpad's
+ * RestoreHandlerAndReraiseSignalOnReturn does: restore the previous action and re-queue the same
+ * siginfo to the same thread, so that on return the previous handler runs or the kernel applies
+ * the default action (same signal, core dump and exit status as without crashport). Any other
+ * thread that crashes meanwhile waits for the report to end (bounded), then continues its chain.
+ *
+ * What it may do:
+ *  - call cp_safe_* (safe.h, static inline: raw system calls and a tiny libc) and the static
+ *    cp_handler_* functions of this file; nothing else;
+ *  - read the configuration in cp_state, write the preallocated record, use __atomic builtins
+ *    on cp_state's crash-time words, and a few hundred bytes of (alternate) stack.
+ *
+ * What it must never do:
+ *  - call libc or any other library function: it may hold the lock we would need (malloc,
+ *    stdio, the dynamic loader), or touch errno. tools/check-stub-safety fails the build if
+ *    this object references any symbol beyond memcpy/memset/memmove;
+ *  - allocate, lock, or wait without a bound: the watcher may be dead or hung and the process
+ *    must still die properly;
+ *  - dereference memory it does not own: the stack is copied with process_vm_readv, which
+ *    stops at an unmapped page instead of faulting;
+ *  - leave the process in a state that changes how it dies (the previous action is restored
+ *    byte-for-byte from what the kernel held at install).
+ */
+#define _GNU_SOURCE
+#include <asm/prctl.h>     /* ARCH_GET_FS, ARCH_GET_GS */
+#include <limits.h>        /* INT_MAX */
+#include <linux/futex.h>   /* FUTEX_* */
+#include <poll.h>          /* struct pollfd, POLL* */
+#include <signal.h>        /* siginfo_t, SIG* */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/prctl.h>     /* PR_* */
+#include <sys/socket.h>    /* struct msghdr, CMSG_* macros, AF_UNIX, SCM_RIGHTS, MSG_* */
+#include <sys/uio.h>       /* struct iovec */
+#include <time.h>          /* CLOCK_* */
+#include <ucontext.h>      /* ucontext_t, REG_* */
+
+#include "crashport_protocol.h"
+#include "safe.h"
+#include "stub_state.h"
+
+/* errno values as raw system calls return them (negated). Spelled out so that no libc header
+ * that declares errno is needed here. */
+#define CP_EPERM 1
+#define CP_EINTR 4
+#define CP_EAGAIN 11
+
+#define CP_NS_PER_MS 1000000ull
+
+cp_stub_state cp_state = {
+    .fd = -1,
+    .timing_fd = -1,
+};
+
+/** Raw rt_sigaction with the kernel's own struct (sigsetsize 8); returns 0 or -errno. Runs in
+ *  signal context. */
+static long cp_handler_sigaction(int signo, const cp_kernel_sigaction *action,
+                                 cp_kernel_sigaction *old)
+{
+    return cp_safe_syscall4(SYS_rt_sigaction, signo, (long)action, (long)old, 8);
+}
+
+/** cp_kernel_sigaction (kernel field order) to the wire's cp_action. Runs in signal context. */
+static void cp_handler_wire_action(cp_action *wire, const cp_kernel_sigaction *kernel)
+{
+    wire->handler = kernel->handler;
+    wire->flags = kernel->flags;
+    wire->mask = kernel->mask;
+    wire->restorer = kernel->restorer;
+}
+
+/** Milliseconds for poll() until deadline (rounded up, capped at INT_MAX); 0 once it passed.
+ *  Runs in signal context. */
+static int cp_handler_poll_ms(uint64_t now, uint64_t deadline)
+{
+    if (now >= deadline) {
+        return 0;
+    }
+    uint64_t ms = (deadline - now + CP_NS_PER_MS - 1) / CP_NS_PER_MS;
+    return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/** Copies the faulting registers from the ucontext into the record in struct user_regs_struct
+ *  order (what PTRACE_GETREGSET returns), and the FXSAVE image when there is one. Runs in
+ *  signal context. */
+static void cp_handler_copy_registers(cp_crash *record, const ucontext_t *context)
+{
+    const greg_t *g = context->uc_mcontext.gregs;
+    uint64_t csgsfs = (uint64_t)g[REG_CSGSFS]; /* u16 cs, gs, fs, ss (kernel sigcontext) */
+    uint64_t fs_base = 0;
+    uint64_t gs_base = 0;
+    /* The handler runs on the faulting thread, so its bases are the faulting ones. */
+    (void)cp_safe_syscall2(SYS_arch_prctl, ARCH_GET_FS, (long)&fs_base);
+    (void)cp_safe_syscall2(SYS_arch_prctl, ARCH_GET_GS, (long)&gs_base);
+
+    uint64_t *r = record->regs;
+    r[0] = (uint64_t)g[REG_R15];
+    r[1] = (uint64_t)g[REG_R14];
+    r[2] = (uint64_t)g[REG_R13];
+    r[3] = (uint64_t)g[REG_R12];
+    r[4] = (uint64_t)g[REG_RBP];
+    r[5] = (uint64_t)g[REG_RBX];
+    r[6] = (uint64_t)g[REG_R11];
+    r[7] = (uint64_t)g[REG_R10];
+    r[8] = (uint64_t)g[REG_R9];
+    r[9] = (uint64_t)g[REG_R8];
+    r[10] = (uint64_t)g[REG_RAX];
+    r[11] = (uint64_t)g[REG_RCX];
+    r[12] = (uint64_t)g[REG_RDX];
+    r[13] = (uint64_t)g[REG_RSI];
+    r[14] = (uint64_t)g[REG_RDI];
+    r[15] = UINT64_MAX; /* orig_rax: not in a system call */
+    r[16] = (uint64_t)g[REG_RIP];
+    r[17] = csgsfs & 0xffff; /* cs */
+    r[18] = (uint64_t)g[REG_EFL];
+    r[19] = (uint64_t)g[REG_RSP];
+    r[20] = (csgsfs >> 48) & 0xffff; /* ss */
+    r[21] = fs_base;
+    r[22] = gs_base;
+    r[23] = 0;                        /* ds */
+    r[24] = 0;                        /* es */
+    r[25] = (csgsfs >> 32) & 0xffff; /* fs */
+    r[26] = (csgsfs >> 16) & 0xffff; /* gs */
+
+    if (context->uc_mcontext.fpregs != NULL) {
+        /* The kernel wrote this FXSAVE image into the signal frame: our own memory. */
+        cp_safe_copy(record->fpregs, context->uc_mcontext.fpregs, 512);
+        record->flags |= CP_CRASH_HAS_FPREGS;
+    }
+}
+
+/** Copies the top of the faulting stack (from SP less the red zone, up to CP_STACK_COPY_MAX
+ *  bytes) with process_vm_readv on our own pid: it stops at the first unreadable page and
+ *  returns what it copied, where a plain copy would fault. One remote iovec per page, so the
+ *  partial result holds even under the man page's per-iovec reading. Runs in signal context. */
+static long cp_handler_copy_from(cp_crash *record, uint64_t start)
+{
+    enum { page = 4096, vectors = CP_STACK_COPY_MAX / page + 1 };
+    struct iovec local = {.iov_base = record->stack, .iov_len = CP_STACK_COPY_MAX};
+    struct iovec remote[vectors];
+    size_t count = 0;
+    uint64_t address = start;
+    uint64_t left = CP_STACK_COPY_MAX;
+    while (left > 0 && count < vectors) {
+        uint64_t to_page_end = page - (address % page);
+        uint64_t length = to_page_end < left ? to_page_end : left;
+        remote[count].iov_base = (void *)(uintptr_t)address;
+        remote[count].iov_len = length;
+        count++;
+        address += length;
+        left -= length;
+    }
+    return cp_safe_syscall6(SYS_process_vm_readv, record->pid, (long)&local, 1, (long)remote, (long)count, 0);
+}
+
+static void cp_handler_copy_stack(cp_crash *record, uint64_t sp)
+{
+    uint64_t start = sp > CP_RED_ZONE ? sp - CP_RED_ZONE : 0;
+    long copied = cp_handler_copy_from(record, start);
+    /* A stack overflow leaves sp in the guard page below the stack: the frames that matter
+     * start at the first mapped page above it. */
+    for (int page = 1; copied <= 0 && page <= 4; page++) {
+        start = (sp & ~(uint64_t)4095) + (uint64_t)page * 4096;
+        copied = cp_handler_copy_from(record, start);
+    }
+    record->stack_start = start;
+    record->stack_size = copied > 0 ? (uint32_t)copied : 0;
+    if (record->stack_size == CP_STACK_COPY_MAX) {
+        record->flags |= CP_CRASH_STACK_TRUNCATED;
+    }
+}
+
+/** Fills the preallocated record with everything the crashing thread knows about its fault.
+ *  Runs in signal context. */
+static void cp_handler_fill_record(cp_stub_state *state, int signo, const siginfo_t *info,
+                                   const ucontext_t *context, uint32_t tid)
+{
+    cp_crash *record = state->record;
+    record->header.magic = CP_MAGIC;
+    record->header.version = CP_VERSION;
+    record->header.type = CP_MSG_CRASH;
+    record->pid = cp_safe_getpid();
+    record->tid = tid;
+    record->signo = signo;
+    record->arch = CP_ARCH_X86_64;
+    record->flags = 0;
+    record->time_ns = cp_safe_clock_ns(CLOCK_REALTIME);
+    record->code = 0;
+    record->sig_errno = 0;
+    record->fault_address = 0;
+    record->sender_pid = 0;
+    record->sender_uid = 0;
+    record->stack_start = 0;
+    record->stack_size = 0;
+    if (info != NULL) {
+        record->code = info->si_code;
+        record->sig_errno = info->si_errno;
+        /* si_addr shares a union with si_pid/si_uid: each is meaningful for one kind of
+         * sender only (kernel-generated: si_code > 0; kill/tgkill/sigqueue: si_code <= 0). */
+        if (info->si_code > 0) {
+            record->fault_address = (uint64_t)(uintptr_t)info->si_addr;
+        } else {
+            record->sender_pid = info->si_pid;
+            record->sender_uid = info->si_uid;
+        }
+    }
+    (void)cp_safe_syscall2(SYS_prctl, PR_GET_NAME, (long)record->thread_name);
+    record->thread_name[sizeof record->thread_name - 1] = '\0';
+
+    if (signo > 0 && signo < CP_SIGNAL_LIMIT && (state->has_previous & (1ull << signo))) {
+        cp_handler_wire_action(&record->previous, &state->previous[signo]);
+        record->flags |= CP_CRASH_HAS_PREVIOUS;
+    }
+    cp_kernel_sigaction current;
+    cp_safe_set(&current, 0, sizeof current);
+    if (cp_handler_sigaction(signo, NULL, &current) == 0 &&
+        current.handler != state->handler_address) {
+        cp_handler_wire_action(&record->current, &current);
+        record->flags |= CP_CRASH_HAS_CURRENT;
+    }
+
+    if (context != NULL) {
+        cp_handler_copy_registers(record, context);
+        cp_handler_copy_stack(record, (uint64_t)context->uc_mcontext.gregs[REG_RSP]);
+    }
+    record->other_crashes = __atomic_load_n(&state->other_crashes, __ATOMIC_RELAXED);
+    record->header.size = (uint32_t)offsetof(cp_crash, stack) + record->stack_size;
+}
+
+/** Lets the watcher ptrace us: a non-dumpable process cannot be attached, and Yama mode 1
+ *  wants the tracer named. Errors ignored (no Yama: EINVAL). Runs in signal context. */
+static void cp_handler_allow_ptrace(const cp_stub_state *state)
+{
+    (void)cp_safe_syscall2(SYS_prctl, PR_SET_DUMPABLE, 1);
+    if (state->watcher_pid > 0) {
+        (void)cp_safe_syscall2(SYS_prctl, PR_SET_PTRACER, state->watcher_pid);
+    }
+}
+
+/** poll() one fd for events until deadline (CLOCK_MONOTONIC ns), recomputing the time left
+ *  after EINTR (a ptrace attach interrupts it). Returns revents, 0 on timeout, -errno on
+ *  failure. Runs in signal context. */
+static long cp_handler_poll(int fd, short events, uint64_t deadline)
+{
+    for (;;) {
+        uint64_t now = cp_safe_clock_ns(CLOCK_MONOTONIC);
+        if (now >= deadline) {
+            return 0;
+        }
+        struct pollfd entry = {.fd = fd, .events = events, .revents = 0};
+        long ready = cp_safe_syscall3(SYS_poll, (long)&entry, 1, cp_handler_poll_ms(now, deadline));
+        if (ready == -CP_EINTR || ready == 0) {
+            continue; /* the loop re-checks the deadline */
+        }
+        if (ready < 0) {
+            return ready;
+        }
+        return entry.revents;
+    }
+}
+
+/** Sends the record with reply_fd attached (SCM_RIGHTS), without blocking past deadline: the
+ *  watcher's queue may be full. Returns 0 or -errno. Runs in signal context. */
+static long cp_handler_send_record(const cp_stub_state *state, int reply_fd, uint64_t deadline)
+{
+    struct iovec iov = {.iov_base = state->record, .iov_len = state->record->header.size};
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(int))];
+    } control;
+    cp_safe_set(&control, 0, sizeof control);
+    struct msghdr message;
+    cp_safe_set(&message, 0, sizeof message);
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.bytes;
+    message.msg_controllen = sizeof control.bytes;
+    struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    cp_safe_copy(CMSG_DATA(header), &reply_fd, sizeof reply_fd);
+
+    for (;;) {
+        long sent = cp_safe_syscall3(SYS_sendmsg, state->fd, (long)&message,
+                                     MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent >= 0) {
+            return 0; /* SOCK_SEQPACKET: all of it or nothing */
+        }
+        if (sent == -CP_EINTR) {
+            continue;
+        }
+        if (sent != -CP_EAGAIN) {
+            return sent;
+        }
+        long revents = cp_handler_poll(state->fd, POLLOUT, deadline);
+        if (revents <= 0) {
+            return revents < 0 ? revents : -CP_EAGAIN; /* timed out */
+        }
+    }
+}
+
+/** What the wait for the watcher's answer ended with. */
+typedef struct cp_handler_answer {
+    bool has_verdict;
+    uint64_t send_ns;    /* CLOCK_MONOTONIC just before sendmsg */
+    uint64_t verdict_ns; /* CLOCK_MONOTONIC when the verdict arrived */
+    cp_verdict verdict;
+} cp_handler_answer;
+
+/** Waits on the private reply channel for HEARTBEAT* then VERDICT, until the deadline (moved by
+ *  heartbeats, never past cap). EOF, hang-up, error, garbage and timeout end the wait too.
+ *  Runs in signal context. */
+static void cp_handler_wait_for_verdict(int reply_fd, uint64_t deadline, uint64_t cap,
+                                        cp_handler_answer *answer)
+{
+    for (;;) {
+        long revents = cp_handler_poll(reply_fd, POLLIN, deadline);
+        if (revents <= 0) {
+            return; /* timeout or poll failure */
+        }
+        if (!(revents & POLLIN)) {
+            return; /* POLLHUP / POLLERR without data: the watcher is gone */
+        }
+        union {
+            cp_header header;
+            cp_verdict verdict;
+            cp_heartbeat heartbeat;
+            unsigned char bytes[64]; /* a longer message is truncated: its length will not match */
+        } message;
+        long received = cp_safe_syscall6(SYS_recvfrom, reply_fd, (long)&message,
+                                         sizeof message, MSG_DONTWAIT, 0, 0);
+        if (received == -CP_EINTR || received == -CP_EAGAIN) {
+            continue;
+        }
+        if (received < (long)sizeof(cp_header)) {
+            return; /* EOF (0), error, or too short to be anything */
+        }
+        const cp_header *header = &message.header;
+        if (header->magic != CP_MAGIC || header->version != CP_VERSION ||
+            header->size != (uint64_t)received) {
+            return; /* garbage */
+        }
+        uint64_t now = cp_safe_clock_ns(CLOCK_MONOTONIC);
+        if (header->type == CP_MSG_HEARTBEAT && received == (long)sizeof(cp_heartbeat)) {
+            uint64_t extended = now + (uint64_t)message.heartbeat.extend_ms * CP_NS_PER_MS;
+            deadline = extended < cap ? extended : cap;
+            continue;
+        }
+        if (header->type == CP_MSG_VERDICT && received == (long)sizeof(cp_verdict)) {
+            answer->has_verdict = true;
+            answer->verdict_ns = now;
+            cp_safe_copy(&answer->verdict, &message.verdict, sizeof answer->verdict);
+            return; /* every verdict continues the chain (CP_VERDICT_CONTINUE is the only one) */
+        }
+        return; /* wrong type or size */
+    }
+}
+
+/** Sends the filled record to the watcher with a fresh reply channel and waits, bounded, for
+ *  its verdict. Runs in signal context. */
+static void cp_handler_report(const cp_stub_state *state, cp_handler_answer *answer)
+{
+    int reply[2];
+    if (cp_safe_syscall4(SYS_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
+                         (long)reply) != 0) {
+        return; /* no fd left: nothing to wait on; the chain still continues */
+    }
+    uint64_t timeout = (uint64_t)state->timeout_ms * CP_NS_PER_MS;
+    answer->send_ns = cp_safe_clock_ns(CLOCK_MONOTONIC);
+    uint64_t deadline = answer->send_ns + timeout;
+    uint64_t cap = answer->send_ns + 6 * timeout;
+    long sent = cp_handler_send_record(state, reply[1], deadline);
+    /* Our copy of the watcher's end goes: then the watcher's death (or its closing the fd,
+     * or the record dying unread in its queue) shows up here as a hang-up. */
+    (void)cp_safe_close(reply[1]);
+    if (sent == 0) {
+        cp_handler_wait_for_verdict(reply[0], deadline, cap, answer);
+    }
+    (void)cp_safe_close(reply[0]);
+}
+
+/** Writes the bench line `crashport-timing send_to_verdict_ns=N capture_ns=N`. Runs in signal
+ *  context. */
+static void cp_handler_write_timing(int fd, const cp_handler_answer *answer)
+{
+    char line[128];
+    size_t used = 0;
+    int failed = 0;
+    failed |= cp_safe_append_string(line, sizeof line, &used,
+                                    "crashport-timing send_to_verdict_ns=");
+    failed |= cp_safe_append_u64(line, sizeof line, &used, answer->verdict_ns - answer->send_ns);
+    failed |= cp_safe_append_string(line, sizeof line, &used, " capture_ns=");
+    failed |= cp_safe_append_u64(line, sizeof line, &used, answer->verdict.capture_ns);
+    failed |= cp_safe_append_string(line, sizeof line, &used, "\n");
+    if (!failed) {
+        (void)cp_safe_write_all(fd, line, used);
+    }
+}
+
+/** A thread that crashed while another one reports: wait until that report is over, at most
+ *  6 × timeout + 1 s (the reporter's own wait may be extended by heartbeats up to 6 × timeout,
+ *  and a second thread must not end the process while the watcher is still capturing),
+ *  retrying the futex wait after EINTR. Runs in signal context. */
+static void cp_handler_wait_for_report(cp_stub_state *state)
+{
+    uint64_t deadline = cp_safe_clock_ns(CLOCK_MONOTONIC) +
+                        (6u * (uint64_t)state->timeout_ms + 1000u) * CP_NS_PER_MS;
+    while (__atomic_load_n(&state->crash_done, __ATOMIC_ACQUIRE) == 0) {
+        uint64_t now = cp_safe_clock_ns(CLOCK_MONOTONIC);
+        if (now >= deadline) {
+            return;
+        }
+        uint64_t left = deadline - now;
+        struct {
+            int64_t seconds;
+            int64_t nanoseconds;
+        } relative = {(int64_t)(left / 1000000000u), (int64_t)(left % 1000000000u)};
+        /* Returns at once (EAGAIN) if the word is no longer 0. */
+        (void)cp_safe_syscall6(SYS_futex, (long)&state->crash_done, FUTEX_WAIT_PRIVATE, 0,
+                               (long)&relative, 0, 0);
+    }
+}
+
+/** Continues the chain like an exception port that answered "not handled" (Crashpad's
+ *  RestoreHandlerAndReraiseSignalOnReturn): restore the action saved at install byte-for-byte
+ *  (SIG_DFL if none), re-queue the same siginfo to this thread, and let the caller return. The
+ *  signal stays blocked until the handler returns; then the kernel delivers it to the previous
+ *  handler or applies the default action. Runs in signal context. */
+static void cp_handler_continue_chain(const cp_stub_state *state, int signo,
+                                      const siginfo_t *info, uint32_t tid)
+{
+    cp_kernel_sigaction previous;
+    cp_safe_set(&previous, 0, sizeof previous); /* SIG_DFL */
+    if (signo > 0 && signo < CP_SIGNAL_LIMIT && (state->has_previous & (1ull << signo))) {
+        previous = state->previous[signo];
+    }
+    (void)cp_handler_sigaction(signo, &previous, NULL);
+
+    uint32_t pid = cp_safe_getpid();
+    if (info == NULL) {
+        (void)cp_safe_syscall3(SYS_tgkill, pid, tid, signo);
+        return;
+    }
+    long queued = cp_safe_syscall4(SYS_rt_tgsigqueueinfo, pid, tid, signo, (long)info);
+    /* The kernel refuses si_code >= 0 or SI_TKILL unless the caller's tid equals the pid
+     * argument, i.e. on every thread but the main one. A fault (si_code > 0) recurs by itself
+     * when the instruction runs again on return; a sent signal (si_code <= 0) would be lost, so
+     * send it again, without its original siginfo. */
+    if (queued == -CP_EPERM && info->si_code <= 0) {
+        (void)cp_safe_syscall3(SYS_tgkill, pid, tid, signo);
+    }
+}
+
+void cp_handler_signal(int signo, siginfo_t *info, void *context)
+{
+    cp_stub_state *state = &cp_state;
+    uint32_t tid = cp_safe_gettid();
+
+    uint32_t holder = 0;
+    if (!__atomic_compare_exchange_n(&state->crashing_tid, &holder, tid, false, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_ACQUIRE)) {
+        if (holder != tid) {
+            /* Another thread is reporting: it describes the process, we wait for it. */
+            __atomic_fetch_add(&state->other_crashes, 1, __ATOMIC_RELAXED);
+            cp_handler_wait_for_report(state);
+        }
+        /* holder == tid: a different crash signal inside our own handler. No second report. */
+        cp_handler_continue_chain(state, signo, info, tid);
+        return;
+    }
+
+    cp_handler_answer answer;
+    cp_safe_set(&answer, 0, sizeof answer);
+    if (state->record != NULL && state->fd >= 0) {
+        cp_handler_fill_record(state, signo, info, context, tid);
+        cp_handler_allow_ptrace(state);
+        cp_handler_report(state, &answer);
+    }
+
+    __atomic_store_n(&state->crash_done, 1, __ATOMIC_RELEASE);
+    (void)cp_safe_syscall3(SYS_futex, (long)&state->crash_done, FUTEX_WAKE_PRIVATE, INT_MAX);
+
+    if (answer.has_verdict && state->timing_fd >= 0) {
+        cp_handler_write_timing(state->timing_fd, &answer);
+    }
+    cp_handler_continue_chain(state, signo, info, tid);
+}

@@ -1,0 +1,422 @@
+/*
+ * install.c: crashport_install() and the constructor that calls it under LD_PRELOAD.
+ *
+ * Install-time code runs in a healthy process and may use libc freely. Its job is to do, once,
+ * everything the signal handler (handler.c) must not do in a crash: check the socket, allocate
+ * the record, learn the watcher's pid and let it ptrace us, give the installing thread an
+ * alternate stack, save each signal's previous action exactly as the kernel holds it, install
+ * ours, and say HELLO. After it returns the stub makes no system call until a crash.
+ *
+ * Failures never abort the program: one line on stderr says what is off and why, and the
+ * process is left as it was.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "crashport.h"
+#include "crashport_protocol.h"
+#include "safe.h"
+#include "stub_state.h"
+
+#define CP_ALTSTACK_SIZE (64u * 1024u)
+#define CP_HELLO_SEND_WAIT_MS 1000
+
+#define CP_BIT(signo) (1ull << (signo))
+#define CP_DEFAULT_SIGNALS                                                                       \
+    (CP_BIT(SIGSEGV) | CP_BIT(SIGBUS) | CP_BIT(SIGILL) | CP_BIT(SIGFPE) | CP_BIT(SIGABRT) |      \
+     CP_BIT(SIGTRAP) | CP_BIT(SIGSYS))
+
+static pthread_mutex_t cp_install_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool cp_installed; /* guarded by cp_install_lock */
+
+/* One line on stderr, "crashport: " first. */
+__attribute__((format(printf, 1, 2))) static void cp_install_say(const char *format, ...)
+{
+    char line[512];
+    va_list arguments;
+    va_start(arguments, format);
+    int length = vsnprintf(line, sizeof line, format, arguments);
+    va_end(arguments);
+    if (length < 0) {
+        return;
+    }
+    dprintf(STDERR_FILENO, "crashport: %s\n", line);
+}
+
+/* Parses a whole decimal number in [minimum, maximum]: no sign, no space, no junk. */
+static bool cp_install_parse(const char *text, unsigned long long minimum,
+                             unsigned long long maximum, unsigned long long *value)
+{
+    if (text == NULL || *text < '0' || *text > '9') {
+        return false;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long parsed = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || parsed < minimum || parsed > maximum) {
+        return false;
+    }
+    *value = parsed;
+    return true;
+}
+
+/* True when fd is an AF_UNIX SOCK_SEQPACKET socket. */
+static bool cp_install_is_crashport_socket(int fd)
+{
+    struct stat status;
+    if (fstat(fd, &status) != 0 || !S_ISSOCK(status.st_mode)) {
+        return false;
+    }
+    int value = 0;
+    socklen_t length = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &length) != 0 || value != SOCK_SEQPACKET) {
+        return false;
+    }
+    length = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &value, &length) != 0 || value != AF_UNIX) {
+        return false;
+    }
+    return true;
+}
+
+/* pthread_atfork child hook: Yama's ptracer exception belongs to one process, so a forked
+ * child names the watcher again. Raw system call: a child of a multithreaded parent may only
+ * make async-signal-safe calls. */
+static void cp_install_after_fork_in_child(void)
+{
+    if (cp_state.watcher_pid > 0) {
+        (void)cp_safe_syscall2(SYS_prctl, PR_SET_PTRACER, cp_state.watcher_pid);
+    }
+}
+
+/* Gives the calling thread a 64 KiB alternate signal stack with a PROT_NONE guard page below
+ * it, unless it already has one that large (never replaced) or is running on it. Returns 0 or
+ * -errno. The mapping lives as long as the process. */
+static int cp_install_altstack(void)
+{
+    stack_t current;
+    if (sigaltstack(NULL, &current) != 0) {
+        return -errno;
+    }
+    if (current.ss_flags & SS_ONSTACK) {
+        return 0;
+    }
+    if (!(current.ss_flags & SS_DISABLE) && current.ss_size >= CP_ALTSTACK_SIZE) {
+        return 0;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    size_t guard = page > 0 ? (size_t)page : 4096u;
+    char *base = mmap(NULL, guard + CP_ALTSTACK_SIZE, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (base == MAP_FAILED) {
+        return -errno;
+    }
+    if (mprotect(base, guard, PROT_NONE) != 0) {
+        int error = errno;
+        munmap(base, guard + CP_ALTSTACK_SIZE);
+        return -error;
+    }
+    stack_t ours = {.ss_sp = base + guard, .ss_flags = 0, .ss_size = CP_ALTSTACK_SIZE};
+    if (sigaltstack(&ours, NULL) != 0) {
+        int error = errno;
+        munmap(base, guard + CP_ALTSTACK_SIZE);
+        return -error;
+    }
+    return 0;
+}
+
+/* dl_iterate_phdr callback: copies the GNU build-id of the first object, the main executable,
+ * into the HELLO, then stops the iteration. */
+static int cp_install_find_build_id(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    cp_hello *hello = data;
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *segment = &info->dlpi_phdr[i];
+        if (segment->p_type != PT_NOTE) {
+            continue;
+        }
+        const unsigned char *note = (const unsigned char *)(info->dlpi_addr + segment->p_vaddr);
+        size_t left = segment->p_memsz;
+        size_t align = segment->p_align == 8 ? 8 : 4;
+        while (left >= sizeof(ElfW(Nhdr))) {
+            ElfW(Nhdr) header;
+            memcpy(&header, note, sizeof header);
+            size_t name_size = ((size_t)header.n_namesz + align - 1) & ~(align - 1);
+            size_t desc_size = ((size_t)header.n_descsz + align - 1) & ~(align - 1);
+            size_t total = sizeof header + name_size + desc_size;
+            if (name_size > left || desc_size > left || total > left) {
+                break;
+            }
+            const unsigned char *name = note + sizeof header;
+            if (header.n_type == NT_GNU_BUILD_ID && header.n_namesz == 4 &&
+                memcmp(name, "GNU", 4) == 0) {
+                size_t copy = header.n_descsz < sizeof hello->build_id ? header.n_descsz
+                                                                         : sizeof hello->build_id;
+                memcpy(hello->build_id, name + name_size, copy);
+                hello->build_id_size = (uint32_t)copy;
+                return 1;
+            }
+            note += total;
+            left -= total;
+        }
+    }
+    return 1; /* only the first object is the main executable */
+}
+
+/* Sends HELLO; waits at most CP_HELLO_SEND_WAIT_MS for room in the watcher's queue. Not
+ * fatal: a crash is still reported if the watcher can read it then. */
+static void cp_install_send_hello(int fd)
+{
+    cp_hello hello;
+    memset(&hello, 0, sizeof hello);
+    hello.header.magic = CP_MAGIC;
+    hello.header.version = CP_VERSION;
+    hello.header.size = sizeof hello;
+    hello.header.type = CP_MSG_HELLO;
+    hello.pid = (uint32_t)getpid();
+    hello.stub_version = CP_STUB_VERSION;
+    hello.annotations_address = 0;
+    dl_iterate_phdr(cp_install_find_build_id, &hello);
+
+    struct iovec iov = {.iov_base = &hello, .iov_len = sizeof hello};
+    struct msghdr message = {.msg_iov = &iov, .msg_iovlen = 1};
+    bool waited = false;
+    for (;;) {
+        if (sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) {
+            return;
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno == EAGAIN && !waited) {
+            struct pollfd entry = {.fd = fd, .events = POLLOUT, .revents = 0};
+            (void)poll(&entry, 1, CP_HELLO_SEND_WAIT_MS);
+            waited = true;
+            continue;
+        }
+        cp_install_say("could not send HELLO to the watcher (%s); installing anyway",
+                       strerror(errno));
+        return;
+    }
+}
+
+/* Puts every action in 'installed' back as saved in cp_state.previous (raw, byte-for-byte). */
+static void cp_install_restore(uint64_t installed)
+{
+    for (int signo = 1; signo < CP_SIGNAL_LIMIT; signo++) {
+        if (installed & CP_BIT(signo)) {
+            (void)cp_safe_syscall4(SYS_rt_sigaction, signo, (long)&cp_state.previous[signo], 0, 8);
+        }
+    }
+}
+
+/* Saves the previous action of every signal in 'signals' as the kernel holds it, then installs
+ * ours. Returns 0, or -errno with nothing changed (and *failed_signo set). */
+static int cp_install_handlers(uint64_t signals, int *failed_signo)
+{
+    /* First save them all: the handler consults has_previous as soon as it is live. */
+    for (int signo = 1; signo < CP_SIGNAL_LIMIT; signo++) {
+        if (!(signals & CP_BIT(signo))) {
+            continue;
+        }
+        long result = cp_safe_syscall4(SYS_rt_sigaction, signo, 0,
+                                       (long)&cp_state.previous[signo], 8);
+        if (result != 0) {
+            *failed_signo = signo;
+            return (int)result;
+        }
+    }
+    cp_state.has_previous = signals;
+    cp_state.handled = signals;
+    cp_state.handler_address = (uint64_t)(uintptr_t)&cp_handler_signal;
+
+    struct sigaction ours;
+    memset(&ours, 0, sizeof ours);
+    ours.sa_sigaction = cp_handler_signal;
+    ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&ours.sa_mask);
+    uint64_t installed = 0;
+    for (int signo = 1; signo < CP_SIGNAL_LIMIT; signo++) {
+        if (!(signals & CP_BIT(signo))) {
+            continue;
+        }
+        if (sigaction(signo, &ours, NULL) != 0) {
+            int error = errno;
+            cp_install_restore(installed);
+            *failed_signo = signo;
+            return -error;
+        }
+        installed |= CP_BIT(signo);
+    }
+    return 0;
+}
+
+/* Undoes the state of a failed install (handlers already restored). */
+static void cp_install_forget(void)
+{
+    if (cp_state.record != NULL) {
+        munmap(cp_state.record, sizeof(cp_crash));
+    }
+    memset(&cp_state, 0, sizeof cp_state);
+    cp_state.fd = -1;
+    cp_state.timing_fd = -1;
+}
+
+static int cp_install_locked(const crashport_options *options)
+{
+    /* 1. The socket. */
+    char name[64];
+    int fd = options->fd;
+    if (fd == -1) {
+        const char *text = getenv("CRASHPORT_FD");
+        unsigned long long parsed = 0;
+        if (text == NULL) {
+            cp_install_say("CRASHPORT_FD is not set; crash reporting is off");
+            return -EINVAL;
+        }
+        if (!cp_install_parse(text, 0, INT_MAX, &parsed)) {
+            cp_install_say("CRASHPORT_FD=%s is not a crashport socket; crash reporting is off",
+                           text);
+            return -EINVAL;
+        }
+        fd = (int)parsed;
+        snprintf(name, sizeof name, "CRASHPORT_FD=%d", fd);
+    } else {
+        snprintf(name, sizeof name, "fd %d", fd);
+    }
+    if (fd < 0 || !cp_install_is_crashport_socket(fd)) {
+        cp_install_say("%s is not a crashport socket; crash reporting is off", name);
+        return -EINVAL;
+    }
+
+    /* 2. The verdict timeout. */
+    uint32_t timeout_ms = CP_DEFAULT_TIMEOUT_MS;
+    if (options->timeout_ms != 0) {
+        timeout_ms = options->timeout_ms;
+    } else {
+        const char *text = getenv("CRASHPORT_TIMEOUT_MS");
+        unsigned long long parsed = 0;
+        if (text != NULL) {
+            if (cp_install_parse(text, 1, UINT32_MAX, &parsed)) {
+                timeout_ms = (uint32_t)parsed;
+            } else {
+                cp_install_say("CRASHPORT_TIMEOUT_MS=%s is not a positive number of "
+                               "milliseconds; using %u",
+                               text, CP_DEFAULT_TIMEOUT_MS);
+            }
+        }
+    }
+
+    /* Signals: SIGKILL and SIGSTOP cannot be caught; bit 0 is no signal. */
+    uint64_t signals = options->signals != 0 ? options->signals : CP_DEFAULT_SIGNALS;
+    if (signals & (CP_BIT(0) | CP_BIT(SIGKILL) | CP_BIT(SIGSTOP))) {
+        cp_install_say("signal set 0x%llx has bit 0, SIGKILL or SIGSTOP, which cannot be "
+                       "handled; crash reporting is off",
+                       (unsigned long long)signals);
+        return -EINVAL;
+    }
+
+    /* 3. Everything the handler needs, allocated now. */
+    void *record = mmap(NULL, sizeof(cp_crash), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (record == MAP_FAILED) {
+        int error = errno;
+        cp_install_say("cannot map the crash record (%s); crash reporting is off",
+                       strerror(error));
+        return -error;
+    }
+    cp_state.record = record;
+    cp_state.fd = fd;
+    cp_state.timeout_ms = timeout_ms;
+
+    struct ucred peer;
+    socklen_t peer_length = sizeof peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_length) == 0 && peer.pid > 0 &&
+        peer.pid != getpid()) {
+        cp_state.watcher_pid = peer.pid;
+        /* EINVAL: no Yama, nothing to allow. Any other failure leaves the watcher with the
+         * record's stack copy, which needs no ptrace. */
+        (void)prctl(PR_SET_PTRACER, (unsigned long)peer.pid, 0, 0, 0);
+    }
+
+    /* 7. The bench's timing fd. */
+    const char *timing = getenv("CRASHPORT_TIMING_FD");
+    if (timing != NULL) {
+        unsigned long long parsed = 0;
+        if (cp_install_parse(timing, 0, INT_MAX, &parsed) && fcntl((int)parsed, F_GETFD) != -1) {
+            cp_state.timing_fd = (int)parsed;
+        } else {
+            cp_install_say("CRASHPORT_TIMING_FD=%s is not an open fd; timing is off", timing);
+        }
+    }
+
+    /* 5. The handlers (the previous action of each saved first). */
+    int failed_signo = 0;
+    int error = cp_install_handlers(signals, &failed_signo);
+    if (error != 0) {
+        cp_install_say("cannot handle signal %d (%s); crash reporting is off", failed_signo,
+                       strerror(-error));
+        cp_install_forget();
+        return error;
+    }
+
+    /* 4. The installing thread's alternate stack: after the handlers, so that a failed
+     * install leaves nothing behind. Not fatal: only a stack overflow goes unreported. */
+    int altstack_error = cp_install_altstack();
+    if (altstack_error != 0) {
+        cp_install_say("cannot set up an alternate signal stack (%s); a stack overflow on this "
+                       "thread will not be reported",
+                       strerror(-altstack_error));
+    }
+
+    static bool atfork_registered;
+    if (!atfork_registered && cp_state.watcher_pid > 0) {
+        atfork_registered = pthread_atfork(NULL, NULL, cp_install_after_fork_in_child) == 0;
+    }
+
+    /* 6. HELLO. */
+    cp_install_send_hello(fd);
+    return 0;
+}
+
+int crashport_install(const crashport_options *options)
+{
+    const crashport_options defaults = CRASHPORT_OPTIONS_DEFAULT;
+    if (options == NULL) {
+        options = &defaults;
+    }
+    pthread_mutex_lock(&cp_install_lock);
+    int result = 0;
+    if (!cp_installed) {
+        result = cp_install_locked(options);
+        cp_installed = result == 0;
+    }
+    pthread_mutex_unlock(&cp_install_lock);
+    return result;
+}
+
+/* LD_PRELOAD path: install when a launcher handed us a socket. */
+__attribute__((constructor)) static void cp_install_from_environment(void)
+{
+    if (getenv("CRASHPORT_FD") != NULL) {
+        (void)crashport_install(NULL);
+    }
+}
