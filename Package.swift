@@ -41,7 +41,7 @@ let package = Package(
             name: "crashport",
             dependencies: ["Watcher", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["ReportModel"], path: "Tests/TestSupport"),
         .testTarget(name: "ReportModelTests", dependencies: ["ReportModel", "TestSupport"]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher", "CCrashPortProtocol", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport"]),

@@ -1,0 +1,93 @@
+// The wire ABI as Swift sees it must equal what the C header static-asserts, and the decoder
+// must reject every malformed message with a reason.
+
+import CCrashPortProtocol
+import ReportModel
+@testable import Watcher
+import XCTest
+
+final class WireProtocolTests: XCTestCase {
+    func testLayoutMirrorsTheHeader() {
+        XCTAssertEqual(MemoryLayout<cp_header>.size, 16)
+        XCTAssertEqual(MemoryLayout<cp_hello>.size, 80)
+        XCTAssertEqual(MemoryLayout<cp_action>.size, 32)
+        XCTAssertEqual(MemoryLayout<cp_verdict>.size, 32)
+        XCTAssertEqual(MemoryLayout<cp_heartbeat>.size, 24)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.regs), 88)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.fpregs), 360)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.previous), 888)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.stack_start), 952)
+        XCTAssertEqual(CrashRecord.fixedSize, 968)
+        XCTAssertEqual(CrashRecord.maximumSize, 968 + 65536)
+        XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.restorer), 16)
+        XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.mask), 24)
+    }
+
+    func record(stack: [UInt8] = [1, 2, 3, 4], pid: UInt32 = 1234, signal: Int32 = 11) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: CrashRecord.fixedSize + stack.count)
+        func put(_ value: UInt64, _ offset: Int, _ size: Int) {
+            for i in 0..<size { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
+        }
+        put(UInt64(CP_MAGIC), 0, 4)
+        put(UInt64(CP_VERSION), 4, 4)
+        put(UInt64(bytes.count), 8, 4)
+        put(UInt64(CP_MSG_CRASH.rawValue), 12, 4)
+        put(UInt64(pid), 16, 4)
+        put(UInt64(pid), 20, 4)
+        put(UInt64(UInt32(bitPattern: signal)), 24, 4)
+        put(1, 28, 4)
+        put(UInt64(CP_ARCH_X86_64), 44, 4)
+        put(0xdead, 48, 8)
+        put(0x7000_0000, 952, 8)
+        put(UInt64(stack.count), 960, 4)
+        bytes.replaceSubrange(CrashRecord.fixedSize..., with: stack)
+        return bytes
+    }
+
+    func testDecodesAValidRecord() throws {
+        let decoded = try CrashRecord(bytes: record())
+        XCTAssertEqual(decoded.pid, 1234)
+        XCTAssertEqual(decoded.signal, 11)
+        XCTAssertEqual(decoded.code, 1)
+        XCTAssertEqual(decoded.faultAddress, 0xdead)
+        XCTAssertEqual(decoded.stack, MemoryRegion(start: 0x7000_0000, bytes: [1, 2, 3, 4]))
+    }
+
+    func testRejectsMalformedRecords() {
+        var badMagic = record()
+        badMagic[0] ^= 0xFF
+        XCTAssertThrowsError(try CrashRecord(bytes: badMagic)) { XCTAssertTrue("\($0)".contains("bad magic")) }
+        var badVersion = record()
+        badVersion[4] = 2
+        XCTAssertThrowsError(try CrashRecord(bytes: badVersion)) { XCTAssertTrue("\($0)".contains("version 2")) }
+        let truncated = Array(record().dropLast())
+        XCTAssertThrowsError(try CrashRecord(bytes: truncated)) { XCTAssertTrue("\($0)".contains("declared size")) }
+        XCTAssertThrowsError(try CrashRecord(bytes: Array(record().prefix(10))))
+        var stackLies = record()
+        stackLies[960] = 200 // stack_size disagrees with the message size
+        XCTAssertThrowsError(try CrashRecord(bytes: stackLies)) { XCTAssertTrue("\($0)".contains("stack_size")) }
+        XCTAssertThrowsError(try CrashRecord(bytes: record(signal: 0)))
+        XCTAssertThrowsError(try CrashRecord(bytes: record(signal: 999)))
+        XCTAssertThrowsError(try CrashRecord(bytes: record(pid: 0)))
+        var wrongType = record()
+        wrongType[12] = UInt8(CP_MSG_HELLO.rawValue)
+        XCTAssertThrowsError(try CrashRecord(bytes: wrongType))
+    }
+
+    func testVerdictEncoding() throws {
+        let bytes = VerdictMessage.encode(captureNanoseconds: 77)
+        XCTAssertEqual(bytes.count, 32)
+        let header = try WireHeader(bytes: bytes)
+        XCTAssertEqual(header.type, CP_MSG_VERDICT.rawValue)
+        XCTAssertEqual(bytes[24], 77)
+    }
+
+    func testSignalNames() {
+        XCTAssertEqual(SignalNames.name(11), "SIGSEGV")
+        XCTAssertEqual(SignalNames.codeName(signal: 11, code: 1), "SEGV_MAPERR")
+        XCTAssertEqual(SignalNames.codeName(signal: 6, code: -6), "SI_TKILL")
+        XCTAssertEqual(SignalNames.codeName(signal: 7, code: 2), "BUS_ADRERR")
+        XCTAssertEqual(SignalNames.number("segv"), 11)
+        XCTAssertEqual(SignalNames.describe(signal: 8, code: 1), "arithmetic exception: integer divide by zero (FPE_INTDIV)")
+    }
+}
