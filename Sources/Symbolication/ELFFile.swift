@@ -229,4 +229,25 @@ public final class ELFFile: @unchecked Sendable {
     }()
 
     public lazy var symbols: SymbolTable = SymbolTable(elf: self)
+
+    /// Whether the file has a program interpreter (PT_INTERP): false for static executables.
+    public var isDynamicallyLinked: Bool { segments.contains { $0.type == 3 } }
+
+    /// Whether .symtab or .dynsym defines a symbol of this name.
+    public func definesSymbol(named name: String) -> Bool {
+        let wanted = Array(name.utf8)
+        for tableName in [".symtab", ".dynsym"] {
+            guard let table = section(named: tableName), let data = contents(of: table),
+                  Int(table.link) < sections.count, let strings = contents(of: sections[Int(table.link)]) else { continue }
+            var index: UInt64 = 0
+            while let nameOffset = data.u32(index * 24), let sectionIndex = data.u16(index * 24 + 6) {
+                index += 1
+                guard sectionIndex != 0, let candidate = strings.slice(UInt64(nameOffset), UInt64(wanted.count + 1)) else { continue }
+                if candidate.u8(UInt64(wanted.count)) == 0 && (0..<wanted.count).allSatisfy({ candidate.u8(UInt64($0)) == wanted[$0] }) {
+                    return true
+                }
+            }
+        }
+        return false
+    }
 }

@@ -72,14 +72,7 @@ public final class Unwinder {
     }
 
     func module(containing address: UInt64) -> UnwindModule? {
-        var low = 0, high = modules.count
-        while low < high {
-            let middle = (low + high) / 2
-            if modules[middle].base <= address { low = middle + 1 } else { high = middle }
-        }
-        guard low > 0 else { return nil }
-        let module = modules[low - 1]
-        return address - module.base < module.size ? module : nil
+        moduleIndex(containing: address).map { modules[$0] }
     }
 
     func isCode(_ address: UInt64) -> Bool {
@@ -91,21 +84,60 @@ public final class Unwinder {
         return low > 0 && codeRanges[low - 1].contains(address)
     }
 
+    /// Tables built from .eh_frame for modules without .eh_frame_hdr, each served at a
+    /// synthetic address in the kernel half of the address space, which no capture contains.
+    private var builtTables: [Int: (address: UInt64, index: EHFrameIndex)?] = [:]
+    static let syntheticTableBase: UInt64 = 0xFFFF_C000_0000_0000
+
+    func builtTable(moduleIndex: Int, elf: ELFFile) -> (address: UInt64, index: EHFrameIndex)? {
+        if let cached = builtTables[moduleIndex] { return cached }
+        let built = EHFrameIndex(elf: elf).map { (Self.syntheticTableBase + UInt64(moduleIndex) << 32, $0) }
+        builtTables[moduleIndex] = built
+        return built
+    }
+
     func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        if address >= Self.syntheticTableBase {
+            let moduleIndex = Int((address - Self.syntheticTableBase) >> 32)
+            guard let built = builtTables[moduleIndex] ?? nil else { return false }
+            let offset = address - built.address
+            guard offset <= UInt64(built.index.table.count), UInt64(buffer.count) <= UInt64(built.index.table.count) - offset else { return false }
+            built.index.table.withUnsafeBytes {
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[Int(offset)..<Int(offset) + buffer.count]))
+            }
+            return true
+        }
         if memory.read(address, into: buffer) { return true }
         guard let module = module(containing: address), let elf = module.elf else { return false }
         return elf.read(virtualAddress: address &- module.bias, into: buffer)
     }
 
+    func moduleIndex(containing address: UInt64) -> Int? {
+        var low = 0, high = modules.count
+        while low < high {
+            let middle = (low + high) / 2
+            if modules[middle].base <= address { low = middle + 1 } else { high = middle }
+        }
+        guard low > 0, address - modules[low - 1].base < modules[low - 1].size else { return nil }
+        return low - 1
+    }
+
     func table(for ip: UInt64) -> cp_unwind_table? {
-        guard let module = module(containing: ip), let elf = module.elf, let table = elf.ehFrameTable else { return nil }
+        guard let index = moduleIndex(containing: ip), let elf = modules[index].elf else { return nil }
+        let module = modules[index]
         let bias = module.bias
         let text = elf.executableRanges
         let start = (text.map(\.lowerBound).min() ?? 0) &+ bias
         let end = (text.map(\.upperBound).max() ?? 0) &+ bias
+        if let table = elf.ehFrameTable {
+            return cp_unwind_table(
+                start_ip: start, end_ip: end, eh_frame_hdr: table.headerAddress &+ bias,
+                table_data: table.tableAddress &+ bias, table_entries: table.entries)
+        }
+        guard let built = builtTable(moduleIndex: index, elf: elf) else { return nil }
         return cp_unwind_table(
-            start_ip: start, end_ip: end, eh_frame_hdr: table.headerAddress &+ bias,
-            table_data: table.tableAddress &+ bias, table_entries: table.entries)
+            start_ip: start, end_ip: end, eh_frame_hdr: built.index.base &+ bias,
+            table_data: built.address, table_entries: UInt64(built.index.entries))
     }
 
     /// Unwinds one thread from its x86_64 `user_regs_struct` registers.

@@ -7,6 +7,7 @@
 
 import CShims
 import Foundation
+import Symbolication
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -89,6 +90,7 @@ public struct Launcher {
         if let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
             let directory = (executable as NSString).deletingLastPathComponent
             candidates.append(directory + "/libcrashport.so")
+            candidates.append(directory + "/stub/libcrashport.so")
             candidates.append((directory as NSString).deletingLastPathComponent + "/lib/crashport/libcrashport.so")
         }
         for candidate in candidates where access(candidate, R_OK) == 0 { return candidate }
@@ -102,6 +104,9 @@ public struct Launcher {
         let executable = try Self.resolve(program)
         let stub = try stubPath ?? Self.locateStub()
         try store.prepare()
+        if let elf = try? ELFFile(path: executable), !elf.isDynamicallyLinked, !elf.definesSymbol(named: "crashport_install") {
+            log("\(program) is statically linked, so the stub cannot be preloaded into it; crashes will not be reported. Link libcrashport.a into it (see README).")
+        }
 
         var pair: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &pair) == 0 else {

@@ -66,7 +66,7 @@ public struct ReportStore: Sendable {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss.SSS'Z'"
         let suffix = String(UInt16.random(in: 0...UInt16.max), radix: 16)
         return "\(formatter.string(from: date))-\(pid)-\(String(repeating: "0", count: 4 - suffix.count))\(suffix)"
     }

@@ -1,0 +1,140 @@
+// EHFrameIndex: a binary-search table of FDEs built from .eh_frame, for ELF files that lack
+// .eh_frame_hdr (static glibc executables: GCC passes --eh-frame-hdr only to dynamic links).
+//
+// The table has the layout of .eh_frame_hdr's (pairs of int32: initial location, FDE address,
+// both relative to a base, sorted by location), so libunwind's remote-table search can use it
+// unchanged. Parsing is bounded by the section size; a malformed entry ends the scan.
+
+import Symbolication
+
+struct EHFrameIndex {
+    /// Runtime-independent: relative to the .eh_frame section's ELF virtual address.
+    var base: UInt64
+    /// (location − base, fde − base) pairs, sorted, as little-endian int32 bytes.
+    var table: [UInt8]
+    var entries: Int
+
+    init?(elf: ELFFile) {
+        guard let section = elf.section(named: ".eh_frame"), let data = elf.contents(of: section) else { return nil }
+        base = section.address
+        var pairs: [(Int64, Int64)] = []
+        var encodings: [UInt64: UInt8] = [:] // CIE offset -> FDE pointer encoding
+        var offset: UInt64 = 0
+        while let length32 = data.u32(offset), length32 != 0 {
+            var length = UInt64(length32)
+            var start = offset + 4
+            if length32 == 0xFFFF_FFFF {
+                guard let extended = data.u64(offset + 4) else { break }
+                length = extended
+                start = offset + 12
+            }
+            guard data.has(start, length), length >= 4, let id = data.u32(start) else { break }
+            let next = start + length
+            if id == 0 {
+                encodings[offset] = Self.fdeEncoding(data, cieStart: start + 4, end: next)
+            } else if UInt64(id) <= start {
+                let cie = start - UInt64(id)
+                let encoding = encodings[cie] ?? 0
+                var cursor = start + 4
+                if let location = Self.readPointer(data, &cursor, encoding: encoding, fieldAddress: base + cursor),
+                   location != 0 {
+                    let relative = Int64(bitPattern: location &- base)
+                    if relative >= Int64(Int32.min) && relative <= Int64(Int32.max) {
+                        pairs.append((relative, Int64(offset)))
+                    }
+                }
+            }
+            offset = next
+        }
+        guard !pairs.isEmpty, pairs.count < Int(Int32.max) else { return nil }
+        pairs.sort { $0.0 < $1.0 }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(pairs.count * 8 + 8)
+        for (location, fde) in pairs {
+            for value in [Int32(location), Int32(fde)] {
+                withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+            }
+        }
+        bytes.append(contentsOf: [UInt8](repeating: 0, count: 8)) // word-sized reads past the end
+        table = bytes
+        entries = pairs.count
+    }
+
+    /// The 'R' augmentation of a CIE: how its FDEs encode their initial location.
+    static func fdeEncoding(_ data: ByteView, cieStart: UInt64, end: UInt64) -> UInt8 {
+        var cursor = cieStart
+        guard let version = data.u8(cursor) else { return 0 }
+        cursor += 1
+        var augmentation: [UInt8] = []
+        while let byte = data.u8(cursor), byte != 0, cursor < end {
+            augmentation.append(byte)
+            cursor += 1
+        }
+        cursor += 1
+        if augmentation.starts(with: Array("eh".utf8)) { cursor += 8 }
+        _ = readULEB(data, &cursor) // code alignment
+        _ = readSLEB(data, &cursor) // data alignment
+        if version == 1 { cursor += 1 } else { _ = readULEB(data, &cursor) } // return register
+        guard augmentation.first == UInt8(ascii: "z") else { return 0 }
+        _ = readULEB(data, &cursor) // augmentation data length
+        for letter in augmentation.dropFirst() {
+            switch letter {
+            case UInt8(ascii: "R"): return data.u8(cursor) ?? 0
+            case UInt8(ascii: "P"):
+                guard let encoding = data.u8(cursor) else { return 0 }
+                cursor += 1
+                _ = readPointer(data, &cursor, encoding: encoding, fieldAddress: 0)
+            case UInt8(ascii: "L"): cursor += 1
+            default: break
+            }
+        }
+        return 0
+    }
+
+    /// Reads a DW_EH_PE-encoded pointer; pcrel is resolved against `fieldAddress`.
+    static func readPointer(_ data: ByteView, _ cursor: inout UInt64, encoding: UInt8, fieldAddress: UInt64) -> UInt64? {
+        if encoding == 0xFF { return nil } // DW_EH_PE_omit
+        var value: UInt64
+        switch encoding & 0x0F {
+        case 0x00, 0x04: guard let raw = data.u64(cursor) else { return nil }; value = raw; cursor += 8
+        case 0x01: guard let raw = readULEB(data, &cursor) else { return nil }; value = raw
+        case 0x02: guard let raw = data.u16(cursor) else { return nil }; value = UInt64(raw); cursor += 2
+        case 0x03: guard let raw = data.u32(cursor) else { return nil }; value = UInt64(raw); cursor += 4
+        case 0x09: guard let raw = readSLEB(data, &cursor) else { return nil }; value = UInt64(bitPattern: raw)
+        case 0x0A: guard let raw = data.u16(cursor) else { return nil }; value = UInt64(bitPattern: Int64(Int16(bitPattern: raw))); cursor += 2
+        case 0x0B: guard let raw = data.u32(cursor) else { return nil }; value = UInt64(bitPattern: Int64(Int32(bitPattern: raw))); cursor += 4
+        case 0x0C: guard let raw = data.u64(cursor) else { return nil }; value = raw; cursor += 8
+        default: return nil
+        }
+        switch encoding & 0x70 {
+        case 0x00: break
+        case 0x10: value = value &+ fieldAddress
+        default: return nil // datarel/textrel/funcrel do not occur in .eh_frame FDE locations
+        }
+        return value
+    }
+
+    static func readULEB(_ data: ByteView, _ cursor: inout UInt64) -> UInt64? {
+        var result: UInt64 = 0, shift: UInt64 = 0
+        while let byte = data.u8(cursor) {
+            cursor += 1
+            if shift < 64 { result |= UInt64(byte & 0x7F) << shift }
+            shift += 7
+            if byte & 0x80 == 0 { return result }
+        }
+        return nil
+    }
+
+    static func readSLEB(_ data: ByteView, _ cursor: inout UInt64) -> Int64? {
+        var result: Int64 = 0, shift: Int64 = 0, byte: UInt8 = 0
+        repeat {
+            guard let next = data.u8(cursor) else { return nil }
+            byte = next
+            cursor += 1
+            if shift < 64 { result |= Int64(byte & 0x7F) << shift }
+            shift += 7
+        } while byte & 0x80 != 0
+        if shift < 64 && byte & 0x40 != 0 { result |= -(1 << shift) }
+        return result
+    }
+}
