@@ -25,6 +25,9 @@ extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip
 typedef struct session {
     const cp_unwind_source *source;
     uint64_t regs[27]; /* struct user_regs_struct of the frame unw_init_remote starts from */
+    /* Set by find_proc_info during a step: 1 FDE found, 0 not found; -1 when libunwind did not
+     * look (its cache answered, and it caches only CFI-derived states). */
+    int lookup;
 } session;
 
 /* libunwind x86_64 register number -> index in struct user_regs_struct. */
@@ -79,6 +82,7 @@ static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dil, void *ar
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need_unwind_info, void *arg) {
     session *s = arg;
     cp_unwind_table table;
+    s->lookup = 0;
     if (s->source->find_table(s->source->context, ip, &table) != 0) return -UNW_ENOINFO;
     unw_dyn_info_t di;
     memset(&di, 0, sizeof di);
@@ -89,7 +93,9 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
     di.u.rti.table_data = table.table_data;
     /* In words: each entry is two int32 (8 bytes). */
     di.u.rti.table_len = table.table_entries * 8 / sizeof(unw_word_t);
-    return _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+    int found = _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+    s->lookup = found >= 0;
+    return found;
 }
 
 static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg) {
@@ -160,8 +166,12 @@ static int sink_finish(frame_sink *sink, int *skipped) {
     return sink->max_frames;
 }
 
-int cp_unwind_x86_64(const cp_unwind_source *source, const uint64_t regs[27], cp_frame *frames,
-                     int max_frames, int head_frames, int frame_limit, int *skipped) {
+struct cp_unwinder {
+    unw_addr_space_t space;
+    session session;
+};
+
+cp_unwinder *cp_unwinder_create(const cp_unwind_source *source) {
     static unw_accessors_t accessors = {
         .find_proc_info = find_proc_info,
         .put_unwind_info = put_unwind_info,
@@ -172,15 +182,33 @@ int cp_unwind_x86_64(const cp_unwind_source *source, const uint64_t regs[27], cp
         .resume = resume,
         .get_proc_name = get_proc_name,
     };
+    cp_unwinder *unwinder = calloc(1, sizeof *unwinder);
+    if (!unwinder) return NULL;
+    unwinder->space = unw_create_addr_space(&accessors, 0);
+    if (!unwinder->space) {
+        free(unwinder);
+        return NULL;
+    }
+    unw_set_caching_policy(unwinder->space, UNW_CACHE_GLOBAL);
+    unwinder->session.source = source;
+    return unwinder;
+}
+
+void cp_unwinder_destroy(cp_unwinder *unwinder) {
+    if (!unwinder) return;
+    unw_destroy_addr_space(unwinder->space);
+    free(unwinder);
+}
+
+int cp_unwind_x86_64(cp_unwinder *unwinder, const uint64_t regs[27], cp_frame *frames,
+                     int max_frames, int head_frames, int frame_limit, int *skipped) {
     *skipped = 0;
     if (max_frames <= 0) return 0;
     if (head_frames > max_frames) head_frames = max_frames;
-    unw_addr_space_t as = unw_create_addr_space(&accessors, 0);
-    if (!as) return -UNW_ENOMEM;
-    unw_set_caching_policy(as, UNW_CACHE_NONE);
-
-    session s = {.source = source};
-    memcpy(s.regs, regs, sizeof s.regs);
+    unw_addr_space_t as = unwinder->space;
+    const cp_unwind_source *source = unwinder->session.source;
+    session *state = &unwinder->session;
+    memcpy(state->regs, regs, sizeof state->regs);
     frame_sink sink = {.frames = frames, .max_frames = max_frames, .head_frames = head_frames};
 
     uint64_t pc = regs[16], sp = regs[19];
@@ -190,20 +218,21 @@ int cp_unwind_x86_64(const cp_unwind_source *source, const uint64_t regs[27], cp
      * the word at sp. Start the unwind from the caller then. */
     if (!source->is_code(source->context, pc)) {
         uint64_t ret = 0;
-        if (read_word(&s, sp, &ret) != 0 || !source->is_code(source->context, ret)) goto done;
-        s.regs[16] = ret;
-        s.regs[19] = sp + 8;
+        if (read_word(state, sp, &ret) != 0 || !source->is_code(source->context, ret)) goto done;
+        state->regs[16] = ret;
+        state->regs[19] = sp + 8;
         pc = ret;
         sp += 8;
         sink_push(&sink, (cp_frame){.pc = pc, .sp = sp, .method = CP_FRAME_SCAN});
     }
 
     unw_cursor_t cursor;
-    if (unw_init_remote(&cursor, as, &s) < 0) goto done;
+    if (unw_init_remote(&cursor, as, state) < 0) goto done;
     while (sink.walked < frame_limit) {
-        unw_proc_info_t info;
-        int has_cfi = unw_get_proc_info(&cursor, &info) == 0;
+        state->lookup = -1;
         int step = unw_step(&cursor);
+        /* A cache hit (no lookup) replays a state libunwind derived from CFI. */
+        int has_cfi = state->lookup != 0;
         unw_word_t next_pc = 0, next_sp = 0;
         if (step > 0) {
             unw_get_reg(&cursor, UNW_REG_IP, &next_pc);
@@ -222,18 +251,17 @@ int cp_unwind_x86_64(const cp_unwind_source *source, const uint64_t regs[27], cp
         if (step == 0 && has_cfi) break;
         if (step > 0 && next_pc == 0) break;
         /* Otherwise libunwind lost the thread: look for a return address above sp. */
-        uint64_t slot = scan_for_return(&s, sp, 256);
+        uint64_t slot = scan_for_return(state, sp, 256);
         if (!slot) break;
         uint64_t ret = 0;
-        read_word(&s, slot, &ret);
-        s.regs[16] = ret;
-        s.regs[19] = slot + 8;
+        read_word(state, slot, &ret);
+        state->regs[16] = ret;
+        state->regs[19] = slot + 8;
         pc = ret;
         sp = slot + 8;
         sink_push(&sink, (cp_frame){.pc = pc, .sp = sp, .method = CP_FRAME_SCAN});
-        if (unw_init_remote(&cursor, as, &s) < 0) break;
+        if (unw_init_remote(&cursor, as, state) < 0) break;
     }
 done:
-    unw_destroy_addr_space(as);
     return sink_finish(&sink, skipped);
 }

@@ -213,16 +213,29 @@ static void cp_handler_fill_record(cp_stub_state *state, int signo, const siginf
     (void)cp_safe_syscall2(SYS_prctl, PR_GET_NAME, (long)record->thread_name);
     record->thread_name[sizeof record->thread_name - 1] = '\0';
 
-    if (signo > 0 && signo < CP_SIGNAL_LIMIT && (state->has_previous & (1ull << signo))) {
-        cp_handler_wire_action(&record->previous, &state->previous[signo]);
-        record->flags |= CP_CRASH_HAS_PREVIOUS;
-    }
-    cp_kernel_sigaction current;
-    cp_safe_set(&current, 0, sizeof current);
-    if (cp_handler_sigaction(signo, NULL, &current) == 0 &&
-        current.handler != state->handler_address) {
-        cp_handler_wire_action(&record->current, &current);
-        record->flags |= CP_CRASH_HAS_CURRENT;
+    /* The chain of every handled signal: what was below crashport at install, and what sits
+     * above it now if someone replaced crashport's action since. */
+    record->chain_count = 0;
+    for (int chained = 1; chained < CP_SIGNAL_LIMIT && record->chain_count < CP_CHAIN_MAX; chained++) {
+        if (!(state->handled & (1ull << chained))) {
+            continue;
+        }
+        cp_chain_entry *entry = &record->chain[record->chain_count++];
+        cp_safe_set(entry, 0, sizeof *entry);
+        entry->signo = chained;
+        if (state->has_previous & (1ull << chained)) {
+            cp_handler_wire_action(&entry->previous, &state->previous[chained]);
+            entry->flags |= CP_CHAIN_HAS_PREVIOUS;
+        }
+        if (state->forward_first & (1ull << chained)) {
+            entry->flags |= CP_CHAIN_FORWARD_FIRST;
+        }
+        cp_kernel_sigaction current;
+        cp_safe_set(&current, 0, sizeof current);
+        if (cp_handler_sigaction(chained, NULL, &current) == 0 && current.handler != state->handler_address) {
+            cp_handler_wire_action(&entry->current, &current);
+            entry->flags |= CP_CHAIN_HAS_CURRENT;
+        }
     }
 
     if (context != NULL) {
@@ -434,11 +447,13 @@ static void cp_handler_wait_for_report(cp_stub_state *state)
  *  signal stays blocked until the handler returns; then the kernel delivers it to the previous
  *  handler or applies the default action. Runs in signal context. */
 static void cp_handler_continue_chain(const cp_stub_state *state, int signo,
-                                      const siginfo_t *info, uint32_t tid)
+                                      const siginfo_t *info, uint32_t tid, bool forwarded_first)
 {
     cp_kernel_sigaction previous;
     cp_safe_set(&previous, 0, sizeof previous); /* SIG_DFL */
-    if (signo > 0 && signo < CP_SIGNAL_LIMIT && (state->has_previous & (1ull << signo))) {
+    /* A forward-first signal's previous handler has already had it and did not recover:
+     * giving it the fault again would loop; the default action ends the process instead. */
+    if (!forwarded_first && signo > 0 && signo < CP_SIGNAL_LIMIT && (state->has_previous & (1ull << signo))) {
         previous = state->previous[signo];
     }
     (void)cp_handler_sigaction(signo, &previous, NULL);
@@ -458,10 +473,84 @@ static void cp_handler_continue_chain(const cp_stub_state *state, int signo,
     }
 }
 
+/** How a forward-first attempt ended. */
+typedef enum cp_forward_result {
+    CP_FORWARD_HANDLED,    /* the previous handler returned with everything as it was */
+    CP_FORWARD_CAME_BACK,  /* the same fault again: the previous handler did not recover */
+    CP_FORWARD_GAVE_UP,    /* it changed the action or raised the signal again: it is dying */
+} cp_forward_result;
+
+/** Gives the signal to the previous handler first (forward-first policy), calling it the way
+ *  the kernel would: SA_SIGINFO or plain, with its own mask added (and this signal unblocked
+ *  when it has SA_NODEFER), SA_RESETHAND honoured. The ucontext passed is the kernel's, so a
+ *  handler that repairs the context (skips the instruction, changes a register) works as
+ *  without crashport; one that siglongjmps never comes back here. Runs in signal context. */
+static cp_forward_result cp_handler_forward_first(cp_stub_state *state, int signo, siginfo_t *info,
+                                                  void *context, uint32_t tid)
+{
+    const ucontext_t *ucontext = context;
+    uint64_t pc = ucontext != NULL ? (uint64_t)ucontext->uc_mcontext.gregs[REG_RIP] : 0;
+    uint64_t address = info != NULL && info->si_code > 0 ? (uint64_t)(uintptr_t)info->si_addr : 0;
+    cp_forward_memo *memo = &state->forwarded[tid % CP_FORWARD_SLOTS];
+    if (memo->tid == tid && memo->signo == signo && memo->pc == pc && memo->address == address) {
+        memo->tid = 0;
+        return CP_FORWARD_CAME_BACK;
+    }
+    memo->tid = tid;
+    memo->signo = signo;
+    memo->pc = pc;
+    memo->address = address;
+
+    cp_kernel_sigaction previous = state->previous[signo];
+    if (previous.flags & SA_RESETHAND) {
+        /* The kernel resets a SA_RESETHAND action to SIG_DFL as it delivers the signal. */
+        cp_safe_set(&state->previous[signo], 0, sizeof state->previous[signo]);
+    }
+    uint64_t bit = 1ull << (signo - 1); /* kernel sigset: signal n is bit n - 1 */
+    uint64_t mask = 0, saved = 0;
+    (void)cp_safe_syscall4(SYS_rt_sigprocmask, SIG_BLOCK, 0, (long)&mask, 8);
+    mask |= previous.mask;
+    mask = (previous.flags & SA_NODEFER) ? (mask & ~bit) : (mask | bit);
+    (void)cp_safe_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, (long)&saved, 8);
+    if (previous.flags & SA_SIGINFO) {
+        ((void (*)(int, siginfo_t *, void *))(uintptr_t)previous.handler)(signo, info, context);
+    } else {
+        ((void (*)(int))(uintptr_t)previous.handler)(signo);
+    }
+    (void)cp_safe_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&saved, 0, 8);
+
+    /* A handler that gives up typically resets the action and raises the signal again (it is
+     * now pending, since we block it), or just resets the action and returns to re-fault. */
+    cp_kernel_sigaction now;
+    cp_safe_set(&now, 0, sizeof now);
+    uint64_t pending = 0;
+    (void)cp_safe_syscall2(SYS_rt_sigpending, (long)&pending, 8);
+    if ((cp_handler_sigaction(signo, NULL, &now) == 0 && now.handler != state->handler_address) ||
+        (pending & bit)) {
+        memo->tid = 0;
+        return CP_FORWARD_GAVE_UP;
+    }
+    return CP_FORWARD_HANDLED;
+}
+
 void cp_handler_signal(int signo, siginfo_t *info, void *context)
 {
     cp_stub_state *state = &cp_state;
     uint32_t tid = cp_safe_gettid();
+    bool valid = signo > 0 && signo < CP_SIGNAL_LIMIT;
+
+    /* Forward-first: the previous handler (a runtime that uses this signal for its own work,
+     * a program that probes memory) tries first; only a fault it does not handle is a crash. */
+    cp_forward_result forwarded = CP_FORWARD_HANDLED;
+    bool forward = valid && (state->forward_first & (1ull << signo)) && (state->has_previous & (1ull << signo)) &&
+                   state->previous[signo].handler > 1 &&
+                   __atomic_load_n(&state->crashing_tid, __ATOMIC_ACQUIRE) == 0;
+    if (forward) {
+        forwarded = cp_handler_forward_first(state, signo, info, context, tid);
+        if (forwarded == CP_FORWARD_HANDLED) {
+            return;
+        }
+    }
 
     uint32_t holder = 0;
     if (!__atomic_compare_exchange_n(&state->crashing_tid, &holder, tid, false, __ATOMIC_ACQ_REL,
@@ -472,7 +561,7 @@ void cp_handler_signal(int signo, siginfo_t *info, void *context)
             cp_handler_wait_for_report(state);
         }
         /* holder == tid: a different crash signal inside our own handler. No second report. */
-        cp_handler_continue_chain(state, signo, info, tid);
+        cp_handler_continue_chain(state, signo, info, tid, forward);
         return;
     }
 
@@ -480,6 +569,12 @@ void cp_handler_signal(int signo, siginfo_t *info, void *context)
     cp_safe_set(&answer, 0, sizeof answer);
     if (state->record != NULL && state->fd >= 0) {
         cp_handler_fill_record(state, signo, info, context, tid);
+        if (forward) {
+            state->record->flags |= CP_CRASH_FORWARD_FIRST;
+            if (forwarded == CP_FORWARD_GAVE_UP) {
+                state->record->flags |= CP_CRASH_PREVIOUS_GAVE_UP;
+            }
+        }
         cp_handler_allow_ptrace(state);
         cp_handler_report(state, &answer);
     }
@@ -490,5 +585,10 @@ void cp_handler_signal(int signo, siginfo_t *info, void *context)
     if (answer.has_verdict && state->timing_fd >= 0) {
         cp_handler_write_timing(state->timing_fd, &answer);
     }
-    cp_handler_continue_chain(state, signo, info, tid);
+    if (forwarded == CP_FORWARD_GAVE_UP) {
+        /* The previous handler already chose how the process ends (its action, a pending
+         * signal): returning lets that happen. */
+        return;
+    }
+    cp_handler_continue_chain(state, signo, info, tid, forward);
 }

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -35,7 +36,6 @@
 #include "safe.h"
 #include "stub_state.h"
 
-#define CP_ALTSTACK_SIZE (64u * 1024u)
 #define CP_HELLO_SEND_WAIT_MS 1000
 
 #define CP_BIT(signo) (1ull << (signo))
@@ -74,6 +74,51 @@ static bool cp_install_parse(const char *text, unsigned long long minimum,
         return false;
     }
     *value = parsed;
+    return true;
+}
+
+/* Parses a list of signals such as "SIGSEGV,bus,7" into a mask. False (with *bad pointing at
+ * the first unknown name) when a name is unknown or the signal cannot be handled. */
+static bool cp_install_parse_signals(const char *text, uint64_t *mask, char *bad, size_t bad_size)
+{
+    static const struct {
+        const char *name;
+        int signo;
+    } known[] = {
+        {"SEGV", SIGSEGV}, {"BUS", SIGBUS}, {"ILL", SIGILL},   {"FPE", SIGFPE},
+        {"ABRT", SIGABRT}, {"TRAP", SIGTRAP}, {"SYS", SIGSYS},
+    };
+    uint64_t result = 0;
+    const char *cursor = text;
+    while (*cursor != '\0') {
+        const char *end = strchr(cursor, ',');
+        size_t length = end ? (size_t)(end - cursor) : strlen(cursor);
+        char name[32];
+        if (length == 0 || length >= sizeof name) {
+            snprintf(bad, bad_size, "%.*s", (int)(length < 31 ? length : 31), cursor);
+            return false;
+        }
+        memcpy(name, cursor, length);
+        name[length] = '\0';
+        const char *bare = strncasecmp(name, "SIG", 3) == 0 ? name + 3 : name;
+        int signo = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+            if (strcasecmp(bare, known[i].name) == 0) {
+                signo = known[i].signo;
+            }
+        }
+        unsigned long long number = 0;
+        if (signo == 0 && cp_install_parse(name, 1, CP_SIGNAL_LIMIT - 1, &number)) {
+            signo = (int)number;
+        }
+        if (signo == 0 || signo == SIGKILL || signo == SIGSTOP) {
+            snprintf(bad, bad_size, "%s", name);
+            return false;
+        }
+        result |= CP_BIT(signo);
+        cursor += length + (end ? 1 : 0);
+    }
+    *mask = result;
     return true;
 }
 
@@ -118,25 +163,25 @@ static int cp_install_altstack(void)
     if (current.ss_flags & SS_ONSTACK) {
         return 0;
     }
-    if (!(current.ss_flags & SS_DISABLE) && current.ss_size >= CP_ALTSTACK_SIZE) {
+    if (!(current.ss_flags & SS_DISABLE) && current.ss_size >= CP_ALTSTACK_BYTES) {
         return 0;
     }
     long page = sysconf(_SC_PAGESIZE);
     size_t guard = page > 0 ? (size_t)page : 4096u;
-    char *base = mmap(NULL, guard + CP_ALTSTACK_SIZE, PROT_READ | PROT_WRITE,
+    char *base = mmap(NULL, guard + CP_ALTSTACK_BYTES, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (base == MAP_FAILED) {
         return -errno;
     }
     if (mprotect(base, guard, PROT_NONE) != 0) {
         int error = errno;
-        munmap(base, guard + CP_ALTSTACK_SIZE);
+        munmap(base, guard + CP_ALTSTACK_BYTES);
         return -error;
     }
-    stack_t ours = {.ss_sp = base + guard, .ss_flags = 0, .ss_size = CP_ALTSTACK_SIZE};
+    stack_t ours = {.ss_sp = base + guard, .ss_flags = 0, .ss_size = CP_ALTSTACK_BYTES};
     if (sigaltstack(&ours, NULL) != 0) {
         int error = errno;
-        munmap(base, guard + CP_ALTSTACK_SIZE);
+        munmap(base, guard + CP_ALTSTACK_BYTES);
         return -error;
     }
     return 0;
@@ -334,6 +379,19 @@ static int cp_install_locked(const crashport_options *options)
         return -EINVAL;
     }
 
+    /* Forward-first signals: the option, else CRASHPORT_FORWARD_FIRST, else none. */
+    uint64_t forward_first = options->forward_first;
+    const char *forward_text = getenv("CRASHPORT_FORWARD_FIRST");
+    if (forward_first == 0 && forward_text != NULL && *forward_text != '\0') {
+        char bad[32] = "";
+        if (!cp_install_parse_signals(forward_text, &forward_first, bad, sizeof bad)) {
+            cp_install_say("CRASHPORT_FORWARD_FIRST=%s: unknown signal \"%s\"; every signal is "
+                           "reported first, then forwarded",
+                           forward_text, bad);
+            forward_first = 0;
+        }
+    }
+
     /* 3. Everything the handler needs, allocated now. */
     void *record = mmap(NULL, sizeof(cp_crash), PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -346,6 +404,7 @@ static int cp_install_locked(const crashport_options *options)
     cp_state.record = record;
     cp_state.fd = fd;
     cp_state.timeout_ms = timeout_ms;
+    cp_state.forward_first = forward_first & signals;
 
     struct ucred peer;
     socklen_t peer_length = sizeof peer;
@@ -385,6 +444,11 @@ static int cp_install_locked(const crashport_options *options)
         cp_install_say("cannot set up an alternate signal stack (%s); a stack overflow on this "
                        "thread will not be reported",
                        strerror(-altstack_error));
+    }
+
+    /* Every thread created from now on gets its own alternate stack (threads.c). */
+    if (!cp_thread_key_ready && pthread_key_create(&cp_thread_key, cp_thread_release) == 0) {
+        __atomic_store_n(&cp_thread_key_ready, 1, __ATOMIC_RELEASE);
     }
 
     static bool atfork_registered;

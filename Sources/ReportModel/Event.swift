@@ -206,14 +206,21 @@ public struct HandlerChainEntry: Codable, Sendable, Equatable {
     public var signal: String?
     public var previous: HandlerRecord?
     public var above: HandlerRecord?
-    /// "forwarded-to-previous" | "default-action"
+    /// "forwarded-to-previous" | "default-action": for the crashing signal, what crashport
+    /// did; for the others, what it would do.
     public var action: String?
+    /// "report-then-forward" (default) | "forward-first"
+    public var policy: String?
 
-    public init(signal: String? = nil, previous: HandlerRecord? = nil, above: HandlerRecord? = nil, action: String? = nil) {
+    public init(
+        signal: String? = nil, previous: HandlerRecord? = nil, above: HandlerRecord? = nil, action: String? = nil,
+        policy: String? = nil
+    ) {
         self.signal = signal
         self.previous = previous
         self.above = above
         self.action = action
+        self.policy = policy
     }
 }
 

@@ -50,6 +50,10 @@ public struct UnwoundStack: Sendable, Equatable {
 public final class Unwinder {
     let memory: MemorySource
     let modules: [UnwindModule]
+    /// Read-only, file-backed parts of the modules (code, .eh_frame, .rodata) in runtime
+    /// addresses, sorted: served straight from the mapped files, before any captured memory.
+    /// Writable segments are not here: their live contents differ from the file.
+    let fileRanges: [(start: UInt64, end: UInt64, bytes: UnsafeRawBufferPointer)]
     /// Executable ranges, runtime addresses, sorted; for scan candidates.
     let codeRanges: [Range<UInt64>]
 
@@ -69,6 +73,17 @@ public final class Unwinder {
             }
         }
         codeRanges = ranges.sorted { $0.lowerBound < $1.lowerBound }
+        var files: [(start: UInt64, end: UInt64, bytes: UnsafeRawBufferPointer)] = []
+        for module in self.modules {
+            guard let elf = module.elf else { continue }
+            for segment in elf.segments where segment.type == ELFSegment.load && segment.flags & 2 == 0 && segment.fileSize > 0 {
+                guard let view = elf.view.slice(segment.offset, segment.fileSize) else { continue }
+                let start = segment.vaddr &+ module.bias
+                let (end, overflow) = start.addingReportingOverflow(segment.fileSize)
+                if !overflow { files.append((start, end, view.bytes)) }
+            }
+        }
+        fileRanges = files.sorted { $0.start < $1.start }
     }
 
     func module(containing address: UInt64) -> UnwindModule? {
@@ -107,6 +122,19 @@ public final class Unwinder {
             }
             return true
         }
+        var low = 0, high = fileRanges.count
+        while low < high {
+            let middle = (low + high) / 2
+            if fileRanges[middle].start <= address { low = middle + 1 } else { high = middle }
+        }
+        if low > 0 {
+            let range = fileRanges[low - 1]
+            if address < range.end && UInt64(buffer.count) <= range.end - address {
+                let offset = Int(address - range.start)
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: range.bytes[offset..<offset + buffer.count]))
+                return true
+            }
+        }
         if memory.read(address, into: buffer) { return true }
         guard let module = module(containing: address), let elf = module.elf else { return false }
         return elf.read(virtualAddress: address &- module.bias, into: buffer)
@@ -140,10 +168,15 @@ public final class Unwinder {
             table_data: built.address, table_entries: UInt64(built.index.entries))
     }
 
-    /// Unwinds one thread from its x86_64 `user_regs_struct` registers.
-    public func unwind(registers: [UInt64]) -> UnwoundStack {
-        precondition(registers.count == 27)
-        var source = cp_unwind_source()
+    /// libunwind's address space for this source, created on first use and kept for every
+    /// thread (its FDE cache is shared); `source` must outlive it, so both live here.
+    private var source = cp_unwind_source()
+    private var handle: OpaquePointer?
+
+    deinit { cp_unwinder_destroy(handle) }
+
+    private func unwinderHandle() -> OpaquePointer? {
+        if let handle { return handle }
         source.context = Unmanaged.passUnretained(self).toOpaque()
         source.read_memory = { context, address, buffer, size in
             let unwinder = Unmanaged<Unwinder>.fromOpaque(context!).takeUnretainedValue()
@@ -159,13 +192,19 @@ public final class Unwinder {
         source.is_code = { context, address in
             Unmanaged<Unwinder>.fromOpaque(context!).takeUnretainedValue().isCode(address) ? 1 : 0
         }
+        handle = withUnsafePointer(to: &source) { cp_unwinder_create($0) }
+        return handle
+    }
+
+    /// Unwinds one thread from its x86_64 `user_regs_struct` registers.
+    public func unwind(registers: [UInt64]) -> UnwoundStack {
+        precondition(registers.count == 27)
+        guard let handle = unwinderHandle() else { return UnwoundStack(frames: [], skipped: 0) }
         var frames = [cp_frame](repeating: cp_frame(), count: maxFrames)
         var skipped: Int32 = 0
         let count = registers.withUnsafeBufferPointer { regs in
-            withUnsafePointer(to: &source) { sourcePointer in
-                cp_unwind_x86_64(sourcePointer, regs.baseAddress, &frames, Int32(maxFrames), Int32(headFrames),
-                                 Int32(clamping: frameLimit), &skipped)
-            }
+            cp_unwind_x86_64(handle, regs.baseAddress, &frames, Int32(maxFrames), Int32(headFrames),
+                             Int32(clamping: frameLimit), &skipped)
         }
         guard count > 0 else { return UnwoundStack(frames: [], skipped: 0) }
         let methods: [UnwoundFrame.Method] = [.context, .cfi, .framePointer, .scan]
@@ -199,7 +238,15 @@ public final class RegionMemory: MemorySource {
 
     public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
         let count = UInt64(buffer.count)
-        for region in regions where address >= region.start {
+        // The last region whose start is at or below the address (regions do not overlap in
+        // practice; a stack and the bytes around a pc are kept apart by capture).
+        var low = 0, high = regions.count
+        while low < high {
+            let middle = (low + high) / 2
+            if regions[middle].start <= address { low = middle + 1 } else { high = middle }
+        }
+        if low > 0 {
+            let region = regions[low - 1]
             let offset = address - region.start
             if offset <= UInt64(region.bytes.count) && count <= UInt64(region.bytes.count) - offset {
                 region.bytes.withUnsafeBytes { bytes in

@@ -86,7 +86,9 @@ public enum CrashLog {
             stride(from: 0, to: cells.count, by: 3).forEach { lines.append("  " + cells[$0..<min($0 + 3, cells.count)].joined(separator: " ")) }
             lines.append("")
         }
-        for entry in event.handlerChain ?? [] {
+        let chain = event.handlerChain ?? []
+        let crashingSignal = event.signal?.name
+        for entry in chain.filter({ $0.signal == crashingSignal }) + chain.filter({ $0.signal != crashingSignal }) {
             var text = "Handler chain for \(entry.signal ?? "?"): "
             func name(_ handler: HandlerRecord?) -> String {
                 switch handler {
@@ -96,7 +98,8 @@ public enum CrashLog {
                 }
             }
             if let above = entry.above { text += "above crashport: \(name(above)); " }
-            text += "previous: \(name(entry.previous)); crashport \(entry.action ?? "?")"
+            text += "previous: \(name(entry.previous)); \(entry.signal == crashingSignal ? "crashport" : "crashport would") \(entry.action ?? "?")"
+            if entry.policy == "forward-first" { text += " (forward-first)" }
             lines.append(text)
         }
         if !(event.handlerChain ?? []).isEmpty { lines.append("") }

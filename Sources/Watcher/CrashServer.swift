@@ -29,6 +29,7 @@ public final class CrashServer {
     public var printSummary = true
     public private(set) var reports: [WrittenReport] = []
     let cache = ELFCache()
+    private var phases = ""
 
     public init(socket: Int32, store: ReportStore, options: CaptureOptions) {
         self.socket = socket
@@ -108,6 +109,13 @@ public final class CrashServer {
         _ = verdict.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
+    /// For tools/bench: when CRASHPORT_TIMING_FD names an open descriptor, one line per report.
+    func reportTiming(suspended: UInt64, verdict: UInt64, total: UInt64) {
+        guard let text = ProcessInfo.processInfo.environment["CRASHPORT_TIMING_FD"], let fd = Int32(text), fd > 2 else { return }
+        let line = "crashport-watcher suspended_ns=\(suspended) verdict_ns=\(verdict) report_written_ns=\(total) \(phases)\n"
+        _ = line.withCString { write(fd, $0, strlen($0)) }
+    }
+
     func handleCrash(_ record: CrashRecord, reply: Int32) {
         let started = monotonicNanoseconds()
         let capture = CaptureSession.capture(record: record, options: options, cache: cache)
@@ -117,17 +125,27 @@ public final class CrashServer {
         sendVerdict(reply, nanoseconds: elapsed)
 
         let id = ReportStore.newID(pid: record.pid)
+        let buildStarted = monotonicNanoseconds()
         var event = ReportBuilder.event(for: capture, id: id, timestamp: ReportStore.timestamp())
+        let built = monotonicNanoseconds() - buildStarted
         if record.otherCrashes > 0 {
             event.notes = (event.notes ?? []) + ["\(record.otherCrashes) other thread(s) crashed while this crash was being reported"]
         }
         do {
+            var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try store.commit(id: id) { directory in
-                try ReportStore.writeFile(directory + "/event.json", Array(try event.jsonData()))
+                var started = monotonicNanoseconds()
+                let json = Array(try event.jsonData())
+                encoded = monotonicNanoseconds() - started
+                try ReportStore.writeFile(directory + "/event.json", json)
+                started = monotonicNanoseconds()
                 try MinidumpWriter(includeEnvironment: options.captureEnvironment)
                     .write(capture.snapshot, to: directory + "/minidump.dmp")
+                dumped = monotonicNanoseconds() - started
             }
+            phases = "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)"
             reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed))
+            reportTiming(suspended: capture.suspendedNanoseconds, verdict: elapsed, total: monotonicNanoseconds() - started)
             if printSummary { log(String(CrashLog.summary(event, reportPath: path).dropFirst("crashport: ".count))) }
         } catch {
             log("could not write the report of pid \(record.pid) (\(SignalNames.name(record.signal))): \(error)")

@@ -63,13 +63,19 @@ public enum ReportBuilder {
         event.modules = snapshot.modules.map {
             ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID.isEmpty ? nil : hex($0.buildID))
         }
-        event.handlerChain = [handlerChain(capture.record, symbolizer: symbolizer)]
+        event.handlerChain = handlerChain(capture.record, symbolizer: symbolizer)
+        if capture.record.forwardedFirst {
+            let note = capture.record.previousGaveUp
+                ? "forward-first: the previous handler ran first and gave up (reset its action or raised the signal again)"
+                : "forward-first: the previous handler ran first, returned, and the same fault came back"
+            event.notes = (event.notes ?? []) + [note]
+        }
         event.minidump = "minidump.dmp"
         event.notes = capture.notes.isEmpty ? nil : capture.notes
         return event
     }
 
-    static func handlerChain(_ record: CrashRecord, symbolizer: Symbolizer) -> HandlerChainEntry {
+    static func handlerChain(_ record: CrashRecord, symbolizer: Symbolizer) -> [HandlerChainEntry] {
         func describe(_ action: WireAction) -> HandlerRecord {
             switch action.handler {
             case 0: return .disposition("default")
@@ -81,11 +87,16 @@ public enum ReportBuilder {
                     flags: actionFlags(action.flags))
             }
         }
-        let previous = record.previous.map(describe) ?? .disposition("default")
-        let forwards = record.previous.map { $0.handler > 1 } ?? false
-        return HandlerChainEntry(
-            signal: SignalNames.name(record.signal), previous: previous, above: record.current.map(describe),
-            action: forwards ? "forwarded-to-previous" : "default-action")
+        return record.chain.map { entry in
+            let crashing = entry.signal == record.signal
+            let continuation = HandlerChain.continuation(
+                previous: entry.previous, forwardFirst: entry.forwardFirst,
+                previousGaveUp: crashing && record.previousGaveUp, isFault: crashing ? record.code > 0 : true)
+            return HandlerChainEntry(
+                signal: SignalNames.name(entry.signal), previous: entry.previous.map(describe) ?? .disposition("default"),
+                above: entry.current.map(describe), action: continuation.rawValue,
+                policy: entry.forwardFirst ? "forward-first" : "report-then-forward")
+        }
     }
 
     static func actionFlags(_ flags: UInt64) -> [String] {

@@ -89,6 +89,22 @@ public struct WireAction: Equatable, Sendable {
     public var handler: UInt64
     public var flags: UInt64
     public var mask: UInt64
+
+    public init(handler: UInt64, flags: UInt64, mask: UInt64 = 0) {
+        self.handler = handler
+        self.flags = flags
+        self.mask = mask
+    }
+}
+
+/// One handled signal's chain at crash time.
+public struct ChainRecord: Equatable, Sendable {
+    public var signal: Int32
+    /// Saved at install: the handler below crashport.
+    public var previous: WireAction?
+    /// In force at crash time when it is not crashport's: a handler installed above it.
+    public var current: WireAction?
+    public var forwardFirst: Bool
 }
 
 public struct CrashRecord: Equatable {
@@ -105,8 +121,8 @@ public struct CrashRecord: Equatable {
     public var timeNanoseconds: UInt64
     public var threadName: String
     public var registers: X86_64Registers
-    public var previous: WireAction?
-    public var current: WireAction?
+    /// Every handled signal's chain, in signal order.
+    public var chain: [ChainRecord]
     public var stack: MemoryRegion
 
     /// Bytes before `stack` (Swift does not import the 64 KiB array member itself; the header's
@@ -116,6 +132,7 @@ public struct CrashRecord: Equatable {
 
     public var stackTruncated: Bool { flags & CP_CRASH_STACK_TRUNCATED != 0 }
     public var forwardedFirst: Bool { flags & CP_CRASH_FORWARD_FIRST != 0 }
+    public var previousGaveUp: Bool { flags & CP_CRASH_PREVIOUS_GAVE_UP != 0 }
 
     public init(bytes: [UInt8]) throws {
         let header = try WireHeader(bytes: bytes)
@@ -148,15 +165,24 @@ public struct CrashRecord: Equatable {
             let start = at(\.fpregs)
             registers.fxsave = Array(bytes[start..<start + 512])
         }
-        func action(_ path: KeyPath<cp_crash, cp_action>) -> WireAction {
-            let start = at(path)
-            return WireAction(
+        func action(at start: Int) -> WireAction {
+            WireAction(
                 handler: wire.u64(start + Layout.offset(\cp_action.handler)),
                 flags: wire.u64(start + Layout.offset(\cp_action.flags)),
                 mask: wire.u64(start + Layout.offset(\cp_action.mask)))
         }
-        previous = flags & CP_CRASH_HAS_PREVIOUS != 0 ? action(\.previous) : nil
-        current = flags & CP_CRASH_HAS_CURRENT != 0 ? action(\.current) : nil
+        let count = Int(wire.u32(at(\.chain_count)))
+        guard count <= Int(CP_CHAIN_MAX) else { throw WireError.badField("chain_count \(count) exceeds \(CP_CHAIN_MAX)") }
+        let entrySize = MemoryLayout<cp_chain_entry>.size
+        chain = (0..<count).map { index in
+            let start = at(\.chain) + index * entrySize
+            let flags = wire.u32(start + Layout.offset(\cp_chain_entry.flags))
+            return ChainRecord(
+                signal: wire.i32(start + Layout.offset(\cp_chain_entry.signo)),
+                previous: flags & CP_CHAIN_HAS_PREVIOUS != 0 ? action(at: start + Layout.offset(\cp_chain_entry.previous)) : nil,
+                current: flags & CP_CHAIN_HAS_CURRENT != 0 ? action(at: start + Layout.offset(\cp_chain_entry.current)) : nil,
+                forwardFirst: flags & CP_CHAIN_FORWARD_FIRST != 0)
+        }
         let stackStart = wire.u64(at(\.stack_start))
         let stackSize = Int(wire.u32(at(\.stack_size)))
         guard stackSize == bytes.count - Self.fixedSize else {

@@ -15,10 +15,12 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<cp_heartbeat>.size, 24)
         XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.regs), 88)
         XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.fpregs), 360)
-        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.previous), 888)
-        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.stack_start), 952)
-        XCTAssertEqual(CrashRecord.fixedSize, 968)
-        XCTAssertEqual(CrashRecord.maximumSize, 968 + 65536)
+        XCTAssertEqual(MemoryLayout<cp_chain_entry>.size, 72)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.chain_count), 888)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.chain), 896)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.stack_start), 1472)
+        XCTAssertEqual(CrashRecord.fixedSize, 1488)
+        XCTAssertEqual(CrashRecord.maximumSize, 1488 + 65536)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.restorer), 16)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.mask), 24)
     }
@@ -38,8 +40,8 @@ final class WireProtocolTests: XCTestCase {
         put(1, 28, 4)
         put(UInt64(CP_ARCH_X86_64), 44, 4)
         put(0xdead, 48, 8)
-        put(0x7000_0000, 952, 8)
-        put(UInt64(stack.count), 960, 4)
+        put(0x7000_0000, 1472, 8)
+        put(UInt64(stack.count), 1480, 4)
         bytes.replaceSubrange(CrashRecord.fixedSize..., with: stack)
         return bytes
     }
@@ -64,11 +66,14 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertThrowsError(try CrashRecord(bytes: truncated)) { XCTAssertTrue("\($0)".contains("declared size")) }
         XCTAssertThrowsError(try CrashRecord(bytes: Array(record().prefix(10))))
         var stackLies = record()
-        stackLies[960] = 200 // stack_size disagrees with the message size
+        stackLies[1480] = 200 // stack_size disagrees with the message size
         XCTAssertThrowsError(try CrashRecord(bytes: stackLies)) { XCTAssertTrue("\($0)".contains("stack_size")) }
         XCTAssertThrowsError(try CrashRecord(bytes: record(signal: 0)))
         XCTAssertThrowsError(try CrashRecord(bytes: record(signal: 999)))
         XCTAssertThrowsError(try CrashRecord(bytes: record(pid: 0)))
+        var chainTooLong = record()
+        chainTooLong[888] = 9
+        XCTAssertThrowsError(try CrashRecord(bytes: chainTooLong)) { XCTAssertTrue("\($0)".contains("chain_count")) }
         var wrongType = record()
         wrongType[12] = UInt8(CP_MSG_HELLO.rawValue)
         XCTAssertThrowsError(try CrashRecord(bytes: wrongType))

@@ -68,10 +68,26 @@ typedef struct cp_action {
 
 /* Flags of a crash record. */
 #define CP_CRASH_HAS_FPREGS 0x1u      /* fpregs holds the faulting FP state */
-#define CP_CRASH_HAS_PREVIOUS 0x2u    /* previous holds the action saved at install */
-#define CP_CRASH_HAS_CURRENT 0x4u     /* current holds an action installed above crashport */
 #define CP_CRASH_STACK_TRUNCATED 0x8u /* the stack copy stopped before the end of the stack */
 #define CP_CRASH_FORWARD_FIRST 0x10u  /* the previous handler ran first and did not recover */
+#define CP_CRASH_PREVIOUS_GAVE_UP 0x20u /* ...and chose how the process ends (reset the action or
+                                           raised the signal again); else the fault came back */
+
+/* Flags of a chain entry. */
+#define CP_CHAIN_HAS_PREVIOUS 0x1u /* previous holds the action saved at install */
+#define CP_CHAIN_HAS_CURRENT 0x2u  /* current holds an action installed above crashport */
+#define CP_CHAIN_FORWARD_FIRST 0x4u /* policy: the previous handler gets the signal first */
+
+/* One handled signal's chain at crash time: below crashport (saved at install) and above it
+ * (the action in force, when someone replaced crashport's). */
+typedef struct cp_chain_entry {
+    int32_t signo;
+    uint32_t flags;     /* CP_CHAIN_* */
+    cp_action previous;
+    cp_action current;
+} cp_chain_entry;
+
+#define CP_CHAIN_MAX 8u
 
 #define CP_STACK_COPY_MAX (64u * 1024u)
 #define CP_RED_ZONE 128u
@@ -100,8 +116,9 @@ typedef struct cp_crash {
     char thread_name[16]; /* NUL-terminated, from PR_GET_NAME */
     uint64_t regs[34];
     uint8_t fpregs[528];
-    cp_action previous;   /* the action crashport saved at install (below it in the chain) */
-    cp_action current;    /* the action in force now, when it is not crashport's (above it) */
+    uint32_t chain_count; /* entries used in chain */
+    uint32_t reserved0;
+    cp_chain_entry chain[CP_CHAIN_MAX]; /* every handled signal, in signal order */
     uint64_t stack_start; /* address of stack[0]: the faulting SP less the red zone */
     uint32_t stack_size;  /* bytes of stack that follow */
     uint32_t reserved;
@@ -130,10 +147,11 @@ _Static_assert(sizeof(cp_hello) == 80, "cp_hello is 80 bytes");
 _Static_assert(sizeof(cp_action) == 32, "cp_action is 32 bytes");
 _Static_assert(__builtin_offsetof(cp_crash, regs) == 88, "regs at 88");
 _Static_assert(__builtin_offsetof(cp_crash, fpregs) == 360, "fpregs at 360");
-_Static_assert(__builtin_offsetof(cp_crash, previous) == 888, "previous at 888");
-_Static_assert(__builtin_offsetof(cp_crash, stack_start) == 952, "stack_start at 952");
-_Static_assert(__builtin_offsetof(cp_crash, stack) == 968, "stack at 968");
-_Static_assert(sizeof(cp_crash) == 968 + CP_STACK_COPY_MAX, "cp_crash has no tail padding");
+_Static_assert(sizeof(cp_chain_entry) == 72, "cp_chain_entry is 72 bytes");
+_Static_assert(__builtin_offsetof(cp_crash, chain) == 896, "chain at 896");
+_Static_assert(__builtin_offsetof(cp_crash, stack_start) == 1472, "stack_start at 1472");
+_Static_assert(__builtin_offsetof(cp_crash, stack) == 1488, "stack at 1488");
+_Static_assert(sizeof(cp_crash) == 1488 + CP_STACK_COPY_MAX, "cp_crash has no tail padding");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian");

@@ -51,14 +51,20 @@ typedef struct cp_frame {
     uint32_t signal_frame;  /* 1 when libunwind recognised a signal trampoline frame */
 } cp_frame;
 
+/* An unwinder bound to one source: libunwind's address space with its FDE cache, reused for
+ * every thread of a process (the cache is keyed by instruction address, which all threads of a
+ * process share). Not thread-safe; destroy with cp_unwinder_destroy. */
+typedef struct cp_unwinder cp_unwinder;
+cp_unwinder *cp_unwinder_create(const cp_unwind_source *source);
+void cp_unwinder_destroy(cp_unwinder *unwinder);
+
 /*
  * Unwind one x86_64 thread. regs is struct user_regs_struct (27 x u64). Frames are written
  * to frames[0..max_frames) keeping the first head_frames and, when the stack is deeper, the
  * last (max_frames - head_frames) frames; *skipped receives how many were left out between.
- * At most frame_limit frames are walked in all. Returns the number of frames written, or a
- * negative libunwind error when the unwinder could not be created.
+ * At most frame_limit frames are walked in all. Returns the number of frames written.
  */
-int cp_unwind_x86_64(const cp_unwind_source *source, const uint64_t regs[27], cp_frame *frames,
+int cp_unwind_x86_64(cp_unwinder *unwinder, const uint64_t regs[27], cp_frame *frames,
                      int max_frames, int head_frames, int frame_limit, int *skipped);
 
 /* A message received on a SOCK_SEQPACKET socket with SO_PASSCRED, with its credentials and any

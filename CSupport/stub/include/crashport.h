@@ -20,10 +20,13 @@ typedef struct crashport_options {
     unsigned timeout_ms; /* verdict wait; 0: CRASHPORT_TIMEOUT_MS, else 10000 */
     uint64_t signals;    /* bitmask 1 << signo; 0: SIGSEGV SIGBUS SIGILL SIGFPE SIGABRT
                             SIGTRAP SIGSYS */
+    uint64_t forward_first; /* bitmask 1 << signo of signals whose previous handler runs first
+                               (crashport reports only if the fault comes back unhandled);
+                               0: CRASHPORT_FORWARD_FIRST (e.g. "SIGSEGV,SIGBUS"), else none */
 } crashport_options;
 
 /* Every option at its default: note that fd 0 is stdin, so a zeroed struct is not this. */
-#define CRASHPORT_OPTIONS_DEFAULT {-1, 0u, 0u}
+#define CRASHPORT_OPTIONS_DEFAULT {-1, 0u, 0u, 0u}
 
 /*
  * Installs crashport: checks the socket, preallocates everything the signal handler needs,

@@ -1,0 +1,102 @@
+/*
+ * threads.c: an alternate signal stack for every thread (DESIGN §3), so that a stack overflow
+ * on any thread, not only the installing one, is a reported crash.
+ *
+ * The pthread_create interposer (interpose.c, in libcrashport.so) asks cp_thread_prepare, in
+ * the creating thread, for one mapping per new thread:
+ *     [guard page, PROT_NONE][alternate stack, CP_ALTSTACK_BYTES][start record, one page]
+ * The new thread's first code, cp_thread_start, installs that alternate stack with a raw
+ * sigaltstack, registers the mapping for release at thread exit, and runs the program's start
+ * routine. The whole start path allocates nothing and takes no lock: it is raw system calls
+ * plus pthread_setspecific, and tools/check-stub-safety checks this object against the signal
+ * handler's allowlist plus that one name. The mapping is released by a pthread key destructor
+ * at thread exit (return, pthread_exit or cancellation); only touched pages cost memory, so a
+ * thread that never takes a signal pays one page (the start record).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/mman.h>
+
+#include "safe.h"
+#include "stub_state.h"
+
+#define CP_PAGE 4096u
+
+pthread_key_t cp_thread_key;
+int cp_thread_key_ready;
+
+typedef struct cp_thread_region {
+    void *(*start)(void *);
+    void *argument;
+    char *base;    /* the whole mapping */
+    uint64_t size;
+    char *stack;   /* the alternate stack's lowest address */
+} cp_thread_region;
+
+/** Maps a new thread's guard page, alternate stack and start record; NULL on failure (the
+ *  thread is then created without one). Called by the creating thread, not in signal context. */
+cp_thread_region *cp_thread_prepare(void *(*start)(void *), void *argument)
+{
+    if (!__atomic_load_n(&cp_thread_key_ready, __ATOMIC_ACQUIRE)) {
+        return NULL;
+    }
+    uint64_t size = CP_PAGE + CP_ALTSTACK_BYTES + CP_PAGE;
+    long mapped = cp_safe_syscall6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE,
+                                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (mapped < 0 && mapped > -4096) {
+        return NULL;
+    }
+    char *base = (char *)(uintptr_t)mapped;
+    if (cp_safe_syscall3(SYS_mprotect, (long)base, CP_PAGE, PROT_NONE) != 0) {
+        (void)cp_safe_syscall2(SYS_munmap, (long)base, (long)size);
+        return NULL;
+    }
+    cp_thread_region *region = (cp_thread_region *)(base + CP_PAGE + CP_ALTSTACK_BYTES);
+    region->start = start;
+    region->argument = argument;
+    region->base = base;
+    region->size = size;
+    region->stack = base + CP_PAGE;
+    return region;
+}
+
+/** Unmaps a region whose thread never started. Not in signal context. */
+void cp_thread_discard(cp_thread_region *region)
+{
+    (void)cp_safe_syscall2(SYS_munmap, (long)region->base, (long)region->size);
+}
+
+/** Key destructor, at thread exit: turns our alternate stack off (unless the program replaced
+ *  it with its own since) and unmaps the region. */
+void cp_thread_release(void *value)
+{
+    cp_thread_region *region = value;
+    stack_t current;
+    if (cp_safe_syscall2(SYS_sigaltstack, 0, (long)&current) == 0 && current.ss_sp == region->stack &&
+        !(current.ss_flags & SS_ONSTACK)) {
+        stack_t off = {.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+        (void)cp_safe_syscall2(SYS_sigaltstack, (long)&off, 0);
+    } else if (current.ss_sp == region->stack) {
+        return; /* still in use: leave it mapped rather than pull it from under a handler */
+    }
+    (void)cp_safe_syscall2(SYS_munmap, (long)region->base, (long)region->size);
+}
+
+/** The first code of every thread created through the interposer: installs the alternate
+ *  stack, then runs the program's start routine. Allocates nothing, takes no lock. */
+void *cp_thread_start(void *argument)
+{
+    cp_thread_region *region = argument;
+    void *(*start)(void *) = region->start;
+    void *start_argument = region->argument;
+    stack_t stack = {.ss_sp = region->stack, .ss_flags = 0, .ss_size = CP_ALTSTACK_BYTES};
+    if (cp_safe_syscall2(SYS_sigaltstack, (long)&stack, 0) == 0) {
+        (void)pthread_setspecific(cp_thread_key, region);
+    } else {
+        cp_thread_discard(region);
+    }
+    return start(start_argument);
+}

@@ -1,0 +1,117 @@
+// DWARFAddressMap: address ranges that may overlap, flattened into sorted disjoint segments,
+// each owned by one value, for O(log n) lookup.
+//
+// Where ranges overlap, one value wins: the highest (the inline tree numbers DIEs in preorder,
+// so the highest is the innermost scope, as LLVM's address-to-DIE map ends up) or the lowest
+// (the unit map: LLVM's DWARFDebugAranges gives an address to the first unit describing it).
+// Built by one sweep over the sorted range ends with a heap of the ranges open at each point.
+
+struct DWARFAddressMap: Sendable {
+    enum Winner: Sendable { case highest, lowest }
+
+    private var starts: [UInt64] = []
+    private var ends: [UInt64] = []
+    private var values: [Int32] = []
+
+    var segmentCount: Int { starts.count }
+
+    init() {}
+
+    /// `ranges[i]` belongs to `owners[i]`; owners lie in 0..<ownerCount. Empty ranges are ignored.
+    init(ranges: [DWARFRange], owners: [Int32], ownerCount: Int, winner: Winner) {
+        struct Event {
+            var address: UInt64
+            var owner: Int32
+            var isStart: Bool
+        }
+        let count = min(ranges.count, owners.count)
+        var events: [Event] = []
+        events.reserveCapacity(count * 2)
+        for index in 0..<count {
+            let range = ranges[index], owner = owners[index]
+            guard range.low < range.high, owner >= 0, Int(owner) < ownerCount else { continue }
+            events.append(Event(address: range.low, owner: owner, isStart: true))
+            events.append(Event(address: range.high, owner: owner, isStart: false))
+        }
+        guard !events.isEmpty else { return }
+        events.sort { $0.address < $1.address }
+
+        var open = [Int32](repeating: 0, count: ownerCount)
+        var heap = DWARFAddressMap.Heap()
+        // The heap is a max-heap; for `lowest` it holds negated owners.
+        let key: (Int32) -> Int32 = winner == .highest ? { $0 } : { -$0 }
+        var previous: UInt64 = 0
+        var index = 0
+        while index < events.count {
+            let address = events[index].address
+            if let top = heap.top, previous < address {
+                let owner = key(top)
+                if let last = ends.last, last == previous, values.last == owner {
+                    ends[ends.count - 1] = address
+                } else {
+                    starts.append(previous)
+                    ends.append(address)
+                    values.append(owner)
+                }
+            }
+            while index < events.count && events[index].address == address {
+                let event = events[index]
+                if event.isStart {
+                    open[Int(event.owner)] += 1
+                    heap.push(key(event.owner))
+                } else {
+                    open[Int(event.owner)] -= 1
+                }
+                index += 1
+            }
+            while let top = heap.top, open[Int(key(top))] <= 0 { heap.pop() }
+            previous = address
+        }
+    }
+
+    /// The owner of the segment containing `address`, if any.
+    @inline(__always)
+    func lookup(_ address: UInt64) -> Int32? {
+        var low = 0, high = starts.count
+        while low < high {
+            let middle = (low + high) >> 1
+            if starts[middle] <= address { low = middle + 1 } else { high = middle }
+        }
+        guard low > 0, address < ends[low - 1] else { return nil }
+        return values[low - 1]
+    }
+
+    /// A binary max-heap of Int32.
+    private struct Heap {
+        var items: [Int32] = []
+
+        var top: Int32? { items.first }
+
+        mutating func push(_ value: Int32) {
+            items.append(value)
+            var child = items.count - 1
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard items[parent] < items[child] else { break }
+                items.swapAt(parent, child)
+                child = parent
+            }
+        }
+
+        mutating func pop() {
+            guard !items.isEmpty else { return }
+            items[0] = items[items.count - 1]
+            items.removeLast()
+            var parent = 0
+            while true {
+                let left = 2 * parent + 1, right = left + 1
+                var largest = parent
+                if left < items.count && items[left] > items[largest] { largest = left }
+                if right < items.count && items[right] > items[largest] { largest = right }
+                if largest == parent { return }
+                items.swapAt(parent, largest)
+                parent = largest
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+// DWARFInlineTree: the subprograms and inlined subroutines of one unit, as a flat preorder
+// array with parent links, and an address map from every code address to the innermost of them.
+//
+// Built by a single walk over the unit's DIEs, the first time an address falls in the unit.
+// The walk decodes only subprogram and inlined-subroutine DIEs; every other DIE is stepped over
+// (with one addition when its abbreviation has only fixed-size values). Lexical blocks are not
+// recorded, but their children are: a node's parent is its nearest enclosing subroutine. The
+// chain for an address is LLVM's DWARFUnit::getInlinedChainForAddress: the innermost node, then
+// its parents up to and including the first subprogram.
+//
+// Memory: one node per subroutine DIE, one range per address range, with the range count capped
+// by the size of the unit and of the range-list sections. Names are resolved on demand by
+// DWARFInfo and cached here; the cache is guarded by DWARFInfo's lock.
+
+final class DWARFInlineTree: @unchecked Sendable {
+    struct Node: Sendable {
+        var dieOffset: UInt64 // in .debug_info
+        var parent: Int32     // nearest enclosing node, or -1
+        var isInlined: Bool   // DW_TAG_inlined_subroutine (else DW_TAG_subprogram)
+        var callFile: UInt32
+        var callLine: UInt32
+        var callColumn: UInt32
+    }
+
+    private(set) var nodes: [Node] = []
+    private(set) var map = DWARFAddressMap()
+    private var names: [String?] = []
+    private var nameKnown: [Bool] = []
+
+    init(unit: DWARFUnit) {
+        let sections = unit.sections
+        let table = unit.abbreviations
+        var cursor = DWARFCursor(sections.info, offset: unit.dieOffset)
+        let end = Int(min(unit.endOffset, UInt64(sections.info.count)))
+        var budget = Int(unit.endOffset - unit.offset) + sections.ranges.count / 2 + sections.rnglists.count / 2 + 64
+        var ranges: [DWARFRange] = []
+        var owners: [Int32] = []
+        var parents: [Int32] = []
+        var current: Int32 = -1
+
+        walk: while cursor.offset < end {
+            let dieOffset = cursor.offset
+            guard let code = cursor.uleb() else { break }
+            if code == 0 {
+                // End of a sibling list (trailing padding at depth 0 is tolerated).
+                if let parent = parents.popLast() { current = parent }
+                continue
+            }
+            guard let index = table.index(of: code) else { break }
+            let abbreviation = table.abbreviations[index]
+            var owner = current
+            if abbreviation.isSubroutine {
+                var lowPC: DWARFFormValue?, highPC: DWARFFormValue?, rangesValue: DWARFFormValue?
+                var callFile: UInt64 = 0, callLine: UInt64 = 0, callColumn: UInt64 = 0
+                for specIndex in abbreviation.attributes {
+                    let spec = table.specs[specIndex]
+                    guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
+                    else { break walk }
+                    switch spec.attribute {
+                    case DW_AT_low_pc: lowPC = value
+                    case DW_AT_high_pc: highPC = value
+                    case DW_AT_ranges: rangesValue = value
+                    case DW_AT_call_file: callFile = unit.constant(value) ?? 0
+                    case DW_AT_call_line: callLine = unit.constant(value) ?? 0
+                    case DW_AT_call_column: callColumn = unit.constant(value) ?? 0
+                    default: break
+                    }
+                }
+                owner = Int32(truncatingIfNeeded: nodes.count)
+                nodes.append(Node(
+                    dieOffset: UInt64(dieOffset), parent: current, isInlined: abbreviation.tag == DW_TAG_inlined_subroutine,
+                    callFile: UInt32(truncatingIfNeeded: callFile), callLine: UInt32(truncatingIfNeeded: callLine),
+                    callColumn: UInt32(truncatingIfNeeded: callColumn)))
+                let before = ranges.count
+                unit.addressRanges(lowPC: lowPC, highPC: highPC, ranges: rangesValue, into: &ranges, budget: &budget)
+                for _ in before..<ranges.count { owners.append(owner) }
+            } else {
+                guard unit.skipAttributes(abbreviation, cursor: &cursor) else { break }
+            }
+            if abbreviation.hasChildren {
+                parents.append(current)
+                current = owner
+            }
+        }
+        map = DWARFAddressMap(ranges: ranges, owners: owners, ownerCount: nodes.count, winner: .highest)
+        names = Array(repeating: nil, count: nodes.count)
+        nameKnown = Array(repeating: false, count: nodes.count)
+    }
+
+    /// Appends the chain of node indexes for `address` to `chain`, innermost first; ends with
+    /// the containing subprogram. Parents always precede children, so the walk terminates.
+    @inline(__always)
+    func chain(for address: UInt64, into chain: inout [Int32]) {
+        guard var index = map.lookup(address) else { return }
+        while index >= 0 && Int(index) < nodes.count {
+            chain.append(index)
+            let node = nodes[Int(index)]
+            if !node.isInlined { return }
+            guard node.parent < index else { return }
+            index = node.parent
+        }
+    }
+
+    /// The cached name of node `index`, computing it once with `resolve`.
+    @inline(__always)
+    func name(of index: Int32, _ resolve: (UInt64) -> String?) -> String? {
+        let at = Int(index)
+        if nameKnown[at] { return names[at] }
+        let name = resolve(nodes[at].dieOffset)
+        names[at] = name
+        nameKnown[at] = true
+        return name
+    }
+}

@@ -1,0 +1,341 @@
+// DWARFLineTable: one line-number program of .debug_line (versions 2–5), run once into a
+// matrix of rows grouped in sequences, then looked up by binary search.
+//
+// Lookups follow LLVM's DWARFDebugLine exactly, since `llvm-symbolizer` is the reference:
+// sequences are sorted by their end address; the sequence for an address is the first whose
+// end lies above it and whose start is at or below it; the row is the last one of that
+// sequence whose address is <= the address (the end_sequence row excluded). File paths are
+// built like LLVM's Prologue::getFileNameByIndex with absolute-path output: the name, its
+// include directory and the unit's comp_dir, joined like llvm::sys::path::append.
+//
+// Bounds: every row costs at least one byte of program and every file entry at least one byte
+// of header, so memory is bounded by the section size. DW_LNE_set_discriminator is ignored.
+// The table is immutable after init except the path cache, which DWARFInfo's lock guards.
+
+final class DWARFLineTable: @unchecked Sendable {
+    struct Row: Sendable {
+        var address: UInt64
+        var line: UInt32
+        var file: UInt32
+        var column: UInt16 // LLVM keeps 16 bits too
+    }
+
+    struct Sequence: Sendable {
+        var low: UInt64
+        var high: UInt64
+        var firstRow: Int
+        var endRow: Int // one past the end_sequence row
+    }
+
+    /// Where a path string lives; resolved only when a path is asked for.
+    struct StringLocation: Sendable {
+        enum Section: UInt8, Sendable { case none, line, str, lineStr }
+        var section: Section
+        var offset: UInt64
+    }
+
+    struct FileEntry: Sendable {
+        var path: StringLocation
+        var directory: UInt64
+    }
+
+    let version: UInt16
+    private(set) var directories: [StringLocation] = []
+    private(set) var files: [FileEntry] = []
+    private(set) var rows: [Row] = []
+    private(set) var sequences: [Sequence] = []
+    private let sections: DWARFSections
+    private let compDir: String?
+    private var paths: [String?] = []
+    private var pathKnown: [Bool] = []
+
+    /// Parses the program at `offset`; nil when even its header is unreadable. A malformed
+    /// program keeps the sequences completed before the fault.
+    init?(unit: DWARFUnit, offset: UInt64) {
+        sections = unit.sections
+        compDir = unit.compDir
+        let data = unit.sections.line
+        guard offset < UInt64(data.count) else { return nil }
+        var cursor = DWARFCursor(data, offset: offset)
+        guard let (length, offsetSize) = cursor.initialLength() else { return nil }
+        let end = cursor.offset + Int(min(length, UInt64(cursor.remaining)))
+        guard let version = cursor.u16(), version >= 2, version <= 5 else { return nil }
+        self.version = version
+        if version >= 5 {
+            // address_size and segment_selector_size: DW_LNE_set_address carries its own length.
+            guard cursor.skip(2) else { return nil }
+        }
+        guard let headerLength = cursor.unsigned(size: offsetSize), headerLength <= UInt64(end - cursor.offset) else {
+            return nil
+        }
+        let programStart = cursor.offset + Int(headerLength)
+        guard let minimumInstructionLength = cursor.u8(),
+              let maximumOperations = version >= 4 ? cursor.u8() : 1,
+              cursor.u8() != nil, // default_is_stmt: is_stmt does not affect lookups
+              let lineBaseByte = cursor.u8(), let lineRange = cursor.u8(), let opcodeBase = cursor.u8()
+        else { return nil }
+        let lineBase = Int64(Int8(bitPattern: lineBaseByte))
+        var standardLengths: [UInt8] = []
+        if opcodeBase > 1 {
+            for _ in 1..<opcodeBase {
+                guard let count = cursor.u8() else { return nil }
+                standardLengths.append(count)
+            }
+        }
+
+        if version >= 5 {
+            guard parseVersion5Entries(&cursor, unit: unit, offsetSize: offsetSize, limit: programStart) else {
+                return nil
+            }
+        } else {
+            while cursor.offset < programStart, let start = cursor.skipCString(), cursor.offset - start > 1 {
+                directories.append(StringLocation(section: .line, offset: UInt64(start)))
+            }
+            while cursor.offset < programStart, let start = cursor.skipCString(), cursor.offset - start > 1 {
+                guard let directory = cursor.uleb(), cursor.uleb() != nil, cursor.uleb() != nil else { break }
+                files.append(FileEntry(path: StringLocation(section: .line, offset: UInt64(start)), directory: directory))
+            }
+        }
+
+        runProgram(
+            DWARFCursor(data, offset: programStart), end: end,
+            minimumInstructionLength: UInt64(minimumInstructionLength), maximumOperations: UInt64(max(maximumOperations, 1)),
+            lineBase: lineBase, lineRange: UInt64(lineRange), opcodeBase: opcodeBase, standardLengths: standardLengths)
+        sequences.sort { $0.high < $1.high }
+        paths = Array(repeating: nil, count: files.count)
+        pathKnown = Array(repeating: false, count: files.count)
+    }
+
+    /// DWARF 5 directory and file tables: entry formats of (content type, form) pairs.
+    private func parseVersion5Entries(_ cursor: inout DWARFCursor, unit: DWARFUnit, offsetSize: Int, limit: Int) -> Bool {
+        func formats(_ cursor: inout DWARFCursor) -> [(UInt64, UInt64)]? {
+            guard let count = cursor.u8() else { return nil }
+            var result: [(UInt64, UInt64)] = []
+            for _ in 0..<count {
+                guard let type = cursor.uleb(), let form = cursor.uleb() else { return nil }
+                result.append((type, form))
+            }
+            return result
+        }
+        // One entry: its path and directory index; other content (MD5, sizes) skipped.
+        func entry(_ cursor: inout DWARFCursor, _ formats: [(UInt64, UInt64)]) -> FileEntry? {
+            var entry = FileEntry(path: StringLocation(section: .none, offset: 0), directory: 0)
+            for (type, form) in formats {
+                var location = StringLocation(section: .none, offset: 0)
+                var number: UInt64 = 0
+                switch form {
+                case DW_FORM_string:
+                    guard let start = cursor.skipCString() else { return nil }
+                    location = StringLocation(section: .line, offset: UInt64(start))
+                case DW_FORM_line_strp, DW_FORM_strp:
+                    guard let value = cursor.unsigned(size: offsetSize) else { return nil }
+                    location = StringLocation(section: form == DW_FORM_strp ? .str : .lineStr, offset: value)
+                case DW_FORM_strx, DW_FORM_strx1, DW_FORM_strx2, DW_FORM_strx3, DW_FORM_strx4:
+                    let index = form == DW_FORM_strx ? cursor.uleb() : cursor.unsigned(size: Int(form - DW_FORM_strx1) + 1)
+                    guard let index else { return nil }
+                    if let offset = unit.stringOffset(index: index) { location = StringLocation(section: .str, offset: offset) }
+                case DW_FORM_udata: guard let value = cursor.uleb() else { return nil }; number = value
+                case DW_FORM_data1: guard let value = cursor.u8() else { return nil }; number = UInt64(value)
+                case DW_FORM_data2: guard let value = cursor.u16() else { return nil }; number = UInt64(value)
+                case DW_FORM_data4: guard let value = cursor.u32() else { return nil }; number = UInt64(value)
+                case DW_FORM_data8: guard let value = cursor.u64() else { return nil }; number = value
+                case DW_FORM_data16: guard cursor.skip(16) else { return nil }
+                case DW_FORM_block: guard let length = cursor.uleb(), cursor.skip(length) else { return nil }
+                default: return nil
+                }
+                if type == DW_LNCT_path { entry.path = location }
+                if type == DW_LNCT_directory_index { entry.directory = number }
+            }
+            return entry
+        }
+        guard let directoryFormats = formats(&cursor), let directoryCount = cursor.uleb() else { return false }
+        // Each entry takes at least one byte of header, which bounds the loops; entries with no
+        // content at all would have no path, so none are recorded.
+        var index: UInt64 = 0
+        while index < directoryCount, !directoryFormats.isEmpty, cursor.offset < limit {
+            guard let directory = entry(&cursor, directoryFormats) else { return false }
+            directories.append(directory.path)
+            index += 1
+        }
+        guard let fileFormats = formats(&cursor), let fileCount = cursor.uleb() else { return false }
+        index = 0
+        while index < fileCount, !fileFormats.isEmpty, cursor.offset < limit {
+            guard let file = entry(&cursor, fileFormats) else { return false }
+            files.append(file)
+            index += 1
+        }
+        return true
+    }
+
+    // swiftlint:disable:next function_parameter_count
+    private func runProgram(
+        _ start: DWARFCursor, end: Int, minimumInstructionLength: UInt64, maximumOperations: UInt64,
+        lineBase: Int64, lineRange: UInt64, opcodeBase: UInt8, standardLengths: [UInt8]
+    ) {
+        var cursor = start
+        var address: UInt64 = 0, operationIndex: UInt64 = 0
+        var file: UInt32 = 1, line: UInt32 = 1, column: UInt16 = 0
+        var sequenceStart = -1 // first row of the open sequence
+        var sequenceLow: UInt64 = 0
+
+        func advance(_ operations: UInt64) {
+            if maximumOperations == 1 {
+                address = address &+ minimumInstructionLength &* operations
+            } else {
+                let total = operationIndex &+ operations
+                address = address &+ minimumInstructionLength &* (total / maximumOperations)
+                operationIndex = total % maximumOperations
+            }
+        }
+        func appendRow(endSequence: Bool) {
+            if sequenceStart < 0 {
+                sequenceStart = rows.count
+                sequenceLow = address
+            }
+            rows.append(Row(address: address, line: line, file: file, column: column))
+            guard endSequence else { return }
+            if sequenceLow < address {
+                sequences.append(Sequence(low: sequenceLow, high: address, firstRow: sequenceStart, endRow: rows.count))
+            } else {
+                rows.removeSubrange(sequenceStart...)
+            }
+            sequenceStart = -1
+            address = 0; operationIndex = 0; file = 1; line = 1; column = 0
+        }
+
+        while cursor.offset < end, let opcode = cursor.u8() {
+            if opcode >= opcodeBase {
+                let adjusted = UInt64(opcode - opcodeBase)
+                if lineRange != 0 {
+                    advance(adjusted / lineRange)
+                    line = UInt32(truncatingIfNeeded: Int64(line) + lineBase + Int64(adjusted % lineRange))
+                }
+                appendRow(endSequence: false)
+                continue
+            }
+            switch opcode {
+            case 0:
+                guard let length = cursor.uleb(), length <= UInt64(end - cursor.offset) else { return }
+                let next = cursor.offset + Int(length)
+                guard length > 0, let subOpcode = cursor.u8() else { cursor.offset = next; continue }
+                switch subOpcode {
+                case DW_LNE_end_sequence: appendRow(endSequence: true)
+                case DW_LNE_set_address:
+                    let size = Int(length) - 1
+                    if size >= 1 && size <= 8, let value = cursor.unsigned(size: size) {
+                        address = value
+                        operationIndex = 0
+                    }
+                case DW_LNE_define_file:
+                    if let start = cursor.skipCString(), let directory = cursor.uleb() {
+                        files.append(FileEntry(path: StringLocation(section: .line, offset: UInt64(start)), directory: directory))
+                    }
+                default: break // DW_LNE_set_discriminator and vendor extensions
+                }
+                cursor.offset = next
+            case DW_LNS_copy: appendRow(endSequence: false)
+            case DW_LNS_advance_pc:
+                guard let operations = cursor.uleb() else { return }
+                advance(operations)
+            case DW_LNS_advance_line:
+                guard let delta = cursor.sleb() else { return }
+                line = UInt32(truncatingIfNeeded: Int64(line) &+ delta)
+            case DW_LNS_set_file:
+                guard let value = cursor.uleb() else { return }
+                file = UInt32(truncatingIfNeeded: value)
+            case DW_LNS_set_column:
+                guard let value = cursor.uleb() else { return }
+                column = UInt16(truncatingIfNeeded: value)
+            case DW_LNS_const_add_pc:
+                if lineRange != 0 { advance(UInt64(255 - opcodeBase) / lineRange) }
+            case DW_LNS_fixed_advance_pc:
+                guard let delta = cursor.u16() else { return }
+                address = address &+ UInt64(delta)
+                operationIndex = 0
+            case DW_LNS_negate_stmt, DW_LNS_set_basic_block, DW_LNS_set_prologue_end, DW_LNS_set_epilogue_begin:
+                break
+            default:
+                // DW_LNS_set_isa and unknown standard opcodes: skip their ULEB operands.
+                let count = Int(opcode) - 1 < standardLengths.count ? standardLengths[Int(opcode) - 1] : 0
+                for _ in 0..<count { guard cursor.uleb() != nil else { return } }
+            }
+        }
+    }
+
+    /// The row covering `address`, or nil when no sequence contains it.
+    @inline(__always)
+    func row(for address: UInt64) -> Row? {
+        var low = 0, high = sequences.count
+        while low < high {
+            let middle = (low + high) >> 1
+            if sequences[middle].high <= address { low = middle + 1 } else { high = middle }
+        }
+        guard low < sequences.count else { return nil }
+        let sequence = sequences[low]
+        guard sequence.low <= address else { return nil }
+        var first = sequence.firstRow + 1, last = sequence.endRow - 1
+        while first < last {
+            let middle = (first + last) >> 1
+            if rows[middle].address <= address { first = middle + 1 } else { last = middle }
+        }
+        return rows[first - 1]
+    }
+
+    /// The absolute path of file `index` (1-based before DWARF 5, 0-based from 5), cached.
+    func path(ofFile index: UInt64) -> String? {
+        let entryIndex: Int
+        if version >= 5 {
+            guard index < UInt64(files.count) else { return nil }
+            entryIndex = Int(index)
+        } else {
+            guard index != 0, index <= UInt64(files.count) else { return nil }
+            entryIndex = Int(index - 1)
+        }
+        if entryIndex < pathKnown.count, pathKnown[entryIndex] { return paths[entryIndex] }
+        let path = buildPath(files[entryIndex])
+        if entryIndex < pathKnown.count {
+            paths[entryIndex] = path
+            pathKnown[entryIndex] = true
+        }
+        return path
+    }
+
+    private func string(_ location: StringLocation) -> String? {
+        switch location.section {
+        case .none: return nil
+        case .line: return sections.line.cString(location.offset)
+        case .str: return sections.str.cString(location.offset)
+        case .lineStr: return sections.lineStr.cString(location.offset)
+        }
+    }
+
+    private func buildPath(_ entry: FileEntry) -> String? {
+        guard let name = string(entry.path) else { return nil }
+        if name.hasPrefix("/") { return name }
+        var includeDirectory = ""
+        if version >= 5 {
+            if entry.directory < UInt64(directories.count) { includeDirectory = string(directories[Int(entry.directory)]) ?? "" }
+        } else if entry.directory > 0 && entry.directory <= UInt64(directories.count) {
+            includeDirectory = string(directories[Int(entry.directory - 1)]) ?? ""
+        }
+        var path = ""
+        // comp_dir only when the include directory is relative, and (v5) not for directory 0,
+        // which is the compilation directory itself.
+        if version < 5 || entry.directory != 0, let compDir, !compDir.isEmpty, !includeDirectory.hasPrefix("/") {
+            DWARFLineTable.append(&path, compDir)
+        }
+        DWARFLineTable.append(&path, includeDirectory)
+        DWARFLineTable.append(&path, name)
+        return path
+    }
+
+    /// llvm::sys::path::append for POSIX paths: one separator between components.
+    static func append(_ path: inout String, _ component: String) {
+        if path.utf8.last == UInt8(ascii: "/") {
+            path += component.drop { $0 == "/" }
+            return
+        }
+        if !component.hasPrefix("/") && !path.isEmpty { path += "/" }
+        path += component
+    }
+}

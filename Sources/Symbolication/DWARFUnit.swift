@@ -1,0 +1,392 @@
+// DWARFUnit: one unit of .debug_info (DWARF 2–5 headers, all unit types), what its unit DIE
+// says (bases, comp_dir, stmt_list, base address), and the decoding of attribute values in its
+// context: addrx through .debug_addr, strx through .debug_str_offsets, range lists through
+// .debug_ranges (v2–4) or .debug_rnglists (v5, including rnglistx).
+//
+// Ownership and threads: a unit belongs to its DWARFInfo. Header and unit-DIE fields are set
+// during DWARFInfo.init; `lineTable` and `tree` are filled lazily under DWARFInfo's lock.
+
+/// An attribute value as read: `value` is the address, constant, offset or index the form
+/// encodes; for DW_FORM_string, blocks and data16 it is the offset of the bytes in .debug_info.
+struct DWARFFormValue: Sendable {
+    var form: UInt64
+    var value: UInt64
+}
+
+struct DWARFRange: Sendable {
+    var low: UInt64
+    var high: UInt64
+}
+
+final class DWARFUnit: @unchecked Sendable {
+    let index: Int
+    /// Offsets in .debug_info: the unit header, one past the unit's end, the first DIE.
+    let offset: UInt64
+    let endOffset: UInt64
+    let dieOffset: UInt64
+    let format: DWARFFormat
+    let unitType: UInt8
+    let abbrevOffset: UInt64
+    let sections: DWARFSections
+    var abbreviations: DWARFAbbreviationTable
+
+    // From the unit DIE.
+    private(set) var tag: UInt64 = 0
+    private(set) var compDir: String?
+    private(set) var stmtList: UInt64?
+    private(set) var baseAddress: UInt64?
+    private(set) var addrBase: UInt64?
+    private(set) var strOffsetsBase: UInt64?
+    private(set) var rnglistsBase: UInt64?
+    private var unitLowPC: DWARFFormValue?, unitHighPC: DWARFFormValue?, unitRanges: DWARFFormValue?
+
+    // Lazily, under DWARFInfo's lock.
+    var lineTableLoaded = false
+    var lineTable: DWARFLineTable?
+    var tree: DWARFInlineTree?
+
+    var isCodeUnit: Bool {
+        (unitType == DW_UT_compile || unitType == DW_UT_partial || unitType == DW_UT_skeleton)
+            && (tag == DW_TAG_compile_unit || tag == DW_TAG_partial_unit || tag == DW_TAG_skeleton_unit)
+    }
+
+    private init(
+        index: Int, offset: UInt64, endOffset: UInt64, dieOffset: UInt64, format: DWARFFormat, unitType: UInt8,
+        abbrevOffset: UInt64, sections: DWARFSections, abbreviations: DWARFAbbreviationTable
+    ) {
+        self.index = index
+        self.offset = offset
+        self.endOffset = endOffset
+        self.dieOffset = dieOffset
+        self.format = format
+        self.unitType = unitType
+        self.abbrevOffset = abbrevOffset
+        self.sections = sections
+        self.abbreviations = abbreviations
+    }
+
+    /// Every unit header of .debug_info, in order; stops at the first header that does not fit.
+    /// `abbreviationTable` supplies (cached) tables.
+    static func parseUnits(
+        sections: DWARFSections, abbreviationTable: (UInt64, DWARFFormat) -> DWARFAbbreviationTable
+    ) -> [DWARFUnit] {
+        let info = sections.info
+        var units: [DWARFUnit] = []
+        var offset: UInt64 = 0
+        while offset < UInt64(info.count) {
+            var cursor = DWARFCursor(info, offset: offset)
+            guard let (length, offsetSize) = cursor.initialLength() else { break }
+            let contentStart = UInt64(cursor.offset)
+            guard length <= UInt64(info.count) - contentStart else { break }
+            let end = contentStart + length
+            defer { offset = end }
+            guard let version = cursor.u16(), version >= 2, version <= 5 else { continue }
+            var unitType = DW_UT_compile
+            var addressSize: UInt8 = 0
+            var abbrevOffset: UInt64 = 0
+            if version >= 5 {
+                guard let type = cursor.u8(), let size = cursor.u8(),
+                      let abbrev = cursor.unsigned(size: offsetSize) else { continue }
+                unitType = type
+                addressSize = size
+                abbrevOffset = abbrev
+                switch type {
+                case DW_UT_skeleton, DW_UT_split_compile: guard cursor.skip(8) else { continue }
+                case DW_UT_type, DW_UT_split_type: guard cursor.skip(8 + offsetSize) else { continue }
+                default: break
+                }
+            } else {
+                guard let abbrev = cursor.unsigned(size: offsetSize), let size = cursor.u8() else { continue }
+                abbrevOffset = abbrev
+                addressSize = size
+            }
+            guard addressSize == 4 || addressSize == 8, UInt64(cursor.offset) < end else { continue }
+            let format = DWARFFormat(version: version, addressSize: addressSize, offsetSize: UInt8(offsetSize))
+            let unit = DWARFUnit(
+                index: units.count, offset: offset, endOffset: end, dieOffset: UInt64(cursor.offset), format: format,
+                unitType: unitType, abbrevOffset: abbrevOffset, sections: sections,
+                abbreviations: abbreviationTable(abbrevOffset, format))
+            unit.readUnitDIE()
+            units.append(unit)
+        }
+        return units
+    }
+
+    /// Reads the attributes of the unit DIE that the rest of the unit is decoded against.
+    private func readUnitDIE() {
+        var cursor = DWARFCursor(sections.info, offset: dieOffset)
+        guard let code = cursor.uleb(), let abbreviation = abbreviations.index(of: code).map({
+            abbreviations.abbreviations[$0]
+        }) else { return }
+        tag = abbreviation.tag
+        var dir: DWARFFormValue?, entryPC: DWARFFormValue?
+        for spec in abbreviations.specs[abbreviation.attributes] {
+            guard let value = readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor) else { return }
+            switch spec.attribute {
+            case DW_AT_comp_dir: dir = value
+            case DW_AT_stmt_list: stmtList = value.value
+            case DW_AT_low_pc: unitLowPC = value
+            case DW_AT_entry_pc: entryPC = value
+            case DW_AT_high_pc: unitHighPC = value
+            case DW_AT_ranges: unitRanges = value
+            case DW_AT_addr_base, DW_AT_GNU_addr_base: addrBase = value.value
+            case DW_AT_str_offsets_base: strOffsetsBase = value.value
+            case DW_AT_rnglists_base: rnglistsBase = value.value
+            default: break
+            }
+        }
+        if let dir { compDir = string(dir) }
+        baseAddress = (unitLowPC ?? entryPC).flatMap { address($0) }
+    }
+
+    /// The unit DIE's own address ranges (low/high pc, else DW_AT_ranges), as LLVM reads them.
+    func unitRanges(into ranges: inout [DWARFRange], budget: inout Int) {
+        addressRanges(lowPC: unitLowPC, highPC: unitHighPC, ranges: unitRanges, into: &ranges, budget: &budget)
+    }
+
+    // MARK: - Attribute values
+
+    /// Reads one value of `form`; nil at the end of data or for an unknown form.
+    @inline(__always)
+    func readValue(form: UInt64, implicitConst: Int64, cursor: inout DWARFCursor) -> DWARFFormValue? {
+        var form = form
+        for _ in 0..<4 {
+            let value: UInt64
+            switch form {
+            case DW_FORM_addr: guard let v = cursor.unsigned(size: Int(format.addressSize)) else { return nil }; value = v
+            case DW_FORM_data1, DW_FORM_ref1, DW_FORM_flag, DW_FORM_strx1, DW_FORM_addrx1:
+                guard let v = cursor.u8() else { return nil }; value = UInt64(v)
+            case DW_FORM_data2, DW_FORM_ref2, DW_FORM_strx2, DW_FORM_addrx2:
+                guard let v = cursor.u16() else { return nil }; value = UInt64(v)
+            case DW_FORM_strx3, DW_FORM_addrx3:
+                guard let v = cursor.unsigned(size: 3) else { return nil }; value = v
+            case DW_FORM_data4, DW_FORM_ref4, DW_FORM_ref_sup4, DW_FORM_strx4, DW_FORM_addrx4:
+                guard let v = cursor.u32() else { return nil }; value = UInt64(v)
+            case DW_FORM_data8, DW_FORM_ref8, DW_FORM_ref_sig8, DW_FORM_ref_sup8:
+                guard let v = cursor.u64() else { return nil }; value = v
+            case DW_FORM_udata, DW_FORM_ref_udata, DW_FORM_strx, DW_FORM_addrx, DW_FORM_loclistx, DW_FORM_rnglistx,
+                 DW_FORM_GNU_addr_index, DW_FORM_GNU_str_index:
+                guard let v = cursor.uleb() else { return nil }; value = v
+            case DW_FORM_sdata: guard let v = cursor.sleb() else { return nil }; value = UInt64(bitPattern: v)
+            case DW_FORM_strp, DW_FORM_line_strp, DW_FORM_sec_offset, DW_FORM_strp_sup, DW_FORM_GNU_ref_alt,
+                 DW_FORM_GNU_strp_alt:
+                guard let v = cursor.unsigned(size: Int(format.offsetSize)) else { return nil }; value = v
+            case DW_FORM_ref_addr:
+                let size = format.version <= 2 ? format.addressSize : format.offsetSize
+                guard let v = cursor.unsigned(size: Int(size)) else { return nil }; value = v
+            case DW_FORM_string: guard let start = cursor.skipCString() else { return nil }; value = UInt64(start)
+            case DW_FORM_block, DW_FORM_exprloc:
+                guard let length = cursor.uleb() else { return nil }
+                value = UInt64(cursor.offset)
+                guard cursor.skip(length) else { return nil }
+            case DW_FORM_block1:
+                guard let length = cursor.u8() else { return nil }
+                value = UInt64(cursor.offset)
+                guard cursor.skip(Int(length)) else { return nil }
+            case DW_FORM_block2:
+                guard let length = cursor.u16() else { return nil }
+                value = UInt64(cursor.offset)
+                guard cursor.skip(Int(length)) else { return nil }
+            case DW_FORM_block4:
+                guard let length = cursor.u32() else { return nil }
+                value = UInt64(cursor.offset)
+                guard cursor.skip(UInt64(length)) else { return nil }
+            case DW_FORM_data16: value = UInt64(cursor.offset); guard cursor.skip(16) else { return nil }
+            case DW_FORM_flag_present: value = 1
+            case DW_FORM_implicit_const: value = UInt64(bitPattern: implicitConst)
+            case DW_FORM_indirect:
+                guard let actual = cursor.uleb() else { return nil }
+                form = actual
+                continue
+            default: return nil
+            }
+            return DWARFFormValue(form: form, value: value)
+        }
+        return nil
+    }
+
+    /// Steps over the attribute values of a DIE whose abbreviation is `abbreviation`.
+    @inline(__always)
+    func skipAttributes(_ abbreviation: DWARFAbbreviation, cursor: inout DWARFCursor) -> Bool {
+        if abbreviation.fixedSize >= 0 { return cursor.skip(abbreviation.fixedSize) }
+        for index in abbreviation.attributes {
+            let spec = abbreviations.specs[index]
+            switch spec.skip {
+            case .fixed: guard cursor.skip(Int(spec.size)) else { return false }
+            case .uleb: guard cursor.uleb() != nil else { return false }
+            case .sleb: guard cursor.sleb() != nil else { return false }
+            case .cString: guard cursor.skipCString() != nil else { return false }
+            case .block1: guard let length = cursor.u8(), cursor.skip(Int(length)) else { return false }
+            case .block2: guard let length = cursor.u16(), cursor.skip(Int(length)) else { return false }
+            case .block4: guard let length = cursor.u32(), cursor.skip(UInt64(length)) else { return false }
+            case .blockULEB: guard let length = cursor.uleb(), cursor.skip(length) else { return false }
+            case .indirect:
+                guard readValue(form: spec.form, implicitConst: 0, cursor: &cursor) != nil else { return false }
+            case .invalid: return false
+            }
+        }
+        return true
+    }
+
+    /// An address from DW_FORM_addr or an index into .debug_addr.
+    func address(_ value: DWARFFormValue) -> UInt64? {
+        switch value.form {
+        case DW_FORM_addr: return value.value
+        case DW_FORM_addrx, DW_FORM_addrx1, DW_FORM_addrx2, DW_FORM_addrx3, DW_FORM_addrx4, DW_FORM_GNU_addr_index:
+            return indexedAddress(value.value)
+        default: return nil
+        }
+    }
+
+    func indexedAddress(_ index: UInt64) -> UInt64? {
+        let size = UInt64(format.addressSize)
+        let base = addrBase ?? (format.version >= 5 ? (format.offsetSize == 8 ? 16 : 8) : 0)
+        let (scaled, overflow1) = index.multipliedReportingOverflow(by: size)
+        let (at, overflow2) = base.addingReportingOverflow(scaled)
+        guard !overflow1, !overflow2 else { return nil }
+        return size == 8 ? sections.addr.u64(at) : sections.addr.u32(at).map(UInt64.init)
+    }
+
+    /// A constant of the data/udata/sdata/implicit_const classes (sdata as its bit pattern).
+    func constant(_ value: DWARFFormValue) -> UInt64? {
+        switch value.form {
+        case DW_FORM_data1, DW_FORM_data2, DW_FORM_data4, DW_FORM_data8, DW_FORM_udata, DW_FORM_sdata,
+             DW_FORM_implicit_const:
+            return value.value
+        default: return nil
+        }
+    }
+
+    /// The .debug_info offset a reference points at; nil for forms into other files.
+    func reference(_ value: DWARFFormValue) -> UInt64? {
+        switch value.form {
+        case DW_FORM_ref1, DW_FORM_ref2, DW_FORM_ref4, DW_FORM_ref8, DW_FORM_ref_udata:
+            let (target, overflow) = offset.addingReportingOverflow(value.value)
+            return overflow ? nil : target
+        case DW_FORM_ref_addr: return value.value
+        default: return nil // ref_sig8 (type units), ref_sup*, GNU_ref_alt: other files
+        }
+    }
+
+    /// A string attribute: inline, .debug_str, .debug_line_str or through .debug_str_offsets.
+    func string(_ value: DWARFFormValue) -> String? {
+        switch value.form {
+        case DW_FORM_string: return sections.info.cString(value.value)
+        case DW_FORM_strp: return sections.str.cString(value.value)
+        case DW_FORM_line_strp: return sections.lineStr.cString(value.value)
+        case DW_FORM_strx, DW_FORM_strx1, DW_FORM_strx2, DW_FORM_strx3, DW_FORM_strx4, DW_FORM_GNU_str_index:
+            guard let offset = stringOffset(index: value.value) else { return nil }
+            return sections.str.cString(offset)
+        default: return nil // strp_sup, GNU_strp_alt: in a supplementary file we do not read
+        }
+    }
+
+    func stringOffset(index: UInt64) -> UInt64? {
+        let size = UInt64(format.offsetSize)
+        let base = strOffsetsBase ?? (format.version >= 5 ? (size == 8 ? 16 : 8) : 0)
+        let (scaled, overflow1) = index.multipliedReportingOverflow(by: size)
+        let (at, overflow2) = base.addingReportingOverflow(scaled)
+        guard !overflow1, !overflow2 else { return nil }
+        return size == 8 ? sections.strOffsets.u64(at) : sections.strOffsets.u32(at).map(UInt64.init)
+    }
+
+    // MARK: - Address ranges
+
+    /// The ranges of a DIE: [low_pc, high_pc) when both are present (high_pc an address or an
+    /// offset from low_pc), else its range list. Empty and inverted ranges are dropped; at most
+    /// `budget` ranges are appended in total, so shared or looping lists cannot exhaust memory.
+    func addressRanges(
+        lowPC: DWARFFormValue?, highPC: DWARFFormValue?, ranges: DWARFFormValue?,
+        into output: inout [DWARFRange], budget: inout Int
+    ) {
+        if let lowPC, let highPC, let low = address(lowPC) {
+            let high: UInt64?
+            if let absolute = address(highPC) { high = absolute } else { high = constant(highPC).map { low &+ $0 } }
+            if let high { append(low, high, into: &output, budget: &budget) }
+            return
+        }
+        guard let ranges else { return }
+        if format.version >= 5 {
+            if ranges.form == DW_FORM_rnglistx {
+                let size = UInt64(format.offsetSize)
+                let base = rnglistsBase ?? (size == 8 ? 20 : 12)
+                let (scaled, overflow1) = ranges.value.multipliedReportingOverflow(by: size)
+                let (at, overflow2) = base.addingReportingOverflow(scaled)
+                guard !overflow1, !overflow2,
+                      let relative = size == 8 ? sections.rnglists.u64(at) : sections.rnglists.u32(at).map(UInt64.init)
+                else { return }
+                let (listOffset, overflow3) = base.addingReportingOverflow(relative)
+                guard !overflow3 else { return }
+                rangeList(at: listOffset, into: &output, budget: &budget)
+            } else if ranges.form == DW_FORM_sec_offset || constant(ranges) != nil {
+                rangeList(at: ranges.value, into: &output, budget: &budget)
+            }
+        } else if ranges.form == DW_FORM_sec_offset || constant(ranges) != nil {
+            legacyRangeList(at: ranges.value, into: &output, budget: &budget)
+        }
+    }
+
+    @inline(__always)
+    private func append(_ low: UInt64, _ high: UInt64, into output: inout [DWARFRange], budget: inout Int) {
+        guard low < high, budget > 0 else { return }
+        // The tombstone linkers write for discarded code (-1, or -2 in .debug_ranges).
+        let tombstone: UInt64 = format.addressSize == 8 ? .max : UInt64(UInt32.max)
+        guard low < tombstone - 1 else { return }
+        budget -= 1
+        output.append(DWARFRange(low: low, high: high))
+    }
+
+    /// A .debug_ranges list (DWARF 2–4): pairs of addresses relative to the base address; an
+    /// all-ones start selects a new base; (0, 0) ends the list.
+    private func legacyRangeList(at offset: UInt64, into output: inout [DWARFRange], budget: inout Int) {
+        var cursor = DWARFCursor(sections.ranges, offset: offset)
+        guard offset < UInt64(sections.ranges.count) else { return }
+        let size = Int(format.addressSize)
+        let selection: UInt64 = size == 8 ? .max : UInt64(UInt32.max)
+        var base = baseAddress
+        while budget > 0, let start = cursor.unsigned(size: size), let end = cursor.unsigned(size: size) {
+            if start == 0 && end == 0 { return }
+            if start == selection { base = end; continue }
+            let offsetBy = base ?? 0
+            append(start &+ offsetBy, end &+ offsetBy, into: &output, budget: &budget)
+        }
+    }
+
+    /// A .debug_rnglists list (DWARF 5), every DW_RLE_* entry kind.
+    private func rangeList(at offset: UInt64, into output: inout [DWARFRange], budget: inout Int) {
+        guard offset < UInt64(sections.rnglists.count) else { return }
+        var cursor = DWARFCursor(sections.rnglists, offset: offset)
+        let size = Int(format.addressSize)
+        var base = baseAddress
+        while budget > 0, let kind = cursor.u8() {
+            switch kind {
+            case DW_RLE_end_of_list: return
+            case DW_RLE_base_addressx:
+                guard let index = cursor.uleb() else { return }
+                base = indexedAddress(index)
+            case DW_RLE_startx_endx:
+                guard let first = cursor.uleb(), let second = cursor.uleb() else { return }
+                if let low = indexedAddress(first), let high = indexedAddress(second) {
+                    append(low, high, into: &output, budget: &budget)
+                }
+            case DW_RLE_startx_length:
+                guard let first = cursor.uleb(), let length = cursor.uleb() else { return }
+                if let low = indexedAddress(first) { append(low, low &+ length, into: &output, budget: &budget) }
+            case DW_RLE_offset_pair:
+                guard let start = cursor.uleb(), let end = cursor.uleb() else { return }
+                let offsetBy = base ?? 0
+                append(start &+ offsetBy, end &+ offsetBy, into: &output, budget: &budget)
+            case DW_RLE_base_address:
+                guard let address = cursor.unsigned(size: size) else { return }
+                base = address
+            case DW_RLE_start_end:
+                guard let low = cursor.unsigned(size: size), let high = cursor.unsigned(size: size) else { return }
+                append(low, high, into: &output, budget: &budget)
+            case DW_RLE_start_length:
+                guard let low = cursor.unsigned(size: size), let length = cursor.uleb() else { return }
+                append(low, low &+ length, into: &output, budget: &budget)
+            default: return
+            }
+        }
+    }
+}
