@@ -477,9 +477,15 @@ int crashport_install(const crashport_options *options)
     return result;
 }
 
-/* LD_PRELOAD path: install when a launcher handed us a socket. */
+/* LD_PRELOAD path: install when a launcher handed us a socket, unless the program asked to
+ * choose the moment itself (CRASHPORT_INSTALL=manual: it calls crashport_install() once its
+ * own handlers, or its runtime's, are in place, so they sit below crashport in the chain). */
 __attribute__((constructor)) static void cp_install_from_environment(void)
 {
+    const char *mode = getenv("CRASHPORT_INSTALL");
+    if (mode != NULL && strcmp(mode, "manual") == 0) {
+        return;
+    }
     if (getenv("CRASHPORT_FD") != NULL) {
         (void)crashport_install(NULL);
     }

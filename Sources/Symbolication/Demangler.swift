@@ -1,7 +1,8 @@
 // Demangler: readable names for Swift, C++ (Itanium) and Rust (legacy) symbols.
 //
-// Swift names go through the Swift runtime's own demangler (swift_demangle, as Swift's tools
-// use it); Itanium names through the C++ runtime's __cxa_demangle. Rust legacy names are
+// Swift names go through the Swift runtime's own demangler, in the simplified form Swift's
+// backtracer prints (_swift_backtrace_demangle; swift_demangle's full form as a fallback);
+// Itanium names through the C++ runtime's __cxa_demangle. Rust legacy names are
 // Itanium-mangled with a trailing "::h<16 hex>" hash, which is dropped as rustfilt does. A
 // name that cannot be demangled is returned unchanged by `readable`.
 
@@ -15,6 +16,14 @@ private func _swift_demangle(
     _ outputBufferSize: UnsafeMutablePointer<Int>?, _ flags: UInt32
 ) -> UnsafeMutablePointer<CChar>?
 
+/// The Swift backtracer's demangler (SPI of libswiftCore): simplified names as Swift's own
+/// crash logs print them, such as "specialized Inventory.item(at:)".
+@_silgen_name("_swift_backtrace_demangle")
+private func _swift_backtrace_demangle(
+    _ mangledName: UnsafePointer<CChar>?, _ mangledNameLength: Int, _ outputBuffer: UnsafeMutablePointer<CChar>?,
+    _ outputBufferSize: UnsafeMutablePointer<Int>?
+) -> UnsafeMutablePointer<CChar>?
+
 @_silgen_name("__cxa_demangle")
 private func _cxa_demangle(
     _ mangledName: UnsafePointer<CChar>?, _ outputBuffer: UnsafeMutablePointer<CChar>?,
@@ -26,6 +35,11 @@ public enum Demangler {
     public static func demangle(_ name: String) -> String? {
         if isSwift(name) {
             return name.withCString { pointer -> String? in
+                if let simplified = _swift_backtrace_demangle(pointer, strlen(pointer), nil, nil) {
+                    defer { free(simplified) }
+                    let text = String(cString: simplified)
+                    if text != name { return text }
+                }
                 guard let result = _swift_demangle(pointer, strlen(pointer), nil, nil, 0) else { return nil }
                 defer { free(result) }
                 let text = String(cString: result)

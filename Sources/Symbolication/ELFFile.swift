@@ -230,6 +230,19 @@ public final class ELFFile: @unchecked Sendable {
 
     public lazy var symbols: SymbolTable = SymbolTable(elf: self)
 
+    /// DT_NEEDED entries of the dynamic section: the shared libraries the file asks for.
+    public var neededLibraries: [String] {
+        guard let dynamic = section(named: ".dynamic"), let entries = contents(of: dynamic),
+              let dynstr = section(named: ".dynstr"), let strings = contents(of: dynstr) else { return [] }
+        var result: [String] = []
+        var offset: UInt64 = 0
+        while let tag = entries.u64(offset), let value = entries.u64(offset + 8), tag != 0 {
+            if tag == 1, let name = strings.cString(value) { result.append(name) }
+            offset += 16
+        }
+        return result
+    }
+
     /// Whether the file has a program interpreter (PT_INTERP): false for static executables.
     public var isDynamicallyLinked: Bool { segments.contains { $0.type == 3 } }
 

@@ -17,8 +17,10 @@ import Glibc
 public struct CaptureOptions: Sendable {
     public var usePtrace = true
     public var captureEnvironment = false
-    /// Stack bytes kept per thread, from the stack pointer up.
-    public var crashedThreadStackLimit = 1 << 20
+    /// Stack bytes kept per thread, from the stack pointer up. The crashing thread's whole
+    /// stack (a default 8 MiB main stack fits) is the evidence of a stack overflow: its
+    /// outermost frames are kept only if its memory is.
+    public var crashedThreadStackLimit = 16 << 20
     public var threadStackLimit = 256 << 10
 
     public init() {}
@@ -50,7 +52,11 @@ public enum CaptureSession {
                 session = candidate
                 for failure in candidate.failures { notes.append("thread \(failure.tid) not suspended: \(failure.reason)") }
             } catch {
-                notes.append("ptrace denied (\(error)); other threads, their registers and the live stack were not captured; the crashing thread comes from the record's stack copy")
+                if Self.hasExited(pid: pid) {
+                    notes.append("the process had already exited when the watcher got to it (the stub stops waiting after its timeout, CRASHPORT_TIMEOUT_MS); the crashing thread comes from the record's stack copy")
+                } else {
+                    notes.append("ptrace denied (\(error)); other threads, their registers and the live stack were not captured; the crashing thread comes from the record's stack copy")
+                }
             }
         } else {
             notes.append("ptrace not used (--no-ptrace); other threads were not captured; the crashing thread comes from the record's stack copy")
@@ -138,6 +144,13 @@ public enum CaptureSession {
         return Capture(
             snapshot: snapshot, modules: modules, executable: executable, arguments: arguments, notes: notes,
             record: record, suspendedNanoseconds: suspended)
+    }
+
+    /// Whether the process is gone or a zombie (/proc/PID/stat state Z or X).
+    static func hasExited(pid: Int32) -> Bool {
+        guard let stat = ProcFiles.readText("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return true }
+        let state = stat[stat.index(after: close)...].drop { $0 == " " }.first
+        return state == "Z" || state == "X"
     }
 
     /// Unix seconds at which the process started: /proc/PID/stat field 22 / CLK_TCK + btime.

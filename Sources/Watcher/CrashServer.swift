@@ -93,7 +93,9 @@ public final class CrashServer {
                 sendVerdict(reply, nanoseconds: 0)
                 return
             }
-            guard access("/proc/\(record.pid)/task/\(record.tid)", F_OK) == 0 else {
+            // A process that already died (its stub stopped waiting) is still reported from the
+            // record: the kernel vouched for the pid when the record was sent.
+            guard access("/proc/\(record.pid)/task/\(record.tid)", F_OK) == 0 || access("/proc/\(record.pid)", F_OK) != 0 else {
                 log("rejected a crash record from pid \(senderPID): thread \(record.tid) is not one of its threads")
                 sendVerdict(reply, nanoseconds: 0)
                 return
@@ -107,6 +109,36 @@ public final class CrashServer {
     func sendVerdict(_ fd: Int32, nanoseconds: UInt64) {
         let verdict = VerdictMessage.encode(captureNanoseconds: nanoseconds)
         _ = verdict.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// A report for a death no handler could see or report (SIGKILL, the OOM killer, a crash
+    /// with crashport's handler removed or unable to run): what the parent saw, and why there is
+    /// no more.
+    public func writeTermination(pid: Int32, signal: Int32, executable: String, arguments: [String], oomKills: (UInt64, UInt64)?) {
+        let id = ReportStore.newID(pid: pid)
+        var event = Event()
+        event.id = id
+        event.kind = "termination"
+        event.timestamp = ReportStore.timestamp()
+        event.process = ProcessInfoRecord(pid: pid, executable: executable, arguments: arguments)
+        event.signal = SignalRecord(
+            number: signal, name: SignalNames.name(signal), description: SignalNames.meaning(signal))
+        var notes = ["no crash record: the process was killed from outside, or died where crashport's handler could not run (it was removed, replaced without chaining, or the stub was not loaded)"]
+        if let (before, after) = oomKills, after > before {
+            notes.append("the kernel's OOM killer killed \(after - before) process(es) while this one ran (/proc/vmstat oom_kill \(before) -> \(after))")
+        }
+        event.notes = notes
+        do {
+            let path = try store.commit(id: id) { directory in
+                try ReportStore.writeFile(directory + "/event.json", Array(try event.jsonData()))
+            }
+            reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0))
+            if printSummary {
+                log("\(executable) (pid \(pid)) was killed by \(SignalNames.name(signal)) (\(SignalNames.meaning(signal))) with no crash record\n  \(notes.dropFirst().joined(separator: "\n  "))\(notes.count > 1 ? "\n  " : "")report: \(path)")
+            }
+        } catch {
+            log("could not write the termination report of pid \(pid): \(error)")
+        }
     }
 
     /// For tools/bench: when CRASHPORT_TIMING_FD names an open descriptor, one line per report.

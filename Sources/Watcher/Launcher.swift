@@ -104,8 +104,14 @@ public struct Launcher {
         let executable = try Self.resolve(program)
         let stub = try stubPath ?? Self.locateStub()
         try store.prepare()
-        if let elf = try? ELFFile(path: executable), !elf.isDynamicallyLinked, !elf.definesSymbol(named: "crashport_install") {
+        let elf = try? ELFFile(path: executable)
+        if let elf, !elf.isDynamicallyLinked, !elf.definesSymbol(named: "crashport_install") {
             log("\(program) is statically linked, so the stub cannot be preloaded into it; crashes will not be reported. Link libcrashport.a into it (see README).")
+        }
+        // Sanitizer runtimes insist on coming first in the library list ("ASan runtime does not
+        // come first in initial library list"): preload the one the program links, then the stub.
+        let sanitizers = (elf?.neededLibraries ?? []).filter { name in
+            ["libasan.so", "libtsan.so", "libhwasan.so", "liblsan.so", "libclang_rt.asan"].contains { name.hasPrefix($0) }
         }
 
         var pair: [Int32] = [-1, -1]
@@ -130,10 +136,11 @@ public struct Launcher {
         var environment = ProcessInfo.processInfo.environment
         for (key, value) in extraEnvironment { environment[key] = value }
         environment["CRASHPORT_FD"] = String(theirs)
+        let preload = (sanitizers + [stub]).joined(separator: ":")
         if let existing = environment["LD_PRELOAD"], !existing.isEmpty {
-            environment["LD_PRELOAD"] = stub + ":" + existing
+            environment["LD_PRELOAD"] = preload + ":" + existing
         } else {
-            environment["LD_PRELOAD"] = stub
+            environment["LD_PRELOAD"] = preload
         }
 
         var attributes = posix_spawnattr_t()
@@ -158,6 +165,7 @@ public struct Launcher {
             throw LaunchError.system(call: "posix_spawn \(program)", errno: spawned)
         }
 
+        let oomBefore = Self.oomKills()
         let server = CrashServer(socket: ours, store: store, options: options)
         server.log = log
         let exited = cp_pidfd_open(child)
@@ -180,7 +188,24 @@ public struct Launcher {
         // A descendant's record may still be queued; serve it before leaving.
         if socketOpen { server.drain() }
         let termination: Termination = (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
+        if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
+           !server.reports.contains(where: { $0.event.process?.pid == child }) {
+            server.writeTermination(
+                pid: child, signal: signal, executable: executable, arguments: [program] + arguments,
+                oomKills: oomBefore.flatMap { before in Self.oomKills().map { (before, $0) } })
+        }
         return (termination, server.reports)
+    }
+
+    /// Deaths that deserve a report even without a crash record: the core-dumping signals and
+    /// SIGKILL. (SIGTERM, SIGINT and the like are ordinary ways to stop a program.)
+    static let unexplainedDeaths: Set<Int32> = [SIGKILL, SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS]
+
+    /// The kernel's count of OOM kills since boot (/proc/vmstat oom_kill).
+    static func oomKills() -> UInt64? {
+        guard let text = try? String(contentsOfFile: "/proc/vmstat", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("oom_kill ") }) else { return nil }
+        return UInt64(line.dropFirst("oom_kill ".count))
     }
 
     /// Passes on signals sent to crashport by another process. Signals from the terminal

@@ -64,14 +64,14 @@ public enum ReportBuilder {
             ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID.isEmpty ? nil : hex($0.buildID))
         }
         event.handlerChain = handlerChain(capture.record, symbolizer: symbolizer)
+        event.minidump = "minidump.dmp"
+        event.notes = capture.notes.isEmpty ? nil : capture.notes
         if capture.record.forwardedFirst {
             let note = capture.record.previousGaveUp
                 ? "forward-first: the previous handler ran first and gave up (reset its action or raised the signal again)"
                 : "forward-first: the previous handler ran first, returned, and the same fault came back"
             event.notes = (event.notes ?? []) + [note]
         }
-        event.minidump = "minidump.dmp"
-        event.notes = capture.notes.isEmpty ? nil : capture.notes
         return event
     }
 

@@ -38,6 +38,14 @@ struct Run: ParsableCommand {
     @Flag(name: .long, help: "Also keep the process environment in the minidump (it may hold secrets).")
     var captureEnvironment = false
 
+    @Option(name: .long, help: ArgumentHelp(
+        "Let the program's own handler for SIG try first; report only if the fault comes back unhandled. Repeatable (SIGSEGV, segv, 11).",
+        valueName: "SIG"))
+    var forwardFirst: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("How long a crashing process waits for the watcher (default 10000).", valueName: "MS"))
+    var timeoutMs: UInt32?
+
     @Argument(parsing: .captureForPassthrough, help: "PROGRAM [ARGS...]")
     var command: [String] = []
 
@@ -48,6 +56,25 @@ struct Run: ParsableCommand {
         var launcher = Launcher(program: program, arguments: Array(command.dropFirst()), store: reportsOption.store)
         launcher.options.usePtrace = !noPtrace
         launcher.options.captureEnvironment = captureEnvironment
+        if !forwardFirst.isEmpty {
+            var names: [String] = []
+            for text in forwardFirst {
+                for part in text.split(separator: ",") {
+                    guard let number = SignalNames.number(String(part)), [4, 5, 6, 7, 8, 11, 31].contains(number) else {
+                        fail("run: --forward-first \(part): not a signal crashport handles (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS)", status: 125)
+                    }
+                    names.append(SignalNames.name(number))
+                }
+            }
+            if let inherited = ProcessInfo.processInfo.environment["CRASHPORT_FORWARD_FIRST"], !inherited.isEmpty {
+                names.insert(inherited, at: 0)
+            }
+            launcher.extraEnvironment["CRASHPORT_FORWARD_FIRST"] = names.joined(separator: ",")
+        }
+        if let timeoutMs {
+            guard timeoutMs > 0 else { fail("run: --timeout-ms must be positive", status: 125) }
+            launcher.extraEnvironment["CRASHPORT_TIMEOUT_MS"] = String(timeoutMs)
+        }
         do {
             let result = try launcher.run()
             Launcher.exit(like: result.termination)

@@ -57,9 +57,10 @@ public enum TestSupport {
 
     /// Compiles C/C++ sources into an executable; returns its path.
     public static func compile(
-        _ sources: [String], output: String, compiler: String = "cc", flags: [String] = ["-O2", "-g"]
+        _ sources: [String], output: String, compiler: String = "cc", flags: [String] = ["-O2", "-g"],
+        linkFlags: [String] = []
     ) throws -> String {
-        let result = try TestSupport.run([compiler] + flags + sources + ["-o", output])
+        let result = try TestSupport.run([compiler] + flags + sources + linkFlags + ["-o", output])
         guard result.status == .exited(0) else {
             throw TestFailure("\(compiler) \(sources.joined(separator: " ")) failed:\n\(result.stderr)")
         }

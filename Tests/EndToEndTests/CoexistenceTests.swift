@@ -1,0 +1,198 @@
+// End-to-end: crashport among other signal handlers (DESIGN §2, issue 5's matrix). Each row is
+// a real program under the real watcher, checked for report count, exit status, and that the
+// other handler's side effect happened.
+
+import Foundation
+import ReportModel
+import TestSupport
+import XCTest
+
+final class CoexistenceTests: XCTestCase {
+    static let directory = TestSupport.temporaryDirectory("coexist")
+
+    var crashProgram: String { get throws { try TestSupport.corpus()[0].path } }
+
+    func belowLibrary() throws -> String {
+        try TestSupport.compile([TestSupport.fixture("coexist/below.c")], output: Self.directory + "/below.so",
+                                flags: ["-O2", "-g", "-shared", "-fPIC"])
+    }
+
+    func probeProgram() throws -> String {
+        let stubDirectory = (try TestSupport.stub() as NSString).deletingLastPathComponent
+        return try TestSupport.compile(
+            [TestSupport.fixture("coexist/probe.c")], output: Self.directory + "/probe",
+            flags: ["-O2", "-g", "-I", TestSupport.repositoryRoot + "/CSupport/stub/include"],
+            linkFlags: ["-L", stubDirectory, "-lcrashport", "-Wl,-rpath," + stubDirectory])
+    }
+
+    func chain(_ event: Event, _ signal: String = "SIGSEGV") -> HandlerChainEntry? {
+        event.handlerChain?.first { $0.signal == signal }
+    }
+
+    func symbol(_ handler: HandlerRecord?) -> String? {
+        if case .function(_, let symbol, _, _)? = handler { return symbol }
+        return nil
+    }
+
+    /// A handler installed before crashport (below it): it runs after the report.
+    func testHandlerInstalledBeforeCrashportRunsAfterTheReport() throws {
+        let watched = try TestSupport.crashportRun(
+            [try crashProgram, "null"], environment: ["LD_PRELOAD": try belowLibrary(), "BELOW_MODE": "exit42"])
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, .exited(42), watched.result.stderr)
+        XCTAssertTrue(watched.result.stderr.contains("below-ran"))
+        XCTAssertEqual(watched.reportIDs.count, 1)
+        let entry = chain(try watched.event())
+        XCTAssertEqual(symbol(entry?.previous), "below_handler")
+        XCTAssertEqual(entry?.action, "forwarded-to-previous")
+        XCTAssertNil(entry?.above)
+        // Every handled signal has an entry.
+        XCTAssertEqual(Set(try watched.event().handlerChain?.compactMap(\.signal) ?? []),
+                       ["SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGTRAP", "SIGSYS"])
+    }
+
+    /// A plain handler (no SA_SIGINFO) without SA_ONSTACK.
+    func testPlainHandlerWithoutOnStack() throws {
+        let watched = try TestSupport.crashportRun(
+            [try crashProgram, "null"], environment: ["LD_PRELOAD": try belowLibrary(), "BELOW_MODE": "plain"])
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, .exited(43), watched.result.stderr)
+        XCTAssertTrue(watched.result.stderr.contains("below-plain-ran"))
+        XCTAssertEqual(watched.reportIDs.count, 1)
+        if case .function(_, let symbol, _, let flags)? = chain(try watched.event())?.previous {
+            XCTAssertEqual(symbol, "below_plain_handler")
+            XCTAssertFalse(flags.contains("SA_ONSTACK"))
+            XCTAssertFalse(flags.contains("SA_SIGINFO"))
+        } else {
+            XCTFail("previous handler not recorded")
+        }
+    }
+
+    /// A previous handler that itself crashes: the process still dies with the signal.
+    func testPreviousHandlerThatCrashes() throws {
+        let watched = try TestSupport.crashportRun(
+            [try crashProgram, "null"], environment: ["LD_PRELOAD": try belowLibrary(), "BELOW_MODE": "crash"])
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, .signaled(11), watched.result.stderr)
+        XCTAssertTrue(watched.result.stderr.contains("below-crashing"))
+        XCTAssertEqual(watched.reportIDs.count, 1)
+    }
+
+    /// A saved action whose handler address is in no mapping: no crash in the stub, the chain
+    /// still continues, and the process dies with its signal.
+    func testGarbledPreviousAction() throws {
+        let watched = try TestSupport.crashportRun(
+            [try crashProgram, "null"], environment: ["LD_PRELOAD": try belowLibrary(), "BELOW_MODE": "garbled"])
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, .signaled(11), watched.result.stderr)
+        XCTAssertEqual(watched.reportIDs.count, 1)
+        if case .function(let address, let symbol, let module, _)? = chain(try watched.event())?.previous {
+            XCTAssertEqual(address.value, 0x10)
+            XCTAssertNil(symbol)
+            XCTAssertNil(module)
+        } else {
+            XCTFail("previous handler not recorded")
+        }
+    }
+
+    /// A handler installed after crashport (above it) that recovers its own probe faults and
+    /// chains real crashes to the previous action, crashport's.
+    func testHandlerInstalledAfterCrashportThatChains() throws {
+        let watched = try TestSupport.crashportRun([try probeProgram(), "above"])
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, .signaled(11), watched.result.stderr)
+        XCTAssertTrue(watched.result.stderr.contains("probe recovered 3"))
+        XCTAssertEqual(watched.reportIDs.count, 1, "the recovered probes are not crashes")
+        let event = try watched.event()
+        XCTAssertEqual(event.signal?.faultAddress?.value, 0)
+        XCTAssertEqual(event.crashedFunctions.first, "real_crash")
+        XCTAssertEqual(symbol(chain(event)?.above), "probe_handler")
+    }
+
+    /// Forward-first: a handler below crashport that recovers probe faults with siglongjmp gets
+    /// them first, so only the real crash is reported; by default the first probe would be.
+    func testForwardFirstReportsOnlyTheFaultNobodyHandled() throws {
+        let probe = try probeProgram()
+        let manual = ["CRASHPORT_INSTALL": "manual"]
+        let byDefault = try TestSupport.crashportRun([probe, "below"], environment: manual)
+        defer { try? FileManager.default.removeItem(atPath: byDefault.reportsDirectory) }
+        XCTAssertEqual(byDefault.result.status, .signaled(11))
+        XCTAssertEqual(byDefault.reportIDs.count, 1)
+        XCTAssertEqual(try byDefault.event().signal?.faultAddress?.value, 0x1000, "report-then-forward reports the probe")
+
+        for (options, environment) in [(["--forward-first", "SIGSEGV"], manual),
+                                       ([], manual.merging(["CRASHPORT_FORWARD_FIRST": "segv"]) { $1 })] {
+            let watched = try TestSupport.crashportRun([probe, "below"], options: options, environment: environment)
+            defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+            XCTAssertEqual(watched.result.status, .signaled(11), watched.result.stderr)
+            XCTAssertTrue(watched.result.stderr.contains("probe recovered 3"), watched.result.stderr)
+            XCTAssertEqual(watched.reportIDs.count, 1)
+            let event = try watched.event()
+            XCTAssertEqual(event.signal?.faultAddress?.value, 0)
+            XCTAssertEqual(event.crashedFunctions.first, "real_crash")
+            XCTAssertEqual(chain(event)?.policy, "forward-first")
+            XCTAssertTrue(event.notes?.contains { $0.contains("forward-first") } ?? false, "\(event.notes ?? [])")
+        }
+    }
+
+    /// Unknown names in CRASHPORT_FORWARD_FIRST: one clear line at install, defaults kept.
+    func testUnknownForwardFirstSignalIsReportedOnceAndIgnored() throws {
+        let watched = try TestSupport.crashportRun(
+            [try crashProgram, "null"], environment: ["CRASHPORT_FORWARD_FIRST": "SIGSEGV,SIGNOPE"])
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, .signaled(11))
+        let lines = watched.result.stderr.split(separator: "\n").filter { $0.contains("CRASHPORT_FORWARD_FIRST") }
+        XCTAssertEqual(lines.count, 1, watched.result.stderr)
+        XCTAssertTrue(lines.first?.contains("SIGNOPE") ?? false)
+        XCTAssertEqual(watched.reportIDs.count, 1)
+        XCTAssertEqual(chain(try watched.event())?.policy, "report-then-forward")
+    }
+
+    /// A program that resets the signal to SIG_DFL takes crashport out of the chain; the
+    /// launcher, which sees every death, still writes a termination report.
+    func testProgramThatResetsToDefault() throws {
+        let source = Self.directory + "/dfl.c"
+        try "#include <signal.h>\nint *volatile p;\nint main(void) { signal(SIGSEGV, SIG_DFL); *p = 1; return 0; }\n"
+            .write(toFile: source, atomically: true, encoding: .utf8)
+        let program = try TestSupport.compile([source], output: Self.directory + "/dfl")
+        let watched = try TestSupport.crashportRun([program])
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, .signaled(11))
+        XCTAssertEqual(watched.reportIDs.count, 1)
+        let event = try watched.event()
+        XCTAssertEqual(event.kind, "termination")
+        XCTAssertEqual(event.signal?.name, "SIGSEGV")
+        XCTAssertTrue(watched.result.stderr.contains("no crash record"), watched.result.stderr)
+    }
+
+    /// The Swift runtime's own backtracer stays on: both it and crashport report.
+    func testSwiftRuntimeBacktracerCoexists() throws {
+        let program = Self.directory + "/inventory"
+        let compile = try TestSupport.run(["swiftc", "-O", "-g", TestSupport.fixture("swift/Inventory.swift"), "-o", program], timeout: 300)
+        XCTAssertEqual(compile.status, .exited(0), compile.stderr)
+        let environment = ["SWIFT_BACKTRACE": "enable=yes,interactive=no"]
+        let plain = try TestSupport.run([program], environment: environment)
+        let watched = try TestSupport.crashportRun([program], environment: environment)
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, plain.status)
+        XCTAssertTrue(watched.result.stderr.contains("Program crashed"), "Swift's backtracer output:\n\(watched.result.stderr)")
+        XCTAssertEqual(watched.reportIDs.count, 1)
+        let event = try watched.event()
+        XCTAssertEqual(event.signal?.name, "SIGILL")
+        XCTAssertEqual(event.crashedFunctions.first, "specialized Inventory.item(at:)")
+        XCTAssertTrue(event.crashedThreadRecord?.frames?.first?.mangled?.hasPrefix("$s") ?? false)
+    }
+
+    /// AddressSanitizer keeps working (its runtime is preloaded first) and still reports.
+    func testAddressSanitizer() throws {
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/asan", flags: ["-O1", "-g", "-fsanitize=address"])
+        let plain = try TestSupport.run([program, "null"])
+        let watched = try TestSupport.crashportRun([program, "null"])
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, plain.status, watched.result.stderr)
+        XCTAssertTrue(watched.result.stderr.contains("AddressSanitizer: SEGV"), watched.result.stderr)
+        XCTAssertEqual(watched.reportIDs.count, 1)
+        XCTAssertEqual(try watched.event().crashedFunctions.first, "crash_null")
+    }
+}
