@@ -69,14 +69,16 @@ struct DWARFAbbreviation: Sendable {
 
 final class DWARFAbbreviationTable: @unchecked Sendable {
     let format: DWARFFormat
-    private(set) var abbreviations: [DWARFAbbreviation] = []
-    private(set) var specs: [DWARFAttributeSpec] = []
-    /// Codes are usually 1, 2, 3, … in order; then `codes` stays nil and lookup is an index.
-    private var codes: [UInt64: Int]?
+    let abbreviations: [DWARFAbbreviation]
+    let specs: [DWARFAttributeSpec]
+    /// Codes are usually 1, 2, 3, … in order; then `codes` is nil and lookup is an index.
+    private let codes: [UInt64: Int]?
 
     /// Parses the table at `offset` of .debug_abbrev; a malformed entry ends the table early.
     init(section: ByteView, offset: UInt64, format: DWARFFormat) {
         self.format = format
+        var abbreviations: [DWARFAbbreviation] = []
+        var specs: [DWARFAttributeSpec] = []
         var cursor = DWARFCursor(section, offset: offset)
         var sparse: [UInt64: Int] = [:]
         var dense = true
@@ -100,7 +102,7 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
             guard complete else { specs.removeSubrange(first...); break }
             if dense && code != UInt64(abbreviations.count) + 1 {
                 dense = false
-                for (index, _) in abbreviations.enumerated() { sparse[UInt64(index) + 1] = index }
+                for index in abbreviations.indices { sparse[UInt64(index) + 1] = index }
             }
             if !dense && sparse[code] == nil { sparse[code] = abbreviations.count }
             abbreviations.append(DWARFAbbreviation(
@@ -108,6 +110,8 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
                 isSubroutine: tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine,
                 attributes: first..<specs.count, fixedSize: fixedSize))
         }
+        self.abbreviations = abbreviations
+        self.specs = specs
         codes = dense ? nil : sparse
     }
 

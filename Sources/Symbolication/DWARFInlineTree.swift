@@ -22,8 +22,8 @@ final class DWARFInlineTree: @unchecked Sendable {
         var callColumn: UInt32
     }
 
-    private(set) var nodes: [Node] = []
-    private(set) var map = DWARFAddressMap()
+    let nodes: [Node]
+    let map: DWARFAddressMap
     private var names: [String?] = []
     private var nameKnown: [Bool] = []
 
@@ -37,6 +37,7 @@ final class DWARFInlineTree: @unchecked Sendable {
         var owners: [Int32] = []
         var parents: [Int32] = []
         var current: Int32 = -1
+        var nodes: [Node] = []
 
         walk: while cursor.offset < end {
             let dieOffset = cursor.offset
@@ -82,6 +83,7 @@ final class DWARFInlineTree: @unchecked Sendable {
                 current = owner
             }
         }
+        self.nodes = nodes
         map = DWARFAddressMap(ranges: ranges, owners: owners, ownerCount: nodes.count, winner: .highest)
         names = Array(repeating: nil, count: nodes.count)
         nameKnown = Array(repeating: false, count: nodes.count)

@@ -40,10 +40,10 @@ final class DWARFLineTable: @unchecked Sendable {
     }
 
     let version: UInt16
-    private(set) var directories: [StringLocation] = []
-    private(set) var files: [FileEntry] = []
-    private(set) var rows: [Row] = []
-    private(set) var sequences: [Sequence] = []
+    let directories: [StringLocation]
+    let files: [FileEntry]
+    let rows: [Row]
+    let sequences: [Sequence]
     private let sections: DWARFSections
     private let compDir: String?
     private var paths: [String?] = []
@@ -83,10 +83,11 @@ final class DWARFLineTable: @unchecked Sendable {
             }
         }
 
+        var directories: [StringLocation] = [], files: [FileEntry] = []
         if version >= 5 {
-            guard parseVersion5Entries(&cursor, unit: unit, offsetSize: offsetSize, limit: programStart) else {
-                return nil
-            }
+            guard DWARFLineTable.parseVersion5Entries(
+                &cursor, unit: unit, offsetSize: offsetSize, limit: programStart, directories: &directories, files: &files)
+            else { return nil }
         } else {
             while cursor.offset < programStart, let start = cursor.skipCString(), cursor.offset - start > 1 {
                 directories.append(StringLocation(section: .line, offset: UInt64(start)))
@@ -97,17 +98,26 @@ final class DWARFLineTable: @unchecked Sendable {
             }
         }
 
-        runProgram(
+        var rows: [Row] = [], sequences: [Sequence] = []
+        DWARFLineTable.runProgram(
             DWARFCursor(data, offset: programStart), end: end,
             minimumInstructionLength: UInt64(minimumInstructionLength), maximumOperations: UInt64(max(maximumOperations, 1)),
-            lineBase: lineBase, lineRange: UInt64(lineRange), opcodeBase: opcodeBase, standardLengths: standardLengths)
+            lineBase: lineBase, lineRange: UInt64(lineRange), opcodeBase: opcodeBase, standardLengths: standardLengths,
+            rows: &rows, sequences: &sequences, files: &files)
         sequences.sort { $0.high < $1.high }
+        self.rows = rows
+        self.sequences = sequences
+        self.directories = directories
+        self.files = files
         paths = Array(repeating: nil, count: files.count)
         pathKnown = Array(repeating: false, count: files.count)
     }
 
     /// DWARF 5 directory and file tables: entry formats of (content type, form) pairs.
-    private func parseVersion5Entries(_ cursor: inout DWARFCursor, unit: DWARFUnit, offsetSize: Int, limit: Int) -> Bool {
+    private static func parseVersion5Entries(
+        _ cursor: inout DWARFCursor, unit: DWARFUnit, offsetSize: Int, limit: Int,
+        directories: inout [StringLocation], files: inout [FileEntry]
+    ) -> Bool {
         func formats(_ cursor: inout DWARFCursor) -> [(UInt64, UInt64)]? {
             guard let count = cursor.u8() else { return nil }
             var result: [(UInt64, UInt64)] = []
@@ -168,9 +178,10 @@ final class DWARFLineTable: @unchecked Sendable {
     }
 
     // swiftlint:disable:next function_parameter_count
-    private func runProgram(
+    private static func runProgram(
         _ start: DWARFCursor, end: Int, minimumInstructionLength: UInt64, maximumOperations: UInt64,
-        lineBase: Int64, lineRange: UInt64, opcodeBase: UInt8, standardLengths: [UInt8]
+        lineBase: Int64, lineRange: UInt64, opcodeBase: UInt8, standardLengths: [UInt8],
+        rows: inout [Row], sequences: inout [Sequence], files: inout [FileEntry]
     ) {
         var cursor = start
         var address: UInt64 = 0, operationIndex: UInt64 = 0

@@ -21,7 +21,7 @@ final class DWARFSections: @unchecked Sendable {
     let rnglists: ByteView
     let aranges: ByteView
 
-    private var owned: [UnsafeMutableRawBufferPointer] = []
+    private let owned: [UnsafeMutableRawBufferPointer]
 
     static let empty = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
 

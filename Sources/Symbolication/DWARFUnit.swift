@@ -28,7 +28,7 @@ final class DWARFUnit: @unchecked Sendable {
     let unitType: UInt8
     let abbrevOffset: UInt64
     let sections: DWARFSections
-    var abbreviations: DWARFAbbreviationTable
+    let abbreviations: DWARFAbbreviationTable
 
     // From the unit DIE.
     private(set) var tag: UInt64 = 0

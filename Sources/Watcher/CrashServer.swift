@@ -28,6 +28,8 @@ public final class CrashServer {
     public var log: (String) -> Void = { FileHandle.standardError.write(Data(("crashport: " + $0 + "\n").utf8)) }
     public var printSummary = true
     public private(set) var reports: [WrittenReport] = []
+    /// Crashes whose report could not be written, by pid, with why.
+    public private(set) var unwritten: [Int32: String] = [:]
     let cache = ELFCache()
     private var phases = ""
 
@@ -115,6 +117,7 @@ public final class CrashServer {
     /// with crashport's handler removed or unable to run): what the parent saw, and why there is
     /// no more.
     public func writeTermination(pid: Int32, signal: Int32, executable: String, arguments: [String], oomKills: (UInt64, UInt64)?) {
+        let failure = unwritten[pid]
         let id = ReportStore.newID(pid: pid)
         var event = Event()
         event.id = id
@@ -123,7 +126,8 @@ public final class CrashServer {
         event.process = ProcessInfoRecord(pid: pid, executable: executable, arguments: arguments)
         event.signal = SignalRecord(
             number: signal, name: SignalNames.name(signal), description: SignalNames.meaning(signal))
-        var notes = ["no crash record: the process was killed from outside, or died where crashport's handler could not run (it was removed, replaced without chaining, or the stub was not loaded)"]
+        var notes = [failure.map { "the crash was captured but its full report could not be written (\($0)); this is what remains" }
+            ?? "no crash record: the process was killed from outside, or died where crashport's handler could not run (it was removed, replaced without chaining, or the stub was not loaded)"]
         if let (before, after) = oomKills, after > before {
             notes.append("the kernel's OOM killer killed \(after - before) process(es) while this one ran (/proc/vmstat oom_kill \(before) -> \(after))")
         }
@@ -134,7 +138,7 @@ public final class CrashServer {
             }
             reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0))
             if printSummary {
-                log("\(executable) (pid \(pid)) was killed by \(SignalNames.name(signal)) (\(SignalNames.meaning(signal))) with no crash record\n  \(notes.dropFirst().joined(separator: "\n  "))\(notes.count > 1 ? "\n  " : "")report: \(path)")
+                log("\(executable) (pid \(pid)) was killed by \(SignalNames.name(signal)) (\(SignalNames.meaning(signal)))\(failure == nil ? " with no crash record" : "; a short report was written instead")\n  \(notes.dropFirst().joined(separator: "\n  "))\(notes.count > 1 ? "\n  " : "")report: \(path)")
             }
         } catch {
             log("could not write the termination report of pid \(pid): \(error)")
@@ -177,9 +181,12 @@ public final class CrashServer {
             }
             phases = "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)"
             reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed))
+            let pruned = store.prune(keeping: id)
+            if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
             reportTiming(suspended: capture.suspendedNanoseconds, verdict: elapsed, total: monotonicNanoseconds() - started)
             if printSummary { log(String(CrashLog.summary(event, reportPath: path).dropFirst("crashport: ".count))) }
         } catch {
+            unwritten[record.pid] = "\(error)"
             log("could not write the report of pid \(record.pid) (\(SignalNames.name(record.signal))): \(error)")
             if printSummary { log(String(CrashLog.summary(event, reportPath: "(not written)").dropFirst("crashport: ".count))) }
         }

@@ -65,6 +65,14 @@ enum ModuleMap {
                 }
                 module.elf = elf
                 module.info.buildID = elf.buildID ?? []
+                if let memory, let mapped = mappedBuildID(elf: elf, base: first.start, memory: memory),
+                   !mapped.isEmpty, mapped != module.info.buildID {
+                    // The file was replaced since it was mapped: trust the memory, and do not
+                    // symbolicate with a file that is not the code that ran.
+                    module.problem = "the file on disk (build-id \(hex(module.info.buildID))) is not what was mapped (build-id \(hex(mapped))); not symbolicated from it"
+                    module.info.buildID = mapped
+                    module.elf = nil
+                }
             } catch {
                 module.problem = "\(error)"
             }
@@ -75,6 +83,25 @@ enum ModuleMap {
             modules.insert(modules.remove(at: position), at: 0)
         }
         return modules
+    }
+
+    /// The GNU build-id read from the mapped image itself, through the file's PT_NOTE
+    /// headers (notes lie in the first PT_LOAD, which is mapped at the module base).
+    static func mappedBuildID(elf: ELFFile, base: UInt64, memory: ProcessMemory) -> [UInt8]? {
+        for segment in elf.segments where segment.type == ELFSegment.note && segment.fileSize <= 4096 {
+            let address = base &+ (segment.vaddr &- elf.imageVirtualBase)
+            let bytes = memory.bytes(at: address, count: Int(segment.fileSize))
+            guard bytes.count == Int(segment.fileSize) else { continue }
+            var found: [UInt8]?
+            bytes.withUnsafeBytes { raw in
+                ELFFile.notes(in: ByteView(raw)) { name, type, desc in
+                    if name == "GNU" && type == 3 { found = desc.array(0, UInt64(desc.count)) }
+                    return found == nil
+                }
+            }
+            if let found { return found }
+        }
+        return nil
     }
 
     static func vdso(_ mapping: MemoryMapping, memory: ProcessMemory?) -> LoadedModule {

@@ -29,9 +29,38 @@ public enum StoreError: Error, CustomStringConvertible {
 
 public struct ReportStore: Sendable {
     public let root: String
+    /// Quota: at most this many reports, and at most this many bytes in all; the oldest go
+    /// first. Defaults: 200 reports, 256 MiB (a crash storm cannot fill the disk).
+    public var maxReports = 200
+    public var maxBytes: UInt64 = 256 << 20
 
     public init(root: String) {
         self.root = root
+    }
+
+    /// Removes the oldest reports until the quota holds; never a directory being written
+    /// (.tmp-*) nor `keep`. Returns the ids removed.
+    @discardableResult
+    public func prune(keeping keep: String? = nil) -> [String] {
+        var reports = ids().map { ($0, Self.size(of: path(of: $0))) } // newest first
+        var total = reports.reduce(UInt64(0)) { $0 + $1.1 }
+        var removed: [String] = []
+        while reports.count > max(maxReports, 1) || (total > maxBytes && reports.count > 1) {
+            guard let oldest = reports.last, oldest.0 != keep else { break }
+            reports.removeLast()
+            total -= oldest.1
+            Self.removeTree(path(of: oldest.0))
+            removed.append(oldest.0)
+        }
+        return removed
+    }
+
+    static func size(of directory: String) -> UInt64 {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
+        return names.reduce(UInt64(0)) { total, name in
+            var info = stat()
+            return total + (stat(directory + "/" + name, &info) == 0 ? UInt64(max(info.st_size, 0)) : 0)
+        }
     }
 
     /// --reports, then $CRASHPORT_REPORTS, $XDG_STATE_HOME/crashport/reports, ~/.local/state/crashport/reports.

@@ -23,7 +23,18 @@ struct ReportsOption: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Reports directory (default: $CRASHPORT_REPORTS, $XDG_STATE_HOME/crashport/reports, ~/.local/state/crashport/reports).", valueName: "DIR"))
     var reports: String?
 
-    var store: ReportStore { ReportStore(root: reports ?? ReportStore.defaultRoot()) }
+    @Option(name: .long, help: ArgumentHelp("Keep at most N reports, removing the oldest (default 200).", valueName: "N"))
+    var maxReports: Int?
+
+    @Option(name: .long, help: ArgumentHelp("Keep at most this many MiB of reports, removing the oldest (default 256).", valueName: "MIB"))
+    var maxSize: UInt64?
+
+    var store: ReportStore {
+        var store = ReportStore(root: reports ?? ReportStore.defaultRoot())
+        if let maxReports { store.maxReports = max(1, maxReports) }
+        if let maxSize { store.maxBytes = maxSize << 20 }
+        return store
+    }
 }
 
 struct Run: ParsableCommand {

@@ -53,4 +53,66 @@ final class ReportStoreTests: XCTestCase {
         XCTAssertFalse(listAgain.stdout.contains("in-progress"))
         XCTAssertTrue(listAgain.stderr.contains(older) && listAgain.stderr.contains("20991231T000000Z-1-half"), listAgain.stderr)
     }
+
+    func testQuotaRemovesTheOldestReports() throws {
+        let program = try TestSupport.corpus()[0].path
+        let reports = TestSupport.temporaryDirectory("quota")
+        defer { try? FileManager.default.removeItem(atPath: reports) }
+        var written: [String] = []
+        for mode in ["null", "fpe", "ill", "bus"] {
+            let watched = try TestSupport.crashportRun([program, mode], options: ["--max-reports", "2"], reports: reports)
+            written += watched.reportIDs.filter { !written.contains($0) }
+            if mode == "bus" { XCTAssertTrue(watched.result.stderr.contains("quota: removed"), watched.result.stderr) }
+        }
+        let left = try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }.sorted()
+        XCTAssertEqual(left.count, 2)
+        XCTAssertEqual(left, Array(written.suffix(2)).sorted(), "the newest two are kept")
+    }
+
+    /// The reports directory removed while the program runs: it is made again.
+    func testReportsDirectoryRemovedWhileRunning() throws {
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("coexist/stress.c")], output: TestSupport.temporaryDirectory("gone") + "/stress", flags: ["-O2", "-g", "-pthread"])
+        let parent = TestSupport.temporaryDirectory("gone-reports")
+        defer { try? FileManager.default.removeItem(atPath: parent) }
+        let reports = parent + "/reports"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: TestSupport.crashport)
+        process.arguments = ["run", "--reports", reports, "--", program, "slow"]
+        process.environment = ProcessInfo.processInfo.environment.merging(["CRASHPORT_STUB": try TestSupport.stub()]) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = Pipe()
+        try process.run()
+        _ = output.fileHandleForReading.availableData // the program is running
+        try FileManager.default.removeItem(atPath: reports)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, SIGSEGV)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }.count, 1)
+    }
+
+    /// A full disk: a clear log line, and the process still dies correctly.
+    func testDiskFull() throws {
+        let mountPoint = TestSupport.temporaryDirectory("full")
+        defer { try? FileManager.default.removeItem(atPath: mountPoint) }
+        let mount = try TestSupport.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", mountPoint])
+        guard mount.status == .exited(0) else {
+            throw XCTSkip("needs to mount a small tmpfs (root in a machine that allows mounts): \(mount.stderr)")
+        }
+        defer { _ = try? TestSupport.run(["umount", mountPoint]) }
+        let program = try TestSupport.corpus()[0].path
+        let watched = try TestSupport.crashportRun([program, "null"], reports: mountPoint + "/reports")
+        XCTAssertEqual(watched.result.status, .signaled(11))
+        XCTAssertTrue(watched.result.stderr.contains("could not write the report"), watched.result.stderr)
+        XCTAssertTrue(watched.result.stderr.contains("No space left on device"), watched.result.stderr)
+        // No half-written report is left behind; what fits is a short termination report that
+        // says the full one could not be written.
+        XCTAssertLessThanOrEqual(watched.reportIDs.count, 1)
+        if watched.reportIDs.count == 1 {
+            let event = try watched.event()
+            XCTAssertEqual(event.kind, "termination")
+            XCTAssertTrue(event.notes?.first?.contains("could not be written") ?? false, "\(event.notes ?? [])")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: watched.minidumpPath()))
+        }
+    }
 }

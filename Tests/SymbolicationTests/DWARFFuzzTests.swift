@@ -1,0 +1,98 @@
+// DWARFFuzzTests: DWARFInfo over thousands of corrupted copies of real programs' debug
+// sections (flipped bits, runs of 0xFF/0x80 that make endless LEB128s, random bytes, sections
+// truncated through their header, zlib streams damaged). The files are built in memory with
+// MappedFile(bytes:), with a fixed seed so a failure reproduces. It passes by not trapping,
+// not hanging (a wall-clock bound) and not exhausting memory; the results are not checked.
+
+import Foundation
+import Symbolication
+import XCTest
+
+final class DWARFFuzzTests: XCTestCase {
+    /// SplitMix64: a small deterministic generator.
+    struct Generator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func below(_ bound: Int) -> Int { bound <= 0 ? 0 : Int(next() % UInt64(bound)) }
+    }
+
+    struct Subject {
+        var bytes: [UInt8]
+        var sections: [(index: Int, section: ELFSection)]
+        var sectionHeaders: Int
+        var addresses: [UInt64]
+    }
+
+    private func subject(_ path: String) throws -> Subject {
+        let elf = try ELFFile(path: path)
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let sections = elf.sections.enumerated()
+            .filter { $0.element.name.hasPrefix(".debug_") && $0.element.type != ELFSection.noBits && $0.element.size > 0 }
+            .map { (index: $0.offset, section: $0.element) }
+        let sectionHeaders = bytes.withUnsafeBytes { Int($0.loadUnaligned(fromByteOffset: 40, as: UInt64.self)) }
+        let text = try XCTUnwrap(elf.section(named: ".text"))
+        let addresses = SymbolicationFixtures.textAddresses(elf, stride: max(1, text.size / 40))
+        XCTAssertFalse(sections.isEmpty)
+        XCTAssertNotNil(DWARFInfo(elf: elf))
+        return Subject(bytes: bytes, sections: sections, sectionHeaders: sectionHeaders, addresses: addresses)
+    }
+
+    func testMutatedDebugSectionsNeverCrash() throws {
+        let directory = SymbolicationFixtures.temporaryDirectory("dwarf-fuzz")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let gcc = try SymbolicationFixtures.require("gcc")[0]
+        try DWARFReaderTests.header.write(toFile: directory + "/helpers.h", atomically: true, encoding: .utf8)
+        var subjects: [Subject] = []
+        for (flags, output) in [(["-O2", "-g"], "v5"), (["-O2", "-gdwarf-4"], "v4"), (["-O2", "-g", "-gz"], "gz")] {
+            subjects.append(try subject(try SymbolicationFixtures.compile(
+                source: DWARFReaderTests.cSource, name: "fuzz.c", in: directory, compiler: gcc, flags: flags, output: output)))
+        }
+        if let clang = SymbolicationFixtures.tool("clang") {
+            subjects.append(try subject(try SymbolicationFixtures.compile(
+                source: DWARFReaderTests.cSource, name: "fuzz.c", in: directory, compiler: clang, flags: ["-O2", "-g"],
+                output: "clang")))
+        }
+
+        var generator = Generator(state: 0x5EED_DEAD_BEEF)
+        let start = Date()
+        var iterations = 0, parsed = 0, frames = 0
+        while iterations < 2000 && Date().timeIntervalSince(start) < 20 {
+            let subject = subjects[iterations % subjects.count]
+            var bytes = subject.bytes
+            let (index, section) = subject.sections[generator.below(subject.sections.count)]
+            let base = Int(section.offset), size = Int(section.size)
+            switch generator.below(5) {
+            case 0: // flip a few bits
+                for _ in 0..<(1 + generator.below(8)) { bytes[base + generator.below(size)] ^= UInt8(1 << generator.below(8)) }
+            case 1: // random bytes
+                for _ in 0..<(1 + generator.below(16)) { bytes[base + generator.below(size)] = UInt8(truncatingIfNeeded: generator.next()) }
+            case 2: // a run of LEB128 continuation bytes or all-ones
+                let fill: UInt8 = generator.below(2) == 0 ? 0xFF : 0x80
+                let at = base + generator.below(size)
+                for offset in at..<min(base + size, at + 1 + generator.below(64)) { bytes[offset] = fill }
+            case 3: // truncate the section through its header's sh_size
+                let header = subject.sectionHeaders + index * 64 + 32
+                let newSize = UInt64(generator.below(size))
+                withUnsafeBytes(of: newSize.littleEndian) { for (offset, byte) in $0.enumerated() { bytes[header + offset] = byte } }
+            default: // damage every debug section a little
+                for (_, other) in subject.sections {
+                    bytes[Int(other.offset) + generator.below(Int(other.size))] = UInt8(truncatingIfNeeded: generator.next())
+                }
+            }
+            iterations += 1
+            let file = MappedFile(bytes: bytes, name: "fuzz-\(iterations)")
+            guard let elf = try? ELFFile(file: file), let info = DWARFInfo(elf: elf) else { continue }
+            parsed += 1
+            for address in subject.addresses { frames += info.frames(at: address).count }
+        }
+        print("DWARF fuzz: \(iterations) variants, \(parsed) parsed, \(frames) frames, \(Date().timeIntervalSince(start)) s")
+        XCTAssertGreaterThan(iterations, 100)
+        XCTAssertGreaterThan(parsed, iterations / 2)
+    }
+}
