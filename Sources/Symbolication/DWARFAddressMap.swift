@@ -9,22 +9,36 @@
 struct DWARFAddressMap: Sendable {
     enum Winner: Sendable { case highest, lowest }
 
-    private var starts: [UInt64] = []
-    private var ends: [UInt64] = []
-    private var values: [Int32] = []
+    private let starts: DWARFSortedIndex
+    private let ends: [UInt64]
+    private let values: [Int32]
 
-    var segmentCount: Int { starts.count }
+    var segmentCount: Int { ends.count }
 
-    init() {}
+    init() {
+        starts = DWARFSortedIndex(keys: [])
+        ends = []
+        values = []
+    }
 
     /// `ranges[i]` belongs to `owners[i]`; owners lie in 0..<ownerCount. Empty ranges are ignored.
     init(ranges: [DWARFRange], owners: [Int32], ownerCount: Int, winner: Winner) {
+        let (starts, ends, values) = DWARFAddressMap.flatten(ranges: ranges, owners: owners, ownerCount: ownerCount, winner: winner)
+        self.starts = DWARFSortedIndex(keys: starts)
+        self.ends = ends
+        self.values = values
+    }
+
+    private static func flatten(
+        ranges: [DWARFRange], owners: [Int32], ownerCount: Int, winner: Winner
+    ) -> ([UInt64], [UInt64], [Int32]) {
         struct Event {
             var address: UInt64
             var owner: Int32
             var isStart: Bool
         }
         let count = min(ranges.count, owners.count)
+        var starts: [UInt64] = [], ends: [UInt64] = [], values: [Int32] = []
         var events: [Event] = []
         events.reserveCapacity(count * 2)
         for index in 0..<count {
@@ -33,7 +47,7 @@ struct DWARFAddressMap: Sendable {
             events.append(Event(address: range.low, owner: owner, isStart: true))
             events.append(Event(address: range.high, owner: owner, isStart: false))
         }
-        guard !events.isEmpty else { return }
+        guard !events.isEmpty else { return ([], [], []) }
         events.sort { $0.address < $1.address }
 
         var open = [Int32](repeating: 0, count: ownerCount)
@@ -67,18 +81,15 @@ struct DWARFAddressMap: Sendable {
             while let top = heap.top, open[Int(key(top))] <= 0 { heap.pop() }
             previous = address
         }
+        return (starts, ends, values)
     }
 
     /// The owner of the segment containing `address`, if any.
     @inline(__always)
     func lookup(_ address: UInt64) -> Int32? {
-        var low = 0, high = starts.count
-        while low < high {
-            let middle = (low + high) >> 1
-            if starts[middle] <= address { low = middle + 1 } else { high = middle }
-        }
-        guard low > 0, address < ends[low - 1] else { return nil }
-        return values[low - 1]
+        let index = starts.upperBound(address)
+        guard index > 0, address < ends[index - 1] else { return nil }
+        return values[index - 1]
     }
 
     /// A binary max-heap of Int32.

@@ -18,6 +18,7 @@ final class DWARFLineTable: @unchecked Sendable {
         var line: UInt32
         var file: UInt32
         var column: UInt16 // LLVM keeps 16 bits too
+        var isEndSequence: Bool
     }
 
     struct Sequence: Sendable {
@@ -43,7 +44,10 @@ final class DWARFLineTable: @unchecked Sendable {
     let directories: [StringLocation]
     let files: [FileEntry]
     let rows: [Row]
+    /// Sorted by end address, as LLVM searches them.
     let sequences: [Sequence]
+    /// The row addresses, when the sequences do not overlap: rows then form one sorted array.
+    private let rowIndex: DWARFSortedIndex?
     private let sections: DWARFSections
     private let compDir: String?
     private var paths: [String?] = []
@@ -104,8 +108,27 @@ final class DWARFLineTable: @unchecked Sendable {
             minimumInstructionLength: UInt64(minimumInstructionLength), maximumOperations: UInt64(max(maximumOperations, 1)),
             lineBase: lineBase, lineRange: UInt64(lineRange), opcodeBase: opcodeBase, standardLengths: standardLengths,
             rows: &rows, sequences: &sequences, files: &files)
+        // Regroup rows by sequence in address order. When no two sequences overlap (the normal
+        // case in a linked file) all rows form one sorted array, searched through an index: the
+        // last row at or below an address is then the same row LLVM's two-step search finds, and
+        // an end_sequence row there means the address falls between sequences.
+        sequences.sort { ($0.low, $0.high) < ($1.low, $1.high) }
+        var ordered: [Row] = []
+        ordered.reserveCapacity(rows.count)
+        for index in sequences.indices {
+            let first = ordered.count
+            ordered += rows[sequences[index].firstRow..<sequences[index].endRow]
+            sequences[index].firstRow = first
+            sequences[index].endRow = ordered.count
+        }
+        var sorted = true
+        for index in ordered.indices.dropFirst() where ordered[index - 1].address > ordered[index].address {
+            sorted = false
+            break
+        }
+        rowIndex = sorted ? DWARFSortedIndex(keys: ordered.map(\.address)) : nil
         sequences.sort { $0.high < $1.high }
-        self.rows = rows
+        self.rows = ordered
         self.sequences = sequences
         self.directories = directories
         self.files = files
@@ -203,7 +226,7 @@ final class DWARFLineTable: @unchecked Sendable {
                 sequenceStart = rows.count
                 sequenceLow = address
             }
-            rows.append(Row(address: address, line: line, file: file, column: column))
+            rows.append(Row(address: address, line: line, file: file, column: column, isEndSequence: endSequence))
             guard endSequence else { return }
             if sequenceLow < address {
                 sequences.append(Sequence(low: sequenceLow, high: address, firstRow: sequenceStart, endRow: rows.count))
@@ -276,6 +299,11 @@ final class DWARFLineTable: @unchecked Sendable {
     /// The row covering `address`, or nil when no sequence contains it.
     @inline(__always)
     func row(for address: UInt64) -> Row? {
+        if let rowIndex {
+            let index = rowIndex.upperBound(address)
+            guard index > 0, !rows[index - 1].isEndSequence else { return nil }
+            return rows[index - 1]
+        }
         var low = 0, high = sequences.count
         while low < high {
             let middle = (low + high) >> 1

@@ -19,11 +19,14 @@ struct DWARFSymbolNames {
         var nameOffset: UInt32
     }
 
-    private var entries: [Entry] = []
-    private var names: [String?] = []
-    private var strings = DWARFSections.empty
+    private let entries: [Entry]
+    private let index: DWARFSortedIndex
+    private var names: [String?]
+    private let strings: ByteView
 
     init(elf: ELFFile) {
+        var entries: [Entry] = []
+        var strings = DWARFSections.empty
         for tableName in [".symtab", ".dynsym"] {
             guard let section = elf.section(named: tableName), let data = elf.contents(of: section),
                   Int(section.link) < elf.sections.count,
@@ -57,17 +60,15 @@ struct DWARFSymbolNames {
                 unique.append(entry)
             }
         }
-        entries = unique
-        names = Array(repeating: nil, count: entries.count)
+        self.entries = unique
+        self.strings = strings
+        index = DWARFSortedIndex(keys: unique.map(\.address))
+        names = Array(repeating: nil, count: unique.count)
     }
 
     /// The name of the symbol covering `address`, if any.
     mutating func name(at address: UInt64) -> String? {
-        var low = 0, high = entries.count
-        while low < high {
-            let middle = (low + high) >> 1
-            if entries[middle].address <= address { low = middle + 1 } else { high = middle }
-        }
+        let low = index.upperBound(address)
         guard low > 0 else { return nil }
         let entry = entries[low - 1]
         if entry.size != 0 && address - entry.address >= entry.size { return nil }

@@ -70,7 +70,10 @@ public struct SymbolTable: Sendable {
         } else if low < entries.count, address >= entries[low].address {
             return nil
         }
-        let name = strings[Int(entry.table)].cString(UInt64(entry.nameOffset)) ?? "?"
+        var name = strings[Int(entry.table)].cString(UInt64(entry.nameOffset)) ?? "?"
+        // Versioned names in a .symtab ("__libc_start_main@@GLIBC_2.34"): the version is not
+        // part of the function's name.
+        if let at = name.firstIndex(of: "@"), at != name.startIndex { name = String(name[..<at]) }
         return Match(name: name, address: entry.address, offset: offset, size: entry.size)
     }
 }

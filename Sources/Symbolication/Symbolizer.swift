@@ -3,6 +3,10 @@
 // Works on module images (path, base, ELF file), never on a live process, so the same code
 // serves the watcher right after capture and `crashport symbolicate` offline.
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 public struct SymbolicatedFrame: Sendable, Equatable {
     public var module: String?
     public var moduleOffset: UInt64?
@@ -15,6 +19,67 @@ public struct SymbolicatedFrame: Sendable, Equatable {
     public var inlined = false
 
     public init() {}
+}
+
+/// What symbolication knows about one ELF image, found once per build-id (or path) and kept:
+/// the symbol table to use (the file's .symtab, else its separate debug file's, else its
+/// MiniDebugInfo, else .dynsym), and the DWARF (from the file itself or its debug file).
+public final class DebugImage: @unchecked Sendable {
+    public let elf: ELFFile
+    public let debugFile: ELFFile?
+    public let symbolSource: ELFFile
+    public let dwarf: DWARFInfo?
+    /// Where symbols and lines came from, for reports ("debug file /usr/lib/debug/…").
+    public let provenance: String
+
+    init(elf: ELFFile, locator: DebugFileLocator) {
+        self.elf = elf
+        let hasSymtab = elf.section(named: ".symtab") != nil
+        let hasDWARF = elf.section(named: ".debug_info") != nil
+        let debugFile = (hasSymtab && hasDWARF) ? nil : locator.debugFile(for: elf)
+        self.debugFile = debugFile
+        if hasSymtab {
+            symbolSource = elf
+        } else if let debugFile, debugFile.section(named: ".symtab") != nil {
+            symbolSource = debugFile
+        } else if let mini = locator.miniDebugInfo(for: elf) {
+            symbolSource = mini
+        } else {
+            symbolSource = elf
+        }
+        dwarf = hasDWARF ? DWARFInfo(elf: elf) : debugFile.flatMap { DWARFInfo(elf: $0) }
+        provenance = debugFile.map { "debug file \($0.path)" } ?? (hasDWARF ? "DWARF in the file" : "symbol table only")
+    }
+
+    /// Whether the symbol source agrees with the image's own layout (same build-id or none).
+    var symbolsMatch: Bool {
+        symbolSource === elf || symbolSource.buildID == nil || symbolSource.buildID == elf.buildID
+    }
+}
+
+/// Debug images by build-id (or path when an image has none), shared by every Symbolizer of
+/// this process: a long-running watcher parses each library's tables once.
+public final class DebugImageCache: @unchecked Sendable {
+    public static let shared = DebugImageCache()
+    private var images: [String: DebugImage] = [:]
+    private let lock = SymbolizerLock()
+
+    public func image(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage {
+        let key = (elf.buildID.map { $0.map { String($0, radix: 16) }.joined(separator: ":") } ?? elf.path)
+            + "|" + locator.debugDirectories.joined(separator: ":")
+        lock.lock()
+        if let found = images[key], found.elf === elf || found.elf.buildID != nil {
+            lock.unlock()
+            return found
+        }
+        lock.unlock()
+        let image = DebugImage(elf: elf, locator: locator)
+        lock.lock()
+        if images.count > 256 { images.removeAll() }
+        images[key] = image
+        lock.unlock()
+        return image
+    }
 }
 
 public final class Symbolizer: @unchecked Sendable {
@@ -35,9 +100,13 @@ public final class Symbolizer: @unchecked Sendable {
     }
 
     let images: [Image]
+    let locator: DebugFileLocator
+    let cache: DebugImageCache
 
-    public init(images: [Image]) {
+    public init(images: [Image], locator: DebugFileLocator = DebugFileLocator(), cache: DebugImageCache = .shared) {
         self.images = images.sorted { $0.base < $1.base }
+        self.locator = locator
+        self.cache = cache
     }
 
     public func image(containing address: UInt64) -> Image? {
@@ -60,13 +129,51 @@ public final class Symbolizer: @unchecked Sendable {
         frame.module = image.name
         frame.moduleOffset = pc - image.base
         guard let elf = image.elf else { return [frame] }
-        let lookup = (pc &- (isReturnAddress ? 1 : 0)) &- image.base &+ elf.imageVirtualBase
-        if let match = elf.symbols.lookup(lookup) {
-            let demangled = Demangler.demangle(match.name)
-            frame.function = demangled ?? match.name
-            frame.mangled = demangled == nil ? nil : match.name
-            frame.functionOffset = (pc &- image.base &+ elf.imageVirtualBase) &- match.address
-        }
-        return [frame]
+        let debug = cache.image(for: elf, locator: locator)
+        let virtualPC = pc &- image.base &+ elf.imageVirtualBase
+        return Self.frames(in: debug, virtualAddress: virtualPC, isReturnAddress: isReturnAddress, template: frame)
     }
+
+    /// Symbolicates an ELF virtual address of one image (the offline and addr2line paths).
+    public static func frames(
+        in debug: DebugImage, virtualAddress: UInt64, isReturnAddress: Bool, template: SymbolicatedFrame = SymbolicatedFrame()
+    ) -> [SymbolicatedFrame] {
+        var frame = template
+        let lookup = virtualAddress &- (isReturnAddress ? 1 : 0)
+        let symbol = debug.symbolsMatch ? debug.symbolSource.symbols.lookup(lookup) : nil
+        if let symbol {
+            let demangled = Demangler.demangle(symbol.name)
+            frame.function = demangled ?? symbol.name
+            frame.mangled = demangled == nil ? nil : symbol.name
+            frame.functionOffset = virtualAddress &- symbol.address
+        }
+        let sources = debug.dwarf?.frames(at: lookup) ?? []
+        guard !sources.isEmpty else { return [frame] }
+        var result: [SymbolicatedFrame] = []
+        for (position, source) in sources.enumerated() {
+            var entry = frame
+            let outermost = position == sources.count - 1
+            if !outermost || symbol == nil, let name = source.function {
+                let demangled = Demangler.demangle(name)
+                entry.function = demangled ?? name
+                entry.mangled = demangled == nil ? nil : name
+                if !outermost { entry.functionOffset = nil }
+            }
+            entry.file = source.file
+            entry.line = source.line.flatMap { $0 > 0 ? $0 : nil }
+            entry.column = source.column.flatMap { $0 > 0 ? $0 : nil }
+            entry.inlined = source.inlined
+            result.append(entry)
+        }
+        return result
+    }
+}
+
+/// A plain mutex (Foundation-free).
+final class SymbolizerLock: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    init() { pthread_mutex_init(&mutex, nil) }
+    deinit { pthread_mutex_destroy(&mutex) }
+    func lock() { pthread_mutex_lock(&mutex) }
+    func unlock() { pthread_mutex_unlock(&mutex) }
 }

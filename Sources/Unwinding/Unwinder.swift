@@ -66,7 +66,12 @@ public final class Unwinder {
         self.modules = modules.sorted { $0.base < $1.base }
         var ranges: [Range<UInt64>] = []
         for module in self.modules {
-            guard let elf = module.elf else { continue }
+            guard let elf = module.elf else {
+                // No file (offline, binary not found): any address in the module may be code,
+                // which is all stack scanning needs.
+                if module.size > 0 { ranges.append(module.base..<(module.base &+ module.size)) }
+                continue
+            }
             for range in elf.executableRanges {
                 let lower = range.lowerBound &+ module.bias, upper = range.upperBound &+ module.bias
                 if lower < upper { ranges.append(lower..<upper) }

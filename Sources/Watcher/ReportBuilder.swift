@@ -10,24 +10,44 @@ import Unwinding
 
 public enum ReportBuilder {
     public static func event(for capture: Capture, id: String, timestamp: String) -> Event {
-        let snapshot = capture.snapshot
-        let unwindModules = capture.modules.map { UnwindModule(base: $0.info.base, size: $0.info.size, elf: $0.elf) }
+        var event = event(
+            snapshot: capture.snapshot, modules: capture.modules, executable: capture.executable,
+            arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: DebugFileLocator())
+        event.handlerChain = handlerChain(capture.record, symbolizer: Symbolizer(images: capture.modules.map {
+            Symbolizer.Image(path: $0.info.path, base: $0.info.base, size: $0.info.size, elf: $0.elf)
+        }))
+        if capture.record.forwardedFirst {
+            let note = capture.record.previousGaveUp
+                ? "forward-first: the previous handler ran first and gave up (reset its action or raised the signal again)"
+                : "forward-first: the previous handler ran first, returned, and the same fault came back"
+            event.notes = (event.notes ?? []) + [note]
+        }
+        return event
+    }
+
+    /// An event from any snapshot (a live capture, or a minidump read offline): every thread
+    /// unwound, every frame symbolicated with what `locator` finds.
+    public static func event(
+        snapshot: ProcessSnapshot, modules: [LoadedModule], executable: String?, arguments: [String], notes: [String],
+        id: String, timestamp: String, locator: DebugFileLocator
+    ) -> Event {
+        let unwindModules = modules.map { UnwindModule(base: $0.info.base, size: $0.info.size, elf: $0.elf) }
         var regions = snapshot.threads.compactMap { thread in
             thread.stack.map { RegionMemory.Region(start: $0.start, bytes: $0.bytes) }
         }
         regions += snapshot.extraMemory.map { RegionMemory.Region(start: $0.start, bytes: $0.bytes) }
         let unwinder = Unwinder(memory: RegionMemory(regions: regions), modules: unwindModules)
-        let symbolizer = Symbolizer(images: capture.modules.map {
+        let symbolizer = Symbolizer(images: modules.map {
             Symbolizer.Image(path: $0.info.path, base: $0.info.base, size: $0.info.size, elf: $0.elf)
-        })
+        }, locator: locator)
 
         var event = Event()
         event.id = id
         event.kind = "crash"
         event.timestamp = timestamp
         event.process = ProcessInfoRecord(
-            pid: snapshot.pid, executable: capture.executable, arguments: capture.arguments,
-            buildID: capture.modules.first.map { hex($0.info.buildID) })
+            pid: snapshot.pid, executable: executable, arguments: arguments,
+            buildID: modules.first.map { hex($0.info.buildID) })
         let exception = snapshot.exception
         event.signal = SignalRecord(
             number: exception.signal, name: SignalNames.name(exception.signal), code: exception.code,
@@ -63,15 +83,8 @@ public enum ReportBuilder {
         event.modules = snapshot.modules.map {
             ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID.isEmpty ? nil : hex($0.buildID))
         }
-        event.handlerChain = handlerChain(capture.record, symbolizer: symbolizer)
         event.minidump = "minidump.dmp"
-        event.notes = capture.notes.isEmpty ? nil : capture.notes
-        if capture.record.forwardedFirst {
-            let note = capture.record.previousGaveUp
-                ? "forward-first: the previous handler ran first and gave up (reset its action or raised the signal again)"
-                : "forward-first: the previous handler ran first, returned, and the same fault came back"
-            event.notes = (event.notes ?? []) + [note]
-        }
+        event.notes = notes.isEmpty ? nil : notes
         return event
     }
 

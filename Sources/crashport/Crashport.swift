@@ -10,7 +10,7 @@ import Watcher
 struct Crashport: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "An out-of-process crash reporter for Linux.",
-        subcommands: [Run.self, List.self, Show.self]
+        subcommands: [Run.self, List.self, Show.self, Symbolicate.self]
     )
 }
 
@@ -141,6 +141,59 @@ struct Show: ParsableCommand {
             }
         } catch {
             fail("\(error)", status: 1)
+        }
+    }
+}
+
+struct Symbolicate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Symbolicate a report offline, or addresses in one file (llvm-symbolizer's output format).",
+        discussion: """
+            crashport symbolicate FILE [--debug-dir DIR]... [--format text|json]
+              FILE is an event.json or a minidump (crashport's, Breakpad's or Crashpad's); modules are
+              matched by build-id in --debug-dir (as DIR/.build-id/xx/rest.debug or any ELF file
+              directly in DIR), /usr/lib/debug, and the module's own path.
+            crashport symbolicate --obj FILE [--no-demangle] [ADDRESS...]
+              ADDRESS is 0x-prefixed hex or decimal; without arguments, one per line on stdin.
+            """)
+
+    enum Format: String, ExpressibleByArgument { case text, json }
+
+    @Option(name: .long, help: ArgumentHelp("Where to look for binaries and debug files (repeatable).", valueName: "DIR"))
+    var debugDir: [String] = []
+
+    @Option(name: .long, help: "text (a crash log) or json (the event, frames filled in).")
+    var format: Format = .text
+
+    @Option(name: .long, help: ArgumentHelp("Symbolicate ADDRESSes in this ELF file instead of a report.", valueName: "FILE"))
+    var obj: String?
+
+    @Flag(name: .long, help: "With --obj: print names as they are in the file.")
+    var noDemangle = false
+
+    @Argument(help: "FILE, or with --obj the addresses.")
+    var inputs: [String] = []
+
+    func run() throws {
+        if let obj {
+            do {
+                try AddressSymbolicator(object: obj, debugDirectories: debugDir, demangle: !noDemangle).run(addresses: inputs)
+            } catch {
+                fail("symbolicate: \(error)", status: 1)
+            }
+            return
+        }
+        guard inputs.count == 1, let file = inputs.first else {
+            fail("symbolicate: give one FILE (an event.json or a minidump), or --obj FILE with addresses", status: 2)
+        }
+        do {
+            let event = try OfflineSymbolicator(debugDirectories: debugDir).symbolicate(path: file)
+            switch format {
+            case .text: print(CrashLog.full(event))
+            case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))
+            }
+        } catch {
+            fail("symbolicate: \(error)", status: 1)
         }
     }
 }

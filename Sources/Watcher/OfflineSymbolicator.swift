@@ -1,0 +1,151 @@
+// OfflineSymbolicator: `crashport symbolicate FILE`. FILE is an event.json or a minidump
+// (crashport's, Breakpad's or Crashpad's), possibly from another machine and from stripped
+// binaries. Modules are matched by build-id, so the binaries or debug files found here
+// (--debug-dir, /usr/lib/debug, or the module's own path when its build-id still matches) need
+// only match by build-id. Never touches a live process.
+
+import Foundation
+import ReportModel
+import Symbolication
+
+public enum OfflineError: Error, CustomStringConvertible {
+    case unreadable(path: String, reason: String)
+    case unrecognised(path: String)
+
+    public var description: String {
+        switch self {
+        case .unreadable(let path, let reason): return "\(path): \(reason)"
+        case .unrecognised(let path): return "\(path) is neither a minidump nor a crashport event.json"
+        }
+    }
+}
+
+public struct OfflineSymbolicator {
+    public var locator: DebugFileLocator
+
+    public init(debugDirectories: [String]) {
+        locator = DebugFileLocator(debugDirectories: debugDirectories)
+    }
+
+    public func symbolicate(path: String) throws -> Event {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw OfflineError.unreadable(path: path, reason: "cannot be read")
+        }
+        if data.starts(with: Array("MDMP".utf8)) {
+            return try symbolicate(minidump: Minidump(bytes: Array(data)), name: path)
+        }
+        let event: Event
+        do {
+            event = try Event.decode(data)
+        } catch {
+            if data.first == UInt8(ascii: "{") {
+                throw OfflineError.unreadable(path: path, reason: "not a valid event (\(ReportStore.describe(error)))")
+            }
+            throw OfflineError.unrecognised(path: path)
+        }
+        return symbolicate(event: event)
+    }
+
+    /// The ELF image of a module here: its own path if the build-id still matches, else one
+    /// found by build-id.
+    func image(path: String?, buildID: [UInt8]) -> ELFFile? {
+        if let path, path.hasPrefix("/"), let file = try? ELFFile(path: path) {
+            if buildID.isEmpty || file.buildID == buildID { return file }
+        }
+        return buildID.isEmpty ? nil : locator.file(forBuildID: buildID)
+    }
+
+    /// Re-symbolicates every frame of an event from its module and module offset.
+    public func symbolicate(event original: Event) -> Event {
+        var event = original
+        var images: [String: ELFFile?] = [:]
+        var notes = event.notes ?? []
+        for module in event.modules ?? [] {
+            guard let path = module.path else { continue }
+            let name = path.split(separator: "/").last.map(String.init) ?? path
+            let buildID = module.buildID.map(Self.bytes(hex:)) ?? []
+            let found = image(path: path, buildID: buildID)
+            images[name] = found
+            if found == nil && path != "[vdso]" {
+                notes.append("no binary or debug file for \(name) (build-id \(module.buildID ?? "none")): its frames keep module+offset")
+            }
+        }
+        event.threads = event.threads?.map { thread in
+            var thread = thread
+            var frames: [FrameRecord] = []
+            let physical = (thread.frames ?? []).filter { $0.inlined != true }
+            for (position, frame) in physical.enumerated() {
+                guard let module = frame.module, let offset = frame.moduleOffset?.value, let elf = images[module] ?? nil else {
+                    var kept = frame
+                    kept.index = frames.count
+                    frames.append(kept)
+                    continue
+                }
+                let debug = DebugImageCache.shared.image(for: elf, locator: locator)
+                var template = SymbolicatedFrame()
+                template.module = module
+                template.moduleOffset = offset
+                let isReturnAddress = position > 0 && frame.trust != "context"
+                for symbol in Symbolizer.frames(in: debug, virtualAddress: offset &+ elf.imageVirtualBase,
+                                                isReturnAddress: isReturnAddress, template: template) {
+                    frames.append(FrameRecord(
+                        index: frames.count, pc: frame.pc, module: module, moduleOffset: frame.moduleOffset,
+                        function: symbol.function, mangled: symbol.mangled, functionOffset: symbol.functionOffset.map(HexAddress.init),
+                        file: symbol.file, line: symbol.line, column: symbol.column, inlined: symbol.inlined ? true : nil,
+                        trust: frame.trust))
+                }
+            }
+            thread.frames = frames
+            return thread
+        }
+        event.notes = notes.isEmpty ? nil : notes
+        return event
+    }
+
+    /// Unwinds and symbolicates a minidump: threads, registers and stacks from the dump; code,
+    /// CFI, symbols and lines from the binaries and debug files found by build-id.
+    public func symbolicate(minidump: Minidump, name: String) throws -> Event {
+        var notes: [String] = []
+        let modules: [LoadedModule] = minidump.modules.map { info in
+            let file = image(path: info.path, buildID: info.buildID)
+            if file == nil && info.path != "[vdso]" {
+                notes.append("no binary or debug file for \(info.name) (build-id \(info.buildID.isEmpty ? "none" : hex(info.buildID))): its frames keep module+offset")
+            }
+            return LoadedModule(info: info, elf: file, problem: nil)
+        }
+        guard let exception = minidump.exception else {
+            throw OfflineError.unreadable(path: name, reason: "the minidump has no exception stream")
+        }
+        let threads: [ThreadSnapshot] = minidump.threads.compactMap { thread in
+            let registers = thread.tid == exception.threadID ? (exception.registers ?? thread.registers) : thread.registers
+            guard let registers else { return nil }
+            return ThreadSnapshot(
+                tid: Int32(bitPattern: thread.tid), name: thread.name ?? minidump.threadNames[thread.tid] ?? "",
+                registers: registers, stack: thread.stack)
+        }
+        let stacks = Set(threads.compactMap { $0.stack?.start })
+        let snapshot = ProcessSnapshot(
+            pid: minidump.pid ?? 0, crashedThreadID: Int32(bitPattern: exception.threadID),
+            exception: exception.info, threads: threads, modules: minidump.modules,
+            extraMemory: minidump.memory.filter { !stacks.contains($0.start) }, captureTime: minidump.timeDateStamp)
+        let arguments = minidump.stream(MinidumpFormat.MINIDUMP_STREAM_TYPE.LinuxCmdLine).map { bytes in
+            bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        } ?? []
+        var event = ReportBuilder.event(
+            snapshot: snapshot, modules: modules, executable: minidump.modules.first?.path, arguments: arguments,
+            notes: notes + minidump.warnings, id: (name as NSString).lastPathComponent,
+            timestamp: ReportStore.timestamp(Date(timeIntervalSince1970: TimeInterval(minidump.timeDateStamp))), locator: locator)
+        event.minidump = name
+        return event
+    }
+
+    static func bytes(hex: String) -> [UInt8] {
+        var result: [UInt8] = []
+        var iterator = hex.utf8.makeIterator()
+        while let high = iterator.next(), let low = iterator.next() {
+            guard let byte = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { return [] }
+            result.append(byte)
+        }
+        return result
+    }
+}
