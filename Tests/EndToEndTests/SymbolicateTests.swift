@@ -1,0 +1,152 @@
+// End-to-end: `crashport symbolicate`, offline, on reports of a stripped program whose debug
+// file is kept elsewhere under a build-id directory; and its answers to bad input.
+
+import Foundation
+import ReportModel
+import TestSupport
+import XCTest
+
+final class SymbolicateTests: XCTestCase {
+    /// A stripped crash-corpus program, its debug file under DIR/.build-id/xx/rest.debug, and
+    /// a report of it crashing.
+    struct Stripped {
+        var program: String
+        var debugDirectory: String
+        var run: CrashportRun
+    }
+
+    static let directory = TestSupport.temporaryDirectory("symbolicate")
+
+    func strippedCrash() throws -> Stripped {
+        let program = try TestSupport.compile([TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O2", "-g"])
+        let debug = Self.directory + "/crash.debug"
+        for command in [["objcopy", "--only-keep-debug", program, debug], ["strip", "--strip-all", program]] {
+            XCTAssertEqual(try TestSupport.run(command).status, .exited(0), command.joined(separator: " "))
+        }
+        let notes = try TestSupport.run(["readelf", "-n", program]).stdout
+        guard let line = notes.split(separator: "\n").first(where: { $0.contains("Build ID") }),
+              let id = line.split(separator: " ").last.map(String.init) else { throw TestFailure("no build-id") }
+        let debugDirectory = Self.directory + "/debug"
+        let target = debugDirectory + "/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug"
+        try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(atPath: target)
+        try FileManager.default.moveItem(atPath: debug, toPath: target)
+        let run = try TestSupport.crashportRun([program, "null"])
+        XCTAssertEqual(run.reportIDs.count, 1)
+        return Stripped(program: program, debugDirectory: debugDirectory, run: run)
+    }
+
+    func symbolicate(_ arguments: [String]) throws -> RunResult {
+        try TestSupport.run([TestSupport.crashport, "symbolicate"] + arguments)
+    }
+
+    func testStrippedProgramSymbolicatedOfflineFromEventAndMinidump() throws {
+        let stripped = try strippedCrash()
+        defer { try? FileManager.default.removeItem(atPath: stripped.run.reportsDirectory) }
+        // Online there are no names: the binary is stripped and its debug file is elsewhere.
+        let online = try stripped.run.event()
+        XCTAssertNotEqual(online.crashedFunctions.first, "crash_null")
+
+        let directory = stripped.run.reportsDirectory + "/" + stripped.run.reportIDs[0]
+        for file in ["event.json", "minidump.dmp"] {
+            let result = try symbolicate(["--debug-dir", stripped.debugDirectory, "--format", "json", directory + "/" + file])
+            XCTAssertEqual(result.status, .exited(0), result.stderr)
+            let event = try Event.decode(Data(result.stdout.utf8))
+            XCTAssertEqual(Array(event.crashedFunctions.prefix(4)), ["crash_null", "level_two", "level_one", "main"], file)
+            let top = event.crashedThreadRecord?.frames?.first
+            XCTAssertEqual(top?.file.map { ($0 as NSString).lastPathComponent }, "crash.c", file)
+            XCTAssertEqual(top?.line, 24, file)
+            XCTAssertEqual(event.signal?.name, "SIGSEGV", file)
+
+            let text = try symbolicate(["--debug-dir", stripped.debugDirectory, directory + "/" + file])
+            XCTAssertTrue(text.stdout.contains("crash_null (crash.c:24)"), text.stdout)
+        }
+
+        // Without the debug directory: frames keep module+offset, and the output says why.
+        let bare = try symbolicate(["--format", "json", directory + "/event.json"])
+        XCTAssertEqual(bare.status, .exited(0))
+        XCTAssertNotEqual(try Event.decode(Data(bare.stdout.utf8)).crashedFunctions.first, "crash_null")
+    }
+
+    func testObjectModeMatchesLlvmSymbolizerFormat() throws {
+        let program = try TestSupport.compile([TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash-obj", flags: ["-O2", "-g"])
+        let symbols = try TestSupport.run(["nm", program]).stdout.split(separator: "\n")
+        let addresses = symbols.filter { $0.hasSuffix(" T level_two") || $0.hasSuffix(" T crash_null") }
+            .map { "0x" + $0.split(separator: " ")[0] }
+        XCTAssertEqual(addresses.count, 2)
+        let ours = try symbolicate(["--obj", program] + addresses + ["0x1", "junk"])
+        XCTAssertEqual(ours.status, .exited(0), ours.stderr)
+        let blocks = ours.stdout.components(separatedBy: "\n\n")
+        XCTAssertTrue(blocks[0].hasPrefix("crash_null\n") && blocks[0].contains("crash.c:24:"), blocks[0])
+        XCTAssertTrue(blocks[1].hasPrefix("level_two\n"), blocks[1])
+        XCTAssertEqual(blocks[2], "??\n??:0:0")
+        XCTAssertEqual(blocks[3], "??\n??:0:0")
+        // The same answers through stdin.
+        let piped = try TestSupport.run([TestSupport.crashport, "symbolicate", "--obj", program],
+                                        input: addresses.joined(separator: "\n") + "\n0x1\njunk\n")
+        XCTAssertEqual(piped.stdout, ours.stdout)
+        if FileManager.default.isExecutableFile(atPath: "/opt/swift/usr/bin/llvm-symbolizer") {
+            let llvm = try TestSupport.run(["/opt/swift/usr/bin/llvm-symbolizer", "--obj=" + program] + addresses)
+            XCTAssertEqual(llvm.stdout, blocks.prefix(2).joined(separator: "\n\n") + "\n\n")
+        }
+    }
+
+    func testBadInputGetsAClearError() throws {
+        let directory = TestSupport.temporaryDirectory("bad-input")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let missing = try symbolicate([directory + "/nope.json"])
+        XCTAssertEqual(missing.status, .exited(1))
+        XCTAssertTrue(missing.stderr.contains("cannot be read"), missing.stderr)
+
+        try Data("{\"schema\": \"crashport.event.v1\", \"threads\": [".utf8).write(to: URL(fileURLWithPath: directory + "/truncated.json"))
+        let truncated = try symbolicate([directory + "/truncated.json"])
+        XCTAssertEqual(truncated.status, .exited(1))
+        XCTAssertTrue(truncated.stderr.contains("not a valid event"), truncated.stderr)
+
+        try Data("hello".utf8).write(to: URL(fileURLWithPath: directory + "/text"))
+        let text = try symbolicate([directory + "/text"])
+        XCTAssertTrue(text.stderr.contains("neither a minidump nor"), text.stderr)
+
+        var dump = [UInt8]("MDMP".utf8) + [0x93, 0xA7, 0, 0] + [UInt8](repeating: 0xFF, count: 40)
+        dump[8] = 200 // 200 streams in a 48-byte file
+        try Data(dump).write(to: URL(fileURLWithPath: directory + "/corrupt.dmp"))
+        let corrupt = try symbolicate([directory + "/corrupt.dmp"])
+        XCTAssertEqual(corrupt.status, .exited(1))
+        XCTAssertFalse(corrupt.stderr.isEmpty)
+
+        let notELF = try symbolicate(["--obj", directory + "/text", "0x10"])
+        XCTAssertEqual(notELF.status, .exited(1))
+        XCTAssertTrue(notELF.stderr.contains("not an ELF file"), notELF.stderr)
+
+        // A truncated ELF: whatever it still holds, and never a crash.
+        let program = try TestSupport.corpus()[0].path
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: program))
+        for length in [10, 64, 700, bytes.count / 3, bytes.count - 100] {
+            try bytes.prefix(length).write(to: URL(fileURLWithPath: directory + "/cut"))
+            let cut = try symbolicate(["--obj", directory + "/cut", "0x1140"])
+            XCTAssertTrue(cut.status == .exited(0) || cut.status == .exited(1), "length \(length): \(cut.status) \(cut.stderr)")
+        }
+    }
+
+    /// A debug file whose build-id does not match is not used.
+    func testMismatchedDebugFileIsRejected() throws {
+        let stripped = try strippedCrash()
+        defer { try? FileManager.default.removeItem(atPath: stripped.run.reportsDirectory) }
+        // Put an unrelated debug file under the stripped program's build-id path.
+        let other = try TestSupport.compile([TestSupport.fixture("corpus/threads.c")], output: Self.directory + "/other", flags: ["-O2", "-g", "-pthread"])
+        let directory = stripped.run.reportsDirectory + "/" + stripped.run.reportIDs[0]
+        let wrong = Self.directory + "/wrong-debug"
+        let notes = try TestSupport.run(["readelf", "-n", stripped.program]).stdout
+        let id = notes.split(separator: "\n").first { $0.contains("Build ID") }!.split(separator: " ").last!
+        let target = wrong + "/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug"
+        try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(atPath: target)
+        try FileManager.default.copyItem(atPath: other, toPath: target)
+        let result = try symbolicate(["--debug-dir", wrong, "--format", "json", directory + "/event.json"])
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        let event = try Event.decode(Data(result.stdout.utf8))
+        XCTAssertFalse(event.crashedFunctions.contains("park_here"), "names from the wrong file: \(event.crashedFunctions)")
+        XCTAssertFalse(event.crashedFunctions.contains("crash_null"), "the stripped binary has no such name of its own")
+        XCTAssertNil(event.crashedThreadRecord?.frames?.first?.file, "no lines from a file with another build-id")
+    }
+}
