@@ -75,14 +75,18 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
     private let codes: [UInt64: Int]?
 
     /// Parses the table at `offset` of .debug_abbrev; a malformed entry ends the table early.
-    init(section: ByteView, offset: UInt64, format: DWARFFormat) {
+    /// Reads at most `budget` bytes and deducts what it read (bounding the work that many
+    /// units with distinct hostile offsets could cause).
+    init(section: ByteView, offset: UInt64, format: DWARFFormat, budget: inout Int) {
         self.format = format
         var abbreviations: [DWARFAbbreviation] = []
         var specs: [DWARFAttributeSpec] = []
         var cursor = DWARFCursor(section, offset: offset)
         var sparse: [UInt64: Int] = [:]
         var dense = true
-        while let code = cursor.uleb(), code != 0 {
+        let start = cursor.offset
+        defer { budget -= cursor.offset - start }
+        while cursor.offset - start < budget, let code = cursor.uleb(), code != 0 {
             guard let tag = cursor.uleb(), let children = cursor.u8() else { break }
             let first = specs.count
             var fixedSize = 0

@@ -9,7 +9,7 @@
 // its parents up to and including the first subprogram.
 //
 // Memory: one node per subroutine DIE, one range per address range, with the range count capped
-// by the size of the unit and of the range-list sections. Names are resolved on demand by
+// by a budget DWARFInfo derives from the section sizes. Names are resolved on demand by
 // DWARFInfo and cached here; the cache is guarded by DWARFInfo's lock.
 
 final class DWARFInlineTree: @unchecked Sendable {
@@ -27,12 +27,12 @@ final class DWARFInlineTree: @unchecked Sendable {
     private var names: [String?] = []
     private var nameKnown: [Bool] = []
 
-    init(unit: DWARFUnit) {
+    /// Walks the unit's DIEs; collects at most `budget` ranges, deducting what it collects.
+    init(unit: DWARFUnit, budget: inout Int) {
         let sections = unit.sections
         let table = unit.abbreviations
         var cursor = DWARFCursor(sections.info, offset: unit.dieOffset)
         let end = Int(min(unit.endOffset, UInt64(sections.info.count)))
-        var budget = Int(unit.endOffset - unit.offset) + sections.ranges.count / 2 + sections.rnglists.count / 2 + 64
         var ranges: [DWARFRange] = []
         var owners: [Int32] = []
         var parents: [Int32] = []

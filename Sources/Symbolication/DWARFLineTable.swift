@@ -53,9 +53,10 @@ final class DWARFLineTable: @unchecked Sendable {
     private var paths: [String?] = []
     private var pathKnown: [Bool] = []
 
-    /// Parses the program at `offset`; nil when even its header is unreadable. A malformed
-    /// program keeps the sequences completed before the fault.
-    init?(unit: DWARFUnit, offset: UInt64) {
+    /// Parses the program at `offset`; nil when even its header is unreadable, or when its size
+    /// exceeds `budget` (bytes of line programs still allowed; the size is deducted). A
+    /// malformed program keeps the sequences completed before the fault.
+    init?(unit: DWARFUnit, offset: UInt64, budget: inout Int) {
         sections = unit.sections
         compDir = unit.compDir
         let data = unit.sections.line
@@ -63,13 +64,15 @@ final class DWARFLineTable: @unchecked Sendable {
         var cursor = DWARFCursor(data, offset: offset)
         guard let (length, offsetSize) = cursor.initialLength() else { return nil }
         let end = cursor.offset + Int(min(length, UInt64(cursor.remaining)))
+        guard end - Int(offset) <= budget else { return nil }
+        budget -= end - Int(offset)
         guard let version = cursor.u16(), version >= 2, version <= 5 else { return nil }
         self.version = version
         if version >= 5 {
             // address_size and segment_selector_size: DW_LNE_set_address carries its own length.
             guard cursor.skip(2) else { return nil }
         }
-        guard let headerLength = cursor.unsigned(size: offsetSize), headerLength <= UInt64(end - cursor.offset) else {
+        guard let headerLength = cursor.unsigned(size: offsetSize), cursor.offset <= end, headerLength <= UInt64(end - cursor.offset) else {
             return nil
         }
         let programStart = cursor.offset + Int(headerLength)
@@ -249,7 +252,7 @@ final class DWARFLineTable: @unchecked Sendable {
             }
             switch opcode {
             case 0:
-                guard let length = cursor.uleb(), length <= UInt64(end - cursor.offset) else { return }
+                guard let length = cursor.uleb(), cursor.offset <= end, length <= UInt64(end - cursor.offset) else { return }
                 let next = cursor.offset + Int(length)
                 guard length > 0, let subOpcode = cursor.u8() else { cursor.offset = next; continue }
                 switch subOpcode {

@@ -50,6 +50,12 @@ public final class DWARFInfo: @unchecked Sendable {
     private var symbolNames: DWARFSymbolNames?
     private var nameCache: [UInt64: String?] = [:]
     private var chain: [Int32] = []
+    private var lineTables: [LineTableKey: DWARFLineTable] = [:]
+    /// Address ranges still allowed to be collected, over all units (ranges of low/high pairs
+    /// and of range lists, which DIEs can share: hostile sharing must not multiply memory).
+    private var rangeBudget = 0
+    /// Bytes of line programs still allowed to be run, over all units.
+    private var lineBudget = 0
 
     /// Reads the DWARF of `elf`; nil when it has no readable .debug_info unit.
     ///
@@ -63,21 +69,33 @@ public final class DWARFInfo: @unchecked Sendable {
         guard sections.info.count > 0 else { return nil }
         self.sections = sections
         var tables: [TableKey: DWARFAbbreviationTable] = [:]
+        var abbreviationBudget = 4 * sections.abbrev.count + (1 << 20)
         let units = DWARFUnit.parseUnits(sections: sections) { offset, format in
             let key = TableKey(offset: offset, format: format)
             if let table = tables[key] { return table }
-            let table = DWARFAbbreviationTable(section: sections.abbrev, offset: offset, format: format)
+            let table = DWARFAbbreviationTable(
+                section: sections.abbrev, offset: offset, format: format, budget: &abbreviationBudget)
             tables[key] = table
             return table
         }
         guard !units.isEmpty else { return nil }
         self.units = units
-        unitMap = DWARFInfo.buildUnitMap(units: units, sections: sections)
+        // What a well-formed file can hold at most (see DWARFInfo's budgets); beyond it, a file
+        // is hostile and gets fewer answers rather than unbounded memory or time.
+        rangeBudget = sections.info.count / 2 + sections.ranges.count / 8 + sections.rnglists.count
+            + sections.aranges.count / 8 + 4096
+        lineBudget = 4 * sections.line.count + (1 << 20)
+        unitMap = DWARFInfo.buildUnitMap(units: units, sections: sections, budget: &rangeBudget)
     }
 
     private struct TableKey: Hashable {
         var offset: UInt64
         var format: DWARFFormat
+    }
+
+    private struct LineTableKey: Hashable {
+        var offset: UInt64
+        var compDir: String?
     }
 
     /// The source frames at `address` (an ELF virtual address of this file), innermost first:
@@ -98,7 +116,7 @@ public final class DWARFInfo: @unchecked Sendable {
         if let built = unit.tree {
             tree = built
         } else {
-            tree = DWARFInlineTree(unit: unit)
+            tree = DWARFInlineTree(unit: unit, budget: &rangeBudget)
             unit.tree = tree
         }
         let lineTable = self.lineTable(of: unit)
@@ -137,10 +155,19 @@ public final class DWARFInfo: @unchecked Sendable {
         return frames
     }
 
+    /// The unit's line table; units with the same stmt_list and comp_dir share one.
     private func lineTable(of unit: DWARFUnit) -> DWARFLineTable? {
         if !unit.lineTableLoaded {
             unit.lineTableLoaded = true
-            if let offset = unit.stmtList { unit.lineTable = DWARFLineTable(unit: unit, offset: offset) }
+            if let offset = unit.stmtList {
+                let key = LineTableKey(offset: offset, compDir: unit.compDir)
+                if let shared = lineTables[key] {
+                    unit.lineTable = shared
+                } else if let table = DWARFLineTable(unit: unit, offset: offset, budget: &lineBudget) {
+                    lineTables[key] = table
+                    unit.lineTable = table
+                }
+            }
         }
         return unit.lineTable
     }
@@ -149,7 +176,7 @@ public final class DWARFInfo: @unchecked Sendable {
 
     /// Address → unit: each .debug_aranges set for the unit it names; units no set names
     /// contribute their unit DIE's ranges (LLVM's DWARFDebugAranges::generate).
-    private static func buildUnitMap(units: [DWARFUnit], sections: DWARFSections) -> DWARFAddressMap {
+    private static func buildUnitMap(units: [DWARFUnit], sections: DWARFSections, budget: inout Int) -> DWARFAddressMap {
         var ranges: [DWARFRange] = []
         var owners: [Int32] = []
         var covered = [Bool](repeating: false, count: units.count)
@@ -176,14 +203,14 @@ public final class DWARFInfo: @unchecked Sendable {
                   let size = cursor.unsigned(size: Int(addressSize)) {
                 if start == 0 && size == 0 { break }
                 let (high, overflow) = start.addingReportingOverflow(size)
-                if !overflow && size > 0 {
+                if !overflow && size > 0 && budget > 0 {
+                    budget -= 1
                     ranges.append(DWARFRange(low: start, high: high))
                     owners.append(Int32(unitIndex))
                 }
             }
         }
 
-        var budget = sections.info.count + sections.ranges.count / 2 + sections.rnglists.count / 2 + 64
         for unit in units where !covered[unit.index] && unit.isCodeUnit {
             let before = ranges.count
             unit.unitRanges(into: &ranges, budget: &budget)

@@ -78,13 +78,14 @@ final class DWARFSections: @unchecked Sendable {
 
 /// A forward reader over a ByteView. Every read checks the bounds and returns nil past the
 /// end; callers stop parsing at the first nil, so a truncated section ends a walk early.
+/// Invariant: 0 <= offset <= view.count (callers that set `offset` keep it so).
 struct DWARFCursor {
     let view: ByteView
     var offset: Int
 
     init(_ view: ByteView, offset: Int = 0) {
         self.view = view
-        self.offset = offset
+        self.offset = min(max(offset, 0), view.count)
     }
 
     init(_ view: ByteView, offset: UInt64) {
@@ -171,7 +172,7 @@ struct DWARFCursor {
             if shift < 64 { result |= Int64(byte & 0x7F) << shift }
             shift += 7
             if byte & 0x80 == 0 {
-                if shift < 64 && byte & 0x40 != 0 { result |= -(Int64(1) << shift) }
+                if shift < 64 && byte & 0x40 != 0 { result |= Int64(bitPattern: UInt64.max << UInt64(shift)) }
                 return result
             }
         }

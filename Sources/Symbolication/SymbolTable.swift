@@ -10,6 +10,8 @@ public struct SymbolTable: Sendable {
         var nameOffset: UInt32
         var table: UInt8 // 0 = .symtab, 1 = .dynsym
         var rank: UInt8  // lower wins among aliases: sized global < sized local < unsized
+        /// Name offset of the STT_FILE symbol before this one in its table (0: none).
+        var fileNameOffset: UInt32
     }
 
     public struct Match: Sendable, Equatable {
@@ -17,6 +19,10 @@ public struct SymbolTable: Sendable {
         public var address: UInt64
         public var offset: UInt64
         public var size: UInt64
+        /// The STT_FILE symbol preceding it in the table: a guess at its source file that
+        /// llvm-symbolizer prints when there is no DWARF. Often wrong (every global gets the
+        /// last file of the locals), so reports do not use it.
+        public var symbolFile: String?
     }
 
     private var entries: [Entry] = []
@@ -35,15 +41,19 @@ public struct SymbolTable: Sendable {
             strings.append(stringTable)
             let count = UInt64(data.count) / 24
             entries.reserveCapacity(entries.count + Int(count))
+            var fileNameOffset: UInt32 = 0
             for index in 0..<count {
                 let at = index * 24
                 guard let nameOffset = data.u32(at), let info = data.u8(at + 4), let sectionIndex = data.u16(at + 6),
                       let value = data.u64(at + 8), let size = data.u64(at + 16) else { break }
                 let type = info & 0x0F, binding = info >> 4
+                if type == 4 { fileNameOffset = nameOffset } // STT_FILE
                 // Functions and GNU indirect functions that are defined (not SHN_UNDEF).
                 guard type == 2 || type == 10, sectionIndex != 0, value != 0 else { continue }
                 let rank: UInt8 = size == 0 ? 2 : (binding == 1 ? 0 : 1)
-                entries.append(Entry(address: value, size: size, nameOffset: nameOffset, table: UInt8(tableIndex), rank: rank))
+                entries.append(Entry(
+                    address: value, size: size, nameOffset: nameOffset, table: UInt8(tableIndex), rank: rank,
+                    fileNameOffset: binding == 0 ? fileNameOffset : 0)) // only locals belong to a FILE
             }
         }
         entries.sort { ($0.address, $0.rank, $0.table) < ($1.address, $1.rank, $1.table) }
@@ -74,6 +84,7 @@ public struct SymbolTable: Sendable {
         // Versioned names in a .symtab ("__libc_start_main@@GLIBC_2.34"): the version is not
         // part of the function's name.
         if let at = name.firstIndex(of: "@"), at != name.startIndex { name = String(name[..<at]) }
-        return Match(name: name, address: entry.address, offset: offset, size: entry.size)
+        let file = entry.fileNameOffset == 0 ? nil : strings[Int(entry.table)].cString(UInt64(entry.fileNameOffset))
+        return Match(name: name, address: entry.address, offset: offset, size: entry.size, symbolFile: file)
     }
 }

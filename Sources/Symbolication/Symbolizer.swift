@@ -135,26 +135,33 @@ public final class Symbolizer: @unchecked Sendable {
     }
 
     /// Symbolicates an ELF virtual address of one image (the offline and addr2line paths).
+    /// With `demangle` false, names stay as they are in the file (and cost nothing more);
+    /// with `symbolFile`, a frame without DWARF takes its file from the preceding STT_FILE
+    /// symbol, as llvm-symbolizer does (line 0).
     public static func frames(
-        in debug: DebugImage, virtualAddress: UInt64, isReturnAddress: Bool, template: SymbolicatedFrame = SymbolicatedFrame()
+        in debug: DebugImage, virtualAddress: UInt64, isReturnAddress: Bool, template: SymbolicatedFrame = SymbolicatedFrame(),
+        demangle: Bool = true, symbolFile: Bool = false
     ) -> [SymbolicatedFrame] {
         var frame = template
         let lookup = virtualAddress &- (isReturnAddress ? 1 : 0)
         let symbol = debug.symbolsMatch ? debug.symbolSource.symbols.lookup(lookup) : nil
         if let symbol {
-            let demangled = Demangler.demangle(symbol.name)
+            let demangled = demangle ? Demangler.demangle(symbol.name) : nil
             frame.function = demangled ?? symbol.name
             frame.mangled = demangled == nil ? nil : symbol.name
             frame.functionOffset = virtualAddress &- symbol.address
         }
         let sources = debug.dwarf?.frames(at: lookup) ?? []
-        guard !sources.isEmpty else { return [frame] }
+        guard !sources.isEmpty else {
+            if symbolFile, let file = symbol?.symbolFile { frame.file = file }
+            return [frame]
+        }
         var result: [SymbolicatedFrame] = []
         for (position, source) in sources.enumerated() {
             var entry = frame
             let outermost = position == sources.count - 1
             if !outermost || symbol == nil, let name = source.function {
-                let demangled = Demangler.demangle(name)
+                let demangled = demangle ? Demangler.demangle(name) : nil
                 entry.function = demangled ?? name
                 entry.mangled = demangled == nil ? nil : name
                 if !outermost { entry.functionOffset = nil }

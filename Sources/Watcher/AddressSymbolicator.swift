@@ -32,8 +32,8 @@ public struct AddressSymbolicator {
             output.append(contentsOf: Array("??\n??:0:0\n\n".utf8))
             return
         }
-        for frame in Symbolizer.frames(in: debug, virtualAddress: address, isReturnAddress: false) {
-            let name = demangle ? frame.function : (frame.mangled ?? frame.function)
+        for frame in Symbolizer.frames(in: debug, virtualAddress: address, isReturnAddress: false, demangle: demangle, symbolFile: true) {
+            let name = frame.function
             output.append(contentsOf: Array((name ?? "??").utf8))
             output.append(10)
             let location = "\(frame.file ?? "??"):\(frame.line ?? 0):\(frame.column ?? 0)\n"
