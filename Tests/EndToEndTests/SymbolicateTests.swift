@@ -149,4 +149,50 @@ final class SymbolicateTests: XCTestCase {
         XCTAssertFalse(event.crashedFunctions.contains("crash_null"), "the stripped binary has no such name of its own")
         XCTAssertNil(event.crashedThreadRecord?.frames?.first?.file, "no lines from a file with another build-id")
     }
+
+    /// Agreement with llvm-symbolizer (function, file:line:column, inline frames) on
+    /// thousands of addresses: a generated C binary with DWARF and inlining, and
+    /// libswiftCore.so, which has only a symbol table.
+    func testAgreesWithLlvmSymbolizer() throws {
+        let llvm = "/opt/swift/usr/bin/llvm-symbolizer"
+        guard FileManager.default.isExecutableFile(atPath: llvm) else {
+            throw TestFailure("llvm-symbolizer from the Swift toolchain is missing at \(llvm)")
+        }
+        var source = "#include <stdint.h>\nvolatile uint64_t sink;\n"
+        for i in 0..<600 {
+            if i % 4 == 0 {
+                source += "static inline __attribute__((always_inline)) uint64_t helper_\(i)(uint64_t x) { for (int k = 0; k < 3; k++) x = x * \(i + 3) + sink; return x; }\n"
+            }
+            source += "__attribute__((noinline)) uint64_t function_\(i)(uint64_t x) {\n  x = (x ^ \(i * 7919)u) * \(i + 11)u + sink;\n  if (x & 1) sink += x;\n"
+            if i % 4 == 0 { source += "  x += helper_\(i)(x);\n" }
+            if i > 0 { source += "  if (x & 2) x += function_\(i / 2)(x >> 1);\n" }
+            source += "  return x;\n}\n"
+        }
+        source += "int main(int argc, char **argv) { (void)argv; return (int)function_599((uint64_t)argc); }\n"
+        let file = Self.directory + "/large.c"
+        try source.write(toFile: file, atomically: true, encoding: .utf8)
+        let large = try TestSupport.compile([file], output: Self.directory + "/large", flags: ["-O2", "-g"])
+        let swiftCore = "/opt/swift/usr/lib/swift/linux/libswiftCore.so"
+
+        for (binary, minimum) in [(large, 0.995), (swiftCore, 0.995)] {
+            let sections = try TestSupport.run(["readelf", "-SW", binary]).stdout
+            guard let text = sections.split(separator: "\n").first(where: { $0.contains(" .text ") }) else { throw TestFailure("no .text") }
+            let fields = text.split(separator: "]").last!.split(separator: " ")
+            let start = UInt64(fields[2], radix: 16)!, size = UInt64(fields[4], radix: 16)!
+            var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+            let addresses = (0..<3000).map { _ -> String in
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                return "0x" + String(start + (state >> 11) % size, radix: 16)
+            }
+            let input = addresses.joined(separator: "\n") + "\n"
+            let ours = try TestSupport.run([TestSupport.crashport, "symbolicate", "--obj", binary, "--no-demangle"], input: input)
+            let theirs = try TestSupport.run([llvm, "--obj=" + binary, "--no-demangle"], input: input)
+            let a = ours.stdout.components(separatedBy: "\n\n"), b = theirs.stdout.components(separatedBy: "\n\n")
+            let same = zip(a, b).filter { $0 == $1 }.count
+            let disagreements = zip(zip(a, b), addresses).filter { pair, _ in pair.0 != pair.1 }.prefix(5)
+                .map { pair, address in "\(address): \(pair.0) | \(pair.1)" }
+            XCTAssertGreaterThanOrEqual(Double(same) / Double(addresses.count), minimum,
+                                        "\(binary): \(same)/\(addresses.count) agree; first differences:\n\(disagreements.joined(separator: "\n"))")
+        }
+    }
 }

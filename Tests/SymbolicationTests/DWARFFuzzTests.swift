@@ -1,6 +1,6 @@
 // DWARFFuzzTests: DWARFInfo over thousands of corrupted copies of real programs' debug
 // sections (flipped bits, runs of 0xFF/0x80 that make endless LEB128s, random bytes, sections
-// truncated through their header, zlib streams damaged). The files are built in memory with
+// truncated or moved through their header, zlib streams damaged), from C and C++ programs. The files are built in memory with
 // MappedFile(bytes:), with a fixed seed so a failure reproduces. It passes by not trapping,
 // not hanging (a wall-clock bound) and not exhausting memory; the results are not checked.
 
@@ -53,21 +53,30 @@ final class DWARFFuzzTests: XCTestCase {
             subjects.append(try subject(try SymbolicationFixtures.compile(
                 source: DWARFReaderTests.cSource, name: "fuzz.c", in: directory, compiler: gcc, flags: flags, output: output)))
         }
+        if let gxx = SymbolicationFixtures.tool("g++") {
+            subjects.append(try subject(try SymbolicationFixtures.compile(
+                source: DWARFReaderTests.cppSource, name: "fuzz.cpp", in: directory, compiler: gxx, flags: ["-O2", "-g"],
+                output: "cpp")))
+        }
         if let clang = SymbolicationFixtures.tool("clang") {
             subjects.append(try subject(try SymbolicationFixtures.compile(
                 source: DWARFReaderTests.cSource, name: "fuzz.c", in: directory, compiler: clang, flags: ["-O2", "-g"],
                 output: "clang")))
         }
 
-        var generator = Generator(state: 0x5EED_DEAD_BEEF)
+        // DWARF_FUZZ_ITERATIONS / DWARF_FUZZ_SECONDS / DWARF_FUZZ_SEED run a longer campaign.
+        let environment = ProcessInfo.processInfo.environment
+        let limit = environment["DWARF_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 2000
+        let seconds = environment["DWARF_FUZZ_SECONDS"].flatMap(Double.init) ?? 20
+        var generator = Generator(state: environment["DWARF_FUZZ_SEED"].flatMap { UInt64($0) } ?? 0x5EED_DEAD_BEEF)
         let start = Date()
         var iterations = 0, parsed = 0, frames = 0
-        while iterations < 2000 && Date().timeIntervalSince(start) < 20 {
+        while iterations < limit && Date().timeIntervalSince(start) < seconds {
             let subject = subjects[iterations % subjects.count]
             var bytes = subject.bytes
             let (index, section) = subject.sections[generator.below(subject.sections.count)]
             let base = Int(section.offset), size = Int(section.size)
-            switch generator.below(5) {
+            switch generator.below(6) {
             case 0: // flip a few bits
                 for _ in 0..<(1 + generator.below(8)) { bytes[base + generator.below(size)] ^= UInt8(1 << generator.below(8)) }
             case 1: // random bytes
@@ -80,6 +89,10 @@ final class DWARFFuzzTests: XCTestCase {
                 let header = subject.sectionHeaders + index * 64 + 32
                 let newSize = UInt64(generator.below(size))
                 withUnsafeBytes(of: newSize.littleEndian) { for (offset, byte) in $0.enumerated() { bytes[header + offset] = byte } }
+            case 4: // move the section: a random sh_offset, possibly out of the file
+                let header = subject.sectionHeaders + index * 64 + 24
+                let newOffset = generator.below(2) == 0 ? UInt64(generator.below(bytes.count)) : generator.next()
+                withUnsafeBytes(of: newOffset.littleEndian) { for (offset, byte) in $0.enumerated() { bytes[header + offset] = byte } }
             default: // damage every debug section a little
                 for (_, other) in subject.sections {
                     bytes[Int(other.offset) + generator.below(Int(other.size))] = UInt8(truncatingIfNeeded: generator.next())

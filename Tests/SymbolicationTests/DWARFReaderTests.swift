@@ -212,6 +212,36 @@ final class DWARFReaderTests: XCTestCase {
         try assertMatchesLLVM(path)
     }
 
+    func testLinkTimeOptimizedCrossUnitReferencesMatchLLVMSymbolizer() throws {
+        // With -flto, inlined instances refer to abstract origins in other units (DW_FORM_ref_addr).
+        let first = """
+            #include <stdio.h>
+            int helper(int a);
+            static int wrap(int v) { return helper(v) * 3 + 1; }
+            int main(int argc, char **argv) { printf("%d\\n", wrap(argc * 7) + helper(argc)); return 0; }
+
+            """
+        let second = """
+            static inline __attribute__((always_inline)) int square2(int x) { return x * x - 1; }
+            int helper(int a) { int s = 0; for (int i = 0; i < a; i++) s += square2(i ^ a); return s; }
+
+            """
+        try first.write(toFile: directory + "/lto1.c", atomically: true, encoding: .utf8)
+        try second.write(toFile: directory + "/lto2.c", atomically: true, encoding: .utf8)
+        let gcc = try SymbolicationFixtures.require("gcc", "llvm-symbolizer")[0]
+        let output = directory + "/lto"
+        let result = try SymbolicationFixtures.run(
+            [gcc, "-O2", "-g", "-flto", directory + "/lto1.c", directory + "/lto2.c", "-o", output])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        try assertMatchesLLVM(output)
+        let elf = try ELFFile(path: output)
+        let info = try XCTUnwrap(DWARFInfo(elf: elf))
+        let inlined = SymbolicationFixtures.textAddresses(elf, stride: 1).map { info.frames(at: $0) }
+            .filter { $0.first?.function == "square2" }
+        XCTAssertFalse(inlined.isEmpty, "square2 was not found inlined through a cross-unit origin")
+        for frames in inlined { XCTAssertEqual(frames.map(\.function), ["square2", "helper"]) }
+    }
+
     // MARK: - Inlining semantics, checked against the source
 
     func testAlwaysInlineFunctionIsInlinedFrameAboveCallerWithCallSiteLine() throws {
