@@ -31,7 +31,7 @@ let package = Package(
         ),
         .target(name: "ReportModel"),
         .target(name: "Inspection", dependencies: ["CShims"]),
-        .target(name: "Symbolication", dependencies: ["CShims"], linkerSettings: [.linkedLibrary("stdc++"), .linkedLibrary("z")]),
+        .target(name: "Symbolication", dependencies: ["CShims"], linkerSettings: [.linkedLibrary("stdc++"), .linkedLibrary("z"), .linkedLibrary("iberty")]),
         .target(name: "Unwinding", dependencies: ["CShims", "Symbolication"]),
         .target(
             name: "Watcher",

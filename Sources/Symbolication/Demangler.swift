@@ -1,5 +1,7 @@
 // Demangler: readable names for Swift, C++ (Itanium) and Rust (legacy) symbols.
 //
+// Rust v0 names (_R…) go through GNU libiberty's rust_demangle, the demangler binutils uses,
+// without its verbose flag: "mycrate::foo::bar", as Rust's own backtraces print them.
 // Swift names go through the Swift runtime's own demangler, in the simplified form Swift's
 // backtracer prints (_swift_backtrace_demangle; swift_demangle's full form as a fallback);
 // Itanium names through the C++ runtime's __cxa_demangle. Rust legacy names are
@@ -24,6 +26,9 @@ private func _swift_backtrace_demangle(
     _ outputBufferSize: UnsafeMutablePointer<Int>?
 ) -> UnsafeMutablePointer<CChar>?
 
+@_silgen_name("rust_demangle")
+private func _rust_demangle(_ mangled: UnsafePointer<CChar>?, _ options: Int32) -> UnsafeMutablePointer<CChar>?
+
 @_silgen_name("__cxa_demangle")
 private func _cxa_demangle(
     _ mangledName: UnsafePointer<CChar>?, _ outputBuffer: UnsafeMutablePointer<CChar>?,
@@ -45,6 +50,12 @@ public enum Demangler {
                 let text = String(cString: result)
                 return text == name ? nil : text
             }
+        }
+        if name.hasPrefix("_R") {
+            // DMGL_PARAMS | DMGL_ANSI: parameters, no crate disambiguator hashes.
+            guard let result = name.withCString({ _rust_demangle($0, 1 | 2) }) else { return nil }
+            defer { free(result) }
+            return String(cString: result)
         }
         if name.hasPrefix("_Z") {
             var status: Int32 = 0
