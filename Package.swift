@@ -17,7 +17,8 @@ let package = Package(
     targets: [
         // The wire ABI shared with the stub (header only; protocol.c holds its static checks).
         .target(name: "CCrashPortProtocol", path: "CSupport/protocol"),
-        // Thin C over what Swift cannot call: variadic ptrace, libunwind's macro API, libelf.
+        // Thin C over what Swift cannot call: variadic ptrace, recvmsg control messages,
+        // libunwind's macro API. (ELF and DWARF are read by Symbolication's own readers.)
         .target(
             name: "CShims",
             path: "CSupport/shims",
@@ -25,8 +26,6 @@ let package = Package(
                 .linkedLibrary("unwind-generic"),
                 .linkedLibrary("unwind"),
                 .linkedLibrary("lzma"),
-                .linkedLibrary("elf"),
-                .linkedLibrary("dw"),
             ]
         ),
         .target(name: "ReportModel"),

@@ -80,6 +80,12 @@ public enum ReportBuilder {
                 registers: registers, frames: frames, truncated: stack.skipped > 0 ? stack.skipped : nil))
         }
         event.threads = threads
+        // Swift traps carry their reason as an artificial inlined frame at the trap.
+        if let top = threads.first(where: { $0.crashed == true })?.frames?.first, top.inlined == true,
+           let reason = top.function, reason.hasPrefix("Swift runtime failure: ") {
+            let described = event.signal?.description ?? ""
+            event.signal?.description = described + "; " + reason
+        }
         event.modules = snapshot.modules.map {
             ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID.isEmpty ? nil : hex($0.buildID))
         }
@@ -94,7 +100,8 @@ public enum ReportBuilder {
             case 0: return .disposition("default")
             case 1: return .disposition("ignore")
             default:
-                let symbol = symbolizer.symbolicate(pc: action.handler, isReturnAddress: false).first
+                // The function itself, not what is inlined at its first instruction.
+                let symbol = symbolizer.symbolicate(pc: action.handler, isReturnAddress: false).last
                 return .function(
                     address: HexAddress(action.handler), symbol: symbol?.function, module: symbol?.module,
                     flags: actionFlags(action.flags))

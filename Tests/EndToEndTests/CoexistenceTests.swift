@@ -179,8 +179,17 @@ final class CoexistenceTests: XCTestCase {
         XCTAssertEqual(watched.reportIDs.count, 1)
         let event = try watched.event()
         XCTAssertEqual(event.signal?.name, "SIGILL")
-        XCTAssertEqual(event.crashedFunctions.first, "specialized Inventory.item(at:)")
-        XCTAssertTrue(event.crashedThreadRecord?.frames?.first?.mangled?.hasPrefix("$s") ?? false)
+        // Swift marks the trap with an artificial inlined frame naming the failure, above the
+        // function that trapped.
+        XCTAssertEqual(event.crashedFunctions.first, "Swift runtime failure: Index out of range")
+        XCTAssertTrue(containsInOrder(event.crashedFunctions, ["specialized Inventory.item(at:)", "main"]), "\(event.crashedFunctions)")
+        XCTAssertEqual(event.crashedThreadRecord?.frames?.first?.inlined, true)
+        let item = event.crashedThreadRecord?.frames?.first { $0.function == "specialized Inventory.item(at:)" }
+        XCTAssertTrue(item?.mangled?.hasPrefix("$s") ?? false)
+        XCTAssertEqual(item?.file.map { ($0 as NSString).lastPathComponent }, "Inventory.swift")
+        XCTAssertEqual(item?.line, 8)
+        XCTAssertTrue(event.signal?.description?.contains("Index out of range") ?? false)
+        XCTAssertTrue(watched.result.stderr.contains("Index out of range"))
     }
 
     /// AddressSanitizer keeps working (its runtime is preloaded first) and still reports.
