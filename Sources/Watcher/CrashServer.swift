@@ -8,6 +8,7 @@
 import CCrashPortProtocol
 import CShims
 import Foundation
+import Inspection
 import ReportModel
 #if canImport(Glibc)
 import Glibc
@@ -154,6 +155,12 @@ public final class CrashServer {
 
     func handleCrash(_ record: CrashRecord, reply: Int32) {
         let started = monotonicNanoseconds()
+        // A process with many threads takes longer to capture: say so before starting, so the
+        // stub's bounded wait does not run out mid-capture (it caps the total at 6x its timeout).
+        if ProcFiles.threads(of: record.pid).count > 256 {
+            let heartbeat = HeartbeatMessage.encode(extendMilliseconds: 10_000)
+            _ = heartbeat.withUnsafeBytes { send(reply, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
         let capture = CaptureSession.capture(record: record, options: options, cache: cache)
         // The process is released; let it continue down its handler chain now. Unwinding,
         // symbolication and writing happen while it dies.

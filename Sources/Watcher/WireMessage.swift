@@ -192,6 +192,20 @@ public struct CrashRecord: Equatable {
     }
 }
 
+public enum HeartbeatMessage {
+    /// "Still working: give me extendMilliseconds more from now" (the stub caps the total).
+    public static func encode(extendMilliseconds: UInt32) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: MemoryLayout<cp_heartbeat>.size)
+        func put32(_ value: UInt32, _ offset: Int) { for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) } }
+        put32(CP_MAGIC, Layout.offset(\cp_header.magic))
+        put32(CP_VERSION, Layout.offset(\cp_header.version))
+        put32(UInt32(bytes.count), Layout.offset(\cp_header.size))
+        put32(CP_MSG_HEARTBEAT.rawValue, Layout.offset(\cp_header.type))
+        put32(extendMilliseconds, Layout.offset(\cp_heartbeat.extend_ms))
+        return bytes
+    }
+}
+
 public enum VerdictMessage {
     public static func encode(verdict: UInt32 = CP_VERDICT_CONTINUE, captureNanoseconds: UInt64) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: MemoryLayout<cp_verdict>.size)
