@@ -10,7 +10,7 @@ import Watcher
 struct Crashport: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "An out-of-process crash reporter for Linux.",
-        subcommands: [Run.self, List.self, Show.self, Symbolicate.self]
+        subcommands: [Run.self, List.self, Show.self, Symbolicate.self, Doctor.self]
     )
 }
 
@@ -195,5 +195,19 @@ struct Symbolicate: ParsableCommand {
         } catch {
             fail("symbolicate: \(error)", status: 1)
         }
+    }
+}
+
+struct Doctor: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Why capture would or would not work here.")
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    func run() throws {
+        let findings = Watcher.Doctor().findings(store: reportsOption.store)
+        for finding in findings {
+            print("\(finding.level.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(finding.text)")
+        }
+        if findings.contains(where: { $0.level == .problem }) { throw ExitCode(1) }
     }
 }
