@@ -44,5 +44,6 @@ let package = Package(
         .testTarget(name: "ReportModelTests", dependencies: ["ReportModel", "TestSupport"]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher", "CCrashPortProtocol", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport"]),
+        .testTarget(name: "SymbolicationTests", dependencies: ["Symbolication", "TestSupport"]),
     ]
 )

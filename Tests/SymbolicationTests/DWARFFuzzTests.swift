@@ -71,6 +71,7 @@ final class DWARFFuzzTests: XCTestCase {
         var generator = Generator(state: environment["DWARF_FUZZ_SEED"].flatMap { UInt64($0) } ?? 0x5EED_DEAD_BEEF)
         let start = Date()
         var iterations = 0, parsed = 0, frames = 0
+        var slowest: TimeInterval = 0
         while iterations < limit && Date().timeIntervalSince(start) < seconds {
             let subject = subjects[iterations % subjects.count]
             var bytes = subject.bytes
@@ -79,8 +80,15 @@ final class DWARFFuzzTests: XCTestCase {
             switch generator.below(6) {
             case 0: // flip a few bits
                 for _ in 0..<(1 + generator.below(8)) { bytes[base + generator.below(size)] ^= UInt8(1 << generator.below(8)) }
-            case 1: // random bytes
-                for _ in 0..<(1 + generator.below(16)) { bytes[base + generator.below(size)] = UInt8(truncatingIfNeeded: generator.next()) }
+            case 1: // random bytes, scattered or in one block
+                if generator.below(2) == 0 {
+                    for _ in 0..<(1 + generator.below(16)) { bytes[base + generator.below(size)] = UInt8(truncatingIfNeeded: generator.next()) }
+                } else {
+                    let at = base + generator.below(size)
+                    for offset in at..<min(base + size, at + 1 + generator.below(256)) {
+                        bytes[offset] = UInt8(truncatingIfNeeded: generator.next())
+                    }
+                }
             case 2: // a run of LEB128 continuation bytes or all-ones
                 let fill: UInt8 = generator.below(2) == 0 ? 0xFF : 0x80
                 let at = base + generator.below(size)
@@ -99,12 +107,15 @@ final class DWARFFuzzTests: XCTestCase {
                 }
             }
             iterations += 1
+            let variantStart = Date()
             let file = MappedFile(bytes: bytes, name: "fuzz-\(iterations)")
             guard let elf = try? ELFFile(file: file), let info = DWARFInfo(elf: elf) else { continue }
             parsed += 1
             for address in subject.addresses { frames += info.frames(at: address).count }
+            slowest = max(slowest, Date().timeIntervalSince(variantStart))
         }
-        print("DWARF fuzz: \(iterations) variants, \(parsed) parsed, \(frames) frames, \(Date().timeIntervalSince(start)) s")
+        print("DWARF fuzz: \(iterations) variants, \(parsed) parsed, \(frames) frames, \(Date().timeIntervalSince(start)) s,"
+            + " slowest variant \(slowest) s")
         XCTAssertGreaterThan(iterations, 100)
         XCTAssertGreaterThan(parsed, iterations / 2)
     }

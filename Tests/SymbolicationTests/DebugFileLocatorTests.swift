@@ -97,6 +97,22 @@ final class DebugFileLocatorTests: XCTestCase {
         try assertSameFrames(found, as: program.full)
     }
 
+    func testSeparateDebugFileMatchesLLVMSymbolizer() throws {
+        _ = try SymbolicationFixtures.require("llvm-symbolizer")
+        let program = try build("versus-llvm")
+        let root = directory + "/llvm-root"
+        _ = try place(program.debug, atBuildID: program.buildID, under: root)
+        let stripped = try ELFFile(path: program.stripped)
+        let found = try XCTUnwrap(DebugFileLocator(debugDirectories: [root]).debugFile(for: stripped))
+        // The stripped binary's own (here: dynamic) symbols name the outermost frame, as in llvm.
+        let info = try XCTUnwrap(DWARFInfo(elf: found, symbolFile: stripped))
+        let comparison = try SymbolizerComparison.compare(
+            info: info, path: program.stripped, addresses: SymbolicationFixtures.textAddresses(stripped, stride: 1),
+            arguments: ["--debug-file-directory=" + root])
+        XCTAssertGreaterThanOrEqual(comparison.agreement, 0.995, "\(comparison)")
+        XCTAssertGreaterThan(comparison.agreeing, 50, "\(comparison)")
+    }
+
     func testDebugFileWithWrongBuildIDIsRejected() throws {
         let program = try build("victim")
         let impostor = try build("impostor", variant: 1)

@@ -141,11 +141,12 @@ struct SymbolizerComparison: CustomStringConvertible {
     }
 
     /// llvm-symbolizer's frames for each address, in order.
-    static func llvmFrames(path: String, addresses: [UInt64]) throws -> [[Frame]] {
+    static func llvmFrames(path: String, addresses: [UInt64], arguments: [String] = []) throws -> [[Frame]] {
         guard let symbolizer = SymbolicationFixtures.llvmSymbolizer else { throw XCTSkip("llvm-symbolizer not found") }
         let input = addresses.map { "0x" + String($0, radix: 16) }.joined(separator: "\n") + "\n"
         let result = try SymbolicationFixtures.run(
-            [symbolizer, "--obj=" + path, "--functions=linkage", "--inlining", "--no-demangle", "--output-style=JSON"],
+            [symbolizer, "--obj=" + path, "--functions=linkage", "--inlining", "--no-demangle", "--output-style=JSON"]
+                + arguments,
             input: input)
         var frames: [[Frame]] = []
         for line in result.stdout.split(separator: "\n") {
@@ -162,8 +163,11 @@ struct SymbolizerComparison: CustomStringConvertible {
 
     /// Compares `info.frames(at:)` with llvm-symbolizer on `path` for every address. A file
     /// without a slash in llvm's answer comes from an STT_FILE symbol, not from DWARF.
-    static func compare(info: DWARFInfo, path: String, addresses: [UInt64]) throws -> SymbolizerComparison {
-        let expected = try llvmFrames(path: path, addresses: addresses)
+    /// `arguments` go to llvm-symbolizer as well (e.g. --debug-file-directory).
+    static func compare(
+        info: DWARFInfo, path: String, addresses: [UInt64], arguments: [String] = []
+    ) throws -> SymbolizerComparison {
+        let expected = try llvmFrames(path: path, addresses: addresses, arguments: arguments)
         var comparison = SymbolizerComparison()
         guard expected.count == addresses.count else {
             comparison.total = addresses.count

@@ -1,0 +1,64 @@
+// Fuzz: the ELF reader on mutated real files, for a bounded time. Every accessor a report or
+// the unwinder uses must return something or nothing, never trap, hang or allocate without
+// bound.
+
+import Foundation
+@testable import Symbolication
+import XCTest
+
+final class ELFFuzzTests: XCTestCase {
+    struct SplitMix64: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    func testMutatedELFFilesNeverTrap() throws {
+        let original = try Array(Data(contentsOf: URL(fileURLWithPath: "/bin/true")))
+        var rng = SplitMix64(state: 0xE1F)
+        let deadline = Date().addingTimeInterval(8)
+        var rounds = 0
+        while Date() < deadline && rounds < 3000 {
+            rounds += 1
+            var bytes = original
+            switch rounds % 4 {
+            case 0: // the headers: ELF header, program headers
+                for _ in 0..<Int.random(in: 1...6, using: &rng) {
+                    bytes[Int.random(in: 0..<min(1024, bytes.count), using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+                }
+            case 1: // anywhere
+                for _ in 0..<Int.random(in: 1...32, using: &rng) {
+                    bytes[Int.random(in: 0..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+                }
+            case 2: // truncated
+                bytes.removeLast(Int.random(in: 1..<bytes.count, using: &rng))
+            default: // the section header table at the end
+                for _ in 0..<Int.random(in: 1...16, using: &rng) {
+                    let at = bytes.count - 1 - Int.random(in: 0..<min(2048, bytes.count), using: &rng)
+                    bytes[at] = UInt8.random(in: 0...255, using: &rng)
+                }
+            }
+            guard let elf = try? ELFFile(file: MappedFile(bytes: bytes, name: "fuzz")) else { continue }
+            _ = elf.buildID
+            _ = elf.debugLink
+            _ = elf.ehFrameTable
+            _ = elf.neededLibraries
+            _ = elf.isDynamicallyLinked
+            _ = elf.definesSymbol(named: "main")
+            _ = elf.executableRanges
+            for address in stride(from: UInt64(0), to: 0x8000, by: 0x3F1) {
+                _ = elf.symbols.lookup(address)
+                var buffer = [UInt8](repeating: 0, count: 16)
+                _ = buffer.withUnsafeMutableBytes { elf.read(virtualAddress: address, into: $0) }
+            }
+            let debug = DebugImageCache().image(for: elf, locator: DebugFileLocator(debugDirectories: []))
+            _ = Symbolizer.frames(in: debug, virtualAddress: 0x1040, isReturnAddress: false)
+        }
+        XCTAssertGreaterThan(rounds, 100)
+    }
+}
