@@ -13,8 +13,6 @@ struct DWARFAddressMap: Sendable {
     private let ends: [UInt64]
     private let values: [Int32]
 
-    var segmentCount: Int { ends.count }
-
     init() {
         starts = DWARFSortedIndex(keys: [])
         ends = []

@@ -41,6 +41,8 @@ public struct SourceFrame: Sendable, Equatable {
 
 public final class DWARFInfo: @unchecked Sendable {
     public let elf: ELFFile
+    /// The file whose symbol table names the outermost frame (see init).
+    public let symbolFile: ELFFile
     let sections: DWARFSections
     let units: [DWARFUnit]
     private let unitMap: DWARFAddressMap
@@ -62,8 +64,13 @@ public final class DWARFInfo: @unchecked Sendable {
     /// With `usesSymbolTable` (the default, as in llvm-symbolizer), the outermost frame's
     /// function is the ELF symbol covering the address when there is one: it names the code
     /// actually run (`f.cold`, `f.constprop.0`) where DWARF names the source function `f`.
-    public init?(elf: ELFFile, usesSymbolTable: Bool = true) {
+    /// The symbols are those of `symbolFile`, by default `elf` itself. When `elf` is a separate
+    /// debug file, passing the binary it belongs to gives llvm-symbolizer's answers exactly
+    /// (it reads the symbols of the file it was given: .dynsym names such as `setbuffer` for
+    /// a stripped libc, where the debug file's .symtab says `_IO_setbuffer`).
+    public init?(elf: ELFFile, symbolFile: ELFFile? = nil, usesSymbolTable: Bool = true) {
         self.elf = elf
+        self.symbolFile = symbolFile ?? elf
         self.usesSymbolTable = usesSymbolTable
         let sections = DWARFSections(elf: elf)
         guard sections.info.count > 0 else { return nil }
@@ -149,7 +156,7 @@ public final class DWARFInfo: @unchecked Sendable {
             }
         }
         if usesSymbolTable {
-            if symbolNames == nil { symbolNames = DWARFSymbolNames(elf: elf) }
+            if symbolNames == nil { symbolNames = DWARFSymbolNames(elf: symbolFile) }
             if let name = symbolNames?.name(at: address) { frames[frames.count - 1].function = name }
         }
         return frames

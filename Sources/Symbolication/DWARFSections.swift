@@ -94,7 +94,6 @@ struct DWARFCursor {
     }
 
     var remaining: Int { view.count - offset }
-    var isAtEnd: Bool { offset >= view.count }
 
     @inline(__always)
     mutating func skip(_ count: Int) -> Bool {

@@ -67,13 +67,9 @@ public struct SymbolTable: Sendable {
     /// The function containing `address` (an ELF virtual address). A sized symbol covers its
     /// size; an unsized one covers up to the next symbol.
     public func lookup(_ address: UInt64) -> Match? {
-        var low = 0, high = entries.count
-        while low < high {
-            let middle = (low + high) / 2
-            if entries[middle].address <= address { low = middle + 1 } else { high = middle }
-        }
-        guard low > 0 else { return nil }
-        let entry = entries[low - 1]
+        guard let found = entries.lastIndex(atOrBelow: address, key: \.address) else { return nil }
+        let entry = entries[found]
+        let low = found + 1
         let offset = address - entry.address
         if entry.size > 0 {
             guard offset < entry.size else { return nil }

@@ -47,7 +47,9 @@ public final class DebugImage: @unchecked Sendable {
         } else {
             symbolSource = elf
         }
-        dwarf = hasDWARF ? DWARFInfo(elf: elf) : debugFile.flatMap { DWARFInfo(elf: $0) }
+        // From a separate debug file, the outermost frame is still named from the binary's own
+        // symbols, as llvm-symbolizer does (setbuffer, not the debug file's _IO_setbuffer).
+        dwarf = hasDWARF ? DWARFInfo(elf: elf) : debugFile.flatMap { DWARFInfo(elf: $0, symbolFile: elf) }
         provenance = debugFile.map { "debug file \($0.path)" } ?? (hasDWARF ? "DWARF in the file" : "symbol table only")
     }
 
@@ -110,13 +112,8 @@ public final class Symbolizer: @unchecked Sendable {
     }
 
     public func image(containing address: UInt64) -> Image? {
-        var low = 0, high = images.count
-        while low < high {
-            let middle = (low + high) / 2
-            if images[middle].base <= address { low = middle + 1 } else { high = middle }
-        }
-        guard low > 0 else { return nil }
-        let image = images[low - 1]
+        guard let found = images.lastIndex(atOrBelow: address, key: \.base) else { return nil }
+        let image = images[found]
         return address - image.base < image.size ? image : nil
     }
 
@@ -160,7 +157,9 @@ public final class Symbolizer: @unchecked Sendable {
         for (position, source) in sources.enumerated() {
             var entry = frame
             let outermost = position == sources.count - 1
-            if !outermost || symbol == nil, let name = source.function {
+            // DWARFInfo already names the outermost frame from the symbol covering the address
+            // (f.cold, f.constprop.0, the right constructor alias), as llvm-symbolizer does.
+            if let name = source.function {
                 let demangled = demangle ? Demangler.demangle(name) : nil
                 entry.function = demangled ?? name
                 entry.mangled = demangled == nil ? nil : name

@@ -96,12 +96,8 @@ public final class Unwinder {
     }
 
     func isCode(_ address: UInt64) -> Bool {
-        var low = 0, high = codeRanges.count
-        while low < high {
-            let middle = (low + high) / 2
-            if codeRanges[middle].lowerBound <= address { low = middle + 1 } else { high = middle }
-        }
-        return low > 0 && codeRanges[low - 1].contains(address)
+        guard let found = codeRanges.lastIndex(atOrBelow: address, key: \.lowerBound) else { return false }
+        return codeRanges[found].contains(address)
     }
 
     /// Tables built from .eh_frame for modules without .eh_frame_hdr, each served at a
@@ -127,13 +123,8 @@ public final class Unwinder {
             }
             return true
         }
-        var low = 0, high = fileRanges.count
-        while low < high {
-            let middle = (low + high) / 2
-            if fileRanges[middle].start <= address { low = middle + 1 } else { high = middle }
-        }
-        if low > 0 {
-            let range = fileRanges[low - 1]
+        if let found = fileRanges.lastIndex(atOrBelow: address, key: \.start) {
+            let range = fileRanges[found]
             if address < range.end && UInt64(buffer.count) <= range.end - address {
                 let offset = Int(address - range.start)
                 buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: range.bytes[offset..<offset + buffer.count]))
@@ -146,13 +137,9 @@ public final class Unwinder {
     }
 
     func moduleIndex(containing address: UInt64) -> Int? {
-        var low = 0, high = modules.count
-        while low < high {
-            let middle = (low + high) / 2
-            if modules[middle].base <= address { low = middle + 1 } else { high = middle }
-        }
-        guard low > 0, address - modules[low - 1].base < modules[low - 1].size else { return nil }
-        return low - 1
+        guard let found = modules.lastIndex(atOrBelow: address, key: \.base),
+              address - modules[found].base < modules[found].size else { return nil }
+        return found
     }
 
     func table(for ip: UInt64) -> cp_unwind_table? {
@@ -245,13 +232,8 @@ public final class RegionMemory: MemorySource {
         let count = UInt64(buffer.count)
         // The last region whose start is at or below the address (regions do not overlap in
         // practice; a stack and the bytes around a pc are kept apart by capture).
-        var low = 0, high = regions.count
-        while low < high {
-            let middle = (low + high) / 2
-            if regions[middle].start <= address { low = middle + 1 } else { high = middle }
-        }
-        if low > 0 {
-            let region = regions[low - 1]
+        if let found = regions.lastIndex(atOrBelow: address, key: \.start) {
+            let region = regions[found]
             let offset = address - region.start
             if offset <= UInt64(region.bytes.count) && count <= UInt64(region.bytes.count) - offset {
                 region.bytes.withUnsafeBytes { bytes in

@@ -192,31 +192,42 @@ public struct CrashRecord: Equatable {
     }
 }
 
+/// Builds a message to send: the header filled in, fields written little-endian at their
+/// offsets in the C declaration.
+struct MessageEncoder {
+    var bytes: [UInt8]
+
+    init(type: UInt32, size: Int) {
+        bytes = [UInt8](repeating: 0, count: size)
+        put32(CP_MAGIC, at: Layout.offset(\cp_header.magic))
+        put32(CP_VERSION, at: Layout.offset(\cp_header.version))
+        put32(UInt32(size), at: Layout.offset(\cp_header.size))
+        put32(type, at: Layout.offset(\cp_header.type))
+    }
+
+    mutating func put32(_ value: UInt32, at offset: Int) {
+        for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
+    }
+
+    mutating func put64(_ value: UInt64, at offset: Int) {
+        for i in 0..<8 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
+    }
+}
+
 public enum HeartbeatMessage {
     /// "Still working: give me extendMilliseconds more from now" (the stub caps the total).
     public static func encode(extendMilliseconds: UInt32) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: MemoryLayout<cp_heartbeat>.size)
-        func put32(_ value: UInt32, _ offset: Int) { for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) } }
-        put32(CP_MAGIC, Layout.offset(\cp_header.magic))
-        put32(CP_VERSION, Layout.offset(\cp_header.version))
-        put32(UInt32(bytes.count), Layout.offset(\cp_header.size))
-        put32(CP_MSG_HEARTBEAT.rawValue, Layout.offset(\cp_header.type))
-        put32(extendMilliseconds, Layout.offset(\cp_heartbeat.extend_ms))
-        return bytes
+        var message = MessageEncoder(type: CP_MSG_HEARTBEAT.rawValue, size: MemoryLayout<cp_heartbeat>.size)
+        message.put32(extendMilliseconds, at: Layout.offset(\cp_heartbeat.extend_ms))
+        return message.bytes
     }
 }
 
 public enum VerdictMessage {
     public static func encode(verdict: UInt32 = CP_VERDICT_CONTINUE, captureNanoseconds: UInt64) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: MemoryLayout<cp_verdict>.size)
-        func put32(_ value: UInt32, _ offset: Int) { for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) } }
-        func put64(_ value: UInt64, _ offset: Int) { for i in 0..<8 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) } }
-        put32(CP_MAGIC, Layout.offset(\cp_header.magic))
-        put32(CP_VERSION, Layout.offset(\cp_header.version))
-        put32(UInt32(bytes.count), Layout.offset(\cp_header.size))
-        put32(CP_MSG_VERDICT.rawValue, Layout.offset(\cp_header.type))
-        put32(verdict, Layout.offset(\cp_verdict.verdict))
-        put64(captureNanoseconds, Layout.offset(\cp_verdict.capture_ns))
-        return bytes
+        var message = MessageEncoder(type: CP_MSG_VERDICT.rawValue, size: MemoryLayout<cp_verdict>.size)
+        message.put32(verdict, at: Layout.offset(\cp_verdict.verdict))
+        message.put64(captureNanoseconds, at: Layout.offset(\cp_verdict.capture_ns))
+        return message.bytes
     }
 }
