@@ -6,22 +6,10 @@
 
 import Foundation
 import Symbolication
+import TestSupport
 import XCTest
 
 final class DWARFFuzzTests: XCTestCase {
-    /// SplitMix64: a small deterministic generator.
-    struct Generator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ bound: Int) -> Int { bound <= 0 ? 0 : Int(next() % UInt64(bound)) }
-    }
-
     struct Subject {
         var bytes: [UInt8]
         var sections: [(index: Int, section: ELFSection)]
@@ -68,7 +56,7 @@ final class DWARFFuzzTests: XCTestCase {
         let environment = ProcessInfo.processInfo.environment
         let limit = environment["DWARF_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 2000
         let seconds = environment["DWARF_FUZZ_SECONDS"].flatMap(Double.init) ?? 20
-        var generator = Generator(state: environment["DWARF_FUZZ_SEED"].flatMap { UInt64($0) } ?? 0x5EED_DEAD_BEEF)
+        var generator = SplitMix64(seed: environment["DWARF_FUZZ_SEED"].flatMap { UInt64($0) } ?? 0x5EED_DEAD_BEEF)
         let start = Date()
         var iterations = 0, parsed = 0, frames = 0
         var slowest: TimeInterval = 0

@@ -4,23 +4,13 @@
 
 import Foundation
 @testable import Symbolication
+import TestSupport
 import XCTest
 
 final class ELFFuzzTests: XCTestCase {
-    struct SplitMix64: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     func testMutatedELFFilesNeverTrap() throws {
         let original = try Array(Data(contentsOf: URL(fileURLWithPath: "/bin/true")))
-        var rng = SplitMix64(state: 0xE1F)
+        var rng = SplitMix64(seed: 0xE1F)
         let deadline = Date().addingTimeInterval(8)
         var rounds = 0
         while Date() < deadline && rounds < 3000 {
