@@ -11,11 +11,14 @@
  * plus pthread_setspecific, and tools/check-stub-safety checks this object against the signal
  * handler's allowlist plus that one name. The mapping is released by a pthread key destructor
  * at thread exit (return, pthread_exit or cancellation); only touched pages cost memory, so a
- * thread that never takes a signal pays one page (the start record).
+ * thread that never takes a signal pays one page (the start record). Released mappings are
+ * kept in a few slots for the next threads (an atomic exchange per slot: no lock, no ABA), so
+ * a program that keeps creating threads pays two sigaltstack calls per thread, not five.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -27,6 +30,9 @@
 
 pthread_key_t cp_thread_key;
 int cp_thread_key_ready;
+
+#define CP_SPARE_SLOTS 32
+static struct cp_thread_region *cp_spare[CP_SPARE_SLOTS];
 
 typedef struct cp_thread_region {
     void *(*start)(void *);
@@ -42,6 +48,17 @@ cp_thread_region *cp_thread_prepare(void *(*start)(void *), void *argument)
 {
     if (!__atomic_load_n(&cp_thread_key_ready, __ATOMIC_ACQUIRE)) {
         return NULL;
+    }
+    for (int slot = 0; slot < CP_SPARE_SLOTS; slot++) {
+        if (__atomic_load_n(&cp_spare[slot], __ATOMIC_RELAXED) == NULL) {
+            continue;
+        }
+        cp_thread_region *spare = __atomic_exchange_n(&cp_spare[slot], NULL, __ATOMIC_ACQ_REL);
+        if (spare != NULL) {
+            spare->start = start;
+            spare->argument = argument;
+            return spare;
+        }
     }
     uint64_t size = CP_PAGE + CP_ALTSTACK_BYTES + CP_PAGE;
     long mapped = cp_safe_syscall6(SYS_mmap, 0, (long)size, PROT_READ | PROT_WRITE,
@@ -81,6 +98,12 @@ void cp_thread_release(void *value)
         (void)cp_safe_syscall2(SYS_sigaltstack, (long)&off, 0);
     } else if (current.ss_sp == region->stack) {
         return; /* still in use: leave it mapped rather than pull it from under a handler */
+    }
+    for (int slot = 0; slot < CP_SPARE_SLOTS; slot++) {
+        cp_thread_region *empty = NULL;
+        if (__atomic_compare_exchange_n(&cp_spare[slot], &empty, region, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            return; /* kept for the next thread */
+        }
     }
     (void)cp_safe_syscall2(SYS_munmap, (long)region->base, (long)region->size);
 }
