@@ -246,11 +246,18 @@ static void cp_handler_fill_record(cp_stub_state *state, int signo, const siginf
     record->header.size = (uint32_t)offsetof(cp_crash, stack) + record->stack_size;
 }
 
-/** Lets the watcher ptrace us: a non-dumpable process cannot be attached, and Yama mode 1
- *  wants the tracer named. Errors ignored (no Yama: EINVAL). Runs in signal context. */
+/** Lets the watcher ptrace us: a non-dumpable process cannot be attached (unless the watcher
+ *  has CAP_SYS_PTRACE), and Yama mode 1 wants the tracer named. Errors ignored (no Yama:
+ *  EINVAL). Runs in signal context. */
 static void cp_handler_allow_ptrace(const cp_stub_state *state)
 {
-    (void)cp_safe_syscall2(SYS_prctl, PR_SET_DUMPABLE, 1);
+    /* Never for a setuid or setgid program: making it dumpable would hand a privileged
+     * process's memory to a watcher that may not be privileged. Its watcher still gets the
+     * record, with the crashing thread's registers and stack. */
+    if (cp_safe_syscall0(SYS_getuid) == cp_safe_syscall0(SYS_geteuid) &&
+        cp_safe_syscall0(SYS_getgid) == cp_safe_syscall0(SYS_getegid)) {
+        (void)cp_safe_syscall2(SYS_prctl, PR_SET_DUMPABLE, 1);
+    }
     if (state->watcher_pid > 0) {
         (void)cp_safe_syscall2(SYS_prctl, PR_SET_PTRACER, state->watcher_pid);
     }
