@@ -6,6 +6,7 @@
 // and the rest of the environment are passed through untouched; crashport writes only to stderr.
 
 import CShims
+import Inspection
 import Foundation
 import Symbolication
 #if canImport(Glibc)
@@ -87,11 +88,15 @@ public struct Launcher {
     public static func locateStub() throws -> String {
         var candidates: [String] = []
         if let explicit = ProcessInfo.processInfo.environment["CRASHPORT_STUB"], !explicit.isEmpty { candidates.append(explicit) }
-        if let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            let directory = (executable as NSString).deletingLastPathComponent
+        // Plain path arithmetic: NSString's path methods would wake much more of Foundation
+        // than a waiting watcher needs (its idle memory counts).
+        if let executable = ProcFiles.executable(of: getpid()), let slash = executable.lastIndex(of: "/") {
+            let directory = String(executable[..<slash])
             candidates.append(directory + "/libcrashport.so")
             candidates.append(directory + "/stub/libcrashport.so")
-            candidates.append((directory as NSString).deletingLastPathComponent + "/lib/crashport/libcrashport.so")
+            if let parentSlash = directory.lastIndex(of: "/") {
+                candidates.append(String(directory[..<parentSlash]) + "/lib/crashport/libcrashport.so")
+            }
         }
         for candidate in candidates where access(candidate, R_OK) == 0 { return candidate }
         throw LaunchError.stubMissing(searched: candidates)
@@ -203,7 +208,7 @@ public struct Launcher {
 
     /// The kernel's count of OOM kills since boot (/proc/vmstat oom_kill).
     static func oomKills() -> UInt64? {
-        guard let text = try? String(contentsOfFile: "/proc/vmstat", encoding: .utf8),
+        guard let text = ProcFiles.readText("/proc/vmstat"),
               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("oom_kill ") }) else { return nil }
         return UInt64(line.dropFirst("oom_kill ".count))
     }
