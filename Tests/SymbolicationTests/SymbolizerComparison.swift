@@ -11,6 +11,7 @@
 
 import Foundation
 import Symbolication
+import TestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -23,30 +24,17 @@ enum SymbolicationFixtures {
         var stderr: String
     }
 
-    /// Runs a command to completion; stdin from `input`. Fails the test on a launch error.
+    /// Runs a command to completion (TestSupport's runner); stdin from `input`.
     @discardableResult
     static func run(_ command: [String], input: String? = nil) throws -> CommandResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: command[0])
-        process.arguments = Array(command.dropFirst())
-        let out = Pipe(), err = Pipe(), inPipe = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = inPipe
-        try process.run()
-        nonisolated(unsafe) var outData = Data(), errData = Data()
-        let group = DispatchGroup()
-        group.enter()
-        DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        group.enter()
-        DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
-        if let input { inPipe.fileHandleForWriting.write(Data(input.utf8)) }
-        try? inPipe.fileHandleForWriting.close()
-        process.waitUntilExit()
-        group.wait()
-        return CommandResult(
-            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-            stderr: String(decoding: errData, as: UTF8.self))
+        let result = try TestSupport.run(command, input: input, timeout: 300)
+        let status: Int32
+        switch result.status {
+        case .exited(let code): status = code
+        case .signaled(let signal): status = 128 + signal
+        case .timedOut: status = -1
+        }
+        return CommandResult(status: status, stdout: result.stdout, stderr: result.stderr)
     }
 
     /// The first executable named `name` on PATH (or `preferred` when it exists).
@@ -71,11 +59,7 @@ enum SymbolicationFixtures {
         }
     }
 
-    static func temporaryDirectory(_ label: String) -> String {
-        let path = NSTemporaryDirectory() + "\(label)-\(getpid())-\(UUID().uuidString.prefix(8))"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
+    static func temporaryDirectory(_ label: String) -> String { TestSupport.temporaryDirectory(label) }
 
     /// Writes `source` to `directory/name` and compiles it with `compiler flags`; returns the output path.
     static func compile(
