@@ -9,10 +9,10 @@ let package = Package(
     name: "crashport",
     platforms: [.macOS(.v13)],
     products: [
-        .executable(name: "crashport", targets: ["crashport"]),
+        .executable(name: "crashport", targets: ["crashport"])
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
     ],
     targets: [
         // The wire ABI shared with the stub (header only; protocol.c holds its static checks).
@@ -30,7 +30,9 @@ let package = Package(
         ),
         .target(name: "ReportModel"),
         .target(name: "Inspection", dependencies: ["CShims"]),
-        .target(name: "Symbolication", dependencies: ["CShims"], linkerSettings: [.linkedLibrary("stdc++"), .linkedLibrary("z"), .linkedLibrary("iberty")]),
+        .target(
+            name: "Symbolication", dependencies: ["CShims"],
+            linkerSettings: [.linkedLibrary("stdc++"), .linkedLibrary("z"), .linkedLibrary("iberty")]),
         .target(name: "Unwinding", dependencies: ["CShims", "Symbolication"]),
         .target(
             name: "Watcher",

@@ -83,13 +83,15 @@ public struct MemoryMapping: Sendable, Equatable {
             guard fields.count >= 5 else { continue }
             let range = fields[0].split(separator: "-")
             guard range.count == 2, let start = UInt64(range[0], radix: 16), let end = UInt64(range[1], radix: 16),
-                  start < end, let offset = UInt64(fields[2], radix: 16), let inode = UInt64(fields[4]) else { continue }
+                start < end, let offset = UInt64(fields[2], radix: 16), let inode = UInt64(fields[4])
+            else { continue }
             let perms = Array(fields[1].utf8)
             guard perms.count >= 3 else { continue }
             let path = fields.count > 5 ? String(fields[5]).trimmingLeadingSpaces() : ""
-            result.append(MemoryMapping(
-                start: start, end: end, readable: perms[0] == UInt8(ascii: "r"), writable: perms[1] == UInt8(ascii: "w"),
-                executable: perms[2] == UInt8(ascii: "x"), offset: offset, inode: inode, path: path))
+            result.append(
+                MemoryMapping(
+                    start: start, end: end, readable: perms[0] == UInt8(ascii: "r"), writable: perms[1] == UInt8(ascii: "w"),
+                    executable: perms[2] == UInt8(ascii: "x"), offset: offset, inode: inode, path: path))
         }
         return result
     }

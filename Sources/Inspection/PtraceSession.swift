@@ -47,7 +47,7 @@ public final class PtraceSession {
             for tid in tids {
                 if cp_ptrace(Self.PTRACE_SEIZE, tid, 0, 0) != 0 {
                     let error = errno
-                    if error == ESRCH { continue } // exited meanwhile
+                    if error == ESRCH { continue }  // exited meanwhile
                     if seized.isEmpty && tid == tids.first && stopped.isEmpty && (error == EPERM || error == EACCES) {
                         throw InspectionError.system(call: "ptrace(PTRACE_SEIZE, \(tid))", errno: error)
                     }
@@ -75,11 +75,11 @@ public final class PtraceSession {
                     let signal = (status >> 8) & 0x7F
                     let event = status >> 16
                     if event != Self.PTRACE_EVENT_STOP && signal != SIGTRAP && signal != SIGSTOP {
-                        pendingSignals[tid] = signal // a signal-delivery-stop: give it back on detach
+                        pendingSignals[tid] = signal  // a signal-delivery-stop: give it back on detach
                     }
                     stopped.append(tid)
                 } else {
-                    seized.remove(tid) // exited
+                    seized.remove(tid)  // exited
                 }
                 return
             }

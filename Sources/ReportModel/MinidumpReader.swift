@@ -460,8 +460,9 @@ private struct Parser {
         system.cpuModel = revision >> 8
         system.cpuStepping = revision & 0xFF
         if architecture == MD.MINIDUMP_SYSTEM_INFO.PROCESSOR_ARCHITECTURE_AMD64 || architecture == 0 {
-            let vendor = try range(base + UInt64(MD.MINIDUMP_SYSTEM_INFO.offsetOfCpu),
-                                   UInt64(MD.MINIDUMP_SYSTEM_INFO.vendorIDSize), what)
+            let vendor = try range(
+                base + UInt64(MD.MINIDUMP_SYSTEM_INFO.offsetOfCpu),
+                UInt64(MD.MINIDUMP_SYSTEM_INFO.vendorIDSize), what)
             system.cpuVendor = String(decoding: file[vendor].prefix { $0 != 0 }, as: UTF8.self)
         }
         // csd_version is `uname -srvm`: sysname, release, version (with spaces), machine.
@@ -478,7 +479,8 @@ private struct Parser {
             switch architecture {
             case MD.MINIDUMP_SYSTEM_INFO.PROCESSOR_ARCHITECTURE_AMD64: system.machine = "x86_64"
             case MD.MINIDUMP_SYSTEM_INFO.PROCESSOR_ARCHITECTURE_ARM64,
-                 MD.MINIDUMP_SYSTEM_INFO.PROCESSOR_ARCHITECTURE_ARM64_OLD: system.machine = "aarch64"
+                MD.MINIDUMP_SYSTEM_INFO.PROCESSOR_ARCHITECTURE_ARM64_OLD:
+                system.machine = "aarch64"
             default: system.machine = ""
             }
         }
@@ -496,8 +498,10 @@ private struct Parser {
         let flags = try u32(base + 4, what)
         let pid = try u32(base + 8, what)
         let createTime = try u32(base + 12, what)
-        return (flags & MD.MINIDUMP_MISC_INFO.MINIDUMP_MISC1_PROCESS_ID != 0 ? Int32(bitPattern: pid) : nil,
-                flags & MD.MINIDUMP_MISC_INFO.MINIDUMP_MISC1_PROCESS_TIMES != 0 ? createTime : nil)
+        return (
+            flags & MD.MINIDUMP_MISC_INFO.MINIDUMP_MISC1_PROCESS_ID != 0 ? Int32(bitPattern: pid) : nil,
+            flags & MD.MINIDUMP_MISC_INFO.MINIDUMP_MISC1_PROCESS_TIMES != 0 ? createTime : nil
+        )
     }
 
     mutating func threadNames(_ location: Minidump.Location) throws -> [UInt32: String] {

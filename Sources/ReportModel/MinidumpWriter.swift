@@ -127,11 +127,12 @@ private struct Serializer {
 
     mutating func run() -> [UInt8] {
         let linux = linuxStreams
-        let types = [
-            MD.MINIDUMP_STREAM_TYPE.ThreadList, MD.MINIDUMP_STREAM_TYPE.ModuleList,
-            MD.MINIDUMP_STREAM_TYPE.MemoryList, MD.MINIDUMP_STREAM_TYPE.Exception,
-            MD.MINIDUMP_STREAM_TYPE.SystemInfo, MD.MINIDUMP_STREAM_TYPE.MiscInfo,
-        ] + linux.filter { $0.type != MD.MINIDUMP_STREAM_TYPE.LinuxEnviron }.map(\.type)
+        let types =
+            [
+                MD.MINIDUMP_STREAM_TYPE.ThreadList, MD.MINIDUMP_STREAM_TYPE.ModuleList,
+                MD.MINIDUMP_STREAM_TYPE.MemoryList, MD.MINIDUMP_STREAM_TYPE.Exception,
+                MD.MINIDUMP_STREAM_TYPE.SystemInfo, MD.MINIDUMP_STREAM_TYPE.MiscInfo,
+            ] + linux.filter { $0.type != MD.MINIDUMP_STREAM_TYPE.LinuxEnviron }.map(\.type)
             + [MD.MINIDUMP_STREAM_TYPE.ThreadNames]
             + linux.filter { $0.type == MD.MINIDUMP_STREAM_TYPE.LinuxEnviron }.map(\.type)
         directory = types.map { ($0, nil) }
@@ -365,7 +366,8 @@ private struct Serializer {
             plans.append(pieces)
         }
         let pieceCount = plans.reduce(0) { $0 + $1.count }
-        let tail = 3 * 8 + 4 + snapshot.threads.count * MD.MINIDUMP_THREAD.size + 4
+        let tail =
+            3 * 8 + 4 + snapshot.threads.count * MD.MINIDUMP_THREAD.size + 4
             + pieceCount * MD.MINIDUMP_MEMORY_DESCRIPTOR.size + MD.MINIDUMP_EXCEPTION_STREAM.size
         let memoryLimit = Int(UInt32.max) - tail
 
@@ -389,8 +391,10 @@ private struct Serializer {
                 // Usually the whole stack; only a stack overlapping another one is cut.
                 for range in plans[index] {
                     let offset = UInt32(range.lowerBound - region.start)
-                    pieces.append(MemoryPiece(start: range.lowerBound, size: range.upperBound - range.lowerBound,
-                                              rva: blob.rva + offset))
+                    pieces.append(
+                        MemoryPiece(
+                            start: range.lowerBound, size: range.upperBound - range.lowerBound,
+                            rva: blob.rva + offset))
                 }
             } else {
                 // Extra memory: only the parts no stack or earlier region already holds.

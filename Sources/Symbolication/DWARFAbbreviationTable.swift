@@ -43,10 +43,10 @@ struct DWARFAttributeSpec: Sendable {
         case DW_FORM_data1, DW_FORM_ref1, DW_FORM_flag, DW_FORM_strx1, DW_FORM_addrx1: return (.fixed, 1)
         case DW_FORM_sdata: return (.sleb, 0)
         case DW_FORM_udata, DW_FORM_ref_udata, DW_FORM_strx, DW_FORM_addrx, DW_FORM_loclistx, DW_FORM_rnglistx,
-             DW_FORM_GNU_addr_index, DW_FORM_GNU_str_index:
+            DW_FORM_GNU_addr_index, DW_FORM_GNU_str_index:
             return (.uleb, 0)
         case DW_FORM_strp, DW_FORM_line_strp, DW_FORM_sec_offset, DW_FORM_strp_sup, DW_FORM_GNU_ref_alt,
-             DW_FORM_GNU_strp_alt:
+            DW_FORM_GNU_strp_alt:
             return (.fixed, offsetSize)
         case DW_FORM_ref_addr: return (.fixed, format.version <= 2 ? addressSize : offsetSize)
         case DW_FORM_indirect: return (.indirect, 0)
@@ -100,8 +100,9 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
                 }
                 let (skip, size) = DWARFAttributeSpec.skip(for: form, format: format)
                 if skip == .fixed && fixedSize >= 0 { fixedSize += Int(size) } else { fixedSize = -1 }
-                specs.append(DWARFAttributeSpec(
-                    attribute: attribute, form: form, implicitConst: implicitConst, skip: skip, size: size))
+                specs.append(
+                    DWARFAttributeSpec(
+                        attribute: attribute, form: form, implicitConst: implicitConst, skip: skip, size: size))
             }
             guard complete else { specs.removeSubrange(first...); break }
             if dense && code != UInt64(abbreviations.count) + 1 {
@@ -109,10 +110,11 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
                 for index in abbreviations.indices { sparse[UInt64(index) + 1] = index }
             }
             if !dense && sparse[code] == nil { sparse[code] = abbreviations.count }
-            abbreviations.append(DWARFAbbreviation(
-                tag: tag, hasChildren: children != 0,
-                isSubroutine: tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine,
-                attributes: first..<specs.count, fixedSize: fixedSize))
+            abbreviations.append(
+                DWARFAbbreviation(
+                    tag: tag, hasChildren: children != 0,
+                    isSubroutine: tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine,
+                    attributes: first..<specs.count, fixedSize: fixedSize))
         }
         self.abbreviations = abbreviations
         self.specs = specs

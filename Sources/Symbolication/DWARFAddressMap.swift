@@ -21,7 +21,8 @@ struct DWARFAddressMap: Sendable {
 
     /// `ranges[i]` belongs to `owners[i]`; owners lie in 0..<ownerCount. Empty ranges are ignored.
     init(ranges: [DWARFRange], owners: [Int32], ownerCount: Int, winner: Winner) {
-        let (starts, ends, values) = DWARFAddressMap.flatten(ranges: ranges, owners: owners, ownerCount: ownerCount, winner: winner)
+        let (starts, ends, values) = DWARFAddressMap.flatten(
+            ranges: ranges, owners: owners, ownerCount: ownerCount, winner: winner)
         self.starts = DWARFSortedIndex(keys: starts)
         self.ends = ends
         self.values = values

@@ -14,9 +14,9 @@
 
 final class DWARFInlineTree: @unchecked Sendable {
     struct Node: Sendable {
-        var dieOffset: UInt64 // in .debug_info
-        var parent: Int32     // nearest enclosing node, or -1
-        var isInlined: Bool   // DW_TAG_inlined_subroutine (else DW_TAG_subprogram)
+        var dieOffset: UInt64  // in .debug_info
+        var parent: Int32  // nearest enclosing node, or -1
+        var isInlined: Bool  // DW_TAG_inlined_subroutine (else DW_TAG_subprogram)
         var callFile: UInt32
         var callLine: UInt32
         var callColumn: UInt32
@@ -68,10 +68,11 @@ final class DWARFInlineTree: @unchecked Sendable {
                     }
                 }
                 owner = Int32(truncatingIfNeeded: nodes.count)
-                nodes.append(Node(
-                    dieOffset: UInt64(dieOffset), parent: current, isInlined: abbreviation.tag == DW_TAG_inlined_subroutine,
-                    callFile: UInt32(truncatingIfNeeded: callFile), callLine: UInt32(truncatingIfNeeded: callLine),
-                    callColumn: UInt32(truncatingIfNeeded: callColumn)))
+                nodes.append(
+                    Node(
+                        dieOffset: UInt64(dieOffset), parent: current, isInlined: abbreviation.tag == DW_TAG_inlined_subroutine,
+                        callFile: UInt32(truncatingIfNeeded: callFile), callLine: UInt32(truncatingIfNeeded: callLine),
+                        callColumn: UInt32(truncatingIfNeeded: callColumn)))
                 let before = ranges.count
                 unit.addressRanges(lowPC: lowPC, highPC: highPC, ranges: rangesValue, into: &ranges, budget: &budget)
                 for _ in before..<ranges.count { owners.append(owner) }

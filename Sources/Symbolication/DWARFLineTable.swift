@@ -17,7 +17,7 @@ final class DWARFLineTable: @unchecked Sendable {
         var address: UInt64
         var line: UInt32
         var file: UInt32
-        var column: UInt16 // LLVM keeps 16 bits too
+        var column: UInt16  // LLVM keeps 16 bits too
         var isEndSequence: Bool
     }
 
@@ -25,7 +25,7 @@ final class DWARFLineTable: @unchecked Sendable {
         var low: UInt64
         var high: UInt64
         var firstRow: Int
-        var endRow: Int // one past the end_sequence row
+        var endRow: Int  // one past the end_sequence row
     }
 
     /// Where a path string lives; resolved only when a path is asked for.
@@ -72,14 +72,16 @@ final class DWARFLineTable: @unchecked Sendable {
             // address_size and segment_selector_size: DW_LNE_set_address carries its own length.
             guard cursor.skip(2) else { return nil }
         }
-        guard let headerLength = cursor.unsigned(size: offsetSize), cursor.offset <= end, headerLength <= UInt64(end - cursor.offset) else {
+        guard let headerLength = cursor.unsigned(size: offsetSize), cursor.offset <= end,
+            headerLength <= UInt64(end - cursor.offset)
+        else {
             return nil
         }
         let programStart = cursor.offset + Int(headerLength)
         guard let minimumInstructionLength = cursor.u8(),
-              let maximumOperations = version >= 4 ? cursor.u8() : 1,
-              cursor.u8() != nil, // default_is_stmt: is_stmt does not affect lookups
-              let lineBaseByte = cursor.u8(), let lineRange = cursor.u8(), let opcodeBase = cursor.u8()
+            let maximumOperations = version >= 4 ? cursor.u8() : 1,
+            cursor.u8() != nil,  // default_is_stmt: is_stmt does not affect lookups
+            let lineBaseByte = cursor.u8(), let lineRange = cursor.u8(), let opcodeBase = cursor.u8()
         else { return nil }
         let lineBase = Int64(Int8(bitPattern: lineBaseByte))
         var standardLengths: [UInt8] = []
@@ -92,8 +94,9 @@ final class DWARFLineTable: @unchecked Sendable {
 
         var directories: [StringLocation] = [], files: [FileEntry] = []
         if version >= 5 {
-            guard DWARFLineTable.parseVersion5Entries(
-                &cursor, unit: unit, offsetSize: offsetSize, limit: programStart, directories: &directories, files: &files)
+            guard
+                DWARFLineTable.parseVersion5Entries(
+                    &cursor, unit: unit, offsetSize: offsetSize, limit: programStart, directories: &directories, files: &files)
             else { return nil }
         } else {
             while cursor.offset < programStart, let start = cursor.skipCString(), cursor.offset - start > 1 {
@@ -212,7 +215,7 @@ final class DWARFLineTable: @unchecked Sendable {
         var cursor = start
         var address: UInt64 = 0, operationIndex: UInt64 = 0
         var file: UInt32 = 1, line: UInt32 = 1, column: UInt16 = 0
-        var sequenceStart = -1 // first row of the open sequence
+        var sequenceStart = -1  // first row of the open sequence
         var sequenceLow: UInt64 = 0
 
         func advance(_ operations: UInt64) {
@@ -267,7 +270,7 @@ final class DWARFLineTable: @unchecked Sendable {
                     if let start = cursor.skipCString(), let directory = cursor.uleb() {
                         files.append(FileEntry(path: StringLocation(section: .line, offset: UInt64(start)), directory: directory))
                     }
-                default: break // DW_LNE_set_discriminator and vendor extensions
+                default: break  // DW_LNE_set_discriminator and vendor extensions
                 }
                 cursor.offset = next
             case DW_LNS_copy: appendRow(endSequence: false)

@@ -89,7 +89,8 @@ public final class DWARFInfo: @unchecked Sendable {
         self.units = units
         // What a well-formed file can hold at most (see DWARFInfo's budgets); beyond it, a file
         // is hostile and gets fewer answers rather than unbounded memory or time.
-        rangeBudget = sections.info.count / 2 + sections.ranges.count / 8 + sections.rnglists.count
+        rangeBudget =
+            sections.info.count / 2 + sections.ranges.count / 8 + sections.rnglists.count
             + sections.aranges.count / 8 + 4096
         lineBudget = 4 * sections.line.count + (1 << 20)
         unitMap = DWARFInfo.buildUnitMap(units: units, sections: sections, budget: &rangeBudget)
@@ -139,7 +140,8 @@ public final class DWARFInfo: @unchecked Sendable {
             frames.reserveCapacity(chain.count)
             for (position, nodeIndex) in chain.enumerated() {
                 let node = tree.nodes[Int(nodeIndex)]
-                var frame = SourceFrame(function: tree.name(of: nodeIndex) { self.subroutineName(at: $0) }, inlined: node.isInlined)
+                var frame = SourceFrame(
+                    function: tree.name(of: nodeIndex) { self.subroutineName(at: $0) }, inlined: node.isInlined)
                 if position == 0 {
                     if let lineTable, let row = lineTable.row(for: address), let file = lineTable.path(ofFile: UInt64(row.file)) {
                         frame.file = file
@@ -198,16 +200,18 @@ public final class DWARFInfo: @unchecked Sendable {
             let end = cursor.offset + Int(length)
             defer { offset = end }
             guard cursor.u16() != nil, let unitOffset = cursor.unsigned(size: offsetSize),
-                  let addressSize = cursor.u8(), let segmentSize = cursor.u8(),
-                  addressSize == 4 || addressSize == 8, segmentSize == 0,
-                  let unitIndex = unitByOffset[unitOffset] else { continue }
+                let addressSize = cursor.u8(), let segmentSize = cursor.u8(),
+                addressSize == 4 || addressSize == 8, segmentSize == 0,
+                let unitIndex = unitByOffset[unitOffset]
+            else { continue }
             covered[unitIndex] = true
             // Tuples are aligned to twice the address size from the start of the set.
             let tupleSize = 2 * Int(addressSize)
             let header = cursor.offset - offset
             guard cursor.skip((tupleSize - header % tupleSize) % tupleSize) else { continue }
             while cursor.offset + tupleSize <= end, let start = cursor.unsigned(size: Int(addressSize)),
-                  let size = cursor.unsigned(size: Int(addressSize)) {
+                let size = cursor.unsigned(size: Int(addressSize))
+            {
                 if start == 0 && size == 0 { break }
                 let (high, overflow) = start.addingReportingOverflow(size)
                 if !overflow && size > 0 && budget > 0 {
@@ -279,8 +283,9 @@ public final class DWARFInfo: @unchecked Sendable {
         // A DIE that only points elsewhere (an inlined instance, a concrete out-of-line copy)
         // has the name of its target: share the target's cache entry.
         if first.name == nil, first.linkageName == nil, depth < 16,
-           (first.abstractOrigin == nil) != (first.specification == nil),
-           let target = first.abstractOrigin ?? first.specification, target != offset {
+            (first.abstractOrigin == nil) != (first.specification == nil),
+            let target = first.abstractOrigin ?? first.specification, target != offset
+        {
             let name = subroutineName(at: target, depth: depth + 1)
             nameCache[offset] = .some(name)
             return name

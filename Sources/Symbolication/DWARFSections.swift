@@ -59,16 +59,19 @@ final class DWARFSections: @unchecked Sendable {
             // Elf64_Chdr: ch_type, ch_reserved, ch_size, ch_addralign; the stream follows.
             let ELFCOMPRESS_ZLIB: UInt32 = 1
             guard raw.u32(0) == ELFCOMPRESS_ZLIB, let size = raw.u64(8),
-                  let stream = raw.slice(24, UInt64(raw.count) - min(24, UInt64(raw.count))),
-                  let buffer = DWARFCompression.zlibDecompress(stream, size: size) else { return nil }
+                let stream = raw.slice(24, UInt64(raw.count) - min(24, UInt64(raw.count))),
+                let buffer = DWARFCompression.zlibDecompress(stream, size: size)
+            else { return nil }
             owned.append(buffer)
             return ByteView(UnsafeRawBufferPointer(buffer))
         }
         if let section = elf.section(named: ".zdebug_" + name), let raw = elf.contents(of: section),
-           raw.u32(0) == 0x4249_4C5A /* "ZLIB" */, let high = raw.u32(4), let low = raw.u32(8) {
+            raw.u32(0) == 0x4249_4C5A /* "ZLIB" */, let high = raw.u32(4), let low = raw.u32(8)
+        {
             let size = UInt64(UInt32(bigEndian: high)) << 32 | UInt64(UInt32(bigEndian: low))
             guard let stream = raw.slice(12, UInt64(raw.count) - min(12, UInt64(raw.count))),
-                  let buffer = DWARFCompression.zlibDecompress(stream, size: size) else { return nil }
+                let buffer = DWARFCompression.zlibDecompress(stream, size: size)
+            else { return nil }
             owned.append(buffer)
             return ByteView(UnsafeRawBufferPointer(buffer))
         }

@@ -11,7 +11,7 @@ struct DWARFSortedIndex: Sendable {
     let keys: [UInt64]
     private let minimum: UInt64
     private let shift: UInt64
-    private let buckets: [Int32] // buckets.count - 1 buckets, then keys.count
+    private let buckets: [Int32]  // buckets.count - 1 buckets, then keys.count
 
     /// `keys` must be sorted ascending.
     init(keys: [UInt64]) {

@@ -29,8 +29,9 @@ struct DWARFSymbolNames {
         var strings = DWARFSections.empty
         for tableName in [".symtab", ".dynsym"] {
             guard let section = elf.section(named: tableName), let data = elf.contents(of: section),
-                  Int(section.link) < elf.sections.count,
-                  let stringTable = elf.contents(of: elf.sections[Int(section.link)]) else { continue }
+                Int(section.link) < elf.sections.count,
+                let stringTable = elf.contents(of: elf.sections[Int(section.link)])
+            else { continue }
             strings = stringTable
             let count = UInt64(data.count) / 24
             guard count > 1 else { continue }
@@ -38,14 +39,16 @@ struct DWARFSymbolNames {
             for index in 1..<count {
                 let at = index * 24
                 guard let nameOffset = data.u32(at), let info = data.u8(at + 4), let sectionIndex = data.u16(at + 6),
-                      let value = data.u64(at + 8), let size = data.u64(at + 16) else { break }
+                    let value = data.u64(at + 8), let size = data.u64(at + 16)
+                else { break }
                 let STT_NOTYPE: UInt8 = 0, STT_OBJECT: UInt8 = 1, STT_FUNC: UInt8 = 2, STT_GNU_IFUNC: UInt8 = 10
                 let type = info & 0x0F
                 guard type == STT_NOTYPE || type == STT_OBJECT || type == STT_FUNC || type == STT_GNU_IFUNC,
-                      sectionIndex != 0, sectionIndex < 0xFF00 else { continue } // SHN_UNDEF, SHN_ABS, SHN_COMMON…
+                    sectionIndex != 0, sectionIndex < 0xFF00
+                else { continue }  // SHN_UNDEF, SHN_ABS, SHN_COMMON…
                 entries.append(Entry(address: value, size: size, nameOffset: nameOffset))
             }
-            break // .dynsym only when there is no .symtab
+            break  // .dynsym only when there is no .symtab
         }
         // Stable sort by (address, size): Swift's sort is not stable, so order by index last.
         let indexed = entries.enumerated().sorted {

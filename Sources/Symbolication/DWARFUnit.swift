@@ -86,7 +86,8 @@ final class DWARFUnit: @unchecked Sendable {
             var abbrevOffset: UInt64 = 0
             if version >= 5 {
                 guard let type = cursor.u8(), let size = cursor.u8(),
-                      let abbrev = cursor.unsigned(size: offsetSize) else { continue }
+                    let abbrev = cursor.unsigned(size: offsetSize)
+                else { continue }
                 unitType = type
                 addressSize = size
                 abbrevOffset = abbrev
@@ -115,9 +116,11 @@ final class DWARFUnit: @unchecked Sendable {
     /// Reads the attributes of the unit DIE that the rest of the unit is decoded against.
     private func readUnitDIE() {
         var cursor = DWARFCursor(sections.info, offset: dieOffset)
-        guard let code = cursor.uleb(), let abbreviation = abbreviations.index(of: code).map({
-            abbreviations.abbreviations[$0]
-        }) else { return }
+        guard let code = cursor.uleb(),
+            let abbreviation = abbreviations.index(of: code).map({
+                abbreviations.abbreviations[$0]
+            })
+        else { return }
         tag = abbreviation.tag
         var dir: DWARFFormValue?, entryPC: DWARFFormValue?
         for spec in abbreviations.specs[abbreviation.attributes] {
@@ -165,11 +168,11 @@ final class DWARFUnit: @unchecked Sendable {
             case DW_FORM_data8, DW_FORM_ref8, DW_FORM_ref_sig8, DW_FORM_ref_sup8:
                 guard let v = cursor.u64() else { return nil }; value = v
             case DW_FORM_udata, DW_FORM_ref_udata, DW_FORM_strx, DW_FORM_addrx, DW_FORM_loclistx, DW_FORM_rnglistx,
-                 DW_FORM_GNU_addr_index, DW_FORM_GNU_str_index:
+                DW_FORM_GNU_addr_index, DW_FORM_GNU_str_index:
                 guard let v = cursor.uleb() else { return nil }; value = v
             case DW_FORM_sdata: guard let v = cursor.sleb() else { return nil }; value = UInt64(bitPattern: v)
             case DW_FORM_strp, DW_FORM_line_strp, DW_FORM_sec_offset, DW_FORM_strp_sup, DW_FORM_GNU_ref_alt,
-                 DW_FORM_GNU_strp_alt:
+                DW_FORM_GNU_strp_alt:
                 guard let v = cursor.unsigned(size: Int(format.offsetSize)) else { return nil }; value = v
             case DW_FORM_ref_addr:
                 let size = format.version <= 2 ? format.addressSize : format.offsetSize
@@ -251,7 +254,7 @@ final class DWARFUnit: @unchecked Sendable {
     func constant(_ value: DWARFFormValue) -> UInt64? {
         switch value.form {
         case DW_FORM_data1, DW_FORM_data2, DW_FORM_data4, DW_FORM_data8, DW_FORM_udata, DW_FORM_sdata,
-             DW_FORM_implicit_const:
+            DW_FORM_implicit_const:
             return value.value
         default: return nil
         }
@@ -264,7 +267,7 @@ final class DWARFUnit: @unchecked Sendable {
             let (target, overflow) = offset.addingReportingOverflow(value.value)
             return overflow ? nil : target
         case DW_FORM_ref_addr: return value.value
-        default: return nil // ref_sig8 (type units), ref_sup*, GNU_ref_alt: other files
+        default: return nil  // ref_sig8 (type units), ref_sup*, GNU_ref_alt: other files
         }
     }
 
@@ -277,7 +280,7 @@ final class DWARFUnit: @unchecked Sendable {
         case DW_FORM_strx, DW_FORM_strx1, DW_FORM_strx2, DW_FORM_strx3, DW_FORM_strx4, DW_FORM_GNU_str_index:
             guard let offset = stringOffset(index: value.value) else { return nil }
             return sections.str.cString(offset)
-        default: return nil // strp_sup, GNU_strp_alt: in a supplementary file we do not read
+        default: return nil  // strp_sup, GNU_strp_alt: in a supplementary file we do not read
         }
     }
 
@@ -313,7 +316,7 @@ final class DWARFUnit: @unchecked Sendable {
                 let (scaled, overflow1) = ranges.value.multipliedReportingOverflow(by: size)
                 let (at, overflow2) = base.addingReportingOverflow(scaled)
                 guard !overflow1, !overflow2,
-                      let relative = size == 8 ? sections.rnglists.u64(at) : sections.rnglists.u32(at).map(UInt64.init)
+                    let relative = size == 8 ? sections.rnglists.u64(at) : sections.rnglists.u32(at).map(UInt64.init)
                 else { return }
                 let (listOffset, overflow3) = base.addingReportingOverflow(relative)
                 guard !overflow3 else { return }

@@ -47,7 +47,10 @@ public struct DebugFileLocator: Sendable {
                 let relative = ".build-id/\(hex.prefix(2))/\(hex.dropFirst(2)).debug"
                 for directory in debugDirectories {
                     if let candidate = open(directory + "/" + relative, excluding: binary),
-                       candidate.buildID == buildID { return candidate }
+                        candidate.buildID == buildID
+                    {
+                        return candidate
+                    }
                 }
             }
             for directory in debugDirectories where directory != DebugFileLocator.systemDebugDirectory {
@@ -74,7 +77,8 @@ public struct DebugFileLocator: Sendable {
     /// The ELF image inside `.gnu_debugdata` (MiniDebugInfo), or nil.
     public func miniDebugInfo(for elf: ELFFile) -> ELFFile? {
         guard let section = elf.section(named: ".gnu_debugdata"), let data = elf.contents(of: section),
-              let bytes = DWARFCompression.xzDecompress(data) else { return nil }
+            let bytes = DWARFCompression.xzDecompress(data)
+        else { return nil }
         return try? ELFFile(file: MappedFile(bytes: bytes, name: elf.path + "(.gnu_debugdata)"))
     }
 

@@ -80,8 +80,8 @@ public enum Demangler {
         guard scalars.count > 19 else { return text }
         let hashStart = scalars.count - 16
         guard scalars[hashStart - 3] == UInt8(ascii: ":"), scalars[hashStart - 2] == UInt8(ascii: ":"),
-              scalars[hashStart - 1] == UInt8(ascii: "h"),
-              scalars[hashStart...].allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) })
+            scalars[hashStart - 1] == UInt8(ascii: "h"),
+            scalars[hashStart...].allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) })
         else { return text }
         return String(decoding: scalars[..<(hashStart - 3)], as: UTF8.self)
     }

@@ -73,9 +73,10 @@ public final class ELFFile: @unchecked Sendable {
             }
             for index in 0..<phnum {
                 let at = phoff + index * phentsize
-                segments.append(ELFSegment(
-                    type: view.u32(at)!, flags: view.u32(at + 4)!, offset: view.u64(at + 8)!,
-                    vaddr: view.u64(at + 16)!, fileSize: view.u64(at + 32)!, memorySize: view.u64(at + 40)!))
+                segments.append(
+                    ELFSegment(
+                        type: view.u32(at)!, flags: view.u32(at + 4)!, offset: view.u64(at + 8)!,
+                        vaddr: view.u64(at + 16)!, fileSize: view.u64(at + 32)!, memorySize: view.u64(at + 40)!))
             }
         }
         self.segments = segments
@@ -90,12 +91,17 @@ public final class ELFFile: @unchecked Sendable {
                 raw.reserveCapacity(Int(shnum))
                 for index in 0..<shnum {
                     let at = shoff + index * shentsize
-                    raw.append((view.u32(at)!, ELFSection(
-                        name: "", type: view.u32(at + 4)!, flags: view.u64(at + 8)!, address: view.u64(at + 16)!,
-                        offset: view.u64(at + 24)!, size: view.u64(at + 32)!, link: view.u32(at + 40)!,
-                        entrySize: view.u64(at + 56)!)))
+                    raw.append(
+                        (
+                            view.u32(at)!,
+                            ELFSection(
+                                name: "", type: view.u32(at + 4)!, flags: view.u64(at + 8)!, address: view.u64(at + 16)!,
+                                offset: view.u64(at + 24)!, size: view.u64(at + 32)!, link: view.u32(at + 40)!,
+                                entrySize: view.u64(at + 56)!)
+                        ))
                 }
-                let names: ByteView? = shstrndx < shnum
+                let names: ByteView? =
+                    shstrndx < shnum
                     ? view.slice(raw[Int(shstrndx)].section.offset, raw[Int(shstrndx)].section.size) : nil
                 for (nameOffset, var section) in raw {
                     section.name = names?.cString(UInt64(nameOffset)) ?? ""
@@ -136,11 +142,11 @@ public final class ELFFile: @unchecked Sendable {
     /// Copies `count` bytes at ELF virtual address `address` out of the file's loaded contents.
     public func read(virtualAddress address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
         guard let offset = fileOffset(forVirtualAddress: address),
-              let segment = segments.first(where: {
-                  $0.type == ELFSegment.load && address >= $0.vaddr && address - $0.vaddr < $0.fileSize
-              }),
-              address - segment.vaddr + UInt64(buffer.count) <= segment.fileSize,
-              view.has(offset, UInt64(buffer.count))
+            let segment = segments.first(where: {
+                $0.type == ELFSegment.load && address >= $0.vaddr && address - $0.vaddr < $0.fileSize
+            }),
+            address - segment.vaddr + UInt64(buffer.count) <= segment.fileSize,
+            view.has(offset, UInt64(buffer.count))
         else { return false }
         buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: view.bytes[Int(offset)..<Int(offset) + buffer.count]))
         return true
@@ -159,7 +165,8 @@ public final class ELFFile: @unchecked Sendable {
             let nameStart = offset + 12
             let descStart = nameStart + ((UInt64(nameSize) + 3) & ~3)
             guard let nameView = area.slice(nameStart, UInt64(nameSize)),
-                  let desc = area.slice(descStart, UInt64(descSize)) else { return }
+                let desc = area.slice(descStart, UInt64(descSize))
+            else { return }
             var name = nameView.cString(0) ?? ""
             if name.count > Int(nameSize) { name = String(name.prefix(Int(nameSize))) }
             if !body(name, type, desc) { return }
@@ -188,7 +195,8 @@ public final class ELFFile: @unchecked Sendable {
     /// `.gnu_debuglink`: the name of the separate debug file and the CRC32 of its contents.
     public var debugLink: (name: String, crc: UInt32)? {
         guard let section = section(named: ".gnu_debuglink"), let data = contents(of: section),
-              let name = data.cString(0), !name.isEmpty else { return nil }
+            let name = data.cString(0), !name.isEmpty
+        else { return nil }
         let crcOffset = (UInt64(name.utf8.count) + 1 + 3) & ~3
         guard let crc = data.u32(crcOffset) else { return nil }
         return (name, crc)
@@ -203,12 +211,14 @@ public final class ELFFile: @unchecked Sendable {
 
     public lazy var ehFrameTable: EHFrameTable? = {
         guard let segment = segments.first(where: { $0.type == ELFSegment.gnuEHFrame }),
-              let header = view.slice(segment.offset, segment.fileSize),
-              header.u8(0) == 1 else { return nil }
+            let header = view.slice(segment.offset, segment.fileSize),
+            header.u8(0) == 1
+        else { return nil }
         // version 1, eh_frame_ptr_enc, fde_count_enc, table_enc; libunwind's remote search
         // supports the standard table encoding only: DW_EH_PE_datarel | DW_EH_PE_sdata4.
         guard let framePointerEncoding = header.u8(1), let countEncoding = header.u8(2),
-              header.u8(3) == 0x3B else { return nil }
+            header.u8(3) == 0x3B
+        else { return nil }
         let pointerSize: UInt64
         switch framePointerEncoding & 0x0F {
         case 0x03, 0x0B: pointerSize = 4
@@ -219,7 +229,9 @@ public final class ELFFile: @unchecked Sendable {
         let count: UInt64
         switch countEncoding & 0x0F {
         case 0x03: guard let value = header.u32(countOffset) else { return nil }; count = UInt64(value)
-        case 0x0B: guard let value = header.u32(countOffset) else { return nil }; count = UInt64(UInt32(bitPattern: Int32(bitPattern: value)))
+        case 0x0B:
+            guard let value = header.u32(countOffset) else { return nil };
+            count = UInt64(UInt32(bitPattern: Int32(bitPattern: value)))
         case 0x04, 0x0C: guard let value = header.u64(countOffset) else { return nil }; count = value
         default: return nil
         }
@@ -233,7 +245,8 @@ public final class ELFFile: @unchecked Sendable {
     /// DT_NEEDED entries of the dynamic section: the shared libraries the file asks for.
     public var neededLibraries: [String] {
         guard let dynamic = section(named: ".dynamic"), let entries = contents(of: dynamic),
-              let dynstr = section(named: ".dynstr"), let strings = contents(of: dynstr) else { return [] }
+            let dynstr = section(named: ".dynstr"), let strings = contents(of: dynstr)
+        else { return [] }
         var result: [String] = []
         var offset: UInt64 = 0
         while let tag = entries.u64(offset), let value = entries.u64(offset + 8), tag != 0 {
@@ -251,12 +264,17 @@ public final class ELFFile: @unchecked Sendable {
         let wanted = Array(name.utf8)
         for tableName in [".symtab", ".dynsym"] {
             guard let table = section(named: tableName), let data = contents(of: table),
-                  Int(table.link) < sections.count, let strings = contents(of: sections[Int(table.link)]) else { continue }
+                Int(table.link) < sections.count, let strings = contents(of: sections[Int(table.link)])
+            else { continue }
             var index: UInt64 = 0
             while let nameOffset = data.u32(index * 24), let sectionIndex = data.u16(index * 24 + 6) {
                 index += 1
-                guard sectionIndex != 0, let candidate = strings.slice(UInt64(nameOffset), UInt64(wanted.count + 1)) else { continue }
-                if candidate.u8(UInt64(wanted.count)) == 0 && (0..<wanted.count).allSatisfy({ candidate.u8(UInt64($0)) == wanted[$0] }) {
+                guard sectionIndex != 0, let candidate = strings.slice(UInt64(nameOffset), UInt64(wanted.count + 1)) else {
+                    continue
+                }
+                if candidate.u8(UInt64(wanted.count)) == 0
+                    && (0..<wanted.count).allSatisfy({ candidate.u8(UInt64($0)) == wanted[$0] })
+                {
                     return true
                 }
             }

@@ -61,7 +61,11 @@ public final class MappedFile: @unchecked Sendable {
 
     deinit {
         guard let base = bytes.baseAddress else { return }
-        if owned { UnsafeMutableRawPointer(mutating: base).deallocate() } else { munmap(UnsafeMutableRawPointer(mutating: base), bytes.count) }
+        if owned {
+            UnsafeMutableRawPointer(mutating: base).deallocate()
+        } else {
+            munmap(UnsafeMutableRawPointer(mutating: base), bytes.count)
+        }
     }
 }
 

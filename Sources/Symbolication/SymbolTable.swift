@@ -8,7 +8,7 @@ public struct SymbolTable: Sendable {
         var address: UInt64
         var size: UInt64
         var nameOffset: UInt32
-        var table: UInt8 // 0 = .symtab, 1 = .dynsym
+        var table: UInt8  // 0 = .symtab, 1 = .dynsym
         var rank: UInt8  // lower wins among aliases: sized global < sized local < unsized
         /// Name offset of the STT_FILE symbol before this one in its table (0: none).
         var fileNameOffset: UInt32
@@ -33,8 +33,9 @@ public struct SymbolTable: Sendable {
     init(elf: ELFFile) {
         for (tableIndex, name) in [".symtab", ".dynsym"].enumerated() {
             guard let section = elf.section(named: name), let data = elf.contents(of: section),
-                  Int(section.link) < elf.sections.count,
-                  let stringTable = elf.contents(of: elf.sections[Int(section.link)]) else {
+                Int(section.link) < elf.sections.count,
+                let stringTable = elf.contents(of: elf.sections[Int(section.link)])
+            else {
                 strings.append(ByteView(UnsafeRawBufferPointer(start: nil, count: 0)))
                 continue
             }
@@ -45,15 +46,17 @@ public struct SymbolTable: Sendable {
             for index in 0..<count {
                 let at = index * 24
                 guard let nameOffset = data.u32(at), let info = data.u8(at + 4), let sectionIndex = data.u16(at + 6),
-                      let value = data.u64(at + 8), let size = data.u64(at + 16) else { break }
+                    let value = data.u64(at + 8), let size = data.u64(at + 16)
+                else { break }
                 let type = info & 0x0F, binding = info >> 4
-                if type == 4 { fileNameOffset = nameOffset } // STT_FILE
+                if type == 4 { fileNameOffset = nameOffset }  // STT_FILE
                 // Functions and GNU indirect functions that are defined (not SHN_UNDEF).
                 guard type == 2 || type == 10, sectionIndex != 0, value != 0 else { continue }
                 let rank: UInt8 = size == 0 ? 2 : (binding == 1 ? 0 : 1)
-                entries.append(Entry(
-                    address: value, size: size, nameOffset: nameOffset, table: UInt8(tableIndex), rank: rank,
-                    fileNameOffset: binding == 0 ? fileNameOffset : 0)) // only locals belong to a FILE
+                entries.append(
+                    Entry(
+                        address: value, size: size, nameOffset: nameOffset, table: UInt8(tableIndex), rank: rank,
+                        fileNameOffset: binding == 0 ? fileNameOffset : 0))  // only locals belong to a FILE
             }
         }
         entries.sort { ($0.address, $0.rank, $0.table) < ($1.address, $1.rank, $1.table) }

@@ -67,7 +67,8 @@ public final class DebugImageCache: @unchecked Sendable {
     private let lock = SymbolizerLock()
 
     public func image(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage {
-        let key = (elf.buildID.map { $0.map { String($0, radix: 16) }.joined(separator: ":") } ?? elf.path)
+        let key =
+            (elf.buildID.map { $0.map { String($0, radix: 16) }.joined(separator: ":") } ?? elf.path)
             + "|" + locator.debugDirectories.joined(separator: ":")
         lock.lock()
         if let found = images[key], found.elf === elf || found.elf.buildID != nil {

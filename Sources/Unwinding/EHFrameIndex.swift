@@ -18,7 +18,7 @@ struct EHFrameIndex {
         guard let section = elf.section(named: ".eh_frame"), let data = elf.contents(of: section) else { return nil }
         base = section.address
         var pairs: [(Int64, Int64)] = []
-        var encodings: [UInt64: UInt8] = [:] // CIE offset -> FDE pointer encoding
+        var encodings: [UInt64: UInt8] = [:]  // CIE offset -> FDE pointer encoding
         var offset: UInt64 = 0
         while let length32 = data.u32(offset), length32 != 0 {
             var length = UInt64(length32)
@@ -37,7 +37,8 @@ struct EHFrameIndex {
                 let encoding = encodings[cie] ?? 0
                 var cursor = start + 4
                 if let location = Self.readPointer(data, &cursor, encoding: encoding, fieldAddress: base + cursor),
-                   location != 0 {
+                    location != 0
+                {
                     let relative = Int64(bitPattern: location &- base)
                     if relative >= Int64(Int32.min) && relative <= Int64(Int32.max) {
                         pairs.append((relative, Int64(offset)))
@@ -55,7 +56,7 @@ struct EHFrameIndex {
                 withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
             }
         }
-        bytes.append(contentsOf: [UInt8](repeating: 0, count: 8)) // word-sized reads past the end
+        bytes.append(contentsOf: [UInt8](repeating: 0, count: 8))  // word-sized reads past the end
         table = bytes
         entries = pairs.count
     }
@@ -72,11 +73,11 @@ struct EHFrameIndex {
         }
         cursor += 1
         if augmentation.starts(with: Array("eh".utf8)) { cursor += 8 }
-        _ = readULEB(data, &cursor) // code alignment
-        _ = readSLEB(data, &cursor) // data alignment
-        if version == 1 { cursor += 1 } else { _ = readULEB(data, &cursor) } // return register
+        _ = readULEB(data, &cursor)  // code alignment
+        _ = readSLEB(data, &cursor)  // data alignment
+        if version == 1 { cursor += 1 } else { _ = readULEB(data, &cursor) }  // return register
         guard augmentation.first == UInt8(ascii: "z") else { return 0 }
-        _ = readULEB(data, &cursor) // augmentation data length
+        _ = readULEB(data, &cursor)  // augmentation data length
         for letter in augmentation.dropFirst() {
             switch letter {
             case UInt8(ascii: "R"): return data.u8(cursor) ?? 0
@@ -93,7 +94,7 @@ struct EHFrameIndex {
 
     /// Reads a DW_EH_PE-encoded pointer; pcrel is resolved against `fieldAddress`.
     static func readPointer(_ data: ByteView, _ cursor: inout UInt64, encoding: UInt8, fieldAddress: UInt64) -> UInt64? {
-        if encoding == 0xFF { return nil } // DW_EH_PE_omit
+        if encoding == 0xFF { return nil }  // DW_EH_PE_omit
         var value: UInt64
         switch encoding & 0x0F {
         case 0x00, 0x04: guard let raw = data.u64(cursor) else { return nil }; value = raw; cursor += 8
@@ -101,15 +102,19 @@ struct EHFrameIndex {
         case 0x02: guard let raw = data.u16(cursor) else { return nil }; value = UInt64(raw); cursor += 2
         case 0x03: guard let raw = data.u32(cursor) else { return nil }; value = UInt64(raw); cursor += 4
         case 0x09: guard let raw = readSLEB(data, &cursor) else { return nil }; value = UInt64(bitPattern: raw)
-        case 0x0A: guard let raw = data.u16(cursor) else { return nil }; value = UInt64(bitPattern: Int64(Int16(bitPattern: raw))); cursor += 2
-        case 0x0B: guard let raw = data.u32(cursor) else { return nil }; value = UInt64(bitPattern: Int64(Int32(bitPattern: raw))); cursor += 4
+        case 0x0A:
+            guard let raw = data.u16(cursor) else { return nil }; value = UInt64(bitPattern: Int64(Int16(bitPattern: raw)));
+            cursor += 2
+        case 0x0B:
+            guard let raw = data.u32(cursor) else { return nil }; value = UInt64(bitPattern: Int64(Int32(bitPattern: raw)));
+            cursor += 4
         case 0x0C: guard let raw = data.u64(cursor) else { return nil }; value = raw; cursor += 8
         default: return nil
         }
         switch encoding & 0x70 {
         case 0x00: break
         case 0x10: value = value &+ fieldAddress
-        default: return nil // datarel/textrel/funcrel do not occur in .eh_frame FDE locations
+        default: return nil  // datarel/textrel/funcrel do not occur in .eh_frame FDE locations
         }
         return value
     }

@@ -117,7 +117,8 @@ public final class Unwinder {
             let moduleIndex = Int((address - Self.syntheticTableBase) >> 32)
             guard let built = builtTables[moduleIndex] ?? nil else { return false }
             let offset = address - built.address
-            guard offset <= UInt64(built.index.table.count), UInt64(buffer.count) <= UInt64(built.index.table.count) - offset else { return false }
+            guard offset <= UInt64(built.index.table.count), UInt64(buffer.count) <= UInt64(built.index.table.count) - offset
+            else { return false }
             built.index.table.withUnsafeBytes {
                 buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[Int(offset)..<Int(offset) + buffer.count]))
             }
@@ -138,7 +139,8 @@ public final class Unwinder {
 
     func moduleIndex(containing address: UInt64) -> Int? {
         guard let found = modules.lastIndex(atOrBelow: address, key: \.base),
-              address - modules[found].base < modules[found].size else { return nil }
+            address - modules[found].base < modules[found].size
+        else { return nil }
         return found
     }
 
@@ -195,8 +197,9 @@ public final class Unwinder {
         var frames = [cp_frame](repeating: cp_frame(), count: maxFrames)
         var skipped: Int32 = 0
         let count = registers.withUnsafeBufferPointer { regs in
-            cp_unwind_x86_64(handle, regs.baseAddress, &frames, Int32(maxFrames), Int32(headFrames),
-                             Int32(clamping: frameLimit), &skipped)
+            cp_unwind_x86_64(
+                handle, regs.baseAddress, &frames, Int32(maxFrames), Int32(headFrames),
+                Int32(clamping: frameLimit), &skipped)
         }
         guard count > 0 else { return UnwoundStack(frames: [], skipped: 0) }
         let methods: [UnwoundFrame.Method] = [.context, .cfi, .framePointer, .scan]

@@ -32,7 +32,9 @@ public struct AddressSymbolicator {
             output.append(contentsOf: Array("??\n??:0:0\n\n".utf8))
             return
         }
-        for frame in Symbolizer.frames(in: debug, virtualAddress: address, isReturnAddress: false, demangle: demangle, symbolFile: true) {
+        for frame in Symbolizer.frames(
+            in: debug, virtualAddress: address, isReturnAddress: false, demangle: demangle, symbolFile: true)
+        {
             let name = frame.function
             output.append(contentsOf: Array((name ?? "??").utf8))
             output.append(10)

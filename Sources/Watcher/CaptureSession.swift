@@ -53,13 +53,19 @@ public enum CaptureSession {
                 for failure in candidate.failures { notes.append("thread \(failure.tid) not suspended: \(failure.reason)") }
             } catch {
                 if Self.hasExited(pid: pid) {
-                    notes.append("the process had already exited when the watcher got to it (the stub stops waiting after its timeout, CRASHPORT_TIMEOUT_MS); the crashing thread comes from the record's stack copy")
+                    notes.append(
+                        "the process had already exited when the watcher got to it (the stub stops waiting after its timeout, CRASHPORT_TIMEOUT_MS); the crashing thread comes from the record's stack copy"
+                    )
                 } else {
-                    notes.append("ptrace denied (\(error)); other threads, their registers and the live stack were not captured; the crashing thread comes from the record's stack copy")
+                    notes.append(
+                        "ptrace denied (\(error)); other threads, their registers and the live stack were not captured; the crashing thread comes from the record's stack copy"
+                    )
                 }
             }
         } else {
-            notes.append("ptrace not used (--no-ptrace); other threads were not captured; the crashing thread comes from the record's stack copy")
+            notes.append(
+                "ptrace not used (--no-ptrace); other threads were not captured; the crashing thread comes from the record's stack copy"
+            )
         }
 
         let mapsBytes = ProcFiles.read("/proc/\(pid)/maps")
@@ -69,8 +75,10 @@ public enum CaptureSession {
         func stack(from sp: UInt64, limit: Int) -> MemoryRegion? {
             let start = sp &- 128
             // After a stack overflow sp lies in the guard page just below the stack mapping.
-            guard let mapping = mappings.first(where: { $0.contains(start) || $0.contains(sp) })
-                ?? mappings.first(where: { $0.start > sp && $0.start - sp <= 4 * 4096 && $0.readable }) else { return nil }
+            guard
+                let mapping = mappings.first(where: { $0.contains(start) || $0.contains(sp) })
+                    ?? mappings.first(where: { $0.start > sp && $0.start - sp <= 4 * 4096 && $0.readable })
+            else { return nil }
             let from = max(start, mapping.start)
             let count = Int(min(UInt64(limit), mapping.end - from))
             let bytes = memory.bytes(at: from, count: count)
@@ -81,7 +89,8 @@ public enum CaptureSession {
         // it (it may extend past the record's copy), else the record's copy.
         var crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
         if session != nil, let live = stack(from: record.registers.rsp, limit: options.crashedThreadStackLimit),
-           live.bytes.count > record.stack.bytes.count {
+            live.bytes.count > record.stack.bytes.count
+        {
             crashed.stack = live
         }
         if crashed.name.isEmpty { crashed.name = ProcFiles.threadName(pid: pid, tid: record.tid) }
@@ -92,9 +101,10 @@ public enum CaptureSession {
                 do {
                     let registers = try session.registers(of: tid)
                     let set = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
-                    threads.append(ThreadSnapshot(
-                        tid: tid, name: ProcFiles.threadName(pid: pid, tid: tid), registers: set,
-                        stack: stack(from: set.rsp, limit: options.threadStackLimit)))
+                    threads.append(
+                        ThreadSnapshot(
+                            tid: tid, name: ProcFiles.threadName(pid: pid, tid: tid), registers: set,
+                            stack: stack(from: set.rsp, limit: options.threadStackLimit)))
                 } catch {
                     notes.append("thread \(tid): \(error)")
                 }
@@ -113,7 +123,8 @@ public enum CaptureSession {
         var extra: [MemoryRegion] = []
         let pc = record.registers.rip
         if session != nil, let mapping = mappings.first(where: { $0.contains(pc) }), mapping.readable,
-           !threads.contains(where: { $0.stack?.contains(pc) ?? false }) {
+            !threads.contains(where: { $0.stack?.contains(pc) ?? false })
+        {
             let from = max(mapping.start, pc &- 128), to = min(mapping.end, pc &+ 128)
             let bytes = memory.bytes(at: from, count: Int(to - from))
             if !bytes.isEmpty { extra.append(MemoryRegion(start: from, bytes: bytes)) }
@@ -160,8 +171,9 @@ public enum CaptureSession {
         // fields[0] is field 3 (state); field 22 is fields[19].
         guard fields.count > 19, let ticks = UInt64(fields[19]) else { return nil }
         guard let procStat = ProcFiles.readText("/proc/stat"),
-              let line = procStat.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
-              let boot = UInt64(line.dropFirst(6)) else { return nil }
+            let line = procStat.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
+            let boot = UInt64(line.dropFirst(6))
+        else { return nil }
         let hertz = UInt64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
         return UInt32(clamping: boot + ticks / hertz)
     }

@@ -25,7 +25,8 @@ public enum CrashLog {
             text += signal.name ?? "signal \(signal.number ?? 0)"
             if let description = signal.description { text += ", \(description)" }
             if let number = signal.number, let code = signal.code, let address = signal.faultAddress,
-               SignalNames.hasFaultAddress(signal: number, code: code) {
+                SignalNames.hasFaultAddress(signal: number, code: code)
+            {
                 text += " at \(address)"
             }
             if let sender = signal.senderPID { text += ", sent by pid \(sender)" }
@@ -51,7 +52,9 @@ public enum CrashLog {
     }
 
     static func threadSection(_ thread: ThreadRecord) -> [String] {
-        var lines = ["Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "")\(thread.crashed == true ? " (crashed)" : "")"]
+        var lines = [
+            "Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "")\(thread.crashed == true ? " (crashed)" : "")"
+        ]
         for frame in thread.frames ?? [] {
             let index = String(frame.index ?? 0).padding(toLength: 3)
             let pc = (frame.pc?.description ?? "").padding(toLength: 18)
@@ -70,7 +73,9 @@ public enum CrashLog {
         lines.append(headline(event))
         if let id = event.id { lines.append("Report:    \(id)") }
         if let timestamp = event.timestamp { lines.append("Time:      \(timestamp)") }
-        if let arguments = event.process?.arguments, !arguments.isEmpty { lines.append("Command:   \(arguments.joined(separator: " "))") }
+        if let arguments = event.process?.arguments, !arguments.isEmpty {
+            lines.append("Command:   \(arguments.joined(separator: " "))")
+        }
         for note in event.notes ?? [] { lines.append("Note:      \(note)") }
         lines.append("")
         let threads = event.threads ?? []
@@ -81,9 +86,16 @@ public enum CrashLog {
         }
         if let crashedThread = crashed.first, let registers = crashedThread.registers, !registers.isEmpty {
             lines.append("Registers of the crashed thread:")
-            let order = ["rip", "rsp", "rbp", "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "eflags"]
-            let cells = order.compactMap { name in registers[name].map { "\(name.padding(toLength: 6)) \($0.description.padding(toLength: 18))" } }
-            stride(from: 0, to: cells.count, by: 3).forEach { lines.append("  " + cells[$0..<min($0 + 3, cells.count)].joined(separator: " ")) }
+            let order = [
+                "rip", "rsp", "rbp", "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
+                "r15", "eflags",
+            ]
+            let cells = order.compactMap { name in
+                registers[name].map { "\(name.padding(toLength: 6)) \($0.description.padding(toLength: 18))" }
+            }
+            stride(from: 0, to: cells.count, by: 3).forEach {
+                lines.append("  " + cells[$0..<min($0 + 3, cells.count)].joined(separator: " "))
+            }
             lines.append("")
         }
         let chain = event.handlerChain ?? []
@@ -93,12 +105,14 @@ public enum CrashLog {
             func name(_ handler: HandlerRecord?) -> String {
                 switch handler {
                 case .disposition(let text)?: return text
-                case .function(let address, let symbol, let module, _)?: return "\(symbol ?? address.description)\(module.map { " in \($0)" } ?? "")"
+                case .function(let address, let symbol, let module, _)?:
+                    return "\(symbol ?? address.description)\(module.map { " in \($0)" } ?? "")"
                 case nil: return "none"
                 }
             }
             if let above = entry.above { text += "above crashport: \(name(above)); " }
-            text += "previous: \(name(entry.previous)); \(entry.signal == crashingSignal ? "crashport" : "crashport would") \(entry.action ?? "?")"
+            text +=
+                "previous: \(name(entry.previous)); \(entry.signal == crashingSignal ? "crashport" : "crashport would") \(entry.action ?? "?")"
             if entry.policy == "forward-first" { text += " (forward-first)" }
             lines.append(text)
         }

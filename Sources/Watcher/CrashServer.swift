@@ -48,7 +48,8 @@ public final class CrashServer {
             var truncated: Int32 = 0, pid: Int32 = 0, uid: UInt32 = 0, fdCount: Int32 = 0
             var fds = [Int32](repeating: -1, count: 4)
             let count = buffer.withUnsafeMutableBytes { bytes in
-                cp_receive_message(socket, bytes.baseAddress, UInt(bytes.count), &truncated, &pid, &uid, &fds, 4, &fdCount, Int32(MSG_DONTWAIT))
+                cp_receive_message(
+                    socket, bytes.baseAddress, UInt(bytes.count), &truncated, &pid, &uid, &fds, 4, &fdCount, Int32(MSG_DONTWAIT))
             }
             if count < 0 { return errno == EAGAIN || errno == EWOULDBLOCK }
             if count == 0 { return false }
@@ -117,7 +118,8 @@ public final class CrashServer {
     /// A report for a death no handler could see or report (SIGKILL, the OOM killer, a crash
     /// with crashport's handler removed or unable to run): what the parent saw, and why there is
     /// no more.
-    public func writeTermination(pid: Int32, signal: Int32, executable: String, arguments: [String], oomKills: (UInt64, UInt64)?) {
+    public func writeTermination(pid: Int32, signal: Int32, executable: String, arguments: [String], oomKills: (UInt64, UInt64)?)
+    {
         let failure = unwritten[pid]
         let id = ReportStore.newID(pid: pid)
         var event = Event()
@@ -127,10 +129,14 @@ public final class CrashServer {
         event.process = ProcessInfoRecord(pid: pid, executable: executable, arguments: arguments)
         event.signal = SignalRecord(
             number: signal, name: SignalNames.name(signal), description: SignalNames.meaning(signal))
-        var notes = [failure.map { "the crash was captured but its full report could not be written (\($0)); this is what remains" }
-            ?? "no crash record: the process was killed from outside, or died where crashport's handler could not run (it was removed, replaced without chaining, or the stub was not loaded)"]
+        var notes = [
+            failure.map { "the crash was captured but its full report could not be written (\($0)); this is what remains" }
+                ?? "no crash record: the process was killed from outside, or died where crashport's handler could not run (it was removed, replaced without chaining, or the stub was not loaded)"
+        ]
         if let (before, after) = oomKills, after > before {
-            notes.append("the kernel's OOM killer killed \(after - before) process(es) while this one ran (/proc/vmstat oom_kill \(before) -> \(after))")
+            notes.append(
+                "the kernel's OOM killer killed \(after - before) process(es) while this one ran (/proc/vmstat oom_kill \(before) -> \(after))"
+            )
         }
         event.notes = notes
         do {
@@ -139,7 +145,9 @@ public final class CrashServer {
             }
             reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0))
             if printSummary {
-                log("\(executable) (pid \(pid)) was killed by \(SignalNames.name(signal)) (\(SignalNames.meaning(signal)))\(failure == nil ? " with no crash record" : "; a short report was written instead")\n  \(notes.dropFirst().joined(separator: "\n  "))\(notes.count > 1 ? "\n  " : "")report: \(path)")
+                log(
+                    "\(executable) (pid \(pid)) was killed by \(SignalNames.name(signal)) (\(SignalNames.meaning(signal)))\(failure == nil ? " with no crash record" : "; a short report was written instead")\n  \(notes.dropFirst().joined(separator: "\n  "))\(notes.count > 1 ? "\n  " : "")report: \(path)"
+                )
             }
         } catch {
             log("could not write the termination report of pid \(pid): \(error)")
@@ -172,7 +180,8 @@ public final class CrashServer {
         var event = ReportBuilder.event(for: capture, id: id, timestamp: ReportStore.timestamp())
         let built = monotonicNanoseconds() - buildStarted
         if record.otherCrashes > 0 {
-            event.notes = (event.notes ?? []) + ["\(record.otherCrashes) other thread(s) crashed while this crash was being reported"]
+            event.notes =
+                (event.notes ?? []) + ["\(record.otherCrashes) other thread(s) crashed while this crash was being reported"]
         }
         do {
             var encoded: UInt64 = 0, dumped: UInt64 = 0

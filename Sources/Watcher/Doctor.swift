@@ -27,14 +27,25 @@ public struct Doctor {
         findings.append(Finding(level: .ok, text: "kernel \(release)"))
 
         if let scope = ProcFiles.readText("/proc/sys/kernel/yama/ptrace_scope")?.trimmingCharacters(in: .whitespacesAndNewlines) {
-            let meaning = ["0": "classic: any process of the same user", "1": "restricted: ancestors, or a process named by PR_SET_PTRACER (the stub names its watcher)",
-                           "2": "admin-only: needs CAP_SYS_PTRACE", "3": "no attach at all: only the record's own stack copy"][scope] ?? "unknown"
-            findings.append(Finding(level: scope == "3" || (scope == "2" && !hasPtraceCapability()) ? .warning : .ok,
-                                    text: "Yama ptrace_scope \(scope) (\(meaning))"))
+            let meaning =
+                [
+                    "0": "classic: any process of the same user",
+                    "1": "restricted: ancestors, or a process named by PR_SET_PTRACER (the stub names its watcher)",
+                    "2": "admin-only: needs CAP_SYS_PTRACE", "3": "no attach at all: only the record's own stack copy",
+                ][scope] ?? "unknown"
+            findings.append(
+                Finding(
+                    level: scope == "3" || (scope == "2" && !hasPtraceCapability()) ? .warning : .ok,
+                    text: "Yama ptrace_scope \(scope) (\(meaning))"))
         } else {
             findings.append(Finding(level: .ok, text: "no Yama: ptrace is allowed over processes of the same user"))
         }
-        findings.append(Finding(level: .ok, text: hasPtraceCapability() ? "CAP_SYS_PTRACE: yes (can capture other users' processes)" : "CAP_SYS_PTRACE: no (captures processes of its own user)"))
+        findings.append(
+            Finding(
+                level: .ok,
+                text: hasPtraceCapability()
+                    ? "CAP_SYS_PTRACE: yes (can capture other users' processes)"
+                    : "CAP_SYS_PTRACE: no (captures processes of its own user)"))
         findings.append(tryTracing())
 
         do {
@@ -56,17 +67,21 @@ public struct Doctor {
         let libc = candidates.first { FileManager.default.isReadableFile(atPath: $0) }
         if let libc, let elf = try? ELFFile(path: libc) {
             let named = DebugFileLocator().debugFile(for: elf) != nil
-            findings.append(Finding(level: named ? .ok : .warning, text: named
-                ? "libc debug symbols: found (libc's own frames get names and lines)"
-                : "libc debug symbols: missing (install libc6-dbg to name libc's internal frames)"))
+            findings.append(
+                Finding(
+                    level: named ? .ok : .warning,
+                    text: named
+                        ? "libc debug symbols: found (libc's own frames get names and lines)"
+                        : "libc debug symbols: missing (install libc6-dbg to name libc's internal frames)"))
         }
         return findings
     }
 
     func hasPtraceCapability() -> Bool {
         guard let status = ProcFiles.readText("/proc/self/status"),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
-              let mask = UInt64(line.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16) else { return false }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
+            let mask = UInt64(line.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return false }
         return mask & (1 << 19) != 0
     }
 
@@ -88,9 +103,15 @@ public struct Doctor {
             let threads = try session.suspendAll(timeoutMilliseconds: 1000)
             let registers = try session.registers(of: child)
             session.detachAll()
-            return Finding(level: .ok, text: "ptrace: a test child was suspended (\(threads.count) thread) and its registers read (rip 0x\(String(registers.gpr[16], radix: 16)))")
+            return Finding(
+                level: .ok,
+                text:
+                    "ptrace: a test child was suspended (\(threads.count) thread) and its registers read (rip 0x\(String(registers.gpr[16], radix: 16)))"
+            )
         } catch {
-            return Finding(level: .warning, text: "ptrace: denied (\(error)); reports will hold only the crashing thread, from the stub's record")
+            return Finding(
+                level: .warning,
+                text: "ptrace: denied (\(error)); reports will hold only the crashing thread, from the stub's record")
         }
     }
 }

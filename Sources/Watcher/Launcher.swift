@@ -24,7 +24,8 @@ public enum LaunchError: Error, CustomStringConvertible {
         case .notFound(let program): return "\(program): command not found"
         case .notExecutable(let program, let reason): return "\(program): \(reason)"
         case .stubMissing(let searched):
-            return "cannot find libcrashport.so (looked in \(searched.joined(separator: ", "))); build it with tools/build-stub or set CRASHPORT_STUB"
+            return
+                "cannot find libcrashport.so (looked in \(searched.joined(separator: ", "))); build it with tools/build-stub or set CRASHPORT_STUB"
         case .system(let call, let errno): return "\(call): \(String(cString: strerror(errno)))"
         }
     }
@@ -103,7 +104,9 @@ public struct Launcher {
     }
 
     /// Runs PROGRAM to completion; returns how it ended and the reports written meanwhile.
-    public func run(log: @escaping (String) -> Void = { FileHandle.standardError.write(Data(("crashport: " + $0 + "\n").utf8)) })
+    public func run(
+        log: @escaping (String) -> Void = { FileHandle.standardError.write(Data(("crashport: " + $0 + "\n").utf8)) }
+    )
         throws -> (termination: Termination, reports: [WrittenReport])
     {
         let executable = try Self.resolve(program)
@@ -111,7 +114,9 @@ public struct Launcher {
         try store.prepare()
         let elf = try? ELFFile(path: executable)
         if let elf, !elf.isDynamicallyLinked, !elf.definesSymbol(named: "crashport_install") {
-            log("\(program) is statically linked, so the stub cannot be preloaded into it; crashes will not be reported. Link libcrashport.a into it (see README).")
+            log(
+                "\(program) is statically linked, so the stub cannot be preloaded into it; crashes will not be reported. Link libcrashport.a into it (see README)."
+            )
         }
         // Sanitizer runtimes insist on coming first in the library list ("ASan runtime does not
         // come first in initial library list"): preload the one the program links, then the stub.
@@ -177,9 +182,11 @@ public struct Launcher {
         var socketOpen = true
         var status: Int32 = 0
         while true {
-            var fds = [pollfd(fd: socketOpen ? ours : -1, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: exited, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: signals, events: Int16(POLLIN), revents: 0)]
+            var fds = [
+                pollfd(fd: socketOpen ? ours : -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: exited, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
+            ]
             // Without pidfds (very old kernels) fall back to polling waitpid.
             let ready = poll(&fds, nfds_t(fds.count), exited >= 0 ? -1 : 50)
             if ready < 0 && errno != EINTR { break }
@@ -194,7 +201,8 @@ public struct Launcher {
         if socketOpen { server.drain() }
         let termination: Termination = (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
         if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
-           !server.reports.contains(where: { $0.event.process?.pid == child }) {
+            !server.reports.contains(where: { $0.event.process?.pid == child })
+        {
             server.writeTermination(
                 pid: child, signal: signal, executable: executable, arguments: [program] + arguments,
                 oomKills: oomBefore.flatMap { before in Self.oomKills().map { (before, $0) } })
@@ -204,12 +212,15 @@ public struct Launcher {
 
     /// Deaths that deserve a report even without a crash record: the core-dumping signals and
     /// SIGKILL. (SIGTERM, SIGINT and the like are ordinary ways to stop a program.)
-    static let unexplainedDeaths: Set<Int32> = [SIGKILL, SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS]
+    static let unexplainedDeaths: Set<Int32> = [
+        SIGKILL, SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS,
+    ]
 
     /// The kernel's count of OOM kills since boot (/proc/vmstat oom_kill).
     static func oomKills() -> UInt64? {
         guard let text = ProcFiles.readText("/proc/vmstat"),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("oom_kill ") }) else { return nil }
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("oom_kill ") })
+        else { return nil }
         return UInt64(line.dropFirst("oom_kill ".count))
     }
 
@@ -237,7 +248,7 @@ public struct Launcher {
             sigaddset(&set, signal)
             sigprocmask(SIG_UNBLOCK, &set, nil)
             kill(getpid(), signal)
-            Glibc.exit(128 + signal) // for signals whose default is not to terminate
+            Glibc.exit(128 + signal)  // for signals whose default is not to terminate
         }
     }
 }

@@ -49,13 +49,15 @@ enum ModuleMap {
             var last = first
             var executable = first.executable
             while index < mappings.count, mappings[index].path == first.path, mappings[index].inode == first.inode,
-                  mappings[index].offset >= last.offset {
+                mappings[index].offset >= last.offset
+            {
                 last = mappings[index]
                 executable = executable || last.executable
                 index += 1
             }
             guard executable else { continue }
-            var module = LoadedModule(info: ModuleInfo(path: first.path, base: first.start, size: last.end - first.start, buildID: []))
+            var module = LoadedModule(
+                info: ModuleInfo(path: first.path, base: first.start, size: last.end - first.start, buildID: []))
             let key = "\(first.path)|\(first.inode)"
             do {
                 let elf = try cache.file(key: key) {
@@ -66,10 +68,12 @@ enum ModuleMap {
                 module.elf = elf
                 module.info.buildID = elf.buildID ?? []
                 if let memory, let mapped = mappedBuildID(elf: elf, base: first.start, memory: memory),
-                   !mapped.isEmpty, mapped != module.info.buildID {
+                    !mapped.isEmpty, mapped != module.info.buildID
+                {
                     // The file was replaced since it was mapped: trust the memory, and do not
                     // symbolicate with a file that is not the code that ran.
-                    module.problem = "the file on disk (build-id \(hex(module.info.buildID))) is not what was mapped (build-id \(hex(mapped))); not symbolicated from it"
+                    module.problem =
+                        "the file on disk (build-id \(hex(module.info.buildID))) is not what was mapped (build-id \(hex(mapped))); not symbolicated from it"
                     module.info.buildID = mapped
                     module.elf = nil
                 }
@@ -105,7 +109,8 @@ enum ModuleMap {
     }
 
     static func vdso(_ mapping: MemoryMapping, memory: ProcessMemory?) -> LoadedModule {
-        var module = LoadedModule(info: ModuleInfo(path: "[vdso]", base: mapping.start, size: mapping.end - mapping.start, buildID: []))
+        var module = LoadedModule(
+            info: ModuleInfo(path: "[vdso]", base: mapping.start, size: mapping.end - mapping.start, buildID: []))
         guard let memory, mapping.end - mapping.start <= 1 << 20 else { return module }
         let bytes = memory.bytes(at: mapping.start, count: Int(mapping.end - mapping.start))
         if let elf = try? ELFFile(file: MappedFile(bytes: bytes, name: "[vdso]")) {

@@ -67,7 +67,8 @@ public struct OfflineSymbolicator {
             let found = image(path: path, buildID: buildID)
             images[name] = found
             if found == nil && path != "[vdso]" {
-                notes.append("no binary or debug file for \(name) (build-id \(module.buildID ?? "none")): its frames keep module+offset")
+                notes.append(
+                    "no binary or debug file for \(name) (build-id \(module.buildID ?? "none")): its frames keep module+offset")
             }
         }
         event.threads = event.threads?.map { thread in
@@ -86,13 +87,17 @@ public struct OfflineSymbolicator {
                 template.module = module
                 template.moduleOffset = offset
                 let isReturnAddress = position > 0 && frame.trust != "context"
-                for symbol in Symbolizer.frames(in: debug, virtualAddress: offset &+ elf.imageVirtualBase,
-                                                isReturnAddress: isReturnAddress, template: template) {
-                    frames.append(FrameRecord(
-                        index: frames.count, pc: frame.pc, module: module, moduleOffset: frame.moduleOffset,
-                        function: symbol.function, mangled: symbol.mangled, functionOffset: symbol.functionOffset.map(HexAddress.init),
-                        file: symbol.file, line: symbol.line, column: symbol.column, inlined: symbol.inlined ? true : nil,
-                        trust: frame.trust))
+                for symbol in Symbolizer.frames(
+                    in: debug, virtualAddress: offset &+ elf.imageVirtualBase,
+                    isReturnAddress: isReturnAddress, template: template)
+                {
+                    frames.append(
+                        FrameRecord(
+                            index: frames.count, pc: frame.pc, module: module, moduleOffset: frame.moduleOffset,
+                            function: symbol.function, mangled: symbol.mangled,
+                            functionOffset: symbol.functionOffset.map(HexAddress.init),
+                            file: symbol.file, line: symbol.line, column: symbol.column, inlined: symbol.inlined ? true : nil,
+                            trust: frame.trust))
                 }
             }
             thread.frames = frames
@@ -109,7 +114,9 @@ public struct OfflineSymbolicator {
         let modules: [LoadedModule] = minidump.modules.map { info in
             let file = image(path: info.path, buildID: info.buildID)
             if file == nil && info.path != "[vdso]" {
-                notes.append("no binary or debug file for \(info.name) (build-id \(info.buildID.isEmpty ? "none" : hex(info.buildID))): its frames keep module+offset")
+                notes.append(
+                    "no binary or debug file for \(info.name) (build-id \(info.buildID.isEmpty ? "none" : hex(info.buildID))): its frames keep module+offset"
+                )
             }
             return LoadedModule(info: info, elf: file, problem: nil)
         }
@@ -128,9 +135,10 @@ public struct OfflineSymbolicator {
             pid: minidump.pid ?? 0, crashedThreadID: Int32(bitPattern: exception.threadID),
             exception: exception.info, threads: threads, modules: minidump.modules,
             extraMemory: minidump.memory.filter { !stacks.contains($0.start) }, captureTime: minidump.timeDateStamp)
-        let arguments = minidump.stream(MinidumpFormat.MINIDUMP_STREAM_TYPE.LinuxCmdLine).map { bytes in
-            bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-        } ?? []
+        let arguments =
+            minidump.stream(MinidumpFormat.MINIDUMP_STREAM_TYPE.LinuxCmdLine).map { bytes in
+                bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            } ?? []
         var event = ReportBuilder.event(
             snapshot: snapshot, modules: modules, executable: minidump.modules.first?.path, arguments: arguments,
             notes: notes + minidump.warnings, id: (name as NSString).lastPathComponent,

@@ -13,11 +13,15 @@ public enum ReportBuilder {
         var event = event(
             snapshot: capture.snapshot, modules: capture.modules, executable: capture.executable,
             arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: DebugFileLocator())
-        event.handlerChain = handlerChain(capture.record, symbolizer: Symbolizer(images: capture.modules.map {
-            Symbolizer.Image(path: $0.info.path, base: $0.info.base, size: $0.info.size, elf: $0.elf)
-        }))
+        event.handlerChain = handlerChain(
+            capture.record,
+            symbolizer: Symbolizer(
+                images: capture.modules.map {
+                    Symbolizer.Image(path: $0.info.path, base: $0.info.base, size: $0.info.size, elf: $0.elf)
+                }))
         if capture.record.forwardedFirst {
-            let note = capture.record.previousGaveUp
+            let note =
+                capture.record.previousGaveUp
                 ? "forward-first: the previous handler ran first and gave up (reset its action or raised the signal again)"
                 : "forward-first: the previous handler ran first, returned, and the same fault came back"
             event.notes = (event.notes ?? []) + [note]
@@ -37,9 +41,10 @@ public enum ReportBuilder {
         }
         regions += snapshot.extraMemory.map { RegionMemory.Region(start: $0.start, bytes: $0.bytes) }
         let unwinder = Unwinder(memory: RegionMemory(regions: regions), modules: unwindModules)
-        let symbolizer = Symbolizer(images: modules.map {
-            Symbolizer.Image(path: $0.info.path, base: $0.info.base, size: $0.info.size, elf: $0.elf)
-        }, locator: locator)
+        let symbolizer = Symbolizer(
+            images: modules.map {
+                Symbolizer.Image(path: $0.info.path, base: $0.info.base, size: $0.info.size, elf: $0.elf)
+            }, locator: locator)
 
         var event = Event()
         event.id = id
@@ -63,31 +68,36 @@ public enum ReportBuilder {
             for (position, frame) in stack.frames.enumerated() {
                 let isReturnAddress = position > 0 && frame.method != .context && !stack.frames[position - 1].isSignalFrame
                 for symbol in symbolizer.symbolicate(pc: frame.pc, isReturnAddress: isReturnAddress) {
-                    frames.append(FrameRecord(
-                        index: frames.count, pc: HexAddress(frame.pc), module: symbol.module,
-                        moduleOffset: symbol.moduleOffset.map(HexAddress.init), function: symbol.function,
-                        mangled: symbol.mangled, functionOffset: symbol.functionOffset.map(HexAddress.init),
-                        file: symbol.file, line: symbol.line, column: symbol.column,
-                        inlined: symbol.inlined ? true : nil, trust: frame.method.rawValue))
+                    frames.append(
+                        FrameRecord(
+                            index: frames.count, pc: HexAddress(frame.pc), module: symbol.module,
+                            moduleOffset: symbol.moduleOffset.map(HexAddress.init), function: symbol.function,
+                            mangled: symbol.mangled, functionOffset: symbol.functionOffset.map(HexAddress.init),
+                            file: symbol.file, line: symbol.line, column: symbol.column,
+                            inlined: symbol.inlined ? true : nil, trust: frame.method.rawValue))
                 }
             }
             var registers: [String: HexAddress] = [:]
             for (index, name) in X86_64Registers.names.enumerated() where name != "orig_rax" {
                 registers[name] = HexAddress(thread.registers.gpr[index])
             }
-            threads.append(ThreadRecord(
-                tid: thread.tid, name: thread.name, crashed: thread.tid == snapshot.crashedThreadID,
-                registers: registers, frames: frames, truncated: stack.skipped > 0 ? stack.skipped : nil))
+            threads.append(
+                ThreadRecord(
+                    tid: thread.tid, name: thread.name, crashed: thread.tid == snapshot.crashedThreadID,
+                    registers: registers, frames: frames, truncated: stack.skipped > 0 ? stack.skipped : nil))
         }
         event.threads = threads
         // Swift traps carry their reason as an artificial inlined frame at the trap.
         if let top = threads.first(where: { $0.crashed == true })?.frames?.first, top.inlined == true,
-           let reason = top.function, reason.hasPrefix("Swift runtime failure: ") {
+            let reason = top.function, reason.hasPrefix("Swift runtime failure: ")
+        {
             let described = event.signal?.description ?? ""
             event.signal?.description = described + "; " + reason
         }
         event.modules = snapshot.modules.map {
-            ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID.isEmpty ? nil : hex($0.buildID))
+            ModuleRecord(
+                path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size),
+                buildID: $0.buildID.isEmpty ? nil : hex($0.buildID))
         }
         event.minidump = "minidump.dmp"
         event.notes = notes.isEmpty ? nil : notes

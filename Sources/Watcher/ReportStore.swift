@@ -42,7 +42,7 @@ public struct ReportStore: Sendable {
     /// (.tmp-*) nor `keep`. Returns the ids removed.
     @discardableResult
     public func prune(keeping keep: String? = nil) -> [String] {
-        var reports = ids().map { ($0, Self.size(of: path(of: $0))) } // newest first
+        var reports = ids().map { ($0, Self.size(of: path(of: $0))) }  // newest first
         var total = reports.reduce(UInt64(0)) { $0 + $1.1 }
         var removed: [String] = []
         while reports.count > max(maxReports, 1) || (total > maxBytes && reports.count > 1) {
@@ -175,8 +175,10 @@ public struct ReportStore: Sendable {
 
     static func describe(_ error: Error) -> String {
         switch error {
-        case DecodingError.dataCorrupted(let context): return context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription
-        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context), DecodingError.keyNotFound(_, let context):
+        case DecodingError.dataCorrupted(let context):
+            return context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+            DecodingError.keyNotFound(_, let context):
             return context.debugDescription + " at " + context.codingPath.map(\.stringValue).joined(separator: ".")
         default: return "\(error)"
         }

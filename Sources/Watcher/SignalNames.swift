@@ -45,10 +45,22 @@ public enum SignalNames {
         }
         let table: [String]
         switch signal {
-        case 11: table = ["SEGV_MAPERR", "SEGV_ACCERR", "SEGV_BNDERR", "SEGV_PKUERR", "SEGV_ACCADI", "SEGV_ADIDERR", "SEGV_ADIPERR", "SEGV_MTEAERR", "SEGV_MTESERR"]
+        case 11:
+            table = [
+                "SEGV_MAPERR", "SEGV_ACCERR", "SEGV_BNDERR", "SEGV_PKUERR", "SEGV_ACCADI", "SEGV_ADIDERR", "SEGV_ADIPERR",
+                "SEGV_MTEAERR", "SEGV_MTESERR",
+            ]
         case 7: table = ["BUS_ADRALN", "BUS_ADRERR", "BUS_OBJERR", "BUS_MCEERR_AR", "BUS_MCEERR_AO"]
-        case 4: table = ["ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR", "ILL_ILLTRP", "ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC", "ILL_BADSTK", "ILL_BADIADDR"]
-        case 8: table = ["FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV", "FPE_FLTOVF", "FPE_FLTUND", "FPE_FLTRES", "FPE_FLTINV", "FPE_FLTSUB", "FPE_FLTUNK", "FPE_CONDTRAP"]
+        case 4:
+            table = [
+                "ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR", "ILL_ILLTRP", "ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC", "ILL_BADSTK",
+                "ILL_BADIADDR",
+            ]
+        case 8:
+            table = [
+                "FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV", "FPE_FLTOVF", "FPE_FLTUND", "FPE_FLTRES", "FPE_FLTINV", "FPE_FLTSUB",
+                "FPE_FLTUNK", "FPE_CONDTRAP",
+            ]
         case 5: table = ["TRAP_BRKPT", "TRAP_TRACE", "TRAP_BRANCH", "TRAP_HWBKPT", "TRAP_UNK", "TRAP_PERF"]
         case 31: table = ["SYS_SECCOMP", "SYS_USER_DISPATCH"]
         default: return nil
@@ -59,7 +71,8 @@ public enum SignalNames {
 
     static let codeMeanings: [String: String] = [
         "SEGV_MAPERR": "address not mapped", "SEGV_ACCERR": "invalid permissions for mapped object",
-        "BUS_ADRALN": "invalid address alignment", "BUS_ADRERR": "nonexistent physical address (beyond the end of a mapped file?)",
+        "BUS_ADRALN": "invalid address alignment",
+        "BUS_ADRERR": "nonexistent physical address (beyond the end of a mapped file?)",
         "BUS_OBJERR": "object-specific hardware error", "ILL_ILLOPC": "illegal opcode", "ILL_ILLOPN": "illegal operand",
         "FPE_INTDIV": "integer divide by zero", "FPE_INTOVF": "integer overflow", "FPE_FLTDIV": "floating-point divide by zero",
         "TRAP_BRKPT": "breakpoint", "SI_USER": "sent by kill()", "SI_TKILL": "sent by tkill()/raise()",

@@ -38,7 +38,7 @@ enum SystemProbe {
                 case "stepping": info.cpuStepping = UInt16(parts[1]) ?? 0
                 default: break
                 }
-                if parts[0] == "flags" { break } // first processor block is enough
+                if parts[0] == "flags" { break }  // first processor block is enough
             }
         }
         cached = info

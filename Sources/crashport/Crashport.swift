@@ -20,13 +20,19 @@ func fail(_ message: String, status: Int32) -> Never {
 }
 
 struct ReportsOption: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Reports directory (default: $CRASHPORT_REPORTS, $XDG_STATE_HOME/crashport/reports, ~/.local/state/crashport/reports).", valueName: "DIR"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Reports directory (default: $CRASHPORT_REPORTS, $XDG_STATE_HOME/crashport/reports, ~/.local/state/crashport/reports).",
+            valueName: "DIR"))
     var reports: String?
 
     @Option(name: .long, help: ArgumentHelp("Keep at most N reports, removing the oldest (default 200).", valueName: "N"))
     var maxReports: Int?
 
-    @Option(name: .long, help: ArgumentHelp("Keep at most this many MiB of reports, removing the oldest (default 256).", valueName: "MIB"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Keep at most this many MiB of reports, removing the oldest (default 256).", valueName: "MIB"))
     var maxSize: UInt64?
 
     var store: ReportStore {
@@ -49,12 +55,15 @@ struct Run: ParsableCommand {
     @Flag(name: .long, help: "Also keep the process environment in the minidump (it may hold secrets).")
     var captureEnvironment = false
 
-    @Option(name: .long, help: ArgumentHelp(
-        "Let the program's own handler for SIG try first; report only if the fault comes back unhandled. Repeatable (SIGSEGV, segv, 11).",
-        valueName: "SIG"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Let the program's own handler for SIG try first; report only if the fault comes back unhandled. Repeatable (SIGSEGV, segv, 11).",
+            valueName: "SIG"))
     var forwardFirst: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("How long a crashing process waits for the watcher (default 10000).", valueName: "MS"))
+    @Option(
+        name: .long, help: ArgumentHelp("How long a crashing process waits for the watcher (default 10000).", valueName: "MS"))
     var timeoutMs: UInt32?
 
     @Argument(parsing: .captureForPassthrough, help: "PROGRAM [ARGS...]")
@@ -63,7 +72,9 @@ struct Run: ParsableCommand {
     func run() throws {
         var command = command
         if command.first == "--" { command.removeFirst() }
-        guard let program = command.first else { fail("run: no PROGRAM given (usage: crashport run [--reports DIR] -- PROGRAM [ARGS...])", status: 125) }
+        guard let program = command.first else {
+            fail("run: no PROGRAM given (usage: crashport run [--reports DIR] -- PROGRAM [ARGS...])", status: 125)
+        }
         var launcher = Launcher(program: program, arguments: Array(command.dropFirst()), store: reportsOption.store)
         launcher.options.usePtrace = !noPtrace
         launcher.options.captureEnvironment = captureEnvironment
@@ -72,7 +83,9 @@ struct Run: ParsableCommand {
             for text in forwardFirst {
                 for part in text.split(separator: ",") {
                     guard let number = SignalNames.number(String(part)), [4, 5, 6, 7, 8, 11, 31].contains(number) else {
-                        fail("run: --forward-first \(part): not a signal crashport handles (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS)", status: 125)
+                        fail(
+                            "run: --forward-first \(part): not a signal crashport handles (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS)",
+                            status: 125)
                     }
                     names.append(SignalNames.name(number))
                 }

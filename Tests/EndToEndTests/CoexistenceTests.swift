@@ -13,8 +13,9 @@ final class CoexistenceTests: XCTestCase {
     var crashProgram: String { get throws { try TestSupport.corpus()[0].path } }
 
     func belowLibrary() throws -> String {
-        try TestSupport.compile([TestSupport.fixture("coexist/below.c")], output: Self.directory + "/below.so",
-                                flags: ["-O2", "-g", "-shared", "-fPIC"])
+        try TestSupport.compile(
+            [TestSupport.fixture("coexist/below.c")], output: Self.directory + "/below.so",
+            flags: ["-O2", "-g", "-shared", "-fPIC"])
     }
 
     func probeProgram() throws -> String {
@@ -47,8 +48,9 @@ final class CoexistenceTests: XCTestCase {
         XCTAssertEqual(entry?.action, "forwarded-to-previous")
         XCTAssertNil(entry?.above)
         // Every handled signal has an entry.
-        XCTAssertEqual(Set(try watched.event().handlerChain?.compactMap(\.signal) ?? []),
-                       ["SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGTRAP", "SIGSYS"])
+        XCTAssertEqual(
+            Set(try watched.event().handlerChain?.compactMap(\.signal) ?? []),
+            ["SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGTRAP", "SIGSYS"])
     }
 
     /// A plain handler (no SA_SIGINFO) without SA_ONSTACK.
@@ -120,8 +122,10 @@ final class CoexistenceTests: XCTestCase {
         XCTAssertEqual(byDefault.reportIDs.count, 1)
         XCTAssertEqual(try byDefault.event().signal?.faultAddress?.value, 0x1000, "report-then-forward reports the probe")
 
-        for (options, environment) in [(["--forward-first", "SIGSEGV"], manual),
-                                       ([], manual.merging(["CRASHPORT_FORWARD_FIRST": "segv"]) { $1 })] {
+        for (options, environment) in [
+            (["--forward-first", "SIGSEGV"], manual),
+            ([], manual.merging(["CRASHPORT_FORWARD_FIRST": "segv"]) { $1 }),
+        ] {
             let watched = try TestSupport.crashportRun([probe, "below"], options: options, environment: environment)
             defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
             XCTAssertEqual(watched.result.status, .signaled(11), watched.result.stderr)
@@ -168,7 +172,8 @@ final class CoexistenceTests: XCTestCase {
     /// The Swift runtime's own backtracer stays on: both it and crashport report.
     func testSwiftRuntimeBacktracerCoexists() throws {
         let program = Self.directory + "/inventory"
-        let compile = try TestSupport.run(["swiftc", "-O", "-g", TestSupport.fixture("swift/Inventory.swift"), "-o", program], timeout: 300)
+        let compile = try TestSupport.run(
+            ["swiftc", "-O", "-g", TestSupport.fixture("swift/Inventory.swift"), "-o", program], timeout: 300)
         XCTAssertEqual(compile.status, .exited(0), compile.stderr)
         let environment = ["SWIFT_BACKTRACE": "enable=yes,interactive=no"]
         let plain = try TestSupport.run([program], environment: environment)
@@ -182,7 +187,8 @@ final class CoexistenceTests: XCTestCase {
         // Swift marks the trap with an artificial inlined frame naming the failure, above the
         // function that trapped.
         XCTAssertEqual(event.crashedFunctions.first, "Swift runtime failure: Index out of range")
-        XCTAssertTrue(containsInOrder(event.crashedFunctions, ["specialized Inventory.item(at:)", "main"]), "\(event.crashedFunctions)")
+        XCTAssertTrue(
+            containsInOrder(event.crashedFunctions, ["specialized Inventory.item(at:)", "main"]), "\(event.crashedFunctions)")
         XCTAssertEqual(event.crashedThreadRecord?.frames?.first?.inlined, true)
         let item = event.crashedThreadRecord?.frames?.first { $0.function == "specialized Inventory.item(at:)" }
         XCTAssertTrue(item?.mangled?.hasPrefix("$s") ?? false)

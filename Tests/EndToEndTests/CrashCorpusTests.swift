@@ -19,7 +19,9 @@ final class CrashCorpusTests: XCTestCase {
 
     static let cases = [
         Case(mode: "null", signal: "SIGSEGV", code: "SEGV_MAPERR", frames: ["crash_null", "level_two", "level_one", "main"]),
-        Case(mode: "abort", signal: "SIGABRT", code: "SI_TKILL", frames: ["abort", "crash_abort", "level_two", "level_one", "main"], topIsFirst: false),
+        Case(
+            mode: "abort", signal: "SIGABRT", code: "SI_TKILL",
+            frames: ["abort", "crash_abort", "level_two", "level_one", "main"], topIsFirst: false),
         Case(mode: "fpe", signal: "SIGFPE", code: "FPE_INTDIV", frames: ["crash_fpe", "level_two", "level_one", "main"]),
         Case(mode: "ill", signal: "SIGILL", code: "ILL_ILLOPN", frames: ["crash_ill", "level_two", "level_one", "main"]),
         Case(mode: "bus", signal: "SIGBUS", code: "BUS_ADRERR", frames: ["crash_bus", "level_two", "level_one", "main"]),
@@ -32,8 +34,13 @@ final class CrashCorpusTests: XCTestCase {
             let plain = try TestSupport.run([program, testCase.mode])
             let watched = try TestSupport.crashportRun([program, testCase.mode], options: options)
             defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
-            XCTAssertEqual(watched.result.status, plain.status, "\(label): exit status differs from the uninstrumented run; stderr:\n\(watched.result.stderr)", file: file, line: line)
-            XCTAssertEqual(watched.reportIDs.count, 1, "\(label): expected exactly one report; stderr:\n\(watched.result.stderr)", file: file, line: line)
+            XCTAssertEqual(
+                watched.result.status, plain.status,
+                "\(label): exit status differs from the uninstrumented run; stderr:\n\(watched.result.stderr)", file: file,
+                line: line)
+            XCTAssertEqual(
+                watched.reportIDs.count, 1, "\(label): expected exactly one report; stderr:\n\(watched.result.stderr)",
+                file: file, line: line)
             guard watched.reportIDs.count == 1 else { continue }
             let event = try watched.event()
             XCTAssertEqual(event.schema, "crashport.event.v1")
@@ -41,14 +48,21 @@ final class CrashCorpusTests: XCTestCase {
             XCTAssertEqual(event.signal?.name, testCase.signal, label, file: file, line: line)
             XCTAssertEqual(event.signal?.codeName, testCase.code, label, file: file, line: line)
             let functions = event.crashedFunctions
-            XCTAssertTrue(containsInOrder(functions, testCase.frames), "\(label): frames \(functions) lack \(testCase.frames) in order", file: file, line: line)
+            XCTAssertTrue(
+                containsInOrder(functions, testCase.frames), "\(label): frames \(functions) lack \(testCase.frames) in order",
+                file: file, line: line)
             if testCase.topIsFirst {
-                XCTAssertEqual(functions.first, testCase.frames.first, "\(label): wrong top frame in \(functions)", file: file, line: line)
+                XCTAssertEqual(
+                    functions.first, testCase.frames.first, "\(label): wrong top frame in \(functions)", file: file, line: line)
             }
             let frames = event.crashedThreadRecord?.frames ?? []
             XCTAssertEqual(frames.first?.trust, "context", label, file: file, line: line)
-            XCTAssertTrue(frames.dropFirst().allSatisfy { ["cfi", "frame_pointer", "scan"].contains($0.trust ?? "") }, label, file: file, line: line)
-            XCTAssertEqual(frames.first { $0.function == "main" }?.module, (program as NSString).lastPathComponent, label, file: file, line: line)
+            XCTAssertTrue(
+                frames.dropFirst().allSatisfy { ["cfi", "frame_pointer", "scan"].contains($0.trust ?? "") }, label, file: file,
+                line: line)
+            XCTAssertEqual(
+                frames.first { $0.function == "main" }?.module, (program as NSString).lastPathComponent, label, file: file,
+                line: line)
             // The main executable comes first among the modules, with its build-id.
             XCTAssertEqual(event.modules?.first?.path, program, label, file: file, line: line)
             XCTAssertEqual(event.modules?.first?.buildID?.count, 40, label, file: file, line: line)
@@ -56,7 +70,9 @@ final class CrashCorpusTests: XCTestCase {
             XCTAssertEqual(event.handlerChain?.first?.action, "default-action", label, file: file, line: line)
             // The summary on stderr names the signal, the top frame and the report path.
             XCTAssertTrue(watched.result.stderr.contains(testCase.signal), label, file: file, line: line)
-            XCTAssertTrue(watched.result.stderr.contains("report: \(watched.reportsDirectory)/\(watched.reportIDs[0])"), label, file: file, line: line)
+            XCTAssertTrue(
+                watched.result.stderr.contains("report: \(watched.reportsDirectory)/\(watched.reportIDs[0])"), label, file: file,
+                line: line)
             XCTAssertTrue(FileManager.default.fileExists(atPath: watched.minidumpPath()), label, file: file, line: line)
         }
     }

@@ -7,15 +7,17 @@ final class DoctorTests: XCTestCase {
     func testDoctorTracesATestChildAndFindsTheStub() throws {
         let reports = TestSupport.temporaryDirectory("doctor")
         defer { try? FileManager.default.removeItem(atPath: reports) }
-        let result = try TestSupport.run([TestSupport.crashport, "doctor", "--reports", reports],
-                                         environment: ["CRASHPORT_STUB": try TestSupport.stub()])
+        let result = try TestSupport.run(
+            [TestSupport.crashport, "doctor", "--reports", reports],
+            environment: ["CRASHPORT_STUB": try TestSupport.stub()])
         XCTAssertEqual(result.status, .exited(0), result.stdout + result.stderr)
         XCTAssertTrue(result.stdout.contains("ptrace: a test child was suspended"), result.stdout)
         XCTAssertTrue(result.stdout.contains("stub: "), result.stdout)
         XCTAssertTrue(result.stdout.contains("(writable)"), result.stdout)
 
-        let broken = try TestSupport.run([TestSupport.crashport, "doctor", "--reports", "/proc/version/reports"],
-                                         environment: ["CRASHPORT_STUB": try TestSupport.stub()])
+        let broken = try TestSupport.run(
+            [TestSupport.crashport, "doctor", "--reports", "/proc/version/reports"],
+            environment: ["CRASHPORT_STUB": try TestSupport.stub()])
         XCTAssertEqual(broken.status, .exited(1))
         XCTAssertTrue(broken.stdout.contains("problem"), broken.stdout)
     }

@@ -38,7 +38,8 @@ final class PassThroughTests: XCTestCase {
         let directory = TestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/not-executable"
-        _ = FileManager.default.createFile(atPath: path, contents: Data("#!/bin/sh\n".utf8), attributes: [.posixPermissions: 0o644])
+        _ = FileManager.default.createFile(
+            atPath: path, contents: Data("#!/bin/sh\n".utf8), attributes: [.posixPermissions: 0o644])
         let watched = try TestSupport.crashportRun([path])
         XCTAssertEqual(watched.result.status, .exited(126))
         XCTAssertTrue(watched.result.stderr.contains("permission denied"), watched.result.stderr)

@@ -72,7 +72,8 @@ final class ReportStoreTests: XCTestCase {
     /// The reports directory removed while the program runs: it is made again.
     func testReportsDirectoryRemovedWhileRunning() throws {
         let program = try TestSupport.compile(
-            [TestSupport.fixture("coexist/stress.c")], output: TestSupport.temporaryDirectory("gone") + "/stress", flags: ["-O2", "-g", "-pthread"])
+            [TestSupport.fixture("coexist/stress.c")], output: TestSupport.temporaryDirectory("gone") + "/stress",
+            flags: ["-O2", "-g", "-pthread"])
         let parent = TestSupport.temporaryDirectory("gone-reports")
         defer { try? FileManager.default.removeItem(atPath: parent) }
         let reports = parent + "/reports"
@@ -84,7 +85,7 @@ final class ReportStoreTests: XCTestCase {
         process.standardOutput = output
         process.standardError = Pipe()
         try process.run()
-        _ = output.fileHandleForReading.availableData // the program is running
+        _ = output.fileHandleForReading.availableData  // the program is running
         try FileManager.default.removeItem(atPath: reports)
         process.waitUntilExit()
         XCTAssertEqual(process.terminationStatus, SIGSEGV)

@@ -11,8 +11,9 @@ final class StressTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("stress")
 
     func stress() throws -> String {
-        try TestSupport.compile([TestSupport.fixture("coexist/stress.c")], output: Self.directory + "/stress",
-                                flags: ["-O2", "-g", "-pthread"])
+        try TestSupport.compile(
+            [TestSupport.fixture("coexist/stress.c")], output: Self.directory + "/stress",
+            flags: ["-O2", "-g", "-pthread"])
     }
 
     func testStackOverflowOnASecondaryThread() throws {
@@ -60,7 +61,9 @@ final class StressTests: XCTestCase {
     func startSlowCrash(reports: String, timeoutMilliseconds: Int) throws -> (Process, Int32, Pipe) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: TestSupport.crashport)
-        process.arguments = ["run", "--reports", reports, "--timeout-ms", String(timeoutMilliseconds), "--", try stress(), "slow"]
+        process.arguments = [
+            "run", "--reports", reports, "--timeout-ms", String(timeoutMilliseconds), "--", try stress(), "slow",
+        ]
         process.environment = ProcessInfo.processInfo.environment.merging(["CRASHPORT_STUB": try TestSupport.stub()]) { $1 }
         let output = Pipe(), errors = Pipe()
         process.standardOutput = output
@@ -82,7 +85,9 @@ final class StressTests: XCTestCase {
     func secondsUntilDead(_ pid: Int32, limit: TimeInterval) -> TimeInterval? {
         let start = Date()
         while Date().timeIntervalSince(start) < limit {
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return Date().timeIntervalSince(start) }
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else {
+                return Date().timeIntervalSince(start)
+            }
             if let close = stat.lastIndex(of: ")"), stat[stat.index(after: close)...].dropFirst().first == "Z" {
                 return Date().timeIntervalSince(start)
             }

@@ -18,17 +18,20 @@ final class SymbolicateTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("symbolicate")
 
     func strippedCrash() throws -> Stripped {
-        let program = try TestSupport.compile([TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O2", "-g"])
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O2", "-g"])
         let debug = Self.directory + "/crash.debug"
         for command in [["objcopy", "--only-keep-debug", program, debug], ["strip", "--strip-all", program]] {
             XCTAssertEqual(try TestSupport.run(command).status, .exited(0), command.joined(separator: " "))
         }
         let notes = try TestSupport.run(["readelf", "-n", program]).stdout
         guard let line = notes.split(separator: "\n").first(where: { $0.contains("Build ID") }),
-              let id = line.split(separator: " ").last.map(String.init) else { throw TestFailure("no build-id") }
+            let id = line.split(separator: " ").last.map(String.init)
+        else { throw TestFailure("no build-id") }
         let debugDirectory = Self.directory + "/debug"
         let target = debugDirectory + "/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug"
-        try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         try? FileManager.default.removeItem(atPath: target)
         try FileManager.default.moveItem(atPath: debug, toPath: target)
         let run = try TestSupport.crashportRun([program, "null"])
@@ -69,7 +72,8 @@ final class SymbolicateTests: XCTestCase {
     }
 
     func testObjectModeMatchesLlvmSymbolizerFormat() throws {
-        let program = try TestSupport.compile([TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash-obj", flags: ["-O2", "-g"])
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash-obj", flags: ["-O2", "-g"])
         let symbols = try TestSupport.run(["nm", program]).stdout.split(separator: "\n")
         let addresses = symbols.filter { $0.hasSuffix(" T level_two") || $0.hasSuffix(" T crash_null") }
             .map { "0x" + $0.split(separator: " ")[0] }
@@ -82,8 +86,9 @@ final class SymbolicateTests: XCTestCase {
         XCTAssertEqual(blocks[2], "??\n??:0:0")
         XCTAssertEqual(blocks[3], "??\n??:0:0")
         // The same answers through stdin.
-        let piped = try TestSupport.run([TestSupport.crashport, "symbolicate", "--obj", program],
-                                        input: addresses.joined(separator: "\n") + "\n0x1\njunk\n")
+        let piped = try TestSupport.run(
+            [TestSupport.crashport, "symbolicate", "--obj", program],
+            input: addresses.joined(separator: "\n") + "\n0x1\njunk\n")
         XCTAssertEqual(piped.stdout, ours.stdout)
         if FileManager.default.isExecutableFile(atPath: "/opt/swift/usr/bin/llvm-symbolizer") {
             let llvm = try TestSupport.run(["/opt/swift/usr/bin/llvm-symbolizer", "--obj=" + program] + addresses)
@@ -98,7 +103,8 @@ final class SymbolicateTests: XCTestCase {
         XCTAssertEqual(missing.status, .exited(1))
         XCTAssertTrue(missing.stderr.contains("cannot be read"), missing.stderr)
 
-        try Data("{\"schema\": \"crashport.event.v1\", \"threads\": [".utf8).write(to: URL(fileURLWithPath: directory + "/truncated.json"))
+        try Data("{\"schema\": \"crashport.event.v1\", \"threads\": [".utf8).write(
+            to: URL(fileURLWithPath: directory + "/truncated.json"))
         let truncated = try symbolicate([directory + "/truncated.json"])
         XCTAssertEqual(truncated.status, .exited(1))
         XCTAssertTrue(truncated.stderr.contains("not a valid event"), truncated.stderr)
@@ -108,7 +114,7 @@ final class SymbolicateTests: XCTestCase {
         XCTAssertTrue(text.stderr.contains("neither a minidump nor"), text.stderr)
 
         var dump = [UInt8]("MDMP".utf8) + [0x93, 0xA7, 0, 0] + [UInt8](repeating: 0xFF, count: 40)
-        dump[8] = 200 // 200 streams in a 48-byte file
+        dump[8] = 200  // 200 streams in a 48-byte file
         try Data(dump).write(to: URL(fileURLWithPath: directory + "/corrupt.dmp"))
         let corrupt = try symbolicate([directory + "/corrupt.dmp"])
         XCTAssertEqual(corrupt.status, .exited(1))
@@ -133,13 +139,15 @@ final class SymbolicateTests: XCTestCase {
         let stripped = try strippedCrash()
         defer { try? FileManager.default.removeItem(atPath: stripped.run.reportsDirectory) }
         // Put an unrelated debug file under the stripped program's build-id path.
-        let other = try TestSupport.compile([TestSupport.fixture("corpus/threads.c")], output: Self.directory + "/other", flags: ["-O2", "-g", "-pthread"])
+        let other = try TestSupport.compile(
+            [TestSupport.fixture("corpus/threads.c")], output: Self.directory + "/other", flags: ["-O2", "-g", "-pthread"])
         let directory = stripped.run.reportsDirectory + "/" + stripped.run.reportIDs[0]
         let wrong = Self.directory + "/wrong-debug"
         let notes = try TestSupport.run(["readelf", "-n", stripped.program]).stdout
         let id = notes.split(separator: "\n").first { $0.contains("Build ID") }!.split(separator: " ").last!
         let target = wrong + "/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug"
-        try FileManager.default.createDirectory(atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         try? FileManager.default.removeItem(atPath: target)
         try FileManager.default.copyItem(atPath: other, toPath: target)
         let result = try symbolicate(["--debug-dir", wrong, "--format", "json", directory + "/event.json"])
@@ -161,9 +169,11 @@ final class SymbolicateTests: XCTestCase {
         var source = "#include <stdint.h>\nvolatile uint64_t sink;\n"
         for i in 0..<600 {
             if i % 4 == 0 {
-                source += "static inline __attribute__((always_inline)) uint64_t helper_\(i)(uint64_t x) { for (int k = 0; k < 3; k++) x = x * \(i + 3) + sink; return x; }\n"
+                source +=
+                    "static inline __attribute__((always_inline)) uint64_t helper_\(i)(uint64_t x) { for (int k = 0; k < 3; k++) x = x * \(i + 3) + sink; return x; }\n"
             }
-            source += "__attribute__((noinline)) uint64_t function_\(i)(uint64_t x) {\n  x = (x ^ \(i * 7919)u) * \(i + 11)u + sink;\n  if (x & 1) sink += x;\n"
+            source +=
+                "__attribute__((noinline)) uint64_t function_\(i)(uint64_t x) {\n  x = (x ^ \(i * 7919)u) * \(i + 11)u + sink;\n  if (x & 1) sink += x;\n"
             if i % 4 == 0 { source += "  x += helper_\(i)(x);\n" }
             if i > 0 { source += "  if (x & 2) x += function_\(i / 2)(x >> 1);\n" }
             source += "  return x;\n}\n"
@@ -176,7 +186,9 @@ final class SymbolicateTests: XCTestCase {
 
         for (binary, minimum) in [(large, 0.995), (swiftCore, 0.995)] {
             let sections = try TestSupport.run(["readelf", "-SW", binary]).stdout
-            guard let text = sections.split(separator: "\n").first(where: { $0.contains(" .text ") }) else { throw TestFailure("no .text") }
+            guard let text = sections.split(separator: "\n").first(where: { $0.contains(" .text ") }) else {
+                throw TestFailure("no .text")
+            }
             let fields = text.split(separator: "]").last!.split(separator: " ")
             let start = UInt64(fields[2], radix: 16)!, size = UInt64(fields[4], radix: 16)!
             var state: UInt64 = 0x9E37_79B9_7F4A_7C15
@@ -185,14 +197,16 @@ final class SymbolicateTests: XCTestCase {
                 return "0x" + String(start + (state >> 11) % size, radix: 16)
             }
             let input = addresses.joined(separator: "\n") + "\n"
-            let ours = try TestSupport.run([TestSupport.crashport, "symbolicate", "--obj", binary, "--no-demangle"], input: input)
+            let ours = try TestSupport.run(
+                [TestSupport.crashport, "symbolicate", "--obj", binary, "--no-demangle"], input: input)
             let theirs = try TestSupport.run([llvm, "--obj=" + binary, "--no-demangle"], input: input)
             let a = ours.stdout.components(separatedBy: "\n\n"), b = theirs.stdout.components(separatedBy: "\n\n")
             let same = zip(a, b).filter { $0 == $1 }.count
             let disagreements = zip(zip(a, b), addresses).filter { pair, _ in pair.0 != pair.1 }.prefix(5)
                 .map { pair, address in "\(address): \(pair.0) | \(pair.1)" }
-            XCTAssertGreaterThanOrEqual(Double(same) / Double(addresses.count), minimum,
-                                        "\(binary): \(same)/\(addresses.count) agree; first differences:\n\(disagreements.joined(separator: "\n"))")
+            XCTAssertGreaterThanOrEqual(
+                Double(same) / Double(addresses.count), minimum,
+                "\(binary): \(same)/\(addresses.count) agree; first differences:\n\(disagreements.joined(separator: "\n"))")
         }
     }
 }

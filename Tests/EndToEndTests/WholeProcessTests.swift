@@ -10,8 +10,9 @@ final class WholeProcessTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("whole-process")
 
     func build(_ source: String, _ name: String, compiler: String = "cc", flags: [String] = []) throws -> String {
-        try TestSupport.compile([TestSupport.fixture("corpus/" + source)], output: Self.directory + "/" + name,
-                                compiler: compiler, flags: ["-O2", "-g", "-pthread"] + flags)
+        try TestSupport.compile(
+            [TestSupport.fixture("corpus/" + source)], output: Self.directory + "/" + name,
+            compiler: compiler, flags: ["-O2", "-g", "-pthread"] + flags)
     }
 
     func testSixtyFourParkedThreadsAreAllCapturedAndUnwound() throws {
@@ -27,8 +28,9 @@ final class WholeProcessTests: XCTestCase {
         XCTAssertEqual(Array(event.crashedFunctions.prefix(2)), ["crash_main", "main"])
         for thread in threads where thread.crashed != true {
             let functions = thread.frames?.map { $0.function ?? "?" } ?? []
-            XCTAssertTrue(containsInOrder(functions, ["park_here", "use_stack", "thread_main"]),
-                          "thread \(thread.tid ?? 0) \(thread.name ?? ""): \(functions)")
+            XCTAssertTrue(
+                containsInOrder(functions, ["park_here", "use_stack", "thread_main"]),
+                "thread \(thread.tid ?? 0) \(thread.name ?? ""): \(functions)")
             XCTAssertTrue(thread.name?.hasPrefix("parked-") ?? false)
         }
 
@@ -86,8 +88,11 @@ final class WholeProcessTests: XCTestCase {
     /// .eh_frame_hdr in static glibc binaries: the index is built from .eh_frame).
     func testStaticExecutable() throws {
         let archive = (try TestSupport.stub() as NSString).deletingLastPathComponent + "/libcrashport.a"
-        let program = try build("crash.c", "crash-static", flags: [
-            "-static", "-Wl,--whole-archive", archive, "-Wl,--no-whole-archive"])
+        let program = try build(
+            "crash.c", "crash-static",
+            flags: [
+                "-static", "-Wl,--whole-archive", archive, "-Wl,--no-whole-archive",
+            ])
         let watched = try TestSupport.crashportRun([program, "null"])
         defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
         XCTAssertEqual(watched.result.status, .signaled(11), watched.result.stderr)

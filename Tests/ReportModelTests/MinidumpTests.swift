@@ -18,7 +18,8 @@ final class MinidumpTests: XCTestCase {
 
     static let exeBuildID: [UInt8] = hexBytes("83dd4c0499a7344aea26eab21d918e112edaeac0")
     static let vdsoBuildID: [UInt8] = hexBytes("0123456789abcdef0123456789abcdef01234567")
-    static let maps = Array("""
+    static let maps = Array(
+        """
         555555554000-555555555000 r--p 00000000 08:01 1234 /usr/bin/crashme
         555555555000-555555559000 r-xp 00001000 08:01 1234 /usr/bin/crashme
         7ffff7dd0000-7ffff7df0000 r-xp 00000000 08:01 99 /opt/lib/libnobuildid.so
@@ -66,12 +67,15 @@ final class MinidumpTests: XCTestCase {
     /// files, and extra memory of which part overlaps a stack.
     static func snapshot() -> ProcessSnapshot {
         let threads = [
-            ThreadSnapshot(tid: 4242, name: "crashme", registers: registers(seed: 1, fxsave: true),
-                           stack: stack(at: 0x7FFF_FFFD_E000, count: 4096 + 13, seed: 0x11)),
-            ThreadSnapshot(tid: 4243, name: "worker-🚀", registers: registers(seed: 2, fxsave: true),
-                           stack: stack(at: 0x7FFF_F000_0000, count: 8192, seed: 0x22)),
-            ThreadSnapshot(tid: 4244, name: "", registers: registers(seed: 3, fxsave: false),
-                           stack: stack(at: 0x7FFF_E000_0000, count: 1000, seed: 0x33)),
+            ThreadSnapshot(
+                tid: 4242, name: "crashme", registers: registers(seed: 1, fxsave: true),
+                stack: stack(at: 0x7FFF_FFFD_E000, count: 4096 + 13, seed: 0x11)),
+            ThreadSnapshot(
+                tid: 4243, name: "worker-🚀", registers: registers(seed: 2, fxsave: true),
+                stack: stack(at: 0x7FFF_F000_0000, count: 8192, seed: 0x22)),
+            ThreadSnapshot(
+                tid: 4244, name: "", registers: registers(seed: 3, fxsave: false),
+                stack: stack(at: 0x7FFF_E000_0000, count: 1000, seed: 0x33)),
         ]
         let modules = [
             ModuleInfo(path: "/usr/bin/crashme", base: 0x5555_5555_4000, size: 0x5000, buildID: exeBuildID),
@@ -158,11 +162,13 @@ final class MinidumpTests: XCTestCase {
 
         let directory = Self.directory(bytes)
         let type = MD.MINIDUMP_STREAM_TYPE.self
-        XCTAssertEqual(directory.map(\.type), [
-            type.ThreadList, type.ModuleList, type.MemoryList, type.Exception, type.SystemInfo, type.MiscInfo,
-            type.LinuxCpuInfo, type.LinuxProcStatus, type.LinuxLsbRelease, type.LinuxCmdLine, type.LinuxAuxv,
-            type.LinuxMaps, type.ThreadNames,
-        ])
+        XCTAssertEqual(
+            directory.map(\.type),
+            [
+                type.ThreadList, type.ModuleList, type.MemoryList, type.Exception, type.SystemInfo, type.MiscInfo,
+                type.LinuxCpuInfo, type.LinuxProcStatus, type.LinuxLsbRelease, type.LinuxCmdLine, type.LinuxAuxv,
+                type.LinuxMaps, type.ThreadNames,
+            ])
         XCTAssertEqual(Int(Self.u32(bytes, 8)), directory.count)
         // Stream data lies after the 12-byte entries.
         XCTAssertGreaterThanOrEqual(directory.map { Int($0.rva) }.min() ?? 0, 32 + 12 * directory.count)
@@ -172,8 +178,9 @@ final class MinidumpTests: XCTestCase {
     func assertDirectoryIntegrity(_ bytes: [UInt8], file: StaticString = #filePath, line: UInt = #line) {
         let directory = Self.directory(bytes)
         for entry in directory {
-            XCTAssertLessThanOrEqual(Int(entry.rva) + Int(entry.size), bytes.count,
-                                     "stream \(MD.MINIDUMP_STREAM_TYPE.name(entry.type)) past EOF", file: file, line: line)
+            XCTAssertLessThanOrEqual(
+                Int(entry.rva) + Int(entry.size), bytes.count,
+                "stream \(MD.MINIDUMP_STREAM_TYPE.name(entry.type)) past EOF", file: file, line: line)
             XCTAssertEqual(entry.rva % 8, 0, "streams are 8-byte aligned", file: file, line: line)
             XCTAssertNotEqual(entry.type, 0, "no nullified entries", file: file, line: line)
         }
@@ -308,8 +315,9 @@ final class MinidumpTests: XCTestCase {
         let stackEnd = snapshot.threads[2].stack!.end
         let clipped = try XCTUnwrap(ranges.first { $0.start == stackEnd })
         XCTAssertEqual(UInt64(clipped.size), straddling.end - stackEnd)
-        XCTAssertEqual(Array(bytes[Int(clipped.rva)..<(Int(clipped.rva) + Int(clipped.size))]),
-                       Array(straddling.bytes[Int(stackEnd - straddling.start)...]))
+        XCTAssertEqual(
+            Array(bytes[Int(clipped.rva)..<(Int(clipped.rva) + Int(clipped.size))]),
+            Array(straddling.bytes[Int(stackEnd - straddling.start)...]))
     }
 
     func testExceptionSystemInfoMiscInfoAndThreadNamesLayout() throws {
@@ -337,8 +345,9 @@ final class MinidumpTests: XCTestCase {
         XCTAssertEqual(bytes[s + 6], 2, "CPUs")
         XCTAssertEqual([Self.u32(bytes, s + 8), Self.u32(bytes, s + 12), Self.u32(bytes, s + 16)], [6, 1, 0])
         XCTAssertEqual(Self.u32(bytes, s + 20), 0x8201)
-        XCTAssertEqual(Self.string(bytes, Int(Self.u32(bytes, s + 24))),
-                       "Linux 6.1.0-13-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.55-1 (2023-09-29) x86_64")
+        XCTAssertEqual(
+            Self.string(bytes, Int(Self.u32(bytes, s + 24))),
+            "Linux 6.1.0-13-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.55-1 (2023-09-29) x86_64")
         XCTAssertEqual(Array(bytes[(s + 32)..<(s + 44)]), Array("AuthenticAMD".utf8))
 
         let misc = try XCTUnwrap(Self.entry(bytes, MD.MINIDUMP_STREAM_TYPE.MiscInfo))
@@ -360,8 +369,10 @@ final class MinidumpTests: XCTestCase {
         XCTAssertEqual(Self.string(bytes, rocketRVA), "worker-🚀")
         XCTAssertEqual(Self.u32(bytes, rocketRVA), UInt32("worker-🚀".utf16.count * 2), "a surrogate pair counts 4 bytes")
 
-        for (type, file) in [(MD.MINIDUMP_STREAM_TYPE.LinuxMaps, snapshot.linuxFiles.maps),
-                             (MD.MINIDUMP_STREAM_TYPE.LinuxCmdLine, snapshot.linuxFiles.cmdLine)] {
+        for (type, file) in [
+            (MD.MINIDUMP_STREAM_TYPE.LinuxMaps, snapshot.linuxFiles.maps),
+            (MD.MINIDUMP_STREAM_TYPE.LinuxCmdLine, snapshot.linuxFiles.cmdLine),
+        ] {
             let entry = try XCTUnwrap(Self.entry(bytes, type))
             XCTAssertEqual(Array(bytes[Int(entry.rva)..<Int(entry.rva + entry.size)]), file, "raw bytes, no padding")
         }
@@ -475,10 +486,12 @@ final class MinidumpTests: XCTestCase {
         let original = Array(bytes[Int(list.rva)..<Int(list.rva + list.size)])
         bytes += original.prefix(4) + [0, 0, 0, 0] + original.dropFirst(4)
         let at = 32 + 12 * index
-        bytes.replaceSubrange((at + 4)..<(at + 12), with: [
-            UInt8(truncatingIfNeeded: list.size + 4), UInt8(truncatingIfNeeded: (list.size + 4) >> 8), 0, 0,
-            UInt8(truncatingIfNeeded: rva), UInt8(truncatingIfNeeded: rva >> 8), UInt8(truncatingIfNeeded: rva >> 16), 0,
-        ])
+        bytes.replaceSubrange(
+            (at + 4)..<(at + 12),
+            with: [
+                UInt8(truncatingIfNeeded: list.size + 4), UInt8(truncatingIfNeeded: (list.size + 4) >> 8), 0, 0,
+                UInt8(truncatingIfNeeded: rva), UInt8(truncatingIfNeeded: rva >> 8), UInt8(truncatingIfNeeded: rva >> 16), 0,
+            ])
         XCTAssertEqual(try Minidump(bytes: bytes).modules, Self.snapshot().modules)
     }
 
@@ -491,8 +504,9 @@ final class MinidumpTests: XCTestCase {
         let path = directory.appendingPathComponent("minidump.dmp").path
 
         try MinidumpWriter().write(Self.snapshot(), to: path)
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path), ["minidump.dmp"],
-                       "no temporary file left behind")
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: directory.path), ["minidump.dmp"],
+            "no temporary file left behind")
         let written = try Data(contentsOf: URL(fileURLWithPath: path))
         XCTAssertEqual(Array(written.prefix(4)), Array("MDMP".utf8))
         XCTAssertEqual(Array(written), MinidumpWriter().bytes(for: Self.snapshot()))
@@ -558,8 +572,10 @@ final class MinidumpTests: XCTestCase {
         bytes.replaceSubrange(8..<12, with: [0xFF, 0xFF, 0xFF, 0xFF])
         assertMalformed(bytes, "huge stream count")
         // Each list stream's count.
-        for type in [MD.MINIDUMP_STREAM_TYPE.ThreadList, MD.MINIDUMP_STREAM_TYPE.ModuleList,
-                     MD.MINIDUMP_STREAM_TYPE.MemoryList] {
+        for type in [
+            MD.MINIDUMP_STREAM_TYPE.ThreadList, MD.MINIDUMP_STREAM_TYPE.ModuleList,
+            MD.MINIDUMP_STREAM_TYPE.MemoryList,
+        ] {
             bytes = original
             let entry = try XCTUnwrap(Self.entry(bytes, type))
             bytes.replaceSubrange(Int(entry.rva)..<Int(entry.rva + 4), with: [0xFF, 0xFF, 0xFF, 0x7F])
@@ -673,8 +689,9 @@ final class MinidumpTests: XCTestCase {
         XCTAssertEqual(values("CodeView Record").first, "4C457042" + Self.exeBuildID.map { String(format: "%02X", $0) }.joined())
         XCTAssertEqual(values("Processor Arch"), ["AMD64"])
         XCTAssertEqual(values("Platform ID"), ["Linux"])
-        XCTAssertEqual(values("CSD Version"),
-                       ["Linux 6.1.0-13-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.55-1 (2023-09-29) x86_64"])
+        XCTAssertEqual(
+            values("CSD Version"),
+            ["Linux 6.1.0-13-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.55-1 (2023-09-29) x86_64"])
         XCTAssertTrue(values("Type").contains("LinuxMaps"))
     }
 
@@ -684,4 +701,3 @@ final class MinidumpTests: XCTestCase {
         return directories.map { "\($0)/\(name)" }.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 }
-

@@ -38,18 +38,25 @@ final class DWARFFuzzTests: XCTestCase {
         try DWARFReaderTests.header.write(toFile: directory + "/helpers.h", atomically: true, encoding: .utf8)
         var subjects: [Subject] = []
         for (flags, output) in [(["-O2", "-g"], "v5"), (["-O2", "-gdwarf-4"], "v4"), (["-O2", "-g", "-gz"], "gz")] {
-            subjects.append(try subject(try SymbolicationFixtures.compile(
-                source: DWARFReaderTests.cSource, name: "fuzz.c", in: directory, compiler: gcc, flags: flags, output: output)))
+            subjects.append(
+                try subject(
+                    try SymbolicationFixtures.compile(
+                        source: DWARFReaderTests.cSource, name: "fuzz.c", in: directory, compiler: gcc, flags: flags,
+                        output: output)))
         }
         if let gxx = SymbolicationFixtures.tool("g++") {
-            subjects.append(try subject(try SymbolicationFixtures.compile(
-                source: DWARFReaderTests.cppSource, name: "fuzz.cpp", in: directory, compiler: gxx, flags: ["-O2", "-g"],
-                output: "cpp")))
+            subjects.append(
+                try subject(
+                    try SymbolicationFixtures.compile(
+                        source: DWARFReaderTests.cppSource, name: "fuzz.cpp", in: directory, compiler: gxx, flags: ["-O2", "-g"],
+                        output: "cpp")))
         }
         if let clang = SymbolicationFixtures.tool("clang") {
-            subjects.append(try subject(try SymbolicationFixtures.compile(
-                source: DWARFReaderTests.cSource, name: "fuzz.c", in: directory, compiler: clang, flags: ["-O2", "-g"],
-                output: "clang")))
+            subjects.append(
+                try subject(
+                    try SymbolicationFixtures.compile(
+                        source: DWARFReaderTests.cSource, name: "fuzz.c", in: directory, compiler: clang, flags: ["-O2", "-g"],
+                        output: "clang")))
         }
 
         // DWARF_FUZZ_ITERATIONS / DWARF_FUZZ_SECONDS / DWARF_FUZZ_SEED run a longer campaign.
@@ -66,30 +73,36 @@ final class DWARFFuzzTests: XCTestCase {
             let (index, section) = subject.sections[generator.below(subject.sections.count)]
             let base = Int(section.offset), size = Int(section.size)
             switch generator.below(6) {
-            case 0: // flip a few bits
+            case 0:  // flip a few bits
                 for _ in 0..<(1 + generator.below(8)) { bytes[base + generator.below(size)] ^= UInt8(1 << generator.below(8)) }
-            case 1: // random bytes, scattered or in one block
+            case 1:  // random bytes, scattered or in one block
                 if generator.below(2) == 0 {
-                    for _ in 0..<(1 + generator.below(16)) { bytes[base + generator.below(size)] = UInt8(truncatingIfNeeded: generator.next()) }
+                    for _ in 0..<(1 + generator.below(16)) {
+                        bytes[base + generator.below(size)] = UInt8(truncatingIfNeeded: generator.next())
+                    }
                 } else {
                     let at = base + generator.below(size)
                     for offset in at..<min(base + size, at + 1 + generator.below(256)) {
                         bytes[offset] = UInt8(truncatingIfNeeded: generator.next())
                     }
                 }
-            case 2: // a run of LEB128 continuation bytes or all-ones
+            case 2:  // a run of LEB128 continuation bytes or all-ones
                 let fill: UInt8 = generator.below(2) == 0 ? 0xFF : 0x80
                 let at = base + generator.below(size)
                 for offset in at..<min(base + size, at + 1 + generator.below(64)) { bytes[offset] = fill }
-            case 3: // truncate the section through its header's sh_size
+            case 3:  // truncate the section through its header's sh_size
                 let header = subject.sectionHeaders + index * 64 + 32
                 let newSize = UInt64(generator.below(size))
-                withUnsafeBytes(of: newSize.littleEndian) { for (offset, byte) in $0.enumerated() { bytes[header + offset] = byte } }
-            case 4: // move the section: a random sh_offset, possibly out of the file
+                withUnsafeBytes(of: newSize.littleEndian) {
+                    for (offset, byte) in $0.enumerated() { bytes[header + offset] = byte }
+                }
+            case 4:  // move the section: a random sh_offset, possibly out of the file
                 let header = subject.sectionHeaders + index * 64 + 24
                 let newOffset = generator.below(2) == 0 ? UInt64(generator.below(bytes.count)) : generator.next()
-                withUnsafeBytes(of: newOffset.littleEndian) { for (offset, byte) in $0.enumerated() { bytes[header + offset] = byte } }
-            default: // damage every debug section a little
+                withUnsafeBytes(of: newOffset.littleEndian) {
+                    for (offset, byte) in $0.enumerated() { bytes[header + offset] = byte }
+                }
+            default:  // damage every debug section a little
                 for (_, other) in subject.sections {
                     bytes[Int(other.offset) + generator.below(Int(other.size))] = UInt8(truncatingIfNeeded: generator.next())
                 }
@@ -102,8 +115,9 @@ final class DWARFFuzzTests: XCTestCase {
             for address in subject.addresses { frames += info.frames(at: address).count }
             slowest = max(slowest, Date().timeIntervalSince(variantStart))
         }
-        print("DWARF fuzz: \(iterations) variants, \(parsed) parsed, \(frames) frames, \(Date().timeIntervalSince(start)) s,"
-            + " slowest variant \(slowest) s")
+        print(
+            "DWARF fuzz: \(iterations) variants, \(parsed) parsed, \(frames) frames, \(Date().timeIntervalSince(start)) s,"
+                + " slowest variant \(slowest) s")
         XCTAssertGreaterThan(iterations, 100)
         XCTAssertGreaterThan(parsed, iterations / 2)
     }

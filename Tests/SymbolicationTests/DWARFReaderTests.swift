@@ -280,8 +280,11 @@ final class DWARFReaderTests: XCTestCase {
             XCTAssertGreaterThan(found, 0, "\(output): no address inside the inlined square()")
 
             // A chain of three: twice (helpers.h) ← helper_scale (helpers.h) ← mix (program.c).
-            let headerCallSite = try XCTUnwrap(
-                Self.header.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("CALL-SITE twice") }) + 1
+            let headerCallSite =
+                try XCTUnwrap(
+                    Self.header.split(separator: "\n", omittingEmptySubsequences: false).firstIndex {
+                        $0.contains("CALL-SITE twice")
+                    }) + 1
             var chains = 0
             for address in SymbolicationFixtures.textAddresses(elf, stride: 1) {
                 let frames = info.frames(at: address)

@@ -34,9 +34,9 @@ final class DebugFileLocatorTests: XCTestCase {
     }
 
     struct Build {
-        var full: String      // with DWARF
-        var debug: String     // objcopy --only-keep-debug
-        var linked: String    // stripped, with .gnu_debuglink to `debug`
+        var full: String  // with DWARF
+        var debug: String  // objcopy --only-keep-debug
+        var linked: String  // stripped, with .gnu_debuglink to `debug`
         var stripped: String  // stripped, no debuglink
         var buildID: String
     }
@@ -61,8 +61,9 @@ final class DebugFileLocatorTests: XCTestCase {
             XCTAssertEqual(result.status, 0, "\(command.joined(separator: " ")): \(result.stderr)")
         }
         let id = try XCTUnwrap(try ELFFile(path: full).buildID, "the linker wrote no build-id")
-        return Build(full: full, debug: debug, linked: linked, stripped: stripped,
-                     buildID: id.map { String(format: "%02x", $0) }.joined())
+        return Build(
+            full: full, debug: debug, linked: linked, stripped: stripped,
+            buildID: id.map { String(format: "%02x", $0) }.joined())
     }
 
     private func place(_ file: String, atBuildID buildID: String, under root: String) throws -> String {
@@ -189,9 +190,10 @@ final class DebugFileLocatorTests: XCTestCase {
             XCTAssertEqual(result.status, 0, "\(command.joined(separator: " ")): \(result.stderr)")
         }
         let reference = try ELFFile(path: program.full)
-        let address = try XCTUnwrap(SymbolicationFixtures.textAddresses(reference, stride: 1).first {
-            reference.symbols.lookup($0)?.name == "sum_squares"
-        })
+        let address = try XCTUnwrap(
+            SymbolicationFixtures.textAddresses(reference, stride: 1).first {
+                reference.symbols.lookup($0)?.name == "sum_squares"
+            })
         let stripped = try ELFFile(path: withMini)
         XCTAssertNil(stripped.symbols.lookup(address))
         let mini = try XCTUnwrap(DebugFileLocator().miniDebugInfo(for: stripped))

@@ -17,17 +17,17 @@ final class ELFFuzzTests: XCTestCase {
             rounds += 1
             var bytes = original
             switch rounds % 4 {
-            case 0: // the headers: ELF header, program headers
+            case 0:  // the headers: ELF header, program headers
                 for _ in 0..<Int.random(in: 1...6, using: &rng) {
                     bytes[Int.random(in: 0..<min(1024, bytes.count), using: &rng)] = UInt8.random(in: 0...255, using: &rng)
                 }
-            case 1: // anywhere
+            case 1:  // anywhere
                 for _ in 0..<Int.random(in: 1...32, using: &rng) {
                     bytes[Int.random(in: 0..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
                 }
-            case 2: // truncated
+            case 2:  // truncated
                 bytes.removeLast(Int.random(in: 1..<bytes.count, using: &rng))
-            default: // the section header table at the end
+            default:  // the section header table at the end
                 for _ in 0..<Int.random(in: 1...16, using: &rng) {
                     let at = bytes.count - 1 - Int.random(in: 0..<min(2048, bytes.count), using: &rng)
                     bytes[at] = UInt8.random(in: 0...255, using: &rng)

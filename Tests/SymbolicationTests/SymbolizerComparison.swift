@@ -72,9 +72,11 @@ enum SymbolicationFixtures {
         let outputPath = directory + "/" + output
         let result = try run([compiler] + flags + [sourcePath, "-o", outputPath])
         guard result.status == 0 else {
-            throw NSError(domain: "compile", code: Int(result.status), userInfo: [
-                NSLocalizedDescriptionKey: "\(compiler) \(flags.joined(separator: " ")) \(name) failed:\n\(result.stderr)",
-            ])
+            throw NSError(
+                domain: "compile", code: Int(result.status),
+                userInfo: [
+                    NSLocalizedDescriptionKey: "\(compiler) \(flags.joined(separator: " ")) \(name) failed:\n\(result.stderr)"
+                ])
         }
         return outputPath
     }
@@ -135,12 +137,14 @@ struct SymbolizerComparison: CustomStringConvertible {
         var frames: [[Frame]] = []
         for line in result.stdout.split(separator: "\n") {
             guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  let symbols = object["Symbol"] as? [[String: Any]] else { continue }
-            frames.append(symbols.map { symbol in
-                Frame(
-                    function: symbol["FunctionName"] as? String, file: symbol["FileName"] as? String,
-                    line: symbol["Line"] as? Int, column: symbol["Column"] as? Int)
-            })
+                let symbols = object["Symbol"] as? [[String: Any]]
+            else { continue }
+            frames.append(
+                symbols.map { symbol in
+                    Frame(
+                        function: symbol["FunctionName"] as? String, file: symbol["FileName"] as? String,
+                        line: symbol["Line"] as? Int, column: symbol["Column"] as? Int)
+                })
         }
         return frames
     }
@@ -160,7 +164,9 @@ struct SymbolizerComparison: CustomStringConvertible {
         }
         for (address, llvm) in zip(addresses, expected) {
             comparison.total += 1
-            let ours = info.frames(at: address).map { Frame(function: $0.function, file: $0.file, line: $0.line, column: $0.column) }
+            let ours = info.frames(at: address).map {
+                Frame(function: $0.function, file: $0.file, line: $0.line, column: $0.column)
+            }
             if ours == llvm {
                 comparison.agreeing += 1
             } else if ours.isEmpty, llvm.count == 1, llvm[0].line == 0, !llvm[0].file.contains("/") {

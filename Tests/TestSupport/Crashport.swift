@@ -45,8 +45,14 @@ extension TestSupport {
         let directory = temporaryDirectory("corpus")
         let source = fixture("corpus/crash.c")
         let built = [
-            ("O2-frame-pointers", try compile([source], output: directory + "/crash-fp", flags: ["-O2", "-g", "-fno-omit-frame-pointer"])),
-            ("O2-no-frame-pointers", try compile([source], output: directory + "/crash-nofp", flags: ["-O2", "-g", "-fomit-frame-pointer"])),
+            (
+                "O2-frame-pointers",
+                try compile([source], output: directory + "/crash-fp", flags: ["-O2", "-g", "-fno-omit-frame-pointer"])
+            ),
+            (
+                "O2-no-frame-pointers",
+                try compile([source], output: directory + "/crash-nofp", flags: ["-O2", "-g", "-fomit-frame-pointer"])
+            ),
         ]
         builtCorpus = built
         return built

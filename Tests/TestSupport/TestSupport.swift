@@ -17,7 +17,8 @@ public enum TestSupport {
 
     /// The directory holding the built products (the test bundle runs from it).
     public static let productsDirectory: String = {
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var directory = (executable as NSString).deletingLastPathComponent
         // An .xctest bundle directory on some layouts.
         if directory.hasSuffix(".xctest") { directory = (directory as NSString).deletingLastPathComponent }
@@ -115,7 +116,8 @@ func TestSupport_run(
     var executable = command[0]
     if !executable.contains("/") {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        executable = path.split(separator: ":").map { "\($0)/\(executable)" }
+        executable =
+            path.split(separator: ":").map { "\($0)/\(executable)" }
             .first { FileManager.default.isExecutableFile(atPath: $0) } ?? executable
     }
     process.executableURL = URL(fileURLWithPath: executable)
@@ -134,9 +136,13 @@ func TestSupport_run(
     nonisolated(unsafe) var outData = Data(), errData = Data()
     let group = DispatchGroup()
     group.enter()
-    DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    DispatchQueue.global().async {
+        outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave()
+    }
     group.enter()
-    DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+    DispatchQueue.global().async {
+        errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave()
+    }
     let deadline = Date().addingTimeInterval(timeout)
     var timedOut = false
     while process.isRunning {
@@ -157,5 +163,6 @@ func TestSupport_run(
     } else {
         status = .exited(process.terminationStatus)
     }
-    return RunResult(status: status, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+    return RunResult(
+        status: status, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
 }

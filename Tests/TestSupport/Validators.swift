@@ -15,7 +15,8 @@ extension TestSupport {
         }
         let result = try run([minidumpStackwalk, "--json", "--use-local-debuginfo", minidump], timeout: 120)
         guard result.status == .exited(0),
-              let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] else {
+            let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        else {
             throw TestFailure("minidump-stackwalk failed (\(result.status)): \(result.stderr.suffix(2000))")
         }
         return json

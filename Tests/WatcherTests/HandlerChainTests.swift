@@ -12,11 +12,11 @@ final class HandlerChainTests: XCTestCase {
             (nil, false, false, true, .defaultAction),
             (WireAction(handler: 0, flags: 0), false, false, true, .defaultAction),
             (WireAction(handler: 0, flags: 0), true, false, true, .defaultAction),
-            (WireAction(handler: 1, flags: 0), false, false, true, .defaultAction),      // SIG_IGN on a fault
-            (WireAction(handler: 1, flags: 0), false, false, false, .forwardedToPrevious), // SIG_IGN on kill()
+            (WireAction(handler: 1, flags: 0), false, false, true, .defaultAction),  // SIG_IGN on a fault
+            (WireAction(handler: 1, flags: 0), false, false, false, .forwardedToPrevious),  // SIG_IGN on kill()
             (function, false, false, true, .forwardedToPrevious),
             (function, false, false, false, .forwardedToPrevious),
-            (function, true, false, true, .defaultAction),       // forward-first: the fault came back
+            (function, true, false, true, .defaultAction),  // forward-first: the fault came back
             (function, true, true, true, .forwardedToPrevious),  // forward-first: it chose the ending
         ]
         for (index, row) in rows.enumerated() {

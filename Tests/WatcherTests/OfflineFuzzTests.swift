@@ -19,20 +19,26 @@ final class OfflineFuzzTests: XCTestCase {
         let base: UInt64 = 0x5555_5555_0000
         func registers(_ seed: UInt64) -> X86_64Registers {
             var gpr = [UInt64](repeating: 0, count: 27)
-            gpr[16] = base + 0x1040 + seed % 0x200 // rip
-            gpr[19] = 0x7fff_0000_1000             // rsp
-            gpr[4] = 0x7fff_0000_1100              // rbp
+            gpr[16] = base + 0x1040 + seed % 0x200  // rip
+            gpr[19] = 0x7fff_0000_1000  // rsp
+            gpr[4] = 0x7fff_0000_1100  // rbp
             return X86_64Registers(gpr: gpr)
         }
         func stack() -> MemoryRegion {
-            MemoryRegion(start: 0x7fff_0000_1000, bytes: (0..<4096).map { index in
-                index % 16 == 0 ? UInt8(truncatingIfNeeded: (base + 0x1100) >> (8 * UInt64(index % 8))) : UInt8(truncatingIfNeeded: next())
-            })
+            MemoryRegion(
+                start: 0x7fff_0000_1000,
+                bytes: (0..<4096).map { index in
+                    index % 16 == 0
+                        ? UInt8(truncatingIfNeeded: (base + 0x1100) >> (8 * UInt64(index % 8)))
+                        : UInt8(truncatingIfNeeded: next())
+                })
         }
         let snapshot = ProcessSnapshot(
             pid: 42, crashedThreadID: 42, exception: ExceptionInfo(signal: 11, code: 1, faultAddress: 0),
-            threads: [ThreadSnapshot(tid: 42, name: "main", registers: registers(1), stack: stack()),
-                      ThreadSnapshot(tid: 43, name: "worker", registers: registers(2), stack: stack())],
+            threads: [
+                ThreadSnapshot(tid: 42, name: "main", registers: registers(1), stack: stack()),
+                ThreadSnapshot(tid: 43, name: "worker", registers: registers(2), stack: stack()),
+            ],
             modules: [ModuleInfo(path: "/bin/true", base: base, size: 0x8000, buildID: [])], captureTime: 0)
         let valid = MinidumpWriter().bytes(for: snapshot)
         let symbolicator = OfflineSymbolicator(debugDirectories: [])

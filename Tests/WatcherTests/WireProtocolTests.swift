@@ -66,7 +66,7 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertThrowsError(try CrashRecord(bytes: truncated)) { XCTAssertTrue("\($0)".contains("declared size")) }
         XCTAssertThrowsError(try CrashRecord(bytes: Array(record().prefix(10))))
         var stackLies = record()
-        stackLies[1480] = 200 // stack_size disagrees with the message size
+        stackLies[1480] = 200  // stack_size disagrees with the message size
         XCTAssertThrowsError(try CrashRecord(bytes: stackLies)) { XCTAssertTrue("\($0)".contains("stack_size")) }
         XCTAssertThrowsError(try CrashRecord(bytes: record(signal: 0)))
         XCTAssertThrowsError(try CrashRecord(bytes: record(signal: 999)))
