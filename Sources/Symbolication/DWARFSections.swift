@@ -321,3 +321,22 @@ let DW_LNCT_directory_index: UInt64 = 0x2
 let DW_LNCT_timestamp: UInt64 = 0x3
 let DW_LNCT_size: UInt64 = 0x4
 let DW_LNCT_MD5: UInt64 = 0x5
+
+extension ByteView {
+    /// The unsigned LEB128 at `offset`, which advances past it; nil when it runs off the end.
+    /// The DWARF cursor's decoder, for other readers of DWARF-encoded data (.eh_frame).
+    public func uleb128(at offset: inout UInt64) -> UInt64? {
+        guard offset < UInt64(count) else { return nil }
+        var cursor = DWARFCursor(self, offset: offset)
+        defer { offset = UInt64(cursor.offset) }
+        return cursor.uleb()
+    }
+
+    /// The signed LEB128 at `offset`, which advances past it; nil when it runs off the end.
+    public func sleb128(at offset: inout UInt64) -> Int64? {
+        guard offset < UInt64(count) else { return nil }
+        var cursor = DWARFCursor(self, offset: offset)
+        defer { offset = UInt64(cursor.offset) }
+        return cursor.sleb()
+    }
+}

@@ -73,11 +73,11 @@ struct EHFrameIndex {
         }
         cursor += 1
         if augmentation.starts(with: Array("eh".utf8)) { cursor += 8 }
-        _ = readULEB(data, &cursor)  // code alignment
-        _ = readSLEB(data, &cursor)  // data alignment
-        if version == 1 { cursor += 1 } else { _ = readULEB(data, &cursor) }  // return register
+        _ = data.uleb128(at: &cursor)  // code alignment
+        _ = data.sleb128(at: &cursor)  // data alignment
+        if version == 1 { cursor += 1 } else { _ = data.uleb128(at: &cursor) }  // return register
         guard augmentation.first == UInt8(ascii: "z") else { return 0 }
-        _ = readULEB(data, &cursor)  // augmentation data length
+        _ = data.uleb128(at: &cursor)  // augmentation data length
         for letter in augmentation.dropFirst() {
             switch letter {
             case UInt8(ascii: "R"): return data.u8(cursor) ?? 0
@@ -98,10 +98,10 @@ struct EHFrameIndex {
         var value: UInt64
         switch encoding & 0x0F {
         case 0x00, 0x04: guard let raw = data.u64(cursor) else { return nil }; value = raw; cursor += 8
-        case 0x01: guard let raw = readULEB(data, &cursor) else { return nil }; value = raw
+        case 0x01: guard let raw = data.uleb128(at: &cursor) else { return nil }; value = raw
         case 0x02: guard let raw = data.u16(cursor) else { return nil }; value = UInt64(raw); cursor += 2
         case 0x03: guard let raw = data.u32(cursor) else { return nil }; value = UInt64(raw); cursor += 4
-        case 0x09: guard let raw = readSLEB(data, &cursor) else { return nil }; value = UInt64(bitPattern: raw)
+        case 0x09: guard let raw = data.sleb128(at: &cursor) else { return nil }; value = UInt64(bitPattern: raw)
         case 0x0A:
             guard let raw = data.u16(cursor) else { return nil }; value = UInt64(bitPattern: Int64(Int16(bitPattern: raw)));
             cursor += 2
@@ -117,29 +117,5 @@ struct EHFrameIndex {
         default: return nil  // datarel/textrel/funcrel do not occur in .eh_frame FDE locations
         }
         return value
-    }
-
-    static func readULEB(_ data: ByteView, _ cursor: inout UInt64) -> UInt64? {
-        var result: UInt64 = 0, shift: UInt64 = 0
-        while let byte = data.u8(cursor) {
-            cursor += 1
-            if shift < 64 { result |= UInt64(byte & 0x7F) << shift }
-            shift += 7
-            if byte & 0x80 == 0 { return result }
-        }
-        return nil
-    }
-
-    static func readSLEB(_ data: ByteView, _ cursor: inout UInt64) -> Int64? {
-        var result: Int64 = 0, shift: Int64 = 0, byte: UInt8 = 0
-        repeat {
-            guard let next = data.u8(cursor) else { return nil }
-            byte = next
-            cursor += 1
-            if shift < 64 { result |= Int64(byte & 0x7F) << shift }
-            shift += 7
-        } while byte & 0x80 != 0
-        if shift < 64 && byte & 0x40 != 0 { result |= -(1 << shift) }
-        return result
     }
 }
