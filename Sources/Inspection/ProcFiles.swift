@@ -53,6 +53,13 @@ public enum ProcFiles {
             .map { String(decoding: $0, as: UTF8.self) }
     }
 
+    /// The fields of /proc/PID/stat after the command name (which may hold spaces and
+    /// parentheses): element 0 is field 3, the state. Nil when the process is gone.
+    public static func statFields(of pid: Int32) -> [Substring]? {
+        guard let stat = readText("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
+        return stat[stat.index(after: close)...].split(separator: " ")
+    }
+
     /// The target of /proc/PID/exe.
     public static func executable(of pid: Int32) -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)

@@ -89,7 +89,8 @@ public struct DebugFileLocator: Sendable {
         return try? ELFFile(path: path)
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    /// Lowercase hex of a build-id, as build-id paths and reports spell it.
+    public static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(bytes.count * 2)

@@ -159,17 +159,14 @@ public enum CaptureSession {
 
     /// Whether the process is gone or a zombie (/proc/PID/stat state Z or X).
     static func hasExited(pid: Int32) -> Bool {
-        guard let stat = ProcFiles.readText("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return true }
-        let state = stat[stat.index(after: close)...].drop { $0 == " " }.first
+        guard let state = ProcFiles.statFields(of: pid)?.first else { return true }
         return state == "Z" || state == "X"
     }
 
     /// Unix seconds at which the process started: /proc/PID/stat field 22 / CLK_TCK + btime.
     static func processStartTime(pid: Int32) -> UInt32? {
-        guard let stat = ProcFiles.readText("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
         // fields[0] is field 3 (state); field 22 is fields[19].
-        guard fields.count > 19, let ticks = UInt64(fields[19]) else { return nil }
+        guard let fields = ProcFiles.statFields(of: pid), fields.count > 19, let ticks = UInt64(fields[19]) else { return nil }
         guard let procStat = ProcFiles.readText("/proc/stat"),
             let line = procStat.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
             let boot = UInt64(line.dropFirst(6))

@@ -73,7 +73,7 @@ enum ModuleMap {
                     // The file was replaced since it was mapped: trust the memory, and do not
                     // symbolicate with a file that is not the code that ran.
                     module.problem =
-                        "the file on disk (build-id \(hex(module.info.buildID))) is not what was mapped (build-id \(hex(mapped))); not symbolicated from it"
+                        "the file on disk (build-id \(DebugFileLocator.hex(module.info.buildID))) is not what was mapped (build-id \(DebugFileLocator.hex(mapped))); not symbolicated from it"
                     module.info.buildID = mapped
                     module.elf = nil
                 }

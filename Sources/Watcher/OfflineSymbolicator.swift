@@ -115,7 +115,7 @@ public struct OfflineSymbolicator {
             let file = image(path: info.path, buildID: info.buildID)
             if file == nil && info.path != "[vdso]" {
                 notes.append(
-                    "no binary or debug file for \(info.name) (build-id \(info.buildID.isEmpty ? "none" : hex(info.buildID))): its frames keep module+offset"
+                    "no binary or debug file for \(info.name) (build-id \(info.buildID.isEmpty ? "none" : DebugFileLocator.hex(info.buildID))): its frames keep module+offset"
                 )
             }
             return LoadedModule(info: info, elf: file, problem: nil)

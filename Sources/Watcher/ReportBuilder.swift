@@ -52,7 +52,7 @@ public enum ReportBuilder {
         event.timestamp = timestamp
         event.process = ProcessInfoRecord(
             pid: snapshot.pid, executable: executable, arguments: arguments,
-            buildID: modules.first.map { hex($0.info.buildID) })
+            buildID: modules.first.map { DebugFileLocator.hex($0.info.buildID) })
         let exception = snapshot.exception
         event.signal = SignalRecord(
             number: exception.signal, name: SignalNames.name(exception.signal), code: exception.code,
@@ -97,7 +97,7 @@ public enum ReportBuilder {
         event.modules = snapshot.modules.map {
             ModuleRecord(
                 path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size),
-                buildID: $0.buildID.isEmpty ? nil : hex($0.buildID))
+                buildID: $0.buildID.isEmpty ? nil : DebugFileLocator.hex($0.buildID))
         }
         event.minidump = "minidump.dmp"
         event.notes = notes.isEmpty ? nil : notes
@@ -136,8 +136,4 @@ public enum ReportBuilder {
         ]
         return known.filter { flags & $0.0 != 0 }.map(\.1)
     }
-}
-
-func hex(_ bytes: [UInt8]) -> String {
-    bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
 }

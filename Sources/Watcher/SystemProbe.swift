@@ -1,6 +1,7 @@
 // SystemProbe: the machine's description for SystemInfo (uname, CPU vendor/family/model), read
 // once per watcher process.
 
+import Foundation
 import Inspection
 import ReportModel
 #if canImport(Glibc)
@@ -26,7 +27,7 @@ enum SystemProbe {
         info.cpuCount = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         if let text = ProcFiles.readText("/proc/cpuinfo") {
             for line in text.split(separator: "\n") {
-                let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: " \t") }
+                let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
                 guard parts.count == 2 else {
                     if line.isEmpty { break }
                     continue
@@ -43,15 +44,5 @@ enum SystemProbe {
         }
         cached = info
         return info
-    }
-}
-
-extension Substring {
-    func trimmingCharacters(in set: String) -> String {
-        let characters = Set(set)
-        var text = self
-        while let first = text.first, characters.contains(first) { text = text.dropFirst() }
-        while let last = text.last, characters.contains(last) { text = text.dropLast() }
-        return String(text)
     }
 }
