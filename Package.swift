@@ -28,15 +28,18 @@ let package = Package(
                 .linkedLibrary("lzma"),
             ]
         ),
-        .target(name: "ReportModel"),
+        // Bounds-checked byte reads and checked arithmetic: what every parser of hostile bytes
+        // (files, target processes, the socket) reads through. A leaf.
+        .target(name: "BoundedBytes"),
+        .target(name: "ReportModel", dependencies: ["BoundedBytes"]),
         .target(name: "Inspection", dependencies: ["CShims"]),
         .target(
-            name: "Symbolication", dependencies: ["CShims"],
+            name: "Symbolication", dependencies: ["BoundedBytes", "CShims"],
             linkerSettings: [.linkedLibrary("stdc++"), .linkedLibrary("z"), .linkedLibrary("iberty")]),
-        .target(name: "Unwinding", dependencies: ["CShims", "Symbolication"]),
+        .target(name: "Unwinding", dependencies: ["BoundedBytes", "CShims", "Symbolication"]),
         .target(
             name: "Watcher",
-            dependencies: ["CCrashPortProtocol", "CShims", "ReportModel", "Inspection", "Unwinding", "Symbolication"]
+            dependencies: ["BoundedBytes", "CCrashPortProtocol", "CShims", "ReportModel", "Inspection", "Unwinding", "Symbolication"]
         ),
         .executableTarget(
             name: "crashport",
@@ -46,6 +49,6 @@ let package = Package(
         .testTarget(name: "ReportModelTests", dependencies: ["ReportModel", "TestSupport"]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher", "CCrashPortProtocol", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport"]),
-        .testTarget(name: "SymbolicationTests", dependencies: ["Symbolication", "TestSupport"]),
+        .testTarget(name: "SymbolicationTests", dependencies: ["BoundedBytes", "Symbolication", "TestSupport"]),
     ]
 )

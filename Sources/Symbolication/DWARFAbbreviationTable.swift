@@ -8,6 +8,8 @@
 // A table is immutable once built. Tables are cached by DWARFInfo per (offset, format).
 
 /// The shape of a unit that form sizes depend on.
+import BoundedBytes
+
 struct DWARFFormat: Hashable, Sendable {
     var version: UInt16
     var addressSize: UInt8

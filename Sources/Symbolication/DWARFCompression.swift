@@ -10,6 +10,8 @@
 // Every output size is capped (`maximumOutputSize`) and checked against the declared size, so a
 // hostile header cannot make us allocate without bound. All functions are thread-safe.
 
+import BoundedBytes
+
 @_silgen_name("uncompress")
 private func _zlib_uncompress(
     _ dest: UnsafeMutablePointer<UInt8>?, _ destLen: UnsafeMutablePointer<UInt>?,

@@ -8,6 +8,8 @@
 // DW_* constants keep the DWARF 5 specification's names verbatim so they can be grepped against
 // it (values from DWARF 5 section 7, plus the GNU extensions LLVM and elfutils accept).
 
+import BoundedBytes
+
 final class DWARFSections: @unchecked Sendable {
     let elf: ELFFile
     let info: ByteView

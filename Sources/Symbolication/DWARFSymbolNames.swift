@@ -12,6 +12,8 @@
 // Names are read from the string table on first use and cached. Not thread-safe on its own:
 // DWARFInfo calls it under its lock.
 
+import BoundedBytes
+
 struct DWARFSymbolNames {
     private struct Entry {
         var address: UInt64

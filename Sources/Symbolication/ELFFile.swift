@@ -5,6 +5,8 @@
 // bridging; every offset is checked, so a truncated or hostile file yields an error or a nil,
 // never a trap. (DWARF, where the format is large, is a separate reader.)
 
+import BoundedBytes
+
 public struct ELFSegment: Sendable, Equatable {
     public var type: UInt32
     public var flags: UInt32

@@ -3,6 +3,8 @@
 // Built once per file (the ELFFile caches it); names are read from the string table only when
 // a lookup hits, so building costs one pass over the symbol entries and one sort.
 
+import BoundedBytes
+
 public struct SymbolTable: Sendable {
     struct Entry: Sendable {
         var address: UInt64

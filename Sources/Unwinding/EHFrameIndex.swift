@@ -5,6 +5,7 @@
 // both relative to a base, sorted by location), so libunwind's remote-table search can use it
 // unchanged. Parsing is bounded by the section size; a malformed entry ends the scan.
 
+import BoundedBytes
 import Symbolication
 
 struct EHFrameIndex {

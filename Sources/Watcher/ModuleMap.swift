@@ -6,6 +6,7 @@
 // /proc/PID/map_files/START-END when possible, which names the exact inode that is mapped even
 // if the path was replaced or deleted since; the vDSO is read from memory.
 
+import BoundedBytes
 import Inspection
 import ReportModel
 import Symbolication

@@ -1,5 +1,7 @@
 // LEB128 as every reader of DWARF-encoded data decodes it, hostile lengths included.
 
+import BoundedBytes
+
 @testable import Symbolication
 import XCTest
 
