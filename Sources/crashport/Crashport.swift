@@ -69,6 +69,19 @@ struct Run: ParsableCommand {
     @Argument(parsing: .captureForPassthrough, help: "PROGRAM [ARGS...]")
     var command: [String] = []
 
+    /// `.captureForPassthrough` captures everything from the first input the parser does not
+    /// recognise, `--help` and misspelt options included (swift-argument-parser 1.8 does not
+    /// stop there for help). A dash-prefixed first word before the program is therefore
+    /// crashport's: help, or a usage error (exit 64), never a program named `--bogus`. After the
+    /// program (`run prog --help`) or after `--`, every word is the program's.
+    func validate() throws {
+        guard let first = command.first, first != "--", first.count > 1, first.hasPrefix("-") else { return }
+        if first == "--help" || first == "-h" { throw CleanExit.helpRequest(self) }
+        throw ValidationError(
+            "unknown option '\(first)' (usage: crashport run [OPTIONS] [--] PROGRAM [ARGS...]; a program whose name starts with '-' goes after '--')"
+        )
+    }
+
     func run() throws {
         var command = command
         if command.first == "--" { command.removeFirst() }
