@@ -60,6 +60,12 @@ public enum ProcFiles {
         return stat[stat.index(after: close)...].split(separator: " ")
     }
 
+    /// The parent's pid (/proc/PID/stat field 4); nil when the process is gone.
+    public static func parentPID(of pid: Int32) -> Int32? {
+        guard let fields = statFields(of: pid), fields.count > 1 else { return nil }
+        return Int32(fields[1])
+    }
+
     /// The target of /proc/PID/exe.
     public static func executable(of pid: Int32) -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)

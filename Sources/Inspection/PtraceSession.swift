@@ -5,8 +5,16 @@
 // are bounded: a thread that does not stop in time (for example in uninterruptible sleep) is
 // reported as such, never waited on forever. ptrace is per tracer *thread*: all calls on a
 // session must come from the thread that created it.
+//
+// Every thread seized is given back: detached when it is in a ptrace-stop, reaped when it died
+// meanwhile (a traced thread that exits stays a zombie until its tracer reaps it, and while it
+// does, the process never finishes dying: its parent's waitpid and pidfd never fire). The leader
+// of a process whose parent we are is the one exception: its exit status belongs to our own
+// waitpid, so it is only looked at (WNOWAIT), never reaped here. A thread that neither stops nor
+// exits within the bound is kept in `PtraceSession.leftovers` for `reapLeftovers()`.
 
 import CShims
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,9 +25,16 @@ public final class PtraceSession {
     public private(set) var stopped: [Int32] = []
     /// Threads that could not be suspended, with why.
     public private(set) var failures: [(tid: Int32, reason: String)] = []
+    /// Monotonic nanoseconds of the first PTRACE_SEIZE and of the end of the last detach: the
+    /// window during which the process was held (0 until then).
+    public private(set) var firstSeizeNanoseconds: UInt64 = 0
+    public private(set) var releasedNanoseconds: UInt64 = 0
     /// Signals that arrived at a thread while we held it, re-delivered on detach.
     private var pendingSignals: [Int32: Int32] = [:]
     private var seized = Set<Int32>()
+    /// Whether the watcher is the process's parent (crashport run): then the leader's exit is
+    /// the parent's to reap, not the tracer's.
+    private let isParent: Bool
 
     static let PTRACE_SEIZE: Int32 = 0x4206
     static let PTRACE_INTERRUPT: Int32 = 0x4207
@@ -31,6 +46,7 @@ public final class PtraceSession {
 
     public init(pid: Int32) {
         self.pid = pid
+        isParent = ProcFiles.parentPID(of: pid) == getpid()
     }
 
     deinit { detachAll() }
@@ -42,9 +58,11 @@ public final class PtraceSession {
         var passes = 0
         while passes < 64 {
             passes += 1
-            let tids = ProcFiles.threads(of: pid).filter { !seized.contains($0) && !failures.map(\.tid).contains($0) }
+            let failed = Set(failures.map(\.tid))
+            let tids = ProcFiles.threads(of: pid).filter { !seized.contains($0) && !failed.contains($0) }
             if tids.isEmpty { break }
             for tid in tids {
+                if firstSeizeNanoseconds == 0 { firstSeizeNanoseconds = Self.now() }
                 if cp_ptrace(Self.PTRACE_SEIZE, tid, 0, 0) != 0 {
                     let error = errno
                     if error == ESRCH { continue }  // exited meanwhile
@@ -62,37 +80,61 @@ public final class PtraceSession {
             for tid in tids where seized.contains(tid) && !stopped.contains(tid) {
                 waitForStop(tid, deadline: deadline)
             }
+            // The process died under us: nothing more will appear, and nothing more can stop.
+            if Self.now() > deadline { break }
         }
         return stopped
     }
 
+    /// What happened to a seized thread, consumed unless it is our child's leader exiting.
+    private enum Outcome {
+        case stopped(signal: Int32)
+        case exited
+        case nothing
+        case gone
+    }
+
+    private func poll(_ tid: Int32) -> Outcome {
+        switch cp_wait_peek(tid) {
+        case Int32(CP_WAIT_NOTHING.rawValue):
+            return .nothing
+        case Int32(CP_WAIT_EXITED.rawValue):
+            // Our child's leader: leave its status for the parent's waitpid.
+            if !(tid == pid && isParent) {
+                var status: Int32 = 0
+                _ = waitpid(tid, &status, __WALL | WNOHANG)
+            }
+            return .exited
+        case Int32(CP_WAIT_STOPPED.rawValue):
+            var status: Int32 = 0
+            guard waitpid(tid, &status, __WALL | WNOHANG) == tid else { return .nothing }
+            if !Self.stopped(status) { return .exited }
+            let signal = (status >> 8) & 0x7F
+            let event = status >> 16
+            // A signal-delivery-stop: the signal is given back on detach.
+            return .stopped(signal: event != Self.PTRACE_EVENT_STOP && signal != SIGTRAP && signal != SIGSTOP ? signal : 0)
+        default:
+            return errno == EINTR ? .nothing : .gone
+        }
+    }
+
     private func waitForStop(_ tid: Int32, deadline: UInt64) {
         while true {
-            var status: Int32 = 0
-            let result = waitpid(tid, &status, __WALL | WNOHANG)
-            if result == tid {
-                if Self.stopped(status) {
-                    let signal = (status >> 8) & 0x7F
-                    let event = status >> 16
-                    if event != Self.PTRACE_EVENT_STOP && signal != SIGTRAP && signal != SIGSTOP {
-                        pendingSignals[tid] = signal  // a signal-delivery-stop: give it back on detach
-                    }
-                    stopped.append(tid)
-                } else {
-                    seized.remove(tid)  // exited
-                }
+            switch poll(tid) {
+            case .stopped(let signal):
+                if signal != 0 { pendingSignals[tid] = signal }
+                stopped.append(tid)
                 return
-            }
-            if result < 0 && errno != EINTR {
-                failures.append((tid, "waitpid: \(String(cString: strerror(errno)))"))
+            case .exited, .gone:
                 seized.remove(tid)
                 return
+            case .nothing:
+                if Self.now() > deadline {
+                    failures.append((tid, "did not stop within the capture deadline"))
+                    return
+                }
+                usleep(100)
             }
-            if Self.now() > deadline {
-                failures.append((tid, "did not stop within the capture deadline"))
-                return
-            }
-            usleep(100)
         }
     }
 
@@ -116,13 +158,74 @@ public final class PtraceSession {
         }
     }
 
-    /// Releases every thread; signals that arrived meanwhile are re-delivered.
-    public func detachAll() {
-        for tid in seized {
-            _ = cp_ptrace(Self.PTRACE_DETACH, tid, 0, UInt(pendingSignals[tid] ?? 0))
+    /// Releases every thread; signals that arrived meanwhile are re-delivered. A thread that is
+    /// not in a ptrace-stop cannot be detached: it is reaped if it died, or interrupted and
+    /// detached once it stops, within `timeoutMilliseconds`; what is left after that goes to
+    /// `leftovers`.
+    public func detachAll(timeoutMilliseconds: Int = 1000) {
+        var remaining: [Int32] = []
+        for tid in seized where cp_ptrace(Self.PTRACE_DETACH, tid, 0, UInt(pendingSignals[tid] ?? 0)) != 0 {
+            remaining.append(tid)
+        }
+        let deadline = Self.now() + UInt64(timeoutMilliseconds) * 1_000_000
+        var interrupted = Set<Int32>()
+        while !remaining.isEmpty {
+            remaining = remaining.filter { tid in
+                switch poll(tid) {
+                case .exited, .gone:
+                    return false
+                case .stopped(let signal):
+                    let pending = signal != 0 ? signal : (pendingSignals[tid] ?? 0)
+                    return cp_ptrace(Self.PTRACE_DETACH, tid, 0, UInt(pending)) != 0 && errno != ESRCH
+                case .nothing:
+                    if !interrupted.contains(tid) {
+                        interrupted.insert(tid)
+                        _ = cp_ptrace(Self.PTRACE_INTERRUPT, tid, 0, 0)
+                    }
+                    return true
+                }
+            }
+            if remaining.isEmpty || Self.now() > deadline { break }
+            usleep(200)
+        }
+        if !remaining.isEmpty {
+            let leader = isParent ? pid : 0
+            Self.leftoverThreads.withLock { threads in
+                for tid in remaining { threads[tid] = leader }
+            }
         }
         seized.removeAll()
         stopped.removeAll()
+        if firstSeizeNanoseconds != 0 && releasedNanoseconds == 0 { releasedNanoseconds = Self.now() }
+    }
+
+    /// Threads still traced after their session ended (tid → the leader not to reap, or 0).
+    private static let leftoverThreads = Mutex<[Int32: Int32]>([:])
+
+    /// Whether some thread is still traced by this process after its session ended.
+    public static var hasLeftovers: Bool { leftoverThreads.withLock { !$0.isEmpty } }
+
+    /// Detaches or reaps leftover threads that have since stopped or died; call it now and then
+    /// (the launcher does, while any are left). Never blocks.
+    public static func reapLeftovers() {
+        leftoverThreads.withLock { threads in
+            for (tid, leader) in threads {
+                let state = cp_wait_peek(tid)
+                if state == Int32(CP_WAIT_EXITED.rawValue) {
+                    if tid != leader {
+                        var status: Int32 = 0
+                        _ = waitpid(tid, &status, __WALL | WNOHANG)
+                    }
+                    threads[tid] = nil
+                } else if state == Int32(CP_WAIT_STOPPED.rawValue) {
+                    var status: Int32 = 0
+                    _ = waitpid(tid, &status, __WALL | WNOHANG)
+                    if cp_ptrace(PTRACE_DETACH, tid, 0, 0) == 0 || errno == ESRCH { threads[tid] = nil }
+                } else if state < 0 && errno != EINTR {
+                    threads[tid] = nil  // no longer ours
+                }
+            }
+        }
     }
 
     static func now() -> UInt64 {

@@ -86,8 +86,8 @@ public final class ELFFile: @unchecked Sendable {
         var sections: [ELFSection] = []
         if shoff != 0 && shentsize >= 64 {
             // Extended numbering: the real counts live in section 0.
-            if shnum == 0, let count = view.u64(shoff + 32) { shnum = count }
-            if shstrndx == 0xFFFF, let link = view.u32(shoff + 40) { shstrndx = UInt64(link) }
+            if shnum == 0, let at = shoff.checkedAdding(32), let count = view.u64(at) { shnum = count }
+            if shstrndx == 0xFFFF, let at = shoff.checkedAdding(40), let link = view.u32(at) { shstrndx = UInt64(link) }
             if shnum > 0 && shnum <= 65536 && view.has(shoff, shentsize * shnum) {
                 var raw: [(nameOffset: UInt32, section: ELFSection)] = []
                 raw.reserveCapacity(Int(shnum))
@@ -135,7 +135,7 @@ public final class ELFFile: @unchecked Sendable {
     public func fileOffset(forVirtualAddress address: UInt64) -> UInt64? {
         for segment in segments where segment.type == ELFSegment.load {
             if address >= segment.vaddr && address - segment.vaddr < segment.fileSize {
-                return segment.offset + (address - segment.vaddr)
+                return segment.offset.checkedAdding(address - segment.vaddr)
             }
         }
         return nil
@@ -147,7 +147,7 @@ public final class ELFFile: @unchecked Sendable {
             let segment = segments.first(where: {
                 $0.type == ELFSegment.load && address >= $0.vaddr && address - $0.vaddr < $0.fileSize
             }),
-            address - segment.vaddr + UInt64(buffer.count) <= segment.fileSize,
+            let end = (address - segment.vaddr).checkedAdding(UInt64(buffer.count)), end <= segment.fileSize,
             view.has(offset, UInt64(buffer.count))
         else { return false }
         buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: view.bytes[Int(offset)..<Int(offset) + buffer.count]))
@@ -238,8 +238,13 @@ public final class ELFFile: @unchecked Sendable {
         default: return nil
         }
         let tableOffset = countOffset + ((countEncoding & 0x0F) == 0x04 || (countEncoding & 0x0F) == 0x0C ? 8 : 4)
-        guard count > 0, header.has(tableOffset, count * 8) else { return nil }
-        return EHFrameTable(headerAddress: segment.vaddr, tableAddress: segment.vaddr + tableOffset, entries: count)
+        // The count and the segment's address are the file's word: a table that does not fit
+        // in the segment, or an address that wraps, means no table (libunwind then falls back).
+        guard count > 0, let tableSize = count.checkedMultiplying(8), header.has(tableOffset, tableSize),
+            let tableAddress = segment.vaddr.checkedAdding(tableOffset),
+            tableAddress.checkedAdding(tableSize) != nil
+        else { return nil }
+        return EHFrameTable(headerAddress: segment.vaddr, tableAddress: tableAddress, entries: count)
     }()
 
     public lazy var symbols: SymbolTable = SymbolTable(elf: self)

@@ -37,7 +37,7 @@ struct EHFrameIndex {
                 let cie = start - UInt64(id)
                 let encoding = encodings[cie] ?? 0
                 var cursor = start + 4
-                if let location = Self.readPointer(data, &cursor, encoding: encoding, fieldAddress: base + cursor),
+                if let location = Self.readPointer(data, &cursor, encoding: encoding, fieldAddress: base &+ cursor),
                     location != 0
                 {
                     let relative = Int64(bitPattern: location &- base)

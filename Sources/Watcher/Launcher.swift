@@ -135,8 +135,10 @@ public struct Launcher {
         setsockopt(ours, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
 
         // Signals for the child are read through a signalfd; the child gets the original mask.
+        // Job-control stops are read there too, so that a stop is taken between captures, never
+        // in the middle of one (a stopped tracer keeps every thread it holds stopped).
         var original = sigset_t()
-        let relayed: [Int32] = [SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2]
+        let relayed: [Int32] = [SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU]
         let signals = cp_block_signals_to_fd(relayed, Int32(relayed.count), &original)
         defer {
             if signals >= 0 { close(signals) }
@@ -181,19 +183,33 @@ public struct Launcher {
         let exited = cp_pidfd_open(child)
         var socketOpen = true
         var status: Int32 = 0
+        var endRequests = 0
         while true {
             var fds = [
                 pollfd(fd: socketOpen ? ours : -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: exited, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
             ]
-            // Without pidfds (very old kernels) fall back to polling waitpid.
-            let ready = poll(&fds, nfds_t(fds.count), exited >= 0 ? -1 : 50)
+            // Without pidfds (very old kernels) poll waitpid; while threads of an earlier capture
+            // are still traced (they neither stopped nor died in time), look at them now and then:
+            // the program cannot finish dying until they are reaped.
+            let leftovers = PtraceSession.hasLeftovers
+            let ready = poll(&fds, nfds_t(fds.count), exited >= 0 && !leftovers ? -1 : 50)
             if ready < 0 && errno != EINTR { break }
+            if leftovers { PtraceSession.reapLeftovers() }
             if fds[0].revents != 0 { socketOpen = server.drain() }
-            if fds[2].revents != 0 { relaySignals(signals, to: child) }
+            if fds[2].revents != 0, let ending = relaySignals(signals, to: child, requests: &endRequests) {
+                log("\(SignalNames.name(ending)) again, or after \(program) ended: crashport stops now")
+                Self.exit(like: .signaled(ending))
+            }
             if exited < 0 || fds[1].revents != 0 {
-                if waitpid(child, &status, exited >= 0 ? 0 : WNOHANG) == child { break }
+                let result = waitpid(child, &status, exited >= 0 ? 0 : WNOHANG)
+                if result == child { break }
+                if result < 0 && errno == ECHILD {
+                    log("lost track of \(program) (pid \(child)): its exit status is unknown")
+                    status = 0
+                    break
+                }
             }
         }
         if exited >= 0 { close(exited) }
@@ -225,12 +241,51 @@ public struct Launcher {
     }
 
     /// Passes on signals sent to crashport by another process. Signals from the terminal
-    /// (si_code SI_KERNEL) already reached the child, which shares our process group.
-    func relaySignals(_ fd: Int32, to child: pid_t) {
+    /// (si_code SI_KERNEL) already reached the child, which shares our process group. A
+    /// job-control stop stops crashport too, now that no capture is in progress. Returns the
+    /// signal that should end crashport itself at once: a second SIGINT or SIGTERM, or one that
+    /// arrives after the program has died (so that crashport can always be stopped).
+    func relaySignals(_ fd: Int32, to child: pid_t, requests: inout Int) -> Int32? {
         var code: Int32 = 0
         while case let signal = cp_read_signal(fd, &code), signal > 0 {
-            if code != 0x80 { kill(child, signal) }
+            let fromTerminal = code == Self.SI_KERNEL
+            let childAlive = !Self.hasDied(child)
+            switch signal {
+            case SIGINT, SIGTERM:
+                requests += 1
+                if requests > 1 || !childAlive { return signal }
+                if !fromTerminal { kill(child, signal) }
+            case SIGTSTP, SIGTTIN, SIGTTOU:
+                if !fromTerminal && childAlive { kill(child, signal) }
+                Self.stopSelf(with: signal)
+            default:
+                if !fromTerminal && childAlive { kill(child, signal) }
+            }
         }
+        return nil
+    }
+
+    static let SI_KERNEL: Int32 = 0x80
+
+    /// Whether every thread of the process has exited (gone, or zombies waiting to be reaped).
+    static func hasDied(_ pid: pid_t) -> Bool {
+        if cp_wait_peek(pid) == Int32(CP_WAIT_EXITED.rawValue) { return true }
+        let threads = ProcFiles.threads(of: pid)
+        return threads.allSatisfy { tid in
+            guard let state = ProcFiles.statFields(of: tid)?.first else { return true }
+            return state == "Z" || state == "X"
+        }
+    }
+
+    /// Takes a job-control stop that was held while a capture ran: the signal's default action,
+    /// let through for a moment. Returns once crashport is continued.
+    static func stopSelf(with signal: Int32) {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, signal)
+        raise(signal)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
     }
 
     /// Ends this process the way the child ended: the same exit code, or the same signal (with

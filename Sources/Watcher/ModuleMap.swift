@@ -56,9 +56,8 @@ enum ModuleMap {
                 executable = executable || last.executable
                 index += 1
             }
-            guard executable else { continue }
-            var module = LoadedModule(
-                info: ModuleInfo(path: first.path, base: first.start, size: last.end - first.start, buildID: []))
+            guard executable, let size = last.end.checkedSubtracting(first.start) else { continue }
+            var module = LoadedModule(info: ModuleInfo(path: first.path, base: first.start, size: size, buildID: []))
             let key = "\(first.path)|\(first.inode)"
             do {
                 let elf = try cache.file(key: key) {
@@ -110,10 +109,10 @@ enum ModuleMap {
     }
 
     static func vdso(_ mapping: MemoryMapping, memory: ProcessMemory?) -> LoadedModule {
-        var module = LoadedModule(
-            info: ModuleInfo(path: "[vdso]", base: mapping.start, size: mapping.end - mapping.start, buildID: []))
-        guard let memory, mapping.end - mapping.start <= 1 << 20 else { return module }
-        let bytes = memory.bytes(at: mapping.start, count: Int(mapping.end - mapping.start))
+        let size = mapping.end.checkedSubtracting(mapping.start) ?? 0
+        var module = LoadedModule(info: ModuleInfo(path: "[vdso]", base: mapping.start, size: size, buildID: []))
+        guard let memory, size > 0, size <= 1 << 20 else { return module }
+        let bytes = memory.bytes(at: mapping.start, count: Int(size))
         if let elf = try? ELFFile(file: MappedFile(bytes: bytes, name: "[vdso]")) {
             module.elf = elf
             module.info.buildID = elf.buildID ?? []

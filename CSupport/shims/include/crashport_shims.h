@@ -13,6 +13,13 @@
 /* ptrace(request, pid, addr, data); returns -1 with errno set on failure. */
 long cp_ptrace(int request, pid_t pid, uintptr_t addr, uintptr_t data);
 
+/* What waitpid(tid, __WALL) would report for a thread we trace, without consuming it
+ * (waitid with WNOWAIT): so that the leader of a process whose parent we are is never reaped
+ * by the ptrace side, whose exit status belongs to the parent's own waitpid. */
+enum cp_wait_state { CP_WAIT_NOTHING = 0, CP_WAIT_STOPPED = 1, CP_WAIT_EXITED = 2 };
+/* A cp_wait_state, or -1 with errno (ECHILD: not traced by us, or already reaped). */
+int cp_wait_peek(pid_t tid);
+
 /* The ELF .eh_frame_hdr binary-search table of the module that contains an address, in target
  * addresses: what libunwind needs to find an FDE (UNW_INFO_FORMAT_REMOTE_TABLE). */
 typedef struct cp_unwind_table {

@@ -5,6 +5,7 @@
  *   together N        N threads fault at the same moment
  *   doublefree        abort() from inside malloc (glibc's double-free check)
  *   slow              prints its pid, sleeps a second, then faults (watcher-failure tests)
+ *   threads N         starts N idle threads, prints its pid, sleeps a second, then faults
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -15,6 +16,12 @@
 
 volatile int sink;
 static pthread_barrier_t start_together;
+
+static void *idle(void *argument) {
+    (void)argument;
+    for (;;) pause();
+    return NULL;
+}
 
 __attribute__((noinline)) int recurse(int depth) {
     volatile char pad[128];
@@ -58,6 +65,19 @@ int main(int argc, char **argv) {
         char *volatile block = malloc(64);
         free(block);
         free(block);
+    } else if (strcmp(mode, "threads") == 0) {
+        int count = argc > 2 ? atoi(argv[2]) : 100;
+        pthread_attr_t attributes;
+        pthread_attr_init(&attributes);
+        pthread_attr_setstacksize(&attributes, 64 << 10);
+        for (int i = 0; i < count; i++) {
+            pthread_t thread;
+            pthread_create(&thread, &attributes, idle, NULL);
+        }
+        printf("%d\n", getpid());
+        fflush(stdout);
+        sleep(1);
+        fault_now();
     } else if (strcmp(mode, "slow") == 0) {
         printf("%d\n", getpid());
         fflush(stdout);
