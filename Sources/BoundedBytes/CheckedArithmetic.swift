@@ -3,8 +3,9 @@
 // Every offset, count, size and address that comes from a file, a target process or a socket is
 // combined through these helpers (or through ByteView, which checks its own offsets), so that an
 // overflow is a nil the parser handles, never a Swift overflow trap that kills the watcher. The
-// plain `+`, `-`, `*` and `Int(_:)` are for values crashport computed itself. `tools/check-arithmetic`
-// lists the places that still combine values with unchecked operators, for review.
+// plain `+`, `-`, `*` and `Int(_:)` are for values crashport computed itself or that are bounded
+// by a check just above (say which); `&+`/`&-` are for addresses, where wrapping is the meaning.
+// `tools/fuzz` finds what review misses.
 
 extension FixedWidthInteger {
     /// `self + other`, or nil when it overflows.

@@ -35,6 +35,9 @@ public struct Capture: @unchecked Sendable {
     public var record: CrashRecord
     /// Nanoseconds from the start of capture until the process was released.
     public var suspendedNanoseconds: UInt64
+    /// Nanoseconds from the first PTRACE_SEIZE to the end of the last detach: the window in
+    /// which a stopped watcher would keep the program stopped too (0 without ptrace).
+    public var heldNanoseconds: UInt64 = 0
 }
 
 public enum CaptureSession {
@@ -144,6 +147,7 @@ public enum CaptureSession {
         // Everything needed from the live process is in hand: release it.
         session?.detachAll()
         let suspended = monotonicNanoseconds() - started
+        let held = session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0
 
         let snapshot = ProcessSnapshot(
             pid: pid, crashedThreadID: record.tid,
@@ -154,7 +158,7 @@ public enum CaptureSession {
             linuxFiles: files, captureTime: UInt32(clamping: Int(time(nil))), processStartTime: startTime)
         return Capture(
             snapshot: snapshot, modules: modules, executable: executable, arguments: arguments, notes: notes,
-            record: record, suspendedNanoseconds: suspended)
+            record: record, suspendedNanoseconds: suspended, heldNanoseconds: held)
     }
 
     /// Whether the process is gone or a zombie (/proc/PID/stat state Z or X).

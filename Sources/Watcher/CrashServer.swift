@@ -155,9 +155,10 @@ public final class CrashServer {
     }
 
     /// For tools/bench: when CRASHPORT_TIMING_FD names an open descriptor, one line per report.
-    func reportTiming(suspended: UInt64, verdict: UInt64, total: UInt64) {
+    func reportTiming(suspended: UInt64, held: UInt64, verdict: UInt64, total: UInt64) {
         guard let text = ProcessInfo.processInfo.environment["CRASHPORT_TIMING_FD"], let fd = Int32(text), fd > 2 else { return }
-        let line = "crashport-watcher suspended_ns=\(suspended) verdict_ns=\(verdict) report_written_ns=\(total) \(phases)\n"
+        let line =
+            "crashport-watcher suspended_ns=\(suspended) held_ns=\(held) verdict_ns=\(verdict) report_written_ns=\(total) \(phases)\n"
         _ = line.withCString { write(fd, $0, strlen($0)) }
     }
 
@@ -199,7 +200,9 @@ public final class CrashServer {
             reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed))
             let pruned = store.prune(keeping: id)
             if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
-            reportTiming(suspended: capture.suspendedNanoseconds, verdict: elapsed, total: monotonicNanoseconds() - started)
+            reportTiming(
+                suspended: capture.suspendedNanoseconds, held: capture.heldNanoseconds, verdict: elapsed,
+                total: monotonicNanoseconds() - started)
             if printSummary { log(String(CrashLog.summary(event, reportPath: path).dropFirst("crashport: ".count))) }
         } catch {
             unwritten[record.pid] = "\(error)"
