@@ -50,7 +50,7 @@ final class ReliabilityTests: XCTestCase {
         hugeCount[header + 2] = 0x04  // fde_count_enc = DW_EH_PE_udata8
         put((1 << 61) + 1, into: &hugeCount, at: header + 8)
         var wrappingAddress = bytes
-        put(0xFFFF_FFFF_FFFF_F000, into: &wrappingAddress, at: phdr + 16)  // p_vaddr
+        put(0xFFFF_FFFF_FFFF_FFF8, into: &wrappingAddress, at: phdr + 16)  // p_vaddr: + 12 wraps
 
         for (name, patched) in [("huge-fde-count", hugeCount), ("wrapping-vaddr", wrappingAddress)] {
             let path = Self.directory + "/crash-" + name
