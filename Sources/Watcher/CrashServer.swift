@@ -110,9 +110,11 @@ public final class CrashServer {
         }
     }
 
+    /// Never blocks: the reply descriptor is the client's choice, and a socket whose peer never
+    /// reads must not stall the watcher.
     func sendVerdict(_ fd: Int32, nanoseconds: UInt64) {
         let verdict = VerdictMessage.encode(captureNanoseconds: nanoseconds)
-        _ = verdict.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        _ = verdict.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
     }
 
     /// A report for a death no handler could see or report (SIGKILL, the OOM killer, a crash
@@ -168,7 +170,7 @@ public final class CrashServer {
         // stub's bounded wait does not run out mid-capture (it caps the total at 6x its timeout).
         if ProcFiles.threads(of: record.pid).count > 256 {
             let heartbeat = HeartbeatMessage.encode(extendMilliseconds: 10_000)
-            _ = heartbeat.withUnsafeBytes { send(reply, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            _ = heartbeat.withUnsafeBytes { send(reply, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         }
         let capture = CaptureSession.capture(record: record, options: options, cache: cache)
         // The process is released; let it continue down its handler chain now. Unwinding,
