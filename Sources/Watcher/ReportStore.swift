@@ -4,7 +4,15 @@
 // under REPORTS/.tmp-<id>, every file fsynced, then renamed into place and the parent fsynced,
 // so a report either appears whole or not at all. Directories are created 0700: reports hold
 // memory of the crashed process.
+//
+// The directory may be shared with anything else (`--reports ~/crashes`). The store touches
+// only what it wrote: an entry is a report when its name has the shape of `newID`, it is a real
+// directory (symlinks are never followed, not even to look), and it holds crashport's marker,
+// the `.crashport-report` file `commit` writes (or, for reports written before the marker, an
+// event.json of schema crashport.event.v1). Nothing else is listed, counted toward the quota
+// or removed.
 
+import BoundedBytes
 import Foundation
 import ReportModel
 #if canImport(Glibc)
@@ -38,29 +46,74 @@ public struct ReportStore: Sendable {
         self.root = root
     }
 
-    /// Removes the oldest reports until the quota holds; never a directory being written
-    /// (.tmp-*) nor `keep`. Returns the ids removed.
+    /// The file `commit` writes into every report: what marks a directory as crashport's.
+    public static let markerName = ".crashport-report"
+
+    /// Removes the oldest reports until the quota holds; only reports (see `ids()`), never a
+    /// directory being written (.tmp-*) nor `keep`. Returns the ids removed.
     @discardableResult
     public func prune(keeping keep: String? = nil) -> [String] {
         var reports = ids().map { ($0, Self.size(of: path(of: $0))) }  // newest first
-        var total = reports.reduce(UInt64(0)) { $0 + $1.1 }
+        var total = reports.reduce(UInt64(0)) { $0.checkedAdding($1.1) ?? .max }
         var removed: [String] = []
         while reports.count > max(maxReports, 1) || (total > maxBytes && reports.count > 1) {
             guard let oldest = reports.last, oldest.0 != keep else { break }
             reports.removeLast()
-            total -= oldest.1
-            Self.removeTree(path(of: oldest.0))
+            total = total.checkedSubtracting(oldest.1) ?? 0
+            Self.removeReport(root: root, id: oldest.0)
             removed.append(oldest.0)
         }
         return removed
     }
 
+    /// The bytes of the files directly in a report directory (lstat: links count as links).
     static func size(of directory: String) -> UInt64 {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
         return names.reduce(UInt64(0)) { total, name in
             var info = stat()
-            return total + (stat(directory + "/" + name, &info) == 0 ? UInt64(max(info.st_size, 0)) : 0)
+            guard lstat(directory + "/" + name, &info) == 0 else { return total }
+            return total.checkedAdding(UInt64(max(info.st_size, 0))) ?? .max
         }
+    }
+
+    /// Whether `name` has the shape `newID` gives: yyyyMMdd'T'HHmmss.SSS'Z'-PID-xxxx (four
+    /// lowercase hex digits), e.g. 20261122T073952.796Z-716-3b8b.
+    public static func isReportIDShape(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        func digits(_ range: Range<Int>) -> Bool { range.allSatisfy { bytes[$0] >= 0x30 && bytes[$0] <= 0x39 } }
+        // 8 digits, T, 6 digits, '.', 3 digits, Z, '-': 21 bytes; then PID, '-', 4 hex.
+        guard bytes.count >= 21 + 1 + 1 + 4, bytes.count <= 21 + 10 + 1 + 4, digits(0..<8), bytes[8] == 0x54,
+            digits(9..<15), bytes[15] == 0x2E, digits(16..<19), bytes[19] == 0x5A, bytes[20] == 0x2D,
+            bytes[bytes.count - 5] == 0x2D, digits(21..<(bytes.count - 5))
+        else { return false }
+        return bytes[(bytes.count - 4)...].allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
+    /// Whether ROOT/name is a report crashport wrote: the id's shape, a real directory (lstat:
+    /// a symlink is never one), and crashport's marker in it, a regular `.crashport-report` or,
+    /// for reports written before the marker existed, a regular event.json (at most 64 MiB)
+    /// whose schema is crashport.event.v1.
+    public func isReport(_ name: String) -> Bool {
+        guard Self.isReportIDShape(name) else { return false }
+        let directory = path(of: name)
+        var info = stat()
+        guard lstat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { return false }
+        if lstat(directory + "/" + Self.markerName, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG { return true }
+        let event = directory + "/event.json"
+        guard lstat(event, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= 64 << 20,
+            let data = FileManager.default.contents(atPath: event),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return false }
+        return object["schema"] as? String == Event.schemaName
+    }
+
+    /// What the directory holds besides crashport's reports and its own temporary directories
+    /// (.tmp-<id>), sorted: `crashport run` says once that it shares the directory with them.
+    public func foreignEntries() -> [String] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
+        return names.filter { name in
+            !(name.hasPrefix(".tmp-") && Self.isReportIDShape(String(name.dropFirst(5)))) && !isReport(name)
+        }.sorted()
     }
 
     /// --reports, then $CRASHPORT_REPORTS, $XDG_STATE_HOME/crashport/reports, ~/.local/state/crashport/reports.
@@ -114,6 +167,7 @@ public struct ReportStore: Sendable {
         let temporary = root + "/.tmp-" + id
         guard mkdir(temporary, 0o700) == 0 else { throw StoreError.system(call: "mkdir", path: temporary, errno: errno) }
         do {
+            try Self.writeFile(temporary + "/" + Self.markerName, Array("crashport report \(Event.schemaName)\n".utf8))
             try write(temporary)
             try Self.fsync(path: temporary)
             let final = path(of: id)
@@ -152,14 +206,52 @@ public struct ReportStore: Sendable {
         try? FileManager.default.removeItem(atPath: path)
     }
 
-    /// Report ids, newest first; temporary directories are skipped.
+    /// Removes ROOT/id through descriptors opened with O_NOFOLLOW, so a report swapped for a
+    /// symlink after it was recognised removes nothing outside. The marker and event.json go
+    /// last: a removal cut short leaves a report still recognised, removed next time.
+    static func removeReport(root: String, id: String) {
+        let parent = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard parent >= 0 else { return }
+        defer { close(parent) }
+        removeTree(at: parent, name: id, depth: 0)
+    }
+
+    private static func removeTree(at parent: Int32, name: String, depth: Int) {
+        let fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else {
+            _ = unlinkat(parent, name, 0)  // not a directory (or a symlink to one): the entry itself
+            return
+        }
+        guard depth < 16, let stream = fdopendir(fd) else {
+            close(fd)
+            return
+        }
+        defer { closedir(stream) }  // closes fd
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let child = withUnsafePointer(to: entry.pointee.d_name) {
+                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
+            if child != "." && child != ".." { names.append(child) }
+        }
+        let last = [ReportStore.markerName, "event.json"]
+        for child in names.filter({ !last.contains($0) }) + last.filter(names.contains) {
+            if unlinkat(fd, child, 0) != 0 && (errno == EISDIR || errno == EPERM) {
+                removeTree(at: fd, name: child, depth: depth + 1)
+            }
+        }
+        _ = unlinkat(parent, name, AT_REMOVEDIR)
+    }
+
+    /// Report ids, newest first: only crashport's reports (see `isReport`); temporary
+    /// directories and everything else in the directory are skipped.
     public func ids() -> [String] {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
-        return names.filter { !$0.hasPrefix(".") }.sorted(by: >)
+        return names.filter(isReport).sorted(by: >)
     }
 
     public func event(id: String) throws -> Event {
-        guard !id.contains("/"), !id.hasPrefix("."), FileManager.default.fileExists(atPath: path(of: id)) else {
+        guard !id.contains("/"), isReport(id) else {
             throw StoreError.noSuchReport(id)
         }
         let file = path(of: id) + "/event.json"

@@ -88,7 +88,16 @@ struct Run: ParsableCommand {
         guard let program = command.first else {
             fail("run: no PROGRAM given (usage: crashport run [--reports DIR] -- PROGRAM [ARGS...])", status: 125)
         }
-        var launcher = Launcher(program: program, arguments: Array(command.dropFirst()), store: reportsOption.store)
+        let store = reportsOption.store
+        let others = store.foreignEntries()
+        if !others.isEmpty {
+            let shown = others.prefix(3).joined(separator: ", ") + (others.count > 3 ? ", …" : "")
+            FileHandle.standardError.write(
+                Data(
+                    "crashport: \(store.root) also holds \(others.count) \(others.count == 1 ? "entry" : "entries") that are not crashport reports (\(shown)); crashport will share it, and only lists, counts and removes its own reports\n"
+                        .utf8))
+        }
+        var launcher = Launcher(program: program, arguments: Array(command.dropFirst()), store: store)
         launcher.options.usePtrace = !noPtrace
         launcher.options.captureEnvironment = captureEnvironment
         if !forwardFirst.isEmpty {
