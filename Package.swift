@@ -9,7 +9,9 @@ let package = Package(
     name: "crashport",
     platforms: [.macOS(.v13)],
     products: [
-        .executable(name: "crashport", targets: ["crashport"])
+        .executable(name: "crashport", targets: ["crashport"]),
+        // The fuzz targets, for the libFuzzer package in Fuzz/ (built with -sanitize=fuzzer).
+        .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
@@ -39,13 +41,22 @@ let package = Package(
         .target(name: "Unwinding", dependencies: ["BoundedBytes", "CShims", "Symbolication"]),
         .target(
             name: "Watcher",
-            dependencies: ["BoundedBytes", "CCrashPortProtocol", "CShims", "ReportModel", "Inspection", "Unwinding", "Symbolication"]
+            dependencies: [
+                "BoundedBytes", "CCrashPortProtocol", "CShims", "ReportModel", "Inspection", "Unwinding", "Symbolication",
+            ]
         ),
         .executableTarget(
             name: "crashport",
             dependencies: ["Watcher", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .target(name: "TestSupport", dependencies: ["ReportModel"], path: "Tests/TestSupport"),
+        // One entry point per parser of hostile bytes; Fuzz/ drives them under libFuzzer, and
+        // FuzzRegressionTests replays the committed seeds and past crashes through them.
+        .target(
+            name: "FuzzTargets",
+            dependencies: ["BoundedBytes", "CCrashPortProtocol", "ReportModel", "Symbolication", "Unwinding", "Watcher"],
+            path: "Tests/FuzzTargets"),
+        .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "ReportModelTests", dependencies: ["ReportModel", "TestSupport"]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher", "CCrashPortProtocol", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport"]),

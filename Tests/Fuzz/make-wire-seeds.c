@@ -1,0 +1,45 @@
+/* Writes a hello and a crash record as the stub would send them, from this process's own
+ * registers (getcontext) and stack. */
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <signal.h>
+#include <time.h>
+#include <ucontext.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include "crashport_protocol.h"
+static cp_crash record;
+int main(int argc, char **argv) {
+    cp_hello hello; memset(&hello, 0, sizeof hello);
+    hello.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof hello, CP_MSG_HELLO};
+    hello.pid = getpid(); hello.stub_version = 1; hello.build_id_size = 20;
+    for (int i = 0; i < 20; i++) hello.build_id[i] = (unsigned char)(0x11 * i + 3);
+    FILE *f = fopen(argv[1], "wb"); fwrite(&hello, 1, sizeof hello, f); fclose(f);
+    ucontext_t uc; getcontext(&uc);
+    greg_t *g = uc.uc_mcontext.gregs;
+    /* user_regs_struct order: r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss fs_base gs_base ds es fs gs */
+    uint64_t regs[27] = {g[REG_R15], g[REG_R14], g[REG_R13], g[REG_R12], g[REG_RBP], g[REG_RBX], g[REG_R11], g[REG_R10], g[REG_R9], g[REG_R8],
+        g[REG_RAX], g[REG_RCX], g[REG_RDX], g[REG_RSI], g[REG_RDI], (uint64_t)-1, g[REG_RIP], 0x33, g[REG_EFL], g[REG_RSP], 0x2b, 0, 0, 0, 0, 0, 0};
+    memcpy(record.regs, regs, sizeof regs);
+    if (uc.uc_mcontext.fpregs) { memcpy(record.fpregs, uc.uc_mcontext.fpregs, 512); record.flags |= CP_CRASH_HAS_FPREGS; }
+    uint32_t stack = 512;
+    record.stack_start = g[REG_RSP] - CP_RED_ZONE;
+    memcpy(record.stack, (void *)(uintptr_t)record.stack_start, stack);
+    record.stack_size = stack;
+    size_t size = offsetof(cp_crash, stack) + stack;
+    record.header = (cp_header){CP_MAGIC, CP_VERSION, (uint32_t)size, CP_MSG_CRASH};
+    record.pid = getpid(); record.tid = syscall(SYS_gettid); record.signo = SIGSEGV; record.code = 1;
+    record.sender_pid = 0; record.sender_uid = getuid(); record.arch = CP_ARCH_X86_64; record.fault_address = 0;
+    struct timespec now; clock_gettime(CLOCK_REALTIME, &now); record.time_ns = now.tv_sec * 1000000000ull + now.tv_nsec;
+    prctl(PR_GET_NAME, record.thread_name);
+    record.chain_count = 2;
+    record.chain[0] = (cp_chain_entry){SIGSEGV, CP_CHAIN_HAS_PREVIOUS, {0, 0, 0, 0}, {0, 0, 0, 0}};
+    record.chain[1] = (cp_chain_entry){SIGABRT, CP_CHAIN_HAS_PREVIOUS | CP_CHAIN_HAS_CURRENT | CP_CHAIN_FORWARD_FIRST,
+        {0x401000, 0x04000004, 0x7f0000001000, 1 << 5}, {0x402000, 0x0c000004, 0x7f0000001000, 0}};
+    f = fopen(argv[2], "wb"); fwrite(&record, 1, size, f); fclose(f);
+    return 0;
+}
