@@ -2,13 +2,23 @@
 //
 // Compressed debug sections (SHF_COMPRESSED with ELFCOMPRESS_ZLIB, and the older `.zdebug_*`
 // form) go through zlib's `uncompress`; `.gnu_debuglink` CRCs through zlib's `crc32`;
-// MiniDebugInfo (`.gnu_debugdata`, an xz stream) through liblzma's one-shot
+// MiniDebugInfo (`.gnu_debugdata`, an xz stream) through liblzma's
 // `lzma_stream_buffer_decode`. The functions are declared with @_silgen_name rather than through
 // a C header so the shims stay untouched; every argument is an integer or a pointer, which the
 // Swift and C calling conventions pass identically on the supported targets.
 //
-// Every output size is capped (`maximumOutputSize`) and checked against the declared size, so a
-// hostile header cannot make us allocate without bound. All functions are thread-safe.
+// Hard caps, so that a decompression bomb costs bounded memory and time:
+// - `.gnu_debugdata` inflates into one buffer of at most 64 MiB (`miniDebugInfoCap`; Fedora's
+//   MiniDebugInfo is a few hundred KB, a .symtab of a very large program a few tens of MB). The
+//   decoder stops as soon as the buffer is full, so a stream claiming 500 MiB of zeros costs the
+//   cap's memory and the time to produce 64 MiB, then is refused. liblzma's own memory (its
+//   dictionary) is capped at 128 MiB (`xzMemoryLimit`).
+// - A compressed section (SHF_COMPRESSED or `.zdebug_*`) is refused when its declared size
+//   (`ch_size`) exceeds 256 MiB (`sectionCap`) or zlib's maximum ratio (1032:1) for its stream;
+//   otherwise it inflates into one buffer of exactly the declared size, which zlib never writes
+//   past; a stream that inflates to more or less than declared is rejected.
+// A refusal is a `DebugDataRefusal`, which reaches the report's notes and symbolicate's output
+// through DebugImage. All functions are thread-safe.
 
 import BoundedBytes
 
@@ -28,17 +38,88 @@ private func _lzma_stream_buffer_decode(
     _ output: UnsafeMutablePointer<UInt8>?, _ outputPosition: UnsafeMutablePointer<Int>?, _ outputSize: Int
 ) -> Int32
 
+/// Debug data of one module that crashport would not decompress: a bomb, or a header that
+/// claims more than the cap. Reported as "module NAME: debug data refused: SECTION REASON".
+public struct DebugDataRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The module's file name (the last path component).
+    public var module: String
+    /// `.gnu_debugdata`, `.debug_info`, …
+    public var section: String
+    /// "inflates past 64 MiB", "declares 3 GiB, past the 256 MiB cap", …
+    public var reason: String
+
+    public init(module: String, section: String, reason: String) {
+        self.module = module
+        self.section = section
+        self.reason = reason
+    }
+
+    public var description: String { "module \(module): debug data refused: \(section) \(reason)" }
+}
+
 enum DWARFCompression {
-    /// The largest decompressed section or MiniDebugInfo image we accept (512 MiB).
-    static let maximumOutputSize = 512 << 20
+    /// The most `.gnu_debugdata` may inflate to (64 MiB).
+    static let miniDebugInfoCap = 64 << 20
+    /// The most liblzma may use for its dictionary while decoding `.gnu_debugdata` (128 MiB;
+    /// `xz -9` needs 65 MiB).
+    static let xzMemoryLimit: UInt64 = 128 << 20
+    /// The most one compressed debug section may declare and inflate to (256 MiB).
+    static let sectionCap = 256 << 20
+
+    /// "64 MiB", "3 GiB", "1200 bytes".
+    static func describeSize(_ bytes: UInt64) -> String {
+        if bytes >= 1 << 30 && bytes % (1 << 30) == 0 { return "\(bytes >> 30) GiB" }
+        if bytes >= 1 << 20 { return "\(bytes >> 20) MiB" }
+        return "\(bytes) bytes"
+    }
 
     /// zlib's worst-case expansion is about 1032:1; anything claiming more is corrupt.
     static func plausibleZlibSize(_ declared: UInt64, compressed: Int) -> Bool {
-        declared <= UInt64(maximumOutputSize) && declared <= UInt64(compressed) * 1100 + 4096
+        let most = UInt64(compressed).checkedMultiplying(1100)?.checkedAdding(4096) ?? .max
+        return declared <= UInt64(sectionCap) && declared <= most
+    }
+
+    /// Why a compressed section declaring `declared` bytes from a `compressed`-byte stream is
+    /// refused, or nil when it may be inflated.
+    static func sectionRefusalReason(declared: UInt64, compressed: Int) -> String? {
+        if declared > UInt64(sectionCap) {
+            return "declares \(describeSize(declared)), past the \(describeSize(UInt64(sectionCap))) cap"
+        }
+        if !plausibleZlibSize(declared, compressed: compressed) {
+            return "declares \(describeSize(declared)) from a \(compressed)-byte stream, more than zlib can inflate"
+        }
+        return nil
+    }
+
+    /// The compressed debug sections of `elf` (SHF_COMPRESSED `.debug_*` with an Elf64_Chdr,
+    /// and `.zdebug_*`) whose declared size is refused; reading the headers only.
+    static func sectionRefusals(in elf: ELFFile) -> [DebugDataRefusal] {
+        let module = elf.path.split(separator: "/").last.map(String.init) ?? elf.path
+        var refusals: [DebugDataRefusal] = []
+        for section in elf.sections {
+            guard let raw = elf.contents(of: section) else { continue }
+            var declared: UInt64?
+            var header = 0
+            if section.name.hasPrefix(".debug_"), section.flags & ELFSection.compressedFlag != 0 {
+                declared = raw.u64(8)
+                header = 24
+            } else if section.name.hasPrefix(".zdebug_"), raw.u32(0) == 0x4249_4C5A, let high = raw.u32(4),
+                let low = raw.u32(8)
+            {
+                declared = UInt64(UInt32(bigEndian: high)) << 32 | UInt64(UInt32(bigEndian: low))
+                header = 12
+            }
+            guard let declared,
+                let reason = sectionRefusalReason(declared: declared, compressed: max(raw.count - header, 0))
+            else { continue }
+            refusals.append(DebugDataRefusal(module: module, section: section.name, reason: reason))
+        }
+        return refusals
     }
 
     /// Inflates a zlib stream whose decompressed size is known; nil unless it inflates to
-    /// exactly `size` bytes. The caller owns the returned buffer (deallocate it).
+    /// exactly `size` bytes (at most `sectionCap`: the declared size is never trusted beyond it).
+    /// The caller owns the returned buffer (deallocate it).
     static func zlibDecompress(_ input: ByteView, size: UInt64) -> UnsafeMutableRawBufferPointer? {
         guard size > 0, plausibleZlibSize(size, compressed: input.count), input.count > 0 else { return nil }
         let output = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(size), alignment: 16)
@@ -67,28 +148,41 @@ enum DWARFCompression {
         return UInt32(truncatingIfNeeded: crc)
     }
 
-    /// Decodes a complete .xz stream; the output buffer grows by doubling up to the cap.
-    static func xzDecompress(_ input: ByteView) -> [UInt8]? {
+    /// Why `xzDecompress` gave nothing.
+    enum XZFailure: Error, Equatable {
+        /// Past the cap: a bomb, or an image larger than we accept ("inflates past 64 MiB").
+        case refused(String)
+        /// Not a complete, valid .xz stream.
+        case corrupt
+    }
+
+    /// Decodes a complete .xz stream in one pass into one buffer of at most `limit` bytes
+    /// (uninitialised, so only the pages written cost memory). liblzma stops when the buffer is
+    /// full: a stream producing more is refused there, having cost `limit` bytes.
+    static func xzDecompress(_ input: ByteView, limit: Int = miniDebugInfoCap) -> Result<[UInt8], XZFailure> {
         guard input.count > 0, let source = input.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
-            return nil
+            return .failure(.corrupt)
         }
-        let LZMA_OK: Int32 = 0, LZMA_BUF_ERROR: Int32 = 10
-        var capacity = min(max(input.count * 4, 64 << 10), maximumOutputSize)
-        while true {
-            var output = [UInt8](repeating: 0, count: capacity)
-            var inputPosition = 0, outputPosition = 0
-            var memoryLimit: UInt64 = UInt64(maximumOutputSize)
-            let status = output.withUnsafeMutableBufferPointer { buffer in
-                _lzma_stream_buffer_decode(
-                    &memoryLimit, 0, nil, source, &inputPosition, input.count,
-                    buffer.baseAddress, &outputPosition, capacity)
-            }
-            if status == LZMA_OK {
-                output.removeSubrange(outputPosition...)
-                return output
-            }
-            guard status == LZMA_BUF_ERROR, capacity < maximumOutputSize else { return nil }
-            capacity = min(capacity * 2, maximumOutputSize)
+        let LZMA_OK: Int32 = 0, LZMA_MEMLIMIT_ERROR: Int32 = 6, LZMA_BUF_ERROR: Int32 = 10
+        var status: Int32 = -1
+        var outputPosition = 0
+        let output = [UInt8](unsafeUninitializedCapacity: limit) { buffer, initialized in
+            var inputPosition = 0
+            var memoryLimit = xzMemoryLimit
+            status = _lzma_stream_buffer_decode(
+                &memoryLimit, 0, nil, source, &inputPosition, input.count, buffer.baseAddress, &outputPosition, limit)
+            // On failure liblzma may have written part of the buffer; keep it only on success.
+            initialized = status == LZMA_OK ? outputPosition : 0
+        }
+        switch status {
+        case LZMA_OK: return .success(output)
+        // LZMA_BUF_ERROR: the output is full and the stream goes on (a truncated input is
+        // LZMA_DATA_ERROR). liblzma restores both positions on any error.
+        case LZMA_BUF_ERROR:
+            return .failure(.refused("inflates past \(describeSize(UInt64(limit)))"))
+        case LZMA_MEMLIMIT_ERROR:
+            return .failure(.refused("needs more than \(describeSize(xzMemoryLimit)) of decoder memory"))
+        default: return .failure(.corrupt)
         }
     }
 }

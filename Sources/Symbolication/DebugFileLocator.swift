@@ -14,7 +14,8 @@
 // binary itself is skipped.
 //
 // MiniDebugInfo (`.gnu_debugdata`, an xz-compressed ELF with a .symtab, as Fedora ships) is
-// decompressed into memory, capped at 512 MiB.
+// decompressed into memory, capped at 64 MiB (DWARFCompression.miniDebugInfoCap): past that it
+// is refused, and the refusal says so.
 //
 // Thread-safety: the struct is a value; the shared scan cache is locked.
 
@@ -76,10 +77,26 @@ public struct DebugFileLocator: Sendable {
 
     /// The ELF image inside `.gnu_debugdata` (MiniDebugInfo), or nil.
     public func miniDebugInfo(for elf: ELFFile) -> ELFFile? {
-        guard let section = elf.section(named: ".gnu_debugdata"), let data = elf.contents(of: section),
-            let bytes = DWARFCompression.xzDecompress(data)
-        else { return nil }
-        return try? ELFFile(file: MappedFile(bytes: bytes, name: elf.path + "(.gnu_debugdata)"))
+        try? loadMiniDebugInfo(for: elf)?.get()
+    }
+
+    /// The ELF image inside `.gnu_debugdata`: nil when there is none or it is not a valid xz
+    /// stream of an ELF file, a refusal when it inflates past the cap (64 MiB).
+    public func loadMiniDebugInfo(for elf: ELFFile) -> Result<ELFFile, DebugDataRefusal>? {
+        guard let section = elf.section(named: ".gnu_debugdata"), let data = elf.contents(of: section) else {
+            return nil
+        }
+        switch DWARFCompression.xzDecompress(data) {
+        case .success(let bytes):
+            // MappedFile(bytes:) copies; `bytes` is released on return, so the image is held
+            // once from then on (twice only for the moment of the copy).
+            return (try? ELFFile(file: MappedFile(bytes: bytes, name: elf.path + "(.gnu_debugdata)"))).map { .success($0) }
+        case .failure(.refused(let reason)):
+            let module = elf.path.split(separator: "/").last.map(String.init) ?? elf.path
+            return .failure(DebugDataRefusal(module: module, section: ".gnu_debugdata", reason: reason))
+        case .failure(.corrupt):
+            return nil
+        }
     }
 
     // MARK: - Helpers

@@ -31,6 +31,9 @@ public final class DebugImage: @unchecked Sendable {
     public let dwarf: DWARFInfo?
     /// Where symbols and lines came from, for reports ("debug file /usr/lib/debug/…").
     public let provenance: String
+    /// Debug data of this image that was not decompressed because it would inflate past its cap
+    /// (DWARFCompression): reports and symbolicate say so, "module X: debug data refused: …".
+    public let refusals: [DebugDataRefusal]
 
     init(elf: ELFFile, locator: DebugFileLocator) {
         self.elf = elf
@@ -38,15 +41,24 @@ public final class DebugImage: @unchecked Sendable {
         let hasDWARF = elf.section(named: ".debug_info") != nil
         let debugFile = (hasSymtab && hasDWARF) ? nil : locator.debugFile(for: elf)
         self.debugFile = debugFile
+        var refusals: [DebugDataRefusal] = []
         if hasSymtab {
             symbolSource = elf
         } else if let debugFile, debugFile.section(named: ".symtab") != nil {
             symbolSource = debugFile
-        } else if let mini = locator.miniDebugInfo(for: elf) {
-            symbolSource = mini
         } else {
-            symbolSource = elf
+            switch locator.loadMiniDebugInfo(for: elf) {
+            case .success(let mini)?: symbolSource = mini
+            case .failure(let refusal)?:
+                refusals.append(refusal)
+                symbolSource = elf
+            case nil: symbolSource = elf
+            }
         }
+        // Compressed DWARF sections past their cap are not inflated (DWARFSections gets nil);
+        // their headers say so before anything is allocated.
+        if let dwarfFile = hasDWARF ? elf : debugFile { refusals += DWARFCompression.sectionRefusals(in: dwarfFile) }
+        self.refusals = refusals
         // From a separate debug file, the outermost frame is still named from the binary's own
         // symbols, as llvm-symbolizer does (setbuffer, not the debug file's _IO_setbuffer).
         dwarf = hasDWARF ? DWARFInfo(elf: elf) : debugFile.flatMap { DWARFInfo(elf: $0, symbolFile: elf) }
@@ -80,8 +92,19 @@ public final class DebugImageCache: @unchecked Sendable {
         lock.lock()
         if images.count > 256 { images.removeAll() }
         images[key] = image
+        for refusal in image.refusals where !refused.contains(refusal) { refused.append(refusal) }
         lock.unlock()
         return image
+    }
+
+    private var refused: [DebugDataRefusal] = []
+
+    /// Every refusal met by images this cache loaded, in the order met, each once: what a
+    /// report's notes or symbolicate's output should say about debug data left out.
+    public var refusals: [DebugDataRefusal] {
+        lock.lock()
+        defer { lock.unlock() }
+        return refused
     }
 }
 
@@ -110,6 +133,19 @@ public final class Symbolizer: @unchecked Sendable {
         self.images = images.sorted { $0.base < $1.base }
         self.locator = locator
         self.cache = cache
+    }
+
+    /// The refusals of the debug data of this symbolizer's images loaded so far (after
+    /// symbolicating), for the report's notes: "module X: debug data refused: …".
+    public var refusals: [DebugDataRefusal] {
+        var found: [DebugDataRefusal] = []
+        for image in images {
+            guard let elf = image.elf else { continue }
+            for refusal in cache.image(for: elf, locator: locator).refusals where !found.contains(refusal) {
+                found.append(refusal)
+            }
+        }
+        return found
     }
 
     public func image(containing address: UInt64) -> Image? {

@@ -4,6 +4,7 @@
 import ArgumentParser
 import Foundation
 import ReportModel
+import Symbolication
 import Watcher
 
 @main
@@ -212,7 +213,11 @@ struct Symbolicate: ParsableCommand {
     func run() throws {
         if let obj {
             do {
-                try AddressSymbolicator(object: obj, debugDirectories: debugDir, demangle: !noDemangle).run(addresses: inputs)
+                let symbolicator = try AddressSymbolicator(object: obj, debugDirectories: debugDir, demangle: !noDemangle)
+                for refusal in DebugImageCache.shared.refusals {
+                    FileHandle.standardError.write(Data("crashport: symbolicate: \(refusal)\n".utf8))
+                }
+                symbolicator.run(addresses: inputs)
             } catch {
                 fail("symbolicate: \(error)", status: 1)
             }
@@ -222,7 +227,9 @@ struct Symbolicate: ParsableCommand {
             fail("symbolicate: give one FILE (an event.json or a minidump), or --obj FILE with addresses", status: 2)
         }
         do {
-            let event = try OfflineSymbolicator(debugDirectories: debugDir).symbolicate(path: file)
+            var event = try OfflineSymbolicator(debugDirectories: debugDir).symbolicate(path: file)
+            let refused = DebugImageCache.shared.refusals.map(\.description).filter { !(event.notes ?? []).contains($0) }
+            if !refused.isEmpty { event.notes = (event.notes ?? []) + refused }
             switch format {
             case .text: print(CrashLog.full(event))
             case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))
