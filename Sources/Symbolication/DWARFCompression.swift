@@ -156,26 +156,27 @@ enum DWARFCompression {
         case corrupt
     }
 
-    /// Decodes a complete .xz stream in one pass into one buffer of at most `limit` bytes
-    /// (uninitialised, so only the pages written cost memory). liblzma stops when the buffer is
-    /// full: a stream producing more is refused there, having cost `limit` bytes.
-    static func xzDecompress(_ input: ByteView, limit: Int = miniDebugInfoCap) -> Result<[UInt8], XZFailure> {
+    /// Decodes a complete .xz stream in one pass into one buffer of at most `limit` bytes (an
+    /// anonymous mapping: only the pages written cost memory), which becomes the image itself:
+    /// the data is held once. liblzma stops when the buffer is full: a stream producing more is
+    /// refused there, having cost `limit` bytes.
+    static func xzDecompress(_ input: ByteView, name: String, limit: Int = miniDebugInfoCap) -> Result<MappedFile, XZFailure> {
         guard input.count > 0, let source = input.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             return .failure(.corrupt)
         }
         let LZMA_OK: Int32 = 0, LZMA_MEMLIMIT_ERROR: Int32 = 6, LZMA_BUF_ERROR: Int32 = 10
         var status: Int32 = -1
-        var outputPosition = 0
-        let output = [UInt8](unsafeUninitializedCapacity: limit) { buffer, initialized in
-            var inputPosition = 0
+        let output = MappedFile(name: name, capacity: limit) { buffer in
+            var inputPosition = 0, outputPosition = 0
             var memoryLimit = xzMemoryLimit
             status = _lzma_stream_buffer_decode(
-                &memoryLimit, 0, nil, source, &inputPosition, input.count, buffer.baseAddress, &outputPosition, limit)
+                &memoryLimit, 0, nil, source, &inputPosition, input.count,
+                buffer.baseAddress?.assumingMemoryBound(to: UInt8.self), &outputPosition, limit)
             // On failure liblzma may have written part of the buffer; keep it only on success.
-            initialized = status == LZMA_OK ? outputPosition : 0
+            return status == LZMA_OK ? outputPosition : nil
         }
         switch status {
-        case LZMA_OK: return .success(output)
+        case LZMA_OK: return output.map { .success($0) } ?? .failure(.corrupt)
         // LZMA_BUF_ERROR: the output is full and the stream goes on (a truncated input is
         // LZMA_DATA_ERROR). liblzma restores both positions on any error.
         case LZMA_BUF_ERROR:

@@ -86,11 +86,9 @@ public struct DebugFileLocator: Sendable {
         guard let section = elf.section(named: ".gnu_debugdata"), let data = elf.contents(of: section) else {
             return nil
         }
-        switch DWARFCompression.xzDecompress(data) {
-        case .success(let bytes):
-            // MappedFile(bytes:) copies; `bytes` is released on return, so the image is held
-            // once from then on (twice only for the moment of the copy).
-            return (try? ELFFile(file: MappedFile(bytes: bytes, name: elf.path + "(.gnu_debugdata)"))).map { .success($0) }
+        switch DWARFCompression.xzDecompress(data, name: elf.path + "(.gnu_debugdata)") {
+        case .success(let image):
+            return (try? ELFFile(file: image)).map { .success($0) }
         case .failure(.refused(let reason)):
             let module = elf.path.split(separator: "/").last.map(String.init) ?? elf.path
             return .failure(DebugDataRefusal(module: module, section: ".gnu_debugdata", reason: reason))

@@ -52,6 +52,27 @@ public final class MappedFile: @unchecked Sendable {
 
     private let owned: Bool
 
+    /// An image decoded into memory, held once: `fill` writes at most `capacity` bytes into a
+    /// fresh anonymous mapping (only the pages it writes cost memory) and returns how many, or
+    /// nil to give up; the mapping is trimmed to that count and kept by this object, uncopied.
+    public init?(name: String, capacity: Int, fill: (UnsafeMutableRawBufferPointer) -> Int?) {
+        path = name
+        owned = false
+        guard capacity > 0, let base = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+            base != MAP_FAILED
+        else { return nil }
+        guard let count = fill(UnsafeMutableRawBufferPointer(start: base, count: capacity)), count > 0, count <= capacity
+        else {
+            munmap(base, capacity)
+            return nil
+        }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let kept = (count + page - 1) / page * page
+        if kept < capacity { munmap(base + kept, capacity - kept) }
+        mprotect(base, kept, PROT_READ)
+        bytes = UnsafeRawBufferPointer(start: base, count: count)
+    }
+
     /// An in-memory image (for example the vDSO copied out of a process), kept by this object.
     public init(bytes source: [UInt8], name: String) {
         path = name
@@ -66,7 +87,7 @@ public final class MappedFile: @unchecked Sendable {
         if owned {
             UnsafeMutableRawPointer(mutating: base).deallocate()
         } else {
-            munmap(UnsafeMutableRawPointer(mutating: base), bytes.count)
+            munmap(UnsafeMutableRawPointer(mutating: base), bytes.count)  // (the tail of its last page goes with it)
         }
     }
 }

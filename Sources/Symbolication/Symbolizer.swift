@@ -78,10 +78,22 @@ public final class DebugImageCache: @unchecked Sendable {
     private var images: [String: DebugImage] = [:]
     private let lock = SymbolizerLock()
 
-    public func image(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage {
-        let key =
-            (elf.buildID.map { $0.map { String($0, radix: 16) }.joined(separator: ":") } ?? elf.path)
+    static func key(for elf: ELFFile, locator: DebugFileLocator) -> String {
+        (elf.buildID.map { $0.map { String($0, radix: 16) }.joined(separator: ":") } ?? elf.path)
             + "|" + locator.debugDirectories.joined(separator: ":")
+    }
+
+    /// The image if it was already loaded; never loads one.
+    func loadedImage(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let found = images[Self.key(for: elf, locator: locator)], found.elf === elf || found.elf.buildID != nil
+        else { return nil }
+        return found
+    }
+
+    public func image(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage {
+        let key = Self.key(for: elf, locator: locator)
         lock.lock()
         if let found = images[key], found.elf === elf || found.elf.buildID != nil {
             lock.unlock()
@@ -136,13 +148,15 @@ public final class Symbolizer: @unchecked Sendable {
     }
 
     /// The refusals of the debug data of this symbolizer's images loaded so far (after
-    /// symbolicating), for the report's notes: "module X: debug data refused: …".
+    /// symbolicating; nothing is loaded to answer), named by the module's own path rather than
+    /// the file it was opened through: "module X: debug data refused: …".
     public var refusals: [DebugDataRefusal] {
         var found: [DebugDataRefusal] = []
         for image in images {
-            guard let elf = image.elf else { continue }
-            for refusal in cache.image(for: elf, locator: locator).refusals where !found.contains(refusal) {
-                found.append(refusal)
+            guard let elf = image.elf, let loaded = cache.loadedImage(for: elf, locator: locator) else { continue }
+            for var refusal in loaded.refusals {
+                refusal.module = image.name
+                if !found.contains(refusal) { found.append(refusal) }
             }
         }
         return found

@@ -100,7 +100,9 @@ public enum ReportBuilder {
                 buildID: $0.buildID.isEmpty ? nil : DebugFileLocator.hex($0.buildID))
         }
         event.minidump = "minidump.dmp"
-        event.notes = notes.isEmpty ? nil : notes
+        // Debug data refused (a decompression bomb, an oversized section): say whose.
+        let refused = symbolizer.refusals.map(\.description).filter { !notes.contains($0) }
+        event.notes = notes.isEmpty && refused.isEmpty ? nil : notes + refused
         return event
     }
 

@@ -90,6 +90,7 @@ final class DebugDataBombTests: XCTestCase {
         let top = try XCTUnwrap(event.crashedThreadRecord?.frames?.first)
         XCTAssertEqual(top.module, "bombed")
         XCTAssertNotNil(top.moduleOffset)
+        XCTAssertTrue(event.notes?.contains(Self.refusal) ?? false, "the live report names the refusal: \(event.notes ?? [])")
 
         // Offline, the same report says which module's debug data was refused.
         let offline = try TestSupport.run([TestSupport.crashport, "symbolicate", "--format", "json", eventPath])
