@@ -177,31 +177,21 @@ final class ReliabilityTests: XCTestCase {
         return condition()
     }
 
-    /// A job-control stop (SIGTSTP) that reaches the watcher mid-capture is held until the
-    /// capture ends: the watcher releases the program first and only then stops. Continued, it
-    /// ends with the program's status and one report.
-    func testJobControlStopIsHeldUntilTheCaptureEnds() throws {
+    /// Crashes a 500-thread program under a watcher and calls `midCapture` (up to four tries)
+    /// once the watcher holds the program; `midCapture` returns whether it acted while the
+    /// program was still held. Then the whole job is continued, as a shell's `fg` does, and the
+    /// watcher must end with the program's SIGSEGV and one report. Skips when every capture
+    /// ended before the test could act.
+    func crashWhileCapturing(_ midCapture: (_ watcher: Spawned, _ pid: Int32) -> Bool) throws {
         let stress = try stress()
         var caught = false
         for _ in 1...4 where !caught {
-            let reports = TestSupport.temporaryDirectory("tstp-mid-capture")
+            let reports = TestSupport.temporaryDirectory("mid-capture")
             defer { try? FileManager.default.removeItem(atPath: reports) }
             let watcher = try spawnWatcher(["run", "--reports", reports, "--", stress, "threads", "500"])
             defer { close(watcher.output) }
             guard let pid = Int32(watcher.firstLine()) else { throw TestFailure("no pid from the program") }
-            guard waitUntilTraced(pid) else {
-                XCTAssertNotNil(watcher.wait(limit: 30))
-                continue
-            }
-            kill(watcher.pid, SIGTSTP)
-            // Only a SIGTSTP that arrived while the program was still held tests anything.
-            caught = status(pid, "TracerPid") == String(watcher.pid)
-            let stopped = waitUntil(limit: 20) { status(watcher.pid, "State")?.hasPrefix("T") ?? false }
-            XCTAssertTrue(stopped, "the held SIGTSTP stops the watcher once the capture is over")
-            let tracer = status(pid, "TracerPid")
-            XCTAssertTrue(
-                tracer == nil || tracer == "0", "the program is released before the watcher stops (tracer \(tracer ?? "-"))")
-            // What a shell's `fg` does: continue the whole job.
+            if waitUntilTraced(pid) { caught = midCapture(watcher, pid) }
             kill(watcher.pid, SIGCONT)
             kill(pid, SIGCONT)
             let ended = watcher.wait(limit: 30)
@@ -214,43 +204,36 @@ final class ReliabilityTests: XCTestCase {
             let ids = try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }
             XCTAssertEqual(ids.count, 1)
         }
-        if !caught { throw XCTSkip("the capture of 500 threads always ended before the test's SIGTSTP reached it") }
+        if !caught { throw XCTSkip("the capture of 500 threads always ended before the test could act on it") }
+    }
+
+    /// A job-control stop (SIGTSTP) that reaches the watcher mid-capture is held until the
+    /// capture ends: the watcher releases the program first and only then stops.
+    func testJobControlStopIsHeldUntilTheCaptureEnds() throws {
+        try crashWhileCapturing { watcher, pid in
+            kill(watcher.pid, SIGTSTP)
+            // Only a SIGTSTP that arrived while the program was still held tests anything.
+            let held = status(pid, "TracerPid") == String(watcher.pid)
+            let stopped = waitUntil(limit: 20) { status(watcher.pid, "State")?.hasPrefix("T") ?? false }
+            XCTAssertTrue(stopped, "the held SIGTSTP stops the watcher once the capture is over")
+            let tracer = status(pid, "TracerPid")
+            XCTAssertTrue(
+                tracer == nil || tracer == "0", "the program is released before the watcher stops (tracer \(tracer ?? "-"))")
+            return held
+        }
     }
 
     /// SIGSTOP cannot be held off: a watcher stopped mid-capture keeps the threads it holds
     /// stopped with it (the kernel's rule; the README states it). Continued, it finishes the
     /// capture, releases the program and ends with its status, with one report and no hang.
     func testWatcherStoppedMidCaptureFinishesWhenContinued() throws {
-        let stress = try stress()
-        var caught = false
-        for _ in 1...4 where !caught {
-            let reports = TestSupport.temporaryDirectory("stopped-mid-capture")
-            defer { try? FileManager.default.removeItem(atPath: reports) }
-            let watcher = try spawnWatcher(["run", "--reports", reports, "--", stress, "threads", "500"])
-            defer { close(watcher.output) }
-            guard let pid = Int32(watcher.firstLine()) else { throw TestFailure("no pid from the program") }
-            guard waitUntilTraced(pid) else {
-                XCTAssertNotNil(watcher.wait(limit: 30))
-                continue
-            }
+        try crashWhileCapturing { watcher, pid in
             kill(watcher.pid, SIGSTOP)
-            caught = status(pid, "TracerPid") == String(watcher.pid)
+            let held = status(pid, "TracerPid") == String(watcher.pid)
             usleep(300_000)
-            if caught {
-                XCTAssertEqual(status(pid, "TracerPid"), String(watcher.pid), "the kernel keeps the program held")
-            }
-            kill(watcher.pid, SIGCONT)
-            let ended = watcher.wait(limit: 30)
-            XCTAssertNotNil(ended, "the watcher ends after being continued")
-            if ended == nil {
-                kill(watcher.pid, SIGKILL)
-                _ = watcher.wait(limit: 10)
-            }
-            XCTAssertEqual(ended.map { $0 & 0x7F }, SIGSEGV, "crashport ends like the program: SIGSEGV")
-            let ids = try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }
-            XCTAssertEqual(ids.count, 1)
+            if held { XCTAssertEqual(status(pid, "TracerPid"), String(watcher.pid), "the kernel keeps the program held") }
+            return held
         }
-        if !caught { throw XCTSkip("the capture of 500 threads always ended before the test could stop the watcher") }
     }
 
     // MARK: Signals to crashport itself
