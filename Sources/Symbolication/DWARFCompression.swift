@@ -3,9 +3,7 @@
 // Compressed debug sections (SHF_COMPRESSED with ELFCOMPRESS_ZLIB, and the older `.zdebug_*`
 // form) go through zlib's `uncompress`; `.gnu_debuglink` CRCs through zlib's `crc32`;
 // MiniDebugInfo (`.gnu_debugdata`, an xz stream) through liblzma's
-// `lzma_stream_buffer_decode`. The functions are declared with @_silgen_name rather than through
-// a C header so the shims stay untouched; every argument is an integer or a pointer, which the
-// Swift and C calling conventions pass identically on the supported targets.
+// `lzma_stream_buffer_decode`, all declared by their own headers (CShims' crashport_libraries.h).
 //
 // Hard caps, so that a decompression bomb costs bounded memory and time:
 // - `.gnu_debugdata` inflates into one buffer of at most 64 MiB (`miniDebugInfoCap`; Fedora's
@@ -21,22 +19,7 @@
 // through DebugImage. All functions are thread-safe.
 
 import BoundedBytes
-
-@_silgen_name("uncompress")
-private func _zlib_uncompress(
-    _ dest: UnsafeMutablePointer<UInt8>?, _ destLen: UnsafeMutablePointer<UInt>?,
-    _ source: UnsafePointer<UInt8>?, _ sourceLen: UInt
-) -> Int32
-
-@_silgen_name("crc32")
-private func _zlib_crc32(_ crc: UInt, _ buffer: UnsafePointer<UInt8>?, _ length: UInt32) -> UInt
-
-@_silgen_name("lzma_stream_buffer_decode")
-private func _lzma_stream_buffer_decode(
-    _ memlimit: UnsafeMutablePointer<UInt64>?, _ flags: UInt32, _ allocator: UnsafeRawPointer?,
-    _ input: UnsafePointer<UInt8>?, _ inputPosition: UnsafeMutablePointer<Int>?, _ inputSize: Int,
-    _ output: UnsafeMutablePointer<UInt8>?, _ outputPosition: UnsafeMutablePointer<Int>?, _ outputSize: Int
-) -> Int32
+import CShims
 
 /// Debug data of one module that crashport would not decompress: a bomb, or a header that
 /// claims more than the cap. Reported as "module NAME: debug data refused: SECTION REASON".
@@ -123,11 +106,11 @@ enum DWARFCompression {
     static func zlibDecompress(_ input: ByteView, size: UInt64) -> UnsafeMutableRawBufferPointer? {
         guard size > 0, plausibleZlibSize(size, compressed: input.count), input.count > 0 else { return nil }
         let output = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(size), alignment: 16)
-        var length = UInt(size)
-        let status = _zlib_uncompress(
+        var length = uLongf(size)
+        let status = uncompress(
             output.baseAddress!.assumingMemoryBound(to: UInt8.self), &length,
-            input.bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt(input.count))
-        guard status == 0, length == UInt(size) else {
+            input.bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), uLong(input.count))
+        guard status == Z_OK, length == uLongf(size) else {
             output.deallocate()
             return nil
         }
@@ -136,12 +119,12 @@ enum DWARFCompression {
 
     /// The CRC-32 (ISO 3309, as `.gnu_debuglink` uses) of a byte buffer.
     static func crc32(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
-        var crc: UInt = 0
+        var crc: uLong = 0
         guard var pointer = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return 0 }
         var remaining = bytes.count
         while remaining > 0 {
             let chunk = min(remaining, 1 << 30)
-            crc = _zlib_crc32(crc, pointer, UInt32(chunk))
+            crc = CShims.crc32(crc, pointer, uInt(chunk))
             pointer += chunk
             remaining -= chunk
         }
@@ -164,12 +147,11 @@ enum DWARFCompression {
         guard input.count > 0, let source = input.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             return .failure(.corrupt)
         }
-        let LZMA_OK: Int32 = 0, LZMA_MEMLIMIT_ERROR: Int32 = 6, LZMA_BUF_ERROR: Int32 = 10
-        var status: Int32 = -1
+        var status = LZMA_PROG_ERROR
         let output = MappedFile(name: name, capacity: limit) { buffer in
             var inputPosition = 0, outputPosition = 0
             var memoryLimit = xzMemoryLimit
-            status = _lzma_stream_buffer_decode(
+            status = lzma_stream_buffer_decode(
                 &memoryLimit, 0, nil, source, &inputPosition, input.count,
                 buffer.baseAddress?.assumingMemoryBound(to: UInt8.self), &outputPosition, limit)
             // On failure liblzma may have written part of the buffer; keep it only on success.

@@ -8,32 +8,12 @@
 // Itanium-mangled with a trailing "::h<16 hex>" hash, which is dropped as rustfilt does. A
 // name that cannot be demangled is returned unchanged by `readable`.
 
+// The C functions are declared by CShims' crashport_libraries.h.
+
+import CShims
 #if canImport(Glibc)
 import Glibc
 #endif
-
-@_silgen_name("swift_demangle")
-private func _swift_demangle(
-    _ mangledName: UnsafePointer<CChar>?, _ mangledNameLength: Int, _ outputBuffer: UnsafeMutablePointer<CChar>?,
-    _ outputBufferSize: UnsafeMutablePointer<Int>?, _ flags: UInt32
-) -> UnsafeMutablePointer<CChar>?
-
-/// The Swift backtracer's demangler (SPI of libswiftCore): simplified names as Swift's own
-/// crash logs print them, such as "specialized Inventory.item(at:)".
-@_silgen_name("_swift_backtrace_demangle")
-private func _swift_backtrace_demangle(
-    _ mangledName: UnsafePointer<CChar>?, _ mangledNameLength: Int, _ outputBuffer: UnsafeMutablePointer<CChar>?,
-    _ outputBufferSize: UnsafeMutablePointer<Int>?
-) -> UnsafeMutablePointer<CChar>?
-
-@_silgen_name("rust_demangle")
-private func _rust_demangle(_ mangled: UnsafePointer<CChar>?, _ options: Int32) -> UnsafeMutablePointer<CChar>?
-
-@_silgen_name("__cxa_demangle")
-private func _cxa_demangle(
-    _ mangledName: UnsafePointer<CChar>?, _ outputBuffer: UnsafeMutablePointer<CChar>?,
-    _ length: UnsafeMutablePointer<Int>?, _ status: UnsafeMutablePointer<Int32>?
-) -> UnsafeMutablePointer<CChar>?
 
 public enum Demangler {
     /// The demangled form of `name`, or nil when it is not a mangled name we can read.
@@ -45,21 +25,21 @@ public enum Demangler {
                     let text = String(cString: simplified)
                     if text != name { return text }
                 }
-                guard let result = _swift_demangle(pointer, strlen(pointer), nil, nil, 0) else { return nil }
+                guard let result = swift_demangle(pointer, strlen(pointer), nil, nil, 0) else { return nil }
                 defer { free(result) }
                 let text = String(cString: result)
                 return text == name ? nil : text
             }
         }
         if name.hasPrefix("_R") {
-            // DMGL_PARAMS | DMGL_ANSI: parameters, no crate disambiguator hashes.
-            guard let result = name.withCString({ _rust_demangle($0, 1 | 2) }) else { return nil }
+            // Parameters, no crate disambiguator hashes (no DMGL_VERBOSE).
+            guard let result = name.withCString({ rust_demangle($0, DMGL_PARAMS | DMGL_ANSI) }) else { return nil }
             defer { free(result) }
             return String(cString: result)
         }
         if name.hasPrefix("_Z") {
             var status: Int32 = 0
-            guard let result = name.withCString({ _cxa_demangle($0, nil, nil, &status) }), status == 0 else { return nil }
+            guard let result = name.withCString({ __cxa_demangle($0, nil, nil, &status) }), status == 0 else { return nil }
             defer { free(result) }
             return stripRustHash(String(cString: result))
         }

@@ -3,6 +3,7 @@
  *  - ptrace(2) is variadic;
  *  - libunwind's API is macros over arch-prefixed names (_Ux86_64_*) and a table of callbacks.
  * Nothing here holds policy: the Swift modules decide what to read and how to label frames.
+ * The C libraries Swift calls are declared in crashport_libraries.h, beside this file.
  */
 #ifndef CRASHPORT_SHIMS_H
 #define CRASHPORT_SHIMS_H
