@@ -156,8 +156,10 @@ public final class ELFFile: @unchecked Sendable {
 
     /// Executable address ranges (ELF virtual addresses) of the loaded image.
     public var executableRanges: [Range<UInt64>] {
-        segments.filter { $0.type == ELFSegment.load && $0.isExecutable && $0.memorySize > 0 }
-            .map { $0.vaddr..<($0.vaddr &+ $0.memorySize) }
+        segments.compactMap { segment in
+            guard segment.type == ELFSegment.load, segment.isExecutable, segment.memorySize > 0 else { return nil }
+            return UInt64.checkedRange(start: segment.vaddr, count: segment.memorySize)  // nil: it wraps
+        }
     }
 
     /// Walks the notes of a note area; stops quietly at the first malformed note.

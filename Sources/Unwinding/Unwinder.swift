@@ -5,6 +5,7 @@
 // (captured stacks, a live reader, a minidump) and, for addresses inside a module, from the
 // module's file on disk: code and unwind tables need not be captured to be read.
 
+import BoundedBytes
 import CShims
 import Symbolication
 
@@ -69,7 +70,9 @@ public final class Unwinder {
             guard let elf = module.elf else {
                 // No file (offline, binary not found): any address in the module may be code,
                 // which is all stack scanning needs.
-                if module.size > 0 { ranges.append(module.base..<(module.base &+ module.size)) }
+                if module.size > 0, let range = UInt64.checkedRange(start: module.base, count: module.size) {
+                    ranges.append(range)
+                }
                 continue
             }
             for range in elf.executableRanges {
