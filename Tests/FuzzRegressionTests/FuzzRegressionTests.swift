@@ -23,12 +23,8 @@ final class FuzzRegressionTests: XCTestCase {
         var count = 0
         for target in FuzzTarget.allCases {
             for url in Self.inputs(kind, target) {
-                let bytes = try [UInt8](Data(contentsOf: url))
-                let start = Date()
-                target.run(bytes)
-                let seconds = Date().timeIntervalSince(start)
-                // libFuzzer's -timeout in tools/fuzz is 10 s; a debug build may be slower, not this slow.
-                XCTAssertLessThan(seconds, 30, "\(target.rawValue) took \(seconds) s on \(url.lastPathComponent)")
+                // A trap kills the test process; a hang is libFuzzer's -timeout to find (tools/fuzz).
+                target.run(try [UInt8](Data(contentsOf: url)))
                 count += 1
             }
         }

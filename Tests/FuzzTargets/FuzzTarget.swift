@@ -55,19 +55,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     // MARK: - ELF
 
     static func elfFile(_ bytes: [UInt8], name: String) -> ELFFile? {
-        guard let elf = try? ELFFile(file: MappedFile(bytes: bytes, name: name)), !hitsKnownOpenCrash(elf) else { return nil }
-        return elf
-    }
-
-    /// KNOWN OPEN, in a file this target does not own: `ELFFile.executableRanges` builds
-    /// `vaddr..<(vaddr &+ memorySize)`, which traps when the sum wraps (ELFFile.swift:160;
-    /// `Unwinder.init` calls it for every module). Input: Tests/Fuzz/regressions/elf/
-    /// executable-ranges-wrap. This guard keeps the fuzzer going past it; delete it once
-    /// ELFFile is fixed, and the regression input checks the fix.
-    static func hitsKnownOpenCrash(_ elf: ELFFile) -> Bool {
-        elf.segments.contains {
-            $0.type == ELFSegment.load && $0.isExecutable && $0.memorySize > 0 && $0.vaddr.checkedAdding($0.memorySize) == nil
-        }
+        try? ELFFile(file: MappedFile(bytes: bytes, name: name))
     }
 
     static func elf(_ input: UnsafeRawBufferPointer) {
