@@ -7,7 +7,9 @@ import CShims
 import Glibc
 #endif
 
-public final class ProcessMemory: @unchecked Sendable {
+/// Not shared between threads: it opens /proc/PID/mem on first need and keeps it (one reader per
+/// capture, used by the capturing thread).
+public final class ProcessMemory {
     public let pid: Int32
     private var memFD: Int32 = -1
 

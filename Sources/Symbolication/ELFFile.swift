@@ -6,6 +6,7 @@
 // never a trap. (DWARF, where the format is large, is a separate reader.)
 
 import BoundedBytes
+import Synchronization
 
 public struct ELFSegment: Sendable, Equatable {
     public var type: UInt32
@@ -36,13 +37,19 @@ public struct ELFSection: Sendable, Equatable {
     public static let compressedFlag: UInt64 = 0x800
 }
 
-public final class ELFFile: @unchecked Sendable {
+/// Immutable once read (the symbol table, built on first use, behind a lock): shareable
+/// between threads.
+public final class ELFFile: Sendable {
     public let file: MappedFile
     public let view: ByteView
     public let type: UInt16
     public let machine: UInt16
     public let segments: [ELFSegment]
     public let sections: [ELFSection]
+    /// The GNU build-id (NT_GNU_BUILD_ID), if the file has one.
+    public let buildID: [UInt8]?
+    /// The `.eh_frame_hdr` search table, if PT_GNU_EH_FRAME names a usable one.
+    public let ehFrameTable: EHFrameTable?
 
     public var path: String { file.path }
 
@@ -112,12 +119,16 @@ public final class ELFFile: @unchecked Sendable {
             }
         }
         self.sections = sections
+        buildID = Self.readBuildID(view: view, sections: sections, segments: segments)
+        ehFrameTable = Self.readEHFrameTable(view: view, segments: segments)
     }
 
     public func section(named name: String) -> ELFSection? { sections.first { $0.name == name } }
 
     /// The bytes of a section in the file; nil for SHT_NOBITS or out-of-bounds sections.
-    public func contents(of section: ELFSection) -> ByteView? {
+    public func contents(of section: ELFSection) -> ByteView? { Self.contents(of: section, in: view) }
+
+    static func contents(of section: ELFSection, in view: ByteView) -> ByteView? {
         guard section.type != ELFSection.noBits else { return nil }
         return view.slice(section.offset, section.size)
     }
@@ -179,9 +190,13 @@ public final class ELFFile: @unchecked Sendable {
     }
 
     /// The GNU build-id (NT_GNU_BUILD_ID), from the section if present, else the PT_NOTE segments.
-    public lazy var buildID: [UInt8]? = {
+    static func readBuildID(view: ByteView, sections: [ELFSection], segments: [ELFSegment]) -> [UInt8]? {
         var areas: [ByteView] = []
-        if let section = section(named: ".note.gnu.build-id"), let contents = contents(of: section) { areas.append(contents) }
+        if let section = sections.first(where: { $0.name == ".note.gnu.build-id" }),
+            let contents = contents(of: section, in: view)
+        {
+            areas.append(contents)
+        }
         for segment in segments where segment.type == ELFSegment.note {
             if let area = view.slice(segment.offset, segment.fileSize) { areas.append(area) }
         }
@@ -194,7 +209,7 @@ public final class ELFFile: @unchecked Sendable {
             if let found, !found.isEmpty { return found }
         }
         return nil
-    }()
+    }
 
     /// `.gnu_debuglink`: the name of the separate debug file and the CRC32 of its contents.
     public var debugLink: (name: String, crc: UInt32)? {
@@ -213,7 +228,7 @@ public final class ELFFile: @unchecked Sendable {
         public var entries: UInt64
     }
 
-    public lazy var ehFrameTable: EHFrameTable? = {
+    static func readEHFrameTable(view: ByteView, segments: [ELFSegment]) -> EHFrameTable? {
         guard let segment = segments.first(where: { $0.type == ELFSegment.gnuEHFrame }),
             let header = view.slice(segment.offset, segment.fileSize),
             header.u8(0) == 1
@@ -247,9 +262,19 @@ public final class ELFFile: @unchecked Sendable {
             tableAddress.checkedAdding(tableSize) != nil
         else { return nil }
         return EHFrameTable(headerAddress: segment.vaddr, tableAddress: tableAddress, entries: count)
-    }()
+    }
 
-    public lazy var symbols: SymbolTable = SymbolTable(elf: self)
+    /// The function symbols, built on first use (one pass and a sort), then shared: safe to ask
+    /// from any thread.
+    public var symbols: SymbolTable {
+        symbolTable.withLock { table in
+            if let table { return table }
+            let built = SymbolTable(elf: self)
+            table = built
+            return built
+        }
+    }
+    private let symbolTable = Mutex<SymbolTable?>(nil)
 
     /// DT_NEEDED entries of the dynamic section: the shared libraries the file asks for.
     public var neededLibraries: [String] {

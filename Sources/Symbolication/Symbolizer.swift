@@ -3,6 +3,8 @@
 // Works on module images (path, base, ELF file), never on a live process, so the same code
 // serves the watcher right after capture and `crashport symbolicate` offline.
 
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,7 +26,7 @@ public struct SymbolicatedFrame: Sendable, Equatable {
 /// What symbolication knows about one ELF image, found once per build-id (or path) and kept:
 /// the symbol table to use (the file's .symtab, else its separate debug file's, else its
 /// MiniDebugInfo, else .dynsym), and the DWARF (from the file itself or its debug file).
-public final class DebugImage: @unchecked Sendable {
+public final class DebugImage: Sendable {
     public let elf: ELFFile
     public let debugFile: ELFFile?
     public let symbolSource: ELFFile
@@ -73,10 +75,17 @@ public final class DebugImage: @unchecked Sendable {
 
 /// Debug images by build-id (or path when an image has none), shared by every Symbolizer of
 /// this process: a long-running watcher parses each library's tables once.
-public final class DebugImageCache: @unchecked Sendable {
+public final class DebugImageCache: Sendable {
     public static let shared = DebugImageCache()
-    private var images: [String: DebugImage] = [:]
-    private let lock = SymbolizerLock()
+
+    private struct State {
+        var images: [String: DebugImage] = [:]
+        /// Every refusal met, in the order met, each once.
+        var refused: [DebugDataRefusal] = []
+    }
+    private let state = Mutex(State())
+
+    public init() {}
 
     static func key(for elf: ELFFile, locator: DebugFileLocator) -> String {
         (elf.buildID.map { $0.map { String($0, radix: 16) }.joined(separator: ":") } ?? elf.path)
@@ -85,43 +94,33 @@ public final class DebugImageCache: @unchecked Sendable {
 
     /// The image if it was already loaded; never loads one.
     func loadedImage(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage? {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let found = images[Self.key(for: elf, locator: locator)], found.elf === elf || found.elf.buildID != nil
-        else { return nil }
-        return found
-    }
-
-    public func image(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage {
         let key = Self.key(for: elf, locator: locator)
-        lock.lock()
-        if let found = images[key], found.elf === elf || found.elf.buildID != nil {
-            lock.unlock()
+        return state.withLock { state in
+            guard let found = state.images[key], found.elf === elf || found.elf.buildID != nil else { return nil }
             return found
         }
-        lock.unlock()
+    }
+
+    /// The image of `elf`, loaded once (outside the lock: loading reads debug files).
+    public func image(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage {
+        if let found = loadedImage(for: elf, locator: locator) { return found }
+        let key = Self.key(for: elf, locator: locator)
         let image = DebugImage(elf: elf, locator: locator)
-        lock.lock()
-        if images.count > 256 { images.removeAll() }
-        images[key] = image
-        for refusal in image.refusals where !refused.contains(refusal) { refused.append(refusal) }
-        lock.unlock()
+        state.withLock { state in
+            if state.images.count > 256 { state.images.removeAll() }
+            state.images[key] = image
+            for refusal in image.refusals where !state.refused.contains(refusal) { state.refused.append(refusal) }
+        }
         return image
     }
 
-    private var refused: [DebugDataRefusal] = []
-
     /// Every refusal met by images this cache loaded, in the order met, each once: what a
     /// report's notes or symbolicate's output should say about debug data left out.
-    public var refusals: [DebugDataRefusal] {
-        lock.lock()
-        defer { lock.unlock() }
-        return refused
-    }
+    public var refusals: [DebugDataRefusal] { state.withLock { $0.refused } }
 }
 
-public final class Symbolizer: @unchecked Sendable {
-    public struct Image: @unchecked Sendable {
+public final class Symbolizer: Sendable {
+    public struct Image: Sendable {
         public var path: String
         public var base: UInt64
         public var size: UInt64
@@ -224,13 +223,4 @@ public final class Symbolizer: @unchecked Sendable {
         }
         return result
     }
-}
-
-/// A plain mutex (Foundation-free).
-final class SymbolizerLock: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
-    deinit { pthread_mutex_destroy(&mutex) }
-    func lock() { pthread_mutex_lock(&mutex) }
-    func unlock() { pthread_mutex_unlock(&mutex) }
 }

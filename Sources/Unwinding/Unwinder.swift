@@ -16,7 +16,7 @@ public protocol MemorySource: AnyObject {
 }
 
 /// A module the unwinder may find code and CFI in: an ELF file loaded at `base`.
-public struct UnwindModule: @unchecked Sendable {
+public struct UnwindModule: Sendable {
     public var base: UInt64
     public var size: UInt64
     public var elf: ELFFile?

@@ -26,7 +26,7 @@ public struct CaptureOptions: Sendable {
     public init() {}
 }
 
-public struct Capture: @unchecked Sendable {
+public struct Capture: Sendable {
     public var snapshot: ProcessSnapshot
     public var modules: [LoadedModule]
     public var executable: String?

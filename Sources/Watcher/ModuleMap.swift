@@ -10,8 +10,9 @@ import BoundedBytes
 import Inspection
 import ReportModel
 import Symbolication
+import Synchronization
 
-public struct LoadedModule: @unchecked Sendable {
+public struct LoadedModule: Sendable {
     public var info: ModuleInfo
     public var elf: ELFFile?
     /// Why the module's file could not be read, when it could not.
@@ -19,16 +20,20 @@ public struct LoadedModule: @unchecked Sendable {
 }
 
 /// ELF files opened for earlier captures, reused while their identity (path, inode) holds.
-public final class ELFCache: @unchecked Sendable {
-    private var files: [String: ELFFile] = [:]
+/// Safe to share between threads.
+public final class ELFCache: Sendable {
+    private let files = Mutex<[String: ELFFile]>([:])
 
     public init() {}
 
+    /// The cached file for `key`, else `open()`'s (called outside the lock).
     func file(key: String, open: () throws -> ELFFile) throws -> ELFFile {
-        if let cached = files[key] { return cached }
+        if let cached = files.withLock({ $0[key] }) { return cached }
         let file = try open()
-        if files.count > 512 { files.removeAll() }
-        files[key] = file
+        files.withLock { files in
+            if files.count > 512 { files.removeAll() }
+            files[key] = file
+        }
         return file
     }
 }

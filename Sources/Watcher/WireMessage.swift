@@ -44,7 +44,7 @@ struct WireBytes {
 }
 
 /// The common header: checks magic, version and that `size` matches what was received.
-public struct WireHeader: Equatable {
+public struct WireHeader: Equatable, Sendable {
     public var type: UInt32
     public var size: UInt32
 
@@ -63,7 +63,7 @@ public struct WireHeader: Equatable {
     }
 }
 
-public struct HelloMessage: Equatable {
+public struct HelloMessage: Equatable, Sendable {
     public var pid: Int32
     public var stubVersion: UInt32
     public var buildID: [UInt8]
@@ -107,7 +107,7 @@ public struct ChainRecord: Equatable, Sendable {
     public var forwardFirst: Bool
 }
 
-public struct CrashRecord: Equatable {
+public struct CrashRecord: Equatable, Sendable {
     public var pid: Int32
     public var tid: Int32
     public var signal: Int32
