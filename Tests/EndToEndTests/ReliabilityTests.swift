@@ -54,7 +54,8 @@ final class ReliabilityTests: XCTestCase {
 
         for (name, patched) in [("huge-fde-count", hugeCount), ("wrapping-vaddr", wrappingAddress)] {
             let path = Self.directory + "/crash-" + name
-            FileManager.default.createFile(atPath: path, contents: Data(patched), attributes: [.posixPermissions: 0o755])
+            XCTAssertTrue(
+                FileManager.default.createFile(atPath: path, contents: Data(patched), attributes: [.posixPermissions: 0o755]))
             let plain = try TestSupport.run([path, "null"])
             XCTAssertEqual(plain.status, .signaled(SIGSEGV), "\(name) runs and crashes normally")
 
