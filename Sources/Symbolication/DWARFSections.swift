@@ -10,6 +10,10 @@
 
 import BoundedBytes
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 final class DWARFSections: @unchecked Sendable {
     let elf: ELFFile
     let info: ByteView
@@ -59,8 +63,7 @@ final class DWARFSections: @unchecked Sendable {
         if let section = elf.section(named: ".debug_" + name), let raw = elf.contents(of: section) {
             guard section.flags & ELFSection.compressedFlag != 0 else { return raw }
             // Elf64_Chdr: ch_type, ch_reserved, ch_size, ch_addralign; the stream follows.
-            let ELFCOMPRESS_ZLIB: UInt32 = 1
-            guard raw.u32(0) == ELFCOMPRESS_ZLIB, let size = raw.u64(8),
+            guard raw.u32(0) == UInt32(ELFCOMPRESS_ZLIB), let size = raw.u64(8),
                 let stream = raw.slice(24, UInt64(raw.count) - min(24, UInt64(raw.count))),
                 let buffer = DWARFCompression.zlibDecompress(stream, size: size)
             else { return nil }

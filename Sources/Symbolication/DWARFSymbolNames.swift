@@ -14,6 +14,10 @@
 
 import BoundedBytes
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 struct DWARFSymbolNames {
     private struct Entry {
         var address: UInt64
@@ -43,10 +47,9 @@ struct DWARFSymbolNames {
                 guard let nameOffset = data.u32(at), let info = data.u8(at + 4), let sectionIndex = data.u16(at + 6),
                     let value = data.u64(at + 8), let size = data.u64(at + 16)
                 else { break }
-                let STT_NOTYPE: UInt8 = 0, STT_OBJECT: UInt8 = 1, STT_FUNC: UInt8 = 2, STT_GNU_IFUNC: UInt8 = 10
-                let type = info & 0x0F
+                let type = Int32(info & 0x0F)  // ELF64_ST_TYPE
                 guard type == STT_NOTYPE || type == STT_OBJECT || type == STT_FUNC || type == STT_GNU_IFUNC,
-                    sectionIndex != 0, sectionIndex < 0xFF00
+                    sectionIndex != SHN_UNDEF, sectionIndex < SHN_LORESERVE
                 else { continue }  // SHN_UNDEF, SHN_ABS, SHN_COMMON…
                 entries.append(Entry(address: value, size: size, nameOffset: nameOffset))
             }

@@ -8,6 +8,10 @@
 import BoundedBytes
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 public struct ELFSegment: Sendable, Equatable {
     public var type: UInt32
     public var flags: UInt32
@@ -16,11 +20,14 @@ public struct ELFSegment: Sendable, Equatable {
     public var fileSize: UInt64
     public var memorySize: UInt64
 
-    public static let load: UInt32 = 1
-    public static let dynamic: UInt32 = 2
-    public static let note: UInt32 = 4
-    public static let gnuEHFrame: UInt32 = 0x6474_e550
-    public var isExecutable: Bool { flags & 1 != 0 }
+    // Spec names from <elf.h> (through Glibc).
+    public static let load = UInt32(PT_LOAD)
+    public static let dynamic = UInt32(PT_DYNAMIC)
+    public static let interpreter = UInt32(PT_INTERP)
+    public static let note = UInt32(PT_NOTE)
+    public static let gnuEHFrame = UInt32(PT_GNU_EH_FRAME)
+    public var isExecutable: Bool { flags & UInt32(PF_X) != 0 }
+    public var isWritable: Bool { flags & UInt32(PF_W) != 0 }
 }
 
 public struct ELFSection: Sendable, Equatable {
@@ -33,8 +40,8 @@ public struct ELFSection: Sendable, Equatable {
     public var link: UInt32
     public var entrySize: UInt64
 
-    public static let noBits: UInt32 = 8
-    public static let compressedFlag: UInt64 = 0x800
+    public static let noBits = UInt32(SHT_NOBITS)
+    public static let compressedFlag = UInt64(SHF_COMPRESSED)
 }
 
 /// Immutable once read (the symbol table, built on first use, behind a lock): shareable
@@ -201,14 +208,20 @@ public final class ELFFile: Sendable {
             if let area = view.slice(segment.offset, segment.fileSize) { areas.append(area) }
         }
         for area in areas {
-            var found: [UInt8]?
-            ELFFile.notes(in: area) { name, type, desc in
-                if name == "GNU" && type == 3 { found = desc.array(0, UInt64(desc.count)) }
-                return found == nil
-            }
-            if let found, !found.isEmpty { return found }
+            if let found = buildID(inNotes: area) { return found }
         }
         return nil
+    }
+
+    /// The NT_GNU_BUILD_ID note of a note area (a section, a PT_NOTE segment, or the same read
+    /// from a process's memory), if any.
+    public static func buildID(inNotes area: ByteView) -> [UInt8]? {
+        var found: [UInt8]?
+        notes(in: area) { name, type, desc in
+            if name == "GNU" && type == UInt32(NT_GNU_BUILD_ID) { found = desc.array(0, UInt64(desc.count)) }
+            return found == nil
+        }
+        return found?.isEmpty == false ? found : nil
     }
 
     /// `.gnu_debuglink`: the name of the separate debug file and the CRC32 of its contents.
@@ -284,14 +297,14 @@ public final class ELFFile: Sendable {
         var result: [String] = []
         var offset: UInt64 = 0
         while let tag = entries.u64(offset), let value = entries.u64(offset + 8), tag != 0 {
-            if tag == 1, let name = strings.cString(value) { result.append(name) }
+            if tag == UInt64(DT_NEEDED), let name = strings.cString(value) { result.append(name) }
             offset += 16
         }
         return result
     }
 
     /// Whether the file has a program interpreter (PT_INTERP): false for static executables.
-    public var isDynamicallyLinked: Bool { segments.contains { $0.type == 3 } }
+    public var isDynamicallyLinked: Bool { segments.contains { $0.type == ELFSegment.interpreter } }
 
     /// Whether .symtab or .dynsym defines a symbol of this name.
     public func definesSymbol(named name: String) -> Bool {

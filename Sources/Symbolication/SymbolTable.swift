@@ -5,6 +5,10 @@
 
 import BoundedBytes
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 public struct SymbolTable: Sendable {
     struct Entry: Sendable {
         var address: UInt64
@@ -50,15 +54,15 @@ public struct SymbolTable: Sendable {
                 guard let nameOffset = data.u32(at), let info = data.u8(at + 4), let sectionIndex = data.u16(at + 6),
                     let value = data.u64(at + 8), let size = data.u64(at + 16)
                 else { break }
-                let type = info & 0x0F, binding = info >> 4
-                if type == 4 { fileNameOffset = nameOffset }  // STT_FILE
+                let type = Int32(info & 0x0F), binding = Int32(info >> 4)  // ELF64_ST_TYPE, ELF64_ST_BIND
+                if type == STT_FILE { fileNameOffset = nameOffset }
                 // Functions and GNU indirect functions that are defined (not SHN_UNDEF).
-                guard type == 2 || type == 10, sectionIndex != 0, value != 0 else { continue }
-                let rank: UInt8 = size == 0 ? 2 : (binding == 1 ? 0 : 1)
+                guard type == STT_FUNC || type == STT_GNU_IFUNC, sectionIndex != SHN_UNDEF, value != 0 else { continue }
+                let rank: UInt8 = size == 0 ? 2 : (binding == STB_GLOBAL ? 0 : 1)
                 entries.append(
                     Entry(
                         address: value, size: size, nameOffset: nameOffset, table: UInt8(tableIndex), rank: rank,
-                        fileNameOffset: binding == 0 ? fileNameOffset : 0))  // only locals belong to a FILE
+                        fileNameOffset: binding == STB_LOCAL ? fileNameOffset : 0))  // only locals belong to a FILE
             }
         }
         entries.sort { ($0.address, $0.rank, $0.table) < ($1.address, $1.rank, $1.table) }

@@ -84,7 +84,7 @@ public final class Unwinder {
         var files: [(start: UInt64, end: UInt64, bytes: UnsafeRawBufferPointer)] = []
         for module in self.modules {
             guard let elf = module.elf else { continue }
-            for segment in elf.segments where segment.type == ELFSegment.load && segment.flags & 2 == 0 && segment.fileSize > 0 {
+            for segment in elf.segments where segment.type == ELFSegment.load && !segment.isWritable && segment.fileSize > 0 {
                 guard let view = elf.view.slice(segment.offset, segment.fileSize) else { continue }
                 let start = segment.vaddr &+ module.bias
                 let (end, overflow) = start.addingReportingOverflow(segment.fileSize)

@@ -101,14 +101,7 @@ enum ModuleMap {
             let address = base &+ (segment.vaddr &- elf.imageVirtualBase)
             let bytes = memory.bytes(at: address, count: Int(segment.fileSize))
             guard bytes.count == Int(segment.fileSize) else { continue }
-            var found: [UInt8]?
-            bytes.withUnsafeBytes { raw in
-                ELFFile.notes(in: ByteView(raw)) { name, type, desc in
-                    if name == "GNU" && type == 3 { found = desc.array(0, UInt64(desc.count)) }
-                    return found == nil
-                }
-            }
-            if let found { return found }
+            if let found = bytes.withUnsafeBytes({ ELFFile.buildID(inNotes: ByteView($0)) }) { return found }
         }
         return nil
     }
