@@ -61,5 +61,7 @@ let package = Package(
         .testTarget(name: "WatcherTests", dependencies: ["Watcher", "CCrashPortProtocol", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport"]),
         .testTarget(name: "SymbolicationTests", dependencies: ["BoundedBytes", "Symbolication", "TestSupport"]),
+        .testTarget(name: "InspectionTests", dependencies: ["Inspection", "TestSupport"]),
+        .testTarget(name: "UnwindingTests", dependencies: ["Unwinding", "Symbolication", "BoundedBytes", "TestSupport"]),
     ]
 )

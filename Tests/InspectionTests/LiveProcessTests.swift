@@ -1,0 +1,119 @@
+// Inspection against a real child process: /proc threads and names, its maps, its memory (a
+// known pattern and a short read at an unmapped edge), and a ptrace session that stops every
+// thread, reads plausible registers and leaves the process untraced and running.
+
+import Foundation
+import Inspection
+import TestSupport
+import XCTest
+
+final class LiveProcessTests: XCTestCase {
+    /// The running fixture: its pid, the address of its 64-byte pattern, and of its last 16
+    /// readable bytes before an unmapped page.
+    struct Child {
+        var process: Process
+        var executable: String
+        var pid: Int32
+        var pattern: UInt64
+        var edge: UInt64
+    }
+
+    static let expectedPattern = (0..<64).map { UInt8(truncatingIfNeeded: $0 * 7 + 3) }
+
+    func startChild() throws -> Child {
+        let directory = TestSupport.temporaryDirectory("inspection")
+        let executable = try TestSupport.compile(
+            [TestSupport.fixture("inspection/threads.c")], output: directory + "/threads", flags: ["-O0", "-g"],
+            linkFlags: ["-pthread"])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        let fields = String(decoding: line, as: UTF8.self).split(whereSeparator: \.isWhitespace)
+        guard fields.count == 3, let pid = Int32(fields[0]), let pattern = UInt64(fields[1], radix: 16),
+            let edge = UInt64(fields[2], radix: 16)
+        else {
+            process.terminate()
+            throw TestFailure("fixture printed \(String(decoding: line, as: UTF8.self))")
+        }
+        return Child(process: process, executable: executable, pid: pid, pattern: pattern, edge: edge)
+    }
+
+    func stop(_ child: Child) {
+        kill(child.pid, SIGKILL)
+        child.process.waitUntilExit()
+    }
+
+    func testThreadsAndTheirNames() throws {
+        let child = try startChild()
+        defer { stop(child) }
+        let threads = ProcFiles.threads(of: child.pid)
+        XCTAssertEqual(threads.count, 4, "main and three workers: \(threads)")
+        XCTAssertTrue(threads.contains(child.pid))
+        let names = Set(threads.map { ProcFiles.threadName(pid: child.pid, tid: $0) })
+        XCTAssertTrue(names.isSuperset(of: ["cp-alpha", "cp-beta", "cp-gamma"]), "\(names)")
+    }
+
+    func testMapsListTheExecutableAsCode() throws {
+        let child = try startChild()
+        defer { stop(child) }
+        let text = try XCTUnwrap(ProcFiles.readText("/proc/\(child.pid)/maps"))
+        let mappings = MemoryMapping.parse(text)
+        XCTAssertFalse(mappings.isEmpty)
+        let executable = URL(fileURLWithPath: child.executable).resolvingSymlinksInPath().path
+        XCTAssertTrue(
+            mappings.contains { $0.path == executable && $0.readable && $0.executable && !$0.writable },
+            "no r-x mapping of \(executable) in:\n\(text)")
+        XCTAssertTrue(mappings.contains { $0.contains(child.pattern) && $0.readable && $0.writable })
+    }
+
+    func testMemoryReadsThePatternAndStopsAtAnUnmappedPage() throws {
+        let child = try startChild()
+        defer { stop(child) }
+        let memory = ProcessMemory(pid: child.pid)
+        XCTAssertEqual(memory.bytes(at: child.pattern, count: 64), Self.expectedPattern)
+        let edge = memory.bytes(at: child.edge, count: 64)
+        XCTAssertEqual(edge, [UInt8](repeating: 0xAB, count: 16), "a short read up to the unmapped page")
+        XCTAssertEqual(memory.bytes(at: child.edge + 16, count: 8), [])
+    }
+
+    func testPtraceStopsEveryThreadAndDetachesCleanly() throws {
+        let child = try startChild()
+        defer { stop(child) }
+        let session = PtraceSession(pid: child.pid)
+        let stopped: [Int32]
+        do {
+            stopped = try session.suspendAll()
+        } catch let error as InspectionError where error.errno == EPERM {
+            throw XCTSkip("ptrace is denied here: \(error)")
+        }
+        XCTAssertEqual(Set(stopped), Set(ProcFiles.threads(of: child.pid)))
+        XCTAssertTrue(session.failures.isEmpty, "\(session.failures)")
+        let text = try XCTUnwrap(ProcFiles.readText("/proc/\(child.pid)/maps"))
+        let mappings = MemoryMapping.parse(text)
+        for tid in stopped {
+            let gpr = try session.registers(of: tid).gpr
+            let rip = gpr[16]
+            let rsp = gpr[19]
+            XCTAssertTrue(mappings.contains { $0.contains(rip) && $0.executable }, "thread \(tid) rip \(rip)")
+            XCTAssertTrue(mappings.contains { $0.contains(rsp) && $0.writable }, "thread \(tid) rsp \(rsp)")
+        }
+        session.detachAll()
+        for tid in ProcFiles.threads(of: child.pid) {
+            let status = try XCTUnwrap(ProcFiles.readText("/proc/\(child.pid)/task/\(tid)/status"))
+            let tracer = status.split(separator: "\n").first { $0.hasPrefix("TracerPid:") }
+            XCTAssertEqual(tracer?.split(separator: "\t").last.map(String.init), "0", "thread \(tid)")
+        }
+        XCTAssertTrue(child.process.isRunning)
+        XCTAssertEqual(kill(child.pid, 0), 0)
+        let state = ProcFiles.statFields(of: child.pid)
+        XCTAssertNotEqual(state?.first.map(String.init), "Z")
+    }
+}
