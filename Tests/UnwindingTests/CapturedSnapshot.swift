@@ -14,13 +14,14 @@ struct CapturedSnapshot {
     /// File-backed modules: path, load base (the mapping of file offset 0) and extent.
     var modules: [(path: String, base: UInt64, size: UInt64)]
 
-    /// Compiles the fixture -O2 -g (with `linkFlags`), runs it, and reads what it wrote.
-    static func take(label: String, linkFlags: [String] = []) throws -> CapturedSnapshot {
+    /// Compiles the fixture -O2 -g (with `linkFlags`), runs it (with `mode`), and reads what
+    /// it wrote.
+    static func take(label: String, linkFlags: [String] = [], mode: [String] = []) throws -> CapturedSnapshot {
         let directory = TestSupport.temporaryDirectory(label)
         let executable = try TestSupport.compile(
             [TestSupport.fixture("unwinding/snapshot.c")], output: directory + "/snapshot", linkFlags: linkFlags)
         let regsPath = directory + "/regs", mapsPath = directory + "/maps"
-        let result = try TestSupport.run([executable, regsPath, mapsPath])
+        let result = try TestSupport.run([executable, regsPath, mapsPath] + mode)
         guard result.status == .exited(0) else { throw TestFailure("snapshot fixture: \(result.status) \(result.stderr)") }
         let data = try Array(Data(contentsOf: URL(fileURLWithPath: regsPath)))
         guard data.count >= 29 * 8 else { throw TestFailure("short snapshot: \(data.count) bytes") }
