@@ -39,6 +39,8 @@ public struct UnwoundFrame: Sendable, Equatable {
     public var pc: UInt64
     public var sp: UInt64
     public var method: Method
+    /// The frame's registers came from a kernel signal frame: it was interrupted by a signal
+    /// there, so its pc is the exact instruction (look it up as is, not as a return address).
     public var isSignalFrame: Bool
 }
 

