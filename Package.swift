@@ -60,7 +60,7 @@ let package = Package(
         .testTarget(name: "ReportModelTests", dependencies: ["ReportModel", "TestSupport"]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher", "CCrashPortProtocol", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport"]),
-        .testTarget(name: "SymbolicationTests", dependencies: ["BoundedBytes", "Symbolication", "TestSupport"]),
+        .testTarget(name: "SymbolicationTests", dependencies: ["BoundedBytes", "FuzzTargets", "Symbolication", "TestSupport"]),
         .testTarget(name: "InspectionTests", dependencies: ["Inspection", "TestSupport"]),
         .testTarget(name: "UnwindingTests", dependencies: ["Unwinding", "Symbolication", "BoundedBytes", "TestSupport"]),
     ]

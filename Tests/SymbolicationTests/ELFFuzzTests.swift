@@ -3,7 +3,7 @@
 // bound.
 
 import Foundation
-@testable import Symbolication
+import FuzzTargets
 import TestSupport
 import XCTest
 
@@ -33,21 +33,8 @@ final class ELFFuzzTests: XCTestCase {
                     bytes[at] = UInt8.random(in: 0...255, using: &rng)
                 }
             }
-            guard let elf = try? ELFFile(file: MappedFile(bytes: bytes, name: "fuzz")) else { continue }
-            _ = elf.buildID
-            _ = elf.debugLink
-            _ = elf.ehFrameTable
-            _ = elf.neededLibraries
-            _ = elf.isDynamicallyLinked
-            _ = elf.definesSymbol(named: "main")
-            _ = elf.executableRanges
-            for address in stride(from: UInt64(0), to: 0x8000, by: 0x3F1) {
-                _ = elf.symbols.lookup(address)
-                var buffer = [UInt8](repeating: 0, count: 16)
-                _ = buffer.withUnsafeMutableBytes { elf.read(virtualAddress: address, into: $0) }
-            }
-            let debug = DebugImageCache().image(for: elf, locator: DebugFileLocator(debugDirectories: []))
-            _ = Symbolizer.frames(in: debug, virtualAddress: 0x1040, isReturnAddress: false)
+            // Every accessor a report, the unwinder or the locator uses: the libFuzzer target's.
+            FuzzTarget.elf.run(bytes)
         }
         XCTAssertGreaterThan(rounds, 100)
     }
