@@ -94,13 +94,16 @@ public final class PtraceSession {
         case gone
     }
 
-    private func poll(_ tid: Int32) -> Outcome {
+    private func poll(_ tid: Int32) -> Outcome { Self.poll(tid, sparing: isParent ? pid : 0) }
+
+    /// What happened to a traced thread, consumed with waitpid, except the exit of `spared`
+    /// (the leader of our own child, whose status is the parent's waitpid's).
+    private static func poll(_ tid: Int32, sparing spared: Int32) -> Outcome {
         switch cp_wait_peek(tid) {
         case Int32(CP_WAIT_NOTHING.rawValue):
             return .nothing
         case Int32(CP_WAIT_EXITED.rawValue):
-            // Our child's leader: leave its status for the parent's waitpid.
-            if !(tid == pid && isParent) {
+            if tid != spared {
                 var status: Int32 = 0
                 _ = waitpid(tid, &status, __WALL | WNOHANG)
             }
@@ -189,9 +192,9 @@ public final class PtraceSession {
             usleep(200)
         }
         if !remaining.isEmpty {
-            let leader = isParent ? pid : 0
+            let spared = isParent ? pid : 0
             Self.leftoverThreads.withLock { threads in
-                for tid in remaining { threads[tid] = leader }
+                for tid in remaining { threads[tid] = spared }
             }
         }
         seized.removeAll()
@@ -209,20 +212,12 @@ public final class PtraceSession {
     /// (the launcher does, while any are left). Never blocks.
     public static func reapLeftovers() {
         leftoverThreads.withLock { threads in
-            for (tid, leader) in threads {
-                let state = cp_wait_peek(tid)
-                if state == Int32(CP_WAIT_EXITED.rawValue) {
-                    if tid != leader {
-                        var status: Int32 = 0
-                        _ = waitpid(tid, &status, __WALL | WNOHANG)
-                    }
-                    threads[tid] = nil
-                } else if state == Int32(CP_WAIT_STOPPED.rawValue) {
-                    var status: Int32 = 0
-                    _ = waitpid(tid, &status, __WALL | WNOHANG)
-                    if cp_ptrace(PTRACE_DETACH, tid, 0, 0) == 0 || errno == ESRCH { threads[tid] = nil }
-                } else if state < 0 && errno != EINTR {
-                    threads[tid] = nil  // no longer ours
+            for (tid, spared) in threads {
+                switch poll(tid, sparing: spared) {
+                case .exited, .gone: threads[tid] = nil
+                case .stopped(let signal):
+                    if cp_ptrace(PTRACE_DETACH, tid, 0, UInt(signal)) == 0 || errno == ESRCH { threads[tid] = nil }
+                case .nothing: break
                 }
             }
         }

@@ -77,7 +77,7 @@ enum DWARFCompression {
     /// The compressed debug sections of `elf` (SHF_COMPRESSED `.debug_*` with an Elf64_Chdr,
     /// and `.zdebug_*`) whose declared size is refused; reading the headers only.
     static func sectionRefusals(in elf: ELFFile) -> [DebugDataRefusal] {
-        let module = elf.path.split(separator: "/").last.map(String.init) ?? elf.path
+        let module = elf.fileName
         var refusals: [DebugDataRefusal] = []
         for section in elf.sections {
             guard let raw = elf.contents(of: section) else { continue }

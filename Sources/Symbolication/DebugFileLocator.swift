@@ -90,8 +90,7 @@ public struct DebugFileLocator: Sendable {
         case .success(let image):
             return (try? ELFFile(file: image)).map { .success($0) }
         case .failure(.refused(let reason)):
-            let module = elf.path.split(separator: "/").last.map(String.init) ?? elf.path
-            return .failure(DebugDataRefusal(module: module, section: ".gnu_debugdata", reason: reason))
+            return .failure(DebugDataRefusal(module: elf.fileName, section: ".gnu_debugdata", reason: reason))
         case .failure(.corrupt):
             return nil
         }

@@ -59,6 +59,8 @@ public final class ELFFile: Sendable {
     public let ehFrameTable: EHFrameTable?
 
     public var path: String { file.path }
+    /// The last component of the path: how reports name a module.
+    public var fileName: String { path.split(separator: "/").last.map(String.init) ?? path }
 
     public convenience init(path: String) throws {
         try self.init(file: MappedFile(path: path))

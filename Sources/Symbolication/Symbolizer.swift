@@ -78,12 +78,7 @@ public final class DebugImage: Sendable {
 public final class DebugImageCache: Sendable {
     public static let shared = DebugImageCache()
 
-    private struct State {
-        var images: [String: DebugImage] = [:]
-        /// Every refusal met, in the order met, each once.
-        var refused: [DebugDataRefusal] = []
-    }
-    private let state = Mutex(State())
+    private let images = Mutex<[String: DebugImage]>([:])
 
     public init() {}
 
@@ -93,10 +88,10 @@ public final class DebugImageCache: Sendable {
     }
 
     /// The image if it was already loaded; never loads one.
-    func loadedImage(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage? {
+    public func loadedImage(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage? {
         let key = Self.key(for: elf, locator: locator)
-        return state.withLock { state in
-            guard let found = state.images[key], found.elf === elf || found.elf.buildID != nil else { return nil }
+        return images.withLock { images in
+            guard let found = images[key], found.elf === elf || found.elf.buildID != nil else { return nil }
             return found
         }
     }
@@ -106,17 +101,12 @@ public final class DebugImageCache: Sendable {
         if let found = loadedImage(for: elf, locator: locator) { return found }
         let key = Self.key(for: elf, locator: locator)
         let image = DebugImage(elf: elf, locator: locator)
-        state.withLock { state in
-            if state.images.count > 256 { state.images.removeAll() }
-            state.images[key] = image
-            for refusal in image.refusals where !state.refused.contains(refusal) { state.refused.append(refusal) }
+        images.withLock { images in
+            if images.count > 256 { images.removeAll() }
+            images[key] = image
         }
         return image
     }
-
-    /// Every refusal met by images this cache loaded, in the order met, each once: what a
-    /// report's notes or symbolicate's output should say about debug data left out.
-    public var refusals: [DebugDataRefusal] { state.withLock { $0.refused } }
 }
 
 public final class Symbolizer: Sendable {

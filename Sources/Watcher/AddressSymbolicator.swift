@@ -13,6 +13,9 @@ public struct AddressSymbolicator {
     let debug: DebugImage
     let demangle: Bool
 
+    /// Debug data of the object that was not decompressed (DWARFCompression's caps).
+    public var refusals: [DebugDataRefusal] { debug.refusals }
+
     public init(object path: String, debugDirectories: [String], demangle: Bool) throws {
         let elf = try ELFFile(path: path)
         debug = DebugImageCache.shared.image(for: elf, locator: DebugFileLocator(debugDirectories: debugDirectories))

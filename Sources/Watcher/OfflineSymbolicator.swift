@@ -103,6 +103,14 @@ public struct OfflineSymbolicator {
             thread.frames = frames
             return thread
         }
+        // Debug data refused while symbolicating (a decompression bomb): say whose.
+        for (name, elf) in images.sorted(by: { $0.key < $1.key }) {
+            guard let elf, let loaded = DebugImageCache.shared.loadedImage(for: elf, locator: locator) else { continue }
+            for var refusal in loaded.refusals {
+                refusal.module = name
+                if !notes.contains(refusal.description) { notes.append(refusal.description) }
+            }
+        }
         event.notes = notes.isEmpty ? nil : notes
         return event
     }

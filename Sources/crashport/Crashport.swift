@@ -4,7 +4,6 @@
 import ArgumentParser
 import Foundation
 import ReportModel
-import Symbolication
 import Watcher
 
 @main
@@ -214,7 +213,7 @@ struct Symbolicate: ParsableCommand {
         if let obj {
             do {
                 let symbolicator = try AddressSymbolicator(object: obj, debugDirectories: debugDir, demangle: !noDemangle)
-                for refusal in DebugImageCache.shared.refusals {
+                for refusal in symbolicator.refusals {
                     FileHandle.standardError.write(Data("crashport: symbolicate: \(refusal)\n".utf8))
                 }
                 symbolicator.run(addresses: inputs)
@@ -227,9 +226,7 @@ struct Symbolicate: ParsableCommand {
             fail("symbolicate: give one FILE (an event.json or a minidump), or --obj FILE with addresses", status: 2)
         }
         do {
-            var event = try OfflineSymbolicator(debugDirectories: debugDir).symbolicate(path: file)
-            let refused = DebugImageCache.shared.refusals.map(\.description).filter { !(event.notes ?? []).contains($0) }
-            if !refused.isEmpty { event.notes = (event.notes ?? []) + refused }
+            let event = try OfflineSymbolicator(debugDirectories: debugDir).symbolicate(path: file)
             switch format {
             case .text: print(CrashLog.full(event))
             case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))
