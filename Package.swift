@@ -3,6 +3,11 @@
 // crashport: an out-of-process crash reporter for Linux. The in-process stub (CSupport/stub) is
 // built by tools/build-stub with the C compiler, not by SwiftPM, so no Swift runtime is ever
 // loaded into a watched process. Everything here is the watcher side and its tests.
+//
+// The targets are layers, lowest first; each depends only on layers below it:
+//   BoundedBytes  →  ObjectFile  →  ReportModel, Symbolication, Unwinding
+//   →  LiveProcess (a live process: ptrace, /proc, capture)  and  Reports (never a live process)
+//   →  Watcher (the server side)  →  crashport (the command line)
 import PackageDescription
 
 let package = Package(
@@ -17,51 +22,90 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
     ],
     targets: [
+        // C modules.
         // The wire ABI shared with the stub (header only; protocol.c holds its static checks).
         .target(name: "CCrashPortProtocol", path: "CSupport/protocol"),
-        // Thin C over what Swift cannot call: variadic ptrace, recvmsg control messages,
-        // libunwind's macro API. (ELF and DWARF are read by Symbolication's own readers.)
+        // Thin C over what Swift cannot call (variadic ptrace, recvmsg control messages,
+        // libunwind's macro API and callback table), and crashport_libraries.h: the headers of
+        // the other C libraries Swift calls (zlib, liblzma, libiberty, the C++ and Swift
+        // runtimes' demanglers). Links libunwind, which unwind.c calls.
         .target(
             name: "CShims",
             path: "CSupport/shims",
-            linkerSettings: [
-                .linkedLibrary("unwind-generic"),
-                .linkedLibrary("unwind"),
-                .linkedLibrary("lzma"),
-            ]
+            linkerSettings: [.linkedLibrary("unwind-generic"), .linkedLibrary("unwind")]
         ),
-        // Bounds-checked byte reads and checked arithmetic: what every parser of hostile bytes
-        // (files, target processes, the socket) reads through. A leaf.
+        // libelf (Debian libelf-dev), found through pkg-config.
+        .systemLibrary(name: "CLibELF", path: "CSupport/libelf", pkgConfig: "libelf", providers: [.apt(["libelf-dev"])]),
+
+        // Bounds-checked byte reads, checked arithmetic, the one memory-reader protocol and
+        // captured memory regions: what every reader of hostile bytes (files, target processes,
+        // the socket) reads through. A leaf.
         .target(name: "BoundedBytes"),
-        .target(name: "ReportModel", dependencies: ["BoundedBytes"]),
-        .target(name: "Inspection", dependencies: ["CShims"]),
+        // Object files: ELF containers through libelf (CLibELF), notes and build-ids, symbol
+        // tables, section decompression (zlib and liblzma, declared by CShims' headers and
+        // linked here), .eh_frame indexing, the DWARF cursor, and the one model of a loaded
+        // module.
         .target(
-            name: "Symbolication", dependencies: ["BoundedBytes", "CShims"],
-            linkerSettings: [.linkedLibrary("stdc++"), .linkedLibrary("z"), .linkedLibrary("iberty")]),
-        .target(name: "Unwinding", dependencies: ["BoundedBytes", "CShims", "Symbolication"]),
+            name: "ObjectFile", dependencies: ["BoundedBytes", "CLibELF", "CShims"],
+            linkerSettings: [.linkedLibrary("z"), .linkedLibrary("lzma")]),
+        // The formats that cross a boundary, as plain values: the crash record on the wire
+        // (CCrashPortProtocol's header), the captured snapshot, the event JSON, the minidump.
+        // Modules are ObjectFile's model.
+        .target(name: "ReportModel", dependencies: ["BoundedBytes", "CCrashPortProtocol", "ObjectFile"]),
+        // Addresses to functions, files and lines: our DWARF reader over ObjectFile's sections,
+        // debug files, demangling (libiberty and libstdc++ through CShims' headers, linked here).
+        .target(
+            name: "Symbolication", dependencies: ["BoundedBytes", "CShims", "ObjectFile"],
+            linkerSettings: [.linkedLibrary("stdc++"), .linkedLibrary("iberty")]),
+        // Call stacks from registers and memory: libunwind (through CShims) over ObjectFile's
+        // unwind tables; the walk, its recovery and its stack scan are here, in Swift.
+        .target(name: "Unwinding", dependencies: ["BoundedBytes", "CShims", "ObjectFile"]),
+        // A live process: /proc, process memory, ptrace sessions, and capture (a crash record
+        // and a suspended process in, a ProcessSnapshot out).
+        .target(name: "LiveProcess", dependencies: ["BoundedBytes", "CShims", "ObjectFile", "ReportModel"]),
+        // From a snapshot (live or a minidump) or an event to a report: unwinding,
+        // symbolication, the event, the text crash log, offline symbolication. Never touches a
+        // live process, so everything here runs the same on another machine.
+        .target(
+            name: "Reports", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Symbolication", "Unwinding"]),
+        // The server side: the crash socket, the launcher, the report store, doctor (which asks
+        // Symbolication whether debug files are found).
         .target(
             name: "Watcher",
             dependencies: [
-                "BoundedBytes", "CCrashPortProtocol", "CShims", "ReportModel", "Inspection", "Unwinding", "Symbolication",
+                "CCrashPortProtocol", "CShims", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Symbolication",
             ]
         ),
+        // The command line, thin: parses arguments and calls the layers below.
         .executableTarget(
             name: "crashport",
-            dependencies: ["Watcher", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "ReportModel", "Reports", "Watcher", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
+
         .target(name: "TestSupport", dependencies: ["ReportModel"], path: "Tests/TestSupport"),
         // One entry point per parser of hostile bytes; Fuzz/ drives them under libFuzzer, and
         // FuzzRegressionTests replays the committed seeds and past crashes through them.
         .target(
             name: "FuzzTargets",
-            dependencies: ["BoundedBytes", "CCrashPortProtocol", "ReportModel", "Symbolication", "Unwinding", "Watcher"],
+            dependencies: [
+                "BoundedBytes", "CCrashPortProtocol", "ObjectFile", "ReportModel", "Reports", "Symbolication", "Unwinding",
+            ],
             path: "Tests/FuzzTargets"),
+        // One test target per layer (EndToEndTests runs the built crashport on real crashes).
+        .testTarget(name: "BoundedBytesTests", dependencies: ["BoundedBytes"]),
+        .testTarget(name: "ObjectFileTests", dependencies: ["BoundedBytes", "FuzzTargets", "ObjectFile", "TestSupport"]),
+        .testTarget(
+            name: "ReportModelTests",
+            dependencies: ["BoundedBytes", "CCrashPortProtocol", "ObjectFile", "ReportModel", "TestSupport"]),
+        .testTarget(name: "SymbolicationTests", dependencies: ["BoundedBytes", "ObjectFile", "Symbolication", "TestSupport"]),
+        .testTarget(
+            name: "UnwindingTests", dependencies: ["BoundedBytes", "ObjectFile", "Symbolication", "Unwinding", "TestSupport"]),
+        .testTarget(name: "LiveProcessTests", dependencies: ["LiveProcess", "ObjectFile", "TestSupport"]),
+        .testTarget(name: "ReportsTests", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
+        .testTarget(name: "WatcherTests", dependencies: ["Watcher", "ReportModel", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"]),
-        .testTarget(name: "ReportModelTests", dependencies: ["ReportModel", "TestSupport"]),
-        .testTarget(name: "WatcherTests", dependencies: ["Watcher", "CCrashPortProtocol", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport"]),
-        .testTarget(name: "SymbolicationTests", dependencies: ["BoundedBytes", "FuzzTargets", "Symbolication", "TestSupport"]),
-        .testTarget(name: "InspectionTests", dependencies: ["Inspection", "TestSupport"]),
-        .testTarget(name: "UnwindingTests", dependencies: ["Unwinding", "Symbolication", "BoundedBytes", "TestSupport"]),
     ]
 )

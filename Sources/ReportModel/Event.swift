@@ -59,6 +59,25 @@ public struct Event: Codable, Sendable, Equatable {
         case minidump, notes
     }
 
+    /// An event timestamp: ISO 8601 with fractional seconds, UTC.
+    public static func timestamp(_ date: Date = Date()) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+
+    /// A decoding error in a sentence: what was wrong, and where in the event.
+    public static func describe(decodingError error: Error) -> String {
+        switch error {
+        case DecodingError.dataCorrupted(let context):
+            return context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+            DecodingError.keyNotFound(_, let context):
+            return context.debugDescription + " at " + context.codingPath.map(\.stringValue).joined(separator: ".")
+        default: return "\(error)"
+        }
+    }
+
     /// The crashed thread's record, if present.
     public var crashedThreadRecord: ThreadRecord? {
         threads?.first { $0.crashed == true } ?? threads?.first { $0.tid == crashedThread }

@@ -232,7 +232,7 @@ public enum MinidumpFormat {
 
     /// The vDSO's module name in a minidump (a Breakpad convention; spec §2.3).
     public static let vdsoModuleName = "linux-gate.so"
-    /// The vDSO's path in `/proc/<pid>/maps` and in `ModuleInfo`.
+    /// The vDSO's path in `/proc/<pid>/maps` and in `LoadedModule`.
     public static let vdsoMappingName = "[vdso]"
 }
 

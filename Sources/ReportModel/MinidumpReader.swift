@@ -15,6 +15,9 @@
 // and its entries (spec §1.4), non-x86_64 contexts (their registers are nil), MiscInfo of any
 // version, and 'RSDS' CodeView records from old Breakpad writers (their GUID serves as the id).
 
+import BoundedBytes
+import ObjectFile
+
 private typealias MD = MinidumpFormat
 
 /// A minidump read into memory. Immutable once read; safe to share between threads.
@@ -87,12 +90,12 @@ public struct Minidump: Sendable {
     public var streams: [DirectoryEntry]
     public var threads: [Thread]
     /// The ModuleList; the vDSO ("linux-gate.so") is given back its mapping name "[vdso]".
-    public var modules: [ModuleInfo]
+    public var modules: [LoadedModule]
     public var exception: Exception?
     public var systemInfo: SystemInformation?
     public var threadNames: [UInt32: String]
-    /// The MemoryList: every captured range (stacks included), in file order.
-    public var memory: [MemoryRegion]
+    /// The MemoryList: every captured range (stacks included), readable by address.
+    public var memory: RegionMemory
     /// From MiscInfo, else from the `Pid:` line of LinuxProcStatus.
     public var pid: Int32?
     /// MiscInfo process_create_time (Unix seconds), when present.
@@ -127,7 +130,7 @@ public struct Minidump: Sendable {
         threads = try first[type.ThreadList].map { try parser.threads($0.location) } ?? []
         for index in threads.indices { threads[index].name = threadNames[threads[index].tid] }
         modules = try first[type.ModuleList].map { try parser.modules($0.location) } ?? []
-        memory = try first[type.MemoryList].map { try parser.memoryList($0.location) } ?? []
+        memory = RegionMemory(regions: try first[type.MemoryList].map { try parser.memoryList($0.location) } ?? [])
         exception = try first[type.Exception].map { try parser.exception($0.location) }
         // The exception context has no teb of its own; fs_base comes from the crashed thread's.
         if let crashed = exception?.threadID, let teb = threads.first(where: { $0.tid == crashed })?.teb, teb != 0 {
@@ -162,16 +165,6 @@ public struct Minidump: Sendable {
         let end = start + Int(location.dataSize)
         guard end <= file.count else { return nil }
         return Array(file[start..<end])
-    }
-
-    /// `count` bytes of target memory at `address`, if one captured region holds them all.
-    public func readMemory(at address: UInt64, count: Int) -> [UInt8]? {
-        guard count >= 0 else { return nil }
-        for region in memory + threads.compactMap(\.stack) where region.contains(address) {
-            let offset = Int(address - region.start)
-            if region.bytes.count - offset >= count { return Array(region.bytes[offset..<(offset + count)]) }
-        }
-        return nil
     }
 
     /// The value of the first `Pid:` line of /proc/<pid>/status text.
@@ -373,9 +366,9 @@ private struct Parser {
         return X86_64Registers(gpr: gpr, fxsave: fxsave)
     }
 
-    mutating func modules(_ location: Minidump.Location) throws -> [ModuleInfo] {
+    mutating func modules(_ location: Minidump.Location) throws -> [LoadedModule] {
         let (count, first) = try list(location, entrySize: MD.MINIDUMP_MODULE.size, "ModuleList")
-        var modules: [ModuleInfo] = []
+        var modules: [LoadedModule] = []
         modules.reserveCapacity(count)
         for index in 0..<count {
             let entry = first + UInt64(index * MD.MINIDUMP_MODULE.size)
@@ -387,7 +380,7 @@ private struct Parser {
             var path = try string(UInt64(nameRVA), "\(what) name")
             if path == MD.vdsoModuleName { path = MD.vdsoMappingName }
             let buildID = try codeViewID(cv, "\(what) (\(path)) CodeView record")
-            modules.append(ModuleInfo(path: path, base: base, size: UInt64(size), buildID: buildID))
+            modules.append(LoadedModule(path: path, base: base, size: UInt64(size), buildID: BuildID(buildID)))
         }
         return modules
     }

@@ -10,6 +10,9 @@
 // This file is also ReportModel's only caller of C (`MinidumpFile`): the atomic write and the
 // reader's whole-file read.
 
+import BoundedBytes
+import ObjectFile
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -253,16 +256,16 @@ private struct Serializer {
     // MARK: Streams
 
     mutating func writeModuleList() {
-        struct Written { var module: ModuleInfo; var name: UInt32; var cv: Location }
+        struct Written { var module: LoadedModule; var name: UInt32; var cv: Location }
         var written: [Written] = []
         for module in snapshot.modules {
             let name = module.path == MD.vdsoMappingName ? MD.vdsoModuleName : module.path
             let nameRVA = writeString(name)
             var cv = Location.none
-            if !module.buildID.isEmpty {
+            if let buildID = module.buildID {
                 let start = beginBlob()
                 out.u32(MD.CV_INFO_ELF.signature)
-                out.append(module.buildID)
+                out.append(buildID.bytes)
                 cv = endBlob(from: start)
             }
             written.append(Written(module: module, name: nameRVA, cv: cv))

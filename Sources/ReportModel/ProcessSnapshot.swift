@@ -3,27 +3,11 @@
 // The capture side (Watcher) fills it from ptrace, /proc and the crash record; the writers
 // (minidump, event) read only this, so they are tested on synthetic snapshots and never touch a
 // live process. Register sets use the kernel's ptrace layouts so that a record from the stub and
-// a PTRACE_GETREGSET decode the same way.
+// a PTRACE_GETREGSET decode the same way. Memory regions are BoundedBytes' MemoryRegion and
+// modules ObjectFile's LoadedModule.
 
-/// A block of memory copied out of the target process.
-public struct MemoryRegion: Sendable, Equatable {
-    /// Address of `bytes[0]` in the target process.
-    public var start: UInt64
-    public var bytes: [UInt8]
-
-    public init(start: UInt64, bytes: [UInt8]) {
-        self.start = start
-        self.bytes = bytes
-    }
-
-    /// One past the last address covered (saturating, so a hostile start cannot wrap).
-    public var end: UInt64 {
-        let (sum, overflow) = start.addingReportingOverflow(UInt64(bytes.count))
-        return overflow ? UInt64.max : sum
-    }
-
-    public func contains(_ address: UInt64) -> Bool { address >= start && address < end }
-}
+import BoundedBytes
+import ObjectFile
 
 /// The general and floating-point registers of one x86_64 thread, in ptrace layout:
 /// `gpr` is `struct user_regs_struct` (27 × u64), `fxsave` is `struct user_fpregs_struct`
@@ -68,29 +52,6 @@ public struct ThreadSnapshot: Sendable, Equatable {
         self.registers = registers
         self.stack = stack
     }
-}
-
-/// A mapped ELF image (or the vDSO).
-public struct ModuleInfo: Sendable, Equatable {
-    /// Full path as mapped; "[vdso]" for the vDSO.
-    public var path: String
-    /// Start of the mapping at file offset 0 (the ELF header), not of the executable mapping.
-    public var base: UInt64
-    /// End of the last contiguous mapping of the same file, minus `base`.
-    public var size: UInt64
-    /// Raw bytes of the NT_GNU_BUILD_ID note; empty when the module has none.
-    public var buildID: [UInt8]
-
-    public init(path: String, base: UInt64, size: UInt64, buildID: [UInt8]) {
-        self.path = path
-        self.base = base
-        self.size = size
-        self.buildID = buildID
-    }
-
-    public var end: UInt64 { base &+ size }
-    public func contains(_ address: UInt64) -> Bool { address >= base && address < end }
-    public var name: String { path.split(separator: "/").last.map(String.init) ?? path }
 }
 
 /// The signal that ended the process, as the kernel described it in `siginfo_t`.
@@ -145,7 +106,7 @@ public struct ProcessSnapshot: Sendable, Equatable {
     /// Every thread; the crashed one carries the registers of the fault, not of its handler.
     public var threads: [ThreadSnapshot]
     /// Mapped modules, the main executable first.
-    public var modules: [ModuleInfo]
+    public var modules: [LoadedModule]
     /// Memory beyond the stacks (for example around the faulting instruction).
     public var extraMemory: [MemoryRegion]
     public var system: SystemInfo
@@ -156,7 +117,7 @@ public struct ProcessSnapshot: Sendable, Equatable {
 
     public init(
         pid: Int32, crashedThreadID: Int32, exception: ExceptionInfo, threads: [ThreadSnapshot],
-        modules: [ModuleInfo], extraMemory: [MemoryRegion] = [], system: SystemInfo = SystemInfo(),
+        modules: [LoadedModule], extraMemory: [MemoryRegion] = [], system: SystemInfo = SystemInfo(),
         linuxFiles: LinuxFiles = LinuxFiles(), captureTime: UInt32, processStartTime: UInt32? = nil
     ) {
         self.pid = pid
@@ -169,5 +130,33 @@ public struct ProcessSnapshot: Sendable, Equatable {
         self.linuxFiles = linuxFiles
         self.captureTime = captureTime
         self.processStartTime = processStartTime
+    }
+}
+
+/// A crash as captured: the snapshot, with what the capture learned about the process and
+/// about itself (its gaps, its timings). Built by LiveProcess, read by Reports and the Watcher.
+public struct Capture: Sendable {
+    public var snapshot: ProcessSnapshot
+    public var executable: String?
+    public var arguments: [String]
+    public var notes: [String]
+    public var record: CrashRecord
+    /// Nanoseconds from the start of capture until the process was released.
+    public var suspendedNanoseconds: UInt64
+    /// Nanoseconds from the first PTRACE_SEIZE to the end of the last detach: the window in
+    /// which a stopped watcher would keep the program stopped too (0 without ptrace).
+    public var heldNanoseconds: UInt64 = 0
+
+    public init(
+        snapshot: ProcessSnapshot, executable: String?, arguments: [String], notes: [String], record: CrashRecord,
+        suspendedNanoseconds: UInt64, heldNanoseconds: UInt64
+    ) {
+        self.snapshot = snapshot
+        self.executable = executable
+        self.arguments = arguments
+        self.notes = notes
+        self.record = record
+        self.suspendedNanoseconds = suspendedNanoseconds
+        self.heldNanoseconds = heldNanoseconds
     }
 }

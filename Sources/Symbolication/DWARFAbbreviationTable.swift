@@ -8,6 +8,7 @@
 // A table is immutable once built. Tables are cached by DWARFInfo per (offset, format).
 
 /// The shape of a unit that form sizes depend on.
+import ObjectFile
 import BoundedBytes
 
 struct DWARFFormat: Hashable, Sendable {

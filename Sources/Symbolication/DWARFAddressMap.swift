@@ -6,6 +6,9 @@
 // (the unit map: LLVM's DWARFDebugAranges gives an address to the first unit describing it).
 // Built by one sweep over the sorted range ends with a heap of the ranges open at each point.
 
+import BoundedBytes
+import ObjectFile
+
 struct DWARFAddressMap: Sendable {
     enum Winner: Sendable { case highest, lowest }
 

@@ -12,6 +12,9 @@
 // by a budget DWARFInfo derives from the section sizes. Names are resolved on demand by
 // DWARFInfo and cached here; the cache is guarded by DWARFInfo's lock.
 
+import BoundedBytes
+import ObjectFile
+
 final class DWARFInlineTree: @unchecked Sendable {
     struct Node: Sendable {
         var dieOffset: UInt64  // in .debug_info

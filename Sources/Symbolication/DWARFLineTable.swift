@@ -12,6 +12,9 @@
 // of header, so memory is bounded by the section size. DW_LNE_set_discriminator is ignored.
 // The table is immutable after init except the path cache, which DWARFInfo's lock guards.
 
+import BoundedBytes
+import ObjectFile
+
 final class DWARFLineTable: @unchecked Sendable {
     struct Row: Sendable {
         var address: UInt64

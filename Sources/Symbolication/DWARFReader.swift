@@ -15,6 +15,7 @@
 // yields fewer or empty results, never a trap: every read is bounds-checked (DWARFCursor,
 // ByteView), every loop is bounded by the bytes it consumes, every allocation by a section size.
 
+import ObjectFile
 import BoundedBytes
 
 #if canImport(Glibc)

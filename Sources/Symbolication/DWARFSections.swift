@@ -1,5 +1,5 @@
-// DWARFSections: the .debug_* sections of one ELF file, decompressed when needed, plus the
-// bounds-checked cursor every DWARF parser in this module reads through.
+// DWARFSections: the .debug_* sections of one ELF file, decompressed when needed (read through
+// ObjectFile's DWARFCursor).
 //
 // Ownership: views point into the ELF mapping (kept alive by `elf`) or into buffers this object
 // allocated for decompressed sections and frees in deinit. Nothing here is mutated after init,
@@ -8,6 +8,7 @@
 // DW_* constants keep the DWARF 5 specification's names verbatim so they can be grepped against
 // it (values from DWARF 5 section 7, plus the GNU extensions LLVM and elfutils accept).
 
+import ObjectFile
 import BoundedBytes
 
 #if canImport(Glibc)
@@ -65,7 +66,7 @@ final class DWARFSections: @unchecked Sendable {
             // Elf64_Chdr: ch_type, ch_reserved, ch_size, ch_addralign; the stream follows.
             guard raw.u32(0) == UInt32(ELFCOMPRESS_ZLIB), let size = raw.u64(8),
                 let stream = raw.slice(24, UInt64(raw.count) - min(24, UInt64(raw.count))),
-                let buffer = DWARFCompression.zlibDecompress(stream, size: size)
+                let buffer = SectionCompression.zlibDecompress(stream, size: size)
             else { return nil }
             owned.append(buffer)
             return ByteView(UnsafeRawBufferPointer(buffer))
@@ -75,138 +76,12 @@ final class DWARFSections: @unchecked Sendable {
         {
             let size = UInt64(UInt32(bigEndian: high)) << 32 | UInt64(UInt32(bigEndian: low))
             guard let stream = raw.slice(12, UInt64(raw.count) - min(12, UInt64(raw.count))),
-                let buffer = DWARFCompression.zlibDecompress(stream, size: size)
+                let buffer = SectionCompression.zlibDecompress(stream, size: size)
             else { return nil }
             owned.append(buffer)
             return ByteView(UnsafeRawBufferPointer(buffer))
         }
         return nil
-    }
-}
-
-/// A forward reader over a ByteView. Every read checks the bounds and returns nil past the
-/// end; callers stop parsing at the first nil, so a truncated section ends a walk early.
-/// Invariant: 0 <= offset <= view.count (callers that set `offset` keep it so).
-struct DWARFCursor {
-    let view: ByteView
-    var offset: Int
-
-    init(_ view: ByteView, offset: Int = 0) {
-        self.view = view
-        self.offset = min(max(offset, 0), view.count)
-    }
-
-    init(_ view: ByteView, offset: UInt64) {
-        self.view = view
-        self.offset = offset > UInt64(view.count) ? view.count : Int(offset)
-    }
-
-    var remaining: Int { view.count - offset }
-
-    @inline(__always)
-    mutating func skip(_ count: Int) -> Bool {
-        guard count >= 0, count <= view.count - offset else { offset = view.count; return false }
-        offset += count
-        return true
-    }
-
-    @inline(__always)
-    mutating func skip(_ count: UInt64) -> Bool {
-        guard count <= UInt64(view.count - offset) else { offset = view.count; return false }
-        offset += Int(count)
-        return true
-    }
-
-    @inline(__always)
-    mutating func u8() -> UInt8? {
-        guard offset < view.count else { return nil }
-        defer { offset += 1 }
-        return view.bytes.load(fromByteOffset: offset, as: UInt8.self)
-    }
-
-    @inline(__always)
-    mutating func fixed<T: FixedWidthInteger>(_ type: T.Type) -> T? {
-        let size = MemoryLayout<T>.size
-        guard size <= view.count - offset else { offset = view.count; return nil }
-        defer { offset += size }
-        return T(littleEndian: view.bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
-    }
-
-    mutating func u16() -> UInt16? { fixed(UInt16.self) }
-    mutating func u32() -> UInt32? { fixed(UInt32.self) }
-    mutating func u64() -> UInt64? { fixed(UInt64.self) }
-
-    /// A little-endian unsigned integer of 1...8 bytes (3-byte strx3/addrx3 included).
-    @inline(__always)
-    mutating func unsigned(size: Int) -> UInt64? {
-        switch size {
-        case 1: return u8().map(UInt64.init)
-        case 2: return u16().map(UInt64.init)
-        case 4: return u32().map(UInt64.init)
-        case 8: return u64()
-        default:
-            guard size > 0, size <= 8, size <= view.count - offset else { offset = view.count; return nil }
-            var value: UInt64 = 0
-            for index in 0..<size {
-                value |= UInt64(view.bytes.load(fromByteOffset: offset + index, as: UInt8.self)) << (8 * UInt64(index))
-            }
-            offset += size
-            return value
-        }
-    }
-
-    @inline(__always)
-    mutating func uleb() -> UInt64? {
-        var result: UInt64 = 0
-        var shift: UInt64 = 0
-        while offset < view.count {
-            let byte = view.bytes.load(fromByteOffset: offset, as: UInt8.self)
-            offset += 1
-            if shift < 64 { result |= UInt64(byte & 0x7F) << shift }
-            shift += 7
-            if byte & 0x80 == 0 { return result }
-        }
-        return nil
-    }
-
-    @inline(__always)
-    mutating func sleb() -> Int64? {
-        var result: Int64 = 0
-        var shift: Int64 = 0
-        while offset < view.count {
-            let byte = view.bytes.load(fromByteOffset: offset, as: UInt8.self)
-            offset += 1
-            if shift < 64 { result |= Int64(byte & 0x7F) << shift }
-            shift += 7
-            if byte & 0x80 == 0 {
-                if shift < 64 && byte & 0x40 != 0 { result |= Int64(bitPattern: UInt64.max << UInt64(shift)) }
-                return result
-            }
-        }
-        return nil
-    }
-
-    /// Skips a NUL-terminated string; returns its start offset.
-    @inline(__always)
-    mutating func skipCString() -> Int? {
-        let start = offset
-        while offset < view.count {
-            let byte = view.bytes.load(fromByteOffset: offset, as: UInt8.self)
-            offset += 1
-            if byte == 0 { return start }
-        }
-        return nil
-    }
-
-    /// The initial length of a unit: (length, offsetSize), handling the 64-bit DWARF escape.
-    mutating func initialLength() -> (length: UInt64, offsetSize: Int)? {
-        guard let length32 = u32() else { return nil }
-        if length32 == 0xFFFF_FFFF {
-            guard let length64 = u64() else { return nil }
-            return (length64, 8)
-        }
-        guard length32 < 0xFFFF_FFF0 else { return nil }
-        return (UInt64(length32), 4)
     }
 }
 
@@ -326,22 +201,3 @@ let DW_LNCT_directory_index: UInt64 = 0x2
 let DW_LNCT_timestamp: UInt64 = 0x3
 let DW_LNCT_size: UInt64 = 0x4
 let DW_LNCT_MD5: UInt64 = 0x5
-
-extension ByteView {
-    /// The unsigned LEB128 at `offset`, which advances past it; nil when it runs off the end.
-    /// The DWARF cursor's decoder, for other readers of DWARF-encoded data (.eh_frame).
-    public func uleb128(at offset: inout UInt64) -> UInt64? {
-        guard offset < UInt64(count) else { return nil }
-        var cursor = DWARFCursor(self, offset: offset)
-        defer { offset = UInt64(cursor.offset) }
-        return cursor.uleb()
-    }
-
-    /// The signed LEB128 at `offset`, which advances past it; nil when it runs off the end.
-    public func sleb128(at offset: inout UInt64) -> Int64? {
-        guard offset < UInt64(count) else { return nil }
-        var cursor = DWARFCursor(self, offset: offset)
-        defer { offset = UInt64(cursor.offset) }
-        return cursor.sleb()
-    }
-}

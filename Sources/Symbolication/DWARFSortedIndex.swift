@@ -7,6 +7,9 @@
 // keys (a cluster far from the rest) just make some buckets hold more keys: the result is the
 // same as a plain binary search, only slower. Immutable after init.
 
+import BoundedBytes
+import ObjectFile
+
 struct DWARFSortedIndex: Sendable {
     let keys: [UInt64]
     private let minimum: UInt64

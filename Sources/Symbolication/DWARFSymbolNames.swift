@@ -12,6 +12,7 @@
 // Names are read from the string table on first use and cached. Not thread-safe on its own:
 // DWARFInfo calls it under its lock.
 
+import ObjectFile
 import BoundedBytes
 
 #if canImport(Glibc)

@@ -6,6 +6,9 @@
 // Ownership and threads: a unit belongs to its DWARFInfo. Header and unit-DIE fields are set
 // during DWARFInfo.init; `lineTable` and `tree` are filled lazily under DWARFInfo's lock.
 
+import BoundedBytes
+import ObjectFile
+
 /// An attribute value as read: `value` is the address, constant, offset or index the form
 /// encodes; for DW_FORM_string, blocks and data16 it is the offset of the bytes in .debug_info.
 struct DWARFFormValue: Sendable {

@@ -1,12 +1,15 @@
 // Finding an image by build-id alone, for offline symbolication: the report names a module
 // and its build-id; the binary or its debug file may be anywhere the user points us.
 
+import BoundedBytes
+import ObjectFile
+
 extension DebugFileLocator {
     /// An ELF file with this build-id: `<dir>/.build-id/xx/rest.debug` in each debug
     /// directory, then any ELF file in a user's directory (flat layout) with that build-id.
-    public func file(forBuildID buildID: [UInt8]) -> ELFFile? {
-        guard buildID.count > 1 else { return nil }
-        let hex = DebugFileLocator.hex(buildID)
+    public func file(forBuildID buildID: BuildID) -> ELFFile? {
+        guard buildID.bytes.count > 1 else { return nil }
+        let hex = buildID.hex
         let relative = ".build-id/\(hex.prefix(2))/\(hex.dropFirst(2))"
         for directory in debugDirectories {
             for suffix in [".debug", ""] {

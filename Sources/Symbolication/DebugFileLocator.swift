@@ -14,12 +14,13 @@
 // binary itself is skipped.
 //
 // MiniDebugInfo (`.gnu_debugdata`, an xz-compressed ELF with a .symtab, as Fedora ships) is
-// decompressed into memory, capped at 64 MiB (DWARFCompression.miniDebugInfoCap): past that it
+// decompressed into memory, capped at 64 MiB (SectionCompression.miniDebugInfoCap): past that it
 // is refused, and the refusal says so.
 //
 // Thread-safety: the struct is a value; the shared scan cache is locked.
 
 #if canImport(Glibc)
+import ObjectFile
 import Glibc
 #endif
 
@@ -39,11 +40,11 @@ public struct DebugFileLocator: Sendable {
 
     /// The separate debug file of `elf`, or nil when none is found or none matches.
     public func debugFile(for elf: ELFFile) -> ELFFile? {
-        let buildID = elf.buildID.flatMap { $0.isEmpty ? nil : $0 }
+        let buildID = elf.buildID
         let binary = FileIdentity(path: elf.path)
 
         if let buildID {
-            let hex = DebugFileLocator.hex(buildID)
+            let hex = buildID.hex
             if hex.count > 2 {
                 let relative = ".build-id/\(hex.prefix(2))/\(hex.dropFirst(2)).debug"
                 for directory in debugDirectories {
@@ -69,7 +70,7 @@ public struct DebugFileLocator: Sendable {
             for path in candidates {
                 guard let candidate = open(path, excluding: binary) else { continue }
                 if let buildID, let candidateID = candidate.buildID, candidateID != buildID { continue }
-                if DWARFCompression.crc32(candidate.file.bytes) == link.crc { return candidate }
+                if SectionCompression.crc32(candidate.file.bytes) == link.crc { return candidate }
             }
         }
         return nil
@@ -86,7 +87,7 @@ public struct DebugFileLocator: Sendable {
         guard let section = elf.section(named: ".gnu_debugdata"), let data = elf.contents(of: section) else {
             return nil
         }
-        switch DWARFCompression.xzDecompress(data, name: elf.path + "(.gnu_debugdata)") {
+        switch SectionCompression.xzDecompress(data, name: elf.path + "(.gnu_debugdata)") {
         case .success(let image):
             return (try? ELFFile(file: image)).map { .success($0) }
         case .failure(.refused(let reason)):
@@ -101,18 +102,6 @@ public struct DebugFileLocator: Sendable {
     private func open(_ path: String, excluding binary: FileIdentity?) -> ELFFile? {
         guard let identity = FileIdentity(path: path), identity != binary else { return nil }
         return try? ELFFile(path: path)
-    }
-
-    /// Lowercase hex of a build-id, as build-id paths and reports spell it.
-    public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
     }
 
     static func directory(of path: String) -> String {
@@ -188,8 +177,8 @@ final class DebugDirectoryIndex: @unchecked Sendable {
             switch info.st_mode & S_IFMT {
             case S_IFDIR: scan(path, depth: depth + 1, budget: &budget, into: &paths)
             case S_IFREG, S_IFLNK:
-                guard let elf = try? ELFFile(path: path), let buildID = elf.buildID, !buildID.isEmpty else { continue }
-                paths[DebugFileLocator.hex(buildID), default: []].append(path)
+                guard let elf = try? ELFFile(path: path), let buildID = elf.buildID else { continue }
+                paths[buildID.hex, default: []].append(path)
             default: continue
             }
         }

@@ -10,6 +10,7 @@
 
 // The C functions are declared by CShims' crashport_libraries.h.
 
+import ObjectFile
 import CShims
 #if canImport(Glibc)
 import Glibc

@@ -1,8 +1,10 @@
 // Symbolizer: from an address in a process's address space to module, function and offset.
 //
-// Works on module images (path, base, ELF file), never on a live process, so the same code
+// Works on loaded modules (path, base, object file), never on a live process, so the same code
 // serves the watcher right after capture and `crashport symbolicate` offline.
 
+import BoundedBytes
+import ObjectFile
 import Synchronization
 
 #if canImport(Glibc)
@@ -34,7 +36,7 @@ public final class DebugImage: Sendable {
     /// Where symbols and lines came from, for reports ("debug file /usr/lib/debug/…").
     public let provenance: String
     /// Debug data of this image that was not decompressed because it would inflate past its cap
-    /// (DWARFCompression): reports and symbolicate say so, "module X: debug data refused: …".
+    /// (SectionCompression): reports and symbolicate say so, "module X: debug data refused: …".
     public let refusals: [DebugDataRefusal]
 
     init(elf: ELFFile, locator: DebugFileLocator) {
@@ -59,7 +61,7 @@ public final class DebugImage: Sendable {
         }
         // Compressed DWARF sections past their cap are not inflated (DWARFSections gets nil);
         // their headers say so before anything is allocated.
-        if let dwarfFile = hasDWARF ? elf : debugFile { refusals += DWARFCompression.sectionRefusals(in: dwarfFile) }
+        if let dwarfFile = hasDWARF ? elf : debugFile { refusals += SectionCompression.sectionRefusals(in: dwarfFile) }
         self.refusals = refusals
         // From a separate debug file, the outermost frame is still named from the binary's own
         // symbols, as llvm-symbolizer does (setbuffer, not the debug file's _IO_setbuffer).
@@ -83,7 +85,7 @@ public final class DebugImageCache: Sendable {
     public init() {}
 
     static func key(for elf: ELFFile, locator: DebugFileLocator) -> String {
-        (elf.buildID.map { $0.map { String($0, radix: 16) }.joined(separator: ":") } ?? elf.path)
+        (elf.buildID?.hex ?? elf.path)
             + "|" + locator.debugDirectories.joined(separator: ":")
     }
 
@@ -110,28 +112,12 @@ public final class DebugImageCache: Sendable {
 }
 
 public final class Symbolizer: Sendable {
-    public struct Image: Sendable {
-        public var path: String
-        public var base: UInt64
-        public var size: UInt64
-        public var elf: ELFFile?
-
-        public init(path: String, base: UInt64, size: UInt64, elf: ELFFile?) {
-            self.path = path
-            self.base = base
-            self.size = size
-            self.elf = elf
-        }
-
-        public var name: String { path.split(separator: "/").last.map(String.init) ?? path }
-    }
-
-    let images: [Image]
+    let modules: [LoadedModule]
     let locator: DebugFileLocator
     let cache: DebugImageCache
 
-    public init(images: [Image], locator: DebugFileLocator = DebugFileLocator(), cache: DebugImageCache = .shared) {
-        self.images = images.sorted { $0.base < $1.base }
+    public init(modules: [LoadedModule], locator: DebugFileLocator = DebugFileLocator(), cache: DebugImageCache = .shared) {
+        self.modules = modules.sorted { $0.base < $1.base }
         self.locator = locator
         self.cache = cache
     }
@@ -141,20 +127,19 @@ public final class Symbolizer: Sendable {
     /// the file it was opened through: "module X: debug data refused: …".
     public var refusals: [DebugDataRefusal] {
         var found: [DebugDataRefusal] = []
-        for image in images {
-            guard let elf = image.elf, let loaded = cache.loadedImage(for: elf, locator: locator) else { continue }
+        for module in modules {
+            guard let object = module.object, let loaded = cache.loadedImage(for: object, locator: locator) else { continue }
             for var refusal in loaded.refusals {
-                refusal.module = image.name
+                refusal.module = module.name
                 if !found.contains(refusal) { found.append(refusal) }
             }
         }
         return found
     }
 
-    public func image(containing address: UInt64) -> Image? {
-        guard let found = images.lastIndex(atOrBelow: address, key: \.base) else { return nil }
-        let image = images[found]
-        return address - image.base < image.size ? image : nil
+    public func module(containing address: UInt64) -> LoadedModule? {
+        guard let found = modules.lastIndex(atOrBelow: address, key: \.base) else { return nil }
+        return modules[found].contains(address) ? modules[found] : nil
     }
 
     /// The frames at `pc`: the innermost inlined function first, when debug information
@@ -162,12 +147,12 @@ public final class Symbolizer: Sendable {
     /// (every frame but the first), lookups use pc − 1, the call instruction itself.
     public func symbolicate(pc: UInt64, isReturnAddress: Bool) -> [SymbolicatedFrame] {
         var frame = SymbolicatedFrame()
-        guard let image = image(containing: pc) else { return [frame] }
-        frame.module = image.name
-        frame.moduleOffset = pc - image.base
-        guard let elf = image.elf else { return [frame] }
-        let debug = cache.image(for: elf, locator: locator)
-        let virtualPC = pc &- image.base &+ elf.imageVirtualBase
+        guard let module = module(containing: pc) else { return [frame] }
+        frame.module = module.name
+        frame.moduleOffset = pc - module.base
+        guard let object = module.object else { return [frame] }
+        let debug = cache.image(for: object, locator: locator)
+        let virtualPC = pc &- module.loadBias
         return Self.frames(in: debug, virtualAddress: virtualPC, isReturnAddress: isReturnAddress, template: frame)
     }
 

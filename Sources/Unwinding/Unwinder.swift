@@ -1,35 +1,13 @@
 // Unwinder: call stacks from registers plus an abstract memory source (DESIGN §5).
 //
 // libunwind does the DWARF CFI work (through CShims' callback address space); this file
-// supplies memory and the modules' .eh_frame_hdr tables. Memory comes from a `MemorySource`
-// (captured stacks, a live reader, a minidump) and, for addresses inside a module, from the
-// module's file on disk: code and unwind tables need not be captured to be read.
+// supplies memory and the modules' .eh_frame_hdr tables. Memory comes from the modules' files
+// first (code and unwind tables need not be captured to be read), then from a `MemoryReader`
+// (captured stacks, a live process, a minidump).
 
 import BoundedBytes
 import CShims
-import Symbolication
-
-/// Anything that can copy bytes out of a (possibly dead) process's address space.
-public protocol MemorySource: AnyObject {
-    /// Fills `buffer` from `address`; false when any byte is unavailable.
-    func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool
-}
-
-/// A module the unwinder may find code and CFI in: an ELF file loaded at `base`.
-public struct UnwindModule: Sendable {
-    public var base: UInt64
-    public var size: UInt64
-    public var elf: ELFFile?
-
-    public init(base: UInt64, size: UInt64, elf: ELFFile?) {
-        self.base = base
-        self.size = size
-        self.elf = elf
-    }
-
-    /// Load bias: runtime address − ELF virtual address.
-    var bias: UInt64 { base &- (elf?.imageVirtualBase ?? 0) }
-}
+import ObjectFile
 
 public struct UnwoundFrame: Sendable, Equatable {
     public enum Method: String, Sendable {
@@ -51,12 +29,10 @@ public struct UnwoundStack: Sendable, Equatable {
 }
 
 public final class Unwinder {
-    let memory: MemorySource
-    let modules: [UnwindModule]
-    /// Read-only, file-backed parts of the modules (code, .eh_frame, .rodata) in runtime
-    /// addresses, sorted: served straight from the mapped files, before any captured memory.
-    /// Writable segments are not here: their live contents differ from the file.
-    let fileRanges: [(start: UInt64, end: UInt64, bytes: UnsafeRawBufferPointer)]
+    let modules: [LoadedModule]
+    /// Read-only, file-backed parts of the modules (code, .eh_frame, .rodata), then `memory`,
+    /// then whatever else the files hold (a writable segment's initial contents).
+    let memory: LayeredMemory
     /// Executable ranges, runtime addresses, sorted; for scan candidates.
     let codeRanges: [Range<UInt64>]
 
@@ -64,12 +40,11 @@ public final class Unwinder {
     public var headFrames = 256
     public var frameLimit = 1_000_000
 
-    public init(memory: MemorySource, modules: [UnwindModule]) {
-        self.memory = memory
+    public init(memory: any MemoryReader, modules: [LoadedModule]) {
         self.modules = modules.sorted { $0.base < $1.base }
         var ranges: [Range<UInt64>] = []
         for module in self.modules {
-            guard let elf = module.elf else {
+            guard let object = module.object else {
                 // No file (offline, binary not found): any address in the module may be code,
                 // which is all stack scanning needs.
                 if module.size > 0, let range = UInt64.checkedRange(start: module.base, count: module.size) {
@@ -77,26 +52,19 @@ public final class Unwinder {
                 }
                 continue
             }
-            for range in elf.executableRanges {
-                let lower = range.lowerBound &+ module.bias, upper = range.upperBound &+ module.bias
+            for range in object.executableRanges {
+                let lower = range.lowerBound &+ module.loadBias, upper = range.upperBound &+ module.loadBias
                 if lower < upper { ranges.append(lower..<upper) }
             }
         }
         codeRanges = ranges.sorted { $0.lowerBound < $1.lowerBound }
-        var files: [(start: UInt64, end: UInt64, bytes: UnsafeRawBufferPointer)] = []
-        for module in self.modules {
-            guard let elf = module.elf else { continue }
-            for segment in elf.segments where segment.type == ELFSegment.load && !segment.isWritable && segment.fileSize > 0 {
-                guard let view = elf.view.slice(segment.offset, segment.fileSize) else { continue }
-                let start = segment.vaddr &+ module.bias
-                let (end, overflow) = start.addingReportingOverflow(segment.fileSize)
-                if !overflow { files.append((start, end, view.bytes)) }
-            }
-        }
-        fileRanges = files.sorted { $0.start < $1.start }
+        self.memory = LayeredMemory([
+            ImageMemory(modules: self.modules, segments: .readOnly), memory,
+            ImageMemory(modules: self.modules, segments: .all),
+        ])
     }
 
-    func module(containing address: UInt64) -> UnwindModule? {
+    func module(containing address: UInt64) -> LoadedModule? {
         moduleIndex(containing: address).map { modules[$0] }
     }
 
@@ -110,9 +78,9 @@ public final class Unwinder {
     private var builtTables: [Int: (address: UInt64, index: EHFrameIndex)?] = [:]
     static let syntheticTableBase: UInt64 = 0xFFFF_C000_0000_0000
 
-    func builtTable(moduleIndex: Int, elf: ELFFile) -> (address: UInt64, index: EHFrameIndex)? {
+    func builtTable(moduleIndex: Int, object: ELFFile) -> (address: UInt64, index: EHFrameIndex)? {
         if let cached = builtTables[moduleIndex] { return cached }
-        let built = EHFrameIndex(elf: elf).map { (Self.syntheticTableBase + UInt64(moduleIndex) << 32, $0) }
+        let built = EHFrameIndex(elf: object).map { (Self.syntheticTableBase + UInt64(moduleIndex) << 32, $0) }
         builtTables[moduleIndex] = built
         return built
     }
@@ -129,17 +97,7 @@ public final class Unwinder {
             }
             return true
         }
-        if let found = fileRanges.lastIndex(atOrBelow: address, key: \.start) {
-            let range = fileRanges[found]
-            if address < range.end && UInt64(buffer.count) <= range.end - address {
-                let offset = Int(address - range.start)
-                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: range.bytes[offset..<offset + buffer.count]))
-                return true
-            }
-        }
-        if memory.read(address, into: buffer) { return true }
-        guard let module = module(containing: address), let elf = module.elf else { return false }
-        return elf.read(virtualAddress: address &- module.bias, into: buffer)
+        return memory.readUpTo(from: address, into: buffer) == buffer.count
     }
 
     func moduleIndex(containing address: UInt64) -> Int? {
@@ -150,9 +108,8 @@ public final class Unwinder {
     }
 
     func table(for ip: UInt64) -> cp_unwind_table? {
-        guard let index = moduleIndex(containing: ip), let elf = modules[index].elf else { return nil }
-        let module = modules[index]
-        let bias = module.bias
+        guard let index = moduleIndex(containing: ip), let elf = modules[index].object else { return nil }
+        let bias = modules[index].loadBias
         let text = elf.executableRanges
         let start = (text.map(\.lowerBound).min() ?? 0) &+ bias
         let end = (text.map(\.upperBound).max() ?? 0) &+ bias
@@ -161,7 +118,7 @@ public final class Unwinder {
                 start_ip: start, end_ip: end, eh_frame_hdr: table.headerAddress &+ bias,
                 table_data: table.tableAddress &+ bias, table_entries: table.entries)
         }
-        guard let built = builtTable(moduleIndex: index, elf: elf) else { return nil }
+        guard let built = builtTable(moduleIndex: index, object: elf) else { return nil }
         return cp_unwind_table(
             start_ip: start, end_ip: end, eh_frame_hdr: built.index.base &+ bias,
             table_data: built.address, table_entries: UInt64(built.index.entries))
@@ -213,43 +170,5 @@ public final class Unwinder {
                 UnwoundFrame(pc: $0.pc, sp: $0.sp, method: methods[Int(min($0.method, 3))], isSignalFrame: $0.signal_frame != 0)
             },
             skipped: Int(skipped))
-    }
-}
-
-/// Memory made of captured regions, searched in order; for snapshots and minidumps.
-public final class RegionMemory: MemorySource {
-    public struct Region {
-        public var start: UInt64
-        public var bytes: [UInt8]
-        public init(start: UInt64, bytes: [UInt8]) {
-            self.start = start
-            self.bytes = bytes
-        }
-    }
-
-    var regions: [Region]
-    /// Consulted when no region has the bytes (for example a live process while it is stopped).
-    public var fallback: MemorySource?
-
-    public init(regions: [Region], fallback: MemorySource? = nil) {
-        self.regions = regions.sorted { $0.start < $1.start }
-        self.fallback = fallback
-    }
-
-    public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
-        let count = UInt64(buffer.count)
-        // The last region whose start is at or below the address (regions do not overlap in
-        // practice; a stack and the bytes around a pc are kept apart by capture).
-        if let found = regions.lastIndex(atOrBelow: address, key: \.start) {
-            let region = regions[found]
-            let offset = address - region.start
-            if offset <= UInt64(region.bytes.count) && count <= UInt64(region.bytes.count) - offset {
-                region.bytes.withUnsafeBytes { bytes in
-                    buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[Int(offset)..<Int(offset + count)]))
-                }
-                return true
-            }
-        }
-        return fallback?.read(address, into: buffer) ?? false
     }
 }

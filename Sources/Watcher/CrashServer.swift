@@ -8,8 +8,9 @@
 import CCrashPortProtocol
 import CShims
 import Foundation
-import Inspection
+import LiveProcess
 import ReportModel
+import Reports
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -127,7 +128,7 @@ public final class CrashServer {
         var event = Event()
         event.id = id
         event.kind = "termination"
-        event.timestamp = ReportStore.timestamp()
+        event.timestamp = Event.timestamp()
         event.process = ProcessInfoRecord(pid: pid, executable: executable, arguments: arguments)
         event.signal = SignalRecord(
             number: signal, name: SignalNames.name(signal), description: SignalNames.meaning(signal))
@@ -180,7 +181,7 @@ public final class CrashServer {
 
         let id = ReportStore.newID(pid: record.pid)
         let buildStarted = monotonicNanoseconds()
-        var event = ReportBuilder.event(for: capture, id: id, timestamp: ReportStore.timestamp())
+        var event = ReportBuilder.event(for: capture, id: id, timestamp: Event.timestamp())
         let built = monotonicNanoseconds() - buildStarted
         if record.otherCrashes > 0 {
             event.notes =

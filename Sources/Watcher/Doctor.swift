@@ -3,7 +3,8 @@
 
 import CShims
 import Foundation
-import Inspection
+import LiveProcess
+import ObjectFile
 import Symbolication
 #if canImport(Glibc)
 import Glibc

@@ -6,9 +6,10 @@
 // and the rest of the environment are passed through untouched; crashport writes only to stderr.
 
 import CShims
-import Inspection
+import LiveProcess
+import Reports
 import Foundation
-import Symbolication
+import ObjectFile
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -153,12 +153,6 @@ public struct ReportStore: Sendable {
         return "\(formatter.string(from: date))-\(pid)-\(String(repeating: "0", count: 4 - suffix.count))\(suffix)"
     }
 
-    public static func timestamp(_ date: Date = Date()) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
-    }
-
     public func path(of id: String) -> String { root + "/" + id }
 
     /// Writes a report atomically: files are produced by `write` inside a temporary directory.
@@ -261,18 +255,7 @@ public struct ReportStore: Sendable {
         do {
             return try Event.decode(data)
         } catch {
-            throw StoreError.unreadable(id: id, reason: "event.json is not valid (\(Self.describe(error)))")
-        }
-    }
-
-    static func describe(_ error: Error) -> String {
-        switch error {
-        case DecodingError.dataCorrupted(let context):
-            return context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription
-        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
-            DecodingError.keyNotFound(_, let context):
-            return context.debugDescription + " at " + context.codingPath.map(\.stringValue).joined(separator: ".")
-        default: return "\(error)"
+            throw StoreError.unreadable(id: id, reason: "event.json is not valid (\(Event.describe(decodingError: error)))")
         }
     }
 }

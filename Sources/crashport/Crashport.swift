@@ -4,6 +4,7 @@
 import ArgumentParser
 import Foundation
 import ReportModel
+import Reports
 import Watcher
 
 @main

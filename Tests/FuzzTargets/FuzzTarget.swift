@@ -17,7 +17,8 @@ import Foundation
 import ReportModel
 import Symbolication
 import Unwinding
-import Watcher
+import ObjectFile
+import Reports
 
 public enum FuzzTarget: String, CaseIterable, Sendable {
     /// ELF headers, program headers, sections, notes, build-id, symbol tables, debuglink,
@@ -150,8 +151,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         for (slot, pc) in zip(stride(from: 8, to: stack.count, by: 24), pcs.cycled(count: 64)) {
             withUnsafeBytes(of: (pc &+ 5).littleEndian) { for byte in 0..<8 { stack[slot + byte] = $0[byte] } }
         }
-        let memory = RegionMemory(regions: [RegionMemory.Region(start: stackStart, bytes: stack)])
-        let unwinder = Unwinder(memory: memory, modules: [UnwindModule(base: base, size: size, elf: elf)])
+        let memory = RegionMemory(regions: [MemoryRegion(start: stackStart, bytes: stack)])
+        let unwinder = Unwinder(
+            memory: memory, modules: [LoadedModule(path: elf.path, base: base, size: size, buildID: elf.buildID, object: elf)])
         unwinder.maxFrames = 16
         unwinder.headFrames = 8
         unwinder.frameLimit = 64
@@ -178,9 +180,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
 
     static func minidump(_ input: UnsafeRawBufferPointer) {
         guard let dump = try? Minidump(bytes: Array(input)) else { return }
-        for region in (dump.memory + dump.threads.compactMap(\.stack)).prefix(16) {
-            _ = dump.readMemory(at: region.start, count: 16)
-            _ = dump.readMemory(at: region.start &+ UInt64(region.bytes.count) &- 8, count: 16)
+        for region in (dump.memory.regions + dump.threads.compactMap(\.stack)).prefix(16) {
+            _ = dump.memory.bytes(at: region.start, count: 16)
+            _ = dump.memory.bytes(at: region.start &+ UInt64(region.bytes.count) &- 8, count: 16)
         }
         for entry in dump.streams.prefix(32) { _ = dump.stream(entry.type) }
         _ = try? OfflineSymbolicator(debugDirectories: []).symbolicate(minidump: dump, name: "fuzz.dmp")

@@ -5,7 +5,9 @@
 // truncated, corrupted and random files, which must throw and never trap. The obj2yaml test runs
 // LLVM's minidump parser (the one LLDB uses) over a written file.
 
+import BoundedBytes
 import Foundation
+import ObjectFile
 import TestSupport
 import XCTest
 
@@ -78,9 +80,9 @@ final class MinidumpTests: XCTestCase {
                 stack: stack(at: 0x7FFF_E000_0000, count: 1000, seed: 0x33)),
         ]
         let modules = [
-            ModuleInfo(path: "/usr/bin/crashme", base: 0x5555_5555_4000, size: 0x5000, buildID: exeBuildID),
-            ModuleInfo(path: "/opt/lib/libnobuildid.so", base: 0x7FFF_F7DD_0000, size: 0x20000, buildID: []),
-            ModuleInfo(path: "[vdso]", base: 0x7FFF_F7FC_1000, size: 0x2000, buildID: vdsoBuildID),
+            LoadedModule(path: "/usr/bin/crashme", base: 0x5555_5555_4000, size: 0x5000, buildID: BuildID(exeBuildID)),
+            LoadedModule(path: "/opt/lib/libnobuildid.so", base: 0x7FFF_F7DD_0000, size: 0x20000, buildID: nil),
+            LoadedModule(path: "[vdso]", base: 0x7FFF_F7FC_1000, size: 0x2000, buildID: BuildID(vdsoBuildID)),
         ]
         var files = LinuxFiles()
         files.cpuInfo = Array("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n".utf8)
@@ -276,13 +278,13 @@ final class MinidumpTests: XCTestCase {
             XCTAssertEqual(Array(bytes[(entry + 24)..<(entry + 76)]), [UInt8](repeating: 0, count: 52), "VS_FIXEDFILEINFO")
             let cvSize = Int(Self.u32(bytes, entry + 76))
             let cvRVA = Int(Self.u32(bytes, entry + 80))
-            if module.buildID.isEmpty {
-                XCTAssertEqual(cvSize, 0)
-                XCTAssertEqual(cvRVA, 0)
-            } else {
+            if let buildID = module.buildID {
                 XCTAssertEqual(cvSize, 24, "4 + a 20-byte build id, no padding")
                 XCTAssertEqual(Array(bytes[cvRVA..<(cvRVA + 4)]), Array("LEpB".utf8))
-                XCTAssertEqual(Array(bytes[(cvRVA + 4)..<(cvRVA + cvSize)]), module.buildID)
+                XCTAssertEqual(Array(bytes[(cvRVA + 4)..<(cvRVA + cvSize)]), buildID.bytes)
+            } else {
+                XCTAssertEqual(cvSize, 0)
+                XCTAssertEqual(cvRVA, 0)
             }
             XCTAssertEqual(Array(bytes[(entry + 84)..<(entry + 108)]), [UInt8](repeating: 0, count: 24), "misc + reserved")
         }
@@ -418,11 +420,11 @@ final class MinidumpTests: XCTestCase {
         XCTAssertEqual(system.system, snapshot.system)
 
         for stack in snapshot.threads.compactMap(\.stack) {
-            XCTAssertTrue(dump.memory.contains(stack), "stack at \(stack.start) in the MemoryList")
+            XCTAssertTrue(dump.memory.regions.contains(stack), "stack at \(stack.start) in the MemoryList")
         }
-        XCTAssertTrue(dump.memory.contains(snapshot.extraMemory[0]))
-        XCTAssertEqual(dump.readMemory(at: 0x5555_5555_5100 + 8, count: 4), Array(snapshot.extraMemory[0].bytes[8..<12]))
-        XCTAssertNil(dump.readMemory(at: 0x1000, count: 1))
+        XCTAssertTrue(dump.memory.regions.contains(snapshot.extraMemory[0]))
+        XCTAssertEqual(dump.memory.bytes(at: 0x5555_5555_5100 + 8, count: 4), Array(snapshot.extraMemory[0].bytes[8..<12]))
+        XCTAssertEqual(dump.memory.bytes(at: 0x1000, count: 1), [])
 
         XCTAssertEqual(dump.warnings, [])
         XCTAssertEqual(dump.stream(MD.MINIDUMP_STREAM_TYPE.LinuxMaps), snapshot.linuxFiles.maps)
@@ -449,7 +451,7 @@ final class MinidumpTests: XCTestCase {
         let dump = try Minidump(bytes: bytes)
         XCTAssertNil(dump.threads[1].stack)
         XCTAssertNil(dump.threads[2].stack)
-        XCTAssertEqual(dump.memory.count, 1)
+        XCTAssertEqual(dump.memory.regions.count, 1)
         XCTAssertEqual(dump.modules, [])
         XCTAssertEqual(dump.exception?.threadID, 9999)
         XCTAssertNil(dump.exception?.registers, "no context for a thread that is not in the list")

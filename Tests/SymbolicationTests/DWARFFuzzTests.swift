@@ -4,6 +4,7 @@
 // MappedFile(bytes:), with a fixed seed so a failure reproduces. It passes by not trapping,
 // not hanging (a wall-clock bound) and not exhausting memory; the results are not checked.
 
+import ObjectFile
 import Foundation
 import Symbolication
 import TestSupport

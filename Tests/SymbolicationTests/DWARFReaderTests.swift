@@ -4,6 +4,7 @@
 // against the fixture source (an always_inline function shows above its caller, whose line is
 // the call site).
 
+import ObjectFile
 import Foundation
 import Symbolication
 import XCTest

@@ -3,6 +3,7 @@
 // scanning a flat directory and by .gnu_debuglink; impostors (another program's debug file, a
 // file whose CRC does not match) are rejected; MiniDebugInfo is unpacked.
 
+import ObjectFile
 import Foundation
 import Symbolication
 import XCTest
@@ -63,7 +64,7 @@ final class DebugFileLocatorTests: XCTestCase {
         let id = try XCTUnwrap(try ELFFile(path: full).buildID, "the linker wrote no build-id")
         return Build(
             full: full, debug: debug, linked: linked, stripped: stripped,
-            buildID: id.map { String(format: "%02x", $0) }.joined())
+            buildID: id.hex)
     }
 
     private func place(_ file: String, atBuildID buildID: String, under root: String) throws -> String {

@@ -1,6 +1,7 @@
 // Demangling: Swift (the runtime's own simplified form), C++ (Itanium), Rust legacy and v0;
 // names that are not mangled, or cannot be demangled, stay as they are.
 
+import ObjectFile
 @testable import Symbolication
 import XCTest
 

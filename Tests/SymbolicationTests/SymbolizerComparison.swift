@@ -9,6 +9,7 @@
 // crt files) is counted apart as `symbolTableOnly`: DWARFInfo returns [] there by design and
 // the Symbolizer names it from the symbol table.
 
+import ObjectFile
 import Foundation
 import Symbolication
 import TestSupport

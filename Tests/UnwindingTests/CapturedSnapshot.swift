@@ -2,7 +2,9 @@
 // from getcontext in inner(), the stack above them, and its /proc/self/maps; with the modules
 // of those maps opened, the same inputs the watcher's unwinder gets from a capture.
 
+import BoundedBytes
 import Foundation
+import ObjectFile
 import Symbolication
 import TestSupport
 import Unwinding
@@ -10,7 +12,7 @@ import Unwinding
 struct CapturedSnapshot {
     var executable: String
     var registers: [UInt64]
-    var stack: RegionMemory.Region
+    var stack: MemoryRegion
     /// File-backed modules: path, load base (the mapping of file offset 0) and extent.
     var modules: [(path: String, base: UInt64, size: UInt64)]
 
@@ -31,7 +33,7 @@ struct CapturedSnapshot {
         let registers = (0..<27).map(u64)
         let start = u64(27), length = Int(u64(28))
         guard data.count == 29 * 8 + length else { throw TestFailure("snapshot of \(data.count) bytes, stack \(length)") }
-        let stack = RegionMemory.Region(start: start, bytes: Array(data[(29 * 8)...]))
+        let stack = MemoryRegion(start: start, bytes: Array(data[(29 * 8)...]))
         let maps = try String(contentsOfFile: mapsPath, encoding: .utf8)
         var modules: [(path: String, base: UInt64, size: UInt64)] = []
         for line in maps.split(separator: "\n") {
@@ -50,19 +52,17 @@ struct CapturedSnapshot {
         return CapturedSnapshot(executable: executable, registers: registers, stack: stack, modules: modules)
     }
 
-    func unwindModules(replacing path: String? = nil, with elf: ELFFile? = nil) -> [UnwindModule] {
+    /// The modules with their object files opened (`path`'s replaced by `object`).
+    func loadedModules(replacing path: String? = nil, with object: ELFFile? = nil) -> [LoadedModule] {
         modules.map { module in
-            let file = module.path == path ? elf : try? ELFFile(path: module.path)
-            return UnwindModule(base: module.base, size: module.size, elf: file)
+            let file = module.path == path ? object : try? ELFFile(path: module.path)
+            return LoadedModule(path: module.path, base: module.base, size: module.size, buildID: file?.buildID, object: file)
         }
     }
 
     /// The outermost function name at each frame's pc.
     func functionNames(of stack: UnwoundStack) -> [String] {
-        let symbolizer = Symbolizer(
-            images: modules.map {
-                Symbolizer.Image(path: $0.path, base: $0.base, size: $0.size, elf: try? ELFFile(path: $0.path))
-            })
+        let symbolizer = Symbolizer(modules: loadedModules())
         return stack.frames.enumerated().map { index, frame in
             symbolizer.symbolicate(pc: frame.pc, isReturnAddress: index > 0).last?.function ?? "?"
         }

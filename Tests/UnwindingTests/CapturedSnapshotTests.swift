@@ -2,14 +2,15 @@
 // took of itself, its modules opened from disk, frames named by the Symbolizer. Once with the
 // ordinary .eh_frame_hdr, once linked without it so EHFrameIndex builds the FDE table.
 
-import Symbolication
+import BoundedBytes
+import ObjectFile
 import TestSupport
 import Unwinding
 import XCTest
 
 final class CapturedSnapshotTests: XCTestCase {
     func check(_ snapshot: CapturedSnapshot, file: StaticString = #filePath, line: UInt = #line) {
-        let unwinder = Unwinder(memory: RegionMemory(regions: [snapshot.stack]), modules: snapshot.unwindModules())
+        let unwinder = Unwinder(memory: RegionMemory(regions: [snapshot.stack]), modules: snapshot.loadedModules())
         let stack = unwinder.unwind(registers: snapshot.registers)
         let names = snapshot.functionNames(of: stack)
         XCTAssertEqual(Array(names.prefix(4)), ["inner", "middle", "outer", "main"], "\(names)", file: file, line: line)
@@ -34,7 +35,7 @@ final class CapturedSnapshotTests: XCTestCase {
     /// __restore_rt) back into the faulting function and its callers.
     func testUnwindsThroughASignalFrame() throws {
         let snapshot = try CapturedSnapshot.take(label: "unwind-signal", mode: ["signal"])
-        let unwinder = Unwinder(memory: RegionMemory(regions: [snapshot.stack]), modules: snapshot.unwindModules())
+        let unwinder = Unwinder(memory: RegionMemory(regions: [snapshot.stack]), modules: snapshot.loadedModules())
         let stack = unwinder.unwind(registers: snapshot.registers)
         let names = snapshot.functionNames(of: stack)
         XCTAssertEqual(names.first, "segv_handler", "\(names)")
@@ -48,7 +49,7 @@ final class CapturedSnapshotTests: XCTestCase {
     /// frame, whose pc ReportBuilder looks up as the exact instruction, not a return address.
     func testSignalFrameFlagMarksTheInterruptedFrame() throws {
         let snapshot = try CapturedSnapshot.take(label: "unwind-signal-flag", mode: ["signal"])
-        let unwinder = Unwinder(memory: RegionMemory(regions: [snapshot.stack]), modules: snapshot.unwindModules())
+        let unwinder = Unwinder(memory: RegionMemory(regions: [snapshot.stack]), modules: snapshot.loadedModules())
         let stack = unwinder.unwind(registers: snapshot.registers)
         let names = snapshot.functionNames(of: stack)
         let faulting = try XCTUnwrap(names.firstIndex(of: "crash_here"), "\(names)")

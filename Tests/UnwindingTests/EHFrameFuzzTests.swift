@@ -4,8 +4,9 @@
 // frames, the unwinder must return, never trap or run away.
 
 import Foundation
-import Symbolication
 import TestSupport
+import BoundedBytes
+@testable import ObjectFile
 import Unwinding
 import XCTest
 
@@ -23,7 +24,7 @@ final class EHFrameFuzzTests: XCTestCase {
         // Unmutated, the bytes-backed copy unwinds to main like the file does: the rounds below
         // start from a table that works.
         let copy = try ELFFile(file: MappedFile(bytes: original, name: "copy"))
-        let baseline = Unwinder(memory: memory, modules: snapshot.unwindModules(replacing: snapshot.executable, with: copy))
+        let baseline = Unwinder(memory: memory, modules: snapshot.loadedModules(replacing: snapshot.executable, with: copy))
         XCTAssertGreaterThanOrEqual(baseline.unwind(registers: snapshot.registers).frames.count, 4)
         var rng = SplitMix64(seed: 0xE4F)
         var unwound = 0
@@ -49,7 +50,7 @@ final class EHFrameFuzzTests: XCTestCase {
                 for k in at..<min(at + 1 + rng.below(64), start + count) { bytes[k] = UInt8.random(in: 0...255, using: &rng) }
             }
             guard let elf = try? ELFFile(file: MappedFile(bytes: bytes, name: "fuzz")) else { continue }
-            let unwinder = Unwinder(memory: memory, modules: snapshot.unwindModules(replacing: snapshot.executable, with: elf))
+            let unwinder = Unwinder(memory: memory, modules: snapshot.loadedModules(replacing: snapshot.executable, with: elf))
             unwinder.maxFrames = 64
             unwinder.headFrames = 32
             unwinder.frameLimit = 10_000

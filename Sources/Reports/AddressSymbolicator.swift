@@ -4,6 +4,7 @@
 // frame first, then a blank line; "??" where unknown. Addresses come from the arguments, or
 // one per line on stdin (answered as each chunk of input arrives, so it works interactively).
 
+import ObjectFile
 import Symbolication
 #if canImport(Glibc)
 import Glibc
@@ -13,7 +14,7 @@ public struct AddressSymbolicator {
     let debug: DebugImage
     let demangle: Bool
 
-    /// Debug data of the object that was not decompressed (DWARFCompression's caps).
+    /// Debug data of the object that was not decompressed (SectionCompression's caps).
     public var refusals: [DebugDataRefusal] { debug.refusals }
 
     public init(object path: String, debugDirectories: [String], demangle: Bool) throws {

@@ -1,4 +1,4 @@
-// DWARFCompression: the one file of this module that calls zlib and liblzma.
+// SectionCompression: the one file of this module that calls zlib and liblzma.
 //
 // Compressed debug sections (SHF_COMPRESSED with ELFCOMPRESS_ZLIB, and the older `.zdebug_*`
 // form) go through zlib's `uncompress`; `.gnu_debuglink` CRCs through zlib's `crc32`;
@@ -40,31 +40,31 @@ public struct DebugDataRefusal: Error, Sendable, Equatable, CustomStringConverti
     public var description: String { "module \(module): debug data refused: \(section) \(reason)" }
 }
 
-enum DWARFCompression {
+public enum SectionCompression {
     /// The most `.gnu_debugdata` may inflate to (64 MiB).
-    static let miniDebugInfoCap = 64 << 20
+    public static let miniDebugInfoCap = 64 << 20
     /// The most liblzma may use for its dictionary while decoding `.gnu_debugdata` (128 MiB;
     /// `xz -9` needs 65 MiB).
-    static let xzMemoryLimit: UInt64 = 128 << 20
+    public static let xzMemoryLimit: UInt64 = 128 << 20
     /// The most one compressed debug section may declare and inflate to (256 MiB).
-    static let sectionCap = 256 << 20
+    public static let sectionCap = 256 << 20
 
     /// "64 MiB", "3 GiB", "1200 bytes".
-    static func describeSize(_ bytes: UInt64) -> String {
+    public static func describeSize(_ bytes: UInt64) -> String {
         if bytes >= 1 << 30 && bytes % (1 << 30) == 0 { return "\(bytes >> 30) GiB" }
         if bytes >= 1 << 20 { return "\(bytes >> 20) MiB" }
         return "\(bytes) bytes"
     }
 
     /// zlib's worst-case expansion is about 1032:1; anything claiming more is corrupt.
-    static func plausibleZlibSize(_ declared: UInt64, compressed: Int) -> Bool {
+    public static func plausibleZlibSize(_ declared: UInt64, compressed: Int) -> Bool {
         let most = UInt64(compressed).checkedMultiplying(1100)?.checkedAdding(4096) ?? .max
         return declared <= UInt64(sectionCap) && declared <= most
     }
 
     /// Why a compressed section declaring `declared` bytes from a `compressed`-byte stream is
     /// refused, or nil when it may be inflated.
-    static func sectionRefusalReason(declared: UInt64, compressed: Int) -> String? {
+    public static func sectionRefusalReason(declared: UInt64, compressed: Int) -> String? {
         if declared > UInt64(sectionCap) {
             return "declares \(describeSize(declared)), past the \(describeSize(UInt64(sectionCap))) cap"
         }
@@ -76,7 +76,7 @@ enum DWARFCompression {
 
     /// The compressed debug sections of `elf` (SHF_COMPRESSED `.debug_*` with an Elf64_Chdr,
     /// and `.zdebug_*`) whose declared size is refused; reading the headers only.
-    static func sectionRefusals(in elf: ELFFile) -> [DebugDataRefusal] {
+    public static func sectionRefusals(in elf: ELFFile) -> [DebugDataRefusal] {
         let module = elf.fileName
         var refusals: [DebugDataRefusal] = []
         for section in elf.sections {
@@ -103,7 +103,7 @@ enum DWARFCompression {
     /// Inflates a zlib stream whose decompressed size is known; nil unless it inflates to
     /// exactly `size` bytes (at most `sectionCap`: the declared size is never trusted beyond it).
     /// The caller owns the returned buffer (deallocate it).
-    static func zlibDecompress(_ input: ByteView, size: UInt64) -> UnsafeMutableRawBufferPointer? {
+    public static func zlibDecompress(_ input: ByteView, size: UInt64) -> UnsafeMutableRawBufferPointer? {
         guard size > 0, plausibleZlibSize(size, compressed: input.count), input.count > 0 else { return nil }
         let output = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(size), alignment: 16)
         var length = uLongf(size)
@@ -118,7 +118,7 @@ enum DWARFCompression {
     }
 
     /// The CRC-32 (ISO 3309, as `.gnu_debuglink` uses) of a byte buffer.
-    static func crc32(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    public static func crc32(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc: uLong = 0
         guard var pointer = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return 0 }
         var remaining = bytes.count
@@ -132,7 +132,7 @@ enum DWARFCompression {
     }
 
     /// Why `xzDecompress` gave nothing.
-    enum XZFailure: Error, Equatable {
+    public enum XZFailure: Error, Equatable {
         /// Past the cap: a bomb, or an image larger than we accept ("inflates past 64 MiB").
         case refused(String)
         /// Not a complete, valid .xz stream.
@@ -143,7 +143,9 @@ enum DWARFCompression {
     /// anonymous mapping: only the pages written cost memory), which becomes the image itself:
     /// the data is held once. liblzma stops when the buffer is full: a stream producing more is
     /// refused there, having cost `limit` bytes.
-    static func xzDecompress(_ input: ByteView, name: String, limit: Int = miniDebugInfoCap) -> Result<MappedFile, XZFailure> {
+    public static func xzDecompress(
+        _ input: ByteView, name: String, limit: Int = miniDebugInfoCap
+    ) -> Result<MappedFile, XZFailure> {
         guard input.count > 0, let source = input.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             return .failure(.corrupt)
         }

@@ -3,7 +3,7 @@
 // thread, reads plausible registers and leaves the process untraced and running.
 
 import Foundation
-import Inspection
+import LiveProcess
 import TestSupport
 import XCTest
 
@@ -23,7 +23,7 @@ final class LiveProcessTests: XCTestCase {
     func startChild() throws -> Child {
         let directory = TestSupport.temporaryDirectory("inspection")
         let executable = try TestSupport.compile(
-            [TestSupport.fixture("inspection/threads.c")], output: directory + "/threads", flags: ["-O0", "-g"],
+            [TestSupport.fixture("liveprocess/threads.c")], output: directory + "/threads", flags: ["-O0", "-g"],
             linkFlags: ["-pthread"])
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)

@@ -54,7 +54,7 @@ public final class PtraceSession {
     /// Suspends every thread; returns the stopped thread ids. Throws only when not even the
     /// first thread could be seized (ptrace denied), with the errno.
     public func suspendAll(timeoutMilliseconds: Int = 2000) throws -> [Int32] {
-        let deadline = Self.now() + UInt64(timeoutMilliseconds) * 1_000_000
+        let deadline = monotonicNanoseconds() + UInt64(timeoutMilliseconds) * 1_000_000
         var passes = 0
         while passes < 64 {
             passes += 1
@@ -62,7 +62,7 @@ public final class PtraceSession {
             let tids = ProcFiles.threads(of: pid).filter { !seized.contains($0) && !failed.contains($0) }
             if tids.isEmpty { break }
             for tid in tids {
-                if firstSeizeNanoseconds == 0 { firstSeizeNanoseconds = Self.now() }
+                if firstSeizeNanoseconds == 0 { firstSeizeNanoseconds = monotonicNanoseconds() }
                 if cp_ptrace(Self.PTRACE_SEIZE, tid, 0, 0) != 0 {
                     let error = errno
                     if error == ESRCH { continue }  // exited meanwhile
@@ -81,7 +81,7 @@ public final class PtraceSession {
                 waitForStop(tid, deadline: deadline)
             }
             // The process died under us: nothing more will appear, and nothing more can stop.
-            if Self.now() > deadline { break }
+            if monotonicNanoseconds() > deadline { break }
         }
         return stopped
     }
@@ -132,7 +132,7 @@ public final class PtraceSession {
                 seized.remove(tid)
                 return
             case .nothing:
-                if Self.now() > deadline {
+                if monotonicNanoseconds() > deadline {
                     failures.append((tid, "did not stop within the capture deadline"))
                     return
                 }
@@ -170,7 +170,7 @@ public final class PtraceSession {
         for tid in seized where cp_ptrace(Self.PTRACE_DETACH, tid, 0, UInt(pendingSignals[tid] ?? 0)) != 0 {
             remaining.append(tid)
         }
-        let deadline = Self.now() + UInt64(timeoutMilliseconds) * 1_000_000
+        let deadline = monotonicNanoseconds() + UInt64(timeoutMilliseconds) * 1_000_000
         var interrupted = Set<Int32>()
         while !remaining.isEmpty {
             remaining = remaining.filter { tid in
@@ -188,7 +188,7 @@ public final class PtraceSession {
                     return true
                 }
             }
-            if remaining.isEmpty || Self.now() > deadline { break }
+            if remaining.isEmpty || monotonicNanoseconds() > deadline { break }
             usleep(200)
         }
         if !remaining.isEmpty {
@@ -199,7 +199,7 @@ public final class PtraceSession {
         }
         seized.removeAll()
         stopped.removeAll()
-        if firstSeizeNanoseconds != 0 && releasedNanoseconds == 0 { releasedNanoseconds = Self.now() }
+        if firstSeizeNanoseconds != 0 && releasedNanoseconds == 0 { releasedNanoseconds = monotonicNanoseconds() }
     }
 
     /// Threads still traced after their session ended (tid → the leader not to reap, or 0).
@@ -221,11 +221,5 @@ public final class PtraceSession {
                 }
             }
         }
-    }
-
-    static func now() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 }

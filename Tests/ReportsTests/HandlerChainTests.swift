@@ -1,7 +1,8 @@
 // Which saved action leads to which continuation (the table the stub implements in
 // cp_handler_continue_chain and the forward-first path).
 
-@testable import Watcher
+import ReportModel
+@testable import Reports
 import XCTest
 
 final class HandlerChainTests: XCTestCase {

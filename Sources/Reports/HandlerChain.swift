@@ -2,6 +2,8 @@
 // at install (the handler below it) and the signal's policy. Mirrors the stub's
 // cp_handler_continue_chain and forward-first path; a pure function so the table is tested.
 
+import ReportModel
+
 public enum ChainContinuation: String, Sendable, Equatable {
     case forwardedToPrevious = "forwarded-to-previous"
     case defaultAction = "default-action"

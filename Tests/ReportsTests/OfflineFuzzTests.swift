@@ -3,8 +3,10 @@
 // or hang.
 
 import Foundation
+import BoundedBytes
+import ObjectFile
 import ReportModel
-@testable import Watcher
+@testable import Reports
 import XCTest
 
 final class OfflineFuzzTests: XCTestCase {
@@ -39,7 +41,7 @@ final class OfflineFuzzTests: XCTestCase {
                 ThreadSnapshot(tid: 42, name: "main", registers: registers(1), stack: stack()),
                 ThreadSnapshot(tid: 43, name: "worker", registers: registers(2), stack: stack()),
             ],
-            modules: [ModuleInfo(path: "/bin/true", base: base, size: 0x8000, buildID: [])], captureTime: 0)
+            modules: [LoadedModule(path: "/bin/true", base: base, size: 0x8000, buildID: nil)], captureTime: 0)
         let valid = MinidumpWriter().bytes(for: snapshot)
         let symbolicator = OfflineSymbolicator(debugDirectories: [])
         XCTAssertNoThrow(try symbolicator.symbolicate(minidump: Minidump(bytes: valid), name: "valid"))

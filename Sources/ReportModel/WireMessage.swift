@@ -4,8 +4,8 @@
 // the C declarations through MemoryLayout, so the header stays the single source of truth)
 // after checking magic, version, type and that `size` equals the bytes actually received.
 
+import BoundedBytes
 import CCrashPortProtocol
-import ReportModel
 
 public enum WireError: Error, CustomStringConvertible, Equatable {
     case tooShort(Int)

@@ -3,7 +3,8 @@
 // Runs after the process was released: every thread is unwound from the captured registers
 // and stacks (module code and CFI come from the ELF files), then every frame is symbolicated.
 
-import Inspection
+import BoundedBytes
+import ObjectFile
 import ReportModel
 import Symbolication
 import Unwinding
@@ -11,14 +12,11 @@ import Unwinding
 public enum ReportBuilder {
     public static func event(for capture: Capture, id: String, timestamp: String) -> Event {
         var event = event(
-            snapshot: capture.snapshot, modules: capture.modules, executable: capture.executable,
+            snapshot: capture.snapshot, executable: capture.executable,
             arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: DebugFileLocator())
         event.handlerChain = handlerChain(
             capture.record,
-            symbolizer: Symbolizer(
-                images: capture.modules.map {
-                    Symbolizer.Image(path: $0.info.path, base: $0.info.base, size: $0.info.size, elf: $0.elf)
-                }))
+            symbolizer: Symbolizer(modules: capture.snapshot.modules))
         if capture.record.forwardedFirst {
             let note =
                 capture.record.previousGaveUp
@@ -32,19 +30,13 @@ public enum ReportBuilder {
     /// An event from any snapshot (a live capture, or a minidump read offline): every thread
     /// unwound, every frame symbolicated with what `locator` finds.
     public static func event(
-        snapshot: ProcessSnapshot, modules: [LoadedModule], executable: String?, arguments: [String], notes: [String],
+        snapshot: ProcessSnapshot, executable: String?, arguments: [String], notes: [String],
         id: String, timestamp: String, locator: DebugFileLocator
     ) -> Event {
-        let unwindModules = modules.map { UnwindModule(base: $0.info.base, size: $0.info.size, elf: $0.elf) }
-        var regions = snapshot.threads.compactMap { thread in
-            thread.stack.map { RegionMemory.Region(start: $0.start, bytes: $0.bytes) }
-        }
-        regions += snapshot.extraMemory.map { RegionMemory.Region(start: $0.start, bytes: $0.bytes) }
-        let unwinder = Unwinder(memory: RegionMemory(regions: regions), modules: unwindModules)
-        let symbolizer = Symbolizer(
-            images: modules.map {
-                Symbolizer.Image(path: $0.info.path, base: $0.info.base, size: $0.info.size, elf: $0.elf)
-            }, locator: locator)
+        let modules = snapshot.modules
+        let captured = RegionMemory(regions: snapshot.threads.compactMap(\.stack) + snapshot.extraMemory)
+        let unwinder = Unwinder(memory: captured, modules: modules)
+        let symbolizer = Symbolizer(modules: modules, locator: locator)
 
         var event = Event()
         event.id = id
@@ -52,7 +44,7 @@ public enum ReportBuilder {
         event.timestamp = timestamp
         event.process = ProcessInfoRecord(
             pid: snapshot.pid, executable: executable, arguments: arguments,
-            buildID: modules.first.map { DebugFileLocator.hex($0.info.buildID) })
+            buildID: modules.first?.buildID?.hex)
         let exception = snapshot.exception
         event.signal = SignalRecord(
             number: exception.signal, name: SignalNames.name(exception.signal), code: exception.code,
@@ -95,10 +87,8 @@ public enum ReportBuilder {
             let described = event.signal?.description ?? ""
             event.signal?.description = described + "; " + reason
         }
-        event.modules = snapshot.modules.map {
-            ModuleRecord(
-                path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size),
-                buildID: $0.buildID.isEmpty ? nil : DebugFileLocator.hex($0.buildID))
+        event.modules = modules.map {
+            ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID?.hex)
         }
         event.minidump = "minidump.dmp"
         // Debug data refused (a decompression bomb, an oversized section): say whose.

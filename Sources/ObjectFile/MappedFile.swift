@@ -10,7 +10,7 @@ import BoundedBytes
 import Glibc
 #endif
 
-public enum SymbolicationError: Error, CustomStringConvertible, Equatable {
+public enum ObjectFileError: Error, CustomStringConvertible, Equatable {
     case cannotOpen(path: String, errno: Int32)
     case notELF(path: String, reason: String)
     case malformed(path: String, reason: String)
@@ -32,12 +32,12 @@ public final class MappedFile: @unchecked Sendable {
         self.path = path
         owned = false
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw SymbolicationError.cannotOpen(path: path, errno: errno) }
+        guard fd >= 0 else { throw ObjectFileError.cannotOpen(path: path, errno: errno) }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw SymbolicationError.cannotOpen(path: path, errno: errno) }
+        guard fstat(fd, &info) == 0 else { throw ObjectFileError.cannotOpen(path: path, errno: errno) }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw SymbolicationError.notELF(path: path, reason: "not a regular file")
+            throw ObjectFileError.notELF(path: path, reason: "not a regular file")
         }
         let size = Int(info.st_size)
         if size == 0 {
@@ -45,7 +45,7 @@ public final class MappedFile: @unchecked Sendable {
             return
         }
         guard let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED else {
-            throw SymbolicationError.cannotOpen(path: path, errno: errno)
+            throw ObjectFileError.cannotOpen(path: path, errno: errno)
         }
         bytes = UnsafeRawBufferPointer(start: base, count: size)
     }

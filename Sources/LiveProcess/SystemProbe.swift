@@ -2,7 +2,6 @@
 // once per watcher process.
 
 import Foundation
-import Inspection
 import ReportModel
 #if canImport(Glibc)
 import Glibc

@@ -6,16 +6,15 @@
 // unchanged. Parsing is bounded by the section size; a malformed entry ends the scan.
 
 import BoundedBytes
-import Symbolication
 
-struct EHFrameIndex {
+public struct EHFrameIndex: Sendable {
     /// Runtime-independent: relative to the .eh_frame section's ELF virtual address.
-    var base: UInt64
+    public var base: UInt64
     /// (location − base, fde − base) pairs, sorted, as little-endian int32 bytes.
-    var table: [UInt8]
-    var entries: Int
+    public var table: [UInt8]
+    public var entries: Int
 
-    init?(elf: ELFFile) {
+    public init?(elf: ELFFile) {
         guard let section = elf.section(named: ".eh_frame"), let data = elf.contents(of: section) else { return nil }
         base = section.address
         var pairs: [(Int64, Int64)] = []

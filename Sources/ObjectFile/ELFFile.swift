@@ -54,7 +54,7 @@ public final class ELFFile: Sendable {
     public let segments: [ELFSegment]
     public let sections: [ELFSection]
     /// The GNU build-id (NT_GNU_BUILD_ID), if the file has one.
-    public let buildID: [UInt8]?
+    public let buildID: BuildID?
     /// The `.eh_frame_hdr` search table, if PT_GNU_EH_FRAME names a usable one.
     public let ehFrameTable: EHFrameTable?
 
@@ -72,10 +72,10 @@ public final class ELFFile: Sendable {
         self.view = view
         let path = file.path
         guard view.has(0, 64), view.u32(0) == 0x464C_457F else {
-            throw SymbolicationError.notELF(path: path, reason: "no ELF magic")
+            throw ObjectFileError.notELF(path: path, reason: "no ELF magic")
         }
-        guard view.u8(4) == 2 else { throw SymbolicationError.notELF(path: path, reason: "not a 64-bit ELF") }
-        guard view.u8(5) == 1 else { throw SymbolicationError.notELF(path: path, reason: "not little-endian") }
+        guard view.u8(4) == 2 else { throw ObjectFileError.notELF(path: path, reason: "not a 64-bit ELF") }
+        guard view.u8(5) == 1 else { throw ObjectFileError.notELF(path: path, reason: "not little-endian") }
         type = view.u16(16)!
         machine = view.u16(18)!
         let phoff = view.u64(32)!, shoff = view.u64(40)!
@@ -87,7 +87,7 @@ public final class ELFFile: Sendable {
         var segments: [ELFSegment] = []
         if phnum > 0 {
             guard phentsize >= 56, view.has(phoff, phentsize * phnum) else {
-                throw SymbolicationError.malformed(path: path, reason: "program headers out of bounds")
+                throw ObjectFileError.malformed(path: path, reason: "program headers out of bounds")
             }
             for index in 0..<phnum {
                 let at = phoff + index * phentsize
@@ -199,7 +199,7 @@ public final class ELFFile: Sendable {
     }
 
     /// The GNU build-id (NT_GNU_BUILD_ID), from the section if present, else the PT_NOTE segments.
-    static func readBuildID(view: ByteView, sections: [ELFSection], segments: [ELFSegment]) -> [UInt8]? {
+    static func readBuildID(view: ByteView, sections: [ELFSection], segments: [ELFSegment]) -> BuildID? {
         var areas: [ByteView] = []
         if let section = sections.first(where: { $0.name == ".note.gnu.build-id" }),
             let contents = contents(of: section, in: view)
@@ -217,13 +217,13 @@ public final class ELFFile: Sendable {
 
     /// The NT_GNU_BUILD_ID note of a note area (a section, a PT_NOTE segment, or the same read
     /// from a process's memory), if any.
-    public static func buildID(inNotes area: ByteView) -> [UInt8]? {
+    public static func buildID(inNotes area: ByteView) -> BuildID? {
         var found: [UInt8]?
         notes(in: area) { name, type, desc in
             if name == "GNU" && type == UInt32(NT_GNU_BUILD_ID) { found = desc.array(0, UInt64(desc.count)) }
             return found == nil
         }
-        return found?.isEmpty == false ? found : nil
+        return found.flatMap(BuildID.init)
     }
 
     /// `.gnu_debuglink`: the name of the separate debug file and the CRC32 of its contents.

@@ -6,10 +6,9 @@
 // Where ptrace is denied (or --no-ptrace), the crashing thread is still reported from the
 // record's own stack copy.
 
-import Inspection
+import BoundedBytes
+import ObjectFile
 import ReportModel
-import Symbolication
-import Unwinding
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,20 +23,6 @@ public struct CaptureOptions: Sendable {
     public var threadStackLimit = 256 << 10
 
     public init() {}
-}
-
-public struct Capture: Sendable {
-    public var snapshot: ProcessSnapshot
-    public var modules: [LoadedModule]
-    public var executable: String?
-    public var arguments: [String]
-    public var notes: [String]
-    public var record: CrashRecord
-    /// Nanoseconds from the start of capture until the process was released.
-    public var suspendedNanoseconds: UInt64
-    /// Nanoseconds from the first PTRACE_SEIZE to the end of the last detach: the window in
-    /// which a stopped watcher would keep the program stopped too (0 without ptrace).
-    public var heldNanoseconds: UInt64 = 0
 }
 
 public enum CaptureSession {
@@ -117,8 +102,8 @@ public enum CaptureSession {
         let executable = ProcFiles.executable(of: pid)
         let modules = ModuleMap.modules(
             pid: pid, mappings: mappings, executable: executable, memory: session == nil ? nil : memory, cache: cache)
-        for module in modules where module.problem != nil {
-            notes.append("module \(module.info.path): \(module.problem!)")
+        for module in modules {
+            if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
         }
 
         // 256 bytes around the faulting instruction, clipped to its mapping, so readers can
@@ -154,10 +139,10 @@ public enum CaptureSession {
             exception: ExceptionInfo(
                 signal: record.signal, code: record.code, faultAddress: record.faultAddress,
                 senderPID: record.code <= 0 ? record.senderPID : nil),
-            threads: threads, modules: modules.map(\.info), extraMemory: extra, system: SystemProbe.current(),
+            threads: threads, modules: modules, extraMemory: extra, system: SystemProbe.current(),
             linuxFiles: files, captureTime: UInt32(clamping: Int(time(nil))), processStartTime: startTime)
         return Capture(
-            snapshot: snapshot, modules: modules, executable: executable, arguments: arguments, notes: notes,
+            snapshot: snapshot, executable: executable, arguments: arguments, notes: notes,
             record: record, suspendedNanoseconds: suspended, heldNanoseconds: held)
     }
 
@@ -180,7 +165,8 @@ public enum CaptureSession {
     }
 }
 
-func monotonicNanoseconds() -> UInt64 {
+/// CLOCK_MONOTONIC in nanoseconds: what capture timings are measured in.
+public func monotonicNanoseconds() -> UInt64 {
     var time = timespec()
     clock_gettime(CLOCK_MONOTONIC, &time)
     return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)

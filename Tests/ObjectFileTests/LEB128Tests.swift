@@ -2,7 +2,7 @@
 
 import BoundedBytes
 
-@testable import Symbolication
+import ObjectFile
 import XCTest
 
 final class LEB128Tests: XCTestCase {

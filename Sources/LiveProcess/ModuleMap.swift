@@ -4,20 +4,13 @@
 // following mappings of the same file (same path and inode); it is kept when one of them is
 // executable. The main executable comes first. Files are opened through
 // /proc/PID/map_files/START-END when possible, which names the exact inode that is mapped even
-// if the path was replaced or deleted since; the vDSO is read from memory.
+// if the path was replaced or deleted since. With the process's memory at hand, the build-id is
+// read from the mapped image itself, and a file on disk whose build-id differs is not used: it is
+// not the code that ran. The vDSO is read from memory.
 
 import BoundedBytes
-import Inspection
-import ReportModel
-import Symbolication
+import ObjectFile
 import Synchronization
-
-public struct LoadedModule: Sendable {
-    public var info: ModuleInfo
-    public var elf: ELFFile?
-    /// Why the module's file could not be read, when it could not.
-    public var problem: String?
-}
 
 /// ELF files opened for earlier captures, reused while their identity (path, inode) holds.
 /// Safe to share between threads.
@@ -62,25 +55,23 @@ enum ModuleMap {
                 index += 1
             }
             guard executable, let size = last.end.checkedSubtracting(first.start) else { continue }
-            var module = LoadedModule(info: ModuleInfo(path: first.path, base: first.start, size: size, buildID: []))
-            let key = "\(first.path)|\(first.inode)"
+            let mapped = memory.flatMap { ELFFile.buildID(ofImageAt: first.start, in: $0) }
+            var module = LoadedModule(path: first.path, base: first.start, size: size, buildID: mapped)
             do {
-                let elf = try cache.file(key: key) {
+                let object = try cache.file(key: "\(first.path)|\(first.inode)") {
                     let mapFile = "/proc/\(pid)/map_files/\(String(first.start, radix: 16))-\(String(first.end, radix: 16))"
                     if let file = try? ELFFile(path: mapFile) { return file }
                     return try ELFFile(path: first.path.hasSuffix(" (deleted)") ? String(first.path.dropLast(10)) : first.path)
                 }
-                module.elf = elf
-                module.info.buildID = elf.buildID ?? []
-                if let memory, let mapped = mappedBuildID(elf: elf, base: first.start, memory: memory),
-                    !mapped.isEmpty, mapped != module.info.buildID
-                {
-                    // The file was replaced since it was mapped: trust the memory, and do not
-                    // symbolicate with a file that is not the code that ran.
+                let onDisk = object.buildID
+                if let mapped, mapped != onDisk {
+                    // The file was replaced since it was mapped: do not symbolicate with a file
+                    // that is not the code that ran.
                     module.problem =
-                        "the file on disk (build-id \(DebugFileLocator.hex(module.info.buildID))) is not what was mapped (build-id \(DebugFileLocator.hex(mapped))); not symbolicated from it"
-                    module.info.buildID = mapped
-                    module.elf = nil
+                        "the file on disk (build-id \(onDisk?.hex ?? "none")) is not what was mapped (build-id \(mapped.hex)); not symbolicated from it"
+                } else {
+                    module.object = object
+                    module.buildID = onDisk
                 }
             } catch {
                 module.problem = "\(error)"
@@ -88,32 +79,20 @@ enum ModuleMap {
             modules.append(module)
         }
         // The main executable first.
-        if let executable, let position = modules.firstIndex(where: { $0.info.path == executable }), position > 0 {
+        if let executable, let position = modules.firstIndex(where: { $0.path == executable }), position > 0 {
             modules.insert(modules.remove(at: position), at: 0)
         }
         return modules
     }
 
-    /// The GNU build-id read from the mapped image itself, through the file's PT_NOTE
-    /// headers (notes lie in the first PT_LOAD, which is mapped at the module base).
-    static func mappedBuildID(elf: ELFFile, base: UInt64, memory: ProcessMemory) -> [UInt8]? {
-        for segment in elf.segments where segment.type == ELFSegment.note && segment.fileSize <= 4096 {
-            let address = base &+ (segment.vaddr &- elf.imageVirtualBase)
-            let bytes = memory.bytes(at: address, count: Int(segment.fileSize))
-            guard bytes.count == Int(segment.fileSize) else { continue }
-            if let found = bytes.withUnsafeBytes({ ELFFile.buildID(inNotes: ByteView($0)) }) { return found }
-        }
-        return nil
-    }
-
     static func vdso(_ mapping: MemoryMapping, memory: ProcessMemory?) -> LoadedModule {
         let size = mapping.end.checkedSubtracting(mapping.start) ?? 0
-        var module = LoadedModule(info: ModuleInfo(path: "[vdso]", base: mapping.start, size: size, buildID: []))
+        var module = LoadedModule(path: "[vdso]", base: mapping.start, size: size, buildID: nil)
         guard let memory, size > 0, size <= 1 << 20 else { return module }
         let bytes = memory.bytes(at: mapping.start, count: Int(size))
-        if let elf = try? ELFFile(file: MappedFile(bytes: bytes, name: "[vdso]")) {
-            module.elf = elf
-            module.info.buildID = elf.buildID ?? []
+        if let object = try? ELFFile(file: MappedFile(bytes: bytes, name: "[vdso]")) {
+            module.object = object
+            module.buildID = object.buildID
         }
         return module
     }

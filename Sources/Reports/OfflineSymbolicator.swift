@@ -5,6 +5,7 @@
 // only match by build-id. Never touches a live process.
 
 import Foundation
+import ObjectFile
 import ReportModel
 import Symbolication
 
@@ -39,7 +40,7 @@ public struct OfflineSymbolicator {
             event = try Event.decode(data)
         } catch {
             if data.first == UInt8(ascii: "{") {
-                throw OfflineError.unreadable(path: path, reason: "not a valid event (\(ReportStore.describe(error)))")
+                throw OfflineError.unreadable(path: path, reason: "not a valid event (\(Event.describe(decodingError: error)))")
             }
             throw OfflineError.unrecognised(path: path)
         }
@@ -48,11 +49,11 @@ public struct OfflineSymbolicator {
 
     /// The ELF image of a module here: its own path if the build-id still matches, else one
     /// found by build-id.
-    func image(path: String?, buildID: [UInt8]) -> ELFFile? {
+    func image(path: String?, buildID: BuildID?) -> ELFFile? {
         if let path, path.hasPrefix("/"), let file = try? ELFFile(path: path) {
-            if buildID.isEmpty || file.buildID == buildID { return file }
+            if buildID == nil || file.buildID == buildID { return file }
         }
-        return buildID.isEmpty ? nil : locator.file(forBuildID: buildID)
+        return buildID.flatMap { locator.file(forBuildID: $0) }
     }
 
     /// Re-symbolicates every frame of an event from its module and module offset.
@@ -63,8 +64,7 @@ public struct OfflineSymbolicator {
         for module in event.modules ?? [] {
             guard let path = module.path else { continue }
             let name = path.split(separator: "/").last.map(String.init) ?? path
-            let buildID = module.buildID.map(Self.bytes(hex:)) ?? []
-            let found = image(path: path, buildID: buildID)
+            let found = image(path: path, buildID: module.buildID.flatMap { BuildID(hex: $0) })
             images[name] = found
             if found == nil && path != "[vdso]" {
                 notes.append(
@@ -119,14 +119,15 @@ public struct OfflineSymbolicator {
     /// CFI, symbols and lines from the binaries and debug files found by build-id.
     public func symbolicate(minidump: Minidump, name: String) throws -> Event {
         var notes: [String] = []
-        let modules: [LoadedModule] = minidump.modules.map { info in
-            let file = image(path: info.path, buildID: info.buildID)
-            if file == nil && info.path != "[vdso]" {
+        let modules: [LoadedModule] = minidump.modules.map { module in
+            var module = module
+            module.object = image(path: module.path, buildID: module.buildID)
+            if module.object == nil && module.path != "[vdso]" {
                 notes.append(
-                    "no binary or debug file for \(info.name) (build-id \(info.buildID.isEmpty ? "none" : DebugFileLocator.hex(info.buildID))): its frames keep module+offset"
+                    "no binary or debug file for \(module.name) (build-id \(module.buildID?.hex ?? "none")): its frames keep module+offset"
                 )
             }
-            return LoadedModule(info: info, elf: file, problem: nil)
+            return module
         }
         guard let exception = minidump.exception else {
             throw OfflineError.unreadable(path: name, reason: "the minidump has no exception stream")
@@ -141,27 +142,17 @@ public struct OfflineSymbolicator {
         let stacks = Set(threads.compactMap { $0.stack?.start })
         let snapshot = ProcessSnapshot(
             pid: minidump.pid ?? 0, crashedThreadID: Int32(bitPattern: exception.threadID),
-            exception: exception.info, threads: threads, modules: minidump.modules,
-            extraMemory: minidump.memory.filter { !stacks.contains($0.start) }, captureTime: minidump.timeDateStamp)
+            exception: exception.info, threads: threads, modules: modules,
+            extraMemory: minidump.memory.regions.filter { !stacks.contains($0.start) }, captureTime: minidump.timeDateStamp)
         let arguments =
             minidump.stream(MinidumpFormat.MINIDUMP_STREAM_TYPE.LinuxCmdLine).map { bytes in
                 bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
             } ?? []
         var event = ReportBuilder.event(
-            snapshot: snapshot, modules: modules, executable: minidump.modules.first?.path, arguments: arguments,
+            snapshot: snapshot, executable: minidump.modules.first?.path, arguments: arguments,
             notes: notes + minidump.warnings, id: (name as NSString).lastPathComponent,
-            timestamp: ReportStore.timestamp(Date(timeIntervalSince1970: TimeInterval(minidump.timeDateStamp))), locator: locator)
+            timestamp: Event.timestamp(Date(timeIntervalSince1970: TimeInterval(minidump.timeDateStamp))), locator: locator)
         event.minidump = name
         return event
-    }
-
-    static func bytes(hex: String) -> [UInt8] {
-        var result: [UInt8] = []
-        var iterator = hex.utf8.makeIterator()
-        while let high = iterator.next(), let low = iterator.next() {
-            guard let byte = UInt8(String(decoding: [high, low], as: UTF8.self), radix: 16) else { return [] }
-            result.append(byte)
-        }
-        return result
     }
 }

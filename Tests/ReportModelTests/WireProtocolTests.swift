@@ -1,9 +1,9 @@
 // The wire ABI as Swift sees it must equal what the C header static-asserts, and the decoder
 // must reject every malformed message with a reason.
 
+import BoundedBytes
 import CCrashPortProtocol
-import ReportModel
-@testable import Watcher
+@testable import ReportModel
 import XCTest
 
 final class WireProtocolTests: XCTestCase {
@@ -85,14 +85,5 @@ final class WireProtocolTests: XCTestCase {
         let header = try WireHeader(bytes: bytes)
         XCTAssertEqual(header.type, CP_MSG_VERDICT.rawValue)
         XCTAssertEqual(bytes[24], 77)
-    }
-
-    func testSignalNames() {
-        XCTAssertEqual(SignalNames.name(11), "SIGSEGV")
-        XCTAssertEqual(SignalNames.codeName(signal: 11, code: 1), "SEGV_MAPERR")
-        XCTAssertEqual(SignalNames.codeName(signal: 6, code: -6), "SI_TKILL")
-        XCTAssertEqual(SignalNames.codeName(signal: 7, code: 2), "BUS_ADRERR")
-        XCTAssertEqual(SignalNames.number("segv"), 11)
-        XCTAssertEqual(SignalNames.describe(signal: 8, code: 1), "arithmetic exception: integer divide by zero (FPE_INTDIV)")
     }
 }

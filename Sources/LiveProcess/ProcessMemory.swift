@@ -1,0 +1,35 @@
+// ProcessMemory: another process's memory as a MemoryReader, read with process_vm_readv,
+// falling back to pread on /proc/PID/mem (which also works on pages process_vm_readv refuses,
+// such as PROT_NONE guard regions it cannot fault in). Both need ptrace-attach permission.
+
+import BoundedBytes
+import CShims
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Not shared between threads: it opens /proc/PID/mem on first need and keeps it (one reader per
+/// capture, used by the capturing thread).
+public final class ProcessMemory: MemoryReader {
+    public let pid: Int32
+    private var memFD: Int32 = -1
+
+    public init(pid: Int32) {
+        self.pid = pid
+    }
+
+    deinit {
+        if memFD >= 0 { close(memFD) }
+    }
+
+    public func readUpTo(from address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        guard buffer.count > 0, let base = buffer.baseAddress else { return 0 }
+        let count = cp_read_process_memory(pid, address, base, UInt(buffer.count))
+        if count > 0 { return count }
+        if memFD < 0 { memFD = open("/proc/\(pid)/mem", O_RDONLY | O_CLOEXEC) }
+        guard memFD >= 0, address <= UInt64(Int64.max) else { return 0 }
+        let read = pread(memFD, base, buffer.count, off_t(address))
+        return max(read, 0)
+    }
+}
