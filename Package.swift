@@ -102,7 +102,7 @@ let package = Package(
         .testTarget(name: "SymbolicationTests", dependencies: ["BoundedBytes", "ObjectFile", "Symbolication", "TestSupport"]),
         .testTarget(
             name: "UnwindingTests", dependencies: ["BoundedBytes", "ObjectFile", "Symbolication", "Unwinding", "TestSupport"]),
-        .testTarget(name: "LiveProcessTests", dependencies: ["LiveProcess", "ObjectFile", "TestSupport"]),
+        .testTarget(name: "LiveProcessTests", dependencies: ["LiveProcess", "ObjectFile", "ReportModel", "TestSupport"]),
         .testTarget(name: "ReportsTests", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher", "ReportModel", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"]),

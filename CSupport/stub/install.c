@@ -325,9 +325,9 @@ static void cp_install_forget(void)
     cp_state.timing_fd = -1;
 }
 
-static int cp_install_locked(const crashport_options *options)
+/* The crash socket: options->fd, else CRASHPORT_FD. Returns the fd, or -EINVAL (said why). */
+static int cp_install_socket(const crashport_options *options)
 {
-    /* 1. The socket. */
     char name[64];
     int fd = options->fd;
     if (fd == -1) {
@@ -351,26 +351,75 @@ static int cp_install_locked(const crashport_options *options)
         cp_install_say("%s is not a crashport socket; crash reporting is off", name);
         return -EINVAL;
     }
+    return fd;
+}
 
-    /* 2. The verdict timeout. */
-    uint32_t timeout_ms = CP_DEFAULT_TIMEOUT_MS;
-    if (options->timeout_ms != 0) {
-        timeout_ms = options->timeout_ms;
-    } else {
-        const char *text = getenv("CRASHPORT_TIMEOUT_MS");
-        unsigned long long parsed = 0;
-        if (text != NULL) {
-            if (cp_install_parse(text, 1, UINT32_MAX, &parsed)) {
-                timeout_ms = (uint32_t)parsed;
-            } else {
-                cp_install_say("CRASHPORT_TIMEOUT_MS=%s is not a positive number of "
-                               "milliseconds; using %u",
-                               text, CP_DEFAULT_TIMEOUT_MS);
-            }
+/* How long the handler waits for the verdict: the option, else CRASHPORT_TIMEOUT_MS, else
+ * the default. */
+static uint32_t cp_install_timeout(const crashport_options *options)
+{
+    if (options->timeout_ms != 0) return options->timeout_ms;
+    const char *text = getenv("CRASHPORT_TIMEOUT_MS");
+    unsigned long long parsed = 0;
+    if (text == NULL) return CP_DEFAULT_TIMEOUT_MS;
+    if (cp_install_parse(text, 1, UINT32_MAX, &parsed)) return (uint32_t)parsed;
+    cp_install_say("CRASHPORT_TIMEOUT_MS=%s is not a positive number of milliseconds; using %u",
+                   text, CP_DEFAULT_TIMEOUT_MS);
+    return CP_DEFAULT_TIMEOUT_MS;
+}
+
+/* The forward-first signals: the option, else CRASHPORT_FORWARD_FIRST, else none. */
+static uint64_t cp_install_forward_first(const crashport_options *options)
+{
+    uint64_t forward_first = options->forward_first;
+    const char *text = getenv("CRASHPORT_FORWARD_FIRST");
+    if (forward_first == 0 && text != NULL && *text != '\0') {
+        char bad[32] = "";
+        if (!cp_install_parse_signals(text, &forward_first, bad, sizeof bad)) {
+            cp_install_say("CRASHPORT_FORWARD_FIRST=%s: unknown signal \"%s\"; every signal is "
+                           "reported first, then forwarded",
+                           text, bad);
+            forward_first = 0;
         }
     }
+    return forward_first;
+}
 
-    /* Signals: SIGKILL and SIGSTOP cannot be caught; bit 0 is no signal. */
+/* Lets the watcher at the other end of the socket ptrace us (Yama's PR_SET_PTRACER), and
+ * remembers its pid for forked children. The pid comes from the socket's credentials. */
+static void cp_install_allow_watcher(int fd)
+{
+    struct ucred peer;
+    socklen_t peer_length = sizeof peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_length) == 0 && peer.pid > 0 &&
+        peer.pid != getpid()) {
+        cp_state.watcher_pid = peer.pid;
+        /* EINVAL: no Yama, nothing to allow. Any other failure leaves the watcher with the
+         * record's stack copy, which needs no ptrace. */
+        (void)prctl(PR_SET_PTRACER, (unsigned long)peer.pid, 0, 0, 0);
+    }
+}
+
+/* The bench's timing fd (CRASHPORT_TIMING_FD), when it names an open descriptor. */
+static void cp_install_timing_fd(void)
+{
+    const char *timing = getenv("CRASHPORT_TIMING_FD");
+    if (timing == NULL) return;
+    unsigned long long parsed = 0;
+    if (cp_install_parse(timing, 0, INT_MAX, &parsed) && fcntl((int)parsed, F_GETFD) != -1) {
+        cp_state.timing_fd = (int)parsed;
+    } else {
+        cp_install_say("CRASHPORT_TIMING_FD=%s is not an open fd; timing is off", timing);
+    }
+}
+
+static int cp_install_locked(const crashport_options *options)
+{
+    /* 1. The socket, the timeout and the signal sets, checked before anything is changed. */
+    int fd = cp_install_socket(options);
+    if (fd < 0) return fd;
+    uint32_t timeout_ms = cp_install_timeout(options);
+    /* SIGKILL and SIGSTOP cannot be caught; bit 0 is no signal. */
     uint64_t signals = options->signals != 0 ? options->signals : CP_DEFAULT_SIGNALS;
     if (signals & (CP_BIT(0) | CP_BIT(SIGKILL) | CP_BIT(SIGSTOP))) {
         cp_install_say("signal set 0x%llx has bit 0, SIGKILL or SIGSTOP, which cannot be "
@@ -378,21 +427,9 @@ static int cp_install_locked(const crashport_options *options)
                        (unsigned long long)signals);
         return -EINVAL;
     }
+    uint64_t forward_first = cp_install_forward_first(options);
 
-    /* Forward-first signals: the option, else CRASHPORT_FORWARD_FIRST, else none. */
-    uint64_t forward_first = options->forward_first;
-    const char *forward_text = getenv("CRASHPORT_FORWARD_FIRST");
-    if (forward_first == 0 && forward_text != NULL && *forward_text != '\0') {
-        char bad[32] = "";
-        if (!cp_install_parse_signals(forward_text, &forward_first, bad, sizeof bad)) {
-            cp_install_say("CRASHPORT_FORWARD_FIRST=%s: unknown signal \"%s\"; every signal is "
-                           "reported first, then forwarded",
-                           forward_text, bad);
-            forward_first = 0;
-        }
-    }
-
-    /* 3. Everything the handler needs, allocated now. */
+    /* 2. Everything the handler needs, allocated now. */
     void *record = mmap(NULL, sizeof(cp_crash), PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (record == MAP_FAILED) {
@@ -405,29 +442,10 @@ static int cp_install_locked(const crashport_options *options)
     cp_state.fd = fd;
     cp_state.timeout_ms = timeout_ms;
     cp_state.forward_first = forward_first & signals;
+    cp_install_allow_watcher(fd);
+    cp_install_timing_fd();
 
-    struct ucred peer;
-    socklen_t peer_length = sizeof peer;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_length) == 0 && peer.pid > 0 &&
-        peer.pid != getpid()) {
-        cp_state.watcher_pid = peer.pid;
-        /* EINVAL: no Yama, nothing to allow. Any other failure leaves the watcher with the
-         * record's stack copy, which needs no ptrace. */
-        (void)prctl(PR_SET_PTRACER, (unsigned long)peer.pid, 0, 0, 0);
-    }
-
-    /* 7. The bench's timing fd. */
-    const char *timing = getenv("CRASHPORT_TIMING_FD");
-    if (timing != NULL) {
-        unsigned long long parsed = 0;
-        if (cp_install_parse(timing, 0, INT_MAX, &parsed) && fcntl((int)parsed, F_GETFD) != -1) {
-            cp_state.timing_fd = (int)parsed;
-        } else {
-            cp_install_say("CRASHPORT_TIMING_FD=%s is not an open fd; timing is off", timing);
-        }
-    }
-
-    /* 5. The handlers (the previous action of each saved first). */
+    /* 3. The handlers (the previous action of each saved first). */
     int failed_signo = 0;
     int error = cp_install_handlers(signals, &failed_signo);
     if (error != 0) {
@@ -446,11 +464,11 @@ static int cp_install_locked(const crashport_options *options)
                        strerror(-altstack_error));
     }
 
-    /* Every thread created from now on gets its own alternate stack (threads.c). */
+    /* 5. Every thread created from now on gets its own alternate stack (threads.c), and a
+     * forked child allows the watcher again. */
     if (!cp_thread_key_ready && pthread_key_create(&cp_thread_key, cp_thread_release) == 0) {
         __atomic_store_n(&cp_thread_key_ready, 1, __ATOMIC_RELEASE);
     }
-
     static bool atfork_registered;
     if (!atfork_registered && cp_state.watcher_pid > 0) {
         atfork_registered = pthread_atfork(NULL, NULL, cp_install_after_fork_in_child) == 0;

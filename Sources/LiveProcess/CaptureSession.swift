@@ -30,102 +30,27 @@ public enum CaptureSession {
         let started = monotonicNanoseconds()
         let pid = record.pid
         var notes: [String] = []
-        var threads: [ThreadSnapshot] = []
-        let memory = ProcessMemory(pid: pid)
-        var session: PtraceSession?
-        if options.usePtrace {
-            let candidate = PtraceSession(pid: pid)
-            do {
-                _ = try candidate.suspendAll()
-                session = candidate
-                for failure in candidate.failures { notes.append("thread \(failure.tid) not suspended: \(failure.reason)") }
-            } catch {
-                if Self.hasExited(pid: pid) {
-                    notes.append(
-                        "the process had already exited when the watcher got to it (the stub stops waiting after its timeout, CRASHPORT_TIMEOUT_MS); the crashing thread comes from the record's stack copy"
-                    )
-                } else {
-                    notes.append(
-                        "ptrace denied (\(error)); other threads, their registers and the live stack were not captured; the crashing thread comes from the record's stack copy"
-                    )
-                }
-            }
-        } else {
+        let session = options.usePtrace ? suspend(pid, notes: &notes) : nil
+        if !options.usePtrace {
             notes.append(
                 "ptrace not used (--no-ptrace); other threads were not captured; the crashing thread comes from the record's stack copy"
             )
         }
-
+        let memory = ProcessMemory(pid: pid)
         let mapsBytes = ProcFiles.read("/proc/\(pid)/maps")
         let mappings = mapsBytes.map { MemoryMapping.parse(String(decoding: $0, as: UTF8.self)) } ?? []
         if mapsBytes == nil { notes.append("/proc/\(pid)/maps unreadable: modules unknown") }
 
-        func stack(from sp: UInt64, limit: Int) -> MemoryRegion? {
-            let start = sp &- 128
-            // After a stack overflow sp lies in the guard page just below the stack mapping.
-            guard
-                let mapping = mappings.first(where: { $0.contains(start) || $0.contains(sp) })
-                    ?? mappings.first(where: { $0.start > sp && $0.start - sp <= 4 * 4096 && $0.readable })
-            else { return nil }
-            let from = max(start, mapping.start)
-            let count = Int(min(UInt64(limit), mapping.end - from))
-            let bytes = memory.bytes(at: from, count: count)
-            return bytes.isEmpty ? nil : MemoryRegion(start: from, bytes: bytes)
-        }
-
-        // The crashing thread: registers from the record, stack from the live process if we hold
-        // it (it may extend past the record's copy), else the record's copy.
-        var crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
-        if session != nil, let live = stack(from: record.registers.rsp, limit: options.crashedThreadStackLimit),
-            live.bytes.count > record.stack.bytes.count
-        {
-            crashed.stack = live
-        }
-        if crashed.name.isEmpty { crashed.name = ProcFiles.threadName(pid: pid, tid: record.tid) }
-        threads.append(crashed)
-
-        if let session {
-            for tid in session.stopped where tid != record.tid {
-                do {
-                    let registers = try session.registers(of: tid)
-                    let set = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
-                    threads.append(
-                        ThreadSnapshot(
-                            tid: tid, name: ProcFiles.threadName(pid: pid, tid: tid), registers: set,
-                            stack: stack(from: set.rsp, limit: options.threadStackLimit)))
-                } catch {
-                    notes.append("thread \(tid): \(error)")
-                }
-            }
-        }
-
+        let stacks = StackReader(mappings: mappings, memory: memory)
+        let threads = threadSnapshots(record: record, session: session, stacks: stacks, options: options, notes: &notes)
         let executable = ProcFiles.executable(of: pid)
         let modules = ModuleMap.modules(
             pid: pid, mappings: mappings, executable: executable, memory: session == nil ? nil : memory, cache: cache)
         for module in modules {
             if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
         }
-
-        // 256 bytes around the faulting instruction, clipped to its mapping, so readers can
-        // show the instruction (unless it is already inside a captured stack).
-        var extra: [MemoryRegion] = []
-        let pc = record.registers.rip
-        if session != nil, let mapping = mappings.first(where: { $0.contains(pc) }), mapping.readable,
-            !threads.contains(where: { $0.stack?.contains(pc) ?? false })
-        {
-            let from = max(mapping.start, pc &- 128), to = min(mapping.end, pc &+ 128)
-            let bytes = memory.bytes(at: from, count: Int(to - from))
-            if !bytes.isEmpty { extra.append(MemoryRegion(start: from, bytes: bytes)) }
-        }
-
-        var files = LinuxFiles()
-        files.cpuInfo = ProcFiles.read("/proc/cpuinfo")
-        files.procStatus = ProcFiles.read("/proc/\(pid)/status")
-        files.lsbRelease = ProcFiles.read("/etc/lsb-release") ?? ProcFiles.read("/etc/os-release")
-        files.cmdLine = ProcFiles.read("/proc/\(pid)/cmdline")
-        files.auxv = ProcFiles.read("/proc/\(pid)/auxv")
-        files.maps = mapsBytes
-        if options.captureEnvironment { files.environ = ProcFiles.read("/proc/\(pid)/environ") }
+        let extra = session == nil ? [] : instructionBytes(at: record.registers.rip, threads: threads, stacks: stacks)
+        let files = linuxFiles(pid: pid, maps: mapsBytes, environment: options.captureEnvironment)
         let arguments = ProcFiles.arguments(of: pid)
         let startTime = processStartTime(pid: pid)
 
@@ -146,14 +71,111 @@ public enum CaptureSession {
             record: record, suspendedNanoseconds: suspended, heldNanoseconds: held)
     }
 
+    /// Stops every thread; nil (with a note saying why) when ptrace is denied or the process is
+    /// already gone.
+    static func suspend(_ pid: ProcessID, notes: inout [String]) -> PtraceSession? {
+        let session = PtraceSession(pid: pid)
+        do {
+            _ = try session.suspendAll()
+            for failure in session.failures { notes.append("thread \(failure.tid) not suspended: \(failure.reason)") }
+            return session
+        } catch {
+            if Self.hasExited(pid: pid) {
+                notes.append(
+                    "the process had already exited when the watcher got to it (the stub stops waiting after its timeout, CRASHPORT_TIMEOUT_MS); the crashing thread comes from the record's stack copy"
+                )
+            } else {
+                notes.append(
+                    "ptrace denied (\(error)); other threads, their registers and the live stack were not captured; the crashing thread comes from the record's stack copy"
+                )
+            }
+            return nil
+        }
+    }
+
+    /// Reads a thread's stack from its stack pointer (less the red zone) towards the end of its
+    /// mapping.
+    struct StackReader {
+        let mappings: [MemoryMapping]
+        let memory: ProcessMemory
+
+        func stack(from sp: UInt64, limit: Int) -> MemoryRegion? {
+            let start = sp &- 128
+            // After a stack overflow sp lies in the guard page just below the stack mapping.
+            guard
+                let mapping = mappings.first(where: { $0.contains(start) || $0.contains(sp) })
+                    ?? mappings.first(where: { $0.start > sp && $0.start - sp <= 4 * 4096 && $0.readable })
+            else { return nil }
+            let from = max(start, mapping.start)
+            let count = Int(min(UInt64(limit), mapping.end - from))
+            let bytes = memory.bytes(at: from, count: count)
+            return bytes.isEmpty ? nil : MemoryRegion(start: from, bytes: bytes)
+        }
+    }
+
+    /// The crashing thread first, with the registers of the fault from the record (not of its
+    /// handler now) and the live stack when we hold the process (it may extend past the record's
+    /// copy); then every other stopped thread.
+    static func threadSnapshots(
+        record: CrashRecord, session: PtraceSession?, stacks: StackReader, options: CaptureOptions, notes: inout [String]
+    ) -> [ThreadSnapshot] {
+        let pid = record.pid
+        var crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
+        if session != nil, let live = stacks.stack(from: record.registers.rsp, limit: options.crashedThreadStackLimit),
+            live.bytes.count > record.stack.bytes.count
+        {
+            crashed.stack = live
+        }
+        if crashed.name.isEmpty { crashed.name = ProcFiles.threadName(pid: pid, tid: record.tid) }
+        var threads = [crashed]
+        guard let session else { return threads }
+        for tid in session.stopped where tid != record.tid {
+            do {
+                let registers = try session.registers(of: tid)
+                let set = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
+                threads.append(
+                    ThreadSnapshot(
+                        tid: tid, name: ProcFiles.threadName(pid: pid, tid: tid), registers: set,
+                        stack: stacks.stack(from: set.rsp, limit: options.threadStackLimit)))
+            } catch {
+                notes.append("thread \(tid): \(error)")
+            }
+        }
+        return threads
+    }
+
+    /// 256 bytes around the faulting instruction, clipped to its mapping, so readers can show
+    /// the instruction (unless it is already inside a captured stack).
+    static func instructionBytes(at pc: UInt64, threads: [ThreadSnapshot], stacks: StackReader) -> [MemoryRegion] {
+        guard let mapping = stacks.mappings.first(where: { $0.contains(pc) }), mapping.readable,
+            !threads.contains(where: { $0.stack?.contains(pc) ?? false })
+        else { return [] }
+        let from = max(mapping.start, pc &- 128), to = min(mapping.end, pc &+ 128)
+        let bytes = stacks.memory.bytes(at: from, count: Int(to - from))
+        return bytes.isEmpty ? [] : [MemoryRegion(start: from, bytes: bytes)]
+    }
+
+    /// The raw Linux files the minidump keeps (the environment only when asked).
+    static func linuxFiles(pid: ProcessID, maps: [UInt8]?, environment: Bool) -> LinuxFiles {
+        var files = LinuxFiles()
+        files.cpuInfo = ProcFiles.read("/proc/cpuinfo")
+        files.procStatus = ProcFiles.read("/proc/\(pid)/status")
+        files.lsbRelease = ProcFiles.read("/etc/lsb-release") ?? ProcFiles.read("/etc/os-release")
+        files.cmdLine = ProcFiles.read("/proc/\(pid)/cmdline")
+        files.auxv = ProcFiles.read("/proc/\(pid)/auxv")
+        files.maps = maps
+        if environment { files.environ = ProcFiles.read("/proc/\(pid)/environ") }
+        return files
+    }
+
     /// Whether the process is gone or a zombie (/proc/PID/stat state Z or X).
-    static func hasExited(pid: Int32) -> Bool {
+    static func hasExited(pid: ProcessID) -> Bool {
         guard let state = ProcFiles.statFields(of: pid)?.first else { return true }
         return state == "Z" || state == "X"
     }
 
     /// Unix seconds at which the process started: /proc/PID/stat field 22 / CLK_TCK + btime.
-    static func processStartTime(pid: Int32) -> UInt32? {
+    static func processStartTime(pid: ProcessID) -> UInt32? {
         // fields[0] is field 3 (state); field 22 is fields[19].
         guard let fields = ProcFiles.statFields(of: pid), fields.count > 19, let ticks = UInt64(fields[19]) else { return nil }
         guard let procStat = ProcFiles.readText("/proc/stat"),

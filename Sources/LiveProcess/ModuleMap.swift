@@ -11,6 +11,7 @@
 import BoundedBytes
 import ObjectFile
 import Synchronization
+import ReportModel
 
 /// ELF files opened for earlier captures, reused while their identity (path, inode) holds.
 /// Safe to share between threads.
@@ -33,7 +34,7 @@ public final class ELFCache: Sendable {
 
 enum ModuleMap {
     static func modules(
-        pid: Int32, mappings: [MemoryMapping], executable: String?, memory: ProcessMemory?, cache: ELFCache
+        pid: ProcessID, mappings: [MemoryMapping], executable: String?, memory: ProcessMemory?, cache: ELFCache
     ) -> [LoadedModule] {
         var modules: [LoadedModule] = []
         var index = 0

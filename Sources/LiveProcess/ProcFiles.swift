@@ -3,6 +3,8 @@
 // /proc files report size 0, so they are read in a loop until EOF. Every parse is defensive:
 // a line that does not parse is skipped, never fatal.
 
+import ReportModel
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,25 +31,25 @@ public enum ProcFiles {
     }
 
     /// Thread ids in /proc/PID/task, ascending.
-    public static func threads(of pid: Int32) -> [Int32] {
+    public static func threads(of pid: ProcessID) -> [ThreadID] {
         guard let directory = opendir("/proc/\(pid)/task") else { return [] }
         defer { closedir(directory) }
-        var tids: [Int32] = []
+        var tids: [ThreadID] = []
         while let entry = readdir(directory) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if let tid = Int32(name) { tids.append(tid) }
+            if let tid = Int32(name) { tids.append(ThreadID(tid)) }
         }
-        return tids.sorted()
+        return tids.sorted { $0.rawValue < $1.rawValue }
     }
 
     /// A thread's name from /proc/PID/task/TID/comm, without the newline.
-    public static func threadName(pid: Int32, tid: Int32) -> String {
+    public static func threadName(pid: ProcessID, tid: ThreadID) -> String {
         guard let text = readText("/proc/\(pid)/task/\(tid)/comm") else { return "" }
         return text.hasSuffix("\n") ? String(text.dropLast()) : text
     }
 
     /// The arguments from /proc/PID/cmdline.
-    public static func arguments(of pid: Int32) -> [String] {
+    public static func arguments(of pid: ProcessID) -> [String] {
         guard let bytes = read("/proc/\(pid)/cmdline") else { return [] }
         return bytes.split(separator: 0, omittingEmptySubsequences: false).dropLast(bytes.last == 0 ? 1 : 0)
             .map { String(decoding: $0, as: UTF8.self) }
@@ -55,19 +57,19 @@ public enum ProcFiles {
 
     /// The fields of /proc/PID/stat after the command name (which may hold spaces and
     /// parentheses): element 0 is field 3, the state. Nil when the process is gone.
-    public static func statFields(of pid: Int32) -> [Substring]? {
+    public static func statFields(of pid: ProcessID) -> [Substring]? {
         guard let stat = readText("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
         return stat[stat.index(after: close)...].split(separator: " ")
     }
 
     /// The parent's pid (/proc/PID/stat field 4); nil when the process is gone.
-    public static func parentPID(of pid: Int32) -> Int32? {
+    public static func parentPID(of pid: ProcessID) -> ProcessID? {
         guard let fields = statFields(of: pid), fields.count > 1 else { return nil }
-        return Int32(fields[1])
+        return Int32(fields[1]).map { ProcessID($0) }
     }
 
     /// The target of /proc/PID/exe.
-    public static func executable(of pid: Int32) -> String? {
+    public static func executable(of pid: ProcessID) -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
         guard count > 0 else { return nil }

@@ -4,6 +4,7 @@
 
 import BoundedBytes
 import CShims
+import ReportModel
 
 #if canImport(Glibc)
 import Glibc
@@ -12,10 +13,10 @@ import Glibc
 /// Not shared between threads: it opens /proc/PID/mem on first need and keeps it (one reader per
 /// capture, used by the capturing thread).
 public final class ProcessMemory: MemoryReader {
-    public let pid: Int32
+    public let pid: ProcessID
     private var memFD: Int32 = -1
 
-    public init(pid: Int32) {
+    public init(pid: ProcessID) {
         self.pid = pid
     }
 
@@ -25,7 +26,7 @@ public final class ProcessMemory: MemoryReader {
 
     public func readUpTo(from address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
         guard buffer.count > 0, let base = buffer.baseAddress else { return 0 }
-        let count = cp_read_process_memory(pid, address, base, UInt(buffer.count))
+        let count = cp_read_process_memory(pid.rawValue, address, base, UInt(buffer.count))
         if count > 0 { return count }
         if memFD < 0 { memFD = open("/proc/\(pid)/mem", O_RDONLY | O_CLOEXEC) }
         guard memFD >= 0, address <= UInt64(Int64.max) else { return 0 }

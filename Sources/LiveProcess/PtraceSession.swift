@@ -14,17 +14,18 @@
 // exits within the bound is kept in `PtraceSession.leftovers` for `reapLeftovers()`.
 
 import CShims
+import ReportModel
 import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
 public final class PtraceSession {
-    public let pid: Int32
+    public let processID: ProcessID
     /// Threads seized and stopped, in the order they were stopped.
-    public private(set) var stopped: [Int32] = []
+    public var stopped: [ThreadID] { stoppedThreads.map { ThreadID($0) } }
     /// Threads that could not be suspended, with why.
-    public private(set) var failures: [(tid: Int32, reason: String)] = []
+    public var failures: [(tid: ThreadID, reason: String)] { failedThreads.map { (ThreadID($0.tid), $0.reason) } }
     /// Monotonic nanoseconds of the first PTRACE_SEIZE and of the end of the last detach: the
     /// window during which the process was held (0 until then).
     public private(set) var firstSeizeNanoseconds: UInt64 = 0
@@ -32,6 +33,10 @@ public final class PtraceSession {
     /// Signals that arrived at a thread while we held it, re-delivered on detach.
     private var pendingSignals: [Int32: Int32] = [:]
     private var seized = Set<Int32>()
+    // Below, thread and process ids are the kernel's pid_t, as ptrace(2) and waitpid(2) take them.
+    private let pid: Int32
+    private var stoppedThreads: [Int32] = []
+    private var failedThreads: [(tid: Int32, reason: String)] = []
     /// Whether the watcher is the process's parent (crashport run): then the leader's exit is
     /// the parent's to reap, not the tracer's.
     private let isParent: Bool
@@ -44,40 +49,41 @@ public final class PtraceSession {
     static let NT_PRFPREG: UInt = 2
     static let PTRACE_EVENT_STOP: Int32 = 128
 
-    public init(pid: Int32) {
-        self.pid = pid
-        isParent = ProcFiles.parentPID(of: pid) == getpid()
+    public init(pid: ProcessID) {
+        processID = pid
+        self.pid = pid.rawValue
+        isParent = ProcFiles.parentPID(of: pid) == ProcessID(getpid())
     }
 
     deinit { detachAll() }
 
     /// Suspends every thread; returns the stopped thread ids. Throws only when not even the
     /// first thread could be seized (ptrace denied), with the errno.
-    public func suspendAll(timeoutMilliseconds: Int = 2000) throws -> [Int32] {
+    public func suspendAll(timeoutMilliseconds: Int = 2000) throws -> [ThreadID] {
         let deadline = monotonicNanoseconds() + UInt64(timeoutMilliseconds) * 1_000_000
         var passes = 0
         while passes < 64 {
             passes += 1
-            let failed = Set(failures.map(\.tid))
-            let tids = ProcFiles.threads(of: pid).filter { !seized.contains($0) && !failed.contains($0) }
+            let failed = Set(failedThreads.map(\.tid))
+            let tids = ProcFiles.threads(of: processID).map(\.rawValue).filter { !seized.contains($0) && !failed.contains($0) }
             if tids.isEmpty { break }
             for tid in tids {
                 if firstSeizeNanoseconds == 0 { firstSeizeNanoseconds = monotonicNanoseconds() }
                 if cp_ptrace(Self.PTRACE_SEIZE, tid, 0, 0) != 0 {
                     let error = errno
                     if error == ESRCH { continue }  // exited meanwhile
-                    if seized.isEmpty && tid == tids.first && stopped.isEmpty && (error == EPERM || error == EACCES) {
+                    if seized.isEmpty && tid == tids.first && stoppedThreads.isEmpty && (error == EPERM || error == EACCES) {
                         throw InspectionError.system(call: "ptrace(PTRACE_SEIZE, \(tid))", errno: error)
                     }
-                    failures.append((tid, "PTRACE_SEIZE: \(String(cString: strerror(error)))"))
+                    failedThreads.append((tid, "PTRACE_SEIZE: \(String(cString: strerror(error)))"))
                     continue
                 }
                 seized.insert(tid)
                 if cp_ptrace(Self.PTRACE_INTERRUPT, tid, 0, 0) != 0 {
-                    failures.append((tid, "PTRACE_INTERRUPT: \(String(cString: strerror(errno)))"))
+                    failedThreads.append((tid, "PTRACE_INTERRUPT: \(String(cString: strerror(errno)))"))
                 }
             }
-            for tid in tids where seized.contains(tid) && !stopped.contains(tid) {
+            for tid in tids where seized.contains(tid) && !stoppedThreads.contains(tid) {
                 waitForStop(tid, deadline: deadline)
             }
             // The process died under us: nothing more will appear, and nothing more can stop.
@@ -126,14 +132,14 @@ public final class PtraceSession {
             switch poll(tid) {
             case .stopped(let signal):
                 if signal != 0 { pendingSignals[tid] = signal }
-                stopped.append(tid)
+                stoppedThreads.append(tid)
                 return
             case .exited, .gone:
                 seized.remove(tid)
                 return
             case .nothing:
                 if monotonicNanoseconds() > deadline {
-                    failures.append((tid, "did not stop within the capture deadline"))
+                    failedThreads.append((tid, "did not stop within the capture deadline"))
                     return
                 }
                 usleep(100)
@@ -144,7 +150,8 @@ public final class PtraceSession {
     static func stopped(_ status: Int32) -> Bool { (status & 0xFF) == 0x7F }
 
     /// General registers (struct user_regs_struct, 27 × u64) and the FXSAVE image of a stopped thread.
-    public func registers(of tid: Int32) throws -> (gpr: [UInt64], fxsave: [UInt8]) {
+    public func registers(of thread: ThreadID) throws -> (gpr: [UInt64], fxsave: [UInt8]) {
+        let tid = thread.rawValue
         var gpr = [UInt64](repeating: 0, count: 27)
         guard gpr.withUnsafeMutableBytes({ getRegSet(tid, Self.NT_PRSTATUS, $0) }) else {
             throw InspectionError.system(call: "PTRACE_GETREGSET(NT_PRSTATUS, \(tid))", errno: errno)
@@ -198,7 +205,7 @@ public final class PtraceSession {
             }
         }
         seized.removeAll()
-        stopped.removeAll()
+        stoppedThreads.removeAll()
         if firstSeizeNanoseconds != 0 && releasedNanoseconds == 0 { releasedNanoseconds = monotonicNanoseconds() }
     }
 

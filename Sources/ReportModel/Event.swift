@@ -32,16 +32,42 @@ public struct HexAddress: Codable, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// What a report is about: a crash a signal handler saw, or a termination none saw.
+public enum ReportKind: String, Codable, Sendable {
+    case crash, termination
+}
+
+/// How a frame was found, most reliable first: the registers of the crash itself, DWARF call
+/// frame information, the frame-pointer chain, or a scan of the stack for a return address.
+public enum FrameTrust: String, Codable, Sendable {
+    case context, cfi
+    case framePointer = "frame_pointer"
+    case scan
+}
+
+/// What crashport does with a signal after reporting it.
+public enum ChainAction: String, Codable, Sendable {
+    case forwardedToPrevious = "forwarded-to-previous"
+    case defaultAction = "default-action"
+}
+
+/// When the handler installed before crashport runs: after the report (the default), or
+/// before it, with crashport reporting only if the fault comes back.
+public enum SignalPolicy: String, Codable, Sendable {
+    case reportThenForward = "report-then-forward"
+    case forwardFirst = "forward-first"
+}
+
 public struct Event: Codable, Sendable, Equatable {
     public static let schemaName = "crashport.event.v1"
 
     public var schema: String? = Event.schemaName
     public var id: String?
-    public var kind: String?
+    public var kind: ReportKind?
     public var timestamp: String?
     public var process: ProcessInfoRecord?
     public var signal: SignalRecord?
-    public var crashedThread: Int32?
+    public var crashedThread: ThreadID?
     public var threads: [ThreadRecord]?
     public var modules: [ModuleRecord]?
     public var handlerChain: [HandlerChainEntry]?
@@ -85,12 +111,12 @@ public struct Event: Codable, Sendable, Equatable {
 }
 
 public struct ProcessInfoRecord: Codable, Sendable, Equatable {
-    public var pid: Int32?
+    public var pid: ProcessID?
     public var executable: String?
     public var arguments: [String]?
     public var buildID: String?
 
-    public init(pid: Int32? = nil, executable: String? = nil, arguments: [String]? = nil, buildID: String? = nil) {
+    public init(pid: ProcessID? = nil, executable: String? = nil, arguments: [String]? = nil, buildID: String? = nil) {
         self.pid = pid
         self.executable = executable
         self.arguments = arguments
@@ -109,13 +135,13 @@ public struct SignalRecord: Codable, Sendable, Equatable {
     public var code: Int32?
     public var codeName: String?
     public var faultAddress: HexAddress?
-    public var senderPID: Int32?
+    public var senderPID: ProcessID?
     /// A sentence: what the signal means.
     public var description: String?
 
     public init(
         number: Int32? = nil, name: String? = nil, code: Int32? = nil, codeName: String? = nil,
-        faultAddress: HexAddress? = nil, senderPID: Int32? = nil, description: String? = nil
+        faultAddress: HexAddress? = nil, senderPID: ProcessID? = nil, description: String? = nil
     ) {
         self.number = number
         self.name = name
@@ -136,7 +162,7 @@ public struct SignalRecord: Codable, Sendable, Equatable {
 }
 
 public struct ThreadRecord: Codable, Sendable, Equatable {
-    public var tid: Int32?
+    public var tid: ThreadID?
     public var name: String?
     public var crashed: Bool?
     public var registers: [String: HexAddress]?
@@ -145,7 +171,7 @@ public struct ThreadRecord: Codable, Sendable, Equatable {
     public var truncated: Int?
 
     public init(
-        tid: Int32? = nil, name: String? = nil, crashed: Bool? = nil, registers: [String: HexAddress]? = nil,
+        tid: ThreadID? = nil, name: String? = nil, crashed: Bool? = nil, registers: [String: HexAddress]? = nil,
         frames: [FrameRecord]? = nil, truncated: Int? = nil
     ) {
         self.tid = tid
@@ -169,13 +195,12 @@ public struct FrameRecord: Codable, Sendable, Equatable {
     public var line: Int?
     public var column: Int?
     public var inlined: Bool?
-    /// "context" | "cfi" | "frame_pointer" | "scan"
-    public var trust: String?
+    public var trust: FrameTrust?
 
     public init(
         index: Int? = nil, pc: HexAddress? = nil, module: String? = nil, moduleOffset: HexAddress? = nil,
         function: String? = nil, mangled: String? = nil, functionOffset: HexAddress? = nil, file: String? = nil,
-        line: Int? = nil, column: Int? = nil, inlined: Bool? = nil, trust: String? = nil
+        line: Int? = nil, column: Int? = nil, inlined: Bool? = nil, trust: FrameTrust? = nil
     ) {
         self.index = index
         self.pc = pc
@@ -225,15 +250,13 @@ public struct HandlerChainEntry: Codable, Sendable, Equatable {
     public var signal: String?
     public var previous: HandlerRecord?
     public var above: HandlerRecord?
-    /// "forwarded-to-previous" | "default-action": for the crashing signal, what crashport
-    /// did; for the others, what it would do.
-    public var action: String?
-    /// "report-then-forward" (default) | "forward-first"
-    public var policy: String?
+    /// For the crashing signal, what crashport did; for the others, what it would do.
+    public var action: ChainAction?
+    public var policy: SignalPolicy?
 
     public init(
-        signal: String? = nil, previous: HandlerRecord? = nil, above: HandlerRecord? = nil, action: String? = nil,
-        policy: String? = nil
+        signal: String? = nil, previous: HandlerRecord? = nil, above: HandlerRecord? = nil, action: ChainAction? = nil,
+        policy: SignalPolicy? = nil
     ) {
         self.signal = signal
         self.previous = previous
@@ -245,14 +268,18 @@ public struct HandlerChainEntry: Codable, Sendable, Equatable {
 
 /// A handler: either a function (address, symbol, module, flags) or "default" / "ignore".
 public enum HandlerRecord: Codable, Sendable, Equatable {
-    case disposition(String)
+    public enum Disposition: String, Codable, Sendable {
+        case `default`, ignore
+    }
+
+    case disposition(Disposition)
     case function(address: HexAddress, symbol: String?, module: String?, flags: [String])
 
     enum CodingKeys: String, CodingKey { case address, symbol, module, flags }
 
     public init(from decoder: Decoder) throws {
-        if let text = try? decoder.singleValueContainer().decode(String.self) {
-            self = .disposition(text)
+        if let disposition = try? decoder.singleValueContainer().decode(Disposition.self) {
+            self = .disposition(disposition)
             return
         }
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -266,9 +293,9 @@ public enum HandlerRecord: Codable, Sendable, Equatable {
 
     public func encode(to encoder: Encoder) throws {
         switch self {
-        case .disposition(let text):
+        case .disposition(let disposition):
             var container = encoder.singleValueContainer()
-            try container.encode(text)
+            try container.encode(disposition)
         case .function(let address, let symbol, let module, let flags):
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(address, forKey: .address)

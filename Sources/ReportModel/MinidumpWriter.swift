@@ -330,7 +330,7 @@ private struct Serializer {
         if snapshot.processStartTime != nil { flags |= MD.MINIDUMP_MISC_INFO.MINIDUMP_MISC1_PROCESS_TIMES }
         out.u32(UInt32(MD.MINIDUMP_MISC_INFO.size))  // size_of_info
         out.u32(flags)  // flags1
-        out.u32(UInt32(bitPattern: snapshot.pid))  // process_id
+        out.u32(UInt32(bitPattern: snapshot.pid.rawValue))  // process_id
         out.u32(snapshot.processStartTime ?? 0)  // process_create_time
         out.u32(0)  // process_user_time
         out.u32(0)  // process_kernel_time
@@ -344,7 +344,7 @@ private struct Serializer {
         let start = beginBlob()
         out.u32(UInt32(truncatingIfNeeded: named.count))
         for (thread, nameRVA) in zip(named, names) {
-            out.u32(UInt32(bitPattern: thread.tid))
+            out.u32(UInt32(bitPattern: thread.tid.rawValue))
             out.u64(UInt64(nameRVA))  // RVA64, packed right after the u32
         }
         record(MD.MINIDUMP_STREAM_TYPE.ThreadNames, endBlob(from: start))
@@ -435,7 +435,7 @@ private struct Serializer {
         let start = beginBlob()
         out.u32(UInt32(truncatingIfNeeded: snapshot.threads.count))
         for (index, thread) in snapshot.threads.enumerated() {
-            out.u32(UInt32(bitPattern: thread.tid))  // thread_id
+            out.u32(UInt32(bitPattern: thread.tid.rawValue))  // thread_id
             out.u32(0)  // suspend_count
             out.u32(0)  // priority_class
             out.u32(0)  // priority
@@ -461,7 +461,7 @@ private struct Serializer {
         let exception = snapshot.exception
         let crashed = snapshot.threads.firstIndex { $0.tid == snapshot.crashedThreadID }
         let start = beginBlob()
-        out.u32(UInt32(bitPattern: snapshot.crashedThreadID))  // thread_id
+        out.u32(UInt32(bitPattern: snapshot.crashedThreadID.rawValue))  // thread_id
         out.u32(0)  // __align
         out.u32(UInt32(bitPattern: exception.signal))  // exception_code: si_signo
         out.u32(UInt32(bitPattern: exception.code))  // exception_flags: si_code

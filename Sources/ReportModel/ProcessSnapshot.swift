@@ -40,13 +40,13 @@ public struct X86_64Registers: Sendable, Equatable {
 }
 
 public struct ThreadSnapshot: Sendable, Equatable {
-    public var tid: Int32
+    public var tid: ThreadID
     public var name: String
     public var registers: X86_64Registers
     /// The stack from the stack pointer (less the red zone) towards the end of its mapping.
     public var stack: MemoryRegion?
 
-    public init(tid: Int32, name: String, registers: X86_64Registers, stack: MemoryRegion?) {
+    public init(tid: ThreadID, name: String, registers: X86_64Registers, stack: MemoryRegion?) {
         self.tid = tid
         self.name = name
         self.registers = registers
@@ -59,9 +59,9 @@ public struct ExceptionInfo: Sendable, Equatable {
     public var signal: Int32
     public var code: Int32
     public var faultAddress: UInt64
-    public var senderPID: Int32?
+    public var senderPID: ProcessID?
 
-    public init(signal: Int32, code: Int32, faultAddress: UInt64, senderPID: Int32? = nil) {
+    public init(signal: Int32, code: Int32, faultAddress: UInt64, senderPID: ProcessID? = nil) {
         self.signal = signal
         self.code = code
         self.faultAddress = faultAddress
@@ -100,8 +100,8 @@ public struct LinuxFiles: Sendable, Equatable {
 }
 
 public struct ProcessSnapshot: Sendable, Equatable {
-    public var pid: Int32
-    public var crashedThreadID: Int32
+    public var pid: ProcessID
+    public var crashedThreadID: ThreadID
     public var exception: ExceptionInfo
     /// Every thread; the crashed one carries the registers of the fault, not of its handler.
     public var threads: [ThreadSnapshot]
@@ -116,7 +116,7 @@ public struct ProcessSnapshot: Sendable, Equatable {
     public var processStartTime: UInt32?
 
     public init(
-        pid: Int32, crashedThreadID: Int32, exception: ExceptionInfo, threads: [ThreadSnapshot],
+        pid: ProcessID, crashedThreadID: ThreadID, exception: ExceptionInfo, threads: [ThreadSnapshot],
         modules: [LoadedModule], extraMemory: [MemoryRegion] = [], system: SystemInfo = SystemInfo(),
         linuxFiles: LinuxFiles = LinuxFiles(), captureTime: UInt32, processStartTime: UInt32? = nil
     ) {

@@ -64,7 +64,7 @@ public struct WireHeader: Equatable, Sendable {
 }
 
 public struct HelloMessage: Equatable, Sendable {
-    public var pid: Int32
+    public var pid: ProcessID
     public var stubVersion: UInt32
     public var buildID: [UInt8]
 
@@ -75,7 +75,7 @@ public struct HelloMessage: Equatable, Sendable {
             throw WireError.sizeMismatch(declared: header.size, received: MemoryLayout<cp_hello>.size)
         }
         let wire = WireBytes(bytes: bytes)
-        pid = wire.i32(Layout.offset(\cp_hello.pid))
+        pid = ProcessID(wire.i32(Layout.offset(\cp_hello.pid)))
         stubVersion = wire.u32(Layout.offset(\cp_hello.stub_version))
         let idSize = Int(wire.u32(Layout.offset(\cp_hello.build_id_size)))
         guard idSize <= 40 else { throw WireError.badField("build-id size \(idSize) exceeds 40") }
@@ -108,11 +108,11 @@ public struct ChainRecord: Equatable, Sendable {
 }
 
 public struct CrashRecord: Equatable, Sendable {
-    public var pid: Int32
-    public var tid: Int32
+    public var pid: ProcessID
+    public var tid: ThreadID
     public var signal: Int32
     public var code: Int32
-    public var senderPID: Int32
+    public var senderPID: ProcessID
     public var senderUID: UInt32
     public var arch: UInt32
     public var faultAddress: UInt64
@@ -142,16 +142,16 @@ public struct CrashRecord: Equatable, Sendable {
         }
         let wire = WireBytes(bytes: bytes)
         func at<T>(_ path: KeyPath<cp_crash, T>) -> Int { Layout.offset(path) }
-        pid = wire.i32(at(\.pid))
-        tid = wire.i32(at(\.tid))
+        pid = ProcessID(wire.i32(at(\.pid)))
+        tid = ThreadID(wire.i32(at(\.tid)))
         signal = wire.i32(at(\.signo))
         code = wire.i32(at(\.code))
-        senderPID = wire.i32(at(\.sender_pid))
+        senderPID = ProcessID(wire.i32(at(\.sender_pid)))
         senderUID = wire.u32(at(\.sender_uid))
         arch = wire.u32(at(\.arch))
         guard arch == CP_ARCH_X86_64 else { throw WireError.badField("unsupported architecture \(arch)") }
         guard signal > 0 && signal < 65 else { throw WireError.badField("signal number \(signal) out of range") }
-        guard pid > 0, tid > 0 else { throw WireError.badField("pid \(pid) / tid \(tid) not positive") }
+        guard pid.rawValue > 0, tid.rawValue > 0 else { throw WireError.badField("pid \(pid) / tid \(tid) not positive") }
         faultAddress = wire.u64(at(\.fault_address))
         flags = wire.u32(at(\.flags))
         otherCrashes = wire.u32(at(\.other_crashes))

@@ -60,7 +60,7 @@ public enum CrashLog {
             let pc = (frame.pc?.description ?? "").padding(toLength: 18)
             var line = "  \(index) \(pc) \(describe(frame))"
             if frame.inlined == true { line += " [inlined]" }
-            if let trust = frame.trust, trust != "context", trust != "cfi" { line += " [\(trust)]" }
+            if let trust = frame.trust, trust != .context, trust != .cfi { line += " [\(trust.rawValue)]" }
             lines.append(line)
         }
         if let truncated = thread.truncated { lines.append("      … \(truncated) frames not shown …") }
@@ -104,7 +104,7 @@ public enum CrashLog {
             var text = "Handler chain for \(entry.signal ?? "?"): "
             func name(_ handler: HandlerRecord?) -> String {
                 switch handler {
-                case .disposition(let text)?: return text
+                case .disposition(let disposition)?: return disposition.rawValue
                 case .function(let address, let symbol, let module, _)?:
                     return "\(symbol ?? address.description)\(module.map { " in \($0)" } ?? "")"
                 case nil: return "none"
@@ -112,8 +112,8 @@ public enum CrashLog {
             }
             if let above = entry.above { text += "above crashport: \(name(above)); " }
             text +=
-                "previous: \(name(entry.previous)); \(entry.signal == crashingSignal ? "crashport" : "crashport would") \(entry.action ?? "?")"
-            if entry.policy == "forward-first" { text += " (forward-first)" }
+                "previous: \(name(entry.previous)); \(entry.signal == crashingSignal ? "crashport" : "crashport would") \(entry.action?.rawValue ?? "?")"
+            if entry.policy == .forwardFirst { text += " (forward-first)" }
             lines.append(text)
         }
         if !(event.handlerChain ?? []).isEmpty { lines.append("") }

@@ -4,11 +4,6 @@
 
 import ReportModel
 
-public enum ChainContinuation: String, Sendable, Equatable {
-    case forwardedToPrevious = "forwarded-to-previous"
-    case defaultAction = "default-action"
-}
-
 public enum HandlerChain {
     /// - previous: the saved action (nil: none saved, i.e. SIG_DFL).
     /// - forwardFirst: the signal's policy; `previousGaveUp`: under forward-first, the previous
@@ -16,7 +11,7 @@ public enum HandlerChain {
     /// - isFault: a kernel-generated fault (si_code > 0), which recurs when ignored.
     public static func continuation(
         previous: WireAction?, forwardFirst: Bool, previousGaveUp: Bool = false, isFault: Bool
-    ) -> ChainContinuation {
+    ) -> ChainAction {
         guard let previous, previous.handler != 0 else { return .defaultAction }
         if previous.handler == 1 {
             // SIG_IGN: the kernel forces the default action on a fault it cannot ignore; a

@@ -86,18 +86,12 @@ public struct OfflineSymbolicator {
                 var template = SymbolicatedFrame()
                 template.module = module
                 template.moduleOffset = offset
-                let isReturnAddress = position > 0 && frame.trust != "context"
+                let isReturnAddress = position > 0 && frame.trust != .context
                 for symbol in Symbolizer.frames(
                     in: debug, virtualAddress: offset &+ elf.imageVirtualBase,
                     isReturnAddress: isReturnAddress, template: template)
                 {
-                    frames.append(
-                        FrameRecord(
-                            index: frames.count, pc: frame.pc, module: module, moduleOffset: frame.moduleOffset,
-                            function: symbol.function, mangled: symbol.mangled,
-                            functionOffset: symbol.functionOffset.map(HexAddress.init),
-                            file: symbol.file, line: symbol.line, column: symbol.column, inlined: symbol.inlined ? true : nil,
-                            trust: frame.trust))
+                    frames.append(FrameRecord(index: frames.count, pc: frame.pc, symbol: symbol, trust: frame.trust))
                 }
             }
             thread.frames = frames
@@ -136,12 +130,12 @@ public struct OfflineSymbolicator {
             let registers = thread.tid == exception.threadID ? (exception.registers ?? thread.registers) : thread.registers
             guard let registers else { return nil }
             return ThreadSnapshot(
-                tid: Int32(bitPattern: thread.tid), name: thread.name ?? minidump.threadNames[thread.tid] ?? "",
+                tid: ThreadID(Int32(bitPattern: thread.tid)), name: thread.name ?? minidump.threadNames[thread.tid] ?? "",
                 registers: registers, stack: thread.stack)
         }
         let stacks = Set(threads.compactMap { $0.stack?.start })
         let snapshot = ProcessSnapshot(
-            pid: minidump.pid ?? 0, crashedThreadID: Int32(bitPattern: exception.threadID),
+            pid: ProcessID(minidump.pid ?? 0), crashedThreadID: ThreadID(Int32(bitPattern: exception.threadID)),
             exception: exception.info, threads: threads, modules: modules,
             extraMemory: minidump.memory.regions.filter { !stacks.contains($0.start) }, captureTime: minidump.timeDateStamp)
         let arguments =

@@ -9,6 +9,10 @@ import ReportModel
 import Symbolication
 import Unwinding
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 public enum ReportBuilder {
     public static func event(for capture: Capture, id: String, timestamp: String) -> Event {
         var event = event(
@@ -40,7 +44,7 @@ public enum ReportBuilder {
 
         var event = Event()
         event.id = id
-        event.kind = "crash"
+        event.kind = .crash
         event.timestamp = timestamp
         event.process = ProcessInfoRecord(
             pid: snapshot.pid, executable: executable, arguments: arguments,
@@ -53,31 +57,8 @@ public enum ReportBuilder {
             description: SignalNames.describe(signal: exception.signal, code: exception.code))
         event.crashedThread = snapshot.crashedThreadID
 
-        var threads: [ThreadRecord] = []
-        for thread in snapshot.threads {
-            let stack = unwinder.unwind(registers: thread.registers.gpr)
-            var frames: [FrameRecord] = []
-            for (position, frame) in stack.frames.enumerated() {
-                // Every caller's pc is a return address, except a frame a signal interrupted.
-                let isReturnAddress = position > 0 && frame.method != .context && !frame.isSignalFrame
-                for symbol in symbolizer.symbolicate(pc: frame.pc, isReturnAddress: isReturnAddress) {
-                    frames.append(
-                        FrameRecord(
-                            index: frames.count, pc: HexAddress(frame.pc), module: symbol.module,
-                            moduleOffset: symbol.moduleOffset.map(HexAddress.init), function: symbol.function,
-                            mangled: symbol.mangled, functionOffset: symbol.functionOffset.map(HexAddress.init),
-                            file: symbol.file, line: symbol.line, column: symbol.column,
-                            inlined: symbol.inlined ? true : nil, trust: frame.method.rawValue))
-                }
-            }
-            var registers: [String: HexAddress] = [:]
-            for (index, name) in X86_64Registers.names.enumerated() where name != "orig_rax" {
-                registers[name] = HexAddress(thread.registers.gpr[index])
-            }
-            threads.append(
-                ThreadRecord(
-                    tid: thread.tid, name: thread.name, crashed: thread.tid == snapshot.crashedThreadID,
-                    registers: registers, frames: frames, truncated: stack.skipped > 0 ? stack.skipped : nil))
+        let threads = snapshot.threads.map { thread in
+            threadRecord(thread, crashed: thread.tid == snapshot.crashedThreadID, unwinder: unwinder, symbolizer: symbolizer)
         }
         event.threads = threads
         // Swift traps carry their reason as an artificial inlined frame at the trap.
@@ -97,11 +78,33 @@ public enum ReportBuilder {
         return event
     }
 
+    /// One thread unwound from its captured registers, every frame symbolicated (inlined
+    /// functions as frames of their own), and its registers.
+    static func threadRecord(_ thread: ThreadSnapshot, crashed: Bool, unwinder: Unwinder, symbolizer: Symbolizer) -> ThreadRecord {
+        let stack = unwinder.unwind(registers: thread.registers.gpr)
+        var frames: [FrameRecord] = []
+        for (position, frame) in stack.frames.enumerated() {
+            // Every caller's pc is a return address, except a frame a signal interrupted.
+            let isReturnAddress = position > 0 && frame.method != .context && !frame.isSignalFrame
+            for symbol in symbolizer.symbolicate(pc: frame.pc, isReturnAddress: isReturnAddress) {
+                frames.append(
+                    FrameRecord(index: frames.count, pc: HexAddress(frame.pc), symbol: symbol, trust: FrameTrust(frame.method)))
+            }
+        }
+        var registers: [String: HexAddress] = [:]
+        for (index, name) in X86_64Registers.names.enumerated() where name != "orig_rax" {
+            registers[name] = HexAddress(thread.registers.gpr[index])
+        }
+        return ThreadRecord(
+            tid: thread.tid, name: thread.name, crashed: crashed, registers: registers, frames: frames,
+            truncated: stack.skipped > 0 ? stack.skipped : nil)
+    }
+
     static func handlerChain(_ record: CrashRecord, symbolizer: Symbolizer) -> [HandlerChainEntry] {
         func describe(_ action: WireAction) -> HandlerRecord {
             switch action.handler {
-            case 0: return .disposition("default")
-            case 1: return .disposition("ignore")
+            case 0: return .disposition(.default)
+            case 1: return .disposition(.ignore)
             default:
                 // The function itself, not what is inlined at its first instruction.
                 let symbol = symbolizer.symbolicate(pc: action.handler, isReturnAddress: false).last
@@ -116,17 +119,41 @@ public enum ReportBuilder {
                 previous: entry.previous, forwardFirst: entry.forwardFirst,
                 previousGaveUp: crashing && record.previousGaveUp, isFault: crashing ? record.code > 0 : true)
             return HandlerChainEntry(
-                signal: SignalNames.name(entry.signal), previous: entry.previous.map(describe) ?? .disposition("default"),
-                above: entry.current.map(describe), action: continuation.rawValue,
-                policy: entry.forwardFirst ? "forward-first" : "report-then-forward")
+                signal: SignalNames.name(entry.signal), previous: entry.previous.map(describe) ?? .disposition(.default),
+                above: entry.current.map(describe), action: continuation,
+                policy: entry.forwardFirst ? .forwardFirst : .reportThenForward)
         }
     }
 
     static func actionFlags(_ flags: UInt64) -> [String] {
-        let known: [(UInt64, String)] = [
-            (0x4, "SA_SIGINFO"), (0x0800_0000, "SA_ONSTACK"), (0x1000_0000, "SA_RESTART"),
-            (0x4000_0000, "SA_NODEFER"), (0x8000_0000, "SA_RESETHAND"), (0x1, "SA_NOCLDSTOP"), (0x2, "SA_NOCLDWAIT"),
+        // sa_flags as the kernel's struct sigaction holds them (<signal.h>, through Glibc).
+        let known: [(UInt32, String)] = [
+            (UInt32(SA_SIGINFO), "SA_SIGINFO"), (UInt32(SA_ONSTACK), "SA_ONSTACK"), (UInt32(SA_RESTART), "SA_RESTART"),
+            (UInt32(SA_NODEFER), "SA_NODEFER"), (UInt32(SA_RESETHAND), "SA_RESETHAND"), (UInt32(SA_NOCLDSTOP), "SA_NOCLDSTOP"),
+            (UInt32(SA_NOCLDWAIT), "SA_NOCLDWAIT"),
         ]
-        return known.filter { flags & $0.0 != 0 }.map(\.1)
+        return known.filter { flags & UInt64($0.0) != 0 }.map(\.1)
+    }
+}
+
+extension FrameRecord {
+    /// A frame of the event: a pc and what symbolication found there.
+    init(index: Int, pc: HexAddress?, symbol: SymbolicatedFrame, trust: FrameTrust?) {
+        self.init(
+            index: index, pc: pc, module: symbol.module, moduleOffset: symbol.moduleOffset.map(HexAddress.init),
+            function: symbol.function, mangled: symbol.mangled, functionOffset: symbol.functionOffset.map(HexAddress.init),
+            file: symbol.file, line: symbol.line, column: symbol.column, inlined: symbol.inlined ? true : nil, trust: trust)
+    }
+}
+
+extension FrameTrust {
+    /// The unwinder's method, as the event names it.
+    init(_ method: UnwoundFrame.Method) {
+        switch method {
+        case .context: self = .context
+        case .cfi: self = .cfi
+        case .framePointer: self = .framePointer
+        case .scan: self = .scan
+        }
     }
 }

@@ -1,5 +1,9 @@
 // SignalNames: what a signal and its si_code mean, in words a person reads in a crash summary.
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 public enum SignalNames {
     static let names: [Int32: String] = [
         1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
@@ -34,7 +38,7 @@ public enum SignalNames {
     public static func codeName(signal: Int32, code: Int32) -> String? {
         switch code {
         case 0: return "SI_USER"
-        case 0x80: return "SI_KERNEL"
+        case Int32(SI_KERNEL): return "SI_KERNEL"
         case -1: return "SI_QUEUE"
         case -2: return "SI_TIMER"
         case -3: return "SI_MESGQ"
@@ -91,6 +95,6 @@ public enum SignalNames {
 
     /// Whether si_addr is a data address worth showing (faults), rather than a PC or nothing.
     public static func hasFaultAddress(signal: Int32, code: Int32) -> Bool {
-        code > 0 && code != 0x80 && [4, 5, 7, 8, 11].contains(signal)
+        code > 0 && code != Int32(SI_KERNEL) && [4, 5, 7, 8, 11].contains(signal)
     }
 }

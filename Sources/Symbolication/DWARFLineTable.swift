@@ -112,11 +112,12 @@ final class DWARFLineTable: @unchecked Sendable {
         }
 
         var rows: [Row] = [], sequences: [Sequence] = []
-        DWARFLineTable.runProgram(
-            DWARFCursor(data, offset: programStart), end: end,
+        let header = ProgramHeader(
             minimumInstructionLength: UInt64(minimumInstructionLength), maximumOperations: UInt64(max(maximumOperations, 1)),
-            lineBase: lineBase, lineRange: UInt64(lineRange), opcodeBase: opcodeBase, standardLengths: standardLengths,
-            rows: &rows, sequences: &sequences, files: &files)
+            lineBase: lineBase, lineRange: UInt64(lineRange), opcodeBase: opcodeBase, standardLengths: standardLengths)
+        DWARFLineTable.runProgram(
+            DWARFCursor(data, offset: programStart), end: end, header: header, rows: &rows, sequences: &sequences,
+            files: &files)
         // Regroup rows by sequence in address order. When no two sequences overlap (the normal
         // case in a linked file) all rows form one sorted array, searched through an index: the
         // last row at or below an address is then the same row LLVM's two-step search finds, and
@@ -209,28 +210,38 @@ final class DWARFLineTable: @unchecked Sendable {
         return true
     }
 
-    // swiftlint:disable:next function_parameter_count
-    private static func runProgram(
-        _ start: DWARFCursor, end: Int, minimumInstructionLength: UInt64, maximumOperations: UInt64,
-        lineBase: Int64, lineRange: UInt64, opcodeBase: UInt8, standardLengths: [UInt8],
-        rows: inout [Row], sequences: inout [Sequence], files: inout [FileEntry]
-    ) {
-        var cursor = start
+    /// The line-number program header fields that drive the state machine (DWARF 5 §6.2.4).
+    struct ProgramHeader {
+        var minimumInstructionLength: UInt64
+        var maximumOperations: UInt64
+        var lineBase: Int64
+        var lineRange: UInt64
+        var opcodeBase: UInt8
+        var standardLengths: [UInt8]
+    }
+
+    /// The state-machine registers (DWARF 5 §6.2.2) crashport keeps, and the rows and sequences
+    /// they emit.
+    struct StateMachine {
+        let header: ProgramHeader
         var address: UInt64 = 0, operationIndex: UInt64 = 0
         var file: UInt32 = 1, line: UInt32 = 1, column: UInt16 = 0
         var sequenceStart = -1  // first row of the open sequence
         var sequenceLow: UInt64 = 0
 
-        func advance(_ operations: UInt64) {
-            if maximumOperations == 1 {
-                address = address &+ minimumInstructionLength &* operations
+        init(header: ProgramHeader) { self.header = header }
+
+        mutating func advance(_ operations: UInt64) {
+            if header.maximumOperations == 1 {
+                address = address &+ header.minimumInstructionLength &* operations
             } else {
                 let total = operationIndex &+ operations
-                address = address &+ minimumInstructionLength &* (total / maximumOperations)
-                operationIndex = total % maximumOperations
+                address = address &+ header.minimumInstructionLength &* (total / header.maximumOperations)
+                operationIndex = total % header.maximumOperations
             }
         }
-        func appendRow(endSequence: Bool) {
+
+        mutating func appendRow(endSequence: Bool, rows: inout [Row], sequences: inout [Sequence]) {
             if sequenceStart < 0 {
                 sequenceStart = rows.count
                 sequenceLow = address
@@ -242,18 +253,26 @@ final class DWARFLineTable: @unchecked Sendable {
             } else {
                 rows.removeSubrange(sequenceStart...)
             }
-            sequenceStart = -1
-            address = 0; operationIndex = 0; file = 1; line = 1; column = 0
+            self = StateMachine(header: header)
         }
+    }
+
+    private static func runProgram(
+        _ start: DWARFCursor, end: Int, header: ProgramHeader, rows: inout [Row], sequences: inout [Sequence],
+        files: inout [FileEntry]
+    ) {
+        var cursor = start
+        var state = StateMachine(header: header)
+        let (opcodeBase, lineRange, lineBase) = (header.opcodeBase, header.lineRange, header.lineBase)
 
         while cursor.offset < end, let opcode = cursor.u8() {
             if opcode >= opcodeBase {
                 let adjusted = UInt64(opcode - opcodeBase)
                 if lineRange != 0 {
-                    advance(adjusted / lineRange)
-                    line = UInt32(truncatingIfNeeded: Int64(line) + lineBase + Int64(adjusted % lineRange))
+                    state.advance(adjusted / lineRange)
+                    state.line = UInt32(truncatingIfNeeded: Int64(state.line) + lineBase + Int64(adjusted % lineRange))
                 }
-                appendRow(endSequence: false)
+                state.appendRow(endSequence: false, rows: &rows, sequences: &sequences)
                 continue
             }
             switch opcode {
@@ -262,12 +281,12 @@ final class DWARFLineTable: @unchecked Sendable {
                 let next = cursor.offset + Int(length)
                 guard length > 0, let subOpcode = cursor.u8() else { cursor.offset = next; continue }
                 switch subOpcode {
-                case DW_LNE_end_sequence: appendRow(endSequence: true)
+                case DW_LNE_end_sequence: state.appendRow(endSequence: true, rows: &rows, sequences: &sequences)
                 case DW_LNE_set_address:
                     let size = Int(length) - 1
                     if size >= 1 && size <= 8, let value = cursor.unsigned(size: size) {
-                        address = value
-                        operationIndex = 0
+                        state.address = value
+                        state.operationIndex = 0
                     }
                 case DW_LNE_define_file:
                     if let start = cursor.skipCString(), let directory = cursor.uleb() {
@@ -276,30 +295,30 @@ final class DWARFLineTable: @unchecked Sendable {
                 default: break  // DW_LNE_set_discriminator and vendor extensions
                 }
                 cursor.offset = next
-            case DW_LNS_copy: appendRow(endSequence: false)
+            case DW_LNS_copy: state.appendRow(endSequence: false, rows: &rows, sequences: &sequences)
             case DW_LNS_advance_pc:
                 guard let operations = cursor.uleb() else { return }
-                advance(operations)
+                state.advance(operations)
             case DW_LNS_advance_line:
                 guard let delta = cursor.sleb() else { return }
-                line = UInt32(truncatingIfNeeded: Int64(line) &+ delta)
+                state.line = UInt32(truncatingIfNeeded: Int64(state.line) &+ delta)
             case DW_LNS_set_file:
                 guard let value = cursor.uleb() else { return }
-                file = UInt32(truncatingIfNeeded: value)
+                state.file = UInt32(truncatingIfNeeded: value)
             case DW_LNS_set_column:
                 guard let value = cursor.uleb() else { return }
-                column = UInt16(truncatingIfNeeded: value)
+                state.column = UInt16(truncatingIfNeeded: value)
             case DW_LNS_const_add_pc:
-                if lineRange != 0 { advance(UInt64(255 - opcodeBase) / lineRange) }
+                if lineRange != 0 { state.advance(UInt64(255 - opcodeBase) / lineRange) }
             case DW_LNS_fixed_advance_pc:
                 guard let delta = cursor.u16() else { return }
-                address = address &+ UInt64(delta)
-                operationIndex = 0
+                state.address = state.address &+ UInt64(delta)
+                state.operationIndex = 0
             case DW_LNS_negate_stmt, DW_LNS_set_basic_block, DW_LNS_set_prologue_end, DW_LNS_set_epilogue_begin:
                 break
             default:
                 // DW_LNS_set_isa and unknown standard opcodes: skip their ULEB operands.
-                let count = Int(opcode) - 1 < standardLengths.count ? standardLengths[Int(opcode) - 1] : 0
+                let count = Int(opcode) - 1 < header.standardLengths.count ? header.standardLengths[Int(opcode) - 1] : 0
                 for _ in 0..<count { guard cursor.uleb() != nil else { return } }
             }
         }

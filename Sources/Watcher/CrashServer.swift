@@ -31,7 +31,7 @@ public final class CrashServer {
     public var printSummary = true
     public private(set) var reports: [WrittenReport] = []
     /// Crashes whose report could not be written, by pid, with why.
-    public private(set) var unwritten: [Int32: String] = [:]
+    public private(set) var unwritten: [ProcessID: String] = [:]
     let cache = ELFCache()
     private var phases = ""
 
@@ -60,11 +60,11 @@ public final class CrashServer {
                 log("rejected a message from pid \(pid): larger than any crashport message")
                 continue
             }
-            handle(Array(buffer.prefix(count)), senderPID: pid, senderUID: uid, replyFDs: received)
+            handle(Array(buffer.prefix(count)), senderPID: ProcessID(pid), senderUID: uid, replyFDs: received)
         }
     }
 
-    func handle(_ bytes: [UInt8], senderPID: Int32, senderUID: UInt32, replyFDs: [Int32]) {
+    func handle(_ bytes: [UInt8], senderPID: ProcessID, senderUID: UInt32, replyFDs: [Int32]) {
         let header: WireHeader
         do {
             header = try WireHeader(bytes: bytes)
@@ -121,13 +121,14 @@ public final class CrashServer {
     /// A report for a death no handler could see or report (SIGKILL, the OOM killer, a crash
     /// with crashport's handler removed or unable to run): what the parent saw, and why there is
     /// no more.
-    public func writeTermination(pid: Int32, signal: Int32, executable: String, arguments: [String], oomKills: (UInt64, UInt64)?)
-    {
+    public func writeTermination(
+        pid: ProcessID, signal: Int32, executable: String, arguments: [String], oomKills: (UInt64, UInt64)?
+    ) {
         let failure = unwritten[pid]
-        let id = ReportStore.newID(pid: pid)
+        let id = ReportStore.newID(pid: pid.rawValue)
         var event = Event()
         event.id = id
-        event.kind = "termination"
+        event.kind = .termination
         event.timestamp = Event.timestamp()
         event.process = ProcessInfoRecord(pid: pid, executable: executable, arguments: arguments)
         event.signal = SignalRecord(
@@ -179,7 +180,7 @@ public final class CrashServer {
         let elapsed = monotonicNanoseconds() - started
         sendVerdict(reply, nanoseconds: elapsed)
 
-        let id = ReportStore.newID(pid: record.pid)
+        let id = ReportStore.newID(pid: record.pid.rawValue)
         let buildStarted = monotonicNanoseconds()
         var event = ReportBuilder.event(for: capture, id: id, timestamp: Event.timestamp())
         let built = monotonicNanoseconds() - buildStarted

@@ -4,6 +4,7 @@
 import CShims
 import Foundation
 import LiveProcess
+import ReportModel
 import ObjectFile
 import Symbolication
 #if canImport(Glibc)
@@ -99,10 +100,10 @@ public struct Doctor {
             var status: Int32 = 0
             waitpid(child, &status, 0)
         }
-        let session = PtraceSession(pid: child)
+        let session = PtraceSession(pid: ProcessID(child))
         do {
             let threads = try session.suspendAll(timeoutMilliseconds: 1000)
-            let registers = try session.registers(of: child)
+            let registers = try session.registers(of: ThreadID(child))
             session.detachAll()
             return Finding(
                 level: .ok,

@@ -7,6 +7,7 @@
 
 import CShims
 import LiveProcess
+import ReportModel
 import Reports
 import Foundation
 import ObjectFile
@@ -92,7 +93,7 @@ public struct Launcher {
         if let explicit = ProcessInfo.processInfo.environment["CRASHPORT_STUB"], !explicit.isEmpty { candidates.append(explicit) }
         // Plain path arithmetic: NSString's path methods would wake much more of Foundation
         // than a waiting watcher needs (its idle memory counts).
-        if let executable = ProcFiles.executable(of: getpid()), let slash = executable.lastIndex(of: "/") {
+        if let executable = ProcFiles.executable(of: ProcessID(getpid())), let slash = executable.lastIndex(of: "/") {
             let directory = String(executable[..<slash])
             candidates.append(directory + "/libcrashport.so")
             candidates.append(directory + "/stub/libcrashport.so")
@@ -146,9 +147,40 @@ public struct Launcher {
             pthread_sigmask(SIG_SETMASK, &original, nil)
         }
 
+        let environment = preloadEnvironment(stub: stub, sanitizers: sanitizers, socket: theirs)
+        let spawned = spawn(executable, environment: environment, signalMask: &original)
+        close(theirs)
+        let child = try spawned.get()
+
+        let oomBefore = Self.oomKills()
+        let server = CrashServer(socket: ours, store: store, options: options)
+        server.log = log
+        let (status, socketOpen) = serve(child, socket: ours, signals: signals, server: server, log: log)
+        // A descendant's record may still be queued; serve it before leaving.
+        if socketOpen { server.drain() }
+        let termination: Termination = (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
+        if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
+            !server.reports.contains(where: { $0.event.process?.pid == ProcessID(child) })
+        {
+            server.writeTermination(
+                pid: ProcessID(child), signal: signal, executable: executable, arguments: [program] + arguments,
+                oomKills: oomBefore.flatMap { before in Self.oomKills().map { (before, $0) } })
+        }
+        return (termination, server.reports)
+    }
+
+    /// Deaths that deserve a report even without a crash record: the core-dumping signals and
+    /// SIGKILL. (SIGTERM, SIGINT and the like are ordinary ways to stop a program.)
+    static let unexplainedDeaths: Set<Int32> = [
+        SIGKILL, SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS,
+    ]
+
+    /// The program's environment: ours, the extra variables, the reply socket's number, and the
+    /// stub preloaded (after the sanitizer runtime the program links, which must come first).
+    func preloadEnvironment(stub: String, sanitizers: [String], socket: Int32) -> [String: String] {
         var environment = ProcessInfo.processInfo.environment
         for (key, value) in extraEnvironment { environment[key] = value }
-        environment["CRASHPORT_FD"] = String(theirs)
+        environment["CRASHPORT_FD"] = String(socket)
         let preload = (sanitizers + [stub]).joined(separator: ":")
         if let existing = environment["LD_PRELOAD"], !existing.isEmpty {
             environment["LD_PRELOAD"] = preload + ":" + existing
@@ -156,6 +188,14 @@ public struct Launcher {
             environment["LD_PRELOAD"] = preload
         }
 
+        return environment
+    }
+
+    /// Starts the program with the signal mask crashport had before blocking the relayed
+    /// signals.
+    func spawn(_ executable: String, environment: [String: String], signalMask original: inout sigset_t)
+        -> Result<pid_t, LaunchError>
+    {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -170,17 +210,21 @@ public struct Launcher {
             envp.forEach { free($0) }
         }
         let spawned = posix_spawn(&child, executable, nil, &attributes, argv, envp)
-        close(theirs)
         guard spawned == 0 else {
             if spawned == ENOEXEC || spawned == EACCES {
-                throw LaunchError.notExecutable(program, reason: String(cString: strerror(spawned)))
+                return .failure(LaunchError.notExecutable(program, reason: String(cString: strerror(spawned))))
             }
-            throw LaunchError.system(call: "posix_spawn \(program)", errno: spawned)
+            return .failure(LaunchError.system(call: "posix_spawn \(program)", errno: spawned))
         }
+        return .success(child)
 
-        let oomBefore = Self.oomKills()
-        let server = CrashServer(socket: ours, store: store, options: options)
-        server.log = log
+    }
+
+    /// Serves the crash socket and relays signals until the child exits; its wait status, and
+    /// whether the socket is still open.
+    func serve(_ child: pid_t, socket ours: Int32, signals: Int32, server: CrashServer, log: (String) -> Void)
+        -> (status: Int32, socketOpen: Bool)
+    {
         let exited = cp_pidfd_open(child)
         var socketOpen = true
         var status: Int32 = 0
@@ -214,24 +258,8 @@ public struct Launcher {
             }
         }
         if exited >= 0 { close(exited) }
-        // A descendant's record may still be queued; serve it before leaving.
-        if socketOpen { server.drain() }
-        let termination: Termination = (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
-        if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
-            !server.reports.contains(where: { $0.event.process?.pid == child })
-        {
-            server.writeTermination(
-                pid: child, signal: signal, executable: executable, arguments: [program] + arguments,
-                oomKills: oomBefore.flatMap { before in Self.oomKills().map { (before, $0) } })
-        }
-        return (termination, server.reports)
+        return (status, socketOpen)
     }
-
-    /// Deaths that deserve a report even without a crash record: the core-dumping signals and
-    /// SIGKILL. (SIGTERM, SIGINT and the like are ordinary ways to stop a program.)
-    static let unexplainedDeaths: Set<Int32> = [
-        SIGKILL, SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS,
-    ]
 
     /// The kernel's count of OOM kills since boot (/proc/vmstat oom_kill).
     static func oomKills() -> UInt64? {
@@ -249,7 +277,7 @@ public struct Launcher {
     func relaySignals(_ fd: Int32, to child: pid_t, requests: inout Int) -> Int32? {
         var code: Int32 = 0
         while case let signal = cp_read_signal(fd, &code), signal > 0 {
-            let fromTerminal = code == Self.SI_KERNEL
+            let fromTerminal = code == Int32(SI_KERNEL)
             let childAlive = !Self.hasDied(child)
             switch signal {
             case SIGINT, SIGTERM:
@@ -266,14 +294,12 @@ public struct Launcher {
         return nil
     }
 
-    static let SI_KERNEL: Int32 = 0x80
-
     /// Whether every thread of the process has exited (gone, or zombies waiting to be reaped).
     static func hasDied(_ pid: pid_t) -> Bool {
         if cp_wait_peek(pid) == Int32(CP_WAIT_EXITED.rawValue) { return true }
-        let threads = ProcFiles.threads(of: pid)
-        return threads.allSatisfy { tid in
-            guard let state = ProcFiles.statFields(of: tid)?.first else { return true }
+        return ProcFiles.threads(of: ProcessID(pid)).allSatisfy { tid in
+            // /proc/TID/stat: a thread's own status, under the same path scheme as a process's.
+            guard let state = ProcFiles.statFields(of: ProcessID(tid.rawValue))?.first else { return true }
             return state == "Z" || state == "X"
         }
     }

@@ -144,7 +144,7 @@ struct List: ParsableCommand {
             do {
                 let event = try store.event(id: id)
                 let program = event.process?.executable.map { ($0 as NSString).lastPathComponent } ?? "?"
-                let signal = event.signal?.name ?? event.kind ?? "?"
+                let signal = event.signal?.name ?? event.kind?.rawValue ?? "?"
                 let top = event.crashedThreadRecord?.frames?.first.map(CrashLog.describe) ?? "no frames"
                 print([id, event.timestamp ?? "?", program, signal, top].joined(separator: "  "))
             } catch {

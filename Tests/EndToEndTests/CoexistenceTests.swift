@@ -45,7 +45,7 @@ final class CoexistenceTests: XCTestCase {
         XCTAssertEqual(watched.reportIDs.count, 1)
         let entry = chain(try watched.event())
         XCTAssertEqual(symbol(entry?.previous), "below_handler")
-        XCTAssertEqual(entry?.action, "forwarded-to-previous")
+        XCTAssertEqual(entry?.action?.rawValue, "forwarded-to-previous")
         XCTAssertNil(entry?.above)
         // Every handled signal has an entry.
         XCTAssertEqual(
@@ -134,7 +134,7 @@ final class CoexistenceTests: XCTestCase {
             let event = try watched.event()
             XCTAssertEqual(event.signal?.faultAddress?.value, 0)
             XCTAssertEqual(event.crashedFunctions.first, "real_crash")
-            XCTAssertEqual(chain(event)?.policy, "forward-first")
+            XCTAssertEqual(chain(event)?.policy?.rawValue, "forward-first")
             XCTAssertTrue(event.notes?.contains { $0.contains("forward-first") } ?? false, "\(event.notes ?? [])")
         }
     }
@@ -149,7 +149,7 @@ final class CoexistenceTests: XCTestCase {
         XCTAssertEqual(lines.count, 1, watched.result.stderr)
         XCTAssertTrue(lines.first?.contains("SIGNOPE") ?? false)
         XCTAssertEqual(watched.reportIDs.count, 1)
-        XCTAssertEqual(chain(try watched.event())?.policy, "report-then-forward")
+        XCTAssertEqual(chain(try watched.event())?.policy?.rawValue, "report-then-forward")
     }
 
     /// A program that resets the signal to SIG_DFL takes crashport out of the chain; the
@@ -164,7 +164,7 @@ final class CoexistenceTests: XCTestCase {
         XCTAssertEqual(watched.result.status, .signaled(11))
         XCTAssertEqual(watched.reportIDs.count, 1)
         let event = try watched.event()
-        XCTAssertEqual(event.kind, "termination")
+        XCTAssertEqual(event.kind?.rawValue, "termination")
         XCTAssertEqual(event.signal?.name, "SIGSEGV")
         XCTAssertTrue(watched.result.stderr.contains("no crash record"), watched.result.stderr)
     }

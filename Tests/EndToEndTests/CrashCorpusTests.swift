@@ -44,7 +44,7 @@ final class CrashCorpusTests: XCTestCase {
             guard watched.reportIDs.count == 1 else { continue }
             let event = try watched.event()
             XCTAssertEqual(event.schema, "crashport.event.v1")
-            XCTAssertEqual(event.kind, "crash")
+            XCTAssertEqual(event.kind?.rawValue, "crash")
             XCTAssertEqual(event.signal?.name, testCase.signal, label, file: file, line: line)
             XCTAssertEqual(event.signal?.codeName, testCase.code, label, file: file, line: line)
             let functions = event.crashedFunctions
@@ -56,9 +56,10 @@ final class CrashCorpusTests: XCTestCase {
                     functions.first, testCase.frames.first, "\(label): wrong top frame in \(functions)", file: file, line: line)
             }
             let frames = event.crashedThreadRecord?.frames ?? []
-            XCTAssertEqual(frames.first?.trust, "context", label, file: file, line: line)
+            XCTAssertEqual(frames.first?.trust?.rawValue, "context", label, file: file, line: line)
             XCTAssertTrue(
-                frames.dropFirst().allSatisfy { ["cfi", "frame_pointer", "scan"].contains($0.trust ?? "") }, label, file: file,
+                frames.dropFirst().allSatisfy { ["cfi", "frame_pointer", "scan"].contains($0.trust?.rawValue ?? "") }, label,
+                file: file,
                 line: line)
             XCTAssertEqual(
                 frames.first { $0.function == "main" }?.module, (program as NSString).lastPathComponent, label, file: file,
@@ -67,7 +68,7 @@ final class CrashCorpusTests: XCTestCase {
             XCTAssertEqual(event.modules?.first?.path, program, label, file: file, line: line)
             XCTAssertEqual(event.modules?.first?.buildID?.count, 40, label, file: file, line: line)
             XCTAssertNotNil(event.handlerChain?.first, label, file: file, line: line)
-            XCTAssertEqual(event.handlerChain?.first?.action, "default-action", label, file: file, line: line)
+            XCTAssertEqual(event.handlerChain?.first?.action?.rawValue, "default-action", label, file: file, line: line)
             // The summary on stderr names the signal, the top frame and the report path.
             XCTAssertTrue(watched.result.stderr.contains(testCase.signal), label, file: file, line: line)
             XCTAssertTrue(

@@ -210,7 +210,7 @@ final class ReportStoreTests: XCTestCase {
         XCTAssertLessThanOrEqual(watched.reportIDs.count, 1)
         if watched.reportIDs.count == 1 {
             let event = try watched.event()
-            XCTAssertEqual(event.kind, "termination")
+            XCTAssertEqual(event.kind?.rawValue, "termination")
             XCTAssertTrue(event.notes?.first?.contains("could not be written") ?? false, "\(event.notes ?? [])")
             XCTAssertFalse(FileManager.default.fileExists(atPath: watched.minidumpPath()))
         }

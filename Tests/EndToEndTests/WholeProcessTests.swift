@@ -37,7 +37,7 @@ final class WholeProcessTests: XCTestCase {
         // Our own reader agrees.
         let dump = try Minidump(path: watched.minidumpPath())
         XCTAssertEqual(dump.threads.count, 65)
-        XCTAssertEqual(dump.exception?.threadID, UInt32(event.crashedThread ?? 0))
+        XCTAssertEqual(dump.exception?.threadID, UInt32(event.crashedThread?.rawValue ?? 0))
 
         // rust-minidump: thread count, crash reason, top frames of the crashing thread by name.
         let json = try TestSupport.stackwalk(watched.minidumpPath())
@@ -69,7 +69,7 @@ final class WholeProcessTests: XCTestCase {
         XCTAssertEqual(watched.result.status, .signaled(6), watched.result.stderr)
         XCTAssertEqual(watched.reportIDs.count, 1)
         let event = try watched.event()
-        let mainThread = event.process?.pid
+        let mainThread = event.process?.pid.map { ThreadID($0.rawValue) }  // the main thread's id is the pid
         XCTAssertNotEqual(event.crashedThread, mainThread, "the worker thread crashed, not main")
         XCTAssertEqual(event.threads?.count, 2)
         let functions = event.crashedFunctions

@@ -4,6 +4,7 @@
 
 import Foundation
 import LiveProcess
+import ReportModel
 import TestSupport
 import XCTest
 
@@ -13,7 +14,7 @@ final class LiveProcessTests: XCTestCase {
     struct Child {
         var process: Process
         var executable: String
-        var pid: Int32
+        var pid: ProcessID
         var pattern: UInt64
         var edge: UInt64
     }
@@ -43,11 +44,11 @@ final class LiveProcessTests: XCTestCase {
             process.terminate()
             throw TestFailure("fixture printed \(String(decoding: line, as: UTF8.self))")
         }
-        return Child(process: process, executable: executable, pid: pid, pattern: pattern, edge: edge)
+        return Child(process: process, executable: executable, pid: ProcessID(pid), pattern: pattern, edge: edge)
     }
 
     func stop(_ child: Child) {
-        kill(child.pid, SIGKILL)
+        kill(child.pid.rawValue, SIGKILL)
         child.process.waitUntilExit()
     }
 
@@ -56,7 +57,7 @@ final class LiveProcessTests: XCTestCase {
         defer { stop(child) }
         let threads = ProcFiles.threads(of: child.pid)
         XCTAssertEqual(threads.count, 4, "main and three workers: \(threads)")
-        XCTAssertTrue(threads.contains(child.pid))
+        XCTAssertTrue(threads.contains(ThreadID(child.pid.rawValue)), "the main thread's id is the process's")
         let names = Set(threads.map { ProcFiles.threadName(pid: child.pid, tid: $0) })
         XCTAssertTrue(names.isSuperset(of: ["cp-alpha", "cp-beta", "cp-gamma"]), "\(names)")
     }
@@ -88,7 +89,7 @@ final class LiveProcessTests: XCTestCase {
         let child = try startChild()
         defer { stop(child) }
         let session = PtraceSession(pid: child.pid)
-        let stopped: [Int32]
+        let stopped: [ThreadID]
         do {
             stopped = try session.suspendAll()
         } catch let error as InspectionError where error.errno == EPERM {
@@ -112,7 +113,7 @@ final class LiveProcessTests: XCTestCase {
             XCTAssertEqual(tracer?.split(separator: "\t").last.map(String.init), "0", "thread \(tid)")
         }
         XCTAssertTrue(child.process.isRunning)
-        XCTAssertEqual(kill(child.pid, 0), 0)
+        XCTAssertEqual(kill(child.pid.rawValue, 0), 0)
         let state = ProcFiles.statFields(of: child.pid)
         XCTAssertNotEqual(state?.first.map(String.init), "Z")
     }

@@ -226,7 +226,7 @@ final class MinidumpTests: XCTestCase {
 
         for (index, thread) in snapshot.threads.enumerated() {
             let entry = Int(list.rva) + 4 + 48 * index
-            XCTAssertEqual(Self.u32(bytes, entry), UInt32(thread.tid))
+            XCTAssertEqual(Self.u32(bytes, entry), UInt32(thread.tid.rawValue))
             XCTAssertEqual(Self.u64(bytes, entry + 16), thread.registers["fs_base"], "teb holds fs_base")
             XCTAssertEqual(Self.u64(bytes, entry + 24), thread.stack!.start)
             let stackSize = Int(Self.u32(bytes, entry + 32))
@@ -686,7 +686,7 @@ final class MinidumpTests: XCTestCase {
                 return trimmed.dropFirst(key.count + 1).trimmingCharacters(in: CharacterSet(charactersIn: " '"))
             }
         }
-        XCTAssertEqual(values("Thread Id"), snapshot.threads.map { "0x" + String($0.tid, radix: 16, uppercase: true) })
+        XCTAssertEqual(values("Thread Id"), snapshot.threads.map { "0x" + String($0.tid.rawValue, radix: 16, uppercase: true) })
         XCTAssertEqual(values("Module Name"), ["/usr/bin/crashme", "/opt/lib/libnobuildid.so", "linux-gate.so"])
         XCTAssertEqual(values("CodeView Record").first, "4C457042" + Self.exeBuildID.map { String(format: "%02X", $0) }.joined())
         XCTAssertEqual(values("Processor Arch"), ["AMD64"])

@@ -8,7 +8,7 @@ import XCTest
 final class HandlerChainTests: XCTestCase {
     func testContinuationTable() {
         let function = WireAction(handler: 0x5555_0000_1234, flags: 0x4)
-        let rows: [(WireAction?, Bool, Bool, Bool, ChainContinuation)] = [
+        let rows: [(WireAction?, Bool, Bool, Bool, ChainAction)] = [
             // previous, forwardFirst, previousGaveUp, isFault, expected
             (nil, false, false, true, .defaultAction),
             (WireAction(handler: 0, flags: 0), false, false, true, .defaultAction),
