@@ -80,7 +80,8 @@ public enum ReportBuilder {
 
     /// One thread unwound from its captured registers, every frame symbolicated (inlined
     /// functions as frames of their own), and its registers.
-    static func threadRecord(_ thread: ThreadSnapshot, crashed: Bool, unwinder: Unwinder, symbolizer: Symbolizer) -> ThreadRecord {
+    static func threadRecord(_ thread: ThreadSnapshot, crashed: Bool, unwinder: Unwinder, symbolizer: Symbolizer) -> ThreadRecord
+    {
         let stack = unwinder.unwind(registers: thread.registers.gpr)
         var frames: [FrameRecord] = []
         for (position, frame) in stack.frames.enumerated() {

@@ -21,6 +21,7 @@
 
 #if canImport(Glibc)
 import ObjectFile
+import Synchronization
 import Glibc
 #endif
 
@@ -139,26 +140,19 @@ struct FileIdentity: Equatable {
 
 /// Build-id → paths of the ELF files under a debug directory, scanned once per directory
 /// (and again when the directory's mtime changes). Bounded: depth 4, 50,000 entries.
-final class DebugDirectoryIndex: @unchecked Sendable {
+final class DebugDirectoryIndex: Sendable {
     static let shared = DebugDirectoryIndex()
 
-    private let lock = DWARFLock()
-    private var scans: [String: (modified: Int, paths: [String: [String]])] = [:]
+    private let scans = Mutex<[String: (modified: Int, paths: [String: [String]])]>([:])
 
     func paths(forBuildID hex: String, in directory: String) -> [String] {
         let modified = FileIdentity(path: directory, requireRegular: false)?.modified ?? -1
-        lock.lock()
-        if let scan = scans[directory], scan.modified == modified {
-            defer { lock.unlock() }
-            return scan.paths[hex] ?? []
-        }
-        lock.unlock()
+        if let scan = scans.withLock({ $0[directory] }), scan.modified == modified { return scan.paths[hex] ?? [] }
+        // Scanned outside the lock: another thread asking meanwhile scans too, and one result wins.
         var paths: [String: [String]] = [:]
         var budget = 50_000
         DebugDirectoryIndex.scan(directory, depth: 0, budget: &budget, into: &paths)
-        lock.lock()
-        scans[directory] = (modified, paths)
-        lock.unlock()
+        scans.withLock { $0[directory] = (modified, paths) }
         return paths[hex] ?? []
     }
 

@@ -193,7 +193,9 @@ public struct Launcher {
 
     /// Starts the program with the signal mask crashport had before blocking the relayed
     /// signals.
-    func spawn(_ executable: String, environment: [String: String], signalMask original: inout sigset_t)
+    func spawn(
+        _ executable: String, environment: [String: String], signalMask original: inout sigset_t
+    )
         -> Result<pid_t, LaunchError>
     {
         var attributes = posix_spawnattr_t()
@@ -222,7 +224,9 @@ public struct Launcher {
 
     /// Serves the crash socket and relays signals until the child exits; its wait status, and
     /// whether the socket is still open.
-    func serve(_ child: pid_t, socket ours: Int32, signals: Int32, server: CrashServer, log: (String) -> Void)
+    func serve(
+        _ child: pid_t, socket ours: Int32, signals: Int32, server: CrashServer, log: (String) -> Void
+    )
         -> (status: Int32, socketOpen: Bool)
     {
         let exited = cp_pidfd_open(child)
