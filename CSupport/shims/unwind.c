@@ -7,10 +7,9 @@
  * module's .eh_frame_hdr search table (UNW_INFO_FORMAT_REMOTE_TABLE), read through the same
  * memory callback. So libunwind never touches /proc or ptrace itself.
  *
- * Method labels: a caller frame is "cfi" when libunwind had an FDE for its callee, otherwise
- * "frame_pointer" (libunwind's rbp-chain fallback). When libunwind gives up before the end of
- * the stack we scan the stack for a word that is a plausible return address (it points into
- * code, right after a call instruction) and restart from there: "scan".
+ * Only libunwind's macro API and its accessor table are here: one step at a time, reported as
+ * is. The walk (when to stop, when to scan the stack, how to label frames) is Swift's
+ * (Sources/Unwinding).
  */
 #include "crashport_shims.h"
 
@@ -24,28 +23,31 @@ extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip
 
 typedef struct session {
     const cp_unwind_source *source;
-    uint64_t regs[27]; /* struct user_regs_struct of the frame unw_init_remote starts from */
+    /* The frame unw_init_remote started from. libunwind reads registers through access_reg
+     * lazily, during later steps too, so these stay as given until the next cp_unwind_begin. */
+    uint64_t regs[CP_USER_REGS_COUNT];
     /* Set by find_proc_info during a step: 1 FDE found, 0 not found; -1 when libunwind did not
      * look (its cache answered, and it caches only CFI-derived states). */
     int lookup;
 } session;
 
-/* libunwind x86_64 register number -> index in struct user_regs_struct. */
-static const int user_regs_index[17] = {
-    10, /* RAX */ 12, /* RDX */ 11, /* RCX */ 5,  /* RBX */ 13, /* RSI */ 14, /* RDI */
-    4,  /* RBP */ 19, /* RSP */ 9,  /* R8 */  8,  /* R9 */  7,  /* R10 */ 6,  /* R11 */
-    3,  /* R12 */ 2,  /* R13 */ 1,  /* R14 */ 0,  /* R15 */ 16, /* RIP */
+/* libunwind x86_64 register number (UNW_X86_64_RAX..UNW_X86_64_RIP) -> index in struct
+ * user_regs_struct. */
+static const int user_regs_index[UNW_X86_64_RIP + 1] = {
+    [UNW_X86_64_RAX] = CP_USER_REG_RAX, [UNW_X86_64_RDX] = CP_USER_REG_RDX, [UNW_X86_64_RCX] = CP_USER_REG_RCX,
+    [UNW_X86_64_RBX] = CP_USER_REG_RBX, [UNW_X86_64_RSI] = CP_USER_REG_RSI, [UNW_X86_64_RDI] = CP_USER_REG_RDI,
+    [UNW_X86_64_RBP] = CP_USER_REG_RBP, [UNW_X86_64_RSP] = CP_USER_REG_RSP, [UNW_X86_64_R8] = CP_USER_REG_R8,
+    [UNW_X86_64_R9] = CP_USER_REG_R9,   [UNW_X86_64_R10] = CP_USER_REG_R10, [UNW_X86_64_R11] = CP_USER_REG_R11,
+    [UNW_X86_64_R12] = CP_USER_REG_R12, [UNW_X86_64_R13] = CP_USER_REG_R13, [UNW_X86_64_R14] = CP_USER_REG_R14,
+    [UNW_X86_64_R15] = CP_USER_REG_R15, [UNW_X86_64_RIP] = CP_USER_REG_RIP,
 };
-
-static int read_word(session *s, uint64_t address, uint64_t *value) {
-    return s->source->read_memory(s->source->context, address, value, sizeof *value);
-}
 
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg) {
     (void)as;
+    session *s = arg;
     if (write) return -UNW_EREADONLYREG;
     uint64_t value = 0;
-    if (read_word(arg, addr, &value) != 0) return -UNW_EINVAL;
+    if (s->source->read_memory(s->source->context, addr, &value, sizeof value) != 0) return -UNW_EINVAL;
     *val = value;
     return 0;
 }
@@ -106,69 +108,11 @@ static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg)
     pi->unwind_info = NULL;
 }
 
-/* True when the bytes before `ret` end with a call instruction. */
-static int follows_call(session *s, uint64_t ret) {
-    uint8_t bytes[8];
-    if (ret < 8 || s->source->read_memory(s->source->context, ret - 8, bytes, 8) != 0) return 0;
-    if (bytes[3] == 0xE8) return 1; /* call rel32 */
-    /* call r/m64: FF /2, with modrm lengths 2 (register, [reg]), 3 (disp8/SIB), 6-7 (disp32). */
-    for (int length = 2; length <= 7; length++) {
-        uint8_t opcode = bytes[8 - length];
-        uint8_t modrm = bytes[8 - length + 1];
-        if (opcode == 0xFF && ((modrm >> 3) & 7) == 2) return 1;
-    }
-    return 0;
-}
-
-/* Scan upwards from sp for a plausible return address; returns the slot address or 0. */
-static uint64_t scan_for_return(session *s, uint64_t sp, int words) {
-    for (int i = 0; i < words; i++) {
-        uint64_t slot = sp + (uint64_t)i * 8, value = 0;
-        if (read_word(s, slot, &value) != 0) return 0;
-        if (s->source->is_code(s->source->context, value) && follows_call(s, value)) return slot;
-    }
-    return 0;
-}
-
-typedef struct frame_sink {
-    cp_frame *frames;
-    int max_frames, head_frames, count, walked;
-} frame_sink;
-
-/* Keeps the first head_frames frames, then a ring of the most recent ones. */
-static void sink_push(frame_sink *sink, cp_frame frame) {
-    int tail = sink->max_frames - sink->head_frames;
-    if (sink->walked < sink->head_frames || sink->walked < sink->max_frames) {
-        sink->frames[sink->walked] = frame;
-    } else if (tail > 0) {
-        sink->frames[sink->head_frames + (sink->walked - sink->head_frames) % tail] = frame;
-    }
-    sink->walked++;
-}
-
-/* Restores the ring into order; returns the number of frames kept and sets *skipped. */
-static int sink_finish(frame_sink *sink, int *skipped) {
-    int tail = sink->max_frames - sink->head_frames;
-    if (sink->walked <= sink->max_frames) {
-        *skipped = 0;
-        return sink->walked;
-    }
-    *skipped = sink->walked - sink->max_frames;
-    /* The ring's oldest entry sits at head + (walked - head) % tail: rotate it to the front. */
-    int start = (sink->walked - sink->head_frames) % tail;
-    cp_frame *ring = sink->frames + sink->head_frames;
-    cp_frame *copy = malloc(sizeof(cp_frame) * (size_t)tail);
-    if (copy) {
-        for (int i = 0; i < tail; i++) copy[i] = ring[(start + i) % tail];
-        memcpy(ring, copy, sizeof(cp_frame) * (size_t)tail);
-        free(copy);
-    }
-    return sink->max_frames;
-}
-
 struct cp_unwinder {
     unw_addr_space_t space;
     session session;
+    unw_cursor_t cursor;
+    int cursor_ready; /* the last cp_unwind_begin succeeded */
 };
 
 cp_unwinder *cp_unwinder_create(const cp_unwind_source *source) {
@@ -200,68 +144,27 @@ void cp_unwinder_destroy(cp_unwinder *unwinder) {
     free(unwinder);
 }
 
-int cp_unwind_x86_64(cp_unwinder *unwinder, const uint64_t regs[27], cp_frame *frames,
-                     int max_frames, int head_frames, int frame_limit, int *skipped) {
-    *skipped = 0;
-    if (max_frames <= 0) return 0;
-    if (head_frames > max_frames) head_frames = max_frames;
-    unw_addr_space_t as = unwinder->space;
-    const cp_unwind_source *source = unwinder->session.source;
-    session *state = &unwinder->session;
-    memcpy(state->regs, regs, sizeof state->regs);
-    frame_sink sink = {.frames = frames, .max_frames = max_frames, .head_frames = head_frames};
+int cp_unwind_begin(cp_unwinder *unwinder, const uint64_t regs[CP_USER_REGS_COUNT]) {
+    memcpy(unwinder->session.regs, regs, sizeof unwinder->session.regs);
+    int result = unw_init_remote(&unwinder->cursor, unwinder->space, &unwinder->session);
+    unwinder->cursor_ready = result >= 0;
+    return result;
+}
 
-    uint64_t pc = regs[16], sp = regs[19];
-    sink_push(&sink, (cp_frame){.pc = pc, .sp = sp, .method = CP_FRAME_CONTEXT});
-
-    /* A call through a bad pointer leaves pc outside any code: the caller's return address is
-     * the word at sp. Start the unwind from the caller then. */
-    if (!source->is_code(source->context, pc)) {
-        uint64_t ret = 0;
-        if (read_word(state, sp, &ret) != 0 || !source->is_code(source->context, ret)) goto done;
-        state->regs[16] = ret;
-        state->regs[19] = sp + 8;
-        pc = ret;
-        sp += 8;
-        sink_push(&sink, (cp_frame){.pc = pc, .sp = sp, .method = CP_FRAME_SCAN});
+int cp_unwind_step(cp_unwinder *unwinder, cp_step_result *out) {
+    memset(out, 0, sizeof *out);
+    if (!unwinder->cursor_ready) return out->step = -UNW_EINVAL;
+    unwinder->session.lookup = -1;
+    int step = unw_step(&unwinder->cursor);
+    out->step = step;
+    out->lookup = unwinder->session.lookup;
+    if (step > 0) {
+        unw_word_t pc = 0, sp = 0;
+        unw_get_reg(&unwinder->cursor, UNW_REG_IP, &pc);
+        unw_get_reg(&unwinder->cursor, UNW_REG_SP, &sp);
+        out->pc = pc;
+        out->sp = sp;
+        out->signal_frame = unw_is_signal_frame(&unwinder->cursor) > 0;
     }
-
-    unw_cursor_t cursor;
-    if (unw_init_remote(&cursor, as, state) < 0) goto done;
-    while (sink.walked < frame_limit) {
-        state->lookup = -1;
-        int step = unw_step(&cursor);
-        /* A cache hit (no lookup) replays a state libunwind derived from CFI. */
-        int has_cfi = state->lookup != 0;
-        unw_word_t next_pc = 0, next_sp = 0;
-        if (step > 0) {
-            unw_get_reg(&cursor, UNW_REG_IP, &next_pc);
-            unw_get_reg(&cursor, UNW_REG_SP, &next_sp);
-        }
-        int signal_frame = step > 0 && unw_is_signal_frame(&cursor) > 0;
-        if (step > 0 && next_pc != 0 && (next_sp > sp || signal_frame)) {
-            pc = next_pc;
-            sp = next_sp;
-            sink_push(&sink, (cp_frame){.pc = pc, .sp = sp,
-                                        .method = has_cfi ? CP_FRAME_CFI : CP_FRAME_FRAME_POINTER,
-                                        .signal_frame = (uint32_t)signal_frame});
-            continue;
-        }
-        /* CFI that says "no caller" is the real end of the stack (_start, clone). */
-        if (step == 0 && has_cfi) break;
-        if (step > 0 && next_pc == 0) break;
-        /* Otherwise libunwind lost the thread: look for a return address above sp. */
-        uint64_t slot = scan_for_return(state, sp, 256);
-        if (!slot) break;
-        uint64_t ret = 0;
-        read_word(state, slot, &ret);
-        state->regs[16] = ret;
-        state->regs[19] = slot + 8;
-        pc = ret;
-        sp = slot + 8;
-        sink_push(&sink, (cp_frame){.pc = pc, .sp = sp, .method = CP_FRAME_SCAN});
-        if (unw_init_remote(&cursor, as, state) < 0) break;
-    }
-done:
-    return sink_finish(&sink, skipped);
+    return step;
 }

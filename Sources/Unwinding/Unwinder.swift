@@ -1,9 +1,11 @@
 // Unwinder: call stacks from registers plus an abstract memory source (DESIGN §5).
 //
-// libunwind does the DWARF CFI work (through CShims' callback address space); this file
-// supplies memory and the modules' .eh_frame_hdr tables. Memory comes from the modules' files
-// first (code and unwind tables need not be captured to be read), then from a `MemoryReader`
-// (captured stacks, a live process, a minidump).
+// libunwind does the DWARF CFI work, one step at a time (through CShims' callback address
+// space); this file supplies memory and the modules' .eh_frame_hdr tables, and owns the walk:
+// when it stops, its recovery from a bad pc, its stack scan (StackScan.swift), how frames are
+// labelled, and which frames of a very deep stack are kept (FrameRing.swift). Memory comes from
+// the modules' files first (code and unwind tables need not be captured to be read), then from
+// a `MemoryReader` (captured stacks, a live process, a minidump).
 
 import BoundedBytes
 import CShims
@@ -145,30 +147,79 @@ public final class Unwinder {
             table!.pointee = found
             return 0
         }
-        source.is_code = { context, address in
-            Unmanaged<Unwinder>.fromOpaque(context!).takeUnretainedValue().isCode(address) ? 1 : 0
-        }
         handle = withUnsafePointer(to: &source) { cp_unwinder_create($0) }
         return handle
     }
 
     /// Unwinds one thread from its x86_64 `user_regs_struct` registers.
     public func unwind(registers: [UInt64]) -> UnwoundStack {
-        precondition(registers.count == 27)
-        guard let handle = unwinderHandle() else { return UnwoundStack(frames: [], skipped: 0) }
-        var frames = [cp_frame](repeating: cp_frame(), count: maxFrames)
-        var skipped: Int32 = 0
-        let count = registers.withUnsafeBufferPointer { regs in
-            cp_unwind_x86_64(
-                handle, regs.baseAddress, &frames, Int32(maxFrames), Int32(headFrames),
-                Int32(clamping: frameLimit), &skipped)
-        }
-        guard count > 0 else { return UnwoundStack(frames: [], skipped: 0) }
-        let methods: [UnwoundFrame.Method] = [.context, .cfi, .framePointer, .scan]
-        return UnwoundStack(
-            frames: frames[0..<Int(count)].map {
-                UnwoundFrame(pc: $0.pc, sp: $0.sp, method: methods[Int(min($0.method, 3))], isSignalFrame: $0.signal_frame != 0)
-            },
-            skipped: Int(skipped))
+        precondition(registers.count == UserRegisters.count)
+        guard maxFrames > 0, let handle = unwinderHandle() else { return UnwoundStack(frames: [], skipped: 0) }
+        var ring = FrameRing<UnwoundFrame>(capacity: maxFrames, head: headFrames)
+        walk(handle, registers: registers, into: &ring)
+        let (frames, skipped) = ring.finish()
+        return UnwoundStack(frames: frames, skipped: skipped)
     }
+
+    /// The walk: libunwind steps while it can; when it loses the thread, a return address
+    /// found on the stack restarts it ("scan").
+    ///
+    /// Method labels: a caller frame is "cfi" when libunwind had an FDE for its callee,
+    /// otherwise "frame_pointer" (libunwind's rbp-chain fallback).
+    private func walk(_ handle: OpaquePointer, registers: [UInt64], into ring: inout FrameRing<UnwoundFrame>) {
+        var registers = registers
+        var pc = registers[UserRegisters.rip], sp = registers[UserRegisters.rsp]
+        ring.push(UnwoundFrame(pc: pc, sp: sp, method: .context, isSignalFrame: false))
+
+        // Starts libunwind's cursor at pc and sp, the other registers as given.
+        func begin() -> Bool {
+            registers[UserRegisters.rip] = pc
+            registers[UserRegisters.rsp] = sp
+            return registers.withUnsafeBufferPointer { cp_unwind_begin(handle, $0.baseAddress) } >= 0
+        }
+
+        // A call through a bad pointer leaves pc outside any code: the caller's return address
+        // is the word at sp. Start the unwind from the caller then.
+        if !isCode(pc) {
+            guard let ret = readWord(sp), isCode(ret) else { return }
+            pc = ret
+            sp = sp &+ 8
+            ring.push(UnwoundFrame(pc: pc, sp: sp, method: .scan, isSignalFrame: false))
+        }
+
+        guard begin() else { return }
+        var step = cp_step_result()
+        while ring.walked < frameLimit {
+            cp_unwind_step(handle, &step)
+            // A cache hit (no lookup) replays a state libunwind derived from CFI.
+            let hasCFI = step.lookup != 0
+            let isSignalFrame = step.step > 0 && step.signal_frame != 0
+            // A caller must lie above its callee on the stack, except across a signal frame (the
+            // handler may run on an alternate stack).
+            if step.step > 0 && step.pc != 0 && (step.sp > sp || isSignalFrame) {
+                pc = step.pc
+                sp = step.sp
+                ring.push(
+                    UnwoundFrame(pc: pc, sp: sp, method: hasCFI ? .cfi : .framePointer, isSignalFrame: isSignalFrame))
+                continue
+            }
+            // CFI that says "no caller" is the real end of the stack (_start, clone).
+            if step.step == 0 && hasCFI { break }
+            if step.step > 0 && step.pc == 0 { break }
+            // Otherwise libunwind lost the thread: look for a return address above sp.
+            guard let found = scanForReturn(above: sp) else { break }
+            pc = found.value
+            sp = found.slot &+ 8
+            ring.push(UnwoundFrame(pc: pc, sp: sp, method: .scan, isSignalFrame: false))
+            guard begin() else { break }
+        }
+    }
+}
+
+/// x86_64 `struct user_regs_struct` (crashport_shims.h): the registers `Unwinder.unwind` takes,
+/// as ptrace, the stub's crash record and a snapshot's gpr hold them.
+public enum UserRegisters {
+    public static let count = Int(CP_USER_REGS_COUNT)
+    public static let rip = Int(CP_USER_REG_RIP)
+    public static let rsp = Int(CP_USER_REG_RSP)
 }

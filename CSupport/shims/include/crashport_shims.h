@@ -2,7 +2,8 @@
  * crashport_shims.h: thin C over what Swift cannot call directly.
  *  - ptrace(2) is variadic;
  *  - libunwind's API is macros over arch-prefixed names (_Ux86_64_*) and a table of callbacks.
- * Nothing here holds policy: the Swift modules decide what to read and how to label frames.
+ * Nothing here holds policy: the Swift modules decide what to read, when an unwind stops or
+ * scans the stack, and how to label frames (Sources/Unwinding/Unwinder.swift).
  * The C libraries Swift calls are declared in crashport_libraries.h, beside this file.
  */
 #ifndef CRASHPORT_SHIMS_H
@@ -21,6 +22,19 @@ enum cp_wait_state { CP_WAIT_NOTHING = 0, CP_WAIT_STOPPED = 1, CP_WAIT_EXITED = 
 /* A cp_wait_state, or -1 with errno (ECHILD: not traced by us, or already reaped). */
 int cp_wait_peek(pid_t tid);
 
+/* x86_64 struct user_regs_struct (<sys/user.h>): 27 u64, in this order. What ptrace
+ * (PTRACE_GETREGS), the stub's crash record and the snapshot's gpr hold. */
+#define CP_USER_REGS_COUNT 27
+enum {
+    CP_USER_REG_R15 = 0, CP_USER_REG_R14 = 1, CP_USER_REG_R13 = 2, CP_USER_REG_R12 = 3,
+    CP_USER_REG_RBP = 4, CP_USER_REG_RBX = 5, CP_USER_REG_R11 = 6, CP_USER_REG_R10 = 7,
+    CP_USER_REG_R9 = 8, CP_USER_REG_R8 = 9, CP_USER_REG_RAX = 10, CP_USER_REG_RCX = 11,
+    CP_USER_REG_RDX = 12, CP_USER_REG_RSI = 13, CP_USER_REG_RDI = 14, CP_USER_REG_ORIG_RAX = 15,
+    CP_USER_REG_RIP = 16, CP_USER_REG_CS = 17, CP_USER_REG_EFLAGS = 18, CP_USER_REG_RSP = 19,
+    CP_USER_REG_SS = 20, CP_USER_REG_FS_BASE = 21, CP_USER_REG_GS_BASE = 22, CP_USER_REG_DS = 23,
+    CP_USER_REG_ES = 24, CP_USER_REG_FS = 25, CP_USER_REG_GS = 26,
+};
+
 /* The ELF .eh_frame_hdr binary-search table of the module that contains an address, in target
  * addresses: what libunwind needs to find an FDE (UNW_INFO_FORMAT_REMOTE_TABLE). */
 typedef struct cp_unwind_table {
@@ -31,7 +45,7 @@ typedef struct cp_unwind_table {
     uint64_t table_entries;  /* number of pairs */
 } cp_unwind_table;
 
-/* The source an unwind runs against: registers come in cp_unwind's arguments; memory and
+/* The source an unwind runs against: registers come in cp_unwind_begin's argument; memory and
  * unwind tables come from these callbacks, so the same unwinder serves a live process, a
  * captured snapshot or a minidump. Callbacks run synchronously on the calling thread. */
 typedef struct cp_unwind_source {
@@ -40,43 +54,39 @@ typedef struct cp_unwind_source {
     int (*read_memory)(void *context, uint64_t address, void *buffer, uint64_t size);
     /* Fill table for the module containing ip; 0 on success, -1 when no module/table covers it. */
     int (*find_table)(void *context, uint64_t ip, cp_unwind_table *table);
-    /* 1 when address lies in executable code of a known module (stack-scan candidates). */
-    int (*is_code)(void *context, uint64_t address);
 } cp_unwind_source;
-
-/* How a frame was found. */
-enum cp_frame_method {
-    CP_FRAME_CONTEXT = 0,       /* frame 0: the registers given */
-    CP_FRAME_CFI = 1,           /* DWARF call-frame information */
-    CP_FRAME_FRAME_POINTER = 2, /* rbp chain (libunwind's fallback when no CFI covers the caller) */
-    CP_FRAME_SCAN = 3,          /* a return address found by scanning the stack */
-};
-
-typedef struct cp_frame {
-    uint64_t pc;  /* the frame's instruction pointer (a return address for callers) */
-    uint64_t sp;
-    uint32_t method;        /* enum cp_frame_method */
-    /* 1 when libunwind restored this frame's registers from a kernel signal frame (after
-     * stepping through the trampoline, unw_is_signal_frame is true at the interrupted frame):
-     * its pc is the interrupted instruction itself, not a return address. */
-    uint32_t signal_frame;
-} cp_frame;
 
 /* An unwinder bound to one source: libunwind's address space with its FDE cache, reused for
  * every thread of a process (the cache is keyed by instruction address, which all threads of a
- * process share). Not thread-safe; destroy with cp_unwinder_destroy. */
+ * process share), and one cursor. Not thread-safe; destroy with cp_unwinder_destroy. */
 typedef struct cp_unwinder cp_unwinder;
 cp_unwinder *cp_unwinder_create(const cp_unwind_source *source);
 void cp_unwinder_destroy(cp_unwinder *unwinder);
 
-/*
- * Unwind one x86_64 thread. regs is struct user_regs_struct (27 x u64). Frames are written
- * to frames[0..max_frames) keeping the first head_frames and, when the stack is deeper, the
- * last (max_frames - head_frames) frames; *skipped receives how many were left out between.
- * At most frame_limit frames are walked in all. Returns the number of frames written.
- */
-int cp_unwind_x86_64(cp_unwinder *unwinder, const uint64_t regs[27], cp_frame *frames,
-                     int max_frames, int head_frames, int frame_limit, int *skipped);
+/* Starts the cursor at an x86_64 frame (unw_init_remote): regs is struct user_regs_struct,
+ * copied (libunwind reads it while stepping, until the next cp_unwind_begin). Restarting
+ * elsewhere (a return address found on the stack) is another cp_unwind_begin. Returns
+ * libunwind's result, < 0 on failure. */
+int cp_unwind_begin(cp_unwinder *unwinder, const uint64_t regs[CP_USER_REGS_COUNT]);
+
+/* One unw_step from the cursor, as libunwind reported it. */
+typedef struct cp_step_result {
+    int32_t step;   /* unw_step's result: > 0 stepped to a caller, 0 no caller, < 0 error */
+    /* Whether find_proc_info looked up unwind info for this step: 1 an FDE was found, 0 none
+     * was; -1 libunwind did not look, its cache answered (and it caches only states derived
+     * from CFI). */
+    int32_t lookup;
+    uint64_t pc;    /* after a step > 0: the caller's UNW_REG_IP and UNW_REG_SP; else 0 */
+    uint64_t sp;
+    /* After a step > 0, 1 when unw_is_signal_frame is true at the new frame: libunwind stepped
+     * through the kernel's signal trampoline and restored the registers of the frame the signal
+     * interrupted (whose pc is the interrupted instruction, not a return address). */
+    int32_t signal_frame;
+} cp_step_result;
+
+/* Steps the cursor once and fills *out; returns out->step (< 0 too when no cp_unwind_begin
+ * succeeded since the last failure). */
+int cp_unwind_step(cp_unwinder *unwinder, cp_step_result *out);
 
 /* A message received on a SOCK_SEQPACKET socket with SO_PASSCRED, with its credentials and any
  * passed descriptors (at most max_fds kept; the rest are closed). Returns the byte count, -1
