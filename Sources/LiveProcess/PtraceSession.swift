@@ -152,7 +152,7 @@ public final class PtraceSession {
     /// General registers (struct user_regs_struct, 27 × u64) and the FXSAVE image of a stopped thread.
     public func registers(of thread: ThreadID) throws -> (gpr: [UInt64], fxsave: [UInt8]) {
         let tid = thread.rawValue
-        var gpr = [UInt64](repeating: 0, count: 27)
+        var gpr = [UInt64](repeating: 0, count: X86_64Registers.gprCount)
         guard gpr.withUnsafeMutableBytes({ getRegSet(tid, Self.NT_PRSTATUS, $0) }) else {
             throw InspectionError.system(call: "PTRACE_GETREGSET(NT_PRSTATUS, \(tid))", errno: errno)
         }

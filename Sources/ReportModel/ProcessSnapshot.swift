@@ -9,11 +9,19 @@
 import BoundedBytes
 import ObjectFile
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The general and floating-point registers of one x86_64 thread, in ptrace layout:
 /// `gpr` is `struct user_regs_struct` (27 × u64), `fxsave` is `struct user_fpregs_struct`
 /// (the 512-byte FXSAVE image), empty when unknown.
 public struct X86_64Registers: Sendable, Equatable {
-    public static let gprCount = 27
+    /// The count and positions of registers in `struct user_regs_struct` (<sys/user.h>).
+    public static let gprCount = MemoryLayout<user_regs_struct>.size / MemoryLayout<UInt64>.size
+    public static let ripIndex = MemoryLayout<user_regs_struct>.offset(of: \.rip)! / MemoryLayout<UInt64>.size
+    public static let rspIndex = MemoryLayout<user_regs_struct>.offset(of: \.rsp)! / MemoryLayout<UInt64>.size
+    public static let rbpIndex = MemoryLayout<user_regs_struct>.offset(of: \.rbp)! / MemoryLayout<UInt64>.size
     public static let names = [
         "r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx",
         "rsi", "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds",
@@ -24,7 +32,7 @@ public struct X86_64Registers: Sendable, Equatable {
     public var fxsave: [UInt8]
 
     public init(gpr: [UInt64], fxsave: [UInt8] = []) {
-        precondition(gpr.count == Self.gprCount, "user_regs_struct has 27 registers")
+        precondition(gpr.count == Self.gprCount, "user_regs_struct has \(Self.gprCount) registers")
         self.gpr = gpr
         self.fxsave = fxsave
     }
@@ -34,9 +42,9 @@ public struct X86_64Registers: Sendable, Equatable {
         set { gpr[Self.names.firstIndex(of: name)!] = newValue }
     }
 
-    public var rip: UInt64 { gpr[16] }
-    public var rsp: UInt64 { gpr[19] }
-    public var rbp: UInt64 { gpr[4] }
+    public var rip: UInt64 { gpr[Self.ripIndex] }
+    public var rsp: UInt64 { gpr[Self.rspIndex] }
+    public var rbp: UInt64 { gpr[Self.rbpIndex] }
 }
 
 public struct ThreadSnapshot: Sendable, Equatable {

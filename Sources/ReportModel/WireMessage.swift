@@ -160,7 +160,7 @@ public struct CrashRecord: Equatable, Sendable {
         let nameBytes = bytes[nameStart..<nameStart + 16].prefix { $0 != 0 }
         threadName = String(decoding: nameBytes, as: UTF8.self)
         let regsStart = at(\.regs)
-        registers = X86_64Registers(gpr: (0..<27).map { wire.u64(regsStart + $0 * 8) })
+        registers = X86_64Registers(gpr: (0..<X86_64Registers.gprCount).map { wire.u64(regsStart + $0 * 8) })
         if flags & CP_CRASH_HAS_FPREGS != 0 {
             let start = at(\.fpregs)
             registers.fxsave = Array(bytes[start..<start + 512])

@@ -127,27 +127,32 @@ public final class Unwinder {
     }
 
     /// libunwind's address space for this source, created on first use and kept for every
-    /// thread (its FDE cache is shared); `source` must outlive it, so both live here.
-    private var source = cp_unwind_source()
+    /// thread (its FDE cache is shared). libunwind keeps a pointer to `source`, so it is
+    /// allocated here, at a fixed address, and freed after the address space.
+    private let source = UnsafeMutablePointer<cp_unwind_source>.allocate(capacity: 1)
     private var handle: OpaquePointer?
 
-    deinit { cp_unwinder_destroy(handle) }
+    deinit {
+        cp_unwinder_destroy(handle)
+        source.deallocate()
+    }
 
     private func unwinderHandle() -> OpaquePointer? {
         if let handle { return handle }
-        source.context = Unmanaged.passUnretained(self).toOpaque()
-        source.read_memory = { context, address, buffer, size in
+        source.initialize(to: cp_unwind_source())
+        source.pointee.context = Unmanaged.passUnretained(self).toOpaque()
+        source.pointee.read_memory = { context, address, buffer, size in
             let unwinder = Unmanaged<Unwinder>.fromOpaque(context!).takeUnretainedValue()
             guard size <= 1 << 20, let buffer else { return -1 }
             return unwinder.read(address, into: UnsafeMutableRawBufferPointer(start: buffer, count: Int(size))) ? 0 : -1
         }
-        source.find_table = { context, ip, table in
+        source.pointee.find_table = { context, ip, table in
             let unwinder = Unmanaged<Unwinder>.fromOpaque(context!).takeUnretainedValue()
             guard let found = unwinder.table(for: ip) else { return -1 }
             table!.pointee = found
             return 0
         }
-        handle = withUnsafePointer(to: &source) { cp_unwinder_create($0) }
+        handle = cp_unwinder_create(source)
         return handle
     }
 

@@ -108,7 +108,7 @@ public struct Doctor {
             return Finding(
                 level: .ok,
                 text:
-                    "ptrace: a test child was suspended (\(threads.count) thread) and its registers read (rip 0x\(String(registers.gpr[16], radix: 16)))"
+                    "ptrace: a test child was suspended (\(threads.count) thread) and its registers read (rip 0x\(String(registers.gpr[X86_64Registers.ripIndex], radix: 16)))"
             )
         } catch {
             return Finding(
