@@ -7,6 +7,23 @@
 
 import BoundedBytes
 
+// DW_EH_PE pointer encodings (Linux Standard Base Core, "DWARF Exception Header Encoding"):
+// the low nibble is the format, the next three bits how the value is applied.
+let DW_EH_PE_absptr: UInt8 = 0x00
+let DW_EH_PE_uleb128: UInt8 = 0x01
+let DW_EH_PE_udata2: UInt8 = 0x02
+let DW_EH_PE_udata4: UInt8 = 0x03
+let DW_EH_PE_udata8: UInt8 = 0x04
+let DW_EH_PE_sleb128: UInt8 = 0x09
+let DW_EH_PE_sdata2: UInt8 = 0x0A
+let DW_EH_PE_sdata4: UInt8 = 0x0B
+let DW_EH_PE_sdata8: UInt8 = 0x0C
+let DW_EH_PE_pcrel: UInt8 = 0x10
+let DW_EH_PE_datarel: UInt8 = 0x30
+let DW_EH_PE_omit: UInt8 = 0xFF
+let DW_EH_PE_formatMask: UInt8 = 0x0F
+let DW_EH_PE_applicationMask: UInt8 = 0x70
+
 public struct EHFrameIndex: Sendable {
     /// Runtime-independent: relative to the .eh_frame section's ELF virtual address.
     public var base: UInt64
@@ -94,26 +111,26 @@ public struct EHFrameIndex: Sendable {
 
     /// Reads a DW_EH_PE-encoded pointer; pcrel is resolved against `fieldAddress`.
     static func readPointer(_ data: ByteView, _ cursor: inout UInt64, encoding: UInt8, fieldAddress: UInt64) -> UInt64? {
-        if encoding == 0xFF { return nil }  // DW_EH_PE_omit
+        if encoding == DW_EH_PE_omit { return nil }
         var value: UInt64
-        switch encoding & 0x0F {
-        case 0x00, 0x04: guard let raw = data.u64(cursor) else { return nil }; value = raw; cursor += 8
-        case 0x01: guard let raw = data.uleb128(at: &cursor) else { return nil }; value = raw
-        case 0x02: guard let raw = data.u16(cursor) else { return nil }; value = UInt64(raw); cursor += 2
-        case 0x03: guard let raw = data.u32(cursor) else { return nil }; value = UInt64(raw); cursor += 4
-        case 0x09: guard let raw = data.sleb128(at: &cursor) else { return nil }; value = UInt64(bitPattern: raw)
-        case 0x0A:
+        switch encoding & DW_EH_PE_formatMask {
+        case DW_EH_PE_absptr, DW_EH_PE_udata8, DW_EH_PE_sdata8:
+            guard let raw = data.u64(cursor) else { return nil }; value = raw; cursor += 8
+        case DW_EH_PE_uleb128: guard let raw = data.uleb128(at: &cursor) else { return nil }; value = raw
+        case DW_EH_PE_udata2: guard let raw = data.u16(cursor) else { return nil }; value = UInt64(raw); cursor += 2
+        case DW_EH_PE_udata4: guard let raw = data.u32(cursor) else { return nil }; value = UInt64(raw); cursor += 4
+        case DW_EH_PE_sleb128: guard let raw = data.sleb128(at: &cursor) else { return nil }; value = UInt64(bitPattern: raw)
+        case DW_EH_PE_sdata2:
             guard let raw = data.u16(cursor) else { return nil }; value = UInt64(bitPattern: Int64(Int16(bitPattern: raw)));
             cursor += 2
-        case 0x0B:
+        case DW_EH_PE_sdata4:
             guard let raw = data.u32(cursor) else { return nil }; value = UInt64(bitPattern: Int64(Int32(bitPattern: raw)));
             cursor += 4
-        case 0x0C: guard let raw = data.u64(cursor) else { return nil }; value = raw; cursor += 8
         default: return nil
         }
-        switch encoding & 0x70 {
-        case 0x00: break
-        case 0x10: value = value &+ fieldAddress
+        switch encoding & DW_EH_PE_applicationMask {
+        case DW_EH_PE_absptr: break
+        case DW_EH_PE_pcrel: value = value &+ fieldAddress
         default: return nil  // datarel/textrel/funcrel do not occur in .eh_frame FDE locations
         }
         return value
