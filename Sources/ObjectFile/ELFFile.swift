@@ -486,7 +486,10 @@ public final class ELFFile: Sendable {
         for index in 0..<Int32(clamping: data.pointee.d_size / entrySize) {
             var entry = GElf_Dyn()
             guard gelf_getdyn(data, index, &entry) != nil, entry.d_tag != Int64(DT_NULL) else { break }
-            if entry.d_tag == Int64(DT_NEEDED), let name = elf_strptr(elf, Int(dynamic.link), Int(entry.d_un.d_val)) {
+            // d_val is the file's word: an offset past Int.max names nothing (no trap).
+            if entry.d_tag == Int64(DT_NEEDED), let offset = Int(exactly: entry.d_un.d_val),
+                let name = elf_strptr(elf, Int(dynamic.link), offset)
+            {
                 result.append(String(cString: name))
             }
         }
