@@ -1,11 +1,36 @@
-// ELFFile: a bounds-checked reader of 64-bit little-endian ELF files over an mmap.
+// ELFFile: a 64-bit little-endian ELF file, its container read with libelf (elfutils).
 //
-// Why our own reader and not libelf for this part: headers, notes and symbol tables are a few
-// hundred lines, and reading them straight from the mapping costs no copies and no per-call C
-// bridging; every offset is checked, so a truncated or hostile file yields an error or a nil,
-// never a trap. (DWARF, where the format is large, is a separate reader.)
+// libelf reads the container: gelf_getehdr, elf_getphdrnum/gelf_getphdr, elf_getshdrnum,
+// elf_getshdrstrndx, elf_nextscn/gelf_getshdr/elf_strptr, elf_getdata + gelf_getnote (the
+// build-id), gelf_getdyn (DT_NEEDED), gelf_getsym (SymbolTable), gelf_getchdr + elf_compress
+// (compressed sections). What lies inside sections (.eh_frame_hdr, .gnu_debuglink, DWARF) is
+// read from the same bytes through ByteView, bounds-checked.
+//
+// Why `elf_memory` over our MappedFile and not `elf_begin(fd, ELF_C_READ_MMAP)`: one mapping
+// serves libelf and our own readers (no second mmap, no fd kept open), and the same code takes
+// images that are not files: the vDSO copied out of a process, MiniDebugInfo decoded into an
+// anonymous mapping. The price: elf_memory treats the image as a private writable copy
+// (ELF_C_READ_MMAP_PRIVATE), and elf_compress rewrites the inflated section's header in place
+// (sh_size, sh_flags). So MappedFile maps files MAP_PRIVATE with PROT_WRITE (a write costs one
+// copy-on-write page and never reaches the file; on a PROT_READ mapping it is a SIGSEGV), and an
+// ELFFile claims its MappedFile: a second ELFFile over the same mapping works on a private copy.
+//
+// Hostile files (the watcher may run as root): libelf validates some things and not others, so
+// before trusting it we check ourselves: the identification bytes and the 64-byte header before
+// elf_memory (it reads the header without checking the image holds one); the program header
+// table against the file (libelf clamps a truncated one silently; we call it malformed); every
+// section's offset+size against the file before elf_getdata/elf_compress; a compressed
+// section's declared size (gelf_getchdr, or the `.zdebug` header) against SectionCompression's
+// caps before inflating; note and symbol lengths again against the data libelf returned.
+// libelf itself drops a section header table that does not fit in the file (no sections), and
+// bounds e_shnum by it; a name outside .shstrtab is "".
+//
+// Threads: an `Elf *` is not safe for concurrent use. Everything but inflating sections and
+// building the symbol table is read in init into Swift values; those two use the descriptor
+// later, under `state`'s lock. elf_end runs in deinit.
 
 import BoundedBytes
+import CLibELF
 import Synchronization
 
 #if canImport(Glibc)
@@ -39,13 +64,28 @@ public struct ELFSection: Sendable, Equatable {
     public var size: UInt64
     public var link: UInt32
     public var entrySize: UInt64
+    /// Its index in the section header table (`sections[index]` is this section).
+    public var index: Int = 0
 
     public static let noBits = UInt32(SHT_NOBITS)
+    public static let symbolTable = UInt32(SHT_SYMTAB)
+    public static let dynamicSymbolTable = UInt32(SHT_DYNSYM)
     public static let compressedFlag = UInt64(SHF_COMPRESSED)
 }
 
-/// Immutable once read (the symbol table, built on first use, behind a lock): shareable
-/// between threads.
+/// libelf's library-wide setup, done once before any other libelf call.
+private let libelfReady: Bool = elf_version(UInt32(EV_CURRENT)) != UInt32(EV_NONE)
+
+/// The libelf descriptor and what was built through it after init: touched only under
+/// ELFFile's lock.
+struct LibELFState: ~Copyable {
+    let elf: OpaquePointer
+    var inflated: [Int: Result<ByteView, DebugDataRefusal>] = [:]
+    var symbols: SymbolTable?
+}
+
+/// Immutable once read (inflated sections and the symbol table, built on first use, behind a
+/// lock with the libelf descriptor): shareable between threads.
 public final class ELFFile: Sendable {
     public let file: MappedFile
     public let view: ByteView
@@ -57,16 +97,35 @@ public final class ELFFile: Sendable {
     public let buildID: BuildID?
     /// The `.eh_frame_hdr` search table, if PT_GNU_EH_FRAME names a usable one.
     public let ehFrameTable: EHFrameTable?
+    /// DT_NEEDED entries of the dynamic section: the shared libraries the file asks for.
+    public let neededLibraries: [String]
+    /// The compressed sections (by index): their declared size, read before any inflating.
+    let compression: [Int: CompressionHeader]
+    private let state: Mutex<LibELFState>
 
     public var path: String { file.path }
     /// The last component of the path: how reports name a module.
     public var fileName: String { path.split(separator: "/").last.map(String.init) ?? path }
 
+    /// A compressed section's header: SHF_COMPRESSED (Elf64_Chdr, through gelf_getchdr) or the
+    /// GNU `.zdebug_*` form ("ZLIB" and a big-endian 64-bit size).
+    public struct CompressionHeader: Sendable, Equatable {
+        public enum Kind: Sendable, Equatable { case gabi(type: UInt32), gnu }
+        public var kind: Kind
+        /// What the header says the section inflates to (ch_size).
+        public var declaredSize: UInt64
+        /// The bytes of the compressed stream after the header.
+        public var streamSize: Int
+    }
+
     public convenience init(path: String) throws {
         try self.init(file: MappedFile(path: path))
     }
 
-    public init(file: MappedFile) throws {
+    public init(file original: MappedFile) throws {
+        // libelf may write the image's section headers (see the header comment): one ELFFile
+        // per mapping.
+        let file = original.claimForLibELF() ? original : MappedFile(bytes: Array(original.bytes), name: original.path)
         self.file = file
         let view = ByteView(file.bytes)
         self.view = view
@@ -76,70 +135,231 @@ public final class ELFFile: Sendable {
         }
         guard view.u8(4) == 2 else { throw ObjectFileError.notELF(path: path, reason: "not a 64-bit ELF") }
         guard view.u8(5) == 1 else { throw ObjectFileError.notELF(path: path, reason: "not little-endian") }
-        type = view.u16(16)!
-        machine = view.u16(18)!
-        let phoff = view.u64(32)!, shoff = view.u64(40)!
-        let phentsize = UInt64(view.u16(54)!), phnum = UInt64(view.u16(56)!)
-        let shentsize = UInt64(view.u16(58)!)
-        var shnum = UInt64(view.u16(60)!)
-        var shstrndx = UInt64(view.u16(62)!)
+        guard libelfReady, let base = file.bytes.baseAddress,
+            let elf = elf_memory(UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: CChar.self)), file.bytes.count)
+        else {
+            throw ObjectFileError.malformed(path: path, reason: "libelf: \(Self.libelfError())")
+        }
+        let parts: Parts
+        do {
+            parts = try Self.read(elf, view: view, path: path)
+        } catch {
+            elf_end(elf)
+            throw error
+        }
+        type = parts.type
+        machine = parts.machine
+        segments = parts.segments
+        sections = parts.sections
+        compression = parts.compression
+        buildID = parts.buildID
+        neededLibraries = parts.needed
+        ehFrameTable = Self.readEHFrameTable(view: view, segments: parts.segments)
+        state = Mutex(LibELFState(elf: elf))
+    }
 
+    deinit {
+        state.withLock { _ = elf_end($0.elf) }
+    }
+
+    static func libelfError() -> String {
+        elf_errmsg(-1).map { String(cString: $0) } ?? "unknown error"
+    }
+
+    private struct Parts {
+        var type: UInt16
+        var machine: UInt16
+        var segments: [ELFSegment]
+        var sections: [ELFSection]
+        var compression: [Int: CompressionHeader]
+        var buildID: BuildID?
+        var needed: [String]
+    }
+
+    /// Everything init keeps, through libelf. Throws for what makes the file unusable: no
+    /// header, a program header table outside the file.
+    private static func read(_ elf: OpaquePointer, view: ByteView, path: String) throws -> Parts {
+        guard elf_kind(elf) == ELF_K_ELF, gelf_getclass(elf) == ELFCLASS64 else {
+            throw ObjectFileError.notELF(path: path, reason: "libelf: not a 64-bit ELF object")
+        }
+        var header = GElf_Ehdr()
+        guard gelf_getehdr(elf, &header) != nil else {
+            throw ObjectFileError.malformed(path: path, reason: "libelf: \(libelfError())")
+        }
+        let (segments, noteAlignments) = try readSegments(elf, header: header, view: view, path: path)
+        let sections = readSections(elf, header: header, view: view)
+        var compression: [Int: CompressionHeader] = [:]
+        for section in sections {
+            if let found = readCompressionHeader(elf, section: section, view: view) { compression[section.index] = found }
+        }
+        return Parts(
+            type: header.e_type, machine: header.e_machine, segments: segments, sections: sections,
+            compression: compression,
+            buildID: readBuildID(elf, sections: sections, segments: segments, noteAlignments: noteAlignments, view: view),
+            needed: readNeeded(elf, sections: sections, view: view))
+    }
+
+    /// The program headers; the alignment of each (for PT_NOTE's note layout) alongside.
+    private static func readSegments(
+        _ elf: OpaquePointer, header: GElf_Ehdr, view: ByteView, path: String
+    ) throws -> ([ELFSegment], [UInt64]) {
+        var count = 0
+        if header.e_phoff == 0 { return ([], []) }
+        // libelf clamps a table that runs past the file to what fits; we call it malformed.
+        guard elf_getphdrnum(elf, &count) == 0 else {
+            throw ObjectFileError.malformed(path: path, reason: "program headers: libelf: \(libelfError())")
+        }
+        // libelf answers 0, or what fits, for a table past the end: compare with the header's count.
+        let declared = header.e_phnum == UInt16(PN_XNUM) ? count : Int(header.e_phnum)
+        guard declared > 0 else { return ([], []) }
+        guard count == declared, header.e_phentsize == 56, let size = UInt64(count).checkedMultiplying(56),
+            view.has(header.e_phoff, size)
+        else {
+            throw ObjectFileError.malformed(path: path, reason: "program headers out of bounds")
+        }
         var segments: [ELFSegment] = []
-        if phnum > 0 {
-            guard phentsize >= 56, view.has(phoff, phentsize * phnum) else {
-                throw ObjectFileError.malformed(path: path, reason: "program headers out of bounds")
+        var alignments: [UInt64] = []
+        segments.reserveCapacity(count)
+        for index in 0..<Int32(clamping: count) {
+            var phdr = GElf_Phdr()
+            guard gelf_getphdr(elf, index, &phdr) != nil else {
+                throw ObjectFileError.malformed(path: path, reason: "program header \(index): libelf: \(libelfError())")
             }
-            for index in 0..<phnum {
-                let at = phoff + index * phentsize
-                segments.append(
-                    ELFSegment(
-                        type: view.u32(at)!, flags: view.u32(at + 4)!, offset: view.u64(at + 8)!,
-                        vaddr: view.u64(at + 16)!, fileSize: view.u64(at + 32)!, memorySize: view.u64(at + 40)!))
-            }
+            segments.append(
+                ELFSegment(
+                    type: phdr.p_type, flags: phdr.p_flags, offset: phdr.p_offset, vaddr: phdr.p_vaddr,
+                    fileSize: phdr.p_filesz, memorySize: phdr.p_memsz))
+            alignments.append(phdr.p_align)
         }
-        self.segments = segments
+        return (segments, alignments)
+    }
 
+    /// The section headers, section 0 included so that `sections[i]` is section i. A header
+    /// libelf cannot give is an empty SHT_NULL entry; a name it cannot give is "".
+    private static func readSections(_ elf: OpaquePointer, header: GElf_Ehdr, view: ByteView) -> [ELFSection] {
+        var count = 0
+        // libelf reports no sections when the table does not fit in the file.
+        guard elf_getshdrnum(elf, &count) == 0, count > 0, header.e_shentsize == 64 else { return [] }
+        var namesIndex = 0
+        let hasNames = elf_getshdrstrndx(elf, &namesIndex) == 0 && namesIndex < count
         var sections: [ELFSection] = []
-        if shoff != 0 && shentsize >= 64 {
-            // Extended numbering: the real counts live in section 0.
-            if shnum == 0, let at = shoff.checkedAdding(32), let count = view.u64(at) { shnum = count }
-            if shstrndx == 0xFFFF, let at = shoff.checkedAdding(40), let link = view.u32(at) { shstrndx = UInt64(link) }
-            if shnum > 0 && shnum <= 65536 && view.has(shoff, shentsize * shnum) {
-                var raw: [(nameOffset: UInt32, section: ELFSection)] = []
-                raw.reserveCapacity(Int(shnum))
-                for index in 0..<shnum {
-                    let at = shoff + index * shentsize
-                    raw.append(
-                        (
-                            view.u32(at)!,
-                            ELFSection(
-                                name: "", type: view.u32(at + 4)!, flags: view.u64(at + 8)!, address: view.u64(at + 16)!,
-                                offset: view.u64(at + 24)!, size: view.u64(at + 32)!, link: view.u32(at + 40)!,
-                                entrySize: view.u64(at + 56)!)
-                        ))
-                }
-                let names: ByteView? =
-                    shstrndx < shnum
-                    ? view.slice(raw[Int(shstrndx)].section.offset, raw[Int(shstrndx)].section.size) : nil
-                for (nameOffset, var section) in raw {
-                    section.name = names?.cString(UInt64(nameOffset)) ?? ""
-                    sections.append(section)
+        sections.reserveCapacity(count)
+        var scn = elf_getscn(elf, 0)
+        while let current = scn, sections.count < count {
+            var shdr = GElf_Shdr()
+            var section = ELFSection(
+                name: "", type: UInt32(SHT_NULL), flags: 0, address: 0, offset: 0, size: 0, link: 0, entrySize: 0,
+                index: sections.count)
+            if gelf_getshdr(current, &shdr) != nil {
+                section.type = shdr.sh_type
+                section.flags = shdr.sh_flags
+                section.address = shdr.sh_addr
+                section.offset = shdr.sh_offset
+                section.size = shdr.sh_size
+                section.link = shdr.sh_link
+                section.entrySize = shdr.sh_entsize
+                // elf_strptr checks the index, that the table is SHT_STRTAB inside the file,
+                // and that the name ends inside it.
+                if hasNames, shdr.sh_name != 0, let name = elf_strptr(elf, namesIndex, Int(shdr.sh_name)) {
+                    section.name = String(cString: name)
                 }
             }
+            sections.append(section)
+            scn = elf_nextscn(elf, current)
         }
-        self.sections = sections
-        buildID = Self.readBuildID(view: view, sections: sections, segments: segments)
-        ehFrameTable = Self.readEHFrameTable(view: view, segments: segments)
+        return sections
+    }
+
+    /// Whether a section's bytes lie inside the image: checked before any libelf data call.
+    static func inFile(_ section: ELFSection, _ view: ByteView) -> Bool {
+        section.type != ELFSection.noBits && section.type != UInt32(SHT_NULL) && view.has(section.offset, section.size)
+    }
+
+    /// The `Elf_Data` of an in-file section, through elf_getdata.
+    static func data(_ elf: OpaquePointer, _ section: ELFSection, _ view: ByteView) -> UnsafeMutablePointer<Elf_Data>? {
+        guard inFile(section, view), let scn = elf_getscn(elf, section.index), let data = elf_getdata(scn, nil),
+            data.pointee.d_size <= section.size || section.flags & ELFSection.compressedFlag != 0
+        else { return nil }
+        return data
+    }
+
+    private static func readCompressionHeader(
+        _ elf: OpaquePointer, section: ELFSection, view: ByteView
+    ) -> CompressionHeader? {
+        guard inFile(section, view) else { return nil }
+        if section.flags & ELFSection.compressedFlag != 0 {
+            var chdr = GElf_Chdr()
+            guard let scn = elf_getscn(elf, section.index), gelf_getchdr(scn, &chdr) != nil else { return nil }
+            let headerSize = Int(gelf_fsize(elf, ELF_T_CHDR, 1, UInt32(EV_CURRENT)))
+            return CompressionHeader(
+                kind: .gabi(type: chdr.ch_type), declaredSize: chdr.ch_size,
+                streamSize: max(Int(section.size) - headerSize, 0))
+        }
+        // libelf has no reader for the GNU header short of inflating: read it here.
+        if section.name.hasPrefix(".zdebug"), let raw = view.slice(section.offset, section.size),
+            raw.u32(0) == 0x4249_4C5A /* "ZLIB" */, let high = raw.u32(4), let low = raw.u32(8)
+        {
+            let declared = UInt64(UInt32(bigEndian: high)) << 32 | UInt64(UInt32(bigEndian: low))
+            return CompressionHeader(kind: .gnu, declaredSize: declared, streamSize: raw.count - 12)
+        }
+        return nil
     }
 
     public func section(named name: String) -> ELFSection? { sections.first { $0.name == name } }
 
-    /// The bytes of a section in the file; nil for SHT_NOBITS or out-of-bounds sections.
+    /// The bytes of a section in the file, as stored (compressed ones compressed); nil for
+    /// SHT_NOBITS or out-of-bounds sections.
     public func contents(of section: ELFSection) -> ByteView? { Self.contents(of: section, in: view) }
 
     static func contents(of section: ELFSection, in view: ByteView) -> ByteView? {
         guard section.type != ELFSection.noBits else { return nil }
         return view.slice(section.offset, section.size)
+    }
+
+    /// The header of a compressed section (SHF_COMPRESSED or `.zdebug_*`), nil for others.
+    public func compressionHeader(of section: ELFSection) -> CompressionHeader? { compression[section.index] }
+
+    /// A section's bytes, inflated when compressed (SHF_COMPRESSED through elf_compress,
+    /// `.zdebug_*` through elf_compress_gnu). A declared size past SectionCompression's caps is
+    /// refused before any inflating; so are a stream that does not inflate to its declared size,
+    /// and a section outside the file. Inflated bytes belong to libelf's descriptor and live as
+    /// long as this ELFFile; each section is inflated once.
+    public func sectionData(_ section: ELFSection) -> Result<ByteView, DebugDataRefusal> {
+        func refusal(_ reason: String) -> Result<ByteView, DebugDataRefusal> {
+            .failure(DebugDataRefusal(module: fileName, section: section.name, reason: reason))
+        }
+        guard section.index < sections.count, sections[section.index] == section, let raw = contents(of: section) else {
+            return refusal("is not in the file")
+        }
+        guard let header = compression[section.index] else {
+            if section.flags & ELFSection.compressedFlag != 0 { return refusal("has no readable compression header") }
+            return .success(raw)
+        }
+        if case .gabi(let type) = header.kind, type != UInt32(ELFCOMPRESS_ZLIB) {
+            return refusal("uses compression type \(type), not zlib")
+        }
+        if let reason = SectionCompression.sectionRefusalReason(
+            declared: header.declaredSize, compressed: header.streamSize)
+        {
+            return refusal(reason)
+        }
+        return state.withLock { state in
+            if let done = state.inflated[section.index] { return done }
+            let result: Result<ByteView, DebugDataRefusal>
+            if let scn = elf_getscn(state.elf, section.index),
+                (header.kind == .gnu ? elf_compress_gnu(scn, 0, 0) : elf_compress(scn, 0, 0)) == 1,
+                let data = elf_getdata(scn, nil), data.pointee.d_size == Int(header.declaredSize),
+                data.pointee.d_buf != nil || header.declaredSize == 0
+            {
+                result = .success(ByteView(UnsafeRawBufferPointer(start: data.pointee.d_buf, count: data.pointee.d_size)))
+            } else {
+                result = refusal(
+                    "does not inflate to its declared \(SectionCompression.describeSize(header.declaredSize)) (libelf: \(Self.libelfError()))"
+                )
+            }
+            state.inflated[section.index] = result
+            return result
+        }
     }
 
     /// The virtual address at which file offset 0 is loaded: what a module's base maps to.
@@ -182,7 +402,9 @@ public final class ELFFile: Sendable {
         }
     }
 
-    /// Walks the notes of a note area; stops quietly at the first malformed note.
+    /// Walks the notes of a note area that is not inside a libelf descriptor (a PT_NOTE read
+    /// from a process's memory): gelf_getnote needs an `Elf_Data` that libelf made. Stops
+    /// quietly at the first malformed note.
     public static func notes(in area: ByteView, _ body: (_ name: String, _ type: UInt32, _ desc: ByteView) -> Bool) {
         var offset: UInt64 = 0
         while let nameSize = area.u32(offset), let descSize = area.u32(offset + 4), let type = area.u32(offset + 8) {
@@ -198,19 +420,46 @@ public final class ELFFile: Sendable {
         }
     }
 
+    /// The NT_GNU_BUILD_ID note of an `Elf_Data` of notes (ELF_T_NHDR or ELF_T_NHDR8), through
+    /// gelf_getnote, which checks each note's sizes against the data.
+    private static func buildID(inNoteData data: UnsafeMutablePointer<Elf_Data>) -> BuildID? {
+        guard data.pointee.d_type == ELF_T_NHDR || data.pointee.d_type == ELF_T_NHDR8,
+            let base = data.pointee.d_buf
+        else { return nil }
+        let notes = ByteView(UnsafeRawBufferPointer(start: base, count: data.pointee.d_size))
+        var offset = 0
+        while offset < data.pointee.d_size {
+            var note = GElf_Nhdr()
+            var nameOffset = 0
+            var descOffset = 0
+            let next = gelf_getnote(data, offset, &note, &nameOffset, &descOffset)
+            guard next > offset else { return nil }
+            offset = next
+            guard note.n_type == UInt32(NT_GNU_BUILD_ID), note.n_namesz == 4,
+                notes.array(UInt64(nameOffset), 4) == Array("GNU\0".utf8),
+                let desc = notes.array(UInt64(descOffset), UInt64(note.n_descsz))
+            else { continue }
+            return BuildID(desc)
+        }
+        return nil
+    }
+
     /// The GNU build-id (NT_GNU_BUILD_ID), from the section if present, else the PT_NOTE segments.
-    static func readBuildID(view: ByteView, sections: [ELFSection], segments: [ELFSegment]) -> BuildID? {
-        var areas: [ByteView] = []
-        if let section = sections.first(where: { $0.name == ".note.gnu.build-id" }),
-            let contents = contents(of: section, in: view)
+    private static func readBuildID(
+        _ elf: OpaquePointer, sections: [ELFSection], segments: [ELFSegment], noteAlignments: [UInt64], view: ByteView
+    ) -> BuildID? {
+        if let section = sections.first(where: { $0.name == ".note.gnu.build-id" && $0.type == UInt32(SHT_NOTE) }),
+            let data = data(elf, section, view), let found = buildID(inNoteData: data)
         {
-            areas.append(contents)
+            return found
         }
-        for segment in segments where segment.type == ELFSegment.note {
-            if let area = view.slice(segment.offset, segment.fileSize) { areas.append(area) }
-        }
-        for area in areas {
-            if let found = buildID(inNotes: area) { return found }
+        for (index, segment) in segments.enumerated() where segment.type == ELFSegment.note {
+            guard segment.fileSize > 0, view.has(segment.offset, segment.fileSize),
+                let data = elf_getdata_rawchunk(
+                    elf, Int64(segment.offset), Int(segment.fileSize),
+                    noteAlignments[index] == 8 ? ELF_T_NHDR8 : ELF_T_NHDR)
+            else { continue }
+            if let found = buildID(inNoteData: data) { return found }
         }
         return nil
     }
@@ -226,6 +475,27 @@ public final class ELFFile: Sendable {
         return found.flatMap(BuildID.init)
     }
 
+    /// DT_NEEDED names, through gelf_getdyn and elf_strptr on the table the section links to.
+    private static func readNeeded(_ elf: OpaquePointer, sections: [ELFSection], view: ByteView) -> [String] {
+        guard let dynamic = sections.first(where: { $0.type == UInt32(SHT_DYNAMIC) }),
+            let data = data(elf, dynamic, view)
+        else { return [] }
+        let entrySize = Int(gelf_fsize(elf, ELF_T_DYN, 1, UInt32(EV_CURRENT)))
+        guard entrySize > 0 else { return [] }
+        var result: [String] = []
+        for index in 0..<Int32(clamping: data.pointee.d_size / entrySize) {
+            var entry = GElf_Dyn()
+            guard gelf_getdyn(data, index, &entry) != nil, entry.d_tag != Int64(DT_NULL) else { break }
+            // d_val is the file's word: an offset past Int.max names nothing (no trap).
+            if entry.d_tag == Int64(DT_NEEDED), let offset = Int(exactly: entry.d_un.d_val),
+                let name = elf_strptr(elf, Int(dynamic.link), offset)
+            {
+                result.append(String(cString: name))
+            }
+        }
+        return result
+    }
+
     /// `.gnu_debuglink`: the name of the separate debug file and the CRC32 of its contents.
     public var debugLink: (name: String, crc: UInt32)? {
         guard let section = section(named: ".gnu_debuglink"), let data = contents(of: section),
@@ -235,7 +505,6 @@ public final class ELFFile: Sendable {
         guard let crc = data.u32(crcOffset) else { return nil }
         return (name, crc)
     }
-
     /// The `.eh_frame_hdr` search table, in ELF virtual addresses.
     public struct EHFrameTable: Sendable {
         public var headerAddress: UInt64
@@ -279,55 +548,40 @@ public final class ELFFile: Sendable {
         return EHFrameTable(headerAddress: segment.vaddr, tableAddress: tableAddress, entries: count)
     }
 
-    /// The function symbols, built on first use (one pass and a sort), then shared: safe to ask
-    /// from any thread.
+    /// The function symbols, built on first use (one pass through gelf_getsym and a sort), then
+    /// shared: safe to ask from any thread.
     public var symbols: SymbolTable {
-        symbolTable.withLock { table in
-            if let table { return table }
-            let built = SymbolTable(elf: self)
-            table = built
+        state.withLock { state in
+            if let table = state.symbols { return table }
+            let built = SymbolTable(libelf: state.elf, sections: sections, view: view)
+            state.symbols = built
             return built
         }
-    }
-    private let symbolTable = Mutex<SymbolTable?>(nil)
-
-    /// DT_NEEDED entries of the dynamic section: the shared libraries the file asks for.
-    public var neededLibraries: [String] {
-        guard let dynamic = section(named: ".dynamic"), let entries = contents(of: dynamic),
-            let dynstr = section(named: ".dynstr"), let strings = contents(of: dynstr)
-        else { return [] }
-        var result: [String] = []
-        var offset: UInt64 = 0
-        while let tag = entries.u64(offset), let value = entries.u64(offset + 8), tag != 0 {
-            if tag == UInt64(DT_NEEDED), let name = strings.cString(value) { result.append(name) }
-            offset += 16
-        }
-        return result
     }
 
     /// Whether the file has a program interpreter (PT_INTERP): false for static executables.
     public var isDynamicallyLinked: Bool { segments.contains { $0.type == ELFSegment.interpreter } }
 
-    /// Whether .symtab or .dynsym defines a symbol of this name.
+    /// Whether .symtab or .dynsym defines a symbol of this name (any type), decoded as the
+    /// symbol table decodes them.
     public func definesSymbol(named name: String) -> Bool {
         let wanted = Array(name.utf8)
-        for tableName in [".symtab", ".dynsym"] {
-            guard let table = section(named: tableName), let data = contents(of: table),
-                Int(table.link) < sections.count, let strings = contents(of: sections[Int(table.link)])
-            else { continue }
-            var index: UInt64 = 0
-            while let nameOffset = data.u32(index * 24), let sectionIndex = data.u16(index * 24 + 6) {
-                index += 1
-                guard sectionIndex != 0, let candidate = strings.slice(UInt64(nameOffset), UInt64(wanted.count + 1)) else {
-                    continue
+        return state.withLock { state in
+            for table in SymbolTable.tables(in: sections) {
+                guard let strings = SymbolTable.strings(for: table, sections: sections, view: view) else { continue }
+                var found = false
+                SymbolTable.forEachSymbol(libelf: state.elf, table: table, view: view) { symbol in
+                    guard symbol.st_shndx != UInt16(SHN_UNDEF),
+                        let candidate = strings.slice(UInt64(symbol.st_name), UInt64(wanted.count + 1)),
+                        candidate.u8(UInt64(wanted.count)) == 0,
+                        (0..<wanted.count).allSatisfy({ candidate.u8(UInt64($0)) == wanted[$0] })
+                    else { return true }
+                    found = true
+                    return false
                 }
-                if candidate.u8(UInt64(wanted.count)) == 0
-                    && (0..<wanted.count).allSatisfy({ candidate.u8(UInt64($0)) == wanted[$0] })
-                {
-                    return true
-                }
+                if found { return true }
             }
+            return false
         }
-        return false
     }
 }

@@ -1,10 +1,16 @@
-// MappedFile: a read-only mmap of a whole file, the byte source every parser here reads from.
+// MappedFile: a private mmap of a whole file, the byte source every parser here reads from.
 //
 // Ownership: the mapping lives as long as the object. Reads are bounds-checked and never trap on
 // a hostile offset; a file that shrinks under us could still SIGBUS, which is why report files
 // and debug files are opened read-only and parsed promptly.
+//
+// Writable, privately: the file is opened O_RDONLY and mapped MAP_PRIVATE with PROT_WRITE,
+// because libelf (elf_memory, see ELFFile) updates a section header in place when it inflates a
+// compressed section. Such a write copies one page and never reaches the file; nothing in
+// crashport writes otherwise. The one ELFFile allowed to hand a mapping to libelf claims it.
 
 import BoundedBytes
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -44,13 +50,20 @@ public final class MappedFile: @unchecked Sendable {
             bytes = UnsafeRawBufferPointer(start: nil, count: 0)
             return
         }
-        guard let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED else {
+        guard let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0), base != MAP_FAILED else {
             throw ObjectFileError.cannotOpen(path: path, errno: errno)
         }
         bytes = UnsafeRawBufferPointer(start: base, count: size)
     }
 
     private let owned: Bool
+    private let claimed = Atomic<Bool>(false)
+
+    /// True for the first caller only: the ELFFile that may let libelf write into this mapping
+    /// (others work on a copy).
+    public func claimForLibELF() -> Bool {
+        claimed.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+    }
 
     /// An image decoded into memory, held once: `fill` writes at most `capacity` bytes into a
     /// fresh anonymous mapping (only the pages it writes cost memory) and returns how many, or
@@ -69,7 +82,7 @@ public final class MappedFile: @unchecked Sendable {
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         let kept = (count + page - 1) / page * page
         if kept < capacity { munmap(base + kept, capacity - kept) }
-        mprotect(base, kept, PROT_READ)
+        // Left writable (privately, like a file's mapping): libelf may update a section header.
         bytes = UnsafeRawBufferPointer(start: base, count: count)
     }
 

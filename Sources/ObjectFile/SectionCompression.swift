@@ -1,9 +1,12 @@
-// SectionCompression: the one file of this module that calls zlib and liblzma.
+// SectionCompression: the caps on compressed debug data, and the one file of this module that
+// calls zlib and liblzma directly.
 //
 // Compressed debug sections (SHF_COMPRESSED with ELFCOMPRESS_ZLIB, and the older `.zdebug_*`
-// form) go through zlib's `uncompress`; `.gnu_debuglink` CRCs through zlib's `crc32`;
-// MiniDebugInfo (`.gnu_debugdata`, an xz stream) through liblzma's
-// `lzma_stream_buffer_decode`, all declared by their own headers (CShims' crashport_libraries.h).
+// form) are inflated by libelf (elf_compress, elf_compress_gnu) through ELFFile.sectionData,
+// after the caps below have accepted the declared size; `.gnu_debuglink` CRCs go through zlib's
+// `crc32`; MiniDebugInfo (`.gnu_debugdata`, an xz stream, which libelf does not decode) through
+// liblzma's `lzma_stream_buffer_decode`, both declared by their own headers (CShims'
+// crashport_libraries.h).
 //
 // Hard caps, so that a decompression bomb costs bounded memory and time:
 // - `.gnu_debugdata` inflates into one buffer of at most 64 MiB (`miniDebugInfoCap`; Fedora's
@@ -13,8 +16,8 @@
 //   dictionary) is capped at 128 MiB (`xzMemoryLimit`).
 // - A compressed section (SHF_COMPRESSED or `.zdebug_*`) is refused when its declared size
 //   (`ch_size`) exceeds 256 MiB (`sectionCap`) or zlib's maximum ratio (1032:1) for its stream;
-//   otherwise it inflates into one buffer of exactly the declared size, which zlib never writes
-//   past; a stream that inflates to more or less than declared is rejected.
+//   otherwise libelf inflates it into one buffer of exactly the declared size, which zlib never
+//   writes past; a stream that does not inflate to the declared size is rejected.
 // A refusal is a `DebugDataRefusal`, which reaches the report's notes and symbolicate's output
 // through DebugImage. All functions are thread-safe.
 
@@ -74,47 +77,18 @@ public enum SectionCompression {
         return nil
     }
 
-    /// The compressed debug sections of `elf` (SHF_COMPRESSED `.debug_*` with an Elf64_Chdr,
-    /// and `.zdebug_*`) whose declared size is refused; reading the headers only.
+    /// The compressed debug sections of `elf` (SHF_COMPRESSED `.debug_*`, header read with
+    /// gelf_getchdr, and `.zdebug_*`) whose declared size is refused; reading the headers only.
     public static func sectionRefusals(in elf: ELFFile) -> [DebugDataRefusal] {
         let module = elf.fileName
         var refusals: [DebugDataRefusal] = []
-        for section in elf.sections {
-            guard let raw = elf.contents(of: section) else { continue }
-            var declared: UInt64?
-            var header = 0
-            if section.name.hasPrefix(".debug_"), section.flags & ELFSection.compressedFlag != 0 {
-                declared = raw.u64(8)
-                header = 24
-            } else if section.name.hasPrefix(".zdebug_"), raw.u32(0) == 0x4249_4C5A, let high = raw.u32(4),
-                let low = raw.u32(8)
-            {
-                declared = UInt64(UInt32(bigEndian: high)) << 32 | UInt64(UInt32(bigEndian: low))
-                header = 12
-            }
-            guard let declared,
-                let reason = sectionRefusalReason(declared: declared, compressed: max(raw.count - header, 0))
+        for section in elf.sections where section.name.hasPrefix(".debug_") || section.name.hasPrefix(".zdebug_") {
+            guard let header = elf.compressionHeader(of: section),
+                let reason = sectionRefusalReason(declared: header.declaredSize, compressed: header.streamSize)
             else { continue }
             refusals.append(DebugDataRefusal(module: module, section: section.name, reason: reason))
         }
         return refusals
-    }
-
-    /// Inflates a zlib stream whose decompressed size is known; nil unless it inflates to
-    /// exactly `size` bytes (at most `sectionCap`: the declared size is never trusted beyond it).
-    /// The caller owns the returned buffer (deallocate it).
-    public static func zlibDecompress(_ input: ByteView, size: UInt64) -> UnsafeMutableRawBufferPointer? {
-        guard size > 0, plausibleZlibSize(size, compressed: input.count), input.count > 0 else { return nil }
-        let output = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(size), alignment: 16)
-        var length = uLongf(size)
-        let status = uncompress(
-            output.baseAddress!.assumingMemoryBound(to: UInt8.self), &length,
-            input.bytes.baseAddress!.assumingMemoryBound(to: UInt8.self), uLong(input.count))
-        guard status == Z_OK, length == uLongf(size) else {
-            output.deallocate()
-            return nil
-        }
-        return output
     }
 
     /// The CRC-32 (ISO 3309, as `.gnu_debuglink` uses) of a byte buffer.

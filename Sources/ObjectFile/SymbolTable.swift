@@ -1,9 +1,12 @@
 // SymbolTable: the function symbols of one ELF file (.symtab, then .dynsym), sorted for lookup.
 //
-// Built once per file (the ELFFile caches it); names are read from the string table only when
-// a lookup hits, so building costs one pass over the symbol entries and one sort.
+// Built once per file (the ELFFile caches it). Entries are decoded by libelf (gelf_getsym),
+// here only: ELFFile.definesSymbol uses `forEachSymbol` too. Names are read from the string
+// table only when a lookup hits (bounds-checked; a name offset outside the table drops the
+// symbol at build time), so building costs one pass over the symbol entries and one sort.
 
 import BoundedBytes
+import CLibELF
 
 #if canImport(Glibc)
 import Glibc
@@ -14,7 +17,7 @@ public struct SymbolTable: Sendable {
         var address: UInt64
         var size: UInt64
         var nameOffset: UInt32
-        var table: UInt8  // 0 = .symtab, 1 = .dynsym
+        var table: UInt8  // index into `strings`: .symtab's first when it has one
         var rank: UInt8  // lower wins among aliases: sized global < sized local < unsized
         /// Name offset of the STT_FILE symbol before this one in its table (0: none).
         var fileNameOffset: UInt32
@@ -36,35 +39,64 @@ public struct SymbolTable: Sendable {
 
     public var count: Int { entries.count }
 
-    init(elf: ELFFile) {
-        for (tableIndex, name) in [".symtab", ".dynsym"].enumerated() {
-            guard let section = elf.section(named: name), let data = elf.contents(of: section),
-                Int(section.link) < elf.sections.count,
-                let stringTable = elf.contents(of: elf.sections[Int(section.link)])
-            else {
-                strings.append(ByteView(UnsafeRawBufferPointer(start: nil, count: 0)))
-                continue
-            }
+    /// The symbol tables of a file, in lookup order: .symtab (SHT_SYMTAB), then .dynsym.
+    static func tables(in sections: [ELFSection]) -> [ELFSection] {
+        [ELFSection.symbolTable, ELFSection.dynamicSymbolTable].compactMap { type in
+            sections.first { $0.type == type }
+        }
+    }
+
+    /// The string table a symbol table links to, if it lies in the file. Names are read from it
+    /// bounds-checked (ByteView.cString), when a lookup hits.
+    static func strings(for table: ELFSection, sections: [ELFSection], view: ByteView) -> ByteView? {
+        guard Int(table.link) < sections.count, table.link != 0 else { return nil }
+        return ELFFile.contents(of: sections[Int(table.link)], in: view)
+    }
+
+    /// The one decoder of symbol entries (the table here and ELFFile.definesSymbol): gelf_getsym
+    /// over the section's elf_getdata, in order, until `body` returns false. The section must lie
+    /// in the file (checked before libelf is asked) and libelf must see it as ELF_T_SYM.
+    /// Called with the descriptor's lock held.
+    static func forEachSymbol(
+        libelf elf: OpaquePointer, table: ELFSection, view: ByteView, _ body: (GElf_Sym) -> Bool
+    ) {
+        guard let data = ELFFile.data(elf, table, view), data.pointee.d_type == ELF_T_SYM else { return }
+        let entrySize = Int(gelf_fsize(elf, ELF_T_SYM, 1, UInt32(EV_CURRENT)))
+        guard entrySize > 0 else { return }
+        for index in 0..<Int32(clamping: data.pointee.d_size / entrySize) {
+            var symbol = GElf_Sym()
+            guard gelf_getsym(data, index, &symbol) != nil, body(symbol) else { return }
+        }
+    }
+
+    init(libelf elf: OpaquePointer, sections: [ELFSection], view: ByteView) {
+        let empty = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
+        for table in Self.tables(in: sections) {
+            // A table whose strings are not in the file gives no symbols.
+            guard let stringTable = Self.strings(for: table, sections: sections, view: view) else { continue }
+            let tableIndex = UInt8(strings.count)
             strings.append(stringTable)
-            let count = UInt64(data.count) / 24
-            entries.reserveCapacity(entries.count + Int(count))
+            // (No reserving from sh_size: a hostile header may claim anything; the data libelf
+            // gives is checked against the file.)
             var fileNameOffset: UInt32 = 0
-            for index in 0..<count {
-                let at = index * 24
-                guard let nameOffset = data.u32(at), let info = data.u8(at + 4), let sectionIndex = data.u16(at + 6),
-                    let value = data.u64(at + 8), let size = data.u64(at + 16)
-                else { break }
-                let type = Int32(info & 0x0F), binding = Int32(info >> 4)  // ELF64_ST_TYPE, ELF64_ST_BIND
-                if type == STT_FILE { fileNameOffset = nameOffset }
+            Self.forEachSymbol(libelf: elf, table: table, view: view) { symbol in
+                let type = Int32(symbol.st_info & 0x0F), binding = Int32(symbol.st_info >> 4)  // ELF64_ST_TYPE, _BIND
+                // A name outside the string table: not a symbol we can name (nor a FILE).
+                guard Int(symbol.st_name) < stringTable.count else { return true }
+                if type == STT_FILE { fileNameOffset = symbol.st_name }
                 // Functions and GNU indirect functions that are defined (not SHN_UNDEF).
-                guard type == STT_FUNC || type == STT_GNU_IFUNC, sectionIndex != SHN_UNDEF, value != 0 else { continue }
-                let rank: UInt8 = size == 0 ? 2 : (binding == STB_GLOBAL ? 0 : 1)
+                guard type == STT_FUNC || type == STT_GNU_IFUNC, symbol.st_shndx != UInt16(SHN_UNDEF),
+                    symbol.st_value != 0
+                else { return true }
+                let rank: UInt8 = symbol.st_size == 0 ? 2 : (binding == STB_GLOBAL ? 0 : 1)
                 entries.append(
                     Entry(
-                        address: value, size: size, nameOffset: nameOffset, table: UInt8(tableIndex), rank: rank,
-                        fileNameOffset: binding == STB_LOCAL ? fileNameOffset : 0))  // only locals belong to a FILE
+                        address: symbol.st_value, size: symbol.st_size, nameOffset: symbol.st_name, table: tableIndex,
+                        rank: rank, fileNameOffset: binding == STB_LOCAL ? fileNameOffset : 0))  // only locals belong to a FILE
+                return true
             }
         }
+        if strings.isEmpty { strings.append(empty) }
         entries.sort { ($0.address, $0.rank, $0.table) < ($1.address, $1.rank, $1.table) }
         // Keep one entry per address: the best-ranked alias.
         var unique: [Entry] = []

@@ -1,9 +1,9 @@
 // DWARFSections: the .debug_* sections of one ELF file, decompressed when needed (read through
 // ObjectFile's DWARFCursor).
 //
-// Ownership: views point into the ELF mapping (kept alive by `elf`) or into buffers this object
-// allocated for decompressed sections and frees in deinit. Nothing here is mutated after init,
-// so a DWARFSections may be read from any thread.
+// Ownership: views point into the ELF mapping or into sections libelf inflated, both owned by
+// `elf`, which this object keeps alive. Nothing here is mutated after init, so a DWARFSections
+// may be read from any thread.
 //
 // DW_* constants keep the DWARF 5 specification's names verbatim so they can be grepped against
 // it (values from DWARF 5 section 7, plus the GNU extensions LLVM and elfutils accept).
@@ -15,7 +15,7 @@ import BoundedBytes
 import Glibc
 #endif
 
-final class DWARFSections: @unchecked Sendable {
+final class DWARFSections: Sendable {
     let elf: ELFFile
     let info: ByteView
     let abbrev: ByteView
@@ -28,17 +28,11 @@ final class DWARFSections: @unchecked Sendable {
     let rnglists: ByteView
     let aranges: ByteView
 
-    private let owned: [UnsafeMutableRawBufferPointer]
-
     static let empty = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
 
     init(elf: ELFFile) {
         self.elf = elf
-        var owned: [UnsafeMutableRawBufferPointer] = []
-        func load(_ name: String) -> ByteView {
-            guard let contents = DWARFSections.contents(of: name, in: elf, owned: &owned) else { return DWARFSections.empty }
-            return contents
-        }
+        func load(_ name: String) -> ByteView { DWARFSections.contents(of: name, in: elf) ?? DWARFSections.empty }
         info = load("info")
         abbrev = load("abbrev")
         line = load("line")
@@ -49,37 +43,16 @@ final class DWARFSections: @unchecked Sendable {
         ranges = load("ranges")
         rnglists = load("rnglists")
         aranges = load("aranges")
-        self.owned = owned
     }
 
-    deinit {
-        for buffer in owned { buffer.deallocate() }
-    }
-
-    /// `.debug_<name>`, inflated if SHF_COMPRESSED (ELFCOMPRESS_ZLIB), or `.zdebug_<name>`
-    /// (the pre-gABI GNU form: "ZLIB", a big-endian 64-bit size, a zlib stream).
-    private static func contents(
-        of name: String, in elf: ELFFile, owned: inout [UnsafeMutableRawBufferPointer]
-    ) -> ByteView? {
-        if let section = elf.section(named: ".debug_" + name), let raw = elf.contents(of: section) {
-            guard section.flags & ELFSection.compressedFlag != 0 else { return raw }
-            // Elf64_Chdr: ch_type, ch_reserved, ch_size, ch_addralign; the stream follows.
-            guard raw.u32(0) == UInt32(ELFCOMPRESS_ZLIB), let size = raw.u64(8),
-                let stream = raw.slice(24, UInt64(raw.count) - min(24, UInt64(raw.count))),
-                let buffer = SectionCompression.zlibDecompress(stream, size: size)
-            else { return nil }
-            owned.append(buffer)
-            return ByteView(UnsafeRawBufferPointer(buffer))
-        }
-        if let section = elf.section(named: ".zdebug_" + name), let raw = elf.contents(of: section),
-            raw.u32(0) == 0x4249_4C5A /* "ZLIB" */, let high = raw.u32(4), let low = raw.u32(8)
-        {
-            let size = UInt64(UInt32(bigEndian: high)) << 32 | UInt64(UInt32(bigEndian: low))
-            guard let stream = raw.slice(12, UInt64(raw.count) - min(12, UInt64(raw.count))),
-                let buffer = SectionCompression.zlibDecompress(stream, size: size)
-            else { return nil }
-            owned.append(buffer)
-            return ByteView(UnsafeRawBufferPointer(buffer))
+    /// `.debug_<name>`, else `.zdebug_<name>` (the pre-gABI GNU form), inflated by the ELF layer
+    /// when compressed (ELFFile.sectionData: caps checked first, libelf's elf_compress). A refused
+    /// or corrupt section reads as absent; the refusals that reports name come from
+    /// SectionCompression.sectionRefusals.
+    private static func contents(of name: String, in elf: ELFFile) -> ByteView? {
+        if let section = elf.section(named: ".debug_" + name) { return try? elf.sectionData(section).get() }
+        if let section = elf.section(named: ".zdebug_" + name), elf.compressionHeader(of: section) != nil {
+            return try? elf.sectionData(section).get()
         }
         return nil
     }
