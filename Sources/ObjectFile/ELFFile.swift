@@ -520,25 +520,23 @@ public final class ELFFile: Sendable {
         // version 1, eh_frame_ptr_enc, fde_count_enc, table_enc; libunwind's remote search
         // supports the standard table encoding only: DW_EH_PE_datarel | DW_EH_PE_sdata4.
         guard let framePointerEncoding = header.u8(1), let countEncoding = header.u8(2),
-            header.u8(3) == 0x3B
+            header.u8(3) == DW_EH_PE_datarel | DW_EH_PE_sdata4
         else { return nil }
-        let pointerSize: UInt64
-        switch framePointerEncoding & 0x0F {
-        case 0x03, 0x0B: pointerSize = 4
-        case 0x04, 0x0C: pointerSize = 8
-        default: return nil
+        /// The size of a fixed-size DW_EH_PE format (nil for LEB128 and unknown formats).
+        func size(of encoding: UInt8) -> UInt64? {
+            switch encoding & DW_EH_PE_formatMask {
+            case DW_EH_PE_udata4, DW_EH_PE_sdata4: return 4
+            case DW_EH_PE_udata8, DW_EH_PE_sdata8: return 8
+            default: return nil
+            }
         }
+        guard let pointerSize = size(of: framePointerEncoding), let countSize = size(of: countEncoding) else { return nil }
         let countOffset = 4 + pointerSize
-        let count: UInt64
-        switch countEncoding & 0x0F {
-        case 0x03: guard let value = header.u32(countOffset) else { return nil }; count = UInt64(value)
-        case 0x0B:
-            guard let value = header.u32(countOffset) else { return nil };
-            count = UInt64(UInt32(bitPattern: Int32(bitPattern: value)))
-        case 0x04, 0x0C: guard let value = header.u64(countOffset) else { return nil }; count = value
-        default: return nil
+        // A count is never negative: sdata and udata read alike.
+        guard let count = countSize == 4 ? header.u32(countOffset).map(UInt64.init) : header.u64(countOffset) else {
+            return nil
         }
-        let tableOffset = countOffset + ((countEncoding & 0x0F) == 0x04 || (countEncoding & 0x0F) == 0x0C ? 8 : 4)
+        let tableOffset = countOffset + countSize
         // The count and the segment's address are the file's word: a table that does not fit
         // in the segment, or an address that wraps, means no table (libunwind then falls back).
         guard count > 0, let tableSize = count.checkedMultiplying(8), header.has(tableOffset, tableSize),
