@@ -44,11 +44,8 @@ public enum CaptureSession {
         let stacks = StackReader(mappings: mappings, memory: memory)
         let threads = threadSnapshots(record: record, session: session, stacks: stacks, options: options, notes: &notes)
         let executable = ProcFiles.executable(of: pid)
-        let modules = ModuleMap.modules(
+        let pendingModules = ModuleMap.pending(
             pid: pid, mappings: mappings, executable: executable, memory: session == nil ? nil : memory, cache: cache)
-        for module in modules {
-            if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
-        }
         let extra = session == nil ? [] : instructionBytes(at: record.registers.rip, threads: threads, stacks: stacks)
         let files = linuxFiles(pid: pid, maps: mapsBytes, environment: options.captureEnvironment)
         let arguments = ProcFiles.arguments(of: pid)
@@ -58,6 +55,10 @@ public enum CaptureSession {
         session?.detachAll()
         let suspended = monotonicNanoseconds() - started
         let held = session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0
+        let modules = ModuleMap.open(pendingModules, cache: cache)
+        for module in modules {
+            if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
+        }
 
         let snapshot = ProcessSnapshot(
             pid: pid, crashedThreadID: record.tid,

@@ -6,7 +6,9 @@
 // /proc/PID/map_files/START-END when possible, which names the exact inode that is mapped even
 // if the path was replaced or deleted since. With the process's memory at hand, the build-id is
 // read from the mapped image itself, and a file on disk whose build-id differs is not used: it is
-// not the code that ran. The vDSO is read from memory.
+// not the code that ran. The vDSO is read from memory. Two phases, so that the process is held
+// only for the system calls: `pending` while it is stopped (maps, build-ids, files mapped),
+// `open` after it is released (libelf parses the files).
 
 import BoundedBytes
 import ObjectFile
@@ -20,6 +22,9 @@ public final class ELFCache: Sendable {
 
     public init() {}
 
+    /// Whether a file is cached under `key`.
+    func contains(_ key: String) -> Bool { files.withLock { $0[key] != nil } }
+
     /// The cached file for `key`, else `open()`'s (called outside the lock).
     func file(key: String, open: () throws -> ELFFile) throws -> ELFFile {
         if let cached = files.withLock({ $0[key] }) { return cached }
@@ -32,11 +37,24 @@ public final class ELFCache: Sendable {
     }
 }
 
+/// What capture takes from a module while the process is held: its place, the build-id read from
+/// the mapped image, and its file mapped (through /proc/PID/map_files, which exists only while the
+/// process does). Parsing the file with libelf waits until the process is released (`open`).
+struct PendingModule {
+    var module: LoadedModule
+    /// The ELF cache's key (path and inode); nil for the vDSO, which is not a file.
+    var key: String?
+    /// nil when the cache already holds the file.
+    var file: Result<MappedFile, Error>?
+}
+
 enum ModuleMap {
-    static func modules(
+    /// While the process is held: every module's mapping, build-id and file. Cheap: a few
+    /// system calls per module, no parsing.
+    static func pending(
         pid: ProcessID, mappings: [MemoryMapping], executable: String?, memory: ProcessMemory?, cache: ELFCache
-    ) -> [LoadedModule] {
-        var modules: [LoadedModule] = []
+    ) -> [PendingModule] {
+        var modules: [PendingModule] = []
         var index = 0
         while index < mappings.count {
             let first = mappings[index]
@@ -57,15 +75,45 @@ enum ModuleMap {
             }
             guard executable, let size = last.end.checkedSubtracting(first.start) else { continue }
             let mapped = memory.flatMap { ELFFile.buildID(ofImageAt: first.start, in: $0) }
-            var module = LoadedModule(path: first.path, base: first.start, size: size, buildID: mapped)
-            do {
-                let object = try cache.file(key: "\(first.path)|\(first.inode)") {
+            let key = "\(first.path)|\(first.inode)"
+            var pending = PendingModule(
+                module: LoadedModule(path: first.path, base: first.start, size: size, buildID: mapped), key: key)
+            if !cache.contains(key) {
+                pending.file = Result {
                     let mapFile = "/proc/\(pid)/map_files/\(String(first.start, radix: 16))-\(String(first.end, radix: 16))"
-                    if let file = try? ELFFile(path: mapFile) { return file }
-                    return try ELFFile(path: first.path.hasSuffix(" (deleted)") ? String(first.path.dropLast(10)) : first.path)
+                    if let file = try? MappedFile(path: mapFile) { return file }
+                    return try MappedFile(path: Self.filePath(first.path))
+                }
+            }
+            modules.append(pending)
+        }
+        // The main executable first.
+        if let executable, let position = modules.firstIndex(where: { $0.module.path == executable }), position > 0 {
+            modules.insert(modules.remove(at: position), at: 0)
+        }
+        return modules
+    }
+
+    /// After the process is released: each module's object file, parsed (or from the cache),
+    /// kept only when it is the code that ran (same build-id as the mapped image).
+    static func open(_ pending: [PendingModule], cache: ELFCache) -> [LoadedModule] {
+        pending.map { pending in
+            var module = pending.module
+            guard let key = pending.key else {  // the vDSO: parsed from the copy of its memory
+                if case .success(let file)? = pending.file, let object = try? ELFFile(file: file) {
+                    module.object = object
+                    module.buildID = object.buildID
+                }
+                return module
+            }
+            do {
+                let object = try cache.file(key: key) {
+                    // Evicted since `pending` looked: the path is all that is left.
+                    guard let file = pending.file else { return try ELFFile(path: Self.filePath(module.path)) }
+                    return try ELFFile(file: file.get())
                 }
                 let onDisk = object.buildID
-                if let mapped, mapped != onDisk {
+                if let mapped = module.buildID, mapped != onDisk {
                     // The file was replaced since it was mapped: do not symbolicate with a file
                     // that is not the code that ran.
                     module.problem =
@@ -77,24 +125,21 @@ enum ModuleMap {
             } catch {
                 module.problem = "\(error)"
             }
-            modules.append(module)
+            return module
         }
-        // The main executable first.
-        if let executable, let position = modules.firstIndex(where: { $0.path == executable }), position > 0 {
-            modules.insert(modules.remove(at: position), at: 0)
-        }
-        return modules
     }
 
-    static func vdso(_ mapping: MemoryMapping, memory: ProcessMemory?) -> LoadedModule {
+    /// A mapped path without the " (deleted)" maps appends to a file removed since.
+    static func filePath(_ mapped: String) -> String {
+        mapped.hasSuffix(" (deleted)") ? String(mapped.dropLast(10)) : mapped
+    }
+
+    static func vdso(_ mapping: MemoryMapping, memory: ProcessMemory?) -> PendingModule {
         let size = mapping.end.checkedSubtracting(mapping.start) ?? 0
-        var module = LoadedModule(path: "[vdso]", base: mapping.start, size: size, buildID: nil)
-        guard let memory, size > 0, size <= 1 << 20 else { return module }
-        let bytes = memory.bytes(at: mapping.start, count: Int(size))
-        if let object = try? ELFFile(file: MappedFile(bytes: bytes, name: "[vdso]")) {
-            module.object = object
-            module.buildID = object.buildID
-        }
-        return module
+        var pending = PendingModule(
+            module: LoadedModule(path: "[vdso]", base: mapping.start, size: size, buildID: nil), key: nil)
+        guard let memory, size > 0, size <= 1 << 20 else { return pending }
+        pending.file = .success(MappedFile(bytes: memory.bytes(at: mapping.start, count: Int(size)), name: "[vdso]"))
+        return pending
     }
 }

@@ -55,7 +55,11 @@ extension ELFFile {
     /// The GNU build-id of the ELF image loaded at `base` in `memory`, read from the image itself:
     /// its ELF header, its program headers and its PT_NOTE segments (which lie in the first
     /// PT_LOAD, mapped at the base). nil when the image is not there, not ELF, or has none.
-    public static func buildID(ofImageAt base: UInt64, in memory: some MemoryReader) -> BuildID? {
+    public static func buildID(ofImageAt base: UInt64, in target: some MemoryReader) -> BuildID? {
+        // The headers and notes lie in the image's first page: read it once (one system call on
+        // a live process), and anything past it from the target.
+        let firstPage = MemoryRegion(start: base, bytes: target.bytes(at: base, count: 4096))
+        let memory = LayeredMemory([RegionMemory(regions: [firstPage]), target])
         guard let header = try? memory.fetch(Elf64_Ehdr.self, from: base),
             header.e_ident.0 == 0x7F, header.e_ident.1 == UInt8(ascii: "E"), header.e_ident.2 == UInt8(ascii: "L"),
             header.e_ident.3 == UInt8(ascii: "F"), header.e_ident.4 == UInt8(ELFCLASS64),
