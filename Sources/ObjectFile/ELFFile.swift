@@ -97,8 +97,6 @@ public final class ELFFile: Sendable {
     public let buildID: BuildID?
     /// The `.eh_frame_hdr` search table, if PT_GNU_EH_FRAME names a usable one.
     public let ehFrameTable: EHFrameTable?
-    /// DT_NEEDED entries of the dynamic section: the shared libraries the file asks for.
-    public let neededLibraries: [String]
     /// The compressed sections (by index): their declared size, read before any inflating.
     let compression: [Int: CompressionHeader]
     private let state: Mutex<LibELFState>
@@ -153,7 +151,6 @@ public final class ELFFile: Sendable {
         sections = parts.sections
         compression = parts.compression
         buildID = parts.buildID
-        neededLibraries = parts.needed
         ehFrameTable = Self.readEHFrameTable(view: view, segments: parts.segments)
         state = Mutex(LibELFState(elf: elf))
     }
@@ -173,7 +170,6 @@ public final class ELFFile: Sendable {
         var sections: [ELFSection]
         var compression: [Int: CompressionHeader]
         var buildID: BuildID?
-        var needed: [String]
     }
 
     /// Everything init keeps, through libelf. Throws for what makes the file unusable: no
@@ -195,8 +191,7 @@ public final class ELFFile: Sendable {
         return Parts(
             type: header.e_type, machine: header.e_machine, segments: segments, sections: sections,
             compression: compression,
-            buildID: readBuildID(elf, sections: sections, segments: segments, noteAlignments: noteAlignments, view: view),
-            needed: readNeeded(elf, sections: sections, view: view))
+            buildID: readBuildID(elf, sections: sections, segments: segments, noteAlignments: noteAlignments, view: view))
     }
 
     /// The program headers; the alignment of each (for PT_NOTE's note layout) alongside.
@@ -371,29 +366,6 @@ public final class ELFFile: Sendable {
         return 0
     }
 
-    /// Translates an ELF virtual address to the file offset holding its bytes, if any.
-    public func fileOffset(forVirtualAddress address: UInt64) -> UInt64? {
-        for segment in segments where segment.type == ELFSegment.load {
-            if address >= segment.vaddr && address - segment.vaddr < segment.fileSize {
-                return segment.offset.checkedAdding(address - segment.vaddr)
-            }
-        }
-        return nil
-    }
-
-    /// Copies `count` bytes at ELF virtual address `address` out of the file's loaded contents.
-    public func read(virtualAddress address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
-        guard let offset = fileOffset(forVirtualAddress: address),
-            let segment = segments.first(where: {
-                $0.type == ELFSegment.load && address >= $0.vaddr && address - $0.vaddr < $0.fileSize
-            }),
-            let end = (address - segment.vaddr).checkedAdding(UInt64(buffer.count)), end <= segment.fileSize,
-            view.has(offset, UInt64(buffer.count))
-        else { return false }
-        buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: view.bytes[Int(offset)..<Int(offset) + buffer.count]))
-        return true
-    }
-
     /// Executable address ranges (ELF virtual addresses) of the loaded image.
     public var executableRanges: [Range<UInt64>] {
         segments.compactMap { segment in
@@ -473,6 +445,12 @@ public final class ELFFile: Sendable {
             return found == nil
         }
         return found.flatMap(BuildID.init)
+    }
+
+    /// DT_NEEDED entries of the dynamic section: the shared libraries the file asks for. Read
+    /// when asked (only the launcher asks, once), not at every open.
+    public var neededLibraries: [String] {
+        state.withLock { Self.readNeeded($0.elf, sections: sections, view: view) }
     }
 
     /// DT_NEEDED names, through gelf_getdyn and elf_strptr on the table the section links to.

@@ -66,10 +66,6 @@ public final class Unwinder {
         ])
     }
 
-    func module(containing address: UInt64) -> LoadedModule? {
-        moduleIndex(containing: address).map { modules[$0] }
-    }
-
     func isCode(_ address: UInt64) -> Bool {
         guard let found = codeRanges.lastIndex(atOrBelow: address, key: \.lowerBound) else { return false }
         return codeRanges[found].contains(address)

@@ -75,10 +75,13 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         _ = elf.imageVirtualBase
         _ = elf.definesSymbol(named: "main")
         for section in elf.sections.prefix(64) { _ = elf.contents(of: section) }
+        // Loaded at its own addresses (bias 0), read as the unwinder reads module code.
+        let image = ImageMemory(
+            modules: [LoadedModule(path: elf.path, base: elf.imageVirtualBase, size: 0, buildID: elf.buildID, object: elf)],
+            segments: .all)
         for address in probeAddresses(elf, count: 24) {
             _ = elf.symbols.lookup(address)
-            var buffer = [UInt8](repeating: 0, count: 16)
-            _ = buffer.withUnsafeMutableBytes { elf.read(virtualAddress: address, into: $0) }
+            _ = image.bytes(at: address, count: 16)
         }
         // The DWARF sections, inflated when compressed (no lookups: that is the dwarf target).
         _ = DWARFInfo(elf: elf)
