@@ -43,6 +43,9 @@ public enum FrameTrust: String, Codable, Sendable {
     case context, cfi
     case framePointer = "frame_pointer"
     case scan
+    /// `<signal handler called>`: the kernel's signal frame (its `__restore_rt` return address);
+    /// the next frame's registers come from the ucontext it holds.
+    case signalFrame = "signal_frame"
 }
 
 /// What crashport does with a signal after reporting it.
@@ -138,10 +141,17 @@ public struct SignalRecord: Codable, Sendable, Equatable {
     public var senderPID: ProcessID?
     /// A sentence: what the signal means.
     public var description: String?
+    /// The fault is a stack overflow: its address lies in the guard region below the thread's
+    /// stack, or within a page of the stack pointer past the stack's mapping.
+    public var stackOverflow: Bool?
+    /// The signal above is the original fault; a handler of the program ran on it and then
+    /// raised, aborted or faulted again, and this is that second signal and who sent it.
+    public var reraisedBy: ReraiseRecord?
 
     public init(
         number: Int32? = nil, name: String? = nil, code: Int32? = nil, codeName: String? = nil,
-        faultAddress: HexAddress? = nil, senderPID: ProcessID? = nil, description: String? = nil
+        faultAddress: HexAddress? = nil, senderPID: ProcessID? = nil, description: String? = nil,
+        stackOverflow: Bool? = nil, reraisedBy: ReraiseRecord? = nil
     ) {
         self.number = number
         self.name = name
@@ -150,6 +160,8 @@ public struct SignalRecord: Codable, Sendable, Equatable {
         self.faultAddress = faultAddress
         self.senderPID = senderPID
         self.description = description
+        self.stackOverflow = stackOverflow
+        self.reraisedBy = reraisedBy
     }
 
     enum CodingKeys: String, CodingKey {
@@ -158,6 +170,55 @@ public struct SignalRecord: Codable, Sendable, Equatable {
         case faultAddress = "fault_address"
         case senderPID = "sender_pid"
         case description
+        case stackOverflow = "stack_overflow"
+        case reraisedBy = "reraised_by"
+    }
+}
+
+/// The second signal of a fault a program handler did not recover from: the handler that was
+/// running (its function and module), and the signal it raised, the abort it called or the
+/// fault it took itself.
+public struct ReraiseRecord: Codable, Sendable, Equatable {
+    public enum How: String, Codable, Sendable {
+        /// raise(), kill(), tgkill() or sigqueue() from the process itself (abort() included).
+        case raised
+        /// The handler faulted itself.
+        case faulted
+        /// The handler reset the action to SIG_DFL and returned, so the fault came back.
+        case resetAndReturned = "reset_and_returned"
+        /// The handler returned without repairing anything and the same fault came back.
+        case cameBack = "came_back"
+    }
+
+    public var how: How?
+    /// The signal the handler raised or took (absent for reset_and_returned and came_back).
+    public var signal: String?
+    public var number: Int32?
+    public var code: Int32?
+    public var codeName: String?
+    /// The handler that was running, as a function and its module.
+    public var handler: HexAddress?
+    public var function: String?
+    public var module: String?
+
+    public init(
+        how: How? = nil, signal: String? = nil, number: Int32? = nil, code: Int32? = nil, codeName: String? = nil,
+        handler: HexAddress? = nil, function: String? = nil, module: String? = nil
+    ) {
+        self.how = how
+        self.signal = signal
+        self.number = number
+        self.code = code
+        self.codeName = codeName
+        self.handler = handler
+        self.function = function
+        self.module = module
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case how, signal, number, code
+        case codeName = "code_name"
+        case handler, function, module
     }
 }
 
