@@ -23,7 +23,8 @@ public enum CrashLog {
         var text = "\(program) (pid \(event.process?.pid.map(String.init) ?? "?")) crashed: "
         if let signal = event.signal {
             text += signal.name ?? "signal \(signal.number ?? 0)"
-            if let description = signal.description { text += ", \(description)" }
+            if signal.stackOverflow == true { text += ", stack overflow" }
+            if let description = signal.description { text += (signal.stackOverflow == true ? ": " : ", ") + description }
             if let number = signal.number, let code = signal.code, let address = signal.faultAddress,
                 SignalNames.hasFaultAddress(signal: number, code: code)
             {

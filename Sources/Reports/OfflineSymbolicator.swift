@@ -134,10 +134,14 @@ public struct OfflineSymbolicator {
                 registers: registers, stack: thread.stack)
         }
         let stacks = Set(threads.compactMap { $0.stack?.start })
+        // The maps at the crash, for the verdicts read from them (a stack overflow).
+        var files = LinuxFiles()
+        files.maps = minidump.stream(MinidumpFormat.MINIDUMP_STREAM_TYPE.LinuxMaps)
         let snapshot = ProcessSnapshot(
             pid: ProcessID(minidump.pid ?? 0), crashedThreadID: ThreadID(Int32(bitPattern: exception.threadID)),
             exception: exception.info, threads: threads, modules: modules,
-            extraMemory: minidump.memory.regions.filter { !stacks.contains($0.start) }, captureTime: minidump.timeDateStamp)
+            extraMemory: minidump.memory.regions.filter { !stacks.contains($0.start) }, linuxFiles: files,
+            captureTime: minidump.timeDateStamp)
         let arguments =
             minidump.stream(MinidumpFormat.MINIDUMP_STREAM_TYPE.LinuxCmdLine).map { bytes in
                 bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }

@@ -54,7 +54,8 @@ public enum ReportBuilder {
             number: exception.signal, name: SignalNames.name(exception.signal), code: exception.code,
             codeName: SignalNames.codeName(signal: exception.signal, code: exception.code),
             faultAddress: HexAddress(exception.faultAddress), senderPID: exception.senderPID,
-            description: SignalNames.describe(signal: exception.signal, code: exception.code))
+            description: SignalNames.describe(signal: exception.signal, code: exception.code),
+            stackOverflow: StackOverflow.verdict(snapshot))
         event.crashedThread = snapshot.crashedThreadID
 
         let threads = snapshot.threads.map { thread in
