@@ -1,13 +1,16 @@
 /*
  * handler.c: crashport's signal handler, the only stub code that runs in a crashing process.
  *
- * What it does: the first crashing thread fills the record preallocated at install, makes the
+ * What it does: crashport owns the kernel's slot of the signals it handles; the program's own
+ * action is kept by the stub (actions.h). A signal first goes to the program's handler when the
+ * program installed one after crashport (or the signal is forward-first): forward.c runs it as
+ * the kernel would, and reports only what it does not recover from, naming the original fault.
+ * Otherwise the first crashing thread fills the record preallocated at install, makes the
  * process ptrace-able by the watcher, sends the record with a private reply channel, waits
- * (bounded) for the watcher's verdict, then continues the handler chain the way Crashpad's
- * RestoreHandlerAndReraiseSignalOnReturn does: restore the previous action and re-queue the same
- * siginfo to the same thread, so that on return the previous handler runs or the kernel applies
- * the default action (same signal, core dump and exit status as without crashport). Any other
- * thread that crashes meanwhile waits for the report to end (bounded), then continues its chain.
+ * (bounded) for the watcher's verdict, then does with the signal what the kernel would have
+ * done with the program's action: run its handler (crashport keeps the slot), or the default
+ * action (same signal, core dump and exit status as without crashport). Any other thread that
+ * crashes meanwhile waits for the report to end (bounded), then does the same.
  *
  * What it may do:
  *  - call cp_safe_* (safe.h, static inline: raw system calls and a tiny libc) and the static
@@ -41,7 +44,9 @@
 #include <time.h>          /* CLOCK_* */
 #include <ucontext.h>      /* ucontext_t, REG_* */
 
+#include "actions.h"
 #include "crashport_protocol.h"
+#include "forward.h"
 #include "safe.h"
 #include "stub_state.h"
 
@@ -86,12 +91,11 @@ static int cp_handler_poll_ms(uint64_t now, uint64_t deadline)
     return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
-/** Copies the faulting registers from the ucontext into the record in struct user_regs_struct
- *  order (what PTRACE_GETREGSET returns), and the FXSAVE image when there is one. Runs in
- *  signal context. */
-static void cp_handler_copy_registers(cp_crash *record, const ucontext_t *context)
+/** Copies the faulting registers into the record in struct user_regs_struct order (what
+ *  PTRACE_GETREGSET returns), and the FXSAVE image when there is one. Runs in signal context. */
+static void cp_handler_copy_registers(cp_crash *record, const cp_fault *fault)
 {
-    const greg_t *g = context->uc_mcontext.gregs;
+    const greg_t *g = fault->gregs;
     uint64_t csgsfs = (uint64_t)g[REG_CSGSFS]; /* u16 cs, gs, fs, ss (kernel sigcontext) */
     uint64_t fs_base = 0;
     uint64_t gs_base = 0;
@@ -128,9 +132,8 @@ static void cp_handler_copy_registers(cp_crash *record, const ucontext_t *contex
     r[25] = (csgsfs >> 32) & 0xffff; /* fs */
     r[26] = (csgsfs >> 16) & 0xffff; /* gs */
 
-    if (context->uc_mcontext.fpregs != NULL) {
-        /* The kernel wrote this FXSAVE image into the signal frame: our own memory. */
-        cp_safe_copy(record->fpregs, context->uc_mcontext.fpregs, 512);
+    if (fault->has_fpregs) {
+        cp_safe_copy(record->fpregs, fault->fpregs, 512);
         record->flags |= CP_CRASH_HAS_FPREGS;
     }
 }
@@ -178,9 +181,10 @@ static void cp_handler_copy_stack(cp_crash *record, uint64_t sp)
 
 /** Fills the preallocated record with everything the crashing thread knows about its fault.
  *  Runs in signal context. */
-static void cp_handler_fill_record(cp_stub_state *state, int signo, const siginfo_t *info,
-                                   const ucontext_t *context, uint32_t tid)
+static void cp_handler_fill_record(cp_stub_state *state, const cp_fault *fault, uint32_t tid)
 {
+    int signo = fault->signo;
+    const siginfo_t *info = &fault->info;
     cp_crash *record = state->record;
     record->header.magic = CP_MAGIC;
     record->header.version = CP_VERSION;
@@ -198,7 +202,7 @@ static void cp_handler_fill_record(cp_stub_state *state, int signo, const siginf
     record->sender_uid = 0;
     record->stack_start = 0;
     record->stack_size = 0;
-    if (info != NULL) {
+    {
         record->code = info->si_code;
         record->sig_errno = info->si_errno;
         /* si_addr shares a union with si_pid/si_uid: each is meaningful for one kind of
@@ -213,8 +217,9 @@ static void cp_handler_fill_record(cp_stub_state *state, int signo, const siginf
     (void)cp_safe_syscall2(SYS_prctl, PR_GET_NAME, (long)record->thread_name);
     record->thread_name[sizeof record->thread_name - 1] = '\0';
 
-    /* The chain of every handled signal: what was below crashport at install, and what sits
-     * above it now if someone replaced crashport's action since. */
+    /* The chain of every handled signal: what was below crashport at install, the program's
+     * action now, and what the kernel holds if someone bypassed libc's sigaction to replace
+     * crashport's. */
     record->chain_count = 0;
     for (int chained = 1; chained < CP_SIGNAL_LIMIT && record->chain_count < CP_CHAIN_MAX; chained++) {
         if (!(state->handled & (1ull << chained))) {
@@ -230,18 +235,23 @@ static void cp_handler_fill_record(cp_stub_state *state, int signo, const siginf
         if (state->forward_first & (1ull << chained)) {
             entry->flags |= CP_CHAIN_FORWARD_FIRST;
         }
-        cp_kernel_sigaction current;
-        cp_safe_set(&current, 0, sizeof current);
-        if (cp_handler_sigaction(chained, NULL, &current) == 0 && current.handler != state->handler_address) {
-            cp_handler_wire_action(&entry->current, &current);
-            entry->flags |= CP_CHAIN_HAS_CURRENT;
+        cp_kernel_sigaction program;
+        uint32_t changes = 0;
+        cp_actions_load(state, chained, &program, &changes);
+        cp_handler_wire_action(&entry->program, &program);
+        if (changes != 0) {
+            entry->flags |= CP_CHAIN_PROGRAM_CHANGED;
+        }
+        cp_kernel_sigaction kernel;
+        cp_safe_set(&kernel, 0, sizeof kernel);
+        if (cp_handler_sigaction(chained, NULL, &kernel) == 0 && kernel.handler != state->handler_address) {
+            cp_handler_wire_action(&entry->kernel, &kernel);
+            entry->flags |= CP_CHAIN_KERNEL_BYPASSED;
         }
     }
 
-    if (context != NULL) {
-        cp_handler_copy_registers(record, context);
-        cp_handler_copy_stack(record, (uint64_t)context->uc_mcontext.gregs[REG_RSP]);
-    }
+    cp_handler_copy_registers(record, fault);
+    cp_handler_copy_stack(record, (uint64_t)fault->gregs[REG_RSP]);
     record->other_crashes = __atomic_load_n(&state->other_crashes, __ATOMIC_RELAXED);
     record->header.size = (uint32_t)offsetof(cp_crash, stack) + record->stack_size;
 }
@@ -448,117 +458,9 @@ static void cp_handler_wait_for_report(cp_stub_state *state)
     }
 }
 
-/** Continues the chain like an exception port that answered "not handled" (Crashpad's
- *  RestoreHandlerAndReraiseSignalOnReturn): restore the action saved at install byte-for-byte
- *  (SIG_DFL if none), re-queue the same siginfo to this thread, and let the caller return. The
- *  signal stays blocked until the handler returns; then the kernel delivers it to the previous
- *  handler or applies the default action. Runs in signal context. */
-static void cp_handler_continue_chain(const cp_stub_state *state, int signo,
-                                      const siginfo_t *info, uint32_t tid, bool forwarded_first)
+void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *original, const cp_reraise *reraise,
+                     uint32_t record_flags)
 {
-    cp_kernel_sigaction previous;
-    cp_safe_set(&previous, 0, sizeof previous); /* SIG_DFL */
-    /* A forward-first signal's previous handler has already had it and did not recover:
-     * giving it the fault again would loop; the default action ends the process instead. */
-    if (!forwarded_first && signo > 0 && signo < CP_SIGNAL_LIMIT && (state->has_previous & (1ull << signo))) {
-        previous = state->previous[signo];
-    }
-    (void)cp_handler_sigaction(signo, &previous, NULL);
-
-    uint32_t pid = cp_safe_getpid();
-    if (info == NULL) {
-        (void)cp_safe_syscall3(SYS_tgkill, pid, tid, signo);
-        return;
-    }
-    long queued = cp_safe_syscall4(SYS_rt_tgsigqueueinfo, pid, tid, signo, (long)info);
-    /* The kernel refuses si_code >= 0 or SI_TKILL unless the caller's tid equals the pid
-     * argument, i.e. on every thread but the main one. A fault (si_code > 0) recurs by itself
-     * when the instruction runs again on return; a sent signal (si_code <= 0) would be lost, so
-     * send it again, without its original siginfo. */
-    if (queued == -CP_EPERM && info->si_code <= 0) {
-        (void)cp_safe_syscall3(SYS_tgkill, pid, tid, signo);
-    }
-}
-
-/** How a forward-first attempt ended. */
-typedef enum cp_forward_result {
-    CP_FORWARD_HANDLED,    /* the previous handler returned with everything as it was */
-    CP_FORWARD_CAME_BACK,  /* the same fault again: the previous handler did not recover */
-    CP_FORWARD_GAVE_UP,    /* it changed the action or raised the signal again: it is dying */
-} cp_forward_result;
-
-/** Gives the signal to the previous handler first (forward-first policy), calling it the way
- *  the kernel would: SA_SIGINFO or plain, with its own mask added (and this signal unblocked
- *  when it has SA_NODEFER), SA_RESETHAND honoured. The ucontext passed is the kernel's, so a
- *  handler that repairs the context (skips the instruction, changes a register) works as
- *  without crashport; one that siglongjmps never comes back here. Runs in signal context. */
-static cp_forward_result cp_handler_forward_first(cp_stub_state *state, int signo, siginfo_t *info,
-                                                  void *context, uint32_t tid)
-{
-    const ucontext_t *ucontext = context;
-    uint64_t pc = ucontext != NULL ? (uint64_t)ucontext->uc_mcontext.gregs[REG_RIP] : 0;
-    uint64_t address = info != NULL && info->si_code > 0 ? (uint64_t)(uintptr_t)info->si_addr : 0;
-    cp_forward_memo *memo = &state->forwarded[tid % CP_FORWARD_SLOTS];
-    if (memo->tid == tid && memo->signo == signo && memo->pc == pc && memo->address == address) {
-        memo->tid = 0;
-        return CP_FORWARD_CAME_BACK;
-    }
-    memo->tid = tid;
-    memo->signo = signo;
-    memo->pc = pc;
-    memo->address = address;
-
-    cp_kernel_sigaction previous = state->previous[signo];
-    if (previous.flags & SA_RESETHAND) {
-        /* The kernel resets a SA_RESETHAND action to SIG_DFL as it delivers the signal. */
-        cp_safe_set(&state->previous[signo], 0, sizeof state->previous[signo]);
-    }
-    uint64_t bit = 1ull << (signo - 1); /* kernel sigset: signal n is bit n - 1 */
-    uint64_t mask = 0, saved = 0;
-    (void)cp_safe_syscall4(SYS_rt_sigprocmask, SIG_BLOCK, 0, (long)&mask, 8);
-    mask |= previous.mask;
-    mask = (previous.flags & SA_NODEFER) ? (mask & ~bit) : (mask | bit);
-    (void)cp_safe_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, (long)&saved, 8);
-    if (previous.flags & SA_SIGINFO) {
-        ((void (*)(int, siginfo_t *, void *))(uintptr_t)previous.handler)(signo, info, context);
-    } else {
-        ((void (*)(int))(uintptr_t)previous.handler)(signo);
-    }
-    (void)cp_safe_syscall4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&saved, 0, 8);
-
-    /* A handler that gives up typically resets the action and raises the signal again (it is
-     * now pending, since we block it), or just resets the action and returns to re-fault. */
-    cp_kernel_sigaction now;
-    cp_safe_set(&now, 0, sizeof now);
-    uint64_t pending = 0;
-    (void)cp_safe_syscall2(SYS_rt_sigpending, (long)&pending, 8);
-    if ((cp_handler_sigaction(signo, NULL, &now) == 0 && now.handler != state->handler_address) ||
-        (pending & bit)) {
-        memo->tid = 0;
-        return CP_FORWARD_GAVE_UP;
-    }
-    return CP_FORWARD_HANDLED;
-}
-
-void cp_handler_signal(int signo, siginfo_t *info, void *context)
-{
-    cp_stub_state *state = &cp_state;
-    uint32_t tid = cp_safe_gettid();
-    bool valid = signo > 0 && signo < CP_SIGNAL_LIMIT;
-
-    /* Forward-first: the previous handler (a runtime that uses this signal for its own work,
-     * a program that probes memory) tries first; only a fault it does not handle is a crash. */
-    cp_forward_result forwarded = CP_FORWARD_HANDLED;
-    bool forward = valid && (state->forward_first & (1ull << signo)) && (state->has_previous & (1ull << signo)) &&
-                   state->previous[signo].handler > 1 &&
-                   __atomic_load_n(&state->crashing_tid, __ATOMIC_ACQUIRE) == 0;
-    if (forward) {
-        forwarded = cp_handler_forward_first(state, signo, info, context, tid);
-        if (forwarded == CP_FORWARD_HANDLED) {
-            return;
-        }
-    }
-
     uint32_t holder = 0;
     if (!__atomic_compare_exchange_n(&state->crashing_tid, &holder, tid, false, __ATOMIC_ACQ_REL,
                                       __ATOMIC_ACQUIRE)) {
@@ -567,21 +469,19 @@ void cp_handler_signal(int signo, siginfo_t *info, void *context)
             __atomic_fetch_add(&state->other_crashes, 1, __ATOMIC_RELAXED);
             cp_handler_wait_for_report(state);
         }
-        /* holder == tid: a different crash signal inside our own handler. No second report. */
-        cp_handler_continue_chain(state, signo, info, tid, forward);
-        return;
+        return; /* holder == tid: this thread already reported; one report per process */
     }
 
     cp_handler_answer answer;
     cp_safe_set(&answer, 0, sizeof answer);
     if (state->record != NULL && state->fd >= 0) {
-        cp_handler_fill_record(state, signo, info, context, tid);
-        if (forward) {
-            state->record->flags |= CP_CRASH_FORWARD_FIRST;
-            if (forwarded == CP_FORWARD_GAVE_UP) {
-                state->record->flags |= CP_CRASH_PREVIOUS_GAVE_UP;
-            }
+        cp_handler_fill_record(state, original, tid);
+        if (reraise != NULL) {
+            cp_safe_copy(&state->record->reraise, reraise, sizeof state->record->reraise);
+        } else {
+            cp_safe_set(&state->record->reraise, 0, sizeof state->record->reraise);
         }
+        state->record->flags |= record_flags;
         cp_handler_allow_ptrace(state);
         cp_handler_report(state, &answer);
     }
@@ -592,10 +492,45 @@ void cp_handler_signal(int signo, siginfo_t *info, void *context)
     if (answer.has_verdict && state->timing_fd >= 0) {
         cp_handler_write_timing(state->timing_fd, &answer);
     }
-    if (forwarded == CP_FORWARD_GAVE_UP) {
-        /* The previous handler already chose how the process ends (its action, a pending
-         * signal): returning lets that happen. */
+}
+
+void cp_handler_signal(int signo, siginfo_t *info, void *context)
+{
+    cp_stub_state *state = &cp_state;
+    ucontext_t *uc = context;
+    if (signo <= 0 || signo >= CP_SIGNAL_LIMIT) {
         return;
     }
-    cp_handler_continue_chain(state, signo, info, tid, forward);
+    uint32_t tid = cp_safe_gettid();
+
+    /* Inside a program handler crashport is running on this thread: a re-raise, an abort(), a
+     * fault of the handler itself. (A signal another process sent is just a signal.) */
+    cp_forward_frame *running = cp_forward_active(tid, uc);
+    if (running != NULL &&
+        !(info != NULL && info->si_code <= 0 && (uint32_t)info->si_pid != cp_safe_getpid())) {
+        cp_forward_nested(state, running, tid, signo, info, uc);
+        return;
+    }
+
+    cp_kernel_sigaction action;
+    uint32_t changes = 0;
+    cp_actions_load(state, signo, &action, &changes);
+    bool function = action.handler > (uint64_t)(uintptr_t)SIG_IGN;
+    cp_reraise came_back;
+    bool again = function && cp_forward_came_back(tid, signo, info, uc, &came_back);
+
+    /* The program's handler first, as the kernel would run it, when the program installed it
+     * after crashport (or the signal is forward-first): only what it does not recover from is
+     * a crash. A handler installed before crashport runs after the report. */
+    if (function && !again && (changes != 0 || (state->forward_first & (1ull << signo)))) {
+        cp_forward_deliver(state, tid, signo, info, uc, &action, NULL);
+        return;
+    }
+    if (action.handler == (uint64_t)(uintptr_t)SIG_IGN && !(info != NULL && info->si_code > 0)) {
+        return; /* sent, and the program ignores it: the kernel would have discarded it */
+    }
+    cp_fault fault;
+    cp_fault_copy(&fault, signo, info, uc);
+    cp_report_fault(state, tid, &fault, again ? &came_back : NULL, again ? CP_CRASH_FORWARD_FIRST : 0);
+    cp_forward_deliver(state, tid, signo, info, uc, &action, &fault);
 }

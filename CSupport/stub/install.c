@@ -31,10 +31,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "actions.h"
 #include "crashport.h"
 #include "crashport_protocol.h"
 #include "safe.h"
 #include "stub_state.h"
+
+/* interpose.c, in libcrashport.so only: resolves libc's sigaction while it is safe to. */
+extern void cp_interpose_resolve(void) __attribute__((weak, visibility("hidden")));
 
 #define CP_HELLO_SEND_WAIT_MS 1000
 
@@ -273,11 +277,12 @@ static void cp_install_restore(uint64_t installed)
     }
 }
 
-/* Saves the previous action of every signal in 'signals' as the kernel holds it, then installs
- * ours. Returns 0, or -errno with nothing changed (and *failed_signo set). */
+/* Saves the previous action of every signal in 'signals' as the kernel holds it, starts the
+ * program's own action there (actions.h), then installs ours. Returns 0, or -errno with nothing
+ * changed (and *failed_signo set). */
 static int cp_install_handlers(uint64_t signals, int *failed_signo)
 {
-    /* First save them all: the handler consults has_previous as soon as it is live. */
+    /* First save them all: the handler reads them as soon as it is live. */
     for (int signo = 1; signo < CP_SIGNAL_LIMIT; signo++) {
         if (!(signals & CP_BIT(signo))) {
             continue;
@@ -288,11 +293,16 @@ static int cp_install_handlers(uint64_t signals, int *failed_signo)
             *failed_signo = signo;
             return (int)result;
         }
+        cp_actions_reset(&cp_state, signo, &cp_state.previous[signo]);
     }
     cp_state.has_previous = signals;
-    cp_state.handled = signals;
     cp_state.handler_address = (uint64_t)(uintptr_t)&cp_handler_signal;
+    if (cp_interpose_resolve != NULL) {
+        cp_interpose_resolve();
+    }
 
+    /* libc's sigaction (ours passes these through until 'handled' is published below), so
+     * that the kernel gets libc's restorer, as for any other action. */
     struct sigaction ours;
     memset(&ours, 0, sizeof ours);
     ours.sa_sigaction = cp_handler_signal;
@@ -310,7 +320,16 @@ static int cp_install_handlers(uint64_t signals, int *failed_signo)
             return -error;
         }
         installed |= CP_BIT(signo);
+        if (cp_state.restorer == 0) {
+            cp_kernel_sigaction kernel;
+            memset(&kernel, 0, sizeof kernel);
+            if (cp_safe_syscall4(SYS_rt_sigaction, signo, 0, (long)&kernel, 8) == 0) {
+                cp_state.restorer = kernel.restorer;
+            }
+        }
     }
+    /* From here on the program's sigaction for these signals changes its own action only. */
+    __atomic_store_n(&cp_state.handled, signals, __ATOMIC_RELEASE);
     return 0;
 }
 

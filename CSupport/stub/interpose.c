@@ -1,15 +1,23 @@
 /*
- * interpose.c: pthread_create, interposed (libcrashport.so only, where LD_PRELOAD or link order
- * puts it before libc's), so that every new thread gets an alternate signal stack (threads.c).
- * A static archive leaves it out: there it would collide with libc.a's own definition.
+ * interpose.c: libc functions crashport stands in front of (libcrashport.so only, where
+ * LD_PRELOAD or link order puts it before libc's). A static archive leaves this file out: there
+ * it would collide with libc.a's own definitions (README: what differs without interposition).
  *
- * When crashport is not installed, or the mapping fails, the thread is created exactly as
- * without crashport. Not signal context: dlsym is fine here.
+ *  - pthread_create, so that every new thread gets an alternate signal stack (threads.c). When
+ *    crashport is not installed, or the mapping fails, the thread is created exactly as
+ *    without crashport. Not signal context: dlsym is fine there.
+ *  - sigaction and the older signal-setting functions, so that crashport keeps the kernel's
+ *    slot of the signals it handles while the program sees and sets only its own actions.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include "actions.h"
+#include "stub_state.h"
 
 typedef struct cp_thread_region cp_thread_region;
 cp_thread_region *cp_thread_prepare(void *(*start)(void *), void *argument) __attribute__((visibility("hidden")));
@@ -39,4 +47,177 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread, con
         cp_thread_discard(region);
     }
     return result;
+}
+
+/*
+ * Signal dispositions, made virtual. For a signal crashport handles (once installed), the
+ * program's sigaction changes the program's action kept in cp_state (actions.h), not the
+ * kernel's: the kernel's slot stays crashport's, and the crash handler runs the program's action
+ * the way the kernel would have. What the program reads back (the old action, a query) is its
+ * own action, as if crashport were not there. Every other signal, and every call before install,
+ * goes straight to libc's.
+ *
+ * Async-signal-safe like the real sigaction: once installed, no lock and no allocation (libc's
+ * functions were resolved at install, cp_interpose_resolve).
+ */
+typedef int (*cp_sigaction_function)(int, const struct sigaction *, struct sigaction *);
+typedef int (*cp_sigprocmask_function)(int, const sigset_t *, sigset_t *);
+
+static cp_sigaction_function cp_real_sigaction;
+
+__attribute__((visibility("hidden"))) void cp_interpose_resolve(void)
+{
+    if (__atomic_load_n(&cp_real_sigaction, __ATOMIC_ACQUIRE) == NULL) {
+        cp_sigaction_function found = (cp_sigaction_function)dlsym(RTLD_NEXT, "sigaction");
+        __atomic_store_n(&cp_real_sigaction, found, __ATOMIC_RELEASE);
+    }
+}
+
+static int cp_interpose_real_sigaction(int signo, const struct sigaction *action, struct sigaction *old)
+{
+    cp_sigaction_function real = __atomic_load_n(&cp_real_sigaction, __ATOMIC_ACQUIRE);
+    if (real == NULL) {
+        cp_interpose_resolve(); /* a call before crashport's constructor ran */
+        real = __atomic_load_n(&cp_real_sigaction, __ATOMIC_ACQUIRE);
+        if (real == NULL) {
+            errno = ENOSYS;
+            return -1;
+        }
+    }
+    return real(signo, action, old);
+}
+
+/* libc's struct sigaction <-> the kernel's form the stub keeps (signals 1..64 of the mask). */
+static void cp_interpose_to_kernel(const struct sigaction *action, cp_kernel_sigaction *kernel)
+{
+    uint64_t mask = 0;
+    for (int signo = 1; signo <= 64; signo++) {
+        if (sigismember(&action->sa_mask, signo) == 1) {
+            mask |= 1ull << (signo - 1);
+        }
+    }
+    kernel->handler = (uint64_t)(uintptr_t)action->sa_handler;
+    /* libc adds its restorer to every action it gives the kernel: so does this one. */
+    kernel->flags = (uint64_t)(uint32_t)action->sa_flags | CP_SA_RESTORER;
+    kernel->restorer = cp_state.restorer;
+    kernel->mask = mask;
+}
+
+static void cp_interpose_from_kernel(const cp_kernel_sigaction *kernel, struct sigaction *action)
+{
+    memset(action, 0, sizeof *action);
+    action->sa_handler = (void (*)(int))(uintptr_t)kernel->handler;
+    sigemptyset(&action->sa_mask);
+    for (int signo = 1; signo <= 64; signo++) {
+        if (kernel->mask & (1ull << (signo - 1))) {
+            sigaddset(&action->sa_mask, signo);
+        }
+    }
+    action->sa_flags = (int)(uint32_t)kernel->flags;
+    action->sa_restorer = (void (*)(void))(uintptr_t)kernel->restorer;
+}
+
+__attribute__((visibility("default"))) int sigaction(int signo, const struct sigaction *action,
+                                                      struct sigaction *old)
+{
+    if (!cp_actions_virtual(&cp_state, signo)) {
+        return cp_interpose_real_sigaction(signo, action, old);
+    }
+    cp_kernel_sigaction previous;
+    if (action != NULL) {
+        cp_kernel_sigaction wanted;
+        cp_interpose_to_kernel(action, &wanted);
+        cp_actions_store(&cp_state, signo, &wanted, &previous);
+    } else {
+        cp_actions_load(&cp_state, signo, &previous, NULL);
+    }
+    if (old != NULL) {
+        cp_interpose_from_kernel(&previous, old);
+    }
+    return 0;
+}
+
+__attribute__((visibility("default"))) int __sigaction(int signo, const struct sigaction *action,
+                                                        struct sigaction *old)
+{
+    return sigaction(signo, action, old);
+}
+
+/* signal() as glibc defines it (BSD semantics): the signal blocked in its own handler, system
+ * calls restarted. */
+__attribute__((visibility("default"))) sighandler_t signal(int signo, sighandler_t handler)
+{
+    struct sigaction action, old;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = handler;
+    sigemptyset(&action.sa_mask);
+    if (handler != SIG_ERR && sigaddset(&action.sa_mask, signo) != 0) {
+        return SIG_ERR;
+    }
+    action.sa_flags = SA_RESTART;
+    if (handler == SIG_ERR || sigaction(signo, &action, &old) != 0) {
+        errno = EINVAL;
+        return SIG_ERR;
+    }
+    return old.sa_handler;
+}
+
+__attribute__((visibility("default"))) sighandler_t bsd_signal(int signo, sighandler_t handler)
+{
+    return signal(signo, handler);
+}
+
+/* System V semantics: one shot, not blocked in its own handler. */
+__attribute__((visibility("default"))) sighandler_t sysv_signal(int signo, sighandler_t handler)
+{
+    struct sigaction action, old;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = handler;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND | SA_NODEFER;
+    if (handler == SIG_ERR || sigaction(signo, &action, &old) != 0) {
+        errno = EINVAL;
+        return SIG_ERR;
+    }
+    return old.sa_handler;
+}
+
+__attribute__((visibility("default"))) sighandler_t __sysv_signal(int signo, sighandler_t handler)
+{
+    return sysv_signal(signo, handler);
+}
+
+/* sigset(): SIG_HOLD blocks the signal; anything else sets the action and unblocks it. Returns
+ * SIG_HOLD when the signal was blocked before, else the previous handler. */
+__attribute__((visibility("default"))) sighandler_t sigset(int signo, sighandler_t handler)
+{
+    if (!cp_actions_virtual(&cp_state, signo)) {
+        typedef sighandler_t (*cp_sigset_function)(int, sighandler_t);
+        cp_sigset_function real = (cp_sigset_function)dlsym(RTLD_NEXT, "sigset");
+        if (real == NULL) {
+            errno = ENOSYS;
+            return SIG_ERR;
+        }
+        return real(signo, handler);
+    }
+    sigset_t one, before;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    struct sigaction old;
+    if (handler == SIG_HOLD) {
+        if (sigaction(signo, NULL, &old) != 0 || pthread_sigmask(SIG_BLOCK, &one, &before) != 0) {
+            return SIG_ERR;
+        }
+    } else {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = handler;
+        sigemptyset(&action.sa_mask);
+        if (handler == SIG_ERR || sigaction(signo, &action, &old) != 0 ||
+            pthread_sigmask(SIG_UNBLOCK, &one, &before) != 0) {
+            errno = EINVAL;
+            return SIG_ERR;
+        }
+    }
+    return sigismember(&before, signo) == 1 ? SIG_HOLD : old.sa_handler;
 }

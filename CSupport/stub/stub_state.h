@@ -29,6 +29,10 @@
  * rt_sigaction system call reads and writes with sigsetsize 8). The wire's cp_action has the
  * same field order; still convert field by field, never cast.
  */
+/* The kernel's flag for an action that brings its own return trampoline (libc always sets it;
+ * <signal.h> does not define it for programs). */
+#define CP_SA_RESTORER 0x04000000ull
+
 typedef struct cp_kernel_sigaction {
     uint64_t handler; /* SIG_DFL = 0, SIG_IGN = 1, else an address */
     uint64_t flags;   /* SA_*, including SA_RESTORER when libc installed it */
@@ -36,14 +40,29 @@ typedef struct cp_kernel_sigaction {
     uint64_t mask; /* signals 1..64 as bits 0..63 */
 } cp_kernel_sigaction;
 
-#define CP_FORWARD_SLOTS 16
+/*
+ * The program's own action for one handled signal (what the kernel would hold without
+ * crashport), kept lock-free: versions are immutable while published. A writer claims a free
+ * version (CAS on `free`), fills it between two `sequence` bumps (odd while it writes), then
+ * publishes it by exchanging `current` and frees the one it replaced. A reader loads `current`,
+ * copies that version and retries if its sequence moved: no lock, no torn read, and a writer
+ * interrupted by a signal whose handler writes too still has versions left (actions.h).
+ */
+#define CP_ACTION_VERSIONS 8
 
-typedef struct cp_forward_memo {
-    uint32_t tid;
-    int32_t signo;
-    uint64_t pc;
-    uint64_t address;
-} cp_forward_memo;
+typedef struct cp_action_version {
+    uint32_t sequence; /* odd while being written */
+    uint32_t reserved;
+    cp_kernel_sigaction action;
+} cp_action_version;
+
+typedef struct cp_program_action {
+    uint32_t current; /* index of the published version */
+    uint32_t free;    /* bit i: versions[i] may be claimed */
+    uint32_t changes; /* how many times the program set it since install (0: as saved) */
+    uint32_t reserved;
+    cp_action_version versions[CP_ACTION_VERSIONS];
+} cp_program_action;
 
 typedef struct cp_stub_state {
     /* -- configuration: written by install before any handler is live, then read-only -- */
@@ -57,15 +76,17 @@ typedef struct cp_stub_state {
     uint64_t handler_address;                     /* &cp_handler_signal, as the kernel sees it */
     uint64_t forward_first; /* 1 << signo: the previous handler gets these signals first */
     cp_kernel_sigaction previous[CP_SIGNAL_LIMIT]; /* indexed by signo: the chain below us */
+    uint64_t restorer; /* the SA_RESTORER trampoline libc gave crashport's own action */
+
+    /* -- the program's actions: written by the interposed sigaction (interpose.c), read
+     *    anywhere, lock-free (actions.h); valid for the signals in `handled` -- */
+    cp_program_action program[CP_SIGNAL_LIMIT];
 
     /* -- crash time: touched only with __atomic builtins -- */
     uint32_t crashing_tid;  /* 0, or the tid of the thread reporting the crash (first wins) */
     uint32_t crash_done;    /* futex word: 0 while the report runs, 1 once it is over */
     uint32_t other_crashes; /* threads that faulted while the first one was reporting */
     uint32_t reserved;
-    /* The last fault each thread slot (tid % CP_FORWARD_SLOTS) gave to a previous handler
-     * first: when the same fault comes straight back, that handler did not recover. */
-    cp_forward_memo forwarded[CP_FORWARD_SLOTS];
 } cp_stub_state;
 
 /** The process-wide stub state (defined in handler.c). */

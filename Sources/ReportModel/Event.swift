@@ -48,14 +48,21 @@ public enum FrameTrust: String, Codable, Sendable {
     case signalFrame = "signal_frame"
 }
 
-/// What crashport does with a signal after reporting it.
+/// What crashport does with a signal after reporting it: what the kernel would have done with
+/// the program's action.
 public enum ChainAction: String, Codable, Sendable {
+    /// The handler installed before crashport runs (the program never replaced it).
     case forwardedToPrevious = "forwarded-to-previous"
+    /// The handler the program installed after crashport runs (again).
+    case forwardedToProgram = "forwarded-to-program"
     case defaultAction = "default-action"
+    /// The program ignores the signal and it was sent, not a fault: nothing happens.
+    case ignored
 }
 
-/// When the handler installed before crashport runs: after the report (the default), or
-/// before it, with crashport reporting only if the fault comes back.
+/// When the program's handler runs: after the report (a handler installed before crashport, by
+/// default), or before it, with crashport reporting only what it does not recover from (every
+/// handler the program installs after crashport, and forward-first signals).
 public enum SignalPolicy: String, Codable, Sendable {
     case reportThenForward = "report-then-forward"
     case forwardFirst = "forward-first"
@@ -309,19 +316,31 @@ public struct ModuleRecord: Codable, Sendable, Equatable {
 /// above it (installed later by someone else), and what crashport did with the signal.
 public struct HandlerChainEntry: Codable, Sendable, Equatable {
     public var signal: String?
+    /// Below crashport: the action the kernel held when crashport installed.
     public var previous: HandlerRecord?
+    /// Above crashport: the action the program set since (crashport keeps the kernel's slot
+    /// and runs it as the kernel would); absent when the program never changed it.
     public var above: HandlerRecord?
-    /// For the crashing signal, what crashport did; for the others, what it would do.
+    /// What the kernel held at the crash when it was not crashport's: a handler installed by a
+    /// raw rt_sigaction (static programs, runtimes that bypass libc), invisible until then.
+    public var kernel: HandlerRecord?
+    /// For the crashing signal, what ran, in order ("faulthandler_fatal_error (above): raised
+    /// SIGSEGV", "crashport: report", "default action").
+    public var ran: [String]?
+    /// For the crashing signal, what crashport did after the report; for the others, what it
+    /// would do.
     public var action: ChainAction?
     public var policy: SignalPolicy?
 
     public init(
-        signal: String? = nil, previous: HandlerRecord? = nil, above: HandlerRecord? = nil, action: ChainAction? = nil,
-        policy: SignalPolicy? = nil
+        signal: String? = nil, previous: HandlerRecord? = nil, above: HandlerRecord? = nil, kernel: HandlerRecord? = nil,
+        ran: [String]? = nil, action: ChainAction? = nil, policy: SignalPolicy? = nil
     ) {
         self.signal = signal
         self.previous = previous
         self.above = above
+        self.kernel = kernel
+        self.ran = ran
         self.action = action
         self.policy = policy
     }

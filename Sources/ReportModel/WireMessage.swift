@@ -102,9 +102,42 @@ public struct ChainRecord: Equatable, Sendable {
     public var signal: Int32
     /// Saved at install: the handler below crashport.
     public var previous: WireAction?
-    /// In force at crash time when it is not crashport's: a handler installed above it.
-    public var current: WireAction?
+    /// The program's own action at the crash (what the kernel would hold without crashport).
+    public var program: WireAction
+    /// The program set its action since crashport installed (so `program` is above crashport).
+    public var programChanged: Bool
+    /// What the kernel held at the crash when it was not crashport's: a handler installed by a
+    /// raw rt_sigaction, which libc's sigaction (and so crashport) never saw.
+    public var kernel: WireAction?
     public var forwardFirst: Bool
+
+    public init(
+        signal: Int32, previous: WireAction?, program: WireAction, programChanged: Bool = false, kernel: WireAction? = nil,
+        forwardFirst: Bool = false
+    ) {
+        self.signal = signal
+        self.previous = previous
+        self.program = program
+        self.programChanged = programChanged
+        self.kernel = kernel
+        self.forwardFirst = forwardFirst
+    }
+}
+
+/// A program handler ran on the fault first and did not recover: the second signal (the record's
+/// signal, registers and stack are the original fault's).
+public struct WireReraise: Equatable, Sendable {
+    public enum How: UInt32, Sendable {
+        case raised = 1, faulted, reset, cameBack
+    }
+
+    public var how: How
+    public var signal: Int32
+    public var code: Int32
+    /// Program handlers running on the thread, nested.
+    public var depth: Int32
+    public var handler: UInt64
+    public var pc: UInt64
 }
 
 public struct CrashRecord: Equatable, Sendable {
@@ -123,6 +156,8 @@ public struct CrashRecord: Equatable, Sendable {
     public var registers: X86_64Registers
     /// Every handled signal's chain, in signal order.
     public var chain: [ChainRecord]
+    /// Set when a program handler ran on the fault first and raised, aborted or faulted again.
+    public var reraise: WireReraise?
     public var stack: MemoryRegion
 
     /// Bytes before `stack` (Swift does not import the 64 KiB array member itself; the header's
@@ -132,7 +167,6 @@ public struct CrashRecord: Equatable, Sendable {
 
     public var stackTruncated: Bool { flags & CP_CRASH_STACK_TRUNCATED != 0 }
     public var forwardedFirst: Bool { flags & CP_CRASH_FORWARD_FIRST != 0 }
-    public var previousGaveUp: Bool { flags & CP_CRASH_PREVIOUS_GAVE_UP != 0 }
 
     public init(bytes: [UInt8]) throws {
         let header = try WireHeader(bytes: bytes)
@@ -180,8 +214,22 @@ public struct CrashRecord: Equatable, Sendable {
             return ChainRecord(
                 signal: wire.i32(start + Layout.offset(\cp_chain_entry.signo)),
                 previous: flags & CP_CHAIN_HAS_PREVIOUS != 0 ? action(at: start + Layout.offset(\cp_chain_entry.previous)) : nil,
-                current: flags & CP_CHAIN_HAS_CURRENT != 0 ? action(at: start + Layout.offset(\cp_chain_entry.current)) : nil,
+                program: action(at: start + Layout.offset(\cp_chain_entry.program)),
+                programChanged: flags & CP_CHAIN_PROGRAM_CHANGED != 0,
+                kernel: flags & CP_CHAIN_KERNEL_BYPASSED != 0 ? action(at: start + Layout.offset(\cp_chain_entry.kernel)) : nil,
                 forwardFirst: flags & CP_CHAIN_FORWARD_FIRST != 0)
+        }
+        let reraiseStart = at(\.reraise)
+        let how = wire.u32(reraiseStart + Layout.offset(\cp_reraise.how))
+        if how != CP_RERAISE_NONE {
+            guard let known = WireReraise.How(rawValue: how) else { throw WireError.badField("re-raise kind \(how) unknown") }
+            let raised = wire.i32(reraiseStart + Layout.offset(\cp_reraise.signo))
+            guard raised >= 0 && raised < 65 else { throw WireError.badField("re-raised signal \(raised) out of range") }
+            reraise = WireReraise(
+                how: known, signal: raised, code: wire.i32(reraiseStart + Layout.offset(\cp_reraise.code)),
+                depth: wire.i32(reraiseStart + Layout.offset(\cp_reraise.depth)),
+                handler: wire.u64(reraiseStart + Layout.offset(\cp_reraise.handler)),
+                pc: wire.u64(reraiseStart + Layout.offset(\cp_reraise.pc)))
         }
         let stackStart = wire.u64(at(\.stack_start))
         let stackSize = Int(wire.u32(at(\.stack_size)))

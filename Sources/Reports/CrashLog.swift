@@ -31,8 +31,34 @@ public enum CrashLog {
                 text += " at \(address)"
             }
             if let sender = signal.senderPID { text += ", sent by pid \(sender)" }
+            if let function = event.crashedThreadRecord?.frames?.first?.function { text += " in \(function)" }
+            if let reraise = signal.reraisedBy {
+                let handler = reraise.function ?? reraise.handler?.description ?? "the program's handler"
+                let raised = reraise.signal ?? "a signal"
+                switch reraise.how {
+                case .raised? where raised == "SIGABRT": text += ", aborted by \(handler) (SIGABRT)"
+                case .raised?: text += ", re-raised by \(handler) as \(raised)"
+                case .faulted?: text += ", faulted again in \(handler) (\(raised))"
+                case .resetAndReturned?: text += ", not recovered by \(handler) (it reset the action and returned)"
+                case .cameBack?, nil: text += ", not recovered by \(handler) (the same fault came back)"
+                }
+            }
         }
         return text
+    }
+
+    /// What a program handler did instead of recovering: "re-raised it as SIGSEGV", "aborted
+    /// (SIGABRT)", "faulted (SIGSEGV)", "reset it to SIG_DFL and returned", "returned and the
+    /// same fault came back".
+    public static func describe(reraise: ReraiseRecord) -> String {
+        let signal = reraise.signal ?? "a signal"
+        switch reraise.how {
+        case .raised?: return signal == "SIGABRT" ? "aborted (SIGABRT)" : "re-raised it as \(signal)"
+        case .faulted?: return "faulted (\(signal))"
+        case .resetAndReturned?: return "reset it to SIG_DFL and returned"
+        case .cameBack?: return "returned and the same fault came back"
+        case nil: return "did not recover"
+        }
     }
 
     /// The few lines printed to stderr when a report is written.

@@ -1,28 +1,28 @@
-// HandlerChain: what crashport does with a signal after reporting it, given the action it saved
-// at install (the handler below it) and the signal's policy. Mirrors the stub's
-// cp_handler_continue_chain and forward-first path; a pure function so the table is tested.
+// HandlerChain: what crashport does with a signal after reporting it, given the program's action
+// at the crash. Mirrors the stub's cp_forward_deliver: crashport keeps the kernel's slot and does
+// what the kernel would have done with the program's action. A pure function so the table is
+// tested.
 
 import ReportModel
 
 public enum HandlerChain {
-    /// - previous: the saved action (nil: none saved, i.e. SIG_DFL).
-    /// - forwardFirst: the signal's policy; `previousGaveUp`: under forward-first, the previous
-    ///   handler ran and chose the ending itself (reset its action or raised again).
+    /// - program: the program's action at the crash (nil: SIG_DFL).
+    /// - changed: the program set it after crashport installed (else it is the one saved then).
     /// - isFault: a kernel-generated fault (si_code > 0), which recurs when ignored.
-    public static func continuation(
-        previous: WireAction?, forwardFirst: Bool, previousGaveUp: Bool = false, isFault: Bool
-    ) -> ChainAction {
-        guard let previous, previous.handler != 0 else { return .defaultAction }
-        if previous.handler == 1 {
-            // SIG_IGN: the kernel forces the default action on a fault it cannot ignore; a
-            // sent signal is simply ignored, as the previous disposition says.
-            return isFault ? .defaultAction : .forwardedToPrevious
+    public static func continuation(program: WireAction?, changed: Bool, isFault: Bool) -> ChainAction {
+        guard let program, program.handler != 0 else { return .defaultAction }
+        if program.handler == 1 {
+            // SIG_IGN: the kernel forces the default action on a fault it cannot ignore; a sent
+            // signal is simply discarded.
+            return isFault ? .defaultAction : .ignored
         }
-        if forwardFirst {
-            // The previous handler already had the signal: either it chose how the process
-            // ends, or the same fault came back and crashport ends it by the default action.
-            return previousGaveUp ? .forwardedToPrevious : .defaultAction
-        }
-        return .forwardedToPrevious
+        return changed ? .forwardedToProgram : .forwardedToPrevious
+    }
+
+    /// The program's handler runs before crashport reports: every handler it installed after
+    /// crashport, and a forward-first signal's handler.
+    public static func policy(program: WireAction?, changed: Bool, forwardFirst: Bool) -> SignalPolicy {
+        let isFunction = (program?.handler ?? 0) > 1
+        return isFunction && (changed || forwardFirst) ? .forwardFirst : .reportThenForward
     }
 }

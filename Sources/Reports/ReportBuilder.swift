@@ -18,17 +18,34 @@ public enum ReportBuilder {
         var event = event(
             snapshot: capture.snapshot, executable: capture.executable,
             arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: DebugFileLocator())
-        event.handlerChain = handlerChain(
-            capture.record,
-            symbolizer: Symbolizer(modules: capture.snapshot.modules))
-        if capture.record.forwardedFirst {
-            let note =
-                capture.record.previousGaveUp
-                ? "forward-first: the previous handler ran first and gave up (reset its action or raised the signal again)"
-                : "forward-first: the previous handler ran first, returned, and the same fault came back"
-            event.notes = (event.notes ?? []) + [note]
+        let symbolizer = Symbolizer(modules: capture.snapshot.modules)
+        event.handlerChain = handlerChain(capture.record, symbolizer: symbolizer)
+        if let reraise = capture.record.reraise {
+            let record = reraiseRecord(reraise, symbolizer: symbolizer)
+            event.signal?.reraisedBy = record
+            event.notes =
+                (event.notes ?? []) + [
+                    "the program's handler \(record.function ?? record.handler?.description ?? "?") ran first and "
+                        + CrashLog.describe(reraise: record) + "; this report names the original fault"
+                ]
         }
         return event
+    }
+
+    static func reraiseRecord(_ reraise: WireReraise, symbolizer: Symbolizer) -> ReraiseRecord {
+        let how: ReraiseRecord.How
+        switch reraise.how {
+        case .raised: how = .raised
+        case .faulted: how = .faulted
+        case .reset: how = .resetAndReturned
+        case .cameBack: how = .cameBack
+        }
+        let symbol = symbolizer.symbolicate(pc: reraise.handler, isReturnAddress: false).last
+        let signal = reraise.signal > 0 ? reraise.signal : nil
+        return ReraiseRecord(
+            how: how, signal: signal.map(SignalNames.name), number: signal, code: signal.map { _ in reraise.code },
+            codeName: signal.flatMap { SignalNames.codeName(signal: $0, code: reraise.code) },
+            handler: HexAddress(reraise.handler), function: symbol?.function, module: symbol?.module)
     }
 
     /// An event from any snapshot (a live capture, or a minidump read offline): every thread
@@ -115,15 +132,35 @@ public enum ReportBuilder {
                     flags: actionFlags(action.flags))
             }
         }
+        // The report of a re-raise is made while the raised signal is delivered: what follows it
+        // is that signal's action.
+        let raised = record.reraise.flatMap { reraise in record.chain.first { $0.signal == reraise.signal } }
         return record.chain.map { entry in
             let crashing = entry.signal == record.signal
-            let continuation = HandlerChain.continuation(
-                previous: entry.previous, forwardFirst: entry.forwardFirst,
-                previousGaveUp: crashing && record.previousGaveUp, isFault: crashing ? record.code > 0 : true)
+            let deciding = crashing ? (raised ?? entry) : entry
+            var continuation = HandlerChain.continuation(
+                program: deciding.program, changed: deciding.programChanged,
+                isFault: crashing && raised == nil ? record.code > 0 : raised != nil ? false : true)
+            if crashing, record.reraise?.how == .cameBack { continuation = .forwardedToProgram }
+            var ran: [String]?
+            if crashing {
+                ran = []
+                if let reraise = record.reraise {
+                    let handler = describe(WireAction(handler: reraise.handler, flags: 0))
+                    var name = "\(reraise.handler)"
+                    if case .function(let address, let symbol, _, _) = handler { name = symbol ?? address.description }
+                    ran?.append(
+                        "\(name) (the program's): " + CrashLog.describe(reraise: reraiseRecord(reraise, symbolizer: symbolizer)))
+                }
+                ran?.append("crashport: report")
+                ran?.append(continuation.rawValue)
+            }
             return HandlerChainEntry(
                 signal: SignalNames.name(entry.signal), previous: entry.previous.map(describe) ?? .disposition(.default),
-                above: entry.current.map(describe), action: continuation,
-                policy: entry.forwardFirst ? .forwardFirst : .reportThenForward)
+                above: entry.programChanged ? describe(entry.program) : nil, kernel: entry.kernel.map(describe), ran: ran,
+                action: continuation,
+                policy: HandlerChain.policy(
+                    program: entry.program, changed: entry.programChanged, forwardFirst: entry.forwardFirst))
         }
     }
 

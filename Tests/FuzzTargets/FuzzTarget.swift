@@ -222,7 +222,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         if let record = try? CrashRecord(bytes: bytes) {
             _ = record.stackTruncated
             _ = record.forwardedFirst
-            _ = record.previousGaveUp
+            _ = record.reraise
         }
     }
 }

@@ -15,12 +15,14 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<cp_heartbeat>.size, 24)
         XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.regs), 88)
         XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.fpregs), 360)
-        XCTAssertEqual(MemoryLayout<cp_chain_entry>.size, 72)
+        XCTAssertEqual(MemoryLayout<cp_chain_entry>.size, 104)
         XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.chain_count), 888)
         XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.chain), 896)
-        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.stack_start), 1472)
-        XCTAssertEqual(CrashRecord.fixedSize, 1488)
-        XCTAssertEqual(CrashRecord.maximumSize, 1488 + 65536)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.reraise), 1728)
+        XCTAssertEqual(MemoryLayout<cp_reraise>.size, 32)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.stack_start), 1760)
+        XCTAssertEqual(CrashRecord.fixedSize, 1776)
+        XCTAssertEqual(CrashRecord.maximumSize, 1776 + 65536)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.restorer), 16)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.mask), 24)
     }
@@ -40,8 +42,8 @@ final class WireProtocolTests: XCTestCase {
         put(1, 28, 4)
         put(UInt64(CP_ARCH_X86_64), 44, 4)
         put(0xdead, 48, 8)
-        put(0x7000_0000, 1472, 8)
-        put(UInt64(stack.count), 1480, 4)
+        put(0x7000_0000, 1760, 8)
+        put(UInt64(stack.count), 1768, 4)
         bytes.replaceSubrange(CrashRecord.fixedSize..., with: stack)
         return bytes
     }
@@ -60,13 +62,13 @@ final class WireProtocolTests: XCTestCase {
         badMagic[0] ^= 0xFF
         XCTAssertThrowsError(try CrashRecord(bytes: badMagic)) { XCTAssertTrue("\($0)".contains("bad magic")) }
         var badVersion = record()
-        badVersion[4] = 2
-        XCTAssertThrowsError(try CrashRecord(bytes: badVersion)) { XCTAssertTrue("\($0)".contains("version 2")) }
+        badVersion[4] = 1
+        XCTAssertThrowsError(try CrashRecord(bytes: badVersion)) { XCTAssertTrue("\($0)".contains("version 1")) }
         let truncated = Array(record().dropLast())
         XCTAssertThrowsError(try CrashRecord(bytes: truncated)) { XCTAssertTrue("\($0)".contains("declared size")) }
         XCTAssertThrowsError(try CrashRecord(bytes: Array(record().prefix(10))))
         var stackLies = record()
-        stackLies[1480] = 200  // stack_size disagrees with the message size
+        stackLies[1768] = 200  // stack_size disagrees with the message size
         XCTAssertThrowsError(try CrashRecord(bytes: stackLies)) { XCTAssertTrue("\($0)".contains("stack_size")) }
         XCTAssertThrowsError(try CrashRecord(bytes: record(signal: 0)))
         XCTAssertThrowsError(try CrashRecord(bytes: record(signal: 999)))
@@ -74,6 +76,13 @@ final class WireProtocolTests: XCTestCase {
         var chainTooLong = record()
         chainTooLong[888] = 9
         XCTAssertThrowsError(try CrashRecord(bytes: chainTooLong)) { XCTAssertTrue("\($0)".contains("chain_count")) }
+        var unknownReraise = record()
+        unknownReraise[1728] = 9
+        XCTAssertThrowsError(try CrashRecord(bytes: unknownReraise)) { XCTAssertTrue("\($0)".contains("re-raise")) }
+        var reraisedSignalOutOfRange = record()
+        reraisedSignalOutOfRange[1728] = 1
+        reraisedSignalOutOfRange[1732] = 99
+        XCTAssertThrowsError(try CrashRecord(bytes: reraisedSignalOutOfRange)) { XCTAssertTrue("\($0)".contains("out of range")) }
         var wrongType = record()
         wrongType[12] = UInt8(CP_MSG_HELLO.rawValue)
         XCTAssertThrowsError(try CrashRecord(bytes: wrongType))

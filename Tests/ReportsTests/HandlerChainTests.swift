@@ -1,29 +1,35 @@
-// Which saved action leads to which continuation (the table the stub implements in
-// cp_handler_continue_chain and the forward-first path).
+// Which program action leads to which continuation and policy (the table the stub implements in
+// cp_handler_signal and cp_forward_deliver).
 
 import ReportModel
 @testable import Reports
 import XCTest
 
 final class HandlerChainTests: XCTestCase {
+    let function = WireAction(handler: 0x5555_0000_1234, flags: 0x4)
+
     func testContinuationTable() {
-        let function = WireAction(handler: 0x5555_0000_1234, flags: 0x4)
-        let rows: [(WireAction?, Bool, Bool, Bool, ChainAction)] = [
-            // previous, forwardFirst, previousGaveUp, isFault, expected
-            (nil, false, false, true, .defaultAction),
-            (WireAction(handler: 0, flags: 0), false, false, true, .defaultAction),
-            (WireAction(handler: 0, flags: 0), true, false, true, .defaultAction),
-            (WireAction(handler: 1, flags: 0), false, false, true, .defaultAction),  // SIG_IGN on a fault
-            (WireAction(handler: 1, flags: 0), false, false, false, .forwardedToPrevious),  // SIG_IGN on kill()
-            (function, false, false, true, .forwardedToPrevious),
-            (function, false, false, false, .forwardedToPrevious),
-            (function, true, false, true, .defaultAction),  // forward-first: the fault came back
-            (function, true, true, true, .forwardedToPrevious),  // forward-first: it chose the ending
+        let rows: [(WireAction?, Bool, Bool, ChainAction)] = [
+            // program, changed since install, isFault, expected
+            (nil, false, true, .defaultAction),
+            (WireAction(handler: 0, flags: 0), false, true, .defaultAction),
+            (WireAction(handler: 0, flags: 0), true, true, .defaultAction),
+            (WireAction(handler: 1, flags: 0), false, true, .defaultAction),  // SIG_IGN on a fault
+            (WireAction(handler: 1, flags: 0), true, false, .ignored),  // SIG_IGN on kill()
+            (function, false, true, .forwardedToPrevious),
+            (function, false, false, .forwardedToPrevious),
+            (function, true, true, .forwardedToProgram),
         ]
         for (index, row) in rows.enumerated() {
-            XCTAssertEqual(
-                HandlerChain.continuation(previous: row.0, forwardFirst: row.1, previousGaveUp: row.2, isFault: row.3),
-                row.4, "row \(index)")
+            XCTAssertEqual(HandlerChain.continuation(program: row.0, changed: row.1, isFault: row.2), row.3, "row \(index)")
         }
+    }
+
+    func testPolicyTable() {
+        XCTAssertEqual(HandlerChain.policy(program: function, changed: true, forwardFirst: false), .forwardFirst)
+        XCTAssertEqual(HandlerChain.policy(program: function, changed: false, forwardFirst: true), .forwardFirst)
+        XCTAssertEqual(HandlerChain.policy(program: function, changed: false, forwardFirst: false), .reportThenForward)
+        XCTAssertEqual(
+            HandlerChain.policy(program: WireAction(handler: 0, flags: 0), changed: true, forwardFirst: true), .reportThenForward)
     }
 }

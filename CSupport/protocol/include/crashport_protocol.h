@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define CP_MAGIC 0x54525043u /* bytes "CPRT" */
-#define CP_VERSION 1u
+#define CP_VERSION 2u
 
 enum cp_message_type {
     CP_MSG_HELLO = 1,     /* stub -> watcher, at install */
@@ -69,23 +69,43 @@ typedef struct cp_action {
 /* Flags of a crash record. */
 #define CP_CRASH_HAS_FPREGS 0x1u      /* fpregs holds the faulting FP state */
 #define CP_CRASH_STACK_TRUNCATED 0x8u /* the stack copy stopped before the end of the stack */
-#define CP_CRASH_FORWARD_FIRST 0x10u  /* the previous handler ran first and did not recover */
-#define CP_CRASH_PREVIOUS_GAVE_UP 0x20u /* ...and chose how the process ends (reset the action or
-                                           raised the signal again); else the fault came back */
+#define CP_CRASH_FORWARD_FIRST 0x10u  /* a program handler ran first and did not recover */
 
 /* Flags of a chain entry. */
-#define CP_CHAIN_HAS_PREVIOUS 0x1u /* previous holds the action saved at install */
-#define CP_CHAIN_HAS_CURRENT 0x2u  /* current holds an action installed above crashport */
-#define CP_CHAIN_FORWARD_FIRST 0x4u /* policy: the previous handler gets the signal first */
+#define CP_CHAIN_HAS_PREVIOUS 0x1u   /* previous holds the action saved at install */
+#define CP_CHAIN_KERNEL_BYPASSED 0x2u /* kernel holds an action someone installed without libc's
+                                        sigaction (a raw rt_sigaction), in crashport's place */
+#define CP_CHAIN_FORWARD_FIRST 0x4u  /* policy: the handler installed before crashport runs first */
+#define CP_CHAIN_PROGRAM_CHANGED 0x8u /* the program changed its action since install */
 
-/* One handled signal's chain at crash time: below crashport (saved at install) and above it
- * (the action in force, when someone replaced crashport's). */
+/* One handled signal's chain at crash time. crashport owns the kernel's slot; the program's own
+ * action is kept by the stub (its interposed sigaction), the way an exception port sits outside
+ * the signal dispositions. */
 typedef struct cp_chain_entry {
     int32_t signo;
     uint32_t flags;     /* CP_CHAIN_* */
-    cp_action previous;
-    cp_action current;
+    cp_action previous; /* saved at install: the action below crashport */
+    cp_action program;  /* the program's action now (starts as previous) */
+    cp_action kernel;   /* with CP_CHAIN_KERNEL_BYPASSED: what the kernel held at the crash */
 } cp_chain_entry;
+
+/* How a program handler that ran on the fault first ended up not recovering. */
+#define CP_RERAISE_NONE 0u
+#define CP_RERAISE_RAISED 1u    /* raise(), abort(), kill() or sigqueue() from this process */
+#define CP_RERAISE_FAULTED 2u   /* the handler faulted itself */
+#define CP_RERAISE_RESET 3u     /* it reset the action to SIG_DFL and returned: the fault recurs */
+#define CP_RERAISE_CAME_BACK 4u /* it returned, changing nothing, and the same fault came back */
+
+/* The second signal of a fault that a program handler ran on first. The record's signo, code,
+ * fault_address, registers and stack are always the ORIGINAL fault's. */
+typedef struct cp_reraise {
+    uint32_t how;       /* CP_RERAISE_* */
+    int32_t signo;      /* the second signal (RAISED, FAULTED), else 0 */
+    int32_t code;       /* its si_code */
+    int32_t depth;      /* program handlers running on this thread (nested) */
+    uint64_t handler;   /* the program handler that was running */
+    uint64_t pc;        /* where the second signal came from (in the handler, raise, abort) */
+} cp_reraise;
 
 #define CP_CHAIN_MAX 8u
 
@@ -119,6 +139,7 @@ typedef struct cp_crash {
     uint32_t chain_count; /* entries used in chain */
     uint32_t reserved0;
     cp_chain_entry chain[CP_CHAIN_MAX]; /* every handled signal, in signal order */
+    cp_reraise reraise;
     uint64_t stack_start; /* address of stack[0]: the faulting SP less the red zone */
     uint32_t stack_size;  /* bytes of stack that follow */
     uint32_t reserved;
@@ -147,11 +168,13 @@ _Static_assert(sizeof(cp_hello) == 80, "cp_hello is 80 bytes");
 _Static_assert(sizeof(cp_action) == 32, "cp_action is 32 bytes");
 _Static_assert(__builtin_offsetof(cp_crash, regs) == 88, "regs at 88");
 _Static_assert(__builtin_offsetof(cp_crash, fpregs) == 360, "fpregs at 360");
-_Static_assert(sizeof(cp_chain_entry) == 72, "cp_chain_entry is 72 bytes");
+_Static_assert(sizeof(cp_chain_entry) == 104, "cp_chain_entry is 104 bytes");
+_Static_assert(sizeof(cp_reraise) == 32, "cp_reraise is 32 bytes");
 _Static_assert(__builtin_offsetof(cp_crash, chain) == 896, "chain at 896");
-_Static_assert(__builtin_offsetof(cp_crash, stack_start) == 1472, "stack_start at 1472");
-_Static_assert(__builtin_offsetof(cp_crash, stack) == 1488, "stack at 1488");
-_Static_assert(sizeof(cp_crash) == 1488 + CP_STACK_COPY_MAX, "cp_crash has no tail padding");
+_Static_assert(__builtin_offsetof(cp_crash, reraise) == 1728, "reraise at 1728");
+_Static_assert(__builtin_offsetof(cp_crash, stack_start) == 1760, "stack_start at 1760");
+_Static_assert(__builtin_offsetof(cp_crash, stack) == 1776, "stack at 1776");
+_Static_assert(sizeof(cp_crash) == 1776 + CP_STACK_COPY_MAX, "cp_crash has no tail padding");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian");
