@@ -20,9 +20,9 @@ public enum HandlerChain {
     }
 
     /// The program's handler runs before crashport reports: every handler it installed after
-    /// crashport, and a forward-first signal's handler.
-    public static func policy(program: WireAction?, changed: Bool, forwardFirst: Bool) -> SignalPolicy {
+    /// crashport (`ranFirst`: one did, for the crashing signal), and a forward-first signal's.
+    public static func policy(program: WireAction?, changed: Bool, forwardFirst: Bool, ranFirst: Bool = false) -> SignalPolicy {
         let isFunction = (program?.handler ?? 0) > 1
-        return isFunction && (changed || forwardFirst) ? .forwardFirst : .reportThenForward
+        return forwardFirst || ranFirst || (isFunction && changed) ? .forwardFirst : .reportThenForward
     }
 }

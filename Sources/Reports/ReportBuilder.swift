@@ -160,7 +160,8 @@ public enum ReportBuilder {
                 above: entry.programChanged ? describe(entry.program) : nil, kernel: entry.kernel.map(describe), ran: ran,
                 action: continuation,
                 policy: HandlerChain.policy(
-                    program: entry.program, changed: entry.programChanged, forwardFirst: entry.forwardFirst))
+                    program: entry.program, changed: entry.programChanged, forwardFirst: entry.forwardFirst,
+                    ranFirst: crashing && record.reraise != nil))
         }
     }
 

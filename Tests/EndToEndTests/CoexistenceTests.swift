@@ -97,18 +97,25 @@ final class CoexistenceTests: XCTestCase {
         }
     }
 
-    /// A handler installed after crashport (above it) that recovers its own probe faults and
-    /// chains real crashes to the previous action, crashport's.
+    /// A handler installed after crashport (above it) that recovers its own probe faults with
+    /// siglongjmp and chains real crashes to the previous action it got back: SIG_DFL, as without
+    /// crashport, so it resets the action and returns. crashport, still in the kernel's slot,
+    /// reports the real crash once.
     func testHandlerInstalledAfterCrashportThatChains() throws {
+        let plain = try TestSupport.run([try probeProgram(), "above"])
         let watched = try TestSupport.crashportRun([try probeProgram(), "above"])
         defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, plain.status, watched.result.stderr)
         XCTAssertEqual(watched.result.status, .signaled(11), watched.result.stderr)
         XCTAssertTrue(watched.result.stderr.contains("probe recovered 3"))
         XCTAssertEqual(watched.reportIDs.count, 1, "the recovered probes are not crashes")
         let event = try watched.event()
         XCTAssertEqual(event.signal?.faultAddress?.value, 0)
         XCTAssertEqual(event.crashedFunctions.first, "real_crash")
-        XCTAssertEqual(symbol(chain(event)?.above), "probe_handler")
+        XCTAssertEqual(event.signal?.reraisedBy?.function, "probe_handler")
+        XCTAssertEqual(event.signal?.reraisedBy?.how, .resetAndReturned)
+        XCTAssertEqual(chain(event)?.above, .disposition(.default), "it reset its action before the report")
+        XCTAssertEqual(chain(event)?.policy, .forwardFirst)
     }
 
     /// Forward-first: a handler below crashport that recovers probe faults with siglongjmp gets
@@ -135,7 +142,8 @@ final class CoexistenceTests: XCTestCase {
             XCTAssertEqual(event.signal?.faultAddress?.value, 0)
             XCTAssertEqual(event.crashedFunctions.first, "real_crash")
             XCTAssertEqual(chain(event)?.policy?.rawValue, "forward-first")
-            XCTAssertTrue(event.notes?.contains { $0.contains("forward-first") } ?? false, "\(event.notes ?? [])")
+            XCTAssertEqual(event.signal?.reraisedBy?.function, "probe_handler")
+            XCTAssertTrue(event.notes?.contains { $0.contains("ran first") } ?? false, "\(event.notes ?? [])")
         }
     }
 
@@ -152,13 +160,44 @@ final class CoexistenceTests: XCTestCase {
         XCTAssertEqual(chain(try watched.event())?.policy?.rawValue, "report-then-forward")
     }
 
-    /// A program that resets the signal to SIG_DFL takes crashport out of the chain; the
-    /// launcher, which sees every death, still writes a termination report.
+    /// A program that resets the signal to SIG_DFL changes its own action, not the kernel's:
+    /// crashport keeps the slot, reports the crash, and the process dies by the default action.
     func testProgramThatResetsToDefault() throws {
         let source = Self.directory + "/dfl.c"
         try "#include <signal.h>\nint *volatile p;\nint main(void) { signal(SIGSEGV, SIG_DFL); *p = 1; return 0; }\n"
             .write(toFile: source, atomically: true, encoding: .utf8)
         let program = try TestSupport.compile([source], output: Self.directory + "/dfl")
+        let watched = try TestSupport.crashportRun([program])
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        XCTAssertEqual(watched.result.status, .signaled(11))
+        XCTAssertEqual(watched.reportIDs.count, 1)
+        let event = try watched.event()
+        XCTAssertEqual(event.kind?.rawValue, "crash")
+        XCTAssertEqual(event.signal?.name, "SIGSEGV")
+        XCTAssertEqual(event.crashedFunctions.first, "main")
+        XCTAssertEqual(chain(event)?.above, .disposition(.default))
+        XCTAssertEqual(chain(event)?.action, .defaultAction)
+    }
+
+    /// A raw rt_sigaction bypasses libc's sigaction, so crashport never sees it: SIG_DFL put in
+    /// the kernel's slot that way takes crashport out, and the launcher, which sees every death,
+    /// writes a termination report.
+    func testRawSystemCallToDefaultBypassesCrashport() throws {
+        let source = Self.directory + "/rawdfl.c"
+        try """
+        #include <signal.h>
+        #include <stdint.h>
+        #include <sys/syscall.h>
+        #include <unistd.h>
+        int *volatile p;
+        int main(void) {
+            uint64_t action[4] = {0, 0, 0, 0}; /* SIG_DFL, as the kernel's struct sigaction */
+            syscall(SYS_rt_sigaction, SIGSEGV, action, 0, 8);
+            *p = 1;
+            return 0;
+        }
+        """.write(toFile: source, atomically: true, encoding: .utf8)
+        let program = try TestSupport.compile([source], output: Self.directory + "/rawdfl")
         let watched = try TestSupport.crashportRun([program])
         defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
         XCTAssertEqual(watched.result.status, .signaled(11))

@@ -29,7 +29,10 @@ final class HandlerChainTests: XCTestCase {
         XCTAssertEqual(HandlerChain.policy(program: function, changed: true, forwardFirst: false), .forwardFirst)
         XCTAssertEqual(HandlerChain.policy(program: function, changed: false, forwardFirst: true), .forwardFirst)
         XCTAssertEqual(HandlerChain.policy(program: function, changed: false, forwardFirst: false), .reportThenForward)
-        XCTAssertEqual(
-            HandlerChain.policy(program: WireAction(handler: 0, flags: 0), changed: true, forwardFirst: true), .reportThenForward)
+        let fallback = WireAction(handler: 0, flags: 0)
+        XCTAssertEqual(HandlerChain.policy(program: fallback, changed: true, forwardFirst: false), .reportThenForward)
+        // The policy, or a handler that ran first and then reset its action.
+        XCTAssertEqual(HandlerChain.policy(program: fallback, changed: true, forwardFirst: true), .forwardFirst)
+        XCTAssertEqual(HandlerChain.policy(program: fallback, changed: true, forwardFirst: false, ranFirst: true), .forwardFirst)
     }
 }
