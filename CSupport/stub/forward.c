@@ -46,6 +46,11 @@
 #define CP_FRAME_MARGIN 512u
 #define CP_RED_ZONE_BYTES 128u
 #define CP_FPSTATE_MAX (16u * 1024u)
+/* A handler that runs nested in another one on the alternate stack must leave this much of it:
+ * room for the next signal frame and for crashport's report. A handler that re-raises into
+ * itself forever would otherwise exhaust the alternate stack, and the kernel would kill the
+ * process with nothing reported. */
+#define CP_NESTED_RESERVE (12u * 1024u)
 
 /* Kernel sigset bit of a signal (signal n is bit n - 1). */
 #define CP_KBIT(signo) (1ull << ((signo) - 1))
@@ -311,7 +316,7 @@ void cp_forward_deliver(cp_stub_state *state, uint32_t tid, int signo, siginfo_t
     if (!on_alternate || (action->flags & SA_ONSTACK) || interrupted_on_alternate) {
         /* Where crashport runs now: below its own frame. */
         top = here - CP_FRAME_MARGIN;
-        floor = on_alternate ? alt_low : 0;
+        floor = on_alternate ? alt_low + (original != NULL && interrupted_on_alternate ? CP_NESTED_RESERVE : 0) : 0;
     } else {
         /* An action without SA_ONSTACK runs on the stack the signal interrupted. */
         top = interrupted - CP_RED_ZONE_BYTES;
@@ -436,11 +441,17 @@ void cp_forward_nested(cp_stub_state *state, cp_forward_frame *frame, uint32_t t
     }
     cp_kernel_sigaction action;
     cp_actions_load(state, signo, &action, NULL);
+    if (action.handler > (uint64_t)(uintptr_t)SIG_IGN) {
+        /* Another program handler, or the same one again (SA_NODEFER): it runs, nested, as the
+         * kernel would run it; a report comes only if that one does not recover either. */
+        cp_forward_deliver(state, tid, signo, info, context, &action, &thread->original);
+        return;
+    }
     if (!fault && action.handler == (uint64_t)(uintptr_t)SIG_IGN) {
         return; /* the kernel would have discarded it */
     }
     cp_report_fault(state, tid, &thread->original, &reraise, CP_CRASH_FORWARD_FIRST);
-    cp_forward_deliver(state, tid, signo, info, context, &action, &thread->original);
+    cp_forward_die(signo, info, tid);
 }
 
 bool cp_forward_came_back(uint32_t tid, int signo, const siginfo_t *info, const ucontext_t *context,
