@@ -47,7 +47,7 @@ public enum SignalFrame {
 
     /// Reads the trampoline's bytes at `address` (a shorter read is enough for the shorter
     /// encoding).
-    static func isTrampoline(at address: UInt64, in memory: some MemoryReader) -> Bool {
+    public static func isTrampoline(at address: UInt64, in memory: some MemoryReader) -> Bool {
         var code = [UInt8](repeating: 0, count: trampolineLength)
         let count = code.withUnsafeMutableBytes { memory.readUpTo(from: address, into: $0) }
         return isTrampoline(code.prefix(count))
