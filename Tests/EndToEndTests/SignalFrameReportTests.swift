@@ -88,6 +88,23 @@ final class SignalFrameReportTests: XCTestCase {
         }
     }
 
+    func testNestedSignalFramesAreEachAFrame() throws {
+        let run = try crash("nested")
+        defer { try? FileManager.default.removeItem(atPath: run.reportsDirectory) }
+        let event = try run.event()
+        let parked = try XCTUnwrap(
+            event.threads?.first { $0.crashed != true && functions($0).contains("parked_handler") }, "\(event.threads ?? [])")
+        let names = functions(parked)
+        let expected = [
+            "parked_handler", Self.signalHandlerCalled, "nesting_handler", Self.signalHandlerCalled, "spin_here",
+            "worker_loop", "worker",
+        ]
+        XCTAssertTrue(containsInOrder(names, expected), "\(names)")
+        XCTAssertEqual(names.filter { $0 == Self.signalHandlerCalled }.count, 2, "\(names)")
+        let offlineThread = try offline(run).threads?.first { $0.tid == parked.tid }
+        XCTAssertEqual(functions(offlineThread), names)
+    }
+
     func testForgedSignalFramesGiveABoundedReport() throws {
         for mode in ["forged", "garbage"] {
             let run = try crash(mode)

@@ -10,6 +10,8 @@
 // parked   a worker thread (worker -> worker_loop -> spin_here) is interrupted by SIGUSR1,
 //          whose SA_ONSTACK handler, on the thread's own sigaltstack, blocks in pause(); then
 //          main crashes through NULL (level_one -> level_two -> fault_here).
+// nested   as parked, but the SIGUSR1 handler raises SIGUSR2, whose handler (on the same
+//          altstack, below it) blocks in pause(): two signal frames on one thread.
 // forged   main builds a fake rt_sigframe on its stack whose ucontext points back at itself
 //          (rip the restorer, rsp the ucontext) and faults with rsp at it: an unwind that
 //          followed it without a bound would never end.
@@ -98,6 +100,12 @@ __attribute__((noinline)) void parked_handler(int signal, siginfo_t *info, void 
     for (;;) pause();
 }
 
+__attribute__((noinline)) void nesting_handler(int signal, siginfo_t *info, void *context) {
+    (void)signal, (void)info, (void)context;
+    raise(SIGUSR2);
+    write_line("rawhandler: SIGUSR2 handler returned\n");  // not reached; no tail call
+}
+
 __attribute__((noinline)) void spin_here(void) {
     for (;;) spins++;
 }
@@ -139,11 +147,15 @@ int main(int argc, char **argv) {
         if (syscall(SYS_rt_sigaction, SIGSEGV, &action, &replaced, 8) != 0) return 92;
         return level_one(argc) < 0;
     }
-    if (strcmp(mode, "parked") == 0) {
+    if (strcmp(mode, "parked") == 0 || strcmp(mode, "nested") == 0) {
         struct sigaction action;
         memset(&action, 0, sizeof action);
         action.sa_sigaction = parked_handler;
         action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        if (strcmp(mode, "nested") == 0) {
+            sigaction(SIGUSR2, &action, NULL);
+            action.sa_sigaction = nesting_handler;
+        }
         sigaction(SIGUSR1, &action, NULL);
         pthread_t thread;
         if (pthread_create(&thread, NULL, worker, NULL) != 0) return 93;
@@ -153,6 +165,6 @@ int main(int argc, char **argv) {
         return level_one(argc) < 0;
     }
     if (strcmp(mode, "forged") == 0 || strcmp(mode, "garbage") == 0) return forged(strcmp(mode, "garbage") == 0);
-    fprintf(stderr, "usage: rawhandler reraise|parked|forged|garbage\n");
+    fprintf(stderr, "usage: rawhandler reraise|parked|nested|forged|garbage\n");
     return 2;
 }
