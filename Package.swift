@@ -61,8 +61,10 @@ let package = Package(
         // unwind tables; the walk, its recovery and its stack scan are here, in Swift.
         .target(name: "Unwinding", dependencies: ["BoundedBytes", "CShims", "ObjectFile"]),
         // A live process: /proc, process memory, ptrace sessions, and capture (a crash record
-        // and a suspended process in, a ProcessSnapshot out).
-        .target(name: "LiveProcess", dependencies: ["BoundedBytes", "CShims", "ObjectFile", "ReportModel"]),
+        // and a suspended process in, a ProcessSnapshot out). Unwinding for the layout of the
+        // kernel's signal frame, which capture follows to the stacks signals interrupted.
+        .target(
+            name: "LiveProcess", dependencies: ["BoundedBytes", "CShims", "ObjectFile", "ReportModel", "Unwinding"]),
         // From a snapshot (live or a minidump) or an event to a report: unwinding,
         // symbolication, the event, the text crash log, offline symbolication. Never touches a
         // live process, so everything here runs the same on another machine.

@@ -1,7 +1,8 @@
 // CaptureSession: from a verified crash record to a ProcessSnapshot.
 //
 // record → suspend every thread → registers (the crashing thread's from the record, not from
-// where its handler is now) → stacks → modules and /proc files → release the process. Capture
+// where its handler is now) → stacks, and the stacks signal handlers on them interrupted
+// (InterruptedStacks.swift) → modules and /proc files → release the process. Capture
 // is best-effort: whatever cannot be read is noted in `notes` and the report goes on without it.
 // Where ptrace is denied (or --no-ptrace), the crashing thread is still reported from the
 // record's own stack copy.
@@ -46,7 +47,11 @@ public enum CaptureSession {
         let executable = ProcFiles.executable(of: pid)
         let pendingModules = ModuleMap.pending(
             pid: pid, mappings: mappings, executable: executable, memory: session == nil ? nil : memory, cache: cache)
-        let extra = session == nil ? [] : instructionBytes(at: record.registers.rip, threads: threads, stacks: stacks)
+        var extra = session == nil ? [] : instructionBytes(at: record.registers.rip, threads: threads, stacks: stacks)
+        if session != nil {
+            extra += interruptedStacks(
+                threads: threads, crashedThreadID: record.tid, extra: extra, stacks: stacks, options: options)
+        }
         let files = linuxFiles(pid: pid, maps: mapsBytes, environment: options.captureEnvironment)
         let arguments = ProcFiles.arguments(of: pid)
         let startTime = processStartTime(pid: pid)
@@ -100,7 +105,8 @@ public enum CaptureSession {
         let mappings: [MemoryMapping]
         let memory: ProcessMemory
 
-        func stack(from sp: UInt64, limit: Int) -> MemoryRegion? {
+        /// At most `limit` bytes, and none from `below` on.
+        func stack(from sp: UInt64, limit: Int, below: UInt64? = nil) -> MemoryRegion? {
             let start = sp &- 128
             // After a stack overflow sp lies in the guard page just below the stack mapping.
             guard
@@ -108,7 +114,9 @@ public enum CaptureSession {
                     ?? mappings.first(where: { $0.start > sp && $0.start - sp <= 4 * 4096 && $0.readable })
             else { return nil }
             let from = max(start, mapping.start)
-            let count = Int(min(UInt64(limit), mapping.end - from))
+            let end = min(mapping.end, below ?? mapping.end)
+            guard from < end else { return nil }
+            let count = Int(min(UInt64(limit), end - from))
             let bytes = memory.bytes(at: from, count: count)
             return bytes.isEmpty ? nil : MemoryRegion(start: from, bytes: bytes)
         }
@@ -143,6 +151,21 @@ public enum CaptureSession {
             }
         }
         return threads
+    }
+
+    /// The stacks that signal handlers on the captured stacks interrupted (a handler on an
+    /// alternate stack), each read like a thread's stack from the saved rsp, the crashing
+    /// thread's with its larger limit.
+    static func interruptedStacks(
+        threads: [ThreadSnapshot], crashedThreadID: ThreadID, extra: [MemoryRegion], stacks: StackReader,
+        options: CaptureOptions
+    ) -> [MemoryRegion] {
+        var search = InterruptedStacks(stacks: stacks, threads: threads, extra: extra)
+        for thread in threads {
+            let limit = thread.tid == crashedThreadID ? options.crashedThreadStackLimit : options.threadStackLimit
+            search.follow(thread, limit: limit)
+        }
+        return search.found
     }
 
     /// 256 bytes around the faulting instruction, clipped to its mapping, so readers can show

@@ -115,7 +115,9 @@ public struct ProcessSnapshot: Sendable, Equatable {
     public var threads: [ThreadSnapshot]
     /// Mapped modules, the main executable first.
     public var modules: [LoadedModule]
-    /// Memory beyond the stacks (for example around the faulting instruction).
+    /// Memory beyond the stacks: around the faulting instruction, and the stacks that signal
+    /// handlers interrupted (a handler on an alternate stack), so an unwind crosses their signal
+    /// frames offline as it did live.
     public var extraMemory: [MemoryRegion]
     public var system: SystemInfo
     public var linuxFiles: LinuxFiles

@@ -5,8 +5,10 @@
 import ReportModel
 
 public enum CrashLog {
-    /// "function (file:line)", "function (module+0x…)" or "module+0x…".
+    /// "function (file:line)", "function (module+0x…)" or "module+0x…"; the kernel's signal
+    /// frame as gdb prints it, "<signal handler called>".
     public static func describe(_ frame: FrameRecord) -> String {
+        if frame.trust == .signalFrame { return FrameRecord.signalHandlerCalled }
         let location: String? = frame.module.map { module in "\(module)+\(frame.moduleOffset?.description ?? "?")" }
         if let function = frame.function {
             if let file = frame.file {
@@ -87,7 +89,7 @@ public enum CrashLog {
             let pc = (frame.pc?.description ?? "").padding(toLength: 18)
             var line = "  \(index) \(pc) \(describe(frame))"
             if frame.inlined == true { line += " [inlined]" }
-            if let trust = frame.trust, trust != .context, trust != .cfi { line += " [\(trust.rawValue)]" }
+            if let trust = frame.trust, trust != .context, trust != .cfi, trust != .signalFrame { line += " [\(trust.rawValue)]" }
             lines.append(line)
         }
         if let truncated = thread.truncated { lines.append("      … \(truncated) frames not shown …") }

@@ -103,6 +103,10 @@ public enum ReportBuilder {
         let stack = unwinder.unwind(registers: thread.registers.gpr)
         var frames: [FrameRecord] = []
         for (position, frame) in stack.frames.enumerated() {
+            if frame.isSignalTrampoline {
+                frames.append(signalFrameRecord(index: frames.count, pc: frame.pc, symbolizer: symbolizer))
+                continue
+            }
             // Every caller's pc is a return address, except a frame a signal interrupted.
             let isReturnAddress = position > 0 && frame.method != .context && !frame.isSignalFrame
             for symbol in symbolizer.symbolicate(pc: frame.pc, isReturnAddress: isReturnAddress) {
@@ -117,6 +121,16 @@ public enum ReportBuilder {
         return ThreadRecord(
             tid: thread.tid, name: thread.name, crashed: crashed, registers: registers, frames: frames,
             truncated: stack.skipped > 0 ? stack.skipped : nil)
+    }
+
+    /// The kernel's signal frame, named as gdb names it: its pc is the rt_sigreturn trampoline
+    /// (an exact address, in libc's __restore_rt or the program's own restorer), kept with its
+    /// module and offset.
+    static func signalFrameRecord(index: Int, pc: UInt64, symbolizer: Symbolizer) -> FrameRecord {
+        let symbol = symbolizer.symbolicate(pc: pc, isReturnAddress: false).last
+        return FrameRecord(
+            index: index, pc: HexAddress(pc), module: symbol?.module, moduleOffset: symbol?.moduleOffset.map(HexAddress.init),
+            function: FrameRecord.signalHandlerCalled, trust: .signalFrame)
     }
 
     static func handlerChain(_ record: CrashRecord, symbolizer: Symbolizer) -> [HandlerChainEntry] {
@@ -184,6 +198,11 @@ extension FrameRecord {
             function: symbol.function, mangled: symbol.mangled, functionOffset: symbol.functionOffset.map(HexAddress.init),
             file: symbol.file, line: symbol.line, column: symbol.column, inlined: symbol.inlined ? true : nil, trust: trust)
     }
+}
+
+extension FrameRecord {
+    /// The function name of the kernel's signal frame, as gdb prints it.
+    public static let signalHandlerCalled = "<signal handler called>"
 }
 
 extension FrameTrust {

@@ -27,6 +27,17 @@ struct FrameRing<Element> {
         walked += 1
     }
 
+    /// Changes the most recently pushed element, if it is kept.
+    mutating func updateLast(_ change: (inout Element) -> Void) {
+        guard walked > 0 else { return }
+        let last = walked - 1
+        if last < capacity {
+            change(&storage[last])
+        } else if tail > 0 {
+            change(&storage[head + (last - head) % tail])
+        }
+    }
+
     /// The kept frames in walk order, and how many were left out between head and tail.
     consuming func finish() -> (elements: [Element], skipped: Int) {
         guard walked > capacity else { return (storage, 0) }

@@ -22,6 +22,28 @@ public struct UnwoundFrame: Sendable, Equatable {
     /// The frame's registers came from a kernel signal frame: it was interrupted by a signal
     /// there, so its pc is the exact instruction (look it up as is, not as a return address).
     public var isSignalFrame: Bool
+    /// On the kernel's signal frame itself (`<signal handler called>`: pc is the rt_sigreturn
+    /// trampoline the handler returns into, an exact address): where its ucontext lies, which
+    /// holds the registers of the next frame. Nil on every other frame.
+    public var ucontext: UInt64?
+    /// On the signal frame: the siginfo the kernel delivered with it (the signal the handler
+    /// ran for, and its fault address), when readable.
+    public var signalInfo: SignalInfo?
+
+    public init(
+        pc: UInt64, sp: UInt64, method: Method, isSignalFrame: Bool = false, ucontext: UInt64? = nil,
+        signalInfo: SignalInfo? = nil
+    ) {
+        self.pc = pc
+        self.sp = sp
+        self.method = method
+        self.isSignalFrame = isSignalFrame
+        self.ucontext = ucontext
+        self.signalInfo = signalInfo
+    }
+
+    /// Whether this is the kernel's signal frame (`<signal handler called>`).
+    public var isSignalTrampoline: Bool { ucontext != nil }
 }
 
 public struct UnwoundStack: Sendable, Equatable {
@@ -74,6 +96,8 @@ public final class Unwinder {
     /// Tables built from .eh_frame for modules without .eh_frame_hdr, each served at a
     /// synthetic address in the kernel half of the address space, which no capture contains.
     private var builtTables: [Int: (address: UInt64, index: EHFrameIndex)?] = [:]
+    /// Whether the code at an address is a signal trampoline (isSignalTrampoline).
+    private var trampolines: [UInt64: Bool] = [:]
     static let syntheticTableBase: UInt64 = 0xFFFF_C000_0000_0000
 
     func builtTable(moduleIndex: Int, object: ELFFile) -> (address: UInt64, index: EHFrameIndex)? {
@@ -162,58 +186,99 @@ public final class Unwinder {
         return UnwoundStack(frames: frames, skipped: skipped)
     }
 
+    /// How many signal frames one walk follows; a forged frame whose ucontext leads back to
+    /// itself ends here.
+    public var maxSignalFrames = 16
+
     /// The walk: libunwind steps while it can; when it loses the thread, a return address
-    /// found on the stack restarts it ("scan").
+    /// found on the stack restarts it ("scan"). A return address into an rt_sigreturn
+    /// trampoline is the kernel's signal frame: it is kept as a frame of its own, and the walk
+    /// restarts from the registers its ucontext saved (SignalFrame.swift), on whatever stack
+    /// they point to.
     ///
     /// Method labels: a caller frame is "cfi" when libunwind had an FDE for its callee,
-    /// otherwise "frame_pointer" (libunwind's rbp-chain fallback).
+    /// otherwise "frame_pointer" (libunwind's rbp-chain fallback); a frame interrupted by a
+    /// signal is "cfi" when its registers are plausible (pc in code, sp in captured memory),
+    /// "scan" when not (a forged or clobbered ucontext).
     private func walk(_ handle: OpaquePointer, registers: [UInt64], into ring: inout FrameRing<UnwoundFrame>) {
         var registers = registers
-        var pc = registers[UserRegisters.rip], sp = registers[UserRegisters.rsp]
-        ring.push(UnwoundFrame(pc: pc, sp: sp, method: .context, isSignalFrame: false))
+        var frame = UnwoundFrame(
+            pc: registers[UserRegisters.rip], sp: registers[UserRegisters.rsp], method: .context)
+        var signalFrames = 0
+        // libunwind's cursor must be (re)started at `frame` with `registers`: the first frame,
+        // a scan, or registers from a signal frame.
+        var restart = true
 
-        // Starts libunwind's cursor at pc and sp, the other registers as given.
-        func begin() -> Bool {
-            registers[UserRegisters.rip] = pc
-            registers[UserRegisters.rsp] = sp
-            return registers.withUnsafeBufferPointer { cp_unwind_begin(handle, $0.baseAddress) } >= 0
-        }
-
-        // A call through a bad pointer leaves pc outside any code: the caller's return address
-        // is the word at sp. Start the unwind from the caller then.
-        if !isCode(pc) {
-            guard let ret = readWord(sp), isCode(ret) else { return }
-            pc = ret
-            sp = sp &+ 8
-            ring.push(UnwoundFrame(pc: pc, sp: sp, method: .scan, isSignalFrame: false))
-        }
-
-        guard begin() else { return }
-        var step = cp_step_result()
         while ring.walked < frameLimit {
+            if isSignalTrampoline(frame.pc) {
+                let ucontext = frame.sp
+                frame.ucontext = ucontext
+                frame.signalInfo = SignalFrame.signalInfo(ucontext: ucontext, memory: memory)
+                ring.push(frame)
+                signalFrames += 1
+                guard signalFrames <= maxSignalFrames,
+                    let interrupted = SignalFrame.registers(ucontext: ucontext, base: registers, memory: memory)
+                else { return }
+                registers = interrupted
+                let pc = registers[UserRegisters.rip], sp = registers[UserRegisters.rsp]
+                let plausible = isCode(pc) && readWord(sp) != nil
+                frame = UnwoundFrame(pc: pc, sp: sp, method: plausible ? .cfi : .scan, isSignalFrame: true)
+                restart = true
+                continue
+            }
+            ring.push(frame)
+            if restart {
+                // A call through a bad pointer leaves pc outside any code: the caller's return
+                // address is the word at sp. Start the unwind from the caller then.
+                if !isCode(frame.pc) {
+                    guard let ret = readWord(frame.sp), isCode(ret) else { return }
+                    frame = UnwoundFrame(pc: ret, sp: frame.sp &+ 8, method: .scan)
+                    continue
+                }
+                registers[UserRegisters.rip] = frame.pc
+                registers[UserRegisters.rsp] = frame.sp
+                guard registers.withUnsafeBufferPointer({ cp_unwind_begin(handle, $0.baseAddress) }) >= 0 else { return }
+                restart = false
+            }
+
+            var step = cp_step_result()
             cp_unwind_step(handle, &step)
             // A cache hit (no lookup) replays a state libunwind derived from CFI.
             let hasCFI = step.lookup != 0
             let isSignalFrame = step.step > 0 && step.signal_frame != 0
             // A caller must lie above its callee on the stack, except across a signal frame (the
             // handler may run on an alternate stack).
-            if step.step > 0 && step.pc != 0 && (step.sp > sp || isSignalFrame) {
-                pc = step.pc
-                sp = step.sp
-                ring.push(
-                    UnwoundFrame(pc: pc, sp: sp, method: hasCFI ? .cfi : .framePointer, isSignalFrame: isSignalFrame))
+            if step.step > 0 && step.pc != 0 && (step.sp > frame.sp || isSignalFrame) {
+                if isSignalFrame {
+                    // libunwind crossed a signal frame whose trampoline it knows (by its FDE)
+                    // and we did not: the frame just kept was that trampoline.
+                    signalFrames += 1
+                    guard signalFrames <= maxSignalFrames else { return }
+                    ring.updateLast { last in
+                        last.ucontext = last.sp
+                        last.signalInfo = SignalFrame.signalInfo(ucontext: last.sp, memory: memory)
+                    }
+                }
+                frame = UnwoundFrame(
+                    pc: step.pc, sp: step.sp, method: hasCFI ? .cfi : .framePointer, isSignalFrame: isSignalFrame)
                 continue
             }
             // CFI that says "no caller" is the real end of the stack (_start, clone).
-            if step.step == 0 && hasCFI { break }
-            if step.step > 0 && step.pc == 0 { break }
+            if step.step == 0 && hasCFI { return }
+            if step.step > 0 && step.pc == 0 { return }
             // Otherwise libunwind lost the thread: look for a return address above sp.
-            guard let found = scanForReturn(above: sp) else { break }
-            pc = found.value
-            sp = found.slot &+ 8
-            ring.push(UnwoundFrame(pc: pc, sp: sp, method: .scan, isSignalFrame: false))
-            guard begin() else { break }
+            guard let found = scanForReturn(above: frame.sp) else { return }
+            frame = UnwoundFrame(pc: found.value, sp: found.slot &+ 8, method: .scan)
+            restart = true
         }
+    }
+
+    /// Whether the code at `pc` is an rt_sigreturn trampoline; remembered per address.
+    func isSignalTrampoline(_ pc: UInt64) -> Bool {
+        if let known = trampolines[pc] { return known }
+        let found = isCode(pc) && SignalFrame.isTrampoline(at: pc, in: memory)
+        trampolines[pc] = found
+        return found
     }
 }
 

@@ -50,4 +50,18 @@ final class FrameRingTests: XCTestCase {
         XCTAssertEqual(elements, [0, 1, 2, 3])
         XCTAssertEqual(skipped, 16)
     }
+
+    func testUpdateLastChangesTheNewestKeptElementOnly() {
+        for count in 1...20 {
+            var ring = FrameRing<Int>(capacity: 8, head: 3)
+            for frame in 0..<count { ring.push(frame) }
+            ring.updateLast { $0 = -1 }
+            let (elements, _) = ring.finish()
+            XCTAssertEqual(elements.last, -1, "\(count)")
+            XCTAssertEqual(elements.filter { $0 == -1 }.count, 1, "\(count)")
+        }
+        var empty = FrameRing<Int>(capacity: 4, head: 2)
+        empty.updateLast { $0 = -1 }
+        XCTAssertEqual(empty.finish().elements, [])
+    }
 }
