@@ -182,6 +182,20 @@ public struct SignalRecord: Codable, Sendable, Equatable {
     }
 }
 
+/// A signal as the kernel delivered it to a handler (its siginfo).
+public struct DeliveredSignal: Codable, Sendable, Equatable {
+    public var number: Int32
+    public var code: Int32
+    /// si_addr, for a fault.
+    public var address: HexAddress?
+
+    public init(number: Int32, code: Int32, address: HexAddress?) {
+        self.number = number
+        self.code = code
+        self.address = address
+    }
+}
+
 /// The second signal of a fault a program handler did not recover from: the handler that was
 /// running (its function and module), and the signal it raised, the abort it called or the
 /// fault it took itself.
@@ -207,11 +221,15 @@ public struct ReraiseRecord: Codable, Sendable, Equatable {
     public var handler: HexAddress?
     public var function: String?
     public var module: String?
+    /// When the crashed thread was unwound from the second signal (a handler crashport did not
+    /// run, found through its signal frame): the index of the frame the original fault is in.
+    public var originalFrame: Int?
 
     public init(
         how: How? = nil, signal: String? = nil, number: Int32? = nil, code: Int32? = nil, codeName: String? = nil,
-        handler: HexAddress? = nil, function: String? = nil, module: String? = nil
+        handler: HexAddress? = nil, function: String? = nil, module: String? = nil, originalFrame: Int? = nil
     ) {
+        self.originalFrame = originalFrame
         self.how = how
         self.signal = signal
         self.number = number
@@ -226,6 +244,7 @@ public struct ReraiseRecord: Codable, Sendable, Equatable {
         case how, signal, number, code
         case codeName = "code_name"
         case handler, function, module
+        case originalFrame = "original_frame"
     }
 }
 
@@ -264,6 +283,9 @@ public struct FrameRecord: Codable, Sendable, Equatable {
     public var column: Int?
     public var inlined: Bool?
     public var trust: FrameTrust?
+    /// On a `<signal handler called>` frame: the signal the kernel delivered there, from the
+    /// siginfo in its signal frame.
+    public var delivered: DeliveredSignal?
 
     public init(
         index: Int? = nil, pc: HexAddress? = nil, module: String? = nil, moduleOffset: HexAddress? = nil,
@@ -289,7 +311,7 @@ public struct FrameRecord: Codable, Sendable, Equatable {
         case moduleOffset = "module_offset"
         case function, mangled
         case functionOffset = "function_offset"
-        case file, line, column, inlined, trust
+        case file, line, column, inlined, trust, delivered
     }
 }
 

@@ -33,7 +33,9 @@ public enum CrashLog {
                 text += " at \(address)"
             }
             if let sender = signal.senderPID { text += ", sent by pid \(sender)" }
-            if let function = event.crashedThreadRecord?.frames?.first?.function { text += " in \(function)" }
+            let frames = event.crashedThreadRecord?.frames ?? []
+            let original = signal.reraisedBy?.originalFrame.flatMap { frames.indices.contains($0) ? frames[$0] : nil }
+            if let function = (original ?? frames.first)?.function { text += " in \(function)" }
             if let reraise = signal.reraisedBy {
                 let handler = reraise.function ?? reraise.handler?.description ?? "the program's handler"
                 let raised = reraise.signal ?? "a signal"

@@ -78,6 +78,12 @@ public enum ReportBuilder {
         let threads = snapshot.threads.map { thread in
             threadRecord(thread, crashed: thread.tid == snapshot.crashedThreadID, unwinder: unwinder, symbolizer: symbolizer)
         }
+        if let crashed = threads.firstIndex(where: { $0.crashed == true }),
+            let original = originalFault(exception: exception, pid: snapshot.pid, frames: threads[crashed].frames ?? [])
+        {
+            event.signal = original.signal
+            event.notes = (event.notes ?? []) + [original.note]
+        }
         event.threads = threads
         // Swift traps carry their reason as an artificial inlined frame at the trap.
         if let top = threads.first(where: { $0.crashed == true })?.frames?.first, top.inlined == true,
@@ -92,8 +98,41 @@ public enum ReportBuilder {
         event.minidump = "minidump.dmp"
         // Debug data refused (a decompression bomb, an oversized section): say whose.
         let refused = symbolizer.refusals.map(\.description).filter { !notes.contains($0) }
-        event.notes = notes.isEmpty && refused.isEmpty ? nil : notes + refused
+        let all = notes + (event.notes ?? []) + refused
+        event.notes = all.isEmpty ? nil : all
         return event
+    }
+
+    /// A signal the process sent itself from inside a signal handler that the stub did not run
+    /// (one installed with a raw rt_sigaction, a static program's, a runtime's that bypasses
+    /// libc): the fault that handler was called for is in the kernel's signal frame on the stack.
+    /// The report names that fault, as for a handler the stub ran; the crashed thread keeps all
+    /// its frames, as gdb shows them (the handler's, `<signal handler called>`, the fault's).
+    static func originalFault(
+        exception: ExceptionInfo, pid: ProcessID, frames: [FrameRecord]
+    )
+        -> (signal: SignalRecord, note: String)?
+    {
+        // A minidump does not keep the sender: then any signal sent by a process is taken.
+        guard exception.code <= 0, exception.senderPID == pid || exception.senderPID == nil,
+            let trampoline = frames.firstIndex(where: { $0.trust == .signalFrame }),
+            let info = frames[trampoline].delivered, info.code > 0,
+            SignalNames.hasFaultAddress(signal: info.number, code: info.code)
+        else { return nil }
+        let handler = frames[..<trampoline].last { $0.function != nil }
+        let raised = exception.signal
+        var signal = SignalRecord(
+            number: info.number, name: SignalNames.name(info.number), code: info.code,
+            codeName: SignalNames.codeName(signal: info.number, code: info.code), faultAddress: info.address,
+            description: SignalNames.describe(signal: info.number, code: info.code))
+        signal.reraisedBy = ReraiseRecord(
+            how: .raised, signal: SignalNames.name(raised), number: raised, code: exception.code,
+            codeName: SignalNames.codeName(signal: raised, code: exception.code), handler: handler?.pc,
+            function: handler?.function, module: handler?.module,
+            originalFrame: trampoline + 1 < frames.count ? trampoline + 1 : nil)
+        let note =
+            "\(SignalNames.name(raised)) was raised inside a signal handler crashport did not run (installed without libc's sigaction); the report names the fault its signal frame holds"
+        return (signal, note)
     }
 
     /// One thread unwound from its captured registers, every frame symbolicated (inlined
@@ -104,7 +143,11 @@ public enum ReportBuilder {
         var frames: [FrameRecord] = []
         for (position, frame) in stack.frames.enumerated() {
             if frame.isSignalTrampoline {
-                frames.append(signalFrameRecord(index: frames.count, pc: frame.pc, symbolizer: symbolizer))
+                var record = signalFrameRecord(index: frames.count, pc: frame.pc, symbolizer: symbolizer)
+                record.delivered = frame.signalInfo.map {
+                    DeliveredSignal(number: $0.signal, code: $0.code, address: $0.code > 0 ? HexAddress($0.address) : nil)
+                }
+                frames.append(record)
                 continue
             }
             // Every caller's pc is a return address, except a frame a signal interrupted.

@@ -59,8 +59,18 @@ final class SignalFrameReportTests: XCTestCase {
         XCTAssertEqual(frames[index].module.map { ($0 as NSString).lastPathComponent }, "rawhandler")
         XCTAssertEqual(frames[index + 1].file.map { ($0 as NSString).lastPathComponent }, "rawhandler.c")
 
-        // The interrupted stack is in the minidump: offline gives the same frames.
-        XCTAssertEqual(functions(try offline(run).crashedThreadRecord), names)
+        // The raw handler bypassed the stub, yet the report names the fault its signal frame
+        // holds, not the raise() that followed.
+        XCTAssertEqual(event.signal?.name, "SIGSEGV")
+        XCTAssertEqual(event.signal?.codeName, "SEGV_MAPERR")
+        XCTAssertEqual(event.signal?.reraisedBy?.function, "raw_handler")
+        XCTAssertEqual(event.signal?.reraisedBy?.originalFrame, index + 1)
+        XCTAssertEqual(frames[index].delivered?.number, SIGSEGV)
+
+        // The interrupted stack is in the minidump: offline gives the same frames and fault.
+        let offlineEvent = try offline(run)
+        XCTAssertEqual(functions(offlineEvent.crashedThreadRecord), names)
+        XCTAssertEqual(offlineEvent.signal?.codeName, "SEGV_MAPERR")
         let text = try TestSupport.run([TestSupport.crashport, "symbolicate", run.minidumpPath()])
         let line = text.stdout.split(separator: "\n").first { $0.contains(Self.signalHandlerCalled) }
         XCTAssertNotNil(line, text.stdout)
