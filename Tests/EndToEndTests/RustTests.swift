@@ -15,11 +15,8 @@ final class RustTests: XCTestCase {
 
     /// rustc from PATH, else rustup's default place.
     func rustc() throws -> String {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
         let home = ProcessInfo.processInfo.environment["HOME"] ?? "/root"
-        let candidates =
-            path.split(separator: ":").map { "\($0)/rustc" } + [home + "/.cargo/bin/rustc", "/root/.cargo/bin/rustc"]
-        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+        guard let found = TestSupport.which("rustc", also: [home + "/.cargo/bin", "/root/.cargo/bin"]) else {
             throw XCTSkip("rustc not found (looked in PATH and ~/.cargo/bin): the Rust fixtures cannot be built")
         }
         return found

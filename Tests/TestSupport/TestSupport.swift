@@ -68,6 +68,13 @@ public enum TestSupport {
         return output
     }
 
+    /// An executable named `name` in PATH, else in one of `also`; nil when there is none.
+    public static func which(_ name: String, also: [String] = []) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        let directories = path.split(separator: ":").map(String.init) + also
+        return directories.map { $0 + "/" + name }.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
     public static func fixture(_ name: String) -> String { repositoryRoot + "/Tests/Fixtures/" + name }
 
     public static func run(

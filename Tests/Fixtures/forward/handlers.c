@@ -18,6 +18,8 @@
  *   storm        4 threads set and reset SIGSEGV's action 1,000,000 times in all while the main
  *                thread takes 20,000 faults that the current action recovers; exits 0
  *   tiny-stack   a handler on an alternate stack of 4 KiB that recurses deeply
+ *   bypass       a SIGBUS handler installed with the raw rt_sigaction system call (invisible to
+ *                crashport until the crash), then a SIGSEGV crash
  *
  * Every crash goes through crash_outer -> crash_middle -> crash_inner (a NULL store).
  */
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -165,6 +168,24 @@ void tiny_handler(int signo, siginfo_t *info, void *context)
     _exit(4);
 }
 
+void bypass_handler(int signo) { (void)signo; }
+
+/* The kernel's x86_64 struct sigaction, for the raw system call; libc's restorer is not
+ * reachable from here, so this one is ours: `mov $15, %eax; syscall`. */
+__asm__(".text\nbypass_restorer:\n    mov $15, %eax\n    syscall\n");
+extern void bypass_restorer(void);
+
+static void install_raw_sigbus(void)
+{
+    struct {
+        void (*handler)(int);
+        unsigned long flags;
+        void (*restorer)(void);
+        uint64_t mask;
+    } action = {bypass_handler, 0x04000000 /* SA_RESTORER */, bypass_restorer, 0};
+    syscall(SYS_rt_sigaction, SIGBUS, &action, NULL, 8);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -205,6 +226,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
         printf("storm recovered %llu\n", (unsigned long long)skipped);
         return 0;
+    } else if (strcmp(mode, "bypass") == 0) {
+        install_raw_sigbus();
     } else if (strcmp(mode, "tiny-stack") == 0) {
         own_altstack(4096);
         install(tiny_handler, SA_ONSTACK);
