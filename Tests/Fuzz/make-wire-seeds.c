@@ -37,9 +37,12 @@ int main(int argc, char **argv) {
     struct timespec now; clock_gettime(CLOCK_REALTIME, &now); record.time_ns = now.tv_sec * 1000000000ull + now.tv_nsec;
     prctl(PR_GET_NAME, record.thread_name);
     record.chain_count = 2;
-    record.chain[0] = (cp_chain_entry){SIGSEGV, CP_CHAIN_HAS_PREVIOUS, {0, 0, 0, 0}, {0, 0, 0, 0}};
-    record.chain[1] = (cp_chain_entry){SIGABRT, CP_CHAIN_HAS_PREVIOUS | CP_CHAIN_HAS_CURRENT | CP_CHAIN_FORWARD_FIRST,
-        {0x401000, 0x04000004, 0x7f0000001000, 1 << 5}, {0x402000, 0x0c000004, 0x7f0000001000, 0}};
+    record.chain[0] = (cp_chain_entry){SIGSEGV, CP_CHAIN_HAS_PREVIOUS | CP_CHAIN_PROGRAM_CHANGED, {0, 0, 0, 0},
+        {0x403000, 0x4c000004, 0x7f0000001000, 0}, {0, 0, 0, 0}};
+    record.chain[1] = (cp_chain_entry){SIGABRT, CP_CHAIN_HAS_PREVIOUS | CP_CHAIN_KERNEL_BYPASSED | CP_CHAIN_FORWARD_FIRST,
+        {0x401000, 0x04000004, 0x7f0000001000, 1 << 5}, {0x401000, 0x04000004, 0x7f0000001000, 1 << 5},
+        {0x402000, 0x0c000004, 0x7f0000001000, 0}};
+    record.reraise = (cp_reraise){CP_RERAISE_RAISED, SIGSEGV, -6, 1, 0x403000, 0x7f0000002000};
     f = fopen(argv[2], "wb"); fwrite(&record, 1, size, f); fclose(f);
     return 0;
 }
