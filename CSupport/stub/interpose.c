@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "actions.h"
@@ -143,23 +144,27 @@ __attribute__((visibility("default"))) int __sigaction(int signo, const struct s
     return sigaction(signo, action, old);
 }
 
-/* signal() as glibc defines it (BSD semantics): the signal blocked in its own handler, system
- * calls restarted. */
-__attribute__((visibility("default"))) sighandler_t signal(int signo, sighandler_t handler)
+/* The older interfaces, as glibc defines them on top of sigaction: `flags`, and the signal
+ * blocked in its own handler when `block_self`. Returns the previous handler or SIG_ERR. */
+static sighandler_t cp_interpose_signal(int signo, sighandler_t handler, int flags, bool block_self)
 {
     struct sigaction action, old;
     memset(&action, 0, sizeof action);
     action.sa_handler = handler;
     sigemptyset(&action.sa_mask);
-    if (handler != SIG_ERR && sigaddset(&action.sa_mask, signo) != 0) {
-        return SIG_ERR;
-    }
-    action.sa_flags = SA_RESTART;
-    if (handler == SIG_ERR || sigaction(signo, &action, &old) != 0) {
+    action.sa_flags = flags;
+    if (handler == SIG_ERR || (block_self && sigaddset(&action.sa_mask, signo) != 0) ||
+        sigaction(signo, &action, &old) != 0) {
         errno = EINVAL;
         return SIG_ERR;
     }
     return old.sa_handler;
+}
+
+/* signal(): BSD semantics, system calls restarted. */
+__attribute__((visibility("default"))) sighandler_t signal(int signo, sighandler_t handler)
+{
+    return cp_interpose_signal(signo, handler, SA_RESTART, true);
 }
 
 __attribute__((visibility("default"))) sighandler_t bsd_signal(int signo, sighandler_t handler)
@@ -170,16 +175,7 @@ __attribute__((visibility("default"))) sighandler_t bsd_signal(int signo, sighan
 /* System V semantics: one shot, not blocked in its own handler. */
 __attribute__((visibility("default"))) sighandler_t sysv_signal(int signo, sighandler_t handler)
 {
-    struct sigaction action, old;
-    memset(&action, 0, sizeof action);
-    action.sa_handler = handler;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND | SA_NODEFER;
-    if (handler == SIG_ERR || sigaction(signo, &action, &old) != 0) {
-        errno = EINVAL;
-        return SIG_ERR;
-    }
-    return old.sa_handler;
+    return cp_interpose_signal(signo, handler, SA_RESETHAND | SA_NODEFER, false);
 }
 
 __attribute__((visibility("default"))) sighandler_t __sysv_signal(int signo, sighandler_t handler)

@@ -157,6 +157,13 @@ final class ForwardingTests: XCTestCase {
         XCTAssertEqual(plain.status, .signaled(SIGSEGV))
     }
 
+    /// sigaction, signal, sysv_signal and sigset answer as libc's would without crashport.
+    func testInterposedFunctionsAnswerAsLibcWould() throws {
+        let (plain, watched) = try compare("api", reports: 0)
+        XCTAssertEqual(plain.status, .exited(0), plain.stderr)
+        XCTAssertTrue(watched.result.stdout.contains("api ok"), watched.result.stderr)
+    }
+
     /// A handler installed with the raw rt_sigaction system call never passes through libc's
     /// sigaction: the handler chain shows what the kernel held at the crash.
     func testHandlerChainShowsAnActionThatBypassedTheStub() throws {

@@ -18,6 +18,8 @@
  *   storm        4 threads set and reset SIGSEGV's action 1,000,000 times in all while the main
  *                thread takes 20,000 faults that the current action recovers; exits 0
  *   tiny-stack   a handler on an alternate stack of 4 KiB that recurses deeply
+ *   api          what sigaction, signal, sysv_signal and sigset return, as without crashport;
+ *                prints "api ok" and exits 0
  *   bypass       a SIGBUS handler installed with the raw rt_sigaction system call (invisible to
  *                crashport until the crash), then a SIGSEGV crash
  *
@@ -186,6 +188,38 @@ static void install_raw_sigbus(void)
     syscall(SYS_rt_sigaction, SIGBUS, &action, NULL, 8);
 }
 
+static int check(int ok, const char *what)
+{
+    if (!ok) fprintf(stderr, "api: %s\n", what);
+    return ok;
+}
+
+void plain_handler(int signo) { (void)signo; }
+
+/* The interposed functions answer as libc's would without crashport. */
+static int api(void)
+{
+    int ok = 1;
+    struct sigaction query;
+    ok &= check(sigaction(SIGSEGV, NULL, &query) == 0 && query.sa_handler == SIG_DFL, "first query is SIG_DFL");
+    ok &= check(signal(SIGSEGV, plain_handler) == SIG_DFL, "signal returns SIG_DFL first");
+    ok &= check(sigaction(SIGSEGV, NULL, &query) == 0 && query.sa_handler == plain_handler &&
+                    (query.sa_flags & SA_RESTART) && sigismember(&query.sa_mask, SIGSEGV) == 1,
+                "signal's action has SA_RESTART and blocks itself");
+    ok &= check(sysv_signal(SIGSEGV, SIG_IGN) == plain_handler, "sysv_signal returns the previous handler");
+    ok &= check(sigaction(SIGSEGV, NULL, &query) == 0 && (query.sa_flags & SA_RESETHAND) && (query.sa_flags & SA_NODEFER),
+                "sysv_signal is one-shot");
+    ok &= check(sigset(SIGSEGV, SIG_HOLD) == SIG_IGN, "sigset(SIG_HOLD) returns the handler");
+    ok &= check(sigset(SIGSEGV, SIG_DFL) == SIG_HOLD, "sigset after SIG_HOLD returns SIG_HOLD");
+    sigset_t mask;
+    pthread_sigmask(SIG_BLOCK, NULL, &mask);
+    ok &= check(sigismember(&mask, SIGSEGV) == 0, "sigset unblocks");
+    ok &= check(signal(0, SIG_DFL) == SIG_ERR && signal(SIGKILL, plain_handler) == SIG_ERR, "bad signals refused");
+    ok &= check(signal(SIGUSR1, plain_handler) == SIG_DFL && signal(SIGUSR1, SIG_DFL) == plain_handler,
+                "other signals pass through");
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -225,6 +259,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < 20000; i++) load_null();
         for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
         printf("storm recovered %llu\n", (unsigned long long)skipped);
+        return 0;
+    } else if (strcmp(mode, "api") == 0) {
+        if (!api()) return 1;
+        printf("api ok\n");
         return 0;
     } else if (strcmp(mode, "bypass") == 0) {
         install_raw_sigbus();
