@@ -126,15 +126,32 @@ __asm__(".text\n"
         "    mov %r8, %rdx\n"
         "    jmp *%rax\n"
         ".size cp_forward_enter, . - cp_forward_enter\n"
+        /* Unwind information like glibc's __restore_rt: a signal frame whose caller's registers
+         * are in the ucontext at rsp (DW_CFA_def_cfa_expression / DW_CFA_expression with
+         * DW_OP_breg7 = rsp + offset), so gdb and libunwind step through a thread that is inside
+         * a handler crashport runs. The nop keeps a return-address lookup (pc - 1) inside. */
         ".globl cp_forward_return\n"
         ".hidden cp_forward_return\n"
         ".type cp_forward_return, @function\n"
+        "    .cfi_startproc simple\n"
+        "    .cfi_signal_frame\n"
+        "    .cfi_escape 0x0f, 0x04, 0x77, 0xa0, 0x01, 0x06\n" /* CFA = *(rsp + 160): saved rsp */
+        "    .cfi_escape 0x10, 0x10, 0x03, 0x77, 0xa8, 0x01\n" /* rip at rsp + 168 */
+        "    .cfi_escape 0x10, 0x07, 0x03, 0x77, 0xa0, 0x01\n" /* rsp at rsp + 160 */
+        "    .cfi_escape 0x10, 0x06, 0x03, 0x77, 0xf8, 0x00\n" /* rbp at rsp + 120 */
+        "    .cfi_escape 0x10, 0x03, 0x03, 0x77, 0x80, 0x01\n" /* rbx at rsp + 128 */
+        "    .cfi_escape 0x10, 0x0c, 0x03, 0x77, 0xc8, 0x00\n" /* r12 at rsp + 72 */
+        "    .cfi_escape 0x10, 0x0d, 0x03, 0x77, 0xd0, 0x00\n" /* r13 at rsp + 80 */
+        "    .cfi_escape 0x10, 0x0e, 0x03, 0x77, 0xd8, 0x00\n" /* r14 at rsp + 88 */
+        "    .cfi_escape 0x10, 0x0f, 0x03, 0x77, 0xe0, 0x00\n" /* r15 at rsp + 96 */
+        "    nop\n"
         "cp_forward_return:\n"
         "    mov %rsp, %rdi\n"
         "    call cp_forward_returned\n"
         "    mov $15, %eax\n" /* rt_sigreturn, with rsp at the frame's ucontext */
         "    syscall\n"
         "    hlt\n"
+        "    .cfi_endproc\n"
         ".size cp_forward_return, . - cp_forward_return\n");
 
 static inline uint64_t cp_forward_sp(void)

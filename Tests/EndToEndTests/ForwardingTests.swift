@@ -157,6 +157,23 @@ final class ForwardingTests: XCTestCase {
         XCTAssertEqual(plain.status, .signaled(SIGSEGV))
     }
 
+    /// A thread parked inside a handler crashport runs (on the frame crashport built for it) is
+    /// unwound through that frame down to its thread function, live and offline: the frame's
+    /// return trampoline carries unwind information like libc's own.
+    func testThreadInsideAForwardedHandlerIsUnwoundThroughIt() throws {
+        let (_, watched) = try compare("parked", reports: 1)
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        let event = try watched.event()
+        assertOriginalFault(event)
+        let parked = try XCTUnwrap(event.threads?.first { $0.crashed != true })
+        let names = parked.frames?.map { $0.function ?? "?" } ?? []
+        XCTAssertTrue(
+            containsInOrder(names, ["park_handler", "<signal handler called>", "worker_fault", "worker_thread"]), "\(names)")
+        let result = try TestSupport.run([TestSupport.crashport, "symbolicate", "--format", "json", watched.minidumpPath()])
+        let offline = try Event.decode(Data(result.stdout.utf8))
+        XCTAssertEqual(offline.threads?.first { $0.tid == parked.tid }?.frames?.map { $0.function ?? "?" }, names)
+    }
+
     /// sigaction, signal, sysv_signal and sigset answer as libc's would without crashport.
     func testInterposedFunctionsAnswerAsLibcWould() throws {
         let (plain, watched) = try compare("api", reports: 0)

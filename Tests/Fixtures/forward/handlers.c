@@ -20,6 +20,8 @@
  *   tiny-stack   a handler on an alternate stack of 4 KiB that recurses deeply
  *   api          what sigaction, signal, sysv_signal and sigset return, as without crashport;
  *                prints "api ok" and exits 0
+ *   parked       a thread faults and parks inside the handler (pause), then main crashes: the
+ *                parked thread unwinds through the frame crashport built for the handler
  *   bypass       a SIGBUS handler installed with the raw rt_sigaction system call (invisible to
  *                crashport until the crash), then a SIGSEGV crash
  *
@@ -220,6 +222,27 @@ static int api(void)
     return ok;
 }
 
+static volatile sig_atomic_t parked;
+
+void park_handler(int signo, siginfo_t *info, void *context)
+{
+    (void)context;
+    if (info->si_addr == (void *)(uintptr_t)0x30) {
+        parked = 1;
+        for (;;) pause();
+    }
+    signal(signo, SIG_DFL); /* the real crash: give up */
+}
+
+__attribute__((noinline)) void worker_fault(void) { *(volatile int *)(uintptr_t)0x30 = 5; }
+
+static void *worker_thread(void *argument)
+{
+    (void)argument;
+    worker_fault();
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -264,6 +287,11 @@ int main(int argc, char **argv)
         if (!api()) return 1;
         printf("api ok\n");
         return 0;
+    } else if (strcmp(mode, "parked") == 0) {
+        install(park_handler, 0);
+        pthread_t worker;
+        pthread_create(&worker, NULL, worker_thread, NULL);
+        while (!parked) usleep(1000);
     } else if (strcmp(mode, "bypass") == 0) {
         install_raw_sigbus();
     } else if (strcmp(mode, "tiny-stack") == 0) {
