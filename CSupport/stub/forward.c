@@ -46,6 +46,8 @@
 #define CP_FRAME_MARGIN 512u
 #define CP_RED_ZONE_BYTES 128u
 #define CP_FPSTATE_MAX (16u * 1024u)
+/* A fault this close to the stack pointer may be the stack overflowing. */
+#define CP_STACK_FAULT_NEAR (1ull << 20)
 /* A handler that runs nested in another one on the alternate stack must leave this much of it:
  * room for the next signal frame and for crashport's report. A handler that re-raises into
  * itself forever would otherwise exhaust the alternate stack, and the kernel would kill the
@@ -335,9 +337,13 @@ void cp_forward_deliver(cp_stub_state *state, uint32_t tid, int signo, siginfo_t
         top = here - CP_FRAME_MARGIN;
         floor = on_alternate ? alt_low + (original != NULL && interrupted_on_alternate ? CP_NESTED_RESERVE : 0) : 0;
     } else {
-        /* An action without SA_ONSTACK runs on the stack the signal interrupted. */
+        /* An action without SA_ONSTACK runs on the stack the signal interrupted. Whether the
+         * kernel could have written its frame there is checked when the fault may be the stack
+         * itself (its address near the stack pointer, or a signal that names no address): a
+         * JVM's null check, at a small address far from any stack, costs no check. */
         top = interrupted - CP_RED_ZONE_BYTES;
-        check = true;
+        uint64_t address = fault ? (uint64_t)(uintptr_t)info->si_addr : interrupted;
+        check = address + CP_STACK_FAULT_NEAR >= interrupted && address <= interrupted + CP_STACK_FAULT_NEAR;
     }
 
     /* The frame, laid out as the kernel's get_sigframe does: FP state (64-byte aligned), then
@@ -496,19 +502,26 @@ bool cp_forward_came_back(uint32_t tid, int signo, const siginfo_t *info, const 
 void cp_forward_returned(ucontext_t *uc)
 {
     cp_stub_state *state = &cp_state;
-    uint32_t tid = cp_safe_gettid();
-    int slot = cp_forward_slot(tid, false);
+    /* This thread's entry is the one whose frame holds this ucontext (no system call needed to
+     * learn who we are: a frame's address is unique to its stack). */
+    int slot = -1, index = -1;
+    for (int i = 0; i < CP_FORWARD_THREADS && slot < 0; i++) {
+        if (__atomic_load_n(&cp_forward_tids[i], __ATOMIC_ACQUIRE) == 0) {
+            continue;
+        }
+        for (int depth = (int)cp_forward_threads[i].depth - 1; depth >= 0 && depth < CP_FORWARD_DEPTH; depth--) {
+            if (cp_forward_threads[i].frames[depth].uc == (uint64_t)(uintptr_t)uc) {
+                slot = i;
+                index = depth; /* frames above it were left by siglongjmp */
+                break;
+            }
+        }
+    }
     if (slot < 0) {
         return;
     }
+    uint32_t tid = __atomic_load_n(&cp_forward_tids[slot], __ATOMIC_ACQUIRE);
     cp_forward_thread *thread = &cp_forward_threads[slot];
-    int index = (int)thread->depth - 1;
-    while (index >= 0 && thread->frames[index].uc != (uint64_t)(uintptr_t)uc) {
-        index--; /* frames above it were left by siglongjmp */
-    }
-    if (index < 0) {
-        return;
-    }
     cp_forward_frame *frame = &thread->frames[index];
     thread->depth = (uint32_t)index;
     int signo = frame->signo;

@@ -93,7 +93,8 @@ static void cp_interpose_to_kernel(const struct sigaction *action, cp_kernel_sig
 {
     uint64_t mask = 0;
     for (int signo = 1; signo <= 64; signo++) {
-        if (sigismember(&action->sa_mask, signo) == 1) {
+        /* The kernel never keeps SIGKILL or SIGSTOP in a handler's mask. */
+        if (signo != SIGKILL && signo != SIGSTOP && sigismember(&action->sa_mask, signo) == 1) {
             mask |= 1ull << (signo - 1);
         }
     }

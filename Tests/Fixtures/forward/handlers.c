@@ -216,6 +216,15 @@ static int api(void)
     sigset_t mask;
     pthread_sigmask(SIG_BLOCK, NULL, &mask);
     ok &= check(sigismember(&mask, SIGSEGV) == 0, "sigset unblocks");
+    struct sigaction full;
+    memset(&full, 0, sizeof full);
+    full.sa_handler = plain_handler;
+    sigfillset(&full.sa_mask);
+    sigaction(SIGSEGV, &full, NULL);
+    ok &= check(sigaction(SIGSEGV, NULL, &query) == 0 && sigismember(&query.sa_mask, SIGKILL) == 0 &&
+                    sigismember(&query.sa_mask, SIGSTOP) == 0 && sigismember(&query.sa_mask, SIGBUS) == 1,
+                "SIGKILL and SIGSTOP are never in a handler's mask");
+    signal(SIGSEGV, SIG_DFL);
     ok &= check(signal(0, SIG_DFL) == SIG_ERR && signal(SIGKILL, plain_handler) == SIG_ERR, "bad signals refused");
     ok &= check(signal(SIGUSR1, plain_handler) == SIG_DFL && signal(SIGUSR1, SIG_DFL) == plain_handler,
                 "other signals pass through");
