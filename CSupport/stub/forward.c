@@ -274,11 +274,17 @@ cp_forward_frame *cp_forward_active(uint32_t tid, const ucontext_t *context)
     return NULL;
 }
 
-void cp_forward_die(int signo, const siginfo_t *info, uint32_t tid)
+/** SIG_DFL in the kernel's slot: the process is about to die by the default action. */
+static void cp_forward_kernel_default(int signo)
 {
     cp_kernel_sigaction fallback;
-    cp_safe_set(&fallback, 0, sizeof fallback); /* SIG_DFL */
+    cp_safe_set(&fallback, 0, sizeof fallback);
     (void)cp_safe_syscall4(SYS_rt_sigaction, signo, (long)&fallback, 0, 8);
+}
+
+void cp_forward_die(int signo, const siginfo_t *info, uint32_t tid)
+{
+    cp_forward_kernel_default(signo);
     uint32_t pid = cp_safe_getpid();
     if (info == NULL) {
         (void)cp_safe_syscall3(SYS_tgkill, pid, tid, signo);
@@ -562,9 +568,7 @@ void cp_forward_returned(ucontext_t *uc)
          * process. */
         reraise.how = CP_RERAISE_RESET;
         cp_report_fault(state, tid, &thread->original, &reraise, CP_CRASH_FORWARD_FIRST);
-        cp_kernel_sigaction fallback;
-        cp_safe_set(&fallback, 0, sizeof fallback);
-        (void)cp_safe_syscall4(SYS_rt_sigaction, signo, (long)&fallback, 0, 8);
+        cp_forward_kernel_default(signo);
     } else if (frame->code > 0) {
         /* Handled, presumably: remember the fault and the registers it resumes with. */
         cp_forward_memo *memo = &cp_forward_memos[tid % CP_FORWARD_THREADS];

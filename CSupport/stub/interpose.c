@@ -64,11 +64,16 @@ __attribute__((visibility("default"))) int pthread_create(pthread_t *thread, con
 typedef int (*cp_sigaction_function)(int, const struct sigaction *, struct sigaction *);
 typedef int (*cp_sigprocmask_function)(int, const sigset_t *, sigset_t *);
 
+typedef sighandler_t (*cp_sigset_function)(int, sighandler_t);
+
 static cp_sigaction_function cp_real_sigaction;
+static cp_sigset_function cp_real_sigset;
 
 __attribute__((visibility("hidden"))) void cp_interpose_resolve(void)
 {
     if (__atomic_load_n(&cp_real_sigaction, __ATOMIC_ACQUIRE) == NULL) {
+        cp_sigset_function sigset_found = (cp_sigset_function)dlsym(RTLD_NEXT, "sigset");
+        __atomic_store_n(&cp_real_sigset, sigset_found, __ATOMIC_RELEASE);
         cp_sigaction_function found = (cp_sigaction_function)dlsym(RTLD_NEXT, "sigaction");
         __atomic_store_n(&cp_real_sigaction, found, __ATOMIC_RELEASE);
     }
@@ -189,8 +194,8 @@ __attribute__((visibility("default"))) sighandler_t __sysv_signal(int signo, sig
 __attribute__((visibility("default"))) sighandler_t sigset(int signo, sighandler_t handler)
 {
     if (!cp_actions_virtual(&cp_state, signo)) {
-        typedef sighandler_t (*cp_sigset_function)(int, sighandler_t);
-        cp_sigset_function real = (cp_sigset_function)dlsym(RTLD_NEXT, "sigset");
+        cp_interpose_resolve();
+        cp_sigset_function real = __atomic_load_n(&cp_real_sigset, __ATOMIC_ACQUIRE);
         if (real == NULL) {
             errno = ENOSYS;
             return SIG_ERR;

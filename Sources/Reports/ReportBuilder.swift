@@ -19,9 +19,9 @@ public enum ReportBuilder {
             snapshot: capture.snapshot, executable: capture.executable,
             arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: DebugFileLocator())
         let symbolizer = Symbolizer(modules: capture.snapshot.modules)
-        event.handlerChain = handlerChain(capture.record, symbolizer: symbolizer)
-        if let reraise = capture.record.reraise {
-            let record = reraiseRecord(reraise, symbolizer: symbolizer)
+        let reraised = capture.record.reraise.map { reraiseRecord($0, symbolizer: symbolizer) }
+        event.handlerChain = handlerChain(capture.record, reraised: reraised, symbolizer: symbolizer)
+        if let record = reraised {
             event.signal?.reraisedBy = record
             event.notes =
                 (event.notes ?? []) + [
@@ -176,7 +176,8 @@ public enum ReportBuilder {
             function: FrameRecord.signalHandlerCalled, trust: .signalFrame)
     }
 
-    static func handlerChain(_ record: CrashRecord, symbolizer: Symbolizer) -> [HandlerChainEntry] {
+    /// `reraised`: the record's re-raise, as the event names it.
+    static func handlerChain(_ record: CrashRecord, reraised: ReraiseRecord?, symbolizer: Symbolizer) -> [HandlerChainEntry] {
         func describe(_ action: WireAction) -> HandlerRecord {
             switch action.handler {
             case 0: return .disposition(.default)
@@ -195,22 +196,18 @@ public enum ReportBuilder {
         return record.chain.map { entry in
             let crashing = entry.signal == record.signal
             let deciding = crashing ? (raised ?? entry) : entry
+            // A raised signal is sent, not a fault; the other signals are described for a fault.
             var continuation = HandlerChain.continuation(
                 program: deciding.program, changed: deciding.programChanged,
-                isFault: crashing && raised == nil ? record.code > 0 : raised != nil ? false : true)
-            if crashing, record.reraise?.how == .cameBack { continuation = .forwardedToProgram }
+                isFault: crashing ? raised == nil && record.code > 0 : true)
+            if crashing, reraised?.how == .cameBack { continuation = .forwardedToProgram }
             var ran: [String]?
             if crashing {
-                ran = []
-                if let reraise = record.reraise {
-                    let handler = describe(WireAction(handler: reraise.handler, flags: 0))
-                    var name = "\(reraise.handler)"
-                    if case .function(let address, let symbol, _, _) = handler { name = symbol ?? address.description }
-                    ran?.append(
-                        "\(name) (the program's): " + CrashLog.describe(reraise: reraiseRecord(reraise, symbolizer: symbolizer)))
+                let handler = reraised.map { reraised in
+                    "\(reraised.function ?? reraised.handler?.description ?? "?") (the program's): "
+                        + CrashLog.describe(reraise: reraised)
                 }
-                ran?.append("crashport: report")
-                ran?.append(continuation.rawValue)
+                ran = (handler.map { [$0] } ?? []) + ["crashport: report", continuation.rawValue]
             }
             return HandlerChainEntry(
                 signal: SignalNames.name(entry.signal), previous: entry.previous.map(describe) ?? .disposition(.default),
@@ -218,7 +215,7 @@ public enum ReportBuilder {
                 action: continuation,
                 policy: HandlerChain.policy(
                     program: entry.program, changed: entry.programChanged, forwardFirst: entry.forwardFirst,
-                    ranFirst: crashing && record.reraise != nil))
+                    ranFirst: crashing && reraised != nil))
         }
     }
 

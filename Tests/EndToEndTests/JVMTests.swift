@@ -21,10 +21,7 @@ final class JVMTests: XCTestCase {
     func javaHome() throws -> String {
         var candidates: [String] = []
         if let home = ProcessInfo.processInfo.environment["JAVA_HOME"], !home.isEmpty { candidates.append(home) }
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-        for directory in path.split(separator: ":") {
-            let javac = "\(directory)/javac"
-            guard FileManager.default.isExecutableFile(atPath: javac) else { continue }
+        if let javac = TestSupport.which("javac") {
             let real = URL(fileURLWithPath: javac).resolvingSymlinksInPath()
             candidates.append(real.deletingLastPathComponent().deletingLastPathComponent().path)
         }
