@@ -13,8 +13,9 @@
  *    built for another pointer size and must never dereference it, only read it remotely;
  *  - no implicit padding: explicit reserved fields, sizes checked with _Static_assert.
  *
- * Transport: one AF_UNIX SOCK_SEQPACKET socket shared by every watched process (launcher mode:
- * the inherited fd named by CRASHPORT_FD). The watcher's end has SO_PASSCRED, so the kernel
+ * Transport: an AF_UNIX SOCK_SEQPACKET socket: in launcher mode one socket shared by every
+ * watched process (the inherited fd named by CRASHPORT_FD); in sidecar mode each process's own
+ * connection to `crashport watch` (CRASHPORT_SOCKET), which answers its HELLO with HELLO_REPLY. The watcher's end has SO_PASSCRED, so the kernel
  * attaches each sender's real pid/uid; the watcher trusts those, never the message body.
  * A CRASH message carries, as SCM_RIGHTS, one end of a fresh socketpair made in the signal
  * handler: the private reply channel on which the watcher sends HEARTBEAT* then VERDICT. Replies
@@ -33,6 +34,8 @@ enum cp_message_type {
     CP_MSG_CRASH = 2,     /* stub -> watcher, in the signal handler, with a reply fd */
     CP_MSG_VERDICT = 3,   /* watcher -> stub, on the reply channel: capture finished */
     CP_MSG_HEARTBEAT = 4, /* watcher -> stub, on the reply channel: still working, extend wait */
+    CP_MSG_HELLO_REPLY = 5, /* sidecar -> stub, on its connection, answering HELLO */
+    CP_MSG_SPOOLED = 6,   /* the header of a spool file (no socket: written when none answers) */
 };
 
 /* First 16 bytes of every message. */
@@ -53,6 +56,42 @@ typedef struct cp_hello {
     uint32_t reserved;
     uint8_t build_id[40];         /* GNU build-id of the main executable */
 } cp_hello;
+
+/* HELLO_REPLY status. */
+#define CP_HELLO_ACCEPTED 0u /* the sidecar will capture this process's crashes */
+#define CP_HELLO_REFUSED 1u  /* it will not (another user, not allowed): message says why */
+
+/* The sidecar's answer to HELLO (sidecar mode only; a launcher never answers). The stub trusts
+ * it only from a peer whose uid (SO_PEERCRED) is 0 or its own. */
+typedef struct cp_hello_reply {
+    cp_header header;
+    uint32_t status;      /* CP_HELLO_* */
+    uint32_t reserved;
+    char spool[256];      /* NUL-terminated: the spool directory the sidecar ingests, "" if none */
+    char message[128];    /* NUL-terminated: with CP_HELLO_REFUSED, why */
+} cp_hello_reply;
+
+/*
+ * A spool file: what the stub writes when no watcher answers at crash time (the sidecar is
+ * down or restarting), into the spool directory it opened at install, as
+ * .tmp-<pid>-<tid> then renamed to <pid>-<tid>-<time_ns>.crash. The sidecar ingests it later
+ * (it trusts the file's owner, never the bytes). Layout: this header, then record_size bytes of
+ * the CRASH record (exactly as it would have been sent), then exe_size bytes of
+ * /proc/self/exe's target (no NUL), then maps_size bytes of /proc/self/maps as read at the
+ * crash. The stub writes the header last (pwrite at 0), so a file cut short has sizes of 0.
+ */
+#define CP_SPOOL_SENT 0x1u            /* the record reached a watcher, but no verdict came */
+#define CP_SPOOL_MAPS_TRUNCATED 0x2u  /* /proc/self/maps was longer than CP_SPOOL_MAPS_MAX */
+#define CP_SPOOL_MAPS_MAX (1024u * 1024u)
+#define CP_SPOOL_EXE_MAX 4096u
+
+typedef struct cp_spool_header {
+    cp_header header; /* magic, version, size = sizeof(cp_spool_header), type CP_MSG_SPOOLED */
+    uint32_t record_size;
+    uint32_t exe_size;
+    uint32_t maps_size;
+    uint32_t flags; /* CP_SPOOL_* */
+} cp_spool_header;
 
 /* ELF e_machine values naming the register layout of a record. */
 #define CP_ARCH_X86_64 62u
@@ -165,6 +204,8 @@ typedef struct cp_heartbeat {
 #ifndef __cplusplus
 _Static_assert(sizeof(cp_header) == 16, "cp_header is 16 bytes");
 _Static_assert(sizeof(cp_hello) == 80, "cp_hello is 80 bytes");
+_Static_assert(sizeof(cp_hello_reply) == 408, "cp_hello_reply is 408 bytes");
+_Static_assert(sizeof(cp_spool_header) == 32, "cp_spool_header is 32 bytes");
 _Static_assert(sizeof(cp_action) == 32, "cp_action is 32 bytes");
 _Static_assert(__builtin_offsetof(cp_crash, regs) == 88, "regs at 88");
 _Static_assert(__builtin_offsetof(cp_crash, fpregs) == 360, "fpregs at 360");
