@@ -5,8 +5,13 @@
 #include "crashport_shims.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <poll.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <signal.h>
@@ -14,7 +19,7 @@
 #include <unistd.h>
 
 long cp_receive_message(int fd, void *buffer, unsigned long capacity, int *truncated, int *pid, unsigned *uid,
-                        int *fds, int max_fds, int *fd_count, int flags) {
+                        unsigned *gid, int *fds, int max_fds, int *fd_count, int flags) {
     union {
         char bytes[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 8)];
         struct cmsghdr align;
@@ -26,6 +31,7 @@ long cp_receive_message(int fd, void *buffer, unsigned long capacity, int *trunc
     *truncated = 0;
     *pid = 0;
     *uid = (unsigned)-1;
+    *gid = (unsigned)-1;
     *fd_count = 0;
     long count;
     do {
@@ -40,6 +46,7 @@ long cp_receive_message(int fd, void *buffer, unsigned long capacity, int *trunc
             memcpy(&credentials, CMSG_DATA(header), sizeof credentials);
             *pid = credentials.pid;
             *uid = credentials.uid;
+            *gid = credentials.gid;
         } else if (header->cmsg_type == SCM_RIGHTS) {
             int passed = (int)((header->cmsg_len - CMSG_LEN(0)) / sizeof(int));
             for (int i = 0; i < passed; i++) {
@@ -81,4 +88,115 @@ int cp_read_signal(int fd, int *code) {
     if (read(fd, &info, sizeof info) != (ssize_t)sizeof info) return 0;
     *code = info.ssi_code;
     return (int)info.ssi_signo;
+}
+
+int cp_unix_address(const char *name, void *address, unsigned *length) {
+    struct sockaddr_un *unix_address = address;
+    memset(unix_address, 0, sizeof *unix_address);
+    unix_address->sun_family = AF_UNIX;
+    size_t size = strlen(name);
+    if (size == 0 || (name[0] == '@' && size == 1)) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (size >= sizeof unix_address->sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(unix_address->sun_path, name, size);
+    if (name[0] == '@') {
+        unix_address->sun_path[0] = '\0'; /* abstract: the name is exactly the bytes given */
+        *length = (unsigned)(offsetof(struct sockaddr_un, sun_path) + size);
+    } else {
+        *length = (unsigned)(offsetof(struct sockaddr_un, sun_path) + size + 1);
+    }
+    return 0;
+}
+
+int cp_unix_listen(const char *name, int backlog) {
+    struct sockaddr_un address;
+    unsigned length = 0;
+    if (cp_unix_address(name, &address, &length) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    int on = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
+        bind(fd, (struct sockaddr *)&address, length) != 0 || listen(fd, backlog) != 0) {
+        int error = errno;
+        close(fd);
+        errno = error;
+        return -1;
+    }
+    return fd;
+}
+
+int cp_unix_connect(const char *name) {
+    struct sockaddr_un address;
+    unsigned length = 0;
+    if (cp_unix_address(name, &address, &length) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int result;
+    do {
+        result = connect(fd, (struct sockaddr *)&address, length);
+    } while (result != 0 && errno == EINTR);
+    if (result != 0) {
+        int error = errno;
+        close(fd);
+        errno = error;
+        return -1;
+    }
+    return fd;
+}
+
+int cp_unix_accept(int listener) {
+    int fd;
+    do {
+        fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return -1;
+    int on = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+    return fd;
+}
+
+int cp_peer_credentials(int fd, int *pid, unsigned *uid, unsigned *gid) {
+    struct ucred peer;
+    socklen_t length = sizeof peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &length) != 0) return -1;
+    *pid = peer.pid;
+    *uid = peer.uid;
+    *gid = peer.gid;
+    return 0;
+}
+
+int cp_is_listening_seqpacket(int fd) {
+    int value = 0;
+    socklen_t length = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &value, &length) != 0 || value != AF_UNIX) return 0;
+    length = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &length) != 0 || value != SOCK_SEQPACKET) return 0;
+    length = sizeof value;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &length) != 0 || value != 1) return 0;
+    return 1;
+}
+
+int cp_notify(const char *path, const char *text) {
+    struct sockaddr_un address;
+    unsigned length = 0;
+    if (cp_unix_address(path, &address, &length) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    ssize_t sent = sendto(fd, text, strlen(text), MSG_NOSIGNAL, (struct sockaddr *)&address, length);
+    int error = errno;
+    close(fd);
+    errno = error;
+    return sent < 0 ? -1 : 0;
+}
+
+int cp_set_filesystem_ids(unsigned uid, unsigned gid) {
+    setfsgid(gid);
+    setfsuid(uid);
+    /* Each returns the previous id; calling again with an invalid id (-1) reads the current. */
+    return (unsigned)setfsuid((uid_t)-1) == uid && (unsigned)setfsgid((gid_t)-1) == gid ? 0 : -1;
 }

@@ -77,6 +77,38 @@ public enum CaptureSession {
             record: record, suspendedNanoseconds: suspended, heldNanoseconds: held)
     }
 
+    /// A crash the stub spooled because no watcher answered: its process is gone (or, its pid
+    /// reused, is another process that must not be read), so the snapshot holds only what the
+    /// stub wrote: the crashing thread's registers and stack copy, and the modules of the
+    /// /proc/self/maps it read at the crash, opened from disk now.
+    public static func spooled(
+        record: CrashRecord, executable: String?, maps: String, mapsTruncated: Bool, cache: ELFCache
+    ) -> Capture {
+        var notes = [
+            "reported from the spool: no watcher answered when the process crashed; only the crashing thread, unwound from the stub's \(record.stack.bytes.count)-byte copy of its stack; modules named by the /proc/self/maps the stub copied, read from disk at ingestion"
+        ]
+        if mapsTruncated { notes.append("the stub's copy of /proc/self/maps was cut at its limit: some modules are unknown") }
+        let mappings = MemoryMapping.parse(maps)
+        let crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
+        let pending = ModuleMap.pending(pid: nil, mappings: mappings, executable: executable, memory: nil, cache: cache)
+        let modules = ModuleMap.open(pending, cache: cache)
+        for module in modules {
+            if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
+        }
+        var files = LinuxFiles()
+        files.maps = Array(maps.utf8)
+        let snapshot = ProcessSnapshot(
+            pid: record.pid, crashedThreadID: record.tid,
+            exception: ExceptionInfo(
+                signal: record.signal, code: record.code, faultAddress: record.faultAddress,
+                senderPID: record.code <= 0 ? record.senderPID : nil),
+            threads: [crashed], modules: modules, extraMemory: [], system: SystemProbe.current(),
+            linuxFiles: files, captureTime: UInt32(clamping: record.timeNanoseconds / 1_000_000_000), processStartTime: nil)
+        return Capture(
+            snapshot: snapshot, executable: executable, arguments: [], notes: notes, record: record,
+            suspendedNanoseconds: 0, heldNanoseconds: 0)
+    }
+
     /// Stops every thread; nil (with a note saying why) when ptrace is denied or the process is
     /// already gone.
     static func suspend(_ pid: ProcessID, notes: inout [String]) -> PtraceSession? {

@@ -50,9 +50,10 @@ struct PendingModule {
 
 enum ModuleMap {
     /// While the process is held: every module's mapping, build-id and file. Cheap: a few
-    /// system calls per module, no parsing.
+    /// system calls per module, no parsing. Without a pid (a spooled crash, its process long
+    /// gone) files are opened by path only, never through another process's /proc.
     static func pending(
-        pid: ProcessID, mappings: [MemoryMapping], executable: String?, memory: ProcessMemory?, cache: ELFCache
+        pid: ProcessID?, mappings: [MemoryMapping], executable: String?, memory: ProcessMemory?, cache: ELFCache
     ) -> [PendingModule] {
         var modules: [PendingModule] = []
         var index = 0
@@ -80,6 +81,7 @@ enum ModuleMap {
                 module: LoadedModule(path: first.path, base: first.start, size: size, buildID: mapped), key: key)
             if !cache.contains(key) {
                 pending.file = Result {
+                    guard let pid else { return try MappedFile(path: Self.filePath(first.path)) }
                     let mapFile = "/proc/\(pid)/map_files/\(String(first.start, radix: 16))-\(String(first.end, radix: 16))"
                     if let file = try? MappedFile(path: mapFile) { return file }
                     return try MappedFile(path: Self.filePath(first.path))

@@ -76,4 +76,26 @@ public enum ProcFiles {
         guard count > 0 else { return nil }
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
+
+    /// The real uid and the supplementary groups and real gid of a process (/proc/PID/status
+    /// Uid:, Gid:, Groups:); nil when it is gone.
+    public static func credentials(of pid: ProcessID) -> (uid: UInt32, gids: [UInt32])? {
+        guard let status = readText("/proc/\(pid)/status") else { return nil }
+        var uid: UInt32?
+        var gids: [UInt32] = []
+        for line in status.split(separator: "\n") {
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            guard let key = fields.first, fields.count > 1 else { continue }
+            switch key {
+            case "Uid:": uid = UInt32(fields[1])
+            case "Gid:": gids.append(contentsOf: UInt32(fields[1]).map { [$0] } ?? [])
+            case "Groups:": gids.append(contentsOf: fields.dropFirst().compactMap { UInt32($0) })
+            default: break
+            }
+        }
+        return uid.map { ($0, gids) }
+    }
+
+    /// The real uid of a process; nil when it is gone.
+    public static func owner(of pid: ProcessID) -> UInt32? { credentials(of: pid)?.uid }
 }

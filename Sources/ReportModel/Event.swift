@@ -82,6 +82,10 @@ public struct Event: Codable, Sendable, Equatable {
     public var modules: [ModuleRecord]?
     public var handlerChain: [HandlerChainEntry]?
     public var minidump: String?
+    /// How the crash reached the watcher when not live: "spool" for a record the stub wrote to
+    /// the spool directory because no watcher answered (only the crashing thread, from its
+    /// stack copy). Absent for a live capture.
+    public var capturedFrom: String?
     /// What could not be captured and why (best-effort capture records its gaps here).
     public var notes: [String]?
 
@@ -93,6 +97,7 @@ public struct Event: Codable, Sendable, Equatable {
         case threads, modules
         case handlerChain = "handler_chain"
         case minidump, notes
+        case capturedFrom = "captured_from"
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.

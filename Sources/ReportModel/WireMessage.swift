@@ -279,3 +279,73 @@ public enum VerdictMessage {
         return message.bytes
     }
 }
+
+public enum HelloReplyMessage {
+    /// The sidecar's answer to HELLO: whether it serves the process, its spool directory, and
+    /// (refused) why. Strings longer than their fields are cut; both stay NUL-terminated.
+    public static func encode(accepted: Bool, spool: String, message: String) -> [UInt8] {
+        var reply = MessageEncoder(type: CP_MSG_HELLO_REPLY.rawValue, size: MemoryLayout<cp_hello_reply>.size)
+        reply.put32(accepted ? CP_HELLO_ACCEPTED : CP_HELLO_REFUSED, at: Layout.offset(\cp_hello_reply.status))
+        func put(_ text: String, at offset: Int, capacity: Int) {
+            let bytes = Array(text.utf8.prefix(capacity - 1))
+            reply.bytes.replaceSubrange(offset..<offset + bytes.count, with: bytes)
+        }
+        put(spool, at: Layout.offset(\cp_hello_reply.spool), capacity: 256)
+        put(message, at: Layout.offset(\cp_hello_reply.message), capacity: 128)
+        return reply.bytes
+    }
+}
+
+/// A spool file (crashport_protocol.h, cp_spool_header): a crash the stub wrote to disk
+/// because no watcher answered. Every size is checked against the file's length before use.
+public struct SpooledRecord: Sendable {
+    public var record: CrashRecord
+    public var executable: String?
+    public var maps: String
+    public var mapsTruncated: Bool
+    /// The record had reached a watcher that never answered (it may have been reported).
+    public var wasSent: Bool
+
+    public static let headerSize = MemoryLayout<cp_spool_header>.size
+    public static let maximumSize = headerSize + CrashRecord.maximumSize + Int(CP_SPOOL_EXE_MAX) + Int(CP_SPOOL_MAPS_MAX)
+
+    public init(bytes: [UInt8]) throws {
+        guard bytes.count >= Self.headerSize else { throw WireError.tooShort(bytes.count) }
+        guard bytes.count <= Self.maximumSize else {
+            throw WireError.badField("spool file of \(bytes.count) bytes exceeds \(Self.maximumSize)")
+        }
+        let header = try WireHeader(bytes: Array(bytes.prefix(Self.headerSize)))
+        guard header.type == CP_MSG_SPOOLED.rawValue else { throw WireError.unexpectedType(header.type) }
+        let wire = WireBytes(bytes: bytes)
+        let recordSize = Int(wire.u32(Layout.offset(\cp_spool_header.record_size)))
+        let exeSize = Int(wire.u32(Layout.offset(\cp_spool_header.exe_size)))
+        let mapsSize = Int(wire.u32(Layout.offset(\cp_spool_header.maps_size)))
+        let flags = wire.u32(Layout.offset(\cp_spool_header.flags))
+        guard exeSize <= Int(CP_SPOOL_EXE_MAX), mapsSize <= Int(CP_SPOOL_MAPS_MAX), recordSize <= CrashRecord.maximumSize,
+            Self.headerSize + recordSize + exeSize + mapsSize == bytes.count
+        else {
+            throw WireError.badField(
+                "spool sizes (record \(recordSize), exe \(exeSize), maps \(mapsSize)) disagree with the file's \(bytes.count) bytes"
+            )
+        }
+        var cursor = Self.headerSize
+        record = try CrashRecord(bytes: Array(bytes[cursor..<cursor + recordSize]))
+        cursor += recordSize
+        executable = exeSize == 0 ? nil : String(decoding: bytes[cursor..<cursor + exeSize], as: UTF8.self)
+        cursor += exeSize
+        maps = String(decoding: bytes[cursor..<cursor + mapsSize], as: UTF8.self)
+        mapsTruncated = flags & CP_SPOOL_MAPS_TRUNCATED != 0
+        wasSent = flags & CP_SPOOL_SENT != 0
+    }
+}
+
+extension SpooledRecord {
+    /// A spool file's bytes (the sidecar keeps a crash it cannot write a report for this way).
+    public static func encode(record: [UInt8], executable: [UInt8], maps: [UInt8]) -> [UInt8] {
+        var header = MessageEncoder(type: CP_MSG_SPOOLED.rawValue, size: headerSize)
+        header.put32(UInt32(record.count), at: Layout.offset(\cp_spool_header.record_size))
+        header.put32(UInt32(executable.count), at: Layout.offset(\cp_spool_header.exe_size))
+        header.put32(UInt32(maps.count), at: Layout.offset(\cp_spool_header.maps_size))
+        return header.bytes + record + executable + maps
+    }
+}

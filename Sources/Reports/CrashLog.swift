@@ -65,6 +65,11 @@ public enum CrashLog {
         }
     }
 
+    /// The headline on one line, with the uid when known: the sidecar's journal line.
+    public static func oneLine(_ event: Event) -> String {
+        headline(event) + (event.capturedFrom == "spool" ? " (from the spool: crashing thread only)" : "")
+    }
+
     /// The few lines printed to stderr when a report is written.
     public static func summary(_ event: Event, reportPath: String, maxFrames: Int = 8) -> String {
         var lines = ["crashport: " + headline(event)]

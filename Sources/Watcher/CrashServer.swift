@@ -11,6 +11,7 @@ import Foundation
 import LiveProcess
 import ReportModel
 import Reports
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -22,93 +23,178 @@ public struct WrittenReport: Sendable {
     public var captureNanoseconds: UInt64
 }
 
-public final class CrashServer {
+/// Who sent a message: the kernel's word (SCM_CREDENTIALS), never the message's.
+public struct Sender: Sendable, Equatable {
+    public var pid: ProcessID
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: ProcessID, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+/// One receive on a crashport socket.
+public enum Received {
+    case message([UInt8], Sender, replyFDs: [Int32])
+    /// Nothing waiting (non-blocking).
+    case empty
+    /// The peer closed its end.
+    case closed
+    /// A message that can never be valid (larger than any crashport message, or with more
+    /// descriptors than fit); its descriptors are already closed.
+    case rejected(String, Sender)
+}
+
+public final class CrashServer: @unchecked Sendable {
     public let socket: Int32
     public let store: ReportStore
     public var options: CaptureOptions
     /// Where the watcher's own messages go (stderr); tests may redirect.
     public var log: (String) -> Void = { FileHandle.standardError.write(Data(("crashport: " + $0 + "\n").utf8)) }
     public var printSummary = true
-    public private(set) var reports: [WrittenReport] = []
+    /// One log line per report (the sidecar's journal) instead of the summary.
+    public var reportLine = false
+    /// The store a sender's reports go to (the sidecar keeps one per user); nil: refuse them.
+    public var storeFor: (Sender) -> ReportStore? = { _ in nil }
+    /// Runs the part of a report that comes after the process is released (unwinding,
+    /// symbolication, writing): inline by default; the sidecar hands it to its pool.
+    public var submit: (@escaping @Sendable () -> Void) -> Void = { $0() }
+    /// Called for a valid HELLO (the sidecar answers it on the client's connection).
+    public var onHello: (HelloMessage, Sender) -> Void = { _, _ in }
+    /// Called (on the writing thread) when a captured crash's report cannot be written, with
+    /// the record as received: the sidecar spools it rather than lose it.
+    public var unwritable: (@Sendable (Capture, [UInt8], Error, ReportStore) -> Void)?
+    /// Crashes reported since start, by pid, tid and the record's time: a spooled copy of one
+    /// of them (the stub spools when the verdict is late) is not reported twice.
+    let reported = Mutex<Set<String>>([])
+    /// Whether `reports` and `unwritten` keep what was written (the launcher reads them at the
+    /// end; a sidecar that runs for months does not keep them).
+    public var keepReports = true
+
+    static func key(_ record: CrashRecord) -> String { "\(record.pid)-\(record.tid)-\(record.timeNanoseconds)" }
+
+    func wasReported(_ record: CrashRecord) -> Bool { reported.withLock { $0.contains(Self.key(record)) } }
+    private let written = Mutex<(reports: [WrittenReport], unwritten: [ProcessID: String])>(([], [:]))
+    public var reports: [WrittenReport] { written.withLock { $0.reports } }
     /// Crashes whose report could not be written, by pid, with why.
-    public private(set) var unwritten: [ProcessID: String] = [:]
+    public var unwritten: [ProcessID: String] { written.withLock { $0.unwritten } }
     let cache = ELFCache()
-    private var phases = ""
+    private var buffer = [UInt8](repeating: 0, count: CrashRecord.maximumSize + 1)
 
     public init(socket: Int32, store: ReportStore, options: CaptureOptions) {
         self.socket = socket
         self.store = store
         self.options = options
+        storeFor = { [store] _ in store }
+    }
+
+    /// Receives one message from `fd` without blocking. Descriptors beyond the one a CRASH
+    /// carries are closed by cp_receive_message (and the kernel), never leaked.
+    public func receive(from fd: Int32) -> Received {
+        var truncated: Int32 = 0, pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0, fdCount: Int32 = 0
+        var fds = [Int32](repeating: -1, count: 4)
+        let count = buffer.withUnsafeMutableBytes { bytes in
+            cp_receive_message(
+                fd, bytes.baseAddress, UInt(bytes.count), &truncated, &pid, &uid, &gid, &fds, 4, &fdCount,
+                Int32(MSG_DONTWAIT))
+        }
+        if count < 0 { return errno == EAGAIN || errno == EWOULDBLOCK ? .empty : .closed }
+        if count == 0 { return .closed }
+        let sender = Sender(pid: ProcessID(pid), uid: uid, gid: gid)
+        let received = Array(fds.prefix(Int(fdCount)))
+        guard truncated == 0 else {
+            received.forEach { close($0) }
+            return .rejected("larger than any crashport message, or carrying more than 4 descriptors", sender)
+        }
+        return .message(Array(buffer.prefix(count)), sender, replyFDs: received)
     }
 
     /// Handles every message waiting on the socket without blocking; returns false at EOF.
     @discardableResult
     public func drain() -> Bool {
-        var buffer = [UInt8](repeating: 0, count: CrashRecord.maximumSize + 1)
         while true {
-            var truncated: Int32 = 0, pid: Int32 = 0, uid: UInt32 = 0, fdCount: Int32 = 0
-            var fds = [Int32](repeating: -1, count: 4)
-            let count = buffer.withUnsafeMutableBytes { bytes in
-                cp_receive_message(
-                    socket, bytes.baseAddress, UInt(bytes.count), &truncated, &pid, &uid, &fds, 4, &fdCount, Int32(MSG_DONTWAIT))
+            switch receive(from: socket) {
+            case .empty: return true
+            case .closed: return false
+            case .rejected(let why, let sender): log("rejected a message from pid \(sender.pid): \(why)")
+            case .message(let bytes, let sender, let fds):
+                _ = handle(bytes, sender: sender, replyFDs: fds)
             }
-            if count < 0 { return errno == EAGAIN || errno == EWOULDBLOCK }
-            if count == 0 { return false }
-            let received = Array(fds.prefix(Int(fdCount)))
-            defer { received.forEach { close($0) } }
-            guard truncated == 0 else {
-                log("rejected a message from pid \(pid): larger than any crashport message")
-                continue
-            }
-            handle(Array(buffer.prefix(count)), senderPID: ProcessID(pid), senderUID: uid, replyFDs: received)
         }
     }
 
-    func handle(_ bytes: [UInt8], senderPID: ProcessID, senderUID: UInt32, replyFDs: [Int32]) {
+    /// Handles one message; closes the descriptors it carried. Returns why it was rejected, or
+    /// nil when it was valid.
+    @discardableResult
+    public func handle(_ bytes: [UInt8], sender: Sender, replyFDs: [Int32]) -> String? {
+        defer { replyFDs.forEach { close($0) } }
+        let senderPID = sender.pid
         let header: WireHeader
         do {
             header = try WireHeader(bytes: bytes)
         } catch {
-            log("rejected a message from pid \(senderPID): \(error)")
-            return
+            return reject("a message from pid \(senderPID): \(error)")
         }
         switch header.type {
         case CP_MSG_HELLO.rawValue:
             do {
                 let hello = try HelloMessage(bytes: bytes)
                 if hello.pid != senderPID { log("HELLO from pid \(senderPID) claims pid \(hello.pid); ignored") }
+                onHello(hello, sender)
             } catch {
-                log("rejected a HELLO from pid \(senderPID): \(error)")
+                return reject("a HELLO from pid \(senderPID): \(error)")
             }
         case CP_MSG_CRASH.rawValue:
             guard let reply = replyFDs.first, replyFDs.count == 1 else {
-                log("rejected a crash record from pid \(senderPID): it carried \(replyFDs.count) descriptors, expected 1")
-                return
+                return reject(
+                    "a crash record from pid \(senderPID): it carried \(replyFDs.count) descriptors, expected 1")
+            }
+            var kind = stat()
+            guard fstat(reply, &kind) == 0, (kind.st_mode & S_IFMT) == S_IFSOCK else {
+                return reject("a crash record from pid \(senderPID): its reply descriptor is not a socket")
             }
             let record: CrashRecord
             do {
                 record = try CrashRecord(bytes: bytes)
             } catch {
-                log("rejected a crash record from pid \(senderPID): \(error)")
                 sendVerdict(reply, nanoseconds: 0)
-                return
+                return reject("a crash record from pid \(senderPID): \(error)")
             }
             guard record.pid == senderPID else {
-                log("rejected a crash record from pid \(senderPID): it names pid \(record.pid)")
                 sendVerdict(reply, nanoseconds: 0)
-                return
+                return reject("a crash record from pid \(senderPID): it names pid \(record.pid)")
             }
             // A process that already died (its stub stopped waiting) is still reported from the
             // record: the kernel vouched for the pid when the record was sent.
-            guard access("/proc/\(record.pid)/task/\(record.tid)", F_OK) == 0 || access("/proc/\(record.pid)", F_OK) != 0 else {
-                log("rejected a crash record from pid \(senderPID): thread \(record.tid) is not one of its threads")
+            let alive = access("/proc/\(record.pid)", F_OK) == 0
+            guard !alive || access("/proc/\(record.pid)/task/\(record.tid)", F_OK) == 0 else {
                 sendVerdict(reply, nanoseconds: 0)
-                return
+                return reject("a crash record from pid \(senderPID): thread \(record.tid) is not one of its threads")
             }
-            handleCrash(record, reply: reply)
+            // The pid may have been reused since the record was sent: the process there now
+            // must still belong to the sender's user, or it is not read at all.
+            if alive, let owner = ProcFiles.owner(of: record.pid), owner != sender.uid {
+                sendVerdict(reply, nanoseconds: 0)
+                return reject(
+                    "a crash record from pid \(senderPID) (uid \(sender.uid)): pid \(record.pid) now belongs to uid \(owner)")
+            }
+            guard let store = storeFor(sender) else {
+                sendVerdict(reply, nanoseconds: 0)
+                return reject("a crash record from pid \(senderPID): uid \(sender.uid) is not served here")
+            }
+            handleCrash(record, bytes: bytes, reply: reply, store: store)
         default:
-            log("rejected a message from pid \(senderPID): unexpected type \(header.type)")
+            return reject("a message from pid \(senderPID): unexpected type \(header.type)")
         }
+        return nil
+    }
+
+    private func reject(_ what: String) -> String {
+        log("rejected \(what)")
+        return what
     }
 
     /// Never blocks: the reply descriptor is the client's choice, and a socket whose peer never
@@ -147,7 +233,7 @@ public final class CrashServer {
             let path = try store.commit(id: id) { directory in
                 try ReportStore.writeFile(directory + "/event.json", Array(try event.jsonData()))
             }
-            reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0))
+            written.withLock { $0.reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0)) }
             if printSummary {
                 log(
                     "\(executable) (pid \(pid)) was killed by \(SignalNames.name(signal)) (\(SignalNames.meaning(signal)))\(failure == nil ? " with no crash record" : "; a short report was written instead")\n  \(notes.dropFirst().joined(separator: "\n  "))\(notes.count > 1 ? "\n  " : "")report: \(path)"
@@ -159,14 +245,21 @@ public final class CrashServer {
     }
 
     /// For tools/bench: when CRASHPORT_TIMING_FD names an open descriptor, one line per report.
-    func reportTiming(suspended: UInt64, held: UInt64, verdict: UInt64, total: UInt64) {
-        guard let text = ProcessInfo.processInfo.environment["CRASHPORT_TIMING_FD"], let fd = Int32(text), fd > 2 else { return }
+    func reportTiming(suspended: UInt64, held: UInt64, verdict: UInt64, total: UInt64, phases: String) {
+        guard let fd = Self.timingFD else { return }
         let line =
             "crashport-watcher suspended_ns=\(suspended) held_ns=\(held) verdict_ns=\(verdict) report_written_ns=\(total) \(phases)\n"
         _ = line.withCString { write(fd, $0, strlen($0)) }
     }
 
-    func handleCrash(_ record: CrashRecord, reply: Int32) {
+    static let timingFD: Int32? = {
+        guard let text = ProcessInfo.processInfo.environment["CRASHPORT_TIMING_FD"], let fd = Int32(text), fd > 2 else {
+            return nil
+        }
+        return fd
+    }()
+
+    func handleCrash(_ record: CrashRecord, bytes: [UInt8], reply: Int32, store: ReportStore) {
         let started = monotonicNanoseconds()
         // A process with many threads takes longer to capture: say so before starting, so the
         // stub's bounded wait does not run out mid-capture (it caps the total at 6x its timeout).
@@ -179,10 +272,27 @@ public final class CrashServer {
         // symbolication and writing happen while it dies.
         let elapsed = monotonicNanoseconds() - started
         sendVerdict(reply, nanoseconds: elapsed)
+        submit { [self] in
+            writeReport(capture, recordBytes: bytes, store: store, started: started, captureNanoseconds: elapsed)
+        }
+    }
 
+    /// Unwinds, symbolicates and writes the report of a capture (on the submitting thread or a
+    /// pool's: nothing here touches the live process any more).
+    @discardableResult
+    public func writeReport(
+        _ capture: Capture, recordBytes: [UInt8], store: ReportStore, started: UInt64, captureNanoseconds elapsed: UInt64,
+        capturedFrom: String? = nil, spoolOnFailure: Bool = true
+    ) -> Bool {
+        let record = capture.record
+        reported.withLock { set in
+            if set.count > 4096 { set.removeAll() }
+            set.insert(Self.key(record))
+        }
         let id = ReportStore.newID(pid: record.pid.rawValue)
         let buildStarted = monotonicNanoseconds()
         var event = ReportBuilder.event(for: capture, id: id, timestamp: Event.timestamp())
+        event.capturedFrom = capturedFrom
         let built = monotonicNanoseconds() - buildStarted
         if record.otherCrashes > 0 {
             event.notes =
@@ -200,18 +310,29 @@ public final class CrashServer {
                     .write(capture.snapshot, to: directory + "/minidump.dmp")
                 dumped = monotonicNanoseconds() - started
             }
-            phases = "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)"
-            reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed))
+            let phases = "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)"
+            if keepReports {
+                written.withLock {
+                    $0.reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed))
+                }
+            }
             let pruned = store.prune(keeping: id)
             if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
             reportTiming(
                 suspended: capture.suspendedNanoseconds, held: capture.heldNanoseconds, verdict: elapsed,
-                total: monotonicNanoseconds() - started)
+                total: monotonicNanoseconds() - started, phases: phases)
             if printSummary { log(String(CrashLog.summary(event, reportPath: path).dropFirst("crashport: ".count))) }
+            if reportLine { log("report: \(CrashLog.oneLine(event)) -> \(path)") }
+            return true
         } catch {
-            unwritten[record.pid] = "\(error)"
+            if keepReports { written.withLock { $0.unwritten[record.pid] = "\(error)" } }
             log("could not write the report of pid \(record.pid) (\(SignalNames.name(record.signal))): \(error)")
-            if printSummary { log(String(CrashLog.summary(event, reportPath: "(not written)").dropFirst("crashport: ".count))) }
+            if let unwritable, spoolOnFailure {
+                unwritable(capture, recordBytes, error, store)
+            } else if printSummary {
+                log(String(CrashLog.summary(event, reportPath: "(not written)").dropFirst("crashport: ".count)))
+            }
+            return false
         }
     }
 }

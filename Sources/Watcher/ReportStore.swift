@@ -13,6 +13,7 @@
 // or removed.
 
 import BoundedBytes
+import CShims
 import Foundation
 import ReportModel
 #if canImport(Glibc)
@@ -41,9 +42,35 @@ public struct ReportStore: Sendable {
     /// first. Defaults: 200 reports, 256 MiB (a crash storm cannot fill the disk).
     public var maxReports = 200
     public var maxBytes: UInt64 = 256 << 20
+    /// The user whose reports these are, when the writer is root serving many users (the
+    /// sidecar): `commit` and `prune` then run with that user's filesystem ids on the calling
+    /// thread (setfsuid/setfsgid), so whatever that user put in the directory (a symlink, a
+    /// directory swapped in mid-write), root can do there only what the user could.
+    public var owner: Owner?
+
+    public struct Owner: Sendable, Equatable {
+        public var uid: UInt32
+        public var gid: UInt32
+
+        public init(uid: UInt32, gid: UInt32) {
+            self.uid = uid
+            self.gid = gid
+        }
+    }
 
     public init(root: String) {
         self.root = root
+    }
+
+    /// Runs `body` with the owner's filesystem ids (none: as is), then restores root's.
+    func asOwner<T>(_ body: () throws -> T) throws -> T {
+        guard let owner else { return try body() }
+        guard cp_set_filesystem_ids(owner.uid, owner.gid) == 0 else {
+            _ = cp_set_filesystem_ids(0, 0)
+            throw StoreError.notWritable(path: root, reason: "cannot take the filesystem ids of uid \(owner.uid)")
+        }
+        defer { _ = cp_set_filesystem_ids(0, 0) }
+        return try body()
     }
 
     /// The file `commit` writes into every report: what marks a directory as crashport's.
@@ -53,6 +80,10 @@ public struct ReportStore: Sendable {
     /// directory being written (.tmp-*) nor `keep`. Returns the ids removed.
     @discardableResult
     public func prune(keeping keep: String? = nil) -> [String] {
+        (try? asOwner { pruneAsOwner(keeping: keep) }) ?? []
+    }
+
+    private func pruneAsOwner(keeping keep: String?) -> [String] {
         var reports = ids().map { ($0, Self.size(of: path(of: $0))) }  // newest first
         var total = reports.reduce(UInt64(0)) { $0.checkedAdding($1.1) ?? .max }
         var removed: [String] = []
@@ -157,6 +188,10 @@ public struct ReportStore: Sendable {
 
     /// Writes a report atomically: files are produced by `write` inside a temporary directory.
     public func commit(id: String, write: (_ directory: String) throws -> Void) throws -> String {
+        try asOwner { try commitAsOwner(id: id, write: write) }
+    }
+
+    private func commitAsOwner(id: String, write: (_ directory: String) throws -> Void) throws -> String {
         try prepare()
         let temporary = root + "/.tmp-" + id
         guard mkdir(temporary, 0o700) == 0 else { throw StoreError.system(call: "mkdir", path: temporary, errno: errno) }

@@ -11,7 +11,7 @@ import Watcher
 struct Crashport: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "An out-of-process crash reporter for Linux.",
-        subcommands: [Run.self, List.self, Show.self, Symbolicate.self, Doctor.self]
+        subcommands: [Run.self, Watch.self, List.self, Show.self, Symbolicate.self, Doctor.self]
     )
 }
 
@@ -129,6 +129,98 @@ struct Run: ParsableCommand {
             fail("\(error)", status: error.exitStatus)
         } catch {
             fail("\(error)", status: 125)
+        }
+    }
+}
+
+struct Watch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve every process that connects (CRASHPORT_SOCKET): the sidecar, for production.",
+        discussion: """
+            Defaults as root: --socket /run/crashport/crashport.sock, --reports /var/lib/crashport/reports
+            (one 0700 directory per uid, owned by it), --spool /var/spool/crashport (mode 1733).
+            As a user: $XDG_RUNTIME_DIR/crashport/crashport.sock, ~/.local/state/crashport/reports,
+            ~/.local/state/crashport/spool (and only that user's processes are served).
+            CRASHPORT_SOCKET, CRASHPORT_REPORTS and CRASHPORT_SPOOL override the defaults.
+            A socket passed by systemd (LISTEN_FDS) is used instead of --socket; READY=1 goes to
+            $NOTIFY_SOCKET. SIGTERM/SIGINT finish the reports in flight and exit 0; SIGHUP reopens
+            --log and rereads --config (allow-uid, allow-group, max-reports, max-size, jobs, no-ptrace,
+            capture-environment: one `key = value` per line).
+            """)
+
+    @Option(name: .long, help: ArgumentHelp("The socket to listen on ('@name': abstract namespace).", valueName: "PATH"))
+    var socket: String?
+
+    @Option(name: .long, help: ArgumentHelp("Reports directory.", valueName: "DIR"))
+    var reports: String?
+
+    @Option(name: .long, help: ArgumentHelp("Where crashes no watcher answered wait to be reported.", valueName: "DIR"))
+    var spool: String?
+
+    @Option(name: .long, help: ArgumentHelp("Serve only these users (repeatable; name or uid).", valueName: "UID"))
+    var allowUid: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("Serve only processes in these groups (repeatable).", valueName: "GROUP"))
+    var allowGroup: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("Log to FILE instead of stderr (reopened on SIGHUP).", valueName: "FILE"))
+    var log: String?
+
+    @Option(name: .long, help: ArgumentHelp("Settings reread on SIGHUP.", valueName: "FILE"))
+    var config: String?
+
+    @Option(name: .long, help: ArgumentHelp("Threads writing reports (default 2).", valueName: "N"))
+    var jobs: Int?
+
+    @Option(name: .long, help: ArgumentHelp("Keep at most N reports per user (default 200).", valueName: "N"))
+    var maxReports: Int?
+
+    @Option(name: .long, help: ArgumentHelp("Keep at most this many MiB of reports per user (default 256).", valueName: "MIB"))
+    var maxSize: UInt64?
+
+    @Flag(name: .long, help: "Do not ptrace: report the crashing thread from the stub's record only.")
+    var noPtrace = false
+
+    @Flag(name: .long, help: "Also keep the process environment in the minidump (it may hold secrets).")
+    var captureEnvironment = false
+
+    func run() throws {
+        var configuration = SidecarConfiguration.defaults()
+        if let socket { configuration.socketPath = socket }
+        if let reports { configuration.reportsRoot = reports }
+        if let spool { configuration.spoolDirectory = spool }
+        configuration.logPath = log
+        if let config {
+            configuration.configPath = config
+            do {
+                try configuration.apply(configFile: String(contentsOfFile: config, encoding: .utf8), file: config)
+            } catch {
+                fail("watch: \(error)", status: 1)
+            }
+        }
+        for text in allowUid {
+            guard let uid = SidecarConfiguration.userID(text) else { fail("watch: --allow-uid \(text): no such user", status: 1) }
+            configuration.allowUIDs.insert(uid)
+        }
+        for text in allowGroup {
+            guard let gid = SidecarConfiguration.groupID(text) else {
+                fail("watch: --allow-group \(text): no such group", status: 1)
+            }
+            configuration.allowGroups.insert(gid)
+        }
+        if let jobs {
+            guard (1...64).contains(jobs) else { fail("watch: --jobs must be 1...64", status: 1) }
+            configuration.jobs = jobs
+        }
+        if let maxReports { configuration.maxReports = max(1, maxReports) }
+        if let maxSize { configuration.maxBytes = maxSize << 20 }
+        if noPtrace { configuration.capture.usePtrace = false }
+        if captureEnvironment { configuration.capture.captureEnvironment = true }
+        do {
+            let status = try Sidecar(configuration: configuration).run()
+            throw ExitCode(status)
+        } catch let error as SidecarError {
+            fail("watch: \(error)", status: 1)
         }
     }
 }

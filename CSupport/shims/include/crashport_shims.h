@@ -92,7 +92,7 @@ int cp_unwind_step(cp_unwinder *unwinder, cp_step_result *out);
  * passed descriptors (at most max_fds kept; the rest are closed). Returns the byte count, -1
  * with errno on failure, 0 at EOF. *truncated is set when the message was larger than capacity. */
 long cp_receive_message(int fd, void *buffer, unsigned long capacity, int *truncated, int *pid, unsigned *uid,
-                        int *fds, int max_fds, int *fd_count, int flags);
+                        unsigned *gid, int *fds, int max_fds, int *fd_count, int flags);
 
 /* process_vm_readv(2) of one range (declared by glibc only under _GNU_SOURCE): bytes copied,
  * short when the range runs into unmapped memory, -1 with errno. */
@@ -108,5 +108,37 @@ int cp_read_signal(int fd, int *code);
 
 /* pidfd_open(2): a descriptor that becomes readable when the process exits; -1 with errno. */
 int cp_pidfd_open(int pid);
+
+/* A Unix socket name for bind/connect: a path, or with a leading '@' the abstract namespace.
+ * Returns 0 and fills *address (a struct sockaddr_un, 110 bytes) and *length, or -1 with errno
+ * ENAMETOOLONG (longer than sun_path) or EINVAL (empty). */
+int cp_unix_address(const char *name, void *address, unsigned *length);
+
+/* A SOCK_SEQPACKET socket (close-on-exec, non-blocking) bound to name and listening with
+ * SO_PASSCRED set; -1 with errno. */
+int cp_unix_listen(const char *name, int backlog);
+
+/* A SOCK_SEQPACKET socket (close-on-exec) connected to name, or -1 with errno. */
+int cp_unix_connect(const char *name);
+
+/* accept4 with close-on-exec and non-blocking; SO_PASSCRED is set on the new socket. -1 with
+ * errno. */
+int cp_unix_accept(int listener);
+
+/* SO_PEERCRED of a connected Unix socket: 0, or -1 with errno. */
+int cp_peer_credentials(int fd, int *pid, unsigned *uid, unsigned *gid);
+
+/* SO_TYPE, SO_DOMAIN and SO_ACCEPTCONN of fd: 1 when it is a listening AF_UNIX SOCK_SEQPACKET
+ * socket, else 0 (socket activation hands us whatever the unit says). */
+int cp_is_listening_seqpacket(int fd);
+
+/* sd_notify: one datagram of text to the socket named by path ('@' abstract), -1 with errno. */
+int cp_notify(const char *path, const char *text);
+
+/* setfsgid(gid) then setfsuid(uid) for the calling thread only (Linux keeps them per thread,
+ * and glibc does not broadcast these two): file operations are then checked as that user, and
+ * the filesystem capabilities of root are dropped until the ids go back to 0. Returns 0 when
+ * both took effect, else -1. */
+int cp_set_filesystem_ids(unsigned uid, unsigned gid);
 
 #endif

@@ -1,0 +1,424 @@
+// Sidecar: `crashport watch`, one long-running watcher serving every process on the machine
+// that connects to its socket (CRASHPORT_SOCKET), as Crashpad's handler and systemd-coredump do.
+//
+// One pipeline with `crashport run`: each connection's messages go through CrashServer, which
+// verifies them against the kernel's credentials, captures (serially, on this thread, the
+// process released before anything slow) and hands unwinding, symbolication and writing to a
+// bounded pool. What is added here is serving many: the listening socket (bound, or passed by
+// systemd socket activation), clients and their limits, per-user report directories written
+// with the user's filesystem ids, the spool of crashes no watcher answered, and the daemon's
+// signals (SIGTERM/SIGINT: finish the reports in flight, exit 0; SIGHUP: reopen the log,
+// reread the configuration).
+
+import CShims
+import Foundation
+import LiveProcess
+import ReportModel
+import Reports
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum SidecarError: Error, CustomStringConvertible {
+    case socket(String)
+    case directory(String)
+
+    public var description: String {
+        switch self {
+        case .socket(let why), .directory(let why): return why
+        }
+    }
+}
+
+public final class Sidecar {
+    public private(set) var configuration: SidecarConfiguration
+    let log: WatcherLog
+    let isRoot = getuid() == 0
+    let server: CrashServer
+    /// Made in run(), after the signals are blocked: its threads must not take SIGTERM.
+    var pool: ReportPool!
+    var listener: Int32 = -1
+    /// The path we bound (and remove at exit); nil for abstract names and activated sockets.
+    var boundPath: String?
+    var clients: [Int32: Client] = [:]
+    var spool: SpoolIngest?
+    /// Per-uid stores already prepared (root).
+    var stores: [UInt32: ReportStore] = [:]
+
+    struct Client {
+        var peer: Sender
+        var refusal: String?
+        var messages = 0
+    }
+
+    public init(configuration: SidecarConfiguration) {
+        self.configuration = configuration
+        log = WatcherLog(path: configuration.logPath)
+        server = CrashServer(socket: -1, store: ReportStore(root: configuration.reportsRoot), options: configuration.capture)
+    }
+
+    /// Serves until SIGTERM or SIGINT; the exit status.
+    public func run() throws -> Int32 {
+        raiseDescriptorLimit()
+        signal(SIGPIPE, SIG_IGN)
+        var original = sigset_t()
+        let handled: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+        let signals = cp_block_signals_to_fd(handled, Int32(handled.count), &original)
+        guard signals >= 0 else { throw SidecarError.socket("signalfd: \(String(cString: strerror(errno)))") }
+        defer { close(signals) }
+        pool = ReportPool(threads: configuration.jobs)
+
+        listener = try openListener()
+        defer { closeListener() }
+        try prepareReports()
+        spool = try SpoolIngest(directory: configuration.spoolDirectory, shared: isRoot, log: log)
+        configureServer()
+
+        let who = isRoot ? "every user" : "uid \(getuid()) only"
+        log.say(
+            "watching \(configuration.socketPath) (serving \(who)); reports in \(configuration.reportsRoot); spool \(configuration.spoolDirectory)"
+        )
+        notify("READY=1\nSTATUS=serving \(configuration.socketPath)")
+        ingestSpool()
+
+        var lastScan = monotonicNanoseconds()
+        var stopping = false
+        while !stopping {
+            var fds = [
+                pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: spool?.changes ?? -1, events: Int16(POLLIN), revents: 0),
+            ]
+            let order = Array(clients.keys)
+            fds += order.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            let ready = poll(&fds, nfds_t(fds.count), 1000)
+            if ready < 0 && errno != EINTR { throw SidecarError.socket("poll: \(String(cString: strerror(errno)))") }
+            if PtraceSession.hasLeftovers { PtraceSession.reapLeftovers() }
+            if fds[1].revents != 0 {
+                var code: Int32 = 0
+                while case let number = cp_read_signal(signals, &code), number > 0 {
+                    if number == SIGHUP {
+                        reload()
+                    } else {
+                        log.say("\(SignalNames.name(number)): finishing \(pool.pending) report(s) in flight, then exiting")
+                        stopping = true
+                    }
+                }
+            }
+            if fds[0].revents != 0 && !stopping { acceptClients() }
+            for (index, fd) in order.enumerated() where fds[3 + index].revents != 0 {
+                serve(fd)
+            }
+            let now = monotonicNanoseconds()
+            if fds[2].revents != 0 || now &- lastScan > 30_000_000_000 {
+                spool?.consumeChanges()
+                ingestSpool()
+                lastScan = now
+            }
+        }
+        notify("STOPPING=1")
+        for fd in clients.keys { close(fd) }
+        clients = [:]
+        pool.drain()
+        log.say("stopped")
+        return 0
+    }
+
+    // MARK: - The socket
+
+    /// The listening socket: the one systemd passed (LISTEN_FDS), else bound at the path.
+    func openListener() throws -> Int32 {
+        if let activated = try SocketActivation.take() {
+            log.say("using the socket passed by systemd (fd \(activated))")
+            return activated
+        }
+        let path = configuration.socketPath
+        if !path.hasPrefix("@") {
+            try makeDirectories(parentOf: path, mode: isRoot ? 0o755 : 0o700)
+            var info = stat()
+            if lstat(path, &info) == 0 {
+                guard (info.st_mode & S_IFMT) == S_IFSOCK else {
+                    throw SidecarError.socket("\(path) exists and is not a socket; not replacing it")
+                }
+                try refuseIfServed(path)
+                unlink(path)  // stale: nothing listens on it
+            }
+        }
+        let fd = cp_unix_listen(path, 4096)
+        guard fd >= 0 else {
+            if errno == EADDRINUSE { try refuseIfServed(path) }
+            throw SidecarError.socket("cannot listen on \(path): \(String(cString: strerror(errno)))")
+        }
+        if !path.hasPrefix("@") {
+            boundPath = path
+            // Root serves everyone, who must be able to connect; the kernel's credentials, not
+            // the file mode, say who each client is. A user's socket is the user's.
+            chmod(path, isRoot ? 0o666 : 0o600)
+        }
+        return fd
+    }
+
+    /// Throws when another watcher answers on `path`.
+    func refuseIfServed(_ path: String) throws {
+        let probe = cp_unix_connect(path)
+        guard probe >= 0 else { return }
+        defer { close(probe) }
+        var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
+        _ = cp_peer_credentials(probe, &pid, &uid, &gid)
+        throw SidecarError.socket(
+            "another crashport watch (pid \(pid), uid \(uid)) is already listening on \(path); stop it first or choose another --socket"
+        )
+    }
+
+    func closeListener() {
+        if listener >= 0 { close(listener) }
+        listener = -1
+        if let boundPath { unlink(boundPath) }
+        boundPath = nil
+    }
+
+    func raiseDescriptorLimit() {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else {
+            return
+        }
+        limit.rlim_cur = min(limit.rlim_max, 1 << 16)
+        setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+    }
+
+    func notify(_ text: String) {
+        guard let socket = ProcessInfo.processInfo.environment["NOTIFY_SOCKET"], !socket.isEmpty else { return }
+        if cp_notify(socket, text) != 0 {
+            log.say("cannot notify systemd at \(socket): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    // MARK: - Clients
+
+    func acceptClients() {
+        for _ in 0..<64 {
+            let fd = cp_unix_accept(listener)
+            if fd < 0 {
+                if errno == EMFILE || errno == ENFILE {
+                    log.say("cannot accept a client: \(String(cString: strerror(errno))) (\(clients.count) connected)")
+                }
+                return
+            }
+            var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
+            guard cp_peer_credentials(fd, &pid, &uid, &gid) == 0 else {
+                close(fd)
+                continue
+            }
+            let peer = Sender(pid: ProcessID(pid), uid: uid, gid: gid)
+            let sameUser = clients.values.lazy.filter { $0.peer.uid == uid }.count
+            if clients.count >= configuration.maxClients || sameUser >= configuration.maxClientsPerUID {
+                log.say(
+                    "refused a connection from pid \(pid) (uid \(uid)): \(clients.count) clients connected, \(sameUser) of them uid \(uid) (limits \(configuration.maxClients), \(configuration.maxClientsPerUID) per user)"
+                )
+                close(fd)
+                continue
+            }
+            clients[fd] = Client(peer: peer, refusal: refusal(for: peer))
+        }
+    }
+
+    /// Why this sidecar does not serve a peer, or nil when it does.
+    func refusal(for peer: Sender) -> String? {
+        if !isRoot && peer.uid != getuid() {
+            return "this crashport watch runs as uid \(getuid()) and serves only that user's processes"
+        }
+        if !configuration.allowUIDs.isEmpty && !configuration.allowUIDs.contains(peer.uid) {
+            return "uid \(peer.uid) is not in this sidecar's --allow-uid list"
+        }
+        if !configuration.allowGroups.isEmpty {
+            let groups = Set([peer.gid] + (ProcFiles.credentials(of: peer.pid)?.gids ?? []))
+            if groups.isDisjoint(with: configuration.allowGroups) {
+                return "none of the groups of pid \(peer.pid) is in this sidecar's --allow-group list"
+            }
+        }
+        return nil
+    }
+
+    /// Handles a few messages of one client (a flooding client cannot starve the others); a
+    /// client that sends something invalid, or hangs up, is closed.
+    func serve(_ fd: Int32) {
+        for _ in 0..<8 {
+            guard let client = clients[fd] else { return }
+            switch server.receive(from: fd) {
+            case .empty: return
+            case .closed:
+                drop(fd)
+                return
+            case .rejected(let why, let sender):
+                log.say("rejected a message from pid \(sender.pid): \(why); closing its connection")
+                drop(fd)
+                return
+            case .message(let bytes, let sender, let replyFDs):
+                clients[fd]?.messages += 1
+                if let refusal = client.refusal, sender.pid == client.peer.pid {
+                    replyFDs.forEach { close($0) }
+                    refuse(fd, client: client, why: refusal)
+                    return
+                }
+                currentClient = fd
+                let rejection = server.handle(bytes, sender: sender, replyFDs: replyFDs)
+                currentClient = -1
+                if rejection != nil {
+                    drop(fd)
+                    return
+                }
+            }
+        }
+    }
+
+    /// The connection a message being handled came on (for the HELLO reply).
+    var currentClient: Int32 = -1
+
+    func refuse(_ fd: Int32, client: Client, why: String) {
+        log.say("refused pid \(client.peer.pid) (uid \(client.peer.uid)): \(why)")
+        let reply = HelloReplyMessage.encode(accepted: false, spool: "", message: why)
+        _ = reply.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        drop(fd)
+    }
+
+    func drop(_ fd: Int32) {
+        clients[fd] = nil
+        close(fd)
+    }
+
+    func configureServer() {
+        server.log = { [log] in log.say($0) }
+        server.printSummary = false
+        server.reportLine = true
+        server.submit = { [pool] job in pool.submit(job) }
+        server.storeFor = { [unowned self] sender in store(for: sender) }
+        server.onHello = { [unowned self] hello, sender in
+            log.say(
+                "client pid \(sender.pid) (uid \(sender.uid)) connected\(hello.buildID.isEmpty ? "" : ", build-id \(hello.buildID.map { String(format: "%02x", $0) }.joined())")"
+            )
+            guard currentClient >= 0 else { return }
+            let reply = HelloReplyMessage.encode(accepted: true, spool: configuration.spoolDirectory, message: "")
+            _ = reply.withUnsafeBytes { send(currentClient, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        }
+        server.keepReports = false
+        server.unwritable = { [spool] capture, bytes, error, store in
+            spool?.keep(capture: capture, recordBytes: bytes, owner: store.owner, because: "\(error)")
+        }
+    }
+
+    // MARK: - Reports
+
+    func prepareReports() throws {
+        if isRoot {
+            // Users may reach their own directory but not list the others.
+            try makeDirectories(parentOf: configuration.reportsRoot + "/x", mode: 0o711)
+        } else {
+            try configuredStore(root: configuration.reportsRoot, owner: nil).prepare()
+        }
+    }
+
+    func configuredStore(root: String, owner: ReportStore.Owner?) -> ReportStore {
+        var store = ReportStore(root: root)
+        if let maxReports = configuration.maxReports { store.maxReports = maxReports }
+        if let maxBytes = configuration.maxBytes { store.maxBytes = maxBytes }
+        store.owner = owner
+        return store
+    }
+
+    /// The store for a sender's reports: as root, ROOT/<uid> (0700, owned by the uid, created
+    /// here by root and never followed if it is a symlink), written with the user's filesystem
+    /// ids; as a user, the reports directory itself. Nil when the sender is not served.
+    func store(for sender: Sender) -> ReportStore? {
+        if let refusal = refusal(for: sender) {
+            log.say("not reporting pid \(sender.pid): \(refusal)")
+            return nil
+        }
+        guard isRoot else { return configuredStore(root: configuration.reportsRoot, owner: nil) }
+        if let store = stores[sender.uid] { return store }
+        let path = configuration.reportsRoot + "/\(sender.uid)"
+        if mkdir(path, 0o700) == 0 {
+            chown(path, sender.uid, sender.gid)
+        } else if errno != EEXIST {
+            log.say("cannot create \(path): \(String(cString: strerror(errno)))")
+            return nil
+        }
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == sender.uid else {
+            log.say("\(path) is not a directory owned by uid \(sender.uid); not writing reports there")
+            return nil
+        }
+        if info.st_mode & 0o077 != 0 { chmod(path, 0o700) }
+        let store = configuredStore(root: path, owner: ReportStore.Owner(uid: sender.uid, gid: sender.gid))
+        stores[sender.uid] = store
+        return store
+    }
+
+    func reload() {
+        log.reopen()
+        guard let path = configuration.configPath else {
+            log.say("SIGHUP: log reopened (no --config to reread)")
+            return
+        }
+        do {
+            var updated = configuration
+            try updated.apply(configFile: String(contentsOfFile: path, encoding: .utf8), file: path)
+            configuration = updated
+            server.options = updated.capture
+            stores = [:]
+            for (fd, client) in clients { clients[fd]?.refusal = refusal(for: client.peer) }
+            log.say("SIGHUP: log reopened, \(path) reread")
+        } catch {
+            log.say("SIGHUP: \(path): \(error); keeping the configuration in effect")
+        }
+    }
+
+    func ingestSpool() {
+        guard let spool else { return }
+        spool.ingest(
+            server: server,
+            storeFor: { [unowned self] owner in
+                store(for: Sender(pid: ProcessID(0), uid: owner.uid, gid: owner.gid))
+            })
+    }
+}
+
+/// mkdir -p of a path's parent, each new directory with `mode`.
+func makeDirectories(parentOf path: String, mode: mode_t) throws {
+    guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
+    var prefix = ""
+    for component in path[..<slash].split(separator: "/") {
+        prefix += "/" + component
+        if mkdir(prefix, mode) != 0 && errno != EEXIST {
+            throw SidecarError.directory("cannot create \(prefix): \(String(cString: strerror(errno)))")
+        }
+    }
+}
+
+/// systemd socket activation (sd_listen_fds(3)): the first passed descriptor, when LISTEN_PID
+/// is this process; the variables are removed so children do not take them.
+enum SocketActivation {
+    static func take() throws -> Int32? {
+        let environment = ProcessInfo.processInfo.environment
+        guard let count = environment["LISTEN_FDS"].flatMap({ Int32($0) }), count > 0 else { return nil }
+        defer {
+            unsetenv("LISTEN_FDS")
+            unsetenv("LISTEN_PID")
+            unsetenv("LISTEN_FDNAMES")
+        }
+        guard environment["LISTEN_PID"].flatMap({ Int32($0) }) == getpid() else { return nil }
+        let fd: Int32 = 3
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        for extra in 1..<max(count, 1) { _ = fcntl(fd + extra, F_SETFD, FD_CLOEXEC) }
+        guard cp_is_listening_seqpacket(fd) == 1 else {
+            throw SidecarError.socket(
+                "the socket systemd passed (fd 3) is not a listening AF_UNIX SOCK_SEQPACKET socket: use ListenSequentialPacket= in the .socket unit"
+            )
+        }
+        var on: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        return fd
+    }
+}
