@@ -25,8 +25,11 @@
  * What it may do:
  *  - call cp_safe_* (safe.h, static inline: raw system calls and a tiny libc) and the static
  *    cp_handler_* functions of this file; nothing else;
- *  - read the configuration in cp_state, write the preallocated record, use __atomic builtins
- *    on cp_state's crash-time words, and a few hundred bytes of (alternate) stack.
+ *  - read the configuration in cp_state, write the preallocated record and scratch buffer, use
+ *    __atomic builtins on cp_state's crash-time words, and a few hundred bytes of (alternate)
+ *    stack; on the one reporting thread, replace cp_state.fd and watcher_pid (reconnect);
+ *  - create files only in the spool directory opened at install (openat on its fd, O_EXCL and
+ *    O_NOFOLLOW, mode 0600), and write one line on fd 2 when the crash was not answered.
  *
  * What it must never do:
  *  - call libc or any other library function: it may hold the lock we would need (malloc,

@@ -4,8 +4,10 @@
  * Ownership and lifetime: one process-wide instance, cp_state, defined in handler.c (so the
  * handler's object references nothing outside itself). install.c fills it, once, before it
  * installs the first signal handler; after that the handler only reads the configuration and
- * touches the fields marked "atomic". Nothing in it is ever freed: the record and the
- * alternate stack live until the process dies.
+ * touches the fields marked "atomic" (and, on the one thread that reports, fd and watcher_pid
+ * when it reconnects to a sidecar). Nothing in it is ever freed: the record, the scratch
+ * buffer, the sidecar connection, the spool directory and the alternate stack live until the
+ * process dies.
  */
 #ifndef CRASHPORT_STUB_STATE_H
 #define CRASHPORT_STUB_STATE_H

@@ -8,6 +8,8 @@
  * an abstract name), which the stub connects to itself. A constructor installs the stub in any
  * process that loads libcrashport.so (LD_PRELOAD, or simply linked with it) when CRASHPORT_FD or
  * CRASHPORT_SOCKET is set, unless CRASHPORT_INSTALL=manual; others call crashport_install().
+ * (A program that links it without calling it needs -Wl,--no-as-needed before -lcrashport, or
+ * the linker drops the library; a static program links libcrashport.a whole.)
  *
  * A sidecar that is not running does not stop the install: at a crash the stub connects again,
  * and when no watcher answers it writes the crash to a spool directory (CRASHPORT_SPOOL, or the
@@ -48,8 +50,8 @@ typedef struct crashport_options {
                                0: CRASHPORT_FORWARD_FIRST (e.g. "SIGSEGV,SIGBUS"), else none */
     const char *socket_path; /* sidecar mode, used only when there is no launcher socket (fd
                                 -1 and no CRASHPORT_FD): the path `crashport watch` listens on,
-                                '@' first for the abstract namespace, at most 107 bytes;
-                                NULL: CRASHPORT_SOCKET */
+                                '@' first for the abstract namespace; at most 107 bytes
+                                (108 with the '@'), longer is refused; NULL: CRASHPORT_SOCKET */
     const char *spool_path;  /* the directory a crash no watcher answered is written to; NULL:
                                 CRASHPORT_SPOOL ("" there: none), else in sidecar mode the
                                 directory the sidecar names, else /var/spool/crashport when
