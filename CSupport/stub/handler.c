@@ -12,11 +12,24 @@
  * action (same signal, core dump and exit status as without crashport). Any other thread that
  * crashes meanwhile waits for the report to end (bounded), then does the same.
  *
+ * Sidecar mode (CRASHPORT_SOCKET): the stub has its own connection to `crashport watch`, which
+ * may have been down at install or restarted since. With no connection, or one whose peer is
+ * gone (EPIPE, ECONNRESET...), the reporting thread reconnects once (non-blocking, bounded by
+ * the connect wait and the verdict timeout, the listener's uid checked as at install), names the
+ * new peer as ptracer, sends the HELLO built at install, then the record. When no verdict comes
+ * (nobody to send to, send failed, wait over) and a spool directory was opened at install, the
+ * record is written there with the executable's path and /proc/self/maps (the spool file of
+ * crashport_protocol.h) for the sidecar to ingest later, and one line on stderr names it.
+ * Either way the chain then continues at once: a missing sidecar costs one failed connect.
+ *
  * What it may do:
  *  - call cp_safe_* (safe.h, static inline: raw system calls and a tiny libc) and the static
  *    cp_handler_* functions of this file; nothing else;
- *  - read the configuration in cp_state, write the preallocated record, use __atomic builtins
- *    on cp_state's crash-time words, and a few hundred bytes of (alternate) stack.
+ *  - read the configuration in cp_state, write the preallocated record and scratch buffer, use
+ *    __atomic builtins on cp_state's crash-time words, and a few hundred bytes of (alternate)
+ *    stack; on the one reporting thread, replace cp_state.fd and watcher_pid (reconnect);
+ *  - create files only in the spool directory opened at install (openat on its fd, O_EXCL and
+ *    O_NOFOLLOW, mode 0600), and write one line on fd 2 when the crash was not answered.
  *
  * What it must never do:
  *  - call libc or any other library function: it may hold the lock we would need (malloc,
@@ -31,6 +44,7 @@
  */
 #define _GNU_SOURCE
 #include <asm/prctl.h>     /* ARCH_GET_FS, ARCH_GET_GS */
+#include <fcntl.h>         /* O_*, AT_FDCWD (macros only: no function of it is called) */
 #include <limits.h>        /* INT_MAX */
 #include <linux/futex.h>   /* FUTEX_* */
 #include <poll.h>          /* struct pollfd, POLL* */
@@ -41,6 +55,7 @@
 #include <sys/prctl.h>     /* PR_* */
 #include <sys/socket.h>    /* struct msghdr, CMSG_* macros, AF_UNIX, SCM_RIGHTS, MSG_* */
 #include <sys/uio.h>       /* struct iovec */
+#include <sys/un.h>        /* struct sockaddr_un */
 #include <time.h>          /* CLOCK_* */
 #include <ucontext.h>      /* ucontext_t, REG_* */
 
@@ -54,13 +69,25 @@
  * that declares errno is needed here. */
 #define CP_EPERM 1
 #define CP_EINTR 4
+#define CP_EBADF 9
 #define CP_EAGAIN 11
+#define CP_EEXIST 17
+#define CP_EPIPE 32
+#define CP_ENOTSOCK 88
+#define CP_ECONNRESET 104
+#define CP_EISCONN 106
+#define CP_ENOTCONN 107
+#define CP_ETIMEDOUT 110
+#define CP_ECONNREFUSED 111
+#define CP_EALREADY 114
+#define CP_EINPROGRESS 115
 
 #define CP_NS_PER_MS 1000000ull
 
 cp_stub_state cp_state = {
     .fd = -1,
     .timing_fd = -1,
+    .spool_fd = -1,
 };
 
 /** Raw rt_sigaction with the kernel's own struct (sigsetsize 8); returns 0 or -errno. Runs in
@@ -295,6 +322,110 @@ static long cp_handler_poll(int fd, short events, uint64_t deadline)
     }
 }
 
+/** Sleeps until deadline or for at most ms, whichever comes first (poll with no fd). Runs in
+ *  signal context. */
+static void cp_handler_nap(uint64_t deadline, int ms)
+{
+    uint64_t now = cp_safe_clock_ns(CLOCK_MONOTONIC);
+    int left = cp_handler_poll_ms(now, deadline);
+    (void)cp_safe_syscall3(SYS_poll, 0, 0, left < ms ? left : ms);
+}
+
+long cp_handler_connect_sidecar(const struct sockaddr_un *address, uint32_t length, uint64_t deadline,
+                                int32_t *peer_pid, uint32_t *peer_uid)
+{
+    long fd = cp_safe_syscall3(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return fd;
+    }
+    for (;;) {
+        long result = cp_safe_syscall3(SYS_connect, fd, (long)address, length);
+        if (result == 0 || result == -CP_EISCONN) {
+            break;
+        }
+        if (result == -CP_EINTR) {
+            continue;
+        }
+        /* A Unix socket answers EAGAIN when the listener's backlog is full (nothing is queued:
+         * connect again); EINPROGRESS/EALREADY are the general non-blocking answers. Either
+         * way: retry every 10 ms until the deadline. A missing listener (ENOENT, ECONNREFUSED)
+         * fails at once. */
+        if (result == -CP_EAGAIN || result == -CP_EINPROGRESS || result == -CP_EALREADY) {
+            if (cp_safe_clock_ns(CLOCK_MONOTONIC) >= deadline) {
+                (void)cp_safe_close((int)fd);
+                return -CP_ETIMEDOUT;
+            }
+            cp_handler_nap(deadline, 10);
+            continue;
+        }
+        (void)cp_safe_close((int)fd);
+        return result;
+    }
+    /* Who listens there: only root or our own user may be given ptrace rights over us (an
+     * abstract name can be taken by anyone). struct ucred: pid, uid, gid as 32-bit ints. */
+    struct {
+        int32_t pid;
+        uint32_t uid;
+        uint32_t gid;
+    } peer = {0, 0, 0};
+    uint32_t peer_length = sizeof peer;
+    long got = cp_safe_syscall5(SYS_getsockopt, fd, SOL_SOCKET, SO_PEERCRED, (long)&peer, (long)&peer_length);
+    if (got != 0) {
+        (void)cp_safe_close((int)fd);
+        return got;
+    }
+    *peer_uid = peer.uid;
+    if (peer.uid != 0 && peer.uid != (uint32_t)cp_safe_syscall0(SYS_getuid) &&
+        peer.uid != (uint32_t)cp_safe_syscall0(SYS_geteuid)) {
+        (void)cp_safe_close((int)fd);
+        return CP_CONNECT_UNTRUSTED;
+    }
+    *peer_pid = peer.pid;
+    return fd;
+}
+
+/** Reconnects to the sidecar once (sidecar mode, not refused): a new connection before
+ *  deadline, the new peer named ptracer and remembered, and the HELLO built at install sent
+ *  first (with this process's pid: a forked child reports as itself), as at install. Returns
+ *  true when state->fd is a fresh connection. Runs in signal context, on the reporting thread. */
+static bool cp_handler_reconnect(cp_stub_state *state, uint64_t deadline)
+{
+    if (state->sidecar_address_length == 0) {
+        return false;
+    }
+    int32_t peer_pid = 0;
+    uint32_t peer_uid = 0;
+    long fd = cp_handler_connect_sidecar(&state->sidecar_address, state->sidecar_address_length,
+                                         deadline, &peer_pid, &peer_uid);
+    if (fd < 0) {
+        return false;
+    }
+    state->fd = (int)fd;
+    if (peer_pid > 0 && (uint32_t)peer_pid != cp_safe_getpid()) {
+        state->watcher_pid = peer_pid;
+        (void)cp_safe_syscall2(SYS_prctl, PR_SET_PTRACER, peer_pid);
+    }
+    if (state->hello != NULL) {
+        state->hello->pid = cp_safe_getpid();
+        struct iovec iov = {.iov_base = state->hello, .iov_len = sizeof *state->hello};
+        struct msghdr message;
+        cp_safe_set(&message, 0, sizeof message);
+        message.msg_iov = &iov;
+        message.msg_iovlen = 1;
+        /* A fresh connection's queue is empty: no wait. A failure shows at the record's send. */
+        (void)cp_safe_syscall3(SYS_sendmsg, fd, (long)&message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    return true;
+}
+
+/** True for a send error that means the watcher's end is gone (the sidecar exited or
+ *  restarted, or the fd is no longer ours): worth one reconnect. */
+static bool cp_handler_peer_gone(long error)
+{
+    return error == -CP_EPIPE || error == -CP_ECONNRESET || error == -CP_ENOTCONN ||
+           error == -CP_ECONNREFUSED || error == -CP_EBADF || error == -CP_ENOTSOCK;
+}
+
 /** Sends the record with reply_fd attached (SCM_RIGHTS), without blocking past deadline: the
  *  watcher's queue may be full. Returns 0 or -errno. Runs in signal context. */
 static long cp_handler_send_record(const cp_stub_state *state, int reply_fd, uint64_t deadline)
@@ -339,6 +470,7 @@ static long cp_handler_send_record(const cp_stub_state *state, int reply_fd, uin
 /** What the wait for the watcher's answer ended with. */
 typedef struct cp_handler_answer {
     bool has_verdict;
+    bool sent;           /* the record reached a watcher's queue */
     uint64_t send_ns;    /* CLOCK_MONOTONIC just before sendmsg */
     uint64_t verdict_ns; /* CLOCK_MONOTONIC when the verdict arrived */
     cp_verdict verdict;
@@ -394,26 +526,221 @@ static void cp_handler_wait_for_verdict(int reply_fd, uint64_t deadline, uint64_
 }
 
 /** Sends the filled record to the watcher with a fresh reply channel and waits, bounded, for
- *  its verdict. Runs in signal context. */
-static void cp_handler_report(const cp_stub_state *state, cp_handler_answer *answer)
+ *  its verdict. In sidecar mode, connects first when there is no connection, or reconnects once
+ *  when the send finds the peer gone; the connect counts against the verdict timeout (and never
+ *  takes more than CP_CONNECT_WAIT_MS). Runs in signal context. */
+static void cp_handler_report(cp_stub_state *state, cp_handler_answer *answer)
 {
+    uint64_t timeout = (uint64_t)state->timeout_ms * CP_NS_PER_MS;
+    uint64_t start = cp_safe_clock_ns(CLOCK_MONOTONIC);
+    uint64_t deadline = start + timeout;
+    uint64_t cap = start + 6 * timeout;
+    uint64_t connect_wait = (uint64_t)CP_CONNECT_WAIT_MS * CP_NS_PER_MS;
+    uint64_t connect_deadline = start + (connect_wait < timeout ? connect_wait : timeout);
+    bool reconnected = false;
+    if (state->fd < 0) {
+        if (!cp_handler_reconnect(state, connect_deadline)) {
+            return; /* nobody to send to */
+        }
+        reconnected = true;
+    }
     int reply[2];
     if (cp_safe_syscall4(SYS_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
                          (long)reply) != 0) {
         return; /* no fd left: nothing to wait on; the chain still continues */
     }
-    uint64_t timeout = (uint64_t)state->timeout_ms * CP_NS_PER_MS;
     answer->send_ns = cp_safe_clock_ns(CLOCK_MONOTONIC);
-    uint64_t deadline = answer->send_ns + timeout;
-    uint64_t cap = answer->send_ns + 6 * timeout;
     long sent = cp_handler_send_record(state, reply[1], deadline);
+    if (sent != 0 && !reconnected && cp_handler_peer_gone(sent) && state->sidecar_address_length != 0) {
+        /* The sidecar restarted since install: our connection is dead. EBADF/ENOTSOCK: the fd
+         * is not ours any more (the program closed it), so it is left alone. */
+        if (sent != -CP_EBADF && sent != -CP_ENOTSOCK) {
+            (void)cp_safe_close(state->fd);
+        }
+        state->fd = -1;
+        if (cp_handler_reconnect(state, connect_deadline)) {
+            answer->send_ns = cp_safe_clock_ns(CLOCK_MONOTONIC);
+            sent = cp_handler_send_record(state, reply[1], deadline);
+        }
+    }
     /* Our copy of the watcher's end goes: then the watcher's death (or its closing the fd,
      * or the record dying unread in its queue) shows up here as a hang-up. */
     (void)cp_safe_close(reply[1]);
     if (sent == 0) {
+        answer->sent = true;
         cp_handler_wait_for_verdict(reply[0], deadline, cap, answer);
     }
     (void)cp_safe_close(reply[0]);
+}
+
+/** Appends "<pid>-<tid>" to name at *used. Runs in signal context. */
+static int cp_handler_append_ids(char *name, size_t capacity, size_t *used, const cp_crash *record)
+{
+    int failed = 0;
+    failed |= cp_safe_append_u64(name, capacity, used, record->pid);
+    failed |= cp_safe_append_string(name, capacity, used, "-");
+    failed |= cp_safe_append_u64(name, capacity, used, record->tid);
+    return failed;
+}
+
+/** Writes size bytes at offset of fd (pwrite64), retrying EINTR and short writes; 0 or -errno.
+ *  Runs in signal context. */
+static long cp_handler_pwrite_all(int fd, const void *buffer, size_t size, long offset)
+{
+    const char *p = buffer;
+    while (size > 0) {
+        long written = cp_safe_syscall4(SYS_pwrite64, fd, (long)p, (long)size, offset);
+        if (written == -CP_EINTR) {
+            continue;
+        }
+        if (written <= 0) {
+            return written < 0 ? written : -5 /* EIO */;
+        }
+        p += written;
+        size -= (size_t)written;
+        offset += written;
+    }
+    return 0;
+}
+
+/** Copies /proc/self/maps into fd through the scratch buffer, at most CP_SPOOL_MAPS_MAX bytes
+ *  (then sets CP_SPOOL_MAPS_TRUNCATED). A maps file that cannot be read leaves what was copied.
+ *  Returns 0 or -errno of a failed write. Runs in signal context. */
+static long cp_handler_spool_maps(const cp_stub_state *state, int fd, cp_spool_header *header)
+{
+    long maps = cp_safe_syscall4(SYS_openat, AT_FDCWD, (long)"/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+    if (maps < 0) {
+        return 0;
+    }
+    long result = 0;
+    for (;;) {
+        long got = cp_safe_syscall3(SYS_read, maps, (long)state->scratch, CP_SCRATCH_BYTES);
+        if (got == -CP_EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            break;
+        }
+        uint64_t take = (uint64_t)got;
+        if (header->maps_size + take > CP_SPOOL_MAPS_MAX) {
+            take = CP_SPOOL_MAPS_MAX - header->maps_size;
+            header->flags |= CP_SPOOL_MAPS_TRUNCATED;
+        }
+        result = cp_safe_write_all(fd, state->scratch, (size_t)take);
+        if (result != 0) {
+            break;
+        }
+        header->maps_size += (uint32_t)take;
+        if (header->flags & CP_SPOOL_MAPS_TRUNCATED) {
+            break;
+        }
+    }
+    (void)cp_safe_close((int)maps);
+    return result;
+}
+
+/** Writes the spool file of crashport_protocol.h for a record no watcher answered: under
+ *  ".tmp-<pid>-<tid>" in the spool directory (never following a link, never over a file), the
+ *  header last, then renamed to name, "<pid>-<tid>-<time_ns>.crash". On any failure the
+ *  temporary file is removed. Returns 0 or -errno. Runs in signal context. */
+static long cp_handler_spool(const cp_stub_state *state, bool sent, char *name, size_t capacity)
+{
+    const cp_crash *record = state->record;
+    char temporary[64];
+    size_t used = 0;
+    int failed = cp_safe_append_string(temporary, sizeof temporary - 1, &used, ".tmp-");
+    failed |= cp_handler_append_ids(temporary, sizeof temporary - 1, &used, record);
+    temporary[used] = '\0';
+    size_t name_used = 0;
+    failed |= cp_handler_append_ids(name, capacity - 1, &name_used, record);
+    failed |= cp_safe_append_string(name, capacity - 1, &name_used, "-");
+    failed |= cp_safe_append_u64(name, capacity - 1, &name_used, record->time_ns);
+    failed |= cp_safe_append_string(name, capacity - 1, &name_used, ".crash");
+    name[name_used] = '\0';
+    if (failed) {
+        return -36; /* ENAMETOOLONG: cannot happen with these sizes */
+    }
+
+    int spool = state->spool_fd;
+    long flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+    long fd = cp_safe_syscall4(SYS_openat, spool, (long)temporary, flags, 0600);
+    if (fd == -CP_EEXIST) {
+        /* Left by an earlier process with this pid and tid that died while spooling. */
+        (void)cp_safe_syscall3(SYS_unlinkat, spool, (long)temporary, 0);
+        fd = cp_safe_syscall4(SYS_openat, spool, (long)temporary, flags, 0600);
+    }
+    if (fd < 0) {
+        return fd;
+    }
+
+    /* A placeholder first: a file cut short keeps a zero header (no magic, sizes 0). */
+    cp_spool_header header;
+    cp_safe_set(&header, 0, sizeof header);
+    long result = cp_safe_write_all((int)fd, &header, sizeof header);
+    if (result == 0) {
+        header.record_size = record->header.size;
+        result = cp_safe_write_all((int)fd, record, record->header.size);
+    }
+    if (result == 0) {
+        long exe = cp_safe_syscall3(SYS_readlink, (long)"/proc/self/exe", (long)state->scratch,
+                                    CP_SPOOL_EXE_MAX);
+        if (exe > 0) {
+            header.exe_size = (uint32_t)exe;
+            result = cp_safe_write_all((int)fd, state->scratch, (size_t)exe);
+        }
+    }
+    if (result == 0) {
+        result = cp_handler_spool_maps(state, (int)fd, &header);
+    }
+    if (result == 0) {
+        header.header.magic = CP_MAGIC;
+        header.header.version = CP_VERSION;
+        header.header.size = sizeof header;
+        header.header.type = CP_MSG_SPOOLED;
+        header.flags |= sent ? CP_SPOOL_SENT : 0;
+        result = cp_handler_pwrite_all((int)fd, &header, sizeof header, 0);
+    }
+    long closed = cp_safe_close((int)fd);
+    if (result == 0) {
+        result = closed;
+    }
+    if (result == 0) {
+        result = cp_safe_syscall4(SYS_renameat, spool, (long)temporary, spool, (long)name);
+    }
+    if (result != 0) {
+        (void)cp_safe_syscall3(SYS_unlinkat, spool, (long)temporary, 0);
+    }
+    return result;
+}
+
+/** Spools a record no watcher answered (when there is a spool directory) and says so on stderr
+ *  in one line. Runs in signal context. */
+static void cp_handler_unanswered(const cp_stub_state *state, bool sent)
+{
+    char line[160];
+    size_t used = 0;
+    int failed = cp_safe_append_string(line, sizeof line, &used, "crashport: no watcher answered; ");
+    if (state->spool_fd >= 0) {
+        char name[96];
+        long result = cp_handler_spool(state, sent, name, sizeof name);
+        if (result == 0) {
+            failed |= cp_safe_append_string(line, sizeof line, &used, "the crash was spooled as ");
+            failed |= cp_safe_append_string(line, sizeof line, &used, name);
+        } else {
+            failed |= cp_safe_append_string(line, sizeof line, &used,
+                                            "the crash could not be spooled (errno ");
+            failed |= cp_safe_append_u64(line, sizeof line, &used, (uint64_t)-result);
+            failed |= cp_safe_append_string(line, sizeof line, &used, ") and was not reported");
+        }
+    } else if (state->sidecar_mode) {
+        failed |= cp_safe_append_string(line, sizeof line, &used, "the crash was not reported");
+    } else {
+        return; /* launcher mode without a spool: as before, the launcher sees the death */
+    }
+    failed |= cp_safe_append_string(line, sizeof line, &used, "\n");
+    if (!failed) {
+        (void)cp_safe_write_all(2, line, used);
+    }
 }
 
 /** Writes the bench line `crashport-timing send_to_verdict_ns=N capture_ns=N`. Runs in signal
@@ -474,7 +801,8 @@ void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *origina
 
     cp_handler_answer answer;
     cp_safe_set(&answer, 0, sizeof answer);
-    if (state->record != NULL && state->fd >= 0) {
+    if (state->record != NULL &&
+        (state->fd >= 0 || state->sidecar_address_length != 0 || state->spool_fd >= 0)) {
         cp_handler_fill_record(state, original, tid);
         if (reraise != NULL) {
             cp_safe_copy(&state->record->reraise, reraise, sizeof state->record->reraise);
@@ -484,6 +812,9 @@ void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *origina
         state->record->flags |= record_flags;
         cp_handler_allow_ptrace(state);
         cp_handler_report(state, &answer);
+        if (!answer.has_verdict) {
+            cp_handler_unanswered(state, answer.sent);
+        }
     }
 
     __atomic_store_n(&state->crash_done, 1, __ATOMIC_RELEASE);

@@ -7,6 +7,14 @@
  * alternate stack, save each signal's previous action exactly as the kernel holds it, install
  * ours, and say HELLO. After it returns the stub makes no system call until a crash.
  *
+ * Two modes. Launcher mode: `crashport run` hands down one socket (CRASHPORT_FD). Sidecar mode
+ * (no launcher socket, CRASHPORT_SOCKET names a path): install connects to `crashport watch`
+ * itself, trusts the listener only if it runs as root or as our own user (SO_PEERCRED), says
+ * HELLO and reads the sidecar's HELLO_REPLY (accepted, with its spool directory, or refused)
+ * before the handlers go live. A sidecar that is not running does not stop the install: the
+ * handler reconnects at the crash, and spools the crash if nobody answers. The spool directory
+ * (CRASHPORT_SPOOL, the reply's, /var/spool/crashport) is opened here, once, in both modes.
+ *
  * Failures never abort the program: one line on stderr says what is off and why, and the
  * process is left as it was.
  */
@@ -21,6 +29,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +38,8 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "actions.h"
@@ -41,6 +52,8 @@
 extern void cp_interpose_resolve(void) __attribute__((weak, visibility("hidden")));
 
 #define CP_HELLO_SEND_WAIT_MS 1000
+#define CP_HELLO_REPLY_WAIT_MS 1000
+#define CP_DEFAULT_SPOOL "/var/spool/crashport"
 
 #define CP_BIT(signo) (1ull << (signo))
 #define CP_DEFAULT_SIGNALS                                                                       \
@@ -230,27 +243,31 @@ static int cp_install_find_build_id(struct dl_phdr_info *info, size_t size, void
     return 1; /* only the first object is the main executable */
 }
 
-/* Sends HELLO; waits at most CP_HELLO_SEND_WAIT_MS for room in the watcher's queue. Not
- * fatal: a crash is still reported if the watcher can read it then. */
-static void cp_install_send_hello(int fd)
+/* Fills the HELLO this process sends (in the install-time area: the handler sends it again
+ * when it reconnects to a sidecar). */
+static void cp_install_build_hello(cp_hello *hello)
 {
-    cp_hello hello;
-    memset(&hello, 0, sizeof hello);
-    hello.header.magic = CP_MAGIC;
-    hello.header.version = CP_VERSION;
-    hello.header.size = sizeof hello;
-    hello.header.type = CP_MSG_HELLO;
-    hello.pid = (uint32_t)getpid();
-    hello.stub_version = CP_STUB_VERSION;
-    hello.annotations_address = 0;
-    dl_iterate_phdr(cp_install_find_build_id, &hello);
+    memset(hello, 0, sizeof *hello);
+    hello->header.magic = CP_MAGIC;
+    hello->header.version = CP_VERSION;
+    hello->header.size = sizeof *hello;
+    hello->header.type = CP_MSG_HELLO;
+    hello->pid = (uint32_t)getpid();
+    hello->stub_version = CP_STUB_VERSION;
+    hello->annotations_address = 0;
+    dl_iterate_phdr(cp_install_find_build_id, hello);
+}
 
-    struct iovec iov = {.iov_base = &hello, .iov_len = sizeof hello};
+/* Sends HELLO; waits at most CP_HELLO_SEND_WAIT_MS for room in the watcher's queue. Returns 0
+ * or -errno (the caller says why). */
+static int cp_install_send_hello(int fd, const cp_hello *hello)
+{
+    struct iovec iov = {.iov_base = (void *)hello, .iov_len = sizeof *hello};
     struct msghdr message = {.msg_iov = &iov, .msg_iovlen = 1};
     bool waited = false;
     for (;;) {
         if (sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) {
-            return;
+            return 0;
         }
         if (errno == EINTR) {
             continue;
@@ -261,9 +278,61 @@ static void cp_install_send_hello(int fd)
             waited = true;
             continue;
         }
-        cp_install_say("could not send HELLO to the watcher (%s); installing anyway",
-                       strerror(errno));
-        return;
+        return -errno;
+    }
+}
+
+/* Waits at most CP_HELLO_REPLY_WAIT_MS for the sidecar's HELLO_REPLY and checks it: magic,
+ * version, size, type, status, and both strings NUL-terminated. Returns 0 with *reply filled,
+ * -ETIMEDOUT when none came, or another -errno with *why set (closed, garbage). */
+static int cp_install_read_hello_reply(int fd, cp_hello_reply *reply, const char **why)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    union {
+        cp_hello_reply reply;
+        unsigned char bytes[sizeof(cp_hello_reply) + 64]; /* a longer message shows its length */
+    } message;
+    for (;;) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (elapsed >= CP_HELLO_REPLY_WAIT_MS) {
+            return -ETIMEDOUT;
+        }
+        struct pollfd entry = {.fd = fd, .events = POLLIN, .revents = 0};
+        int ready = poll(&entry, 1, (int)(CP_HELLO_REPLY_WAIT_MS - elapsed));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) {
+            *why = strerror(errno);
+            return -errno;
+        }
+        if (ready == 0) continue; /* the loop checks the time */
+        ssize_t received = recv(fd, &message, sizeof message, MSG_DONTWAIT);
+        if (received < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (received < 0) {
+            *why = strerror(errno);
+            return -errno;
+        }
+        if (received == 0) {
+            *why = "it closed the connection without answering HELLO";
+            return -ECONNRESET;
+        }
+        const cp_hello_reply *r = &message.reply;
+        if ((size_t)received != sizeof *r || r->header.magic != CP_MAGIC ||
+            r->header.version != CP_VERSION || r->header.size != sizeof *r ||
+            r->header.type != CP_MSG_HELLO_REPLY) {
+            *why = "its answer to HELLO is not a HELLO_REPLY of this protocol version";
+            return -EPROTO;
+        }
+        if (memchr(r->spool, '\0', sizeof r->spool) == NULL ||
+            memchr(r->message, '\0', sizeof r->message) == NULL ||
+            (r->status != CP_HELLO_ACCEPTED && r->status != CP_HELLO_REFUSED)) {
+            *why = "its HELLO_REPLY is malformed (unterminated string or unknown status)";
+            return -EPROTO;
+        }
+        memcpy(reply, r, sizeof *reply);
+        return 0;
     }
 }
 
@@ -333,18 +402,30 @@ static int cp_install_handlers(uint64_t signals, int *failed_signo)
     return 0;
 }
 
-/* Undoes the state of a failed install (handlers already restored). */
+/* Undoes the state of a failed install (handlers already restored): closes what install
+ * opened (the sidecar connection, the spool directory; never the launcher's socket). */
 static void cp_install_forget(void)
 {
+    if (cp_state.sidecar_mode && cp_state.fd >= 0) {
+        close(cp_state.fd);
+    }
+    if (cp_state.sidecar_mode && cp_state.watcher_pid > 0) {
+        (void)prctl(PR_SET_PTRACER, 0UL, 0, 0, 0);
+    }
+    if (cp_state.spool_fd >= 0) {
+        close(cp_state.spool_fd);
+    }
     if (cp_state.record != NULL) {
-        munmap(cp_state.record, sizeof(cp_crash));
+        munmap(cp_state.record, sizeof(cp_crash_area));
     }
     memset(&cp_state, 0, sizeof cp_state);
     cp_state.fd = -1;
     cp_state.timing_fd = -1;
+    cp_state.spool_fd = -1;
 }
 
-/* The crash socket: options->fd, else CRASHPORT_FD. Returns the fd, or -EINVAL (said why). */
+/* The launcher's socket: options->fd, else CRASHPORT_FD. Returns the fd, -ENOENT when neither
+ * is given (sidecar mode may apply), or -EINVAL (said why). */
 static int cp_install_socket(const crashport_options *options)
 {
     char name[64];
@@ -353,8 +434,7 @@ static int cp_install_socket(const crashport_options *options)
         const char *text = getenv("CRASHPORT_FD");
         unsigned long long parsed = 0;
         if (text == NULL) {
-            cp_install_say("CRASHPORT_FD is not set; crash reporting is off");
-            return -EINVAL;
+            return -ENOENT;
         }
         if (!cp_install_parse(text, 0, INT_MAX, &parsed)) {
             cp_install_say("CRASHPORT_FD=%s is not a crashport socket; crash reporting is off",
@@ -371,6 +451,62 @@ static int cp_install_socket(const crashport_options *options)
         return -EINVAL;
     }
     return fd;
+}
+
+/* The sidecar's address: options->socket_path, else CRASHPORT_SOCKET, into cp_state (a leading
+ * '@' names the abstract namespace). Returns 0, -ENOENT when neither is set, or -EINVAL /
+ * -ENAMETOOLONG (said why). */
+static int cp_install_sidecar_address(const crashport_options *options)
+{
+    const char *path = options->socket_path;
+    const char *what = "socket_path";
+    if (path == NULL) {
+        path = getenv("CRASHPORT_SOCKET");
+        what = "CRASHPORT_SOCKET";
+    }
+    if (path == NULL) {
+        return -ENOENT;
+    }
+    struct sockaddr_un *address = &cp_state.sidecar_address;
+    memset(address, 0, sizeof *address);
+    address->sun_family = AF_UNIX;
+    size_t length = strlen(path);
+    bool abstract = path[0] == '@';
+    if (length == 0 || (abstract && length == 1)) {
+        cp_install_say("%s is empty; crash reporting is off", what);
+        return -EINVAL;
+    }
+    /* A file path needs its NUL inside sun_path; an abstract name is '\0' then the name's
+     * bytes, no NUL, its length given by the address length. */
+    size_t room = sizeof address->sun_path - (abstract ? 0 : 1);
+    if (length > room) {
+        cp_install_say("%s=%s is %zu bytes, longer than a Unix socket path can be (at most %zu); "
+                       "crash reporting is off",
+                       what, path, length, room);
+        return -ENAMETOOLONG;
+    }
+    if (abstract) {
+        address->sun_path[0] = '\0';
+        memcpy(address->sun_path + 1, path + 1, length - 1);
+    } else {
+        memcpy(address->sun_path, path, length);
+    }
+    cp_state.sidecar_address_length = (uint32_t)(offsetof(struct sockaddr_un, sun_path) + length +
+                                                 (abstract ? 0 : 1));
+    cp_state.sidecar_mode = 1;
+    return 0;
+}
+
+/* The sidecar's address as a user writes it ("@name" for an abstract one). */
+static void cp_install_sidecar_name(char *name, size_t size)
+{
+    const struct sockaddr_un *address = &cp_state.sidecar_address;
+    size_t length = cp_state.sidecar_address_length - offsetof(struct sockaddr_un, sun_path);
+    if (address->sun_path[0] == '\0') {
+        snprintf(name, size, "@%.*s", (int)(length - 1), address->sun_path + 1);
+    } else {
+        snprintf(name, size, "%s", address->sun_path);
+    }
 }
 
 /* How long the handler waits for the verdict: the option, else CRASHPORT_TIMEOUT_MS, else
@@ -419,6 +555,133 @@ static void cp_install_allow_watcher(int fd)
     }
 }
 
+/* Opens the spool directory into cp_state.spool_fd: options->spool_path, else CRASHPORT_SPOOL
+ * (an empty one: no spool), else in sidecar mode the directory the sidecar offered (offered,
+ * may be NULL), else /var/spool/crashport when it is a directory this process may write. A
+ * directory we may write but not list is opened O_PATH (enough for openat and renameat).
+ * Copies the path chosen into chosen and returns true; false (said why, unless there is simply
+ * none) when crashes no watcher answers will not be kept. */
+static bool cp_install_spool(const crashport_options *options, const char *offered, bool sidecar,
+                             char *chosen, size_t size)
+{
+    const char *path = options->spool_path;
+    if (path == NULL) {
+        path = getenv("CRASHPORT_SPOOL");
+    }
+    if (path != NULL && *path == '\0') {
+        return false;
+    }
+    if (path == NULL && sidecar) {
+        path = offered;
+        struct stat status;
+        if (path == NULL && stat(CP_DEFAULT_SPOOL, &status) == 0 && S_ISDIR(status.st_mode) &&
+            access(CP_DEFAULT_SPOOL, W_OK | X_OK) == 0) {
+            path = CP_DEFAULT_SPOOL;
+        }
+    }
+    if (path == NULL) {
+        return false;
+    }
+    int directory = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (directory < 0 && errno == EACCES) {
+        directory = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (directory < 0) {
+        cp_install_say("cannot open the spool directory %s (%s); a crash no watcher answers "
+                       "will not be kept",
+                       path, strerror(errno));
+        return false;
+    }
+    if (faccessat(directory, ".", W_OK | X_OK, AT_EACCESS) != 0) {
+        cp_install_say("the spool directory %s is not writable by this process (%s); a crash no "
+                       "watcher answers will not be kept",
+                       path, strerror(errno));
+        close(directory);
+        return false;
+    }
+    cp_state.spool_fd = directory;
+    snprintf(chosen, size, "%s", path);
+    return true;
+}
+
+/* Sidecar mode: connects to the sidecar (a bounded wait while its backlog is full), trusts it
+ * only as root or our own user, lets it ptrace us, says HELLO and reads its HELLO_REPLY, then
+ * opens the spool directory and says in one line what a crash will do when something is off.
+ * A sidecar that is not there does not stop the install: cp_state.fd stays -1 and the handler
+ * connects at the crash. A sidecar that refuses this process is never asked again. */
+static void cp_install_sidecar(const crashport_options *options)
+{
+    char name[sizeof cp_state.sidecar_address.sun_path + 2];
+    cp_install_sidecar_name(name, sizeof name);
+    char problem[512] = "";
+    bool refused = false;
+    cp_hello_reply reply;
+    memset(&reply, 0, sizeof reply);
+    int32_t peer_pid = 0;
+    uint32_t peer_uid = 0;
+    uint64_t deadline = cp_safe_clock_ns(CLOCK_MONOTONIC) + CP_CONNECT_WAIT_MS * 1000000ull;
+    long fd = cp_handler_connect_sidecar(&cp_state.sidecar_address, cp_state.sidecar_address_length,
+                                         deadline, &peer_pid, &peer_uid);
+    if (fd == CP_CONNECT_UNTRUSTED) {
+        snprintf(problem, sizeof problem,
+                 "the listener at %s runs as uid %u, neither root nor this process's user: not "
+                 "connecting to it",
+                 name, peer_uid);
+    } else if (fd < 0) {
+        snprintf(problem, sizeof problem, "no sidecar at %s (%s)", name, strerror((int)-fd));
+    } else {
+        cp_state.fd = (int)fd;
+        if (peer_pid > 0 && peer_pid != getpid()) {
+            cp_state.watcher_pid = peer_pid;
+            (void)prctl(PR_SET_PTRACER, (unsigned long)peer_pid, 0, 0, 0);
+        }
+        const char *why = NULL;
+        int error = cp_install_send_hello((int)fd, cp_state.hello);
+        if (error != 0) {
+            snprintf(problem, sizeof problem, "the sidecar at %s did not take HELLO (%s)", name,
+                     strerror(-error));
+        } else {
+            error = cp_install_read_hello_reply((int)fd, &reply, &why);
+            if (error == -ETIMEDOUT) {
+                cp_install_say("the sidecar at %s did not answer HELLO within %d ms; keeping the "
+                               "connection",
+                               name, CP_HELLO_REPLY_WAIT_MS);
+                error = 0;
+            } else if (error != 0) {
+                snprintf(problem, sizeof problem, "the sidecar at %s is not usable: %s", name, why);
+            } else if (reply.status == CP_HELLO_REFUSED) {
+                refused = true;
+            }
+        }
+        if (error != 0 || refused) {
+            close((int)fd);
+            cp_state.fd = -1;
+            if (cp_state.watcher_pid > 0) {
+                cp_state.watcher_pid = 0;
+                (void)prctl(PR_SET_PTRACER, 0UL, 0, 0, 0);
+            }
+        }
+        if (refused) {
+            cp_state.sidecar_address_length = 0; /* never ask it again */
+        }
+    }
+
+    bool accepted = cp_state.fd >= 0 && reply.header.magic == CP_MAGIC;
+    const char *offered = accepted && reply.spool[0] != '\0' ? reply.spool : NULL;
+    char spool[PATH_MAX];
+    bool spooling = cp_install_spool(options, offered, true, spool, sizeof spool);
+    if (refused) {
+        cp_install_say("the sidecar at %s refuses this process: %s; crashes will be %s", name,
+                       reply.message, spooling ? "spooled" : "not reported");
+    } else if (problem[0] != '\0') {
+        if (spooling) {
+            cp_install_say("%s; a crash will reconnect, else be spooled to %s", problem, spool);
+        } else {
+            cp_install_say("%s; a crash will reconnect, else not be reported", problem);
+        }
+    }
+}
+
 /* The bench's timing fd (CRASHPORT_TIMING_FD), when it names an open descriptor. */
 static void cp_install_timing_fd(void)
 {
@@ -434,9 +697,25 @@ static void cp_install_timing_fd(void)
 
 static int cp_install_locked(const crashport_options *options)
 {
-    /* 1. The socket, the timeout and the signal sets, checked before anything is changed. */
+    /* 1. The socket (the launcher's, else the sidecar's address), the timeout and the signal
+     * sets, checked before anything is changed. */
     int fd = cp_install_socket(options);
-    if (fd < 0) return fd;
+    bool sidecar = false;
+    if (fd == -ENOENT) {
+        int error = cp_install_sidecar_address(options);
+        if (error == -ENOENT) {
+            cp_install_say("neither CRASHPORT_FD nor CRASHPORT_SOCKET is set; crash reporting is "
+                           "off");
+            return -EINVAL;
+        }
+        if (error != 0) {
+            cp_install_forget();
+            return error;
+        }
+        sidecar = true;
+    } else if (fd < 0) {
+        return fd;
+    }
     uint32_t timeout_ms = cp_install_timeout(options);
     /* SIGKILL and SIGSTOP cannot be caught; bit 0 is no signal. */
     uint64_t signals = options->signals != 0 ? options->signals : CP_DEFAULT_SIGNALS;
@@ -444,24 +723,37 @@ static int cp_install_locked(const crashport_options *options)
         cp_install_say("signal set 0x%llx has bit 0, SIGKILL or SIGSTOP, which cannot be "
                        "handled; crash reporting is off",
                        (unsigned long long)signals);
+        cp_install_forget();
         return -EINVAL;
     }
     uint64_t forward_first = cp_install_forward_first(options);
 
-    /* 2. Everything the handler needs, allocated now. */
-    void *record = mmap(NULL, sizeof(cp_crash), PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (record == MAP_FAILED) {
+    /* 2. Everything the handler needs, allocated now: the record, the HELLO, the spool's
+     * scratch buffer. */
+    cp_crash_area *area = mmap(NULL, sizeof(cp_crash_area), PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED) {
         int error = errno;
         cp_install_say("cannot map the crash record (%s); crash reporting is off",
                        strerror(error));
+        cp_install_forget();
         return -error;
     }
-    cp_state.record = record;
-    cp_state.fd = fd;
+    cp_state.record = &area->record;
+    cp_state.hello = &area->hello;
+    cp_state.scratch = area->scratch;
+    cp_install_build_hello(cp_state.hello);
     cp_state.timeout_ms = timeout_ms;
     cp_state.forward_first = forward_first & signals;
-    cp_install_allow_watcher(fd);
+    if (sidecar) {
+        /* Connected (or not), HELLO answered, spool opened: all before a handler is live. */
+        cp_install_sidecar(options);
+    } else {
+        char spool[PATH_MAX];
+        cp_state.fd = fd;
+        cp_install_allow_watcher(fd);
+        (void)cp_install_spool(options, NULL, false, spool, sizeof spool);
+    }
     cp_install_timing_fd();
 
     /* 3. The handlers (the previous action of each saved first). */
@@ -484,17 +776,23 @@ static int cp_install_locked(const crashport_options *options)
     }
 
     /* 5. Every thread created from now on gets its own alternate stack (threads.c), and a
-     * forked child allows the watcher again. */
+     * forked child allows the watcher again (in sidecar mode, whichever the handler may
+     * connect to later). */
     if (!cp_thread_key_ready && pthread_key_create(&cp_thread_key, cp_thread_release) == 0) {
         __atomic_store_n(&cp_thread_key_ready, 1, __ATOMIC_RELEASE);
     }
     static bool atfork_registered;
-    if (!atfork_registered && cp_state.watcher_pid > 0) {
+    if (!atfork_registered && (cp_state.watcher_pid > 0 || sidecar)) {
         atfork_registered = pthread_atfork(NULL, NULL, cp_install_after_fork_in_child) == 0;
     }
 
-    /* 6. HELLO. */
-    cp_install_send_hello(fd);
+    /* 6. HELLO to the launcher (a sidecar had it in step 2, as it answers). */
+    /* Not fatal: a crash is still reported if the watcher can read it then. */
+    int hello_error = sidecar ? 0 : cp_install_send_hello(fd, cp_state.hello);
+    if (hello_error != 0) {
+        cp_install_say("could not send HELLO to the watcher (%s); installing anyway",
+                       strerror(-hello_error));
+    }
     return 0;
 }
 
@@ -514,16 +812,18 @@ int crashport_install(const crashport_options *options)
     return result;
 }
 
-/* LD_PRELOAD path: install when a launcher handed us a socket, unless the program asked to
- * choose the moment itself (CRASHPORT_INSTALL=manual: it calls crashport_install() once its
- * own handlers, or its runtime's, are in place, so they sit below crashport in the chain). */
+/* LD_PRELOAD path (and any program linked with libcrashport): install when a launcher handed
+ * us a socket (CRASHPORT_FD) or a sidecar's path is set (CRASHPORT_SOCKET), unless the program
+ * asked to choose the moment itself (CRASHPORT_INSTALL=manual: it calls crashport_install()
+ * once its own handlers, or its runtime's, are in place, so they sit below crashport in the
+ * chain). */
 __attribute__((constructor)) static void cp_install_from_environment(void)
 {
     const char *mode = getenv("CRASHPORT_INSTALL");
     if (mode != NULL && strcmp(mode, "manual") == 0) {
         return;
     }
-    if (getenv("CRASHPORT_FD") != NULL) {
+    if (getenv("CRASHPORT_FD") != NULL || getenv("CRASHPORT_SOCKET") != NULL) {
         (void)crashport_install(NULL);
     }
 }

@@ -4,8 +4,10 @@
  * Ownership and lifetime: one process-wide instance, cp_state, defined in handler.c (so the
  * handler's object references nothing outside itself). install.c fills it, once, before it
  * installs the first signal handler; after that the handler only reads the configuration and
- * touches the fields marked "atomic". Nothing in it is ever freed: the record and the
- * alternate stack live until the process dies.
+ * touches the fields marked "atomic" (and, on the one thread that reports, fd and watcher_pid
+ * when it reconnects to a sidecar). Nothing in it is ever freed: the record, the scratch
+ * buffer, the sidecar connection, the spool directory and the alternate stack live until the
+ * process dies.
  */
 #ifndef CRASHPORT_STUB_STATE_H
 #define CRASHPORT_STUB_STATE_H
@@ -13,6 +15,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/un.h> /* struct sockaddr_un: a type only */
 
 #include "crashport_protocol.h"
 
@@ -64,13 +67,39 @@ typedef struct cp_program_action {
     cp_action_version versions[CP_ACTION_VERSIONS];
 } cp_program_action;
 
+/* Bytes of scratch the handler has for copying /proc/self/maps into a spool file (and for the
+ * executable's path, CP_SPOOL_EXE_MAX). */
+#define CP_SCRATCH_BYTES 4096u
+_Static_assert(CP_SCRATCH_BYTES >= CP_SPOOL_EXE_MAX, "the scratch holds the executable's path");
+
+/* The one mapping install makes for the handler (mmap'd, never unmapped): the record, the HELLO
+ * built at install (sent again, pid updated, when the handler reconnects to a sidecar), and the
+ * spool's scratch buffer. */
+typedef struct cp_crash_area {
+    cp_crash record;
+    cp_hello hello;
+    uint8_t scratch[CP_SCRATCH_BYTES];
+} cp_crash_area;
+
+/* How long install and the handler wait to connect to a sidecar whose backlog is full. */
+#define CP_CONNECT_WAIT_MS 1000u
+
 typedef struct cp_stub_state {
-    /* -- configuration: written by install before any handler is live, then read-only -- */
-    cp_crash *record;      /* mmap'd once at install, sizeof(cp_crash) bytes, never unmapped */
-    int fd;                /* the SOCK_SEQPACKET socket shared with the watcher */
+    /* -- configuration: written by install before any handler is live, then read-only, except
+     *    fd and watcher_pid, which the one reporting thread may replace at crash time when it
+     *    reconnects to a sidecar (handler.c; one report per process, so no other writer) -- */
+    cp_crash *record;      /* &area->record: the start of the install-time cp_crash_area */
+    cp_hello *hello;       /* &area->hello */
+    uint8_t *scratch;      /* area->scratch, CP_SCRATCH_BYTES */
+    int fd;                /* the SOCK_SEQPACKET socket to the watcher; -1: none (sidecar mode) */
     int timing_fd;         /* CRASHPORT_TIMING_FD (bench), or -1 */
     uint32_t timeout_ms;   /* verdict wait; heartbeats may extend it up to 6x */
     int32_t watcher_pid;   /* the socket's peer (SO_PEERCRED), 0 when unknown */
+    int spool_fd;          /* O_DIRECTORY fd of the spool directory, or -1 (no spool) */
+    uint32_t sidecar_mode; /* 1: CRASHPORT_SOCKET (the handler may reconnect), 0: launcher */
+    uint32_t sidecar_address_length; /* bytes of sidecar_address; 0: never reconnect (launcher
+                                        mode, or the sidecar refused this process) */
+    struct sockaddr_un sidecar_address; /* where the sidecar listens ('\0' first: abstract) */
     uint64_t handled;      /* 1 << signo for every signal crashport handles */
     uint64_t has_previous; /* 1 << signo when previous[signo] holds the saved action */
     uint64_t handler_address;                     /* &cp_handler_signal, as the kernel sees it */
@@ -103,5 +132,18 @@ void cp_thread_release(void *region) CP_HIDDEN;
 
 /** The SA_SIGINFO handler crashport installs; runs in signal context (handler.c). */
 void cp_handler_signal(int signo, siginfo_t *info, void *context) CP_HIDDEN;
+
+/** cp_handler_connect_sidecar's result when someone listens at the address, but as a uid that
+ *  is neither 0 nor this process's real or effective uid: not a sidecar to trust. */
+#define CP_CONNECT_UNTRUSTED (-10000)
+
+/** Connects a new SOCK_SEQPACKET socket (SOCK_NONBLOCK | SOCK_CLOEXEC) to the sidecar at
+ *  address, retrying while its backlog is full until deadline (CLOCK_MONOTONIC ns), then checks
+ *  the listener with SO_PEERCRED. Returns the connected fd with *peer_pid and *peer_uid set (the
+ *  kernel's word, never a message's), or -errno, or CP_CONNECT_UNTRUSTED (then *peer_uid says
+ *  whose the listener is, and nothing stays open). Raw system calls only: runs in signal context
+ *  (the handler's reconnect), and install uses it too, so that both check the peer alike. */
+long cp_handler_connect_sidecar(const struct sockaddr_un *address, uint32_t length, uint64_t deadline,
+                                int32_t *peer_pid, uint32_t *peer_uid) CP_HIDDEN;
 
 #endif /* CRASHPORT_STUB_STATE_H */

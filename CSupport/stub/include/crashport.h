@@ -2,41 +2,82 @@
  * crashport.h: the public C API of libcrashport, crashport's in-process stub.
  *
  * The stub hands every crash of this process to a separate watcher process over a socket and
- * then lets the signal continue down the chain of handlers that were installed before it.
- * Programs started with `crashport run` (or with LD_PRELOAD=libcrashport.so and CRASHPORT_FD
- * set) are installed automatically by a constructor; others call crashport_install().
+ * then lets the signal continue down the chain of handlers that were installed before it. The
+ * watcher is either a launcher (`crashport run`, which hands down its socket as CRASHPORT_FD) or
+ * a long-running sidecar (`crashport watch --socket PATH`; CRASHPORT_SOCKET=PATH, '@' first for
+ * an abstract name), which the stub connects to itself. A constructor installs the stub in any
+ * process that loads libcrashport.so (LD_PRELOAD, or simply linked with it) when CRASHPORT_FD or
+ * CRASHPORT_SOCKET is set, unless CRASHPORT_INSTALL=manual; others call crashport_install().
+ * (A program that links it without calling it needs -Wl,--no-as-needed before -lcrashport, or
+ * the linker drops the library; a static program links libcrashport.a whole.)
+ *
+ * A sidecar that is not running does not stop the install: at a crash the stub connects again,
+ * and when no watcher answers it writes the crash to a spool directory (CRASHPORT_SPOOL, or the
+ * sidecar's own, or /var/spool/crashport) for the sidecar to pick up later, and says so in one
+ * line on stderr. Either way the process then dies as it would without crashport.
+ *
+ * Environment (read once, by crashport_install; an option set in the struct wins):
+ *   CRASHPORT_FD          launcher mode: the inherited socket
+ *   CRASHPORT_SOCKET      sidecar mode (only when there is no launcher socket): its path
+ *   CRASHPORT_SPOOL       the spool directory ("" for none)
+ *   CRASHPORT_TIMEOUT_MS  the verdict wait (default 10000)
+ *   CRASHPORT_FORWARD_FIRST  e.g. "SIGSEGV,SIGBUS"
+ *   CRASHPORT_INSTALL=manual  the constructor leaves the install to the program
  */
 #ifndef CRASHPORT_H
 #define CRASHPORT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/*
+ * Options of crashport_install(). Start from CRASHPORT_OPTIONS_DEFAULT (never a zeroed struct:
+ * fd 0 is stdin) and set what you need; new fields are only ever appended. The struct and its
+ * strings are read during the call only (nothing is kept), so they may live on the stack.
+ */
 typedef struct crashport_options {
-    int fd;              /* the watcher socket (SOCK_SEQPACKET); -1: take CRASHPORT_FD */
+    int fd;              /* the launcher's socket (SOCK_SEQPACKET); -1: take CRASHPORT_FD, and
+                            when that is unset too, sidecar mode (socket_path) */
     unsigned timeout_ms; /* verdict wait; 0: CRASHPORT_TIMEOUT_MS, else 10000 */
     uint64_t signals;    /* bitmask 1 << signo; 0: SIGSEGV SIGBUS SIGILL SIGFPE SIGABRT
                             SIGTRAP SIGSYS */
     uint64_t forward_first; /* bitmask 1 << signo of signals whose previous handler runs first
                                (crashport reports only if the fault comes back unhandled);
                                0: CRASHPORT_FORWARD_FIRST (e.g. "SIGSEGV,SIGBUS"), else none */
+    const char *socket_path; /* sidecar mode, used only when there is no launcher socket (fd
+                                -1 and no CRASHPORT_FD): the path `crashport watch` listens on,
+                                '@' first for the abstract namespace; at most 107 bytes
+                                (108 with the '@'), longer is refused; NULL: CRASHPORT_SOCKET */
+    const char *spool_path;  /* the directory a crash no watcher answered is written to; NULL:
+                                CRASHPORT_SPOOL ("" there: none), else in sidecar mode the
+                                directory the sidecar names, else /var/spool/crashport when
+                                this process may write it */
 } crashport_options;
 
 /* Every option at its default: note that fd 0 is stdin, so a zeroed struct is not this. */
-#define CRASHPORT_OPTIONS_DEFAULT {-1, 0u, 0u, 0u}
+#define CRASHPORT_OPTIONS_DEFAULT {-1, 0u, 0u, 0u, NULL, NULL}
 
 /*
- * Installs crashport: checks the socket, preallocates everything the signal handler needs,
+ * Installs crashport: checks the socket (launcher mode) or connects to the sidecar (sidecar
+ * mode: the listener must run as root or as this process's user; HELLO, then up to 1 s for
+ * its answer), opens the spool directory, preallocates everything the signal handler needs,
  * gives the watcher ptrace permission, gives the calling thread an alternate signal stack if
  * it has none large enough, saves the previous action of each signal and installs its own,
- * then says HELLO to the watcher. options may be NULL (all defaults).
+ * then says HELLO to a launcher. options may be NULL (all defaults).
  *
  * Returns 0, or -errno (the process is left as it was, and one line on stderr says why crash
- * reporting is off). Thread-safe and idempotent: once it has succeeded, later calls do nothing
- * and return 0. It never aborts the program.
+ * reporting is off). A sidecar that is missing, untrusted or refuses this process is not a
+ * failure: it returns 0, says on stderr what a crash will do instead (reconnect, spool), and a
+ * crash then reconnects (unless refused) or is spooled. Thread-safe and idempotent: once it has
+ * succeeded, later calls do nothing and return 0. It never aborts the program.
+ *
+ * System calls: only during this call (socket, connect, sendmsg, poll, mmap, open, sigaction,
+ * sigaltstack, prctl...) and in a crash (the signal handler: raw system calls only). In between
+ * the stub makes none, apart from giving each new thread its alternate stack.
  */
 __attribute__((visibility("default"))) int crashport_install(const crashport_options *options);
 

@@ -1,0 +1,567 @@
+// End-to-end: `crashport watch`, the sidecar, with real programs that load the stub (preloaded,
+// or linked with pkg-config) and connect to it through CRASHPORT_SOCKET. The sidecar is a real
+// process started by each test; it is killed, restarted, flooded by hostile clients, started
+// by systemd-socket-activate, and stopped with SIGTERM while reports are written. (ptrace works
+// on these machines, with no Yama; capture needs it.)
+
+import Foundation
+import ReportModel
+import TestSupport
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A running `crashport watch`, its log in a file.
+final class SidecarProcess {
+    let directory: String
+    let socket: String
+    let reports: String
+    let spool: String
+    let process = Process()
+    let logPath: String
+
+    init(
+        directory: String, socket: String? = nil, spool: String? = nil, arguments: [String] = [],
+        launcher: [String] = [], environment: [String: String] = [:], waitUntilWatching: Bool = true
+    ) throws {
+        self.directory = directory
+        self.socket = socket ?? directory + "/crashport.sock"
+        reports = directory + "/reports"
+        self.spool = spool ?? directory + "/spool"
+        logPath = directory + "/watch-\(UUID().uuidString.prefix(6)).log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let command =
+            launcher + [
+                TestSupport.crashport, "watch", "--socket", self.socket, "--reports", reports, "--spool", self.spool,
+            ] + arguments
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        var merged = ProcessInfo.processInfo.environment
+        for (key, value) in environment { merged[key] = value }
+        process.environment = merged
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        if waitUntilWatching { try waitForWatching() }
+    }
+
+    func waitForWatching() throws {
+        try waitUntil("the sidecar logs that it is watching", timeout: 30) { self.log.contains("watching ") }
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Signals the sidecar and waits for it to exit; its termination status.
+    @discardableResult
+    func stop(_ signal: Int32 = SIGTERM, timeout: TimeInterval = 60) -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        return process.terminationStatus
+    }
+
+    /// The report directories in the reports directory of `uid` (as root the sidecar keeps one
+    /// directory per uid).
+    func reportIDs(uid: UInt32 = getuid()) -> [String] {
+        let directory = reportsDirectory(uid: uid)
+        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }
+            .sorted()
+    }
+
+    func reportsDirectory(uid: UInt32 = getuid()) -> String { getuid() == 0 ? reports + "/\(uid)" : reports }
+
+    func events(uid: UInt32 = getuid()) throws -> [Event] {
+        try reportIDs(uid: uid).map { id in
+            let path = reportsDirectory(uid: uid) + "/" + id + "/event.json"
+            guard let data = FileManager.default.contents(atPath: path) else { throw TestFailure("no \(path)") }
+            return try Event.decode(data)
+        }
+    }
+
+    /// Waits until `count` reports of `uid` exist; their events.
+    func waitForReports(_ count: Int, uid: UInt32 = getuid(), timeout: TimeInterval = 60) throws -> [Event] {
+        try waitUntil("\(count) report(s) in \(reportsDirectory(uid: uid)); log:\n\(log)", timeout: timeout) {
+            reportIDs(uid: uid).count >= count
+        }
+        return try events(uid: uid)
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds; fails after `timeout` (a bound on a hang, not
+/// a timing assertion).
+func waitUntil(_ what: String, timeout: TimeInterval, _ condition: () throws -> Bool) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while try !condition() {
+        guard Date() < deadline else { throw TestFailure("timed out waiting until \(what)") }
+        usleep(20_000)
+    }
+}
+
+/// A program that waits for a line on stdin before it crashes (Tests/Fixtures/sidecar/waiter.c).
+final class Waiter {
+    let process = Process()
+    let input = Pipe()
+    let output = Pipe()
+    let errors = Pipe()
+    let pid: Int32
+
+    init(_ executable: String, arguments: [String] = [], environment: [String: String], user: String? = nil) throws {
+        var command = [executable] + arguments
+        if let user { command = ["/usr/sbin/runuser", "-u", user, "--"] + command }
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        var merged = ProcessInfo.processInfo.environment
+        merged["SWIFT_BACKTRACE"] = "enable=no"
+        for (key, value) in environment { merged[key] = value }
+        process.environment = merged
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        guard line.hasPrefix("ready "), let pid = Int32(line.dropFirst(6).trimmingCharacters(in: .whitespacesAndNewlines))
+        else { throw TestFailure("the waiter did not start: \(line)") }
+        self.pid = pid
+    }
+
+    /// Lets it crash; its termination (signal, or exit status).
+    func crash(timeout: TimeInterval = 60) throws -> (status: ExitStatus, stderr: String) {
+        input.fileHandleForWriting.write(Data("crash\n".utf8))
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        guard !process.isRunning else {
+            process.terminate()
+            return (.timedOut, "")
+        }
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let status: ExitStatus =
+            process.terminationReason == .uncaughtSignal
+            ? .signaled(process.terminationStatus) : .exited(process.terminationStatus)
+        return (status, stderr)
+    }
+}
+
+final class SidecarTests: XCTestCase {
+    static let directory = TestSupport.temporaryDirectory("sidecar")
+
+    var waiter: String {
+        get throws {
+            try TestSupport.compile(
+                [TestSupport.fixture("sidecar/waiter.c")], output: Self.directory + "/waiter", flags: ["-O1", "-g"])
+        }
+    }
+
+    func fresh(_ name: String) -> String {
+        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    func preloaded(_ sidecar: SidecarProcess, _ extra: [String: String] = [:]) throws -> [String: String] {
+        var environment = ["LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": sidecar.socket]
+        for (key, value) in extra { environment[key] = value }
+        return environment
+    }
+
+    func crashFrames(_ event: Event) -> [String] {
+        event.crashedThreadRecord?.frames?.compactMap(\.function) ?? []
+    }
+
+    // MARK: Reported through the sidecar
+
+    /// A preloaded program connects (HELLO, the sidecar's reply), crashes, dies with its own
+    /// SIGSEGV, and its report (all threads, through ptrace) appears in the sidecar's reports,
+    /// with one log line for the client and one for the report.
+    func testPreloadedProgramIsReported() throws {
+        let sidecar = try SidecarProcess(directory: fresh("preload"))
+        let program = try Waiter(waiter, environment: preloaded(sidecar))
+        let ended = try program.crash()
+        XCTAssertEqual(ended.status, .signaled(SIGSEGV), ended.stderr)
+        let events = try sidecar.waitForReports(1)
+        XCTAssertEqual(events[0].process?.pid?.rawValue, program.pid)
+        XCTAssertEqual(events[0].signal?.name, "SIGSEGV")
+        XCTAssertEqual(crashFrames(events[0]).first, "crash_after_input")
+        XCTAssertTrue(crashFrames(events[0]).contains("main"))
+        XCTAssertNil(events[0].capturedFrom, "a live capture")
+        XCTAssertTrue(sidecar.log.contains("client pid \(program.pid)"), sidecar.log)
+        XCTAssertTrue(sidecar.log.contains("report: "), sidecar.log)
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
+    /// A forked child shares its parent's connection: the kernel's credentials name the child,
+    /// and the child is what is captured.
+    func testForkedChildIsReportedOnItsParentsConnection() throws {
+        let sidecar = try SidecarProcess(directory: fresh("fork"))
+        let program = try Waiter(waiter, arguments: ["fork"], environment: preloaded(sidecar))
+        let ended = try program.crash()
+        XCTAssertEqual(ended.status, .exited(128 + SIGSEGV), ended.stderr)
+        let events = try sidecar.waitForReports(1)
+        XCTAssertNotEqual(events[0].process?.pid?.rawValue, program.pid, "the child crashed, not the parent")
+        XCTAssertEqual(crashFrames(events[0]).first, "crash_after_input")
+        sidecar.stop()
+    }
+
+    /// A C program linked with `pkg-config --cflags --libs crashport` (the .pc tools/install
+    /// writes, pointing at this tree's stub) is reported with no LD_PRELOAD: one that calls
+    /// crashport_install(NULL), and one that only links the library (its constructor installs).
+    func testLinkedWithPkgConfigIsReported() throws {
+        let directory = fresh("linked")
+        let stub = try TestSupport.stub()
+        let libdir = (stub as NSString).deletingLastPathComponent
+        let template = try String(contentsOfFile: TestSupport.repositoryRoot + "/packaging/crashport.pc.in", encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: directory + "/pkgconfig", withIntermediateDirectories: true)
+        let pc =
+            template.replacingOccurrences(of: "@prefix@", with: directory).replacingOccurrences(of: "@version@", with: "0")
+            .replacingOccurrences(of: "libdir=${exec_prefix}/lib", with: "libdir=\(libdir)")
+            .replacingOccurrences(
+                of: "includedir=${prefix}/include", with: "includedir=\(TestSupport.repositoryRoot)/CSupport/stub/include")
+        try pc.write(toFile: directory + "/pkgconfig/crashport.pc", atomically: true, encoding: .utf8)
+        let flags = try TestSupport.run(
+            ["pkg-config", "--cflags", "--libs", "crashport"], environment: ["PKG_CONFIG_PATH": directory + "/pkgconfig"])
+        XCTAssertEqual(flags.status, .exited(0), flags.stderr)
+        let words = flags.stdout.split(whereSeparator: \.isWhitespace).map(String.init)
+
+        let sidecar = try SidecarProcess(directory: directory)
+        for example in ["app", "linked-only"] {
+            let binary = try TestSupport.compile(
+                [TestSupport.repositoryRoot + "/examples/c/\(example).c"], output: directory + "/" + example,
+                flags: ["-O0", "-g"], linkFlags: words)
+            let needed = try TestSupport.run(["readelf", "-d", binary]).stdout
+            XCTAssertTrue(needed.contains("libcrashport.so"), "\(example) links the stub")
+            let before = sidecar.reportIDs().count
+            let result = try TestSupport.run([binary], environment: ["CRASHPORT_SOCKET": sidecar.socket])
+            guard case .signaled = result.status else {
+                XCTFail("\(example) should die of its signal: \(result.status) \(result.stderr)")
+                continue
+            }
+            let events = try sidecar.waitForReports(before + 1)
+            let event = try XCTUnwrap(events.first { $0.process?.executable == binary })
+            XCTAssertNil(event.capturedFrom)
+            XCTAssertFalse(crashFrames(event).isEmpty)
+        }
+        sidecar.stop()
+    }
+
+    // MARK: Never losing a crash
+
+    /// The sidecar is killed (SIGKILL: no cleanup, its socket file left behind) and a new one
+    /// started on the same socket between the program's start and its crash: the stub
+    /// reconnects from its signal handler and the new sidecar reports the crash live.
+    func testSidecarRestartedBetweenStartAndCrash() throws {
+        let directory = fresh("restart")
+        let first = try SidecarProcess(directory: directory)
+        let program = try Waiter(waiter, environment: preloaded(first))
+        try waitUntil("the program connected", timeout: 30) { first.log.contains("client pid \(program.pid)") }
+        first.stop(SIGKILL)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: first.socket), "a stale socket file is left")
+        let second = try SidecarProcess(directory: directory)
+        let ended = try program.crash()
+        XCTAssertEqual(ended.status, .signaled(SIGSEGV), ended.stderr)
+        let events = try second.waitForReports(1)
+        XCTAssertEqual(events[0].process?.pid?.rawValue, program.pid)
+        XCTAssertNil(events[0].capturedFrom, "reported live after reconnecting, not from the spool")
+        XCTAssertEqual(crashFrames(events[0]).first, "crash_after_input")
+        second.stop()
+    }
+
+    /// No sidecar at all: the program dies as it would (SIGSEGV) without waiting, its record is
+    /// spooled, and the next `crashport watch` reports it from the spool, marked as such, and
+    /// removes the spool file.
+    func testNoSidecarSpoolsAndTheNextSidecarReports() throws {
+        let directory = fresh("spool")
+        let spool = directory + "/spool"
+        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+        let program = try Waiter(
+            waiter,
+            environment: [
+                "LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": directory + "/crashport.sock",
+                "CRASHPORT_SPOOL": spool,
+            ])
+        let ended = try program.crash(timeout: 30)
+        XCTAssertEqual(ended.status, .signaled(SIGSEGV), ended.stderr)
+        XCTAssertTrue(ended.stderr.contains("spooled"), ended.stderr)
+        let files = try FileManager.default.contentsOfDirectory(atPath: spool)
+        XCTAssertEqual(files.filter { $0.hasSuffix(".crash") }.count, 1, "\(files)")
+        XCTAssertFalse(files.contains { $0.hasPrefix(".tmp-") }, "\(files)")
+
+        let sidecar = try SidecarProcess(directory: directory, spool: spool)
+        let events = try sidecar.waitForReports(1)
+        XCTAssertEqual(events[0].capturedFrom, "spool")
+        XCTAssertEqual(events[0].process?.pid?.rawValue, program.pid)
+        XCTAssertEqual(events[0].signal?.name, "SIGSEGV")
+        XCTAssertEqual(crashFrames(events[0]).first, "crash_after_input", "unwound from the stack copy")
+        XCTAssertTrue(crashFrames(events[0]).contains("main"))
+        try waitUntil("the spool file is removed", timeout: 30) {
+            try FileManager.default.contentsOfDirectory(atPath: spool).filter { $0.hasSuffix(".crash") }.isEmpty
+        }
+        sidecar.stop()
+    }
+
+    /// Twenty processes crash at once: twenty reports, nothing lost, each program's status its
+    /// own.
+    func testTwentySimultaneousCrashes() throws {
+        let sidecar = try SidecarProcess(directory: fresh("storm"))
+        let programs = try (0..<20).map { _ in try Waiter(waiter, environment: preloaded(sidecar)) }
+        for program in programs { program.input.fileHandleForWriting.write(Data("crash\n".utf8)) }
+        for program in programs {
+            let ended = try program.crash(timeout: 120)
+            XCTAssertEqual(ended.status, .signaled(SIGSEGV), ended.stderr)
+        }
+        let events = try sidecar.waitForReports(20, timeout: 180)
+        XCTAssertEqual(Set(events.compactMap { $0.process?.pid?.rawValue }), Set(programs.map(\.pid)))
+        XCTAssertTrue(events.allSatisfy { crashFrames($0).first == "crash_after_input" })
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
+    /// SIGTERM right after a crash was captured: the report being written is finished, then
+    /// the sidecar exits 0 and removes its socket.
+    func testSIGTERMFinishesTheReportInFlight() throws {
+        let sidecar = try SidecarProcess(directory: fresh("sigterm"))
+        let program = try Waiter(waiter, environment: preloaded(sidecar))
+        let ended = try program.crash()
+        XCTAssertEqual(ended.status, .signaled(SIGSEGV))
+        XCTAssertEqual(sidecar.stop(SIGTERM), 0, sidecar.log)
+        XCTAssertEqual(sidecar.reportIDs().count, 1, sidecar.log)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: sidecar.socket))
+        XCTAssertTrue(sidecar.log.contains("stopped"), sidecar.log)
+    }
+
+    /// A second sidecar on the same socket refuses to start, and says who holds it.
+    func testSecondSidecarOnTheSameSocketRefuses() throws {
+        let directory = fresh("second")
+        let first = try SidecarProcess(directory: directory)
+        let second = try TestSupport.run(
+            [TestSupport.crashport, "watch", "--socket", first.socket, "--reports", directory + "/r2", "--spool", directory + "/s2"],
+            timeout: 30)
+        XCTAssertEqual(second.status, .exited(1))
+        XCTAssertTrue(second.stderr.contains("already listening"), second.stderr)
+        XCTAssertEqual(first.stop(), 0)
+    }
+
+    // MARK: Hostile clients and other users
+
+    /// The open descriptors of a process.
+    func descriptorCount(_ pid: Int32) -> Int {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).count
+    }
+
+    /// While a hostile client sends garbage, a wrong version and size, a HELLO then nothing,
+    /// crash records naming another pid or a thread not its own, a pipe instead of a reply
+    /// socket, ten descriptors, and opens a thousand idle connections, a real program's crash is
+    /// still reported; every rejection is logged, the per-user connection limit holds, and once
+    /// the client is gone the sidecar holds no more descriptors than before.
+    func testHostileClientsDoNotStopARealCrashReport() throws {
+        let sidecar = try SidecarProcess(directory: fresh("hostile"))
+        let program = try Waiter(waiter, environment: preloaded(sidecar))
+        try waitUntil("the program connected", timeout: 30) { sidecar.log.contains("client pid \(program.pid)") }
+        let baseline = descriptorCount(sidecar.process.processIdentifier)
+
+        let hostile = Process()
+        hostile.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        hostile.arguments = [TestSupport.fixture("sidecar/hostile.py"), sidecar.socket]
+        let toHostile = Pipe(), fromHostile = Pipe()
+        hostile.standardInput = toHostile
+        hostile.standardOutput = fromHostile
+        try hostile.run()
+        let ready = String(decoding: fromHostile.fileHandleForReading.availableData, as: UTF8.self)
+        XCTAssertTrue(ready.hasPrefix("ready"), ready)
+
+        let ended = try program.crash()
+        XCTAssertEqual(ended.status, .signaled(SIGSEGV), ended.stderr)
+        let events = try sidecar.waitForReports(1)
+        XCTAssertTrue(events.contains { $0.process?.pid?.rawValue == program.pid })
+        let log = sidecar.log
+        for reason in [
+            "bad magic", "unsupported protocol version 99", "declared size 1000", "it names pid 1",
+            "not a socket", "more than 4 descriptors", "is not one of its threads", "per user",
+        ] {
+            XCTAssertTrue(log.contains(reason), "the log says \(reason):\n\(log.suffix(3000))")
+        }
+        let connections = descriptorCount(sidecar.process.processIdentifier)
+        XCTAssertLessThanOrEqual(connections, baseline + 520, "at most 512 connections of one user are held")
+
+        toHostile.fileHandleForWriting.write(Data("done\n".utf8))
+        hostile.waitUntilExit()
+        try waitUntil("the sidecar closed every hostile connection", timeout: 30) {
+            descriptorCount(sidecar.process.processIdentifier) <= baseline
+        }
+        XCTAssertEqual(sidecar.stop(), 0, "the sidecar survived")
+    }
+
+    /// A throwaway user made for this test (removed after it).
+    struct ThrowawayUser {
+        let name: String
+        let uid: UInt32
+
+        init() throws {
+            guard getuid() == 0 else { throw XCTSkip("creating a throwaway user needs root") }
+            guard let useradd = TestSupport.which("useradd", also: ["/usr/sbin"]) else { throw XCTSkip("no useradd") }
+            name = "cpt\(getpid() % 100000)\(UInt16.random(in: 0...999))"
+            let made = try TestSupport.run([useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+            guard made.status == .exited(0), let entry = getpwnam(name) else {
+                throw XCTSkip("useradd \(name) failed: \(made.stderr)")
+            }
+            uid = entry.pointee.pw_uid
+        }
+
+        func remove() {
+            _ = try? TestSupport.run(["/usr/sbin/userdel", name])
+        }
+    }
+
+    /// Running as root the sidecar serves every user, each into a 0700 directory owned by that
+    /// user with files the user owns: a second user's crash is reported there, and that user
+    /// can neither list nor read the first user's reports.
+    func testAnotherUsersReportsAreTheirsAlone() throws {
+        let user = try ThrowawayUser()
+        defer { user.remove() }
+        let directory = fresh("users")
+        chmod(directory, 0o755)
+        // The user must reach the program and the stub: copies outside the build tree.
+        let program = directory + "/waiter"
+        let stub = directory + "/libcrashport.so"
+        try FileManager.default.copyItem(atPath: try waiter, toPath: program)
+        try FileManager.default.copyItem(atPath: try TestSupport.stub(), toPath: stub)
+        chmod(stub, 0o755)
+        let sidecar = try SidecarProcess(directory: directory)
+        chmod(sidecar.reports, 0o711)
+
+        let mine = try Waiter(program, environment: ["LD_PRELOAD": stub, "CRASHPORT_SOCKET": sidecar.socket])
+        XCTAssertEqual(try mine.crash().status, .signaled(SIGSEGV))
+        _ = try sidecar.waitForReports(1, uid: 0)
+
+        let theirs = try Waiter(
+            program, environment: ["LD_PRELOAD": stub, "CRASHPORT_SOCKET": sidecar.socket], user: user.name)
+        let ended = try theirs.crash()
+        // runuser reports its child's death by a signal as 128 + the signal.
+        XCTAssertTrue([.signaled(SIGSEGV), .exited(128 + SIGSEGV)].contains(ended.status), "\(ended)")
+        let events = try sidecar.waitForReports(1, uid: user.uid)
+        XCTAssertEqual(events[0].process?.pid?.rawValue, theirs.pid)
+        XCTAssertEqual(crashFrames(events[0]).first, "crash_after_input")
+
+        var info = stat()
+        let theirDirectory = sidecar.reportsDirectory(uid: user.uid)
+        XCTAssertEqual(stat(theirDirectory, &info), 0)
+        XCTAssertEqual(info.st_uid, user.uid)
+        XCTAssertEqual(info.st_mode & 0o777, 0o700)
+        let report = theirDirectory + "/" + sidecar.reportIDs(uid: user.uid)[0] + "/event.json"
+        XCTAssertEqual(stat(report, &info), 0)
+        XCTAssertEqual(info.st_uid, user.uid, "written with the user's filesystem ids")
+
+        let root = sidecar.reportsDirectory(uid: 0)
+        let listing = try TestSupport.run(["/usr/sbin/runuser", "-u", user.name, "--", "ls", root])
+        XCTAssertNotEqual(listing.status, .exited(0), "the second user cannot list root's reports")
+        let reading = try TestSupport.run(
+            ["/usr/sbin/runuser", "-u", user.name, "--", "cat", root + "/" + sidecar.reportIDs(uid: 0)[0] + "/event.json"])
+        XCTAssertNotEqual(reading.status, .exited(0), "nor read them")
+        let own = try TestSupport.run(["/usr/sbin/runuser", "-u", user.name, "--", "ls", theirDirectory])
+        XCTAssertEqual(own.status, .exited(0), "but lists its own: \(own.stderr)")
+        sidecar.stop()
+    }
+
+    /// A sidecar running as a user serves only that user: a root process is told so in the
+    /// HELLO reply (the stub says it on stderr) and its crash is not captured by it.
+    func testUserSidecarRefusesOtherUsers() throws {
+        let user = try ThrowawayUser()
+        defer { user.remove() }
+        let directory = fresh("usersidecar")
+        chmod(directory, 0o777)
+        let sidecar = try SidecarProcess(
+            directory: directory, launcher: ["/usr/sbin/runuser", "-u", user.name, "--"],
+            environment: ["HOME": directory])
+        let program = try Waiter(waiter, environment: preloaded(sidecar, ["CRASHPORT_SPOOL": ""]))
+        let ended = try program.crash()
+        XCTAssertEqual(ended.status, .signaled(SIGSEGV))
+        XCTAssertTrue(ended.stderr.contains("refuses"), ended.stderr)
+        XCTAssertTrue(sidecar.log.contains("serves only that user"), sidecar.log)
+        XCTAssertEqual(sidecar.reportIDs(uid: user.uid).count + sidecar.reportIDs(uid: 0).count, 0)
+        sidecar.stop()
+    }
+
+    /// A full reports directory (a 64 KiB tmpfs mounted over it): the captured crash is kept in
+    /// the spool and the log says why; once there is room, the next sidecar reports it.
+    func testFullReportsDirectoryKeepsTheCrashInTheSpool() throws {
+        let directory = fresh("full")
+        let sidecar = try SidecarProcess(directory: directory)
+        let target = sidecar.reportsDirectory()
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        let mounted = try TestSupport.run(["mount", "-t", "tmpfs", "-o", "size=64k", "crashport-test", target])
+        guard mounted.status == .exited(0) else {
+            sidecar.stop()
+            throw XCTSkip("cannot mount a tmpfs here: \(mounted.stderr)")
+        }
+        // Fill it.
+        _ = try TestSupport.run(["dd", "if=/dev/zero", "of=\(target)/filler", "bs=4k", "count=64"])
+        let program = try Waiter(waiter, environment: preloaded(sidecar))
+        XCTAssertEqual(try program.crash().status, .signaled(SIGSEGV))
+        try waitUntil("the log says the record is kept in the spool", timeout: 60) {
+            sidecar.log.contains("is kept in the spool")
+        }
+        sidecar.stop()
+        _ = try TestSupport.run(["umount", target])
+        let next = try SidecarProcess(directory: directory)
+        let events = try next.waitForReports(1)
+        XCTAssertEqual(events[0].process?.pid?.rawValue, program.pid)
+        XCTAssertEqual(events[0].capturedFrom, "spool")
+        next.stop()
+    }
+
+    // MARK: systemd
+
+    /// Socket activation through systemd's own systemd-socket-activate (fd 3, LISTEN_FDS and
+    /// LISTEN_PID), and READY=1 on $NOTIFY_SOCKET: a crash is reported through the passed
+    /// socket.
+    func testSocketActivation() throws {
+        guard let activate = TestSupport.which("systemd-socket-activate") else {
+            throw XCTSkip("systemd-socket-activate is not installed (Debian package systemd)")
+        }
+        let directory = fresh("activate")
+        let notify = directory + "/notify"
+        let notifications = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(notifications) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
+            for (index, byte) in notify.utf8.enumerated() { bytes[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(notifications, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        XCTAssertEqual(bound, 0)
+        let socketPath = directory + "/activated.sock"
+        let sidecar = try SidecarProcess(
+            directory: directory, socket: socketPath, launcher: [activate, "--seqpacket", "-l", socketPath],
+            environment: ["NOTIFY_SOCKET": notify], waitUntilWatching: false)
+        // systemd-socket-activate starts its command at the first connection.
+        try waitUntil("the socket exists", timeout: 30) { FileManager.default.fileExists(atPath: socketPath) }
+        let first = try Waiter(waiter, environment: preloaded(sidecar))
+        try sidecar.waitForWatching()
+        var buffer = [UInt8](repeating: 0, count: 512)
+        var pollEntry = pollfd(fd: notifications, events: Int16(POLLIN), revents: 0)
+        XCTAssertEqual(poll(&pollEntry, 1, 30_000), 1, "a notification arrives")
+        let count = recv(notifications, &buffer, buffer.count, 0)
+        XCTAssertTrue(String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self).contains("READY=1"))
+        XCTAssertTrue(sidecar.log.contains("passed by systemd"), sidecar.log)
+
+        let ended = try first.crash()
+        XCTAssertEqual(ended.status, .signaled(SIGSEGV))
+        let events = try sidecar.waitForReports(1)
+        XCTAssertEqual(crashFrames(events[0]).first, "crash_after_input")
+        XCTAssertEqual(events[0].process?.pid?.rawValue, first.pid)
+        XCTAssertEqual(sidecar.stop(), 0)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: socketPath), "an activated socket is systemd's: never unlinked")
+    }
+}
