@@ -1,6 +1,7 @@
 // Doctor: `crashport doctor`, why capture would or would not work on this machine, checked
 // for real (a child is actually traced), not guessed from settings alone.
 
+import CCrashPortProtocol
 import CShims
 import Foundation
 import LiveProcess
@@ -20,6 +21,83 @@ public struct Doctor {
     }
 
     public init() {}
+
+    /// Whether a sidecar answers on `socket` (CRASHPORT_SOCKET, else the default for this
+    /// user), as whom, whether it would serve the caller, and whether it could capture the
+    /// caller's processes (Yama, dumpable, its privileges).
+    public func sidecarFindings(socket: String) -> [Finding] {
+        let fd = cp_unix_connect(socket)
+        guard fd >= 0 else {
+            return [
+                Finding(
+                    level: .warning,
+                    text:
+                        "sidecar: none listening on \(socket) (\(String(cString: strerror(errno)))); programs with CRASHPORT_SOCKET=\(socket) will spool their crashes until one starts (crashport watch, or systemctl enable --now crashport.socket)"
+                )
+            ]
+        }
+        defer { close(fd) }
+        var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
+        _ = cp_peer_credentials(fd, &pid, &uid, &gid)
+        var findings = [Finding(level: .ok, text: "sidecar: listening on \(socket), pid \(pid), uid \(uid)")]
+        if uid != 0 && uid != getuid() {
+            findings.append(
+                Finding(
+                    level: .problem,
+                    text:
+                        "sidecar: it runs as uid \(uid), neither root nor you (uid \(getuid())): the stub will not connect to it")
+            )
+            return findings
+        }
+        // Say HELLO as the stub would and read the reply: does it serve us, and where is its spool.
+        var hello = [UInt8](repeating: 0, count: MemoryLayout<cp_hello>.size)
+        func put(_ value: UInt32, _ offset: Int) {
+            for i in 0..<4 { hello[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
+        }
+        put(CP_MAGIC, 0)
+        put(CP_VERSION, 4)
+        put(UInt32(hello.count), 8)
+        put(CP_MSG_HELLO.rawValue, 12)
+        put(UInt32(getpid()), 16)
+        _ = hello.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var reply = [UInt8](repeating: 0, count: 1024)
+        let count = poll(&entry, 1, 2000) == 1 ? recv(fd, &reply, reply.count, Int32(MSG_DONTWAIT)) : -1
+        let size = MemoryLayout<cp_hello_reply>.size
+        if count == size, reply[12] == UInt8(CP_MSG_HELLO_REPLY.rawValue) {
+            func text(_ offset: Int, _ capacity: Int) -> String {
+                String(decoding: reply[offset..<offset + capacity].prefix { $0 != 0 }, as: UTF8.self)
+            }
+            let status = UInt32(reply[16]) | UInt32(reply[17]) << 8
+            let spool = text(MemoryLayout<cp_hello_reply>.offset(of: \cp_hello_reply.spool)!, 256)
+            if status == CP_HELLO_ACCEPTED {
+                findings.append(Finding(level: .ok, text: "sidecar: serves you (uid \(getuid())); its spool is \(spool)"))
+            } else {
+                let why = text(MemoryLayout<cp_hello_reply>.offset(of: \cp_hello_reply.message)!, 128)
+                findings.append(Finding(level: .problem, text: "sidecar: refuses you: \(why)"))
+            }
+        } else {
+            findings.append(Finding(level: .warning, text: "sidecar: did not answer HELLO within 2 s"))
+        }
+        let scope = ProcFiles.readText("/proc/sys/kernel/yama/ptrace_scope")?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let capture: (Level, String)
+        switch scope {
+        case nil, "0"?:
+            capture = uid == 0 || uid == getuid() ? (.ok, "it can ptrace your processes") : (.warning, "it cannot ptrace them")
+        case "1"?: capture = (.ok, "Yama 1: the stub names it with PR_SET_PTRACER, so it can ptrace your processes")
+        case "2"?:
+            capture =
+                uid == 0
+                ? (.ok, "Yama 2: it can ptrace if it kept CAP_SYS_PTRACE (the unit grants it)")
+                : (.warning, "Yama 2: a sidecar without CAP_SYS_PTRACE reports only the crashing thread")
+        default: capture = (.warning, "Yama 3: no ptrace at all; reports hold only the crashing thread")
+        }
+        findings.append(
+            Finding(
+                level: capture.0,
+                text: "sidecar: capture: \(capture.1); the stub makes a crashing process dumpable (except setuid programs)"))
+        return findings
+    }
 
     public func findings(store: ReportStore) -> [Finding] {
         var findings: [Finding] = []

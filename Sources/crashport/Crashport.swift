@@ -335,8 +335,17 @@ struct Doctor: ParsableCommand {
 
     @OptionGroup var reportsOption: ReportsOption
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The sidecar's socket to check (default: $CRASHPORT_SOCKET, else crashport watch's default).", valueName: "PATH"))
+    var socket: String?
+
     func run() throws {
-        let findings = Watcher.Doctor().findings(store: reportsOption.store)
+        let doctor = Watcher.Doctor()
+        let findings =
+            doctor.findings(store: reportsOption.store)
+            + doctor.sidecarFindings(socket: socket ?? SidecarConfiguration.defaults().socketPath)
         for finding in findings {
             print("\(finding.level.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(finding.text)")
         }

@@ -233,7 +233,14 @@ final class SidecarTests: XCTestCase {
         XCTAssertNil(events[0].capturedFrom, "a live capture")
         XCTAssertTrue(sidecar.log.contains("client pid \(program.pid)"), sidecar.log)
         XCTAssertTrue(sidecar.log.contains("report: "), sidecar.log)
+        let doctor = try TestSupport.run(
+            [TestSupport.crashport, "doctor", "--socket", sidecar.socket, "--reports", sidecar.directory + "/doctor"])
+        XCTAssertTrue(doctor.stdout.contains("sidecar: listening on \(sidecar.socket), pid \(sidecar.pid)"), doctor.stdout)
+        XCTAssertTrue(doctor.stdout.contains("sidecar: serves you"), doctor.stdout)
         XCTAssertEqual(sidecar.stop(), 0)
+        let none = try TestSupport.run(
+            [TestSupport.crashport, "doctor", "--socket", sidecar.socket, "--reports", sidecar.directory + "/doctor"])
+        XCTAssertTrue(none.stdout.contains("sidecar: none listening"), none.stdout)
     }
 
     /// A forked child shares its parent's connection: the kernel's credentials name the child,
