@@ -44,17 +44,22 @@ struct ReportsOption: ParsableArguments {
     }
 }
 
+/// How much capture takes: shared by run and watch.
+struct CaptureFlags: ParsableArguments {
+    @Flag(name: .long, help: "Do not ptrace: report the crashing thread from the stub's record only.")
+    var noPtrace = false
+
+    @Flag(name: .long, help: "Also keep the process environment in the minidump (it may hold secrets).")
+    var captureEnvironment = false
+}
+
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run PROGRAM watched; end the way it ended (its exit code, or killed by the same signal).")
 
     @OptionGroup var reportsOption: ReportsOption
 
-    @Flag(name: .long, help: "Do not ptrace: report the crashing thread from the stub's record only.")
-    var noPtrace = false
-
-    @Flag(name: .long, help: "Also keep the process environment in the minidump (it may hold secrets).")
-    var captureEnvironment = false
+    @OptionGroup var captureFlags: CaptureFlags
 
     @Option(
         name: .long,
@@ -99,8 +104,8 @@ struct Run: ParsableCommand {
                         .utf8))
         }
         var launcher = Launcher(program: program, arguments: Array(command.dropFirst()), store: store)
-        launcher.options.usePtrace = !noPtrace
-        launcher.options.captureEnvironment = captureEnvironment
+        launcher.options.usePtrace = !captureFlags.noPtrace
+        launcher.options.captureEnvironment = captureFlags.captureEnvironment
         if !forwardFirst.isEmpty {
             var names: [String] = []
             for text in forwardFirst {
@@ -178,11 +183,7 @@ struct Watch: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Keep at most this many MiB of reports per user (default 256).", valueName: "MIB"))
     var maxSize: UInt64?
 
-    @Flag(name: .long, help: "Do not ptrace: report the crashing thread from the stub's record only.")
-    var noPtrace = false
-
-    @Flag(name: .long, help: "Also keep the process environment in the minidump (it may hold secrets).")
-    var captureEnvironment = false
+    @OptionGroup var captureFlags: CaptureFlags
 
     func run() throws {
         var configuration = SidecarConfiguration.defaults()
@@ -214,8 +215,8 @@ struct Watch: ParsableCommand {
         }
         if let maxReports { configuration.maxReports = max(1, maxReports) }
         if let maxSize { configuration.maxBytes = maxSize << 20 }
-        if noPtrace { configuration.capture.usePtrace = false }
-        if captureEnvironment { configuration.capture.captureEnvironment = true }
+        if captureFlags.noPtrace { configuration.capture.usePtrace = false }
+        if captureFlags.captureEnvironment { configuration.capture.captureEnvironment = true }
         do {
             let status = try Sidecar(configuration: configuration).run()
             throw ExitCode(status)
