@@ -280,6 +280,36 @@ public enum VerdictMessage {
     }
 }
 
+extension HelloMessage {
+    /// A HELLO as the stub sends it, for a process with no build-id to give (doctor's probe).
+    public static func encode(pid: Int32) -> [UInt8] {
+        var hello = MessageEncoder(type: CP_MSG_HELLO.rawValue, size: MemoryLayout<cp_hello>.size)
+        hello.put32(UInt32(bitPattern: pid), at: Layout.offset(\cp_hello.pid))
+        return hello.bytes
+    }
+}
+
+/// A sidecar's answer to HELLO, decoded.
+public struct HelloReply: Equatable, Sendable {
+    public var accepted: Bool
+    public var spool: String
+    public var message: String
+
+    public init(bytes: [UInt8]) throws {
+        let header = try WireHeader(bytes: bytes)
+        guard header.type == CP_MSG_HELLO_REPLY.rawValue else { throw WireError.unexpectedType(header.type) }
+        guard bytes.count == MemoryLayout<cp_hello_reply>.size else {
+            throw WireError.sizeMismatch(declared: header.size, received: MemoryLayout<cp_hello_reply>.size)
+        }
+        func text(_ offset: Int, capacity: Int) -> String {
+            String(decoding: bytes[offset..<offset + capacity].prefix { $0 != 0 }, as: UTF8.self)
+        }
+        accepted = WireBytes(bytes: bytes).u32(Layout.offset(\cp_hello_reply.status)) == CP_HELLO_ACCEPTED
+        spool = text(Layout.offset(\cp_hello_reply.spool), capacity: 256)
+        message = text(Layout.offset(\cp_hello_reply.message), capacity: 128)
+    }
+}
+
 public enum HelloReplyMessage {
     /// The sidecar's answer to HELLO: whether it serves the process, its spool directory, and
     /// (refused) why. Strings longer than their fields are cut; both stay NUL-terminated.

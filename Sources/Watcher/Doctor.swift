@@ -1,7 +1,6 @@
 // Doctor: `crashport doctor`, why capture would or would not work on this machine, checked
 // for real (a child is actually traced), not guessed from settings alone.
 
-import CCrashPortProtocol
 import CShims
 import Foundation
 import LiveProcess
@@ -50,32 +49,16 @@ public struct Doctor {
             return findings
         }
         // Say HELLO as the stub would and read the reply: does it serve us, and where is its spool.
-        var hello = [UInt8](repeating: 0, count: MemoryLayout<cp_hello>.size)
-        func put(_ value: UInt32, _ offset: Int) {
-            for i in 0..<4 { hello[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
-        }
-        put(CP_MAGIC, 0)
-        put(CP_VERSION, 4)
-        put(UInt32(hello.count), 8)
-        put(CP_MSG_HELLO.rawValue, 12)
-        put(UInt32(getpid()), 16)
+        let hello = HelloMessage.encode(pid: getpid())
         _ = hello.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        var reply = [UInt8](repeating: 0, count: 1024)
-        let count = poll(&entry, 1, 2000) == 1 ? recv(fd, &reply, reply.count, Int32(MSG_DONTWAIT)) : -1
-        let size = MemoryLayout<cp_hello_reply>.size
-        if count == size, reply[12] == UInt8(CP_MSG_HELLO_REPLY.rawValue) {
-            func text(_ offset: Int, _ capacity: Int) -> String {
-                String(decoding: reply[offset..<offset + capacity].prefix { $0 != 0 }, as: UTF8.self)
-            }
-            let status = UInt32(reply[16]) | UInt32(reply[17]) << 8
-            let spool = text(MemoryLayout<cp_hello_reply>.offset(of: \cp_hello_reply.spool)!, 256)
-            if status == CP_HELLO_ACCEPTED {
-                findings.append(Finding(level: .ok, text: "sidecar: serves you (uid \(getuid())); its spool is \(spool)"))
-            } else {
-                let why = text(MemoryLayout<cp_hello_reply>.offset(of: \cp_hello_reply.message)!, 128)
-                findings.append(Finding(level: .problem, text: "sidecar: refuses you: \(why)"))
-            }
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        let count = poll(&entry, 1, 2000) == 1 ? recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT)) : -1
+        if count > 0, let reply = try? HelloReply(bytes: Array(buffer.prefix(count))) {
+            findings.append(
+                reply.accepted
+                    ? Finding(level: .ok, text: "sidecar: serves you (uid \(getuid())); its spool is \(reply.spool)")
+                    : Finding(level: .problem, text: "sidecar: refuses you: \(reply.message)"))
         } else {
             findings.append(Finding(level: .warning, text: "sidecar: did not answer HELLO within 2 s"))
         }

@@ -62,12 +62,16 @@ public struct ReportStore: Sendable {
         self.root = root
     }
 
-    /// Runs `body` with the owner's filesystem ids (none: as is), then restores root's.
-    func asOwner<T>(_ body: () throws -> T) throws -> T {
+    /// Runs `body` with the owner's filesystem ids (none: as is).
+    func asOwner<T>(_ body: () throws -> T) throws -> T { try Self.withFilesystemIDs(of: owner, body) }
+
+    /// Runs `body` on this thread with `owner`'s filesystem ids (nil: as is), then restores
+    /// root's.
+    static func withFilesystemIDs<T>(of owner: Owner?, _ body: () throws -> T) throws -> T {
         guard let owner else { return try body() }
         guard cp_set_filesystem_ids(owner.uid, owner.gid) == 0 else {
             _ = cp_set_filesystem_ids(0, 0)
-            throw StoreError.notWritable(path: root, reason: "cannot take the filesystem ids of uid \(owner.uid)")
+            throw StoreError.system(call: "setfsuid", path: "uid \(owner.uid)", errno: EPERM)
         }
         defer { _ = cp_set_filesystem_ids(0, 0) }
         return try body()
@@ -157,13 +161,8 @@ public struct ReportStore: Sendable {
 
     /// Creates the directory (0700) if needed and checks that a report could be written now.
     public func prepare() throws {
-        var path = ""
-        for component in root.split(separator: "/", omittingEmptySubsequences: false) {
-            path += (path.isEmpty && root.hasPrefix("/") ? "" : (path.isEmpty ? "" : "/")) + component
-            if path.isEmpty { path = "/"; continue }
-            if mkdir(path, 0o700) != 0 && errno != EEXIST {
-                throw StoreError.notWritable(path: root, reason: "mkdir \(path): \(String(cString: strerror(errno)))")
-            }
+        if let failure = Self.makeDirectories(root, mode: 0o700) {
+            throw StoreError.notWritable(path: root, reason: failure)
         }
         var info = stat()
         guard stat(root, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
@@ -172,6 +171,17 @@ public struct ReportStore: Sendable {
         guard access(root, W_OK | X_OK) == 0 else {
             throw StoreError.notWritable(path: root, reason: String(cString: strerror(errno)))
         }
+    }
+
+    /// mkdir -p: every missing directory of `path` (absolute or relative) created with `mode`.
+    /// Nil, or what failed ("mkdir PATH: reason").
+    public static func makeDirectories(_ path: String, mode: mode_t) -> String? {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, mode) != 0 && errno != EEXIST { return "mkdir \(prefix): \(String(cString: strerror(errno)))" }
+        }
+        return nil
     }
 
     /// A new report id: sortable by time, unique per process and moment.

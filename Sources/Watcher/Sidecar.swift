@@ -312,7 +312,9 @@ public final class Sidecar {
     func prepareReports() throws {
         if isRoot {
             // Users may reach their own directory but not list the others.
-            try makeDirectories(parentOf: configuration.reportsRoot + "/x", mode: 0o711)
+            if let failure = ReportStore.makeDirectories(configuration.reportsRoot, mode: 0o711) {
+                throw SidecarError.directory("cannot create \(configuration.reportsRoot): \(failure)")
+            }
         } else {
             try configuredStore(root: configuration.reportsRoot, owner: nil).prepare()
         }
@@ -386,12 +388,8 @@ public final class Sidecar {
 /// mkdir -p of a path's parent, each new directory with `mode`.
 func makeDirectories(parentOf path: String, mode: mode_t) throws {
     guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
-    var prefix = ""
-    for component in path[..<slash].split(separator: "/") {
-        prefix += "/" + component
-        if mkdir(prefix, mode) != 0 && errno != EEXIST {
-            throw SidecarError.directory("cannot create \(prefix): \(String(cString: strerror(errno)))")
-        }
+    if let failure = ReportStore.makeDirectories(String(path[..<slash]), mode: mode) {
+        throw SidecarError.directory("cannot create the parent of \(path): \(failure)")
     }
 }
 

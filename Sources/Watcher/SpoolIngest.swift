@@ -237,10 +237,8 @@ final class SpoolIngest: @unchecked Sendable {
         )
     }
 
+    /// Runs `body` as the file's owner in root's shared spool; as is in a user's own.
     func asOwner<T>(_ owner: ReportStore.Owner?, _ body: () throws -> T) throws -> T {
-        guard shared, let owner else { return try body() }
-        var store = ReportStore(root: directory)
-        store.owner = owner
-        return try store.asOwner(body)
+        try ReportStore.withFilesystemIDs(of: shared ? owner : nil, body)
     }
 }
