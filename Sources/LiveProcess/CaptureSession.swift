@@ -26,12 +26,60 @@ public struct CaptureOptions: Sendable {
     public init() {}
 }
 
+/// What capture took from a live process before releasing it. `finish` does the rest, which
+/// needs no live process: it parses the module files, reads the machine's own files and builds
+/// the snapshot, on a report thread after the verdict has let the process go.
+public struct HeldCapture: Sendable {
+    let record: CrashRecord
+    let threads: [ThreadSnapshot]
+    let pendingModules: [PendingModule]
+    let extraMemory: [MemoryRegion]
+    let files: LinuxFiles
+    let executable: String?
+    let startTicks: UInt64?
+    var notes: [String]
+    /// Nanoseconds from the start of capture until the process was released.
+    public let suspendedNanoseconds: UInt64
+    let heldNanoseconds: UInt64
+
+    public func finish(cache: ELFCache) -> Capture {
+        var notes = notes
+        let modules = ModuleMap.open(pendingModules, cache: cache)
+        for module in modules {
+            if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
+        }
+        var files = files
+        files.cpuInfo = ProcFiles.read("/proc/cpuinfo")
+        files.lsbRelease = ProcFiles.read("/etc/lsb-release") ?? ProcFiles.read("/etc/os-release")
+        let arguments = (files.cmdLine ?? []).split(separator: 0, omittingEmptySubsequences: false)
+            .dropLast(files.cmdLine?.last == 0 ? 1 : 0).map { String(decoding: $0, as: UTF8.self) }
+        let snapshot = ProcessSnapshot(
+            pid: record.pid, crashedThreadID: record.tid,
+            exception: ExceptionInfo(
+                signal: record.signal, code: record.code, faultAddress: record.faultAddress,
+                senderPID: record.code <= 0 ? record.senderPID : nil),
+            threads: threads, modules: modules, extraMemory: extraMemory, system: SystemProbe.current(),
+            linuxFiles: files, captureTime: UInt32(clamping: Int(time(nil))),
+            processStartTime: startTicks.flatMap(CaptureSession.unixTime(ofStartTicks:)))
+        return Capture(
+            snapshot: snapshot, executable: executable, arguments: arguments, notes: notes,
+            record: record, suspendedNanoseconds: suspendedNanoseconds, heldNanoseconds: heldNanoseconds)
+    }
+}
+
 public enum CaptureSession {
-    public static func capture(record: CrashRecord, options: CaptureOptions, cache: ELFCache) -> Capture {
+    /// Captures and releases the process. `threads` is /proc/PID/task and `status`
+    /// /proc/PID/status as the caller read them when it checked the record (read here when nil). A process whose only thread is the crashing one, which is
+    /// waiting in the stub for the verdict, is read without ptrace: nothing in it can run.
+    public static func hold(
+        record: CrashRecord, threads listed: [ThreadID]? = nil, status: [UInt8]? = nil, options: CaptureOptions,
+        cache: ELFCache
+    ) -> HeldCapture {
         let started = monotonicNanoseconds()
         let pid = record.pid
         var notes: [String] = []
-        let session = options.usePtrace ? suspend(pid, notes: &notes) : nil
+        let alone = (listed ?? ProcFiles.threads(of: pid)) == [record.tid]
+        let session = options.usePtrace && !alone ? suspend(pid, notes: &notes) : nil
         if !options.usePtrace {
             notes.append(
                 "ptrace not used (--no-ptrace); other threads were not captured; the crashing thread comes from the record's stack copy"
@@ -39,42 +87,52 @@ public enum CaptureSession {
         }
         let memory = ProcessMemory(pid: pid)
         let mapsBytes = ProcFiles.read("/proc/\(pid)/maps")
-        let mappings = mapsBytes.map { MemoryMapping.parse(String(decoding: $0, as: UTF8.self)) } ?? []
+        let mappings = mapsBytes.map { MemoryMapping.parse($0) } ?? []
         if mapsBytes == nil { notes.append("/proc/\(pid)/maps unreadable: modules unknown") }
+        // /proc/PID/stat: fields[0] is field 3, the state; fields[19] field 22, the start time.
+        let stat = ProcFiles.statFields(of: pid)
+        // Whether the live process's memory is ours to read: held by ptrace, or alone and
+        // readable (process_vm_readv makes the same permission check as ptrace).
+        var live = session != nil
+        if options.usePtrace && alone {
+            if stat.map({ $0.first == "Z" || $0.first == "X" }) ?? true {
+                notes.append(alreadyExited)
+            } else if let first = mappings.first(where: { $0.readable }) {
+                live = !memory.bytes(at: first.start, count: 1).isEmpty
+                if !live {
+                    notes.append(
+                        "the process's memory could not be read (\(String(cString: strerror(errno)))); the crashing thread comes from the record's stack copy"
+                    )
+                }
+            }
+        }
 
         let stacks = StackReader(mappings: mappings, memory: memory)
-        let threads = threadSnapshots(record: record, session: session, stacks: stacks, options: options, notes: &notes)
+        let threads = threadSnapshots(
+            record: record, session: session, live: live, stacks: stacks, options: options, notes: &notes)
         let executable = ProcFiles.executable(of: pid)
         let pendingModules = ModuleMap.pending(
-            pid: pid, mappings: mappings, executable: executable, memory: session == nil ? nil : memory, cache: cache)
-        var extra = session == nil ? [] : instructionBytes(at: record.registers.rip, threads: threads, stacks: stacks)
-        if session != nil {
+            pid: pid, mappings: mappings, executable: executable, memory: live ? memory : nil, cache: cache)
+        var extra = live ? instructionBytes(at: record.registers.rip, threads: threads, stacks: stacks) : []
+        if live {
             extra += interruptedStacks(
                 threads: threads, crashedThreadID: record.tid, extra: extra, stacks: stacks, options: options)
         }
-        let files = linuxFiles(pid: pid, maps: mapsBytes, environment: options.captureEnvironment)
-        let arguments = ProcFiles.arguments(of: pid)
-        let startTime = processStartTime(pid: pid)
+        var files = LinuxFiles()
+        files.procStatus = status ?? ProcFiles.read("/proc/\(pid)/status")
+        files.cmdLine = ProcFiles.read("/proc/\(pid)/cmdline")
+        files.auxv = ProcFiles.read("/proc/\(pid)/auxv")
+        files.maps = mapsBytes
+        if options.captureEnvironment { files.environ = ProcFiles.read("/proc/\(pid)/environ") }
+        let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
 
         // Everything needed from the live process is in hand: release it.
         session?.detachAll()
-        let suspended = monotonicNanoseconds() - started
-        let held = session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0
-        let modules = ModuleMap.open(pendingModules, cache: cache)
-        for module in modules {
-            if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
-        }
-
-        let snapshot = ProcessSnapshot(
-            pid: pid, crashedThreadID: record.tid,
-            exception: ExceptionInfo(
-                signal: record.signal, code: record.code, faultAddress: record.faultAddress,
-                senderPID: record.code <= 0 ? record.senderPID : nil),
-            threads: threads, modules: modules, extraMemory: extra, system: SystemProbe.current(),
-            linuxFiles: files, captureTime: UInt32(clamping: Int(time(nil))), processStartTime: startTime)
-        return Capture(
-            snapshot: snapshot, executable: executable, arguments: arguments, notes: notes,
-            record: record, suspendedNanoseconds: suspended, heldNanoseconds: held)
+        return HeldCapture(
+            record: record, threads: threads, pendingModules: pendingModules, extraMemory: extra, files: files,
+            executable: executable, startTicks: startTicks, notes: notes,
+            suspendedNanoseconds: monotonicNanoseconds() - started,
+            heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
     }
 
     /// A crash the stub spooled because no watcher answered: its process is gone (or, its pid
@@ -109,6 +167,9 @@ public enum CaptureSession {
             suspendedNanoseconds: 0, heldNanoseconds: 0)
     }
 
+    static let alreadyExited =
+        "the process had already exited when the watcher got to it (the stub stops waiting after its timeout, CRASHPORT_TIMEOUT_MS); the crashing thread comes from the record's stack copy"
+
     /// Stops every thread; nil (with a note saying why) when ptrace is denied or the process is
     /// already gone.
     static func suspend(_ pid: ProcessID, notes: inout [String]) -> PtraceSession? {
@@ -119,9 +180,7 @@ public enum CaptureSession {
             return session
         } catch {
             if Self.hasExited(pid: pid) {
-                notes.append(
-                    "the process had already exited when the watcher got to it (the stub stops waiting after its timeout, CRASHPORT_TIMEOUT_MS); the crashing thread comes from the record's stack copy"
-                )
+                notes.append(alreadyExited)
             } else {
                 notes.append(
                     "ptrace denied (\(error)); other threads, their registers and the live stack were not captured; the crashing thread comes from the record's stack copy"
@@ -158,14 +217,15 @@ public enum CaptureSession {
     /// handler now) and the live stack when we hold the process (it may extend past the record's
     /// copy); then every other stopped thread.
     static func threadSnapshots(
-        record: CrashRecord, session: PtraceSession?, stacks: StackReader, options: CaptureOptions, notes: inout [String]
+        record: CrashRecord, session: PtraceSession?, live: Bool, stacks: StackReader, options: CaptureOptions,
+        notes: inout [String]
     ) -> [ThreadSnapshot] {
         let pid = record.pid
         var crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
-        if session != nil, let live = stacks.stack(from: record.registers.rsp, limit: options.crashedThreadStackLimit),
-            live.bytes.count > record.stack.bytes.count
+        if live, let stack = stacks.stack(from: record.registers.rsp, limit: options.crashedThreadStackLimit),
+            stack.bytes.count > record.stack.bytes.count
         {
-            crashed.stack = live
+            crashed.stack = stack
         }
         if crashed.name.isEmpty { crashed.name = ProcFiles.threadName(pid: pid, tid: record.tid) }
         var threads = [crashed]
@@ -211,36 +271,26 @@ public enum CaptureSession {
         return bytes.isEmpty ? [] : [MemoryRegion(start: from, bytes: bytes)]
     }
 
-    /// The raw Linux files the minidump keeps (the environment only when asked).
-    static func linuxFiles(pid: ProcessID, maps: [UInt8]?, environment: Bool) -> LinuxFiles {
-        var files = LinuxFiles()
-        files.cpuInfo = ProcFiles.read("/proc/cpuinfo")
-        files.procStatus = ProcFiles.read("/proc/\(pid)/status")
-        files.lsbRelease = ProcFiles.read("/etc/lsb-release") ?? ProcFiles.read("/etc/os-release")
-        files.cmdLine = ProcFiles.read("/proc/\(pid)/cmdline")
-        files.auxv = ProcFiles.read("/proc/\(pid)/auxv")
-        files.maps = maps
-        if environment { files.environ = ProcFiles.read("/proc/\(pid)/environ") }
-        return files
-    }
-
     /// Whether the process is gone or a zombie (/proc/PID/stat state Z or X).
     static func hasExited(pid: ProcessID) -> Bool {
         guard let state = ProcFiles.statFields(of: pid)?.first else { return true }
         return state == "Z" || state == "X"
     }
 
-    /// Unix seconds at which the process started: /proc/PID/stat field 22 / CLK_TCK + btime.
-    static func processStartTime(pid: ProcessID) -> UInt32? {
-        // fields[0] is field 3 (state); field 22 is fields[19].
-        guard let fields = ProcFiles.statFields(of: pid), fields.count > 19, let ticks = UInt64(fields[19]) else { return nil }
-        guard let procStat = ProcFiles.readText("/proc/stat"),
-            let line = procStat.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
-            let boot = UInt64(line.dropFirst(6))
-        else { return nil }
+    /// Unix seconds at which a process started `ticks` clock ticks after boot (/proc/stat
+    /// btime, read once).
+    static func unixTime(ofStartTicks ticks: UInt64) -> UInt32? {
+        guard let boot = bootTime else { return nil }
         let hertz = UInt64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
         return UInt32(clamping: boot + ticks / hertz)
     }
+
+    static let bootTime: UInt64? = {
+        guard let procStat = ProcFiles.readText("/proc/stat"),
+            let line = procStat.split(separator: "\n").first(where: { $0.hasPrefix("btime ") })
+        else { return nil }
+        return UInt64(line.dropFirst(6))
+    }()
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: what capture timings are measured in.

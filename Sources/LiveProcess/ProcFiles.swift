@@ -17,12 +17,15 @@ public enum ProcFiles {
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var result: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while result.count < limit {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { break }
-            result.append(contentsOf: chunk[0..<min(count, limit - result.count)])
+        // A stack buffer, not a fresh zeroed array per call: capture reads a dozen /proc files
+        // while the process is held.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16384) { chunk in
+            while result.count < limit {
+                let count = Glibc.read(fd, chunk.baseAddress, chunk.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                result.append(contentsOf: UnsafeBufferPointer(rebasing: chunk[0..<min(count, limit - result.count)]))
+            }
         }
         return result
     }
@@ -80,22 +83,25 @@ public enum ProcFiles {
     /// The real uid and the supplementary groups and real gid of a process (/proc/PID/status
     /// Uid:, Gid:, Groups:); nil when it is gone.
     public static func credentials(of pid: ProcessID) -> (uid: UInt32, gids: [UInt32])? {
-        guard let status = readText("/proc/\(pid)/status") else { return nil }
+        read("/proc/\(pid)/status").flatMap(credentials(status:))
+    }
+
+    /// The credentials in /proc/PID/status text already read; nil when it has no Uid: line.
+    public static func credentials(status: [UInt8]) -> (uid: UInt32, gids: [UInt32])? {
         var uid: UInt32?
         var gids: [UInt32] = []
-        for line in status.split(separator: "\n") {
-            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-            guard let key = fields.first, fields.count > 1 else { continue }
-            switch key {
-            case "Uid:": uid = UInt32(fields[1])
-            case "Gid:": gids.append(contentsOf: UInt32(fields[1]).map { [$0] } ?? [])
-            case "Groups:": gids.append(contentsOf: fields.dropFirst().compactMap { UInt32($0) })
-            default: break
+        // Only three of its fifty lines matter: the others are not split.
+        for line in status.split(separator: UInt8(ascii: "\n"))
+        where line.starts(with: "Uid:".utf8) || line.starts(with: "Gid:".utf8) || line.starts(with: "Groups:".utf8) {
+            let numbers = line.split(whereSeparator: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }).dropFirst()
+                .lazy.compactMap { UInt32(String(decoding: $0, as: UTF8.self)) }
+            switch line.first {
+            case UInt8(ascii: "U"): uid = numbers.first
+            case UInt8(ascii: "G") where line.starts(with: "Gid:".utf8): gids.append(contentsOf: numbers.prefix(1))
+            default: gids.append(contentsOf: numbers)
             }
         }
         return uid.map { ($0, gids) }
     }
 
-    /// The real uid of a process; nil when it is gone.
-    public static func owner(of pid: ProcessID) -> UInt32? { credentials(of: pid)?.uid }
 }

@@ -20,28 +20,86 @@ public struct MemoryMapping: Sendable, Equatable {
 
     /// Parses /proc/PID/maps text; malformed lines are skipped.
     public static func parse(_ text: String) -> [MemoryMapping] {
+        var text = text
+        return text.withUTF8 { parse(bytes: $0) }
+    }
+
+    /// Parses /proc/PID/maps as read; malformed lines are skipped.
+    public static func parse(_ bytes: [UInt8]) -> [MemoryMapping] {
+        bytes.withUnsafeBufferPointer { parse(bytes: $0) }
+    }
+
+    /// Parses /proc/PID/maps bytes; malformed lines are skipped. Byte by byte, without building
+    /// strings for the fields: the capture parses maps while the process is held.
+    public static func parse(bytes: UnsafeBufferPointer<UInt8>) -> [MemoryMapping] {
         var result: [MemoryMapping] = []
-        for line in text.split(separator: "\n") {
-            let fields = line.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true)
-            guard fields.count >= 5 else { continue }
-            let range = fields[0].split(separator: "-")
-            guard range.count == 2, let start = UInt64(range[0], radix: 16), let end = UInt64(range[1], radix: 16),
-                start < end, let offset = UInt64(fields[2], radix: 16), let inode = UInt64(fields[4])
-            else { continue }
-            let perms = Array(fields[1].utf8)
-            guard perms.count >= 3 else { continue }
-            let path = fields.count > 5 ? String(fields[5]).trimmingLeadingSpaces() : ""
-            result.append(
-                MemoryMapping(
-                    start: start, end: end, readable: perms[0] == UInt8(ascii: "r"), writable: perms[1] == UInt8(ascii: "w"),
-                    executable: perms[2] == UInt8(ascii: "x"), offset: offset, inode: inode, path: path))
+        var lineStart = 0
+        while lineStart < bytes.count {
+            var lineEnd = lineStart
+            while lineEnd < bytes.count && bytes[lineEnd] != UInt8(ascii: "\n") { lineEnd += 1 }
+            var line = MapsLine(bytes: bytes, position: lineStart, end: lineEnd)
+            if let mapping = line.mapping() { result.append(mapping) }
+            lineStart = lineEnd + 1
         }
         return result
     }
 }
 
-extension String {
-    fileprivate func trimmingLeadingSpaces() -> String {
-        String(drop { $0 == " " })
+/// One line of maps: `start-end perms offset dev inode   path`, fields split by runs of spaces.
+private struct MapsLine {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var position: Int
+    let end: Int
+
+    mutating func mapping() -> MemoryMapping? {
+        let range = field()
+        let perms = field()
+        let offsetField = field()
+        _ = field()  // the device
+        let inodeField = field()
+        guard let range, let perms, perms.count >= 3, let offsetField, let inodeField,
+            let dash = range.firstIndex(of: UInt8(ascii: "-")), !range[(dash + 1)...].contains(UInt8(ascii: "-")),
+            let start = Self.number(range[..<dash], radix: 16), let end = Self.number(range[(dash + 1)...], radix: 16),
+            start < end, let offset = Self.number(offsetField, radix: 16), let inode = Self.number(inodeField, radix: 10)
+        else { return nil }
+        skipSpaces()
+        let path = String(decoding: UnsafeBufferPointer(rebasing: bytes[position..<self.end]), as: UTF8.self)
+        return MemoryMapping(
+            start: start, end: end, readable: perms[perms.startIndex] == UInt8(ascii: "r"),
+            writable: perms[perms.startIndex + 1] == UInt8(ascii: "w"),
+            executable: perms[perms.startIndex + 2] == UInt8(ascii: "x"), offset: offset, inode: inode, path: path)
+    }
+
+    mutating func skipSpaces() {
+        while position < end && bytes[position] == UInt8(ascii: " ") { position += 1 }
+    }
+
+    /// The next run of non-spaces, nil at the end of the line.
+    mutating func field() -> Slice<UnsafeBufferPointer<UInt8>>? {
+        skipSpaces()
+        let from = position
+        while position < end && bytes[position] != UInt8(ascii: " ") { position += 1 }
+        return from < position ? bytes[from..<position] : nil
+    }
+
+    /// A whole field as an unsigned number; nil when empty, not all digits, or too large.
+    static func number(_ digits: Slice<UnsafeBufferPointer<UInt8>>, radix: UInt64) -> UInt64? {
+        guard !digits.isEmpty, digits.count <= 20 else { return nil }
+        var value: UInt64 = 0
+        for byte in digits {
+            let digit: UInt64
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt64(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt64(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt64(byte - UInt8(ascii: "A") + 10)
+            default: return nil
+            }
+            guard digit < radix else { return nil }
+            let (shifted, overflow) = value.multipliedReportingOverflow(by: radix)
+            let (sum, carry) = shifted.addingReportingOverflow(digit)
+            guard !overflow, !carry else { return nil }
+            value = sum
+        }
+        return value
     }
 }

@@ -41,7 +41,7 @@ public enum StackOverflow {
         else { return nil }
         return verdict(
             faultAddress: exception.faultAddress, stackPointer: crashed.registers.rsp,
-            mappings: MemoryMapping.parse(String(decoding: maps, as: UTF8.self)))
+            mappings: MemoryMapping.parse(maps))
     }
 
     /// Whether a fault at `faultAddress` with the stack pointer at `stackPointer` overflowed the

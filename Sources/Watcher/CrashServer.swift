@@ -82,6 +82,8 @@ public final class CrashServer: @unchecked Sendable {
     /// Crashes whose report could not be written, by pid, with why.
     public var unwritten: [ProcessID: String] { written.withLock { $0.unwritten } }
     let cache = ELFCache()
+    /// Crashes captured so far (read on the serving thread).
+    public private(set) var captures = 0
     private var buffer = [UInt8](repeating: 0, count: CrashRecord.maximumSize + 1)
 
     public init(socket: Int32, store: ReportStore, options: CaptureOptions) {
@@ -169,14 +171,16 @@ public final class CrashServer: @unchecked Sendable {
             }
             // A process that already died (its stub stopped waiting) is still reported from the
             // record: the kernel vouched for the pid when the record was sent.
-            let alive = access("/proc/\(record.pid)", F_OK) == 0
-            guard !alive || access("/proc/\(record.pid)/task/\(record.tid)", F_OK) == 0 else {
+            let threads = ProcFiles.threads(of: record.pid)
+            let alive = !threads.isEmpty
+            guard !alive || threads.contains(record.tid) else {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject("a crash record from pid \(senderPID): thread \(record.tid) is not one of its threads")
             }
             // The pid may have been reused since the record was sent: the process there now
             // must still belong to the sender's user, or it is not read at all.
-            if alive, let owner = ProcFiles.owner(of: record.pid), owner != sender.uid {
+            let status = alive ? ProcFiles.read("/proc/\(record.pid)/status") : nil
+            if let owner = status.flatMap({ ProcFiles.credentials(status: $0)?.uid }), owner != sender.uid {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject(
                     "a crash record from pid \(senderPID) (uid \(sender.uid)): pid \(record.pid) now belongs to uid \(owner)")
@@ -185,7 +189,7 @@ public final class CrashServer: @unchecked Sendable {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject("a crash record from pid \(senderPID): uid \(sender.uid) is not served here")
             }
-            handleCrash(record, bytes: bytes, reply: reply, store: store)
+            handleCrash(record, threads: threads, status: status, bytes: bytes, reply: reply, store: store)
         default:
             return reject("a message from pid \(senderPID): unexpected type \(header.type)")
         }
@@ -259,21 +263,25 @@ public final class CrashServer: @unchecked Sendable {
         return fd
     }()
 
-    func handleCrash(_ record: CrashRecord, bytes: [UInt8], reply: Int32, store: ReportStore) {
+    func handleCrash(
+        _ record: CrashRecord, threads: [ThreadID], status: [UInt8]?, bytes: [UInt8], reply: Int32, store: ReportStore
+    ) {
         let started = monotonicNanoseconds()
         // A process with many threads takes longer to capture: say so before starting, so the
         // stub's bounded wait does not run out mid-capture (it caps the total at 6x its timeout).
-        if ProcFiles.threads(of: record.pid).count > 256 {
+        if threads.count > 256 {
             let heartbeat = HeartbeatMessage.encode(extendMilliseconds: 10_000)
             _ = heartbeat.withUnsafeBytes { send(reply, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         }
-        let capture = CaptureSession.capture(record: record, options: options, cache: cache)
-        // The process is released; let it continue down its handler chain now. Unwinding,
-        // symbolication and writing happen while it dies.
+        captures += 1
+        let held = CaptureSession.hold(record: record, threads: threads, status: status, options: options, cache: cache)
+        // The process is released; let it continue down its handler chain now. Opening modules,
+        // unwinding, symbolication and writing happen while it dies.
         let elapsed = monotonicNanoseconds() - started
         sendVerdict(reply, nanoseconds: elapsed)
-        submit { [self] in
-            writeReport(capture, recordBytes: bytes, store: store, started: started, captureNanoseconds: elapsed)
+        submit { [self, cache] in
+            writeReport(
+                held.finish(cache: cache), recordBytes: bytes, store: store, started: started, captureNanoseconds: elapsed)
         }
     }
 
