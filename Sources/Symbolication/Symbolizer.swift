@@ -76,11 +76,19 @@ public final class DebugImage: Sendable {
 }
 
 /// Debug images by build-id (or path when an image has none), shared by every Symbolizer of
-/// this process: a long-running watcher parses each library's tables once.
+/// this process: a long-running watcher parses each library's tables once. Loading is once per
+/// image, also when several report threads want the same one at the same time (a crash storm of
+/// one program): the others wait for it rather than inflate the same debug file beside it.
 public final class DebugImageCache: Sendable {
     public static let shared = DebugImageCache()
 
-    private let images = Mutex<[String: DebugImage]>([:])
+    /// One image's place: empty until its first loader has loaded it, under its own lock so
+    /// that loading one image does not hold up lookups of the others.
+    final class Slot: Sendable {
+        let image = Mutex<DebugImage?>(nil)
+    }
+
+    private let slots = Mutex<[String: Slot]>([:])
 
     public init() {}
 
@@ -89,25 +97,33 @@ public final class DebugImageCache: Sendable {
             + "|" + locator.debugDirectories.joined(separator: ":")
     }
 
-    /// The image if it was already loaded; never loads one.
+    /// The image if it was already loaded; never loads one, nor waits for a load under way.
     public func loadedImage(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage? {
         let key = Self.key(for: elf, locator: locator)
-        return images.withLock { images in
-            guard let found = images[key], found.elf === elf || found.elf.buildID != nil else { return nil }
-            return found
-        }
+        guard let slot = slots.withLock({ $0[key] }), let found = slot.image.withLockIfAvailable({ $0 }) ?? nil,
+            found.elf === elf || found.elf.buildID != nil
+        else { return nil }
+        return found
     }
 
-    /// The image of `elf`, loaded once (outside the lock: loading reads debug files).
+    /// The image of `elf`, loaded once (under its slot's lock, not the cache's: loading reads
+    /// debug files).
     public func image(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage {
-        if let found = loadedImage(for: elf, locator: locator) { return found }
         let key = Self.key(for: elf, locator: locator)
-        let image = DebugImage(elf: elf, locator: locator)
-        images.withLock { images in
-            if images.count > 256 { images.removeAll() }
-            images[key] = image
+        let slot = slots.withLock { slots in
+            if let slot = slots[key] { return slot }
+            if slots.count > 256 { slots.removeAll() }
+            let slot = Slot()
+            slots[key] = slot
+            return slot
         }
-        return image
+        return slot.image.withLock { image in
+            // Without a build-id the key is the path: only the same file object may share it.
+            if let image, image.elf === elf || image.elf.buildID != nil { return image }
+            let loaded = DebugImage(elf: elf, locator: locator)
+            image = loaded
+            return loaded
+        }
     }
 }
 
