@@ -102,9 +102,8 @@ public struct Event: Codable, Sendable, Equatable {
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.
     public static func timestamp(_ date: Date = Date()) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
+        let time = UTCTime(date)
+        return "\(time.date("-"))T\(time.time(":")).\(UTCTime.digits(time.millisecond, 3))Z"
     }
 
     /// A decoding error in a sentence: what was wrong, and where in the event.
@@ -422,5 +421,42 @@ extension Event {
 
     public static func decode(_ data: Data) throws -> Event {
         try JSONDecoder().decode(Event.self, from: data)
+    }
+}
+
+/// A moment's UTC calendar fields, from gmtime_r: what timestamps and report ids are written
+/// from (Foundation's date formatters would load ICU and its data into the watcher for this).
+public struct UTCTime {
+    public var year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0, millisecond = 0
+
+    public init(_ date: Date) {
+        let since1970 = date.timeIntervalSince1970
+        let seconds = since1970.rounded(.down)
+        var time = Int(seconds)
+        var fields = tm()
+        gmtime_r(&time, &fields)
+        year = Int(fields.tm_year) + 1900
+        month = Int(fields.tm_mon) + 1
+        day = Int(fields.tm_mday)
+        hour = Int(fields.tm_hour)
+        minute = Int(fields.tm_min)
+        second = Int(fields.tm_sec)
+        millisecond = min(999, Int((since1970 - seconds) * 1000))
+    }
+
+    /// YYYY-MM-DD with `separator` between the fields (empty: YYYYMMDD).
+    public func date(_ separator: String) -> String {
+        [Self.digits(year, 4), Self.digits(month, 2), Self.digits(day, 2)].joined(separator: separator)
+    }
+
+    /// hh:mm:ss with `separator` between the fields.
+    public func time(_ separator: String) -> String {
+        [Self.digits(hour, 2), Self.digits(minute, 2), Self.digits(second, 2)].joined(separator: separator)
+    }
+
+    /// `value` in decimal, zero-padded to `width`.
+    public static func digits(_ value: Int, _ width: Int) -> String {
+        let text = String(value)
+        return String(repeating: "0", count: max(0, width - text.count)) + text
     }
 }

@@ -186,12 +186,10 @@ public struct ReportStore: Sendable {
 
     /// A new report id: sortable by time, unique per process and moment.
     public static func newID(pid: Int32, date: Date = Date()) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss.SSS'Z'"
+        let time = UTCTime(date)
         let suffix = String(UInt16.random(in: 0...UInt16.max), radix: 16)
-        return "\(formatter.string(from: date))-\(pid)-\(String(repeating: "0", count: 4 - suffix.count))\(suffix)"
+        return
+            "\(time.date(""))T\(time.time("")).\(UTCTime.digits(time.millisecond, 3))Z-\(pid)-\(String(repeating: "0", count: 4 - suffix.count))\(suffix)"
     }
 
     public func path(of id: String) -> String { root + "/" + id }
