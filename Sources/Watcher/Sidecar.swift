@@ -13,6 +13,7 @@
 import CShims
 import Foundation
 import LiveProcess
+import ObjectFile
 import ReportModel
 import Reports
 import Synchronization
@@ -81,6 +82,12 @@ public final class Sidecar {
         )
         notify("READY=1\nSTATUS=serving \(configuration.socketPath)")
         ingestSpool()
+        // Serving from here on: the pages start-up touched need not stay mapped
+        // (ResidentMemory.swift); nor do those of clients and reports, once quiet for 200 ms and
+        // a minute after the last capture.
+        ResidentMemory.releaseCleanFilePages()
+        var lastBusy: UInt64?, lastCapture: UInt64?
+        var capturesSeen = 0, warm = false
 
         var lastScan = monotonicNanoseconds()
         var stopping = false
@@ -92,7 +99,7 @@ public final class Sidecar {
             ]
             let order = Array(clients.keys)
             fds += order.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            let ready = poll(&fds, nfds_t(fds.count), 1000)
+            let ready = poll(&fds, nfds_t(fds.count), lastBusy == nil || warm ? 1000 : 100)
             if ready < 0 && errno != EINTR { throw SidecarError.socket("poll: \(String(cString: strerror(errno)))") }
             if PtraceSession.hasLeftovers { PtraceSession.reapLeftovers() }
             if fds[1].revents != 0 {
@@ -115,6 +122,18 @@ public final class Sidecar {
                 spool?.consumeChanges()
                 ingestSpool()
                 lastScan = now
+            }
+            if ready > 0 || pool.pending > 0 { lastBusy = now }
+            if server.captures != capturesSeen {
+                capturesSeen = server.captures
+                lastCapture = now
+            }
+            // A machine that has just crashed may crash again: the capture path stays mapped
+            // for a minute after a capture.
+            warm = lastCapture.map { now &- $0 < 60_000_000_000 } ?? false
+            if !warm, let busy = lastBusy, now &- busy > 200_000_000 {
+                ResidentMemory.releaseCleanFilePages()
+                lastBusy = nil
             }
         }
         notify("STOPPING=1")
@@ -295,7 +314,7 @@ public final class Sidecar {
         server.storeFor = { [unowned self] sender in store(for: sender) }
         server.onHello = { [unowned self] hello, sender in
             log.say(
-                "client pid \(sender.pid) (uid \(sender.uid)) connected\(hello.buildID.isEmpty ? "" : ", build-id \(hello.buildID.map { String(format: "%02x", $0) }.joined())")"
+                "client pid \(sender.pid) (uid \(sender.uid)) connected\(BuildID(hello.buildID).map { ", build-id \($0.hex)" } ?? "")"
             )
             guard currentClient >= 0 else { return }
             let reply = HelloReplyMessage.encode(accepted: true, spool: configuration.spoolDirectory, message: "")
