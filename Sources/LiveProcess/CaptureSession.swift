@@ -1,11 +1,13 @@
 // CaptureSession: from a verified crash record to a ProcessSnapshot.
 //
-// record → suspend every thread → registers (the crashing thread's from the record, not from
-// where its handler is now) → stacks, and the stacks signal handlers on them interrupted
-// (InterruptedStacks.swift) → modules and /proc files → release the process. Capture
-// is best-effort: whatever cannot be read is noted in `notes` and the report goes on without it.
-// Where ptrace is denied (or --no-ptrace), the crashing thread is still reported from the
-// record's own stack copy.
+// `hold`: record → suspend every other thread (none when the crashing one is alone) →
+// registers (the crashing thread's from the record, not from where its handler is now) →
+// stacks, and the stacks signal handlers on them interrupted (InterruptedStacks.swift) →
+// maps, build-ids, the module files mapped, the process's /proc files → release the process.
+// `HeldCapture.finish`, after the verdict: the module files parsed, the machine's files read,
+// the snapshot. Capture is best-effort: whatever cannot be read is noted in `notes` and the
+// report goes on without it. Where ptrace is denied (or --no-ptrace), the crashing thread is
+// still reported from the record's own stack copy.
 
 import BoundedBytes
 import ObjectFile
@@ -51,8 +53,7 @@ public struct HeldCapture: Sendable {
         var files = files
         files.cpuInfo = ProcFiles.read("/proc/cpuinfo")
         files.lsbRelease = ProcFiles.read("/etc/lsb-release") ?? ProcFiles.read("/etc/os-release")
-        let arguments = (files.cmdLine ?? []).split(separator: 0, omittingEmptySubsequences: false)
-            .dropLast(files.cmdLine?.last == 0 ? 1 : 0).map { String(decoding: $0, as: UTF8.self) }
+        let arguments = ProcFiles.arguments(cmdline: files.cmdLine ?? [])
         let snapshot = ProcessSnapshot(
             pid: record.pid, crashedThreadID: record.tid,
             exception: ExceptionInfo(
@@ -69,8 +70,9 @@ public struct HeldCapture: Sendable {
 
 public enum CaptureSession {
     /// Captures and releases the process. `threads` is /proc/PID/task and `status`
-    /// /proc/PID/status as the caller read them when it checked the record (read here when nil). A process whose only thread is the crashing one, which is
-    /// waiting in the stub for the verdict, is read without ptrace: nothing in it can run.
+    /// /proc/PID/status as the caller read them when it checked the record (read here when
+    /// nil). A process whose only thread is the crashing one, which is waiting in the stub for
+    /// the verdict, is read without ptrace: nothing in it can run.
     public static func hold(
         record: CrashRecord, threads listed: [ThreadID]? = nil, status: [UInt8]? = nil, options: CaptureOptions,
         cache: ELFCache

@@ -52,10 +52,9 @@ public enum ProcFiles {
         return text.hasSuffix("\n") ? String(text.dropLast()) : text
     }
 
-    /// The arguments from /proc/PID/cmdline.
-    public static func arguments(of pid: ProcessID) -> [String] {
-        guard let bytes = read("/proc/\(pid)/cmdline") else { return [] }
-        return bytes.split(separator: 0, omittingEmptySubsequences: false).dropLast(bytes.last == 0 ? 1 : 0)
+    /// The arguments in /proc/PID/cmdline bytes (NUL-separated, the last one NUL-terminated).
+    public static func arguments(cmdline bytes: [UInt8]) -> [String] {
+        bytes.split(separator: 0, omittingEmptySubsequences: false).dropLast(bytes.last == 0 ? 1 : 0)
             .map { String(decoding: $0, as: UTF8.self) }
     }
 
