@@ -51,8 +51,8 @@ public struct HeldCapture: Sendable {
             if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
         }
         var files = files
-        files.cpuInfo = ProcFiles.read("/proc/cpuinfo")
-        files.lsbRelease = ProcFiles.read("/etc/lsb-release") ?? ProcFiles.read("/etc/os-release")
+        files.cpuInfo = SystemProbe.cpuInfo
+        files.lsbRelease = SystemProbe.lsbRelease
         let arguments = ProcFiles.arguments(cmdline: files.cmdLine ?? [])
         let snapshot = ProcessSnapshot(
             pid: record.pid, crashedThreadID: record.tid,
@@ -97,7 +97,7 @@ public enum CaptureSession {
         // readable (process_vm_readv makes the same permission check as ptrace).
         var live = session != nil
         if options.usePtrace && alone {
-            if stat.map({ $0.first == "Z" || $0.first == "X" }) ?? true {
+            if hasExited(stat: stat) {
                 notes.append(alreadyExited)
             } else if let first = mappings.first(where: { $0.readable }) {
                 live = !memory.bytes(at: first.start, count: 1).isEmpty
@@ -274,8 +274,11 @@ public enum CaptureSession {
     }
 
     /// Whether the process is gone or a zombie (/proc/PID/stat state Z or X).
-    static func hasExited(pid: ProcessID) -> Bool {
-        guard let state = ProcFiles.statFields(of: pid)?.first else { return true }
+    static func hasExited(pid: ProcessID) -> Bool { hasExited(stat: ProcFiles.statFields(of: pid)) }
+
+    /// Whether /proc/PID/stat fields (nil: the process is gone) say it has exited.
+    static func hasExited(stat fields: [Substring]?) -> Bool {
+        guard let state = fields?.first else { return true }
         return state == "Z" || state == "X"
     }
 

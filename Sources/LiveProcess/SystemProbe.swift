@@ -1,5 +1,5 @@
-// SystemProbe: the machine's description for SystemInfo (uname, CPU vendor/family/model), read
-// once per watcher process.
+// SystemProbe: the machine's description for SystemInfo (uname, CPU vendor/family/model) and
+// the machine's files a minidump keeps (cpuinfo, os-release), read once per watcher process.
 
 import Foundation
 import ReportModel
@@ -9,6 +9,11 @@ import Glibc
 
 enum SystemProbe {
     nonisolated(unsafe) private static var cached: SystemInfo?
+
+    /// /proc/cpuinfo as first read.
+    static let cpuInfo = ProcFiles.read("/proc/cpuinfo")
+    /// /etc/lsb-release, else /etc/os-release.
+    static let lsbRelease = ProcFiles.read("/etc/lsb-release") ?? ProcFiles.read("/etc/os-release")
 
     static func current() -> SystemInfo {
         if let cached { return cached }
@@ -24,7 +29,7 @@ enum SystemProbe {
             info.machine = field(names.machine)
         }
         info.cpuCount = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
-        if let text = ProcFiles.readText("/proc/cpuinfo") {
+        if let text = cpuInfo.map({ String(decoding: $0, as: UTF8.self) }) {
             for line in text.split(separator: "\n") {
                 let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
                 guard parts.count == 2 else {
