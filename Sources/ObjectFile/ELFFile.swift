@@ -99,6 +99,9 @@ public final class ELFFile: Sendable {
     public let ehFrameTable: EHFrameTable?
     /// The compressed sections (by index): their declared size, read before any inflating.
     let compression: [Int: CompressionHeader]
+    /// The ELF header and the program and section header tables, in file offsets: the bytes
+    /// libelf may rewrite in place, never released.
+    private let headerTables: [Range<UInt64>]
     private let state: Mutex<LibELFState>
 
     public var path: String { file.path }
@@ -151,6 +154,7 @@ public final class ELFFile: Sendable {
         sections = parts.sections
         compression = parts.compression
         buildID = parts.buildID
+        headerTables = parts.headerTables
         ehFrameTable = Self.readEHFrameTable(view: view, segments: parts.segments)
         state = Mutex(LibELFState(elf: elf))
     }
@@ -170,6 +174,7 @@ public final class ELFFile: Sendable {
         var sections: [ELFSection]
         var compression: [Int: CompressionHeader]
         var buildID: BuildID?
+        var headerTables: [Range<UInt64>]
     }
 
     /// Everything init keeps, through libelf. Throws for what makes the file unusable: no
@@ -188,10 +193,18 @@ public final class ELFFile: Sendable {
         for section in sections {
             if let found = readCompressionHeader(elf, section: section, view: view) { compression[section.index] = found }
         }
+        var sectionCount = 0
+        if elf_getshdrnum(elf, &sectionCount) != 0 { sectionCount = Int(header.e_shnum) }
+        let headerTables = [
+            UInt64.checkedRange(start: 0, count: 64),
+            UInt64.checkedRange(start: header.e_phoff, count: UInt64(header.e_phnum) &* UInt64(header.e_phentsize)),
+            UInt64.checkedRange(start: header.e_shoff, count: UInt64(sectionCount) &* UInt64(header.e_shentsize)),
+        ].compactMap { $0 }
         return Parts(
             type: header.e_type, machine: header.e_machine, segments: segments, sections: sections,
             compression: compression,
-            buildID: readBuildID(elf, sections: sections, segments: segments, noteAlignments: noteAlignments, view: view))
+            buildID: readBuildID(elf, sections: sections, segments: segments, noteAlignments: noteAlignments, view: view),
+            headerTables: headerTables)
     }
 
     /// The program headers; the alignment of each (for PT_NOTE's note layout) alongside.
@@ -347,6 +360,7 @@ public final class ELFFile: Sendable {
                 data.pointee.d_buf != nil || header.declaredSize == 0
             {
                 result = .success(ByteView(UnsafeRawBufferPointer(start: data.pointee.d_buf, count: data.pointee.d_size)))
+                releaseCompressedPages(of: section)
             } else {
                 result = refusal(
                     "does not inflate to its declared \(SectionCompression.describeSize(header.declaredSize)) (libelf: \(Self.libelfError()))"
@@ -355,6 +369,18 @@ public final class ELFFile: Sendable {
             state.inflated[section.index] = result
             return result
         }
+    }
+
+    /// A compressed section once inflated: the stream is used up, so the memory of its pages goes
+    /// back (the inflated copy stays), unless a page also holds a header table libelf rewrites.
+    /// A hostile file can overlap them; then nothing is released (one page too many is only memory).
+    private func releaseCompressedPages(of section: ELFSection) {
+        // Only whole pages inside the section go, so a table outside it is never touched.
+        guard let range = UInt64.checkedRange(start: section.offset, count: section.size),
+            !headerTables.contains(where: { $0.overlaps(range) }),
+            let start = Int(exactly: range.lowerBound), let end = Int(exactly: range.upperBound)
+        else { return }
+        file.releasePages(in: start..<end)
     }
 
     /// The virtual address at which file offset 0 is loaded: what a module's base maps to.

@@ -37,6 +37,7 @@ public final class MappedFile: @unchecked Sendable {
     public init(path: String) throws {
         self.path = path
         owned = false
+        fileBacked = true
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw ObjectFileError.cannotOpen(path: path, errno: errno) }
         defer { close(fd) }
@@ -57,6 +58,22 @@ public final class MappedFile: @unchecked Sendable {
     }
 
     private let owned: Bool
+    /// Mapped from a file: a clean page dropped from memory reads back the same bytes.
+    private let fileBacked: Bool
+
+    /// Gives back the memory of the whole pages inside `range` (offsets in the file) once their
+    /// bytes have been used up, for example a compressed section after it was inflated: on a
+    /// file's private mapping MADV_DONTNEED drops the pages, the page cache keeps them, and a
+    /// later read faults the same bytes back in. Only for ranges nothing writes (a page written
+    /// since mapping would lose the write). A no-op for images held in anonymous memory.
+    public func releasePages(in range: Range<Int>) {
+        guard fileBacked, let base = bytes.baseAddress, range.lowerBound >= 0, range.upperBound <= bytes.count else { return }
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let start = (Int(bitPattern: base) + range.lowerBound + page - 1) / page * page
+        let end = (Int(bitPattern: base) + range.upperBound) / page * page
+        guard end > start, let first = UnsafeMutableRawPointer(bitPattern: start) else { return }
+        _ = madvise(first, end - start, MADV_DONTNEED)
+    }
     private let claimed = Atomic<Bool>(false)
 
     /// True for the first caller only: the ELFFile that may let libelf write into this mapping
@@ -71,6 +88,7 @@ public final class MappedFile: @unchecked Sendable {
     public init?(name: String, capacity: Int, fill: (UnsafeMutableRawBufferPointer) -> Int?) {
         path = name
         owned = false
+        fileBacked = false
         guard capacity > 0, let base = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
             base != MAP_FAILED
         else { return nil }
@@ -90,6 +108,7 @@ public final class MappedFile: @unchecked Sendable {
     public init(bytes source: [UInt8], name: String) {
         path = name
         owned = true
+        fileBacked = false
         let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, 1), alignment: 16)
         source.withUnsafeBytes { copy.copyMemory(from: $0) }
         bytes = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(copy)[0..<source.count])

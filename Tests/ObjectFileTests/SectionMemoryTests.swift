@@ -1,0 +1,71 @@
+// What a compressed section costs in memory once inflated: the compressed stream's pages are
+// given back (the watcher keeps inflated debug sections for warm reports, and held both before),
+// read from /proc/self/pagemap, and the file's bytes read the same afterwards.
+
+import BoundedBytes
+import Foundation
+import ObjectFile
+import TestSupport
+import XCTest
+
+final class SectionMemoryTests: XCTestCase {
+    /// Whether each page of `range` in this process is in memory (pagemap's present bit).
+    func residentPages(_ range: UnsafeRawBufferPointer) throws -> [Bool] {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let first = Int(bitPattern: range.baseAddress) / page
+        let last = (Int(bitPattern: range.baseAddress) + range.count - 1) / page
+        let handle = try XCTUnwrap(FileHandle(forReadingAtPath: "/proc/self/pagemap"))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64(first * 8))
+        let data = try XCTUnwrap(try handle.read(upToCount: (last - first + 1) * 8))
+        return stride(from: 0, to: data.count, by: 8).map { data[data.startIndex + $0 + 7] & 0x80 != 0 }
+    }
+
+    func testInflatingGivesBackTheCompressedPages() throws {
+        let directory = TestSupport.temporaryDirectory("section-memory")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // Enough distinct types and functions for a .debug_info whose stream spans many pages.
+        var source = ""
+        for index in 0..<3000 {
+            source += "struct s\(index) { int a\(index); long b\(index); const char *c\(index); };\n"
+            source += "long f\(index)(struct s\(index) *p) { return p->a\(index) + p->b\(index) + (long)p->c\(index); }\n"
+        }
+        source += "int main(void) { return 0; }\n"
+        try source.write(toFile: directory + "/big.c", atomically: true, encoding: .utf8)
+        let path = try TestSupport.compile(
+            [directory + "/big.c"], output: directory + "/big", flags: ["-O0", "-g", "-gz=zlib"])
+        let elf = try ELFFile(path: path)
+        let info = try XCTUnwrap(elf.section(named: ".debug_info"))
+        XCTAssertNotNil(elf.compressionHeader(of: info))
+        let stream = try XCTUnwrap(elf.contents(of: info))
+        XCTAssertGreaterThan(stream.count, 8 * 4096, "the test needs a stream of several pages")
+        let copy = try XCTUnwrap(stream.array(0, UInt64(stream.count)))  // reads, so faults, every page
+        XCTAssertEqual(try residentPages(stream.bytes).filter { $0 }.count, try residentPages(stream.bytes).count)
+
+        let inflated = try elf.sectionData(info).get()
+        XCTAssertEqual(inflated.u16(4), 5)  // a DWARF 5 unit header's version
+
+        // Every page wholly inside the stream is gone; at most the two it shares at its ends stay.
+        let resident = try residentPages(stream.bytes)
+        XCTAssertLessThanOrEqual(resident.filter { $0 }.count, 2, "\(resident)")
+        // The file reads back unchanged (faulted in again from the page cache), and asking again
+        // gives the same inflated bytes.
+        XCTAssertEqual(stream.array(0, UInt64(stream.count)), copy)
+        XCTAssertEqual(try elf.sectionData(info).get().bytes.baseAddress, inflated.bytes.baseAddress)
+    }
+
+    func testAnImageHeldInMemoryKeepsItsBytes() throws {
+        // The same program copied into memory (as the vDSO or MiniDebugInfo are): nothing is
+        // released, since anonymous memory given back would read as zeros.
+        let directory = TestSupport.temporaryDirectory("section-memory")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "int main(void) { return 0; }\n".write(toFile: directory + "/p.c", atomically: true, encoding: .utf8)
+        let path = try TestSupport.compile([directory + "/p.c"], output: directory + "/p", flags: ["-O0", "-g", "-gz=zlib"])
+        let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: path)))
+        let elf = try ELFFile(file: MappedFile(bytes: bytes, name: "p (copied)"))
+        let info = try XCTUnwrap(elf.section(named: ".debug_info"))
+        let before = try XCTUnwrap(elf.contents(of: info).flatMap { $0.array(0, UInt64($0.count)) })
+        _ = try elf.sectionData(info).get()
+        XCTAssertEqual(elf.contents(of: info).flatMap { $0.array(0, UInt64($0.count)) }, before)
+    }
+}
