@@ -124,6 +124,8 @@ public struct ProcessSnapshot: Sendable, Equatable {
     /// Unix seconds.
     public var captureTime: UInt32
     public var processStartTime: UInt32?
+    /// What the program said about itself (crashport_annotate), in the order of its slots.
+    public var annotations: [Annotation] = []
 
     public init(
         pid: ProcessID, crashedThreadID: ThreadID, exception: ExceptionInfo, threads: [ThreadSnapshot],
@@ -140,6 +142,20 @@ public struct ProcessSnapshot: Sendable, Equatable {
         self.linuxFiles = linuxFiles
         self.captureTime = captureTime
         self.processStartTime = processStartTime
+    }
+}
+
+/// One key/value pair the program set with crashport_annotate. `truncated`: the program's value
+/// (or key) was longer than the stub keeps, and was cut.
+public struct Annotation: Sendable, Equatable, Codable {
+    public var key: String
+    public var value: String
+    public var truncated: Bool
+
+    public init(key: String, value: String, truncated: Bool = false) {
+        self.key = key
+        self.value = value
+        self.truncated = truncated
     }
 }
 
