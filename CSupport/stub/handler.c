@@ -90,6 +90,10 @@ cp_stub_state cp_state = {
     .spool_fd = -1,
 };
 
+/* Zero until the program first annotates (app.c); here so that the crash path's object names
+ * it without a reference outside itself. */
+cp_app_area cp_app;
+
 /** Raw rt_sigaction with the kernel's own struct (sigsetsize 8); returns 0 or -errno. Runs in
  *  signal context. */
 static long cp_handler_sigaction(int signo, const cp_kernel_sigaction *action,
@@ -229,6 +233,7 @@ static void cp_handler_fill_record(cp_stub_state *state, const cp_fault *fault, 
     record->sender_uid = 0;
     record->stack_start = 0;
     record->stack_size = 0;
+    record->app_area = (uint64_t)(uintptr_t)&cp_app;
     {
         record->code = info->si_code;
         record->sig_errno = info->si_errno;

@@ -254,7 +254,7 @@ static void cp_install_build_hello(cp_hello *hello)
     hello->header.type = CP_MSG_HELLO;
     hello->pid = (uint32_t)getpid();
     hello->stub_version = CP_STUB_VERSION;
-    hello->annotations_address = 0;
+    hello->annotations_address = (uint64_t)(uintptr_t)&cp_app;
     dl_iterate_phdr(cp_install_find_build_id, hello);
 }
 

@@ -121,6 +121,9 @@ typedef struct cp_stub_state {
 /** The process-wide stub state (defined in handler.c). */
 extern cp_stub_state cp_state CP_HIDDEN;
 
+/** What the program tells crashport about itself (defined in handler.c, written by app.c). */
+extern cp_app_area cp_app CP_HIDDEN;
+
 /** Size of every alternate signal stack crashport creates (threads.c, install.c). */
 #define CP_ALTSTACK_BYTES (64u * 1024u)
 

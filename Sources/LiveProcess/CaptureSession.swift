@@ -39,6 +39,8 @@ public struct HeldCapture: Sendable {
     let files: LinuxFiles
     let executable: String?
     let startTicks: UInt64?
+    /// The process's cp_app_area as read while it was held, when it was in use.
+    let appArea: [UInt8]?
     var notes: [String]
     /// Nanoseconds from the start of capture until the process was released.
     public let suspendedNanoseconds: UInt64
@@ -54,7 +56,20 @@ public struct HeldCapture: Sendable {
         files.cpuInfo = SystemProbe.cpuInfo
         files.lsbRelease = SystemProbe.lsbRelease
         let arguments = ProcFiles.arguments(cmdline: files.cmdLine ?? [])
-        let snapshot = ProcessSnapshot(
+        var app: AppArea?
+        if let appArea {
+            do {
+                app = try AppArea(bytes: appArea)
+            } catch {
+                notes.append("the program's annotations, breadcrumbs and attachments could not be read: \(error)")
+            }
+        }
+        if let app, app.slotsInFlux > 0 {
+            notes.append(
+                "\(app.slotsInFlux) annotation, breadcrumb or attachment slot(s) were being written when the process stopped, and were left out"
+            )
+        }
+        var snapshot = ProcessSnapshot(
             pid: record.pid, crashedThreadID: record.tid,
             exception: ExceptionInfo(
                 signal: record.signal, code: record.code, faultAddress: record.faultAddress,
@@ -62,9 +77,12 @@ public struct HeldCapture: Sendable {
             threads: threads, modules: modules, extraMemory: extraMemory, system: SystemProbe.current(),
             linuxFiles: files, captureTime: UInt32(clamping: Int(time(nil))),
             processStartTime: startTicks.flatMap(CaptureSession.unixTime(ofStartTicks:)))
-        return Capture(
+        snapshot.annotations = app?.annotations ?? []
+        var capture = Capture(
             snapshot: snapshot, executable: executable, arguments: arguments, notes: notes,
             record: record, suspendedNanoseconds: suspendedNanoseconds, heldNanoseconds: heldNanoseconds)
+        capture.app = app
+        return capture
     }
 }
 
@@ -127,12 +145,13 @@ public enum CaptureSession {
         files.maps = mapsBytes
         if options.captureEnvironment { files.environ = ProcFiles.read("/proc/\(pid)/environ") }
         let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
+        let appArea = live ? readAppArea(at: record.appArea, memory: memory, notes: &notes) : nil
 
         // Everything needed from the live process is in hand: release it.
         session?.detachAll()
         return HeldCapture(
             record: record, threads: threads, pendingModules: pendingModules, extraMemory: extra, files: files,
-            executable: executable, startTicks: startTicks, notes: notes,
+            executable: executable, startTicks: startTicks, appArea: appArea, notes: notes,
             suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
     }
@@ -167,6 +186,20 @@ public enum CaptureSession {
         return Capture(
             snapshot: snapshot, executable: executable, arguments: [], notes: notes, record: record,
             suspendedNanoseconds: 0, heldNanoseconds: 0)
+    }
+
+    /// The process's cp_app_area: its header first, and the whole area only when the program
+    /// used it (most never do: 32 bytes read instead of 124 KB).
+    static func readAppArea(at address: UInt64, memory: ProcessMemory, notes: inout [String]) -> [UInt8]? {
+        guard address != 0, AppArea.inUse(header: memory.bytes(at: address, count: AppArea.headerSize)) else { return nil }
+        let bytes = memory.bytes(at: address, count: AppArea.size)
+        guard bytes.count == AppArea.size else {
+            notes.append(
+                "the program's annotation area at \(HexAddress(address)) could not be read whole (\(bytes.count) of \(AppArea.size) bytes)"
+            )
+            return nil
+        }
+        return bytes
     }
 
     static let alreadyExited =

@@ -88,6 +88,14 @@ public struct Event: Codable, Sendable, Equatable {
     public var capturedFrom: String?
     /// What could not be captured and why (best-effort capture records its gaps here).
     public var notes: [String]?
+    /// What the program said about itself (crashport_annotate), by key.
+    public var annotations: [String: String]?
+    /// The keys whose key or value the stub cut to its limit.
+    public var annotationsTruncated: [String]?
+    /// The program's last breadcrumbs (crashport_breadcrumb), oldest first.
+    public var breadcrumbs: [BreadcrumbRecord]?
+    /// The files the program asked to attach (crashport_attach_file), as copied into attachments/.
+    public var attachments: [AttachmentRecord]?
 
     public init() {}
 
@@ -98,12 +106,20 @@ public struct Event: Codable, Sendable, Equatable {
         case handlerChain = "handler_chain"
         case minidump, notes
         case capturedFrom = "captured_from"
+        case annotations
+        case annotationsTruncated = "annotations_truncated"
+        case breadcrumbs, attachments
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.
     public static func timestamp(_ date: Date = Date()) -> String {
         let time = UTCTime(date)
         return "\(time.date("-"))T\(time.time(":")).\(UTCTime.digits(time.millisecond, 3))Z"
+    }
+
+    /// The timestamp of a time in nanoseconds since the Unix epoch (a breadcrumb's clock).
+    public static func timestamp(unixNanoseconds: UInt64) -> String {
+        timestamp(Date(timeIntervalSince1970: Double(unixNanoseconds) / 1e9))
     }
 
     /// A decoding error in a sentence: what was wrong, and where in the event.
@@ -121,6 +137,51 @@ public struct Event: Codable, Sendable, Equatable {
     /// The crashed thread's record, if present.
     public var crashedThreadRecord: ThreadRecord? {
         threads?.first { $0.crashed == true } ?? threads?.first { $0.tid == crashedThread }
+    }
+}
+
+public struct BreadcrumbRecord: Codable, Sendable, Equatable {
+    /// RFC 3339 UTC, milliseconds.
+    public var timestamp: String?
+    public var category: String?
+    public var message: String?
+    /// The stub cut the category or message to its limit.
+    public var truncated: Bool?
+
+    public init(timestamp: String? = nil, category: String? = nil, message: String? = nil, truncated: Bool? = nil) {
+        self.timestamp = timestamp
+        self.category = category
+        self.message = message
+        self.truncated = truncated
+    }
+}
+
+/// One file the program asked to attach: where it was, and what of it the report holds.
+public struct AttachmentRecord: Codable, Sendable, Equatable {
+    /// The path the program named (absolute).
+    public var path: String?
+    /// The copy, relative to the report directory ("attachments/app.log"); absent when nothing
+    /// was copied.
+    public var file: String?
+    /// The file's size when it was copied.
+    public var size: UInt64?
+    /// Bytes in the copy.
+    public var copied: UInt64?
+    /// The copy stops short of the file: its cap (7 MB per file, 20 MB in all) was reached.
+    public var truncated: Bool?
+    /// Why nothing (or less) was copied: "not a regular file", "permission denied", …
+    public var error: String?
+
+    public init(
+        path: String? = nil, file: String? = nil, size: UInt64? = nil, copied: UInt64? = nil, truncated: Bool? = nil,
+        error: String? = nil
+    ) {
+        self.path = path
+        self.file = file
+        self.size = size
+        self.copied = copied
+        self.truncated = truncated
+        self.error = error
     }
 }
 

@@ -172,6 +172,9 @@ public struct Capture: Sendable {
     /// Nanoseconds from the first PTRACE_SEIZE to the end of the last detach: the window in
     /// which a stopped watcher would keep the program stopped too (0 without ptrace).
     public var heldNanoseconds: UInt64 = 0
+    /// What the program told crashport (breadcrumbs, files to attach; its annotations are in
+    /// the snapshot too), nil when it told nothing or the area could not be read.
+    public var app: AppArea?
 
     public init(
         snapshot: ProcessSnapshot, executable: String?, arguments: [String], notes: [String], record: CrashRecord,

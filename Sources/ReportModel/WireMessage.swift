@@ -158,6 +158,9 @@ public struct CrashRecord: Equatable, Sendable {
     public var chain: [ChainRecord]
     /// Set when a program handler ran on the fault first and raised, aborted or faulted again.
     public var reraise: WireReraise?
+    /// Where the process keeps its cp_app_area (annotations, breadcrumbs, attachments), 0 if
+    /// none: an address in the crashed process, to be read from it, bounds-checked.
+    public var appArea: UInt64
     public var stack: MemoryRegion
 
     /// Bytes before `stack` (Swift does not import the 64 KiB array member itself; the header's
@@ -231,6 +234,7 @@ public struct CrashRecord: Equatable, Sendable {
                 handler: wire.u64(reraiseStart + Layout.offset(\cp_reraise.handler)),
                 pc: wire.u64(reraiseStart + Layout.offset(\cp_reraise.pc)))
         }
+        appArea = wire.u64(at(\.app_area))
         let stackStart = wire.u64(at(\.stack_start))
         let stackSize = Int(wire.u32(at(\.stack_size)))
         guard stackSize == bytes.count - Self.fixedSize else {

@@ -114,6 +114,7 @@ public enum CrashLog {
         }
         for note in event.notes ?? [] { lines.append("Note:      \(note)") }
         lines.append("")
+        lines += appSection(event)
         let threads = event.threads ?? []
         let crashed = threads.filter { $0.crashed == true }
         for thread in crashed + threads.filter({ $0.crashed != true }) {
@@ -159,6 +160,62 @@ public enum CrashLog {
             lines.append("  \(base) \(module.path ?? "?")  \(module.buildID ?? "no build-id")")
         }
         return lines.joined(separator: "\n")
+    }
+}
+
+extension CrashLog {
+    /// What the program told crashport: annotations, its last breadcrumbs (the newest 10; all in
+    /// event.json), attachments. The program's text is escaped (newlines, terminal escapes).
+    static func appSection(_ event: Event) -> [String] {
+        var lines: [String] = []
+        let cut = Set(event.annotationsTruncated ?? [])
+        if let annotations = event.annotations, !annotations.isEmpty {
+            lines.append("Annotations:")
+            for key in annotations.keys.sorted() {
+                lines.append("  \(escaped(key)): \(escaped(annotations[key] ?? ""))\(cut.contains(key) ? " [truncated]" : "")")
+            }
+            lines.append("")
+        }
+        if let crumbs = event.breadcrumbs, !crumbs.isEmpty {
+            let shown = crumbs.suffix(10)
+            lines.append(
+                "Breadcrumbs (\(shown.count == crumbs.count ? "" : "last \(shown.count) of ")\(crumbs.count), oldest first):")
+            for crumb in shown {
+                let category = crumb.category.map { $0.isEmpty ? "" : "[\(escaped($0))] " } ?? ""
+                lines.append("  \(crumb.timestamp ?? "?")  \(category)\(escaped(crumb.message ?? ""))")
+            }
+            lines.append("")
+        }
+        if let attachments = event.attachments, !attachments.isEmpty {
+            lines.append("Attachments:")
+            for attachment in attachments {
+                let what = attachment.file.map { "\($0), \(attachment.copied ?? 0) bytes" } ?? "not copied"
+                let why = attachment.error.map { " (\($0))" } ?? ""
+                lines.append("  \(escaped(attachment.path ?? "?")): \(what)\(why)")
+            }
+            lines.append("")
+        }
+        return lines
+    }
+
+    /// Text from the program made safe for a terminal: control characters as \n, \t, \u{1b}.
+    static func escaped(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case "\r": out += "\\r"
+            case "\\": out += "\\\\"
+            default:
+                if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
+                    out += "\\u{\(String(scalar.value, radix: 16))}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out
     }
 }
 

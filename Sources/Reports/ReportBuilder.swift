@@ -21,6 +21,13 @@ public enum ReportBuilder {
         let symbolizer = Symbolizer(modules: capture.snapshot.modules)
         let reraised = capture.record.reraise.map { reraiseRecord($0, symbolizer: symbolizer) }
         event.handlerChain = handlerChain(capture.record, reraised: reraised, symbolizer: symbolizer)
+        if let crumbs = capture.app?.breadcrumbs, !crumbs.isEmpty {
+            event.breadcrumbs = crumbs.map {
+                BreadcrumbRecord(
+                    timestamp: Event.timestamp(unixNanoseconds: $0.timeNanoseconds),
+                    category: $0.category, message: $0.message, truncated: $0.truncated ? true : nil)
+            }
+        }
         if let record = reraised {
             event.signal?.reraisedBy = record
             event.notes =
@@ -74,6 +81,12 @@ public enum ReportBuilder {
             description: SignalNames.describe(signal: exception.signal, code: exception.code),
             stackOverflow: StackOverflow.verdict(snapshot))
         event.crashedThread = snapshot.crashedThreadID
+        if !snapshot.annotations.isEmpty {
+            event.annotations = Dictionary(
+                snapshot.annotations.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+            let cut = snapshot.annotations.filter(\.truncated).map(\.key)
+            event.annotationsTruncated = cut.isEmpty ? nil : cut
+        }
 
         let threads = snapshot.threads.map { thread in
             threadRecord(thread, crashed: thread.tid == snapshot.crashedThreadID, unwinder: unwinder, symbolizer: symbolizer)

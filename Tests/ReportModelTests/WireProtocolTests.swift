@@ -20,9 +20,12 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.chain), 896)
         XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.reraise), 1728)
         XCTAssertEqual(MemoryLayout<cp_reraise>.size, 32)
-        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.stack_start), 1760)
-        XCTAssertEqual(CrashRecord.fixedSize, 1776)
-        XCTAssertEqual(CrashRecord.maximumSize, 1776 + 65536)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.app_area), 1760)
+        XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.stack_start), 1768)
+        XCTAssertEqual(CrashRecord.fixedSize, 1784)
+        XCTAssertEqual(CrashRecord.maximumSize, 1784 + 65536)
+        XCTAssertEqual(MemoryLayout<cp_app_area>.offset(of: \cp_app_area.annotations), 32)
+        XCTAssertEqual(MemoryLayout<cp_app_area>.size, 32 + 64 * 1096 + 100 * 312 + 16 * 1032)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.restorer), 16)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.mask), 24)
     }
@@ -42,8 +45,9 @@ final class WireProtocolTests: XCTestCase {
         put(1, 28, 4)
         put(UInt64(CP_ARCH_X86_64), 44, 4)
         put(0xdead, 48, 8)
-        put(0x7000_0000, 1760, 8)
-        put(UInt64(stack.count), 1768, 4)
+        put(0x5000_0000, 1760, 8)
+        put(0x7000_0000, 1768, 8)
+        put(UInt64(stack.count), 1776, 4)
         bytes.replaceSubrange(CrashRecord.fixedSize..., with: stack)
         return bytes
     }
@@ -54,6 +58,7 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(decoded.signal, 11)
         XCTAssertEqual(decoded.code, 1)
         XCTAssertEqual(decoded.faultAddress, 0xdead)
+        XCTAssertEqual(decoded.appArea, 0x5000_0000)
         XCTAssertEqual(decoded.stack, MemoryRegion(start: 0x7000_0000, bytes: [1, 2, 3, 4]))
     }
 
@@ -68,7 +73,7 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertThrowsError(try CrashRecord(bytes: truncated)) { XCTAssertTrue("\($0)".contains("declared size")) }
         XCTAssertThrowsError(try CrashRecord(bytes: Array(record().prefix(10))))
         var stackLies = record()
-        stackLies[1768] = 200  // stack_size disagrees with the message size
+        stackLies[1776] = 200  // stack_size disagrees with the message size
         XCTAssertThrowsError(try CrashRecord(bytes: stackLies)) { XCTAssertTrue("\($0)".contains("stack_size")) }
         XCTAssertThrowsError(try CrashRecord(bytes: record(signal: 0)))
         XCTAssertThrowsError(try CrashRecord(bytes: record(signal: 999)))

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define CP_MAGIC 0x54525043u /* bytes "CPRT" */
-#define CP_VERSION 2u
+#define CP_VERSION 3u
 
 enum cp_message_type {
     CP_MSG_HELLO = 1,     /* stub -> watcher, at install */
@@ -179,11 +179,77 @@ typedef struct cp_crash {
     uint32_t reserved0;
     cp_chain_entry chain[CP_CHAIN_MAX]; /* every handled signal, in signal order */
     cp_reraise reraise;
+    uint64_t app_area;    /* address of the process's cp_app_area (annotations, breadcrumbs,
+                             attachments), 0 if none: the watcher reads it, bounds-checked */
     uint64_t stack_start; /* address of stack[0]: the faulting SP less the red zone */
     uint32_t stack_size;  /* bytes of stack that follow */
     uint32_t reserved;
     uint8_t stack[CP_STACK_COPY_MAX];
 } cp_crash;
+
+/*
+ * The app area: what the program tells crashport about itself (crashport_annotate,
+ * crashport_breadcrumb, crashport_attach_file), one per process, inside the process (static
+ * memory of libcrashport, zero until first used). The watcher reads it from the crashed process
+ * at capture (cp_crash.app_area names it) and trusts nothing in it: a slot is taken only when
+ * its sequence is even (not being written), its text is cut at the first NUL or the end of its
+ * array, and anything else is skipped.
+ *
+ * Writers never lock against the crash path (the watcher reads a stopped process):
+ *  - an annotation or attachment slot's sequence is odd while a writer changes it; writers
+ *    take `writer` (a spin flag, never held across a system call) to keep keys unique;
+ *  - a breadcrumb takes number n = breadcrumb_count++ (atomic), writes slot n % 100 with
+ *    sequence 2n+1, then 2n+2: a reader keeps the slots whose sequence says they hold one of
+ *    the last 100 breadcrumbs and orders them by n.
+ */
+#define CP_APP_MAGIC 0x50504143u /* bytes "CAPP" */
+#define CP_APP_VERSION 1u
+#define CP_ANNOTATION_MAX 64u
+#define CP_ANNOTATION_KEY_BYTES 64u     /* NUL included: keys keep 63 bytes */
+#define CP_ANNOTATION_VALUE_BYTES 1024u /* NUL included: values keep 1023 bytes */
+#define CP_BREADCRUMB_MAX 100u
+#define CP_BREADCRUMB_CATEGORY_BYTES 32u
+#define CP_BREADCRUMB_MESSAGE_BYTES 256u
+#define CP_ATTACHMENT_MAX 16u
+#define CP_ATTACHMENT_PATH_BYTES 1024u
+
+/* Flags of a slot. */
+#define CP_SLOT_USED 0x1u
+#define CP_SLOT_TRUNCATED 0x2u /* the program's text was longer than the slot and was cut */
+
+typedef struct cp_annotation {
+    uint32_t sequence; /* odd while being written */
+    uint32_t flags;    /* CP_SLOT_* */
+    char key[CP_ANNOTATION_KEY_BYTES];
+    char value[CP_ANNOTATION_VALUE_BYTES];
+} cp_annotation;
+
+typedef struct cp_breadcrumb {
+    uint64_t sequence; /* 0: never written; 2n+1 while breadcrumb n is written; 2n+2 once it is */
+    uint64_t time_ns;  /* CLOCK_REALTIME when it was added */
+    uint32_t flags;    /* CP_SLOT_TRUNCATED */
+    uint32_t reserved;
+    char category[CP_BREADCRUMB_CATEGORY_BYTES];
+    char message[CP_BREADCRUMB_MESSAGE_BYTES];
+} cp_breadcrumb;
+
+typedef struct cp_attachment {
+    uint32_t sequence; /* odd while being written */
+    uint32_t flags;    /* CP_SLOT_* (a path too long is refused, never cut) */
+    char path[CP_ATTACHMENT_PATH_BYTES];
+} cp_attachment;
+
+typedef struct cp_app_area {
+    uint32_t magic;   /* CP_APP_MAGIC once the area is in use */
+    uint32_t version; /* CP_APP_VERSION */
+    uint32_t size;    /* sizeof(cp_app_area) */
+    uint32_t writer;  /* the annotation and attachment writers' spin flag */
+    uint64_t breadcrumb_count; /* breadcrumbs ever added */
+    uint64_t writer_thread;    /* pthread_self() of the writer holding `writer`, 0 if none */
+    cp_annotation annotations[CP_ANNOTATION_MAX];
+    cp_breadcrumb breadcrumbs[CP_BREADCRUMB_MAX];
+    cp_attachment attachments[CP_ATTACHMENT_MAX];
+} cp_app_area;
 
 /* Verdict values. */
 #define CP_VERDICT_CONTINUE 0u /* not handled: continue down the chain (Mach's KERN_FAILURE) */
@@ -213,9 +279,15 @@ _Static_assert(sizeof(cp_chain_entry) == 104, "cp_chain_entry is 104 bytes");
 _Static_assert(sizeof(cp_reraise) == 32, "cp_reraise is 32 bytes");
 _Static_assert(__builtin_offsetof(cp_crash, chain) == 896, "chain at 896");
 _Static_assert(__builtin_offsetof(cp_crash, reraise) == 1728, "reraise at 1728");
-_Static_assert(__builtin_offsetof(cp_crash, stack_start) == 1760, "stack_start at 1760");
-_Static_assert(__builtin_offsetof(cp_crash, stack) == 1776, "stack at 1776");
-_Static_assert(sizeof(cp_crash) == 1776 + CP_STACK_COPY_MAX, "cp_crash has no tail padding");
+_Static_assert(__builtin_offsetof(cp_crash, app_area) == 1760, "app_area at 1760");
+_Static_assert(__builtin_offsetof(cp_crash, stack_start) == 1768, "stack_start at 1768");
+_Static_assert(__builtin_offsetof(cp_crash, stack) == 1784, "stack at 1784");
+_Static_assert(sizeof(cp_crash) == 1784 + CP_STACK_COPY_MAX, "cp_crash has no tail padding");
+_Static_assert(sizeof(cp_annotation) == 1096, "cp_annotation is 1096 bytes");
+_Static_assert(sizeof(cp_breadcrumb) == 312, "cp_breadcrumb is 312 bytes");
+_Static_assert(sizeof(cp_attachment) == 1032, "cp_attachment is 1032 bytes");
+_Static_assert(__builtin_offsetof(cp_app_area, annotations) == 32, "annotations at 32");
+_Static_assert(sizeof(cp_app_area) == 32 + 64 * 1096 + 100 * 312 + 16 * 1032, "cp_app_area is packed");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian");

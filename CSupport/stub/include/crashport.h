@@ -81,6 +81,58 @@ typedef struct crashport_options {
  */
 __attribute__((visibility("default"))) int crashport_install(const crashport_options *options);
 
+/*
+ * What the program tells crashport about itself. The watcher reads it out of the process when
+ * it crashes, into the report (event.json: annotations, breadcrumbs, attachments; the minidump:
+ * a Crashpad info stream of simple annotations). All of it lives in static memory of
+ * libcrashport: nothing allocates, and nothing locks against the crash path, so each call is
+ * safe from any thread at any time, before or without crashport_install() (then it is only
+ * memory nobody reads) and cheap enough for a hot loop. None makes a system call unless its
+ * comment says so. Text is stored as given (any bytes but NUL; the report escapes it when
+ * printed), cut to the limits below at a UTF-8 character boundary and marked as cut.
+ */
+
+/* crashport_annotate's answer when it stored the key or value cut to its limit. */
+#define CRASHPORT_TRUNCATED 1
+
+/*
+ * Sets, replaces or (value NULL) removes the annotation `key`. At most 64 keys of up to 63
+ * bytes, values of up to 1023 bytes (longer ones are cut and marked "truncated" in the report).
+ *
+ * Returns 0, CRASHPORT_TRUNCATED when it stored a cut key or value, -EINVAL for a NULL or empty
+ * key, -ENOSPC when 64 other keys are set, -EDEADLK when called from a signal handler that
+ * interrupted this thread's own crashport_annotate or crashport_attach_file, and -EBUSY when
+ * another thread holds the annotations past every retry (it was stopped mid-call). Thread-safe;
+ * concurrent writers spin briefly on a flag of their own (never the crash path's), and only when
+ * another thread is writing at that very moment do they yield (sched_yield, a system call).
+ */
+__attribute__((visibility("default"))) int crashport_annotate(const char *key, const char *value);
+
+/*
+ * Adds a breadcrumb: a timestamped (CLOCK_REALTIME, read through the vDSO) category and
+ * message, kept in a ring of the last 100 and reported oldest first. Categories keep 31 bytes,
+ * messages 255 (longer ones are cut and marked). NULL is taken as "". Lock-free: safe from any
+ * thread and from signal handlers.
+ */
+__attribute__((visibility("default"))) void crashport_breadcrumb(const char *category, const char *message);
+
+/*
+ * Names a file the watcher copies into the report (attachments/) when this process crashes:
+ * at most 16 files, each copied up to 7 MB and all of them up to 20 MB (what was cut is
+ * recorded). The watcher reads it as this process's user would: a file that user cannot read
+ * is not copied, and only regular files are. A relative path is made absolute against the
+ * current directory now (getcwd, a system call); paths keep 1023 bytes, a longer one is
+ * refused. Attaching a file already attached does nothing.
+ *
+ * Returns 0, -EINVAL (NULL or empty), -ENAMETOOLONG, -ENOSPC (16 attached), or as
+ * crashport_annotate -EDEADLK / -EBUSY.
+ */
+__attribute__((visibility("default"))) int crashport_attach_file(const char *path);
+
+/* Stops attaching `path` (made absolute as crashport_attach_file does). Returns 0, -ENOENT when
+ * it was not attached, or as crashport_attach_file. */
+__attribute__((visibility("default"))) int crashport_detach_file(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

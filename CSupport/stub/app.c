@@ -1,0 +1,238 @@
+/*
+ * app.c: what the program tells crashport about itself: annotations, breadcrumbs and files to
+ * attach (crashport.h documents each call). Everything lives in cp_app (the cp_app_area of
+ * crashport_protocol.h, static memory defined in handler.c), which the watcher reads out of the
+ * crashed process; nothing here allocates, and nothing is shared with the crash path but that
+ * memory, so a crash in the middle of any of these calls still gets reported (the slot being
+ * written is skipped).
+ *
+ * Not signal context: these are the program's own calls, on any thread. Annotations and
+ * attachments take a spin flag among themselves (never held across a system call, never taken
+ * by the crash path) so that a key has one slot; breadcrumbs take none.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crashport.h"
+#include "stub_state.h"
+
+/* Spins before a contended writer starts yielding, and yields before it gives up (-EBUSY). */
+#define CP_APP_SPINS 1024u
+#define CP_APP_YIELDS 100000u
+
+/* Marks the area in use: the watcher ignores an area without its magic. Idempotent, so that a
+ * call from another library's constructor, before crashport's own, works too. */
+static void cp_app_ready(void)
+{
+    if (__atomic_load_n(&cp_app.magic, __ATOMIC_ACQUIRE) == CP_APP_MAGIC) return;
+    __atomic_store_n(&cp_app.version, CP_APP_VERSION, __ATOMIC_RELAXED);
+    __atomic_store_n(&cp_app.size, (uint32_t)sizeof cp_app, __ATOMIC_RELAXED);
+    __atomic_store_n(&cp_app.magic, CP_APP_MAGIC, __ATOMIC_RELEASE);
+}
+
+static void cp_app_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Takes the writers' flag. -EDEADLK when this very thread holds it (a signal handler that
+ * interrupted the thread's own annotate), -EBUSY when another writer kept it past every
+ * retry (it was stopped, or crashed, holding it). */
+static int cp_app_lock(void)
+{
+    uint64_t self = (uint64_t)pthread_self();
+    for (uint32_t attempt = 0; attempt < CP_APP_SPINS + CP_APP_YIELDS; attempt++) {
+        uint32_t expected = 0;
+        if (__atomic_compare_exchange_n(&cp_app.writer, &expected, 1u, false, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+            __atomic_store_n(&cp_app.writer_thread, self, __ATOMIC_RELAXED);
+            return 0;
+        }
+        if (__atomic_load_n(&cp_app.writer_thread, __ATOMIC_RELAXED) == self) return -EDEADLK;
+        if (attempt < CP_APP_SPINS) {
+            cp_app_relax();
+        } else {
+            sched_yield();
+        }
+    }
+    return -EBUSY;
+}
+
+static void cp_app_unlock(void)
+{
+    __atomic_store_n(&cp_app.writer_thread, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&cp_app.writer, 0u, __ATOMIC_RELEASE);
+}
+
+/* Copies text into a slot of `capacity` bytes, NUL included, cutting a longer text at a UTF-8
+ * character boundary. Returns whether it was cut. */
+static bool cp_app_copy(char *slot, size_t capacity, const char *text)
+{
+    size_t length = strnlen(text, capacity);
+    bool cut = length == capacity;
+    if (cut) {
+        length = capacity - 1;
+        /* Back off over continuation bytes (10xxxxxx) to the start of a character, and drop it. */
+        while (length > 0 && ((unsigned char)text[length] & 0xC0u) == 0x80u) length--;
+    }
+    memcpy(slot, text, length);
+    slot[length] = '\0';
+    return cut;
+}
+
+/* A slot's sequence goes odd while it is written, even again once it is consistent. */
+static void cp_app_begin(uint32_t *sequence)
+{
+    __atomic_fetch_add(sequence, 1u, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void cp_app_end(uint32_t *sequence)
+{
+    __atomic_fetch_add(sequence, 1u, __ATOMIC_RELEASE);
+}
+
+/* The annotation slot holding `key` as stored (already cut to the slot), or NULL. */
+static cp_annotation *cp_app_find(const char *key)
+{
+    for (uint32_t index = 0; index < CP_ANNOTATION_MAX; index++) {
+        cp_annotation *slot = &cp_app.annotations[index];
+        if ((slot->flags & CP_SLOT_USED) && strncmp(slot->key, key, sizeof slot->key) == 0) return slot;
+    }
+    return NULL;
+}
+
+__attribute__((visibility("default"))) int crashport_annotate(const char *key, const char *value)
+{
+    if (key == NULL || key[0] == '\0') return -EINVAL;
+    cp_app_ready();
+    char stored[CP_ANNOTATION_KEY_BYTES];
+    bool key_cut = cp_app_copy(stored, sizeof stored, key);
+    int locked = cp_app_lock();
+    if (locked != 0) return locked;
+    cp_annotation *slot = cp_app_find(stored);
+    int result = 0;
+    if (value == NULL) {
+        if (slot != NULL) {
+            cp_app_begin(&slot->sequence);
+            slot->flags = 0;
+            cp_app_end(&slot->sequence);
+        }
+    } else {
+        for (uint32_t index = 0; slot == NULL && index < CP_ANNOTATION_MAX; index++) {
+            if (!(cp_app.annotations[index].flags & CP_SLOT_USED)) slot = &cp_app.annotations[index];
+        }
+        if (slot == NULL) {
+            result = -ENOSPC;
+        } else {
+            cp_app_begin(&slot->sequence);
+            memcpy(slot->key, stored, sizeof stored);
+            bool value_cut = cp_app_copy(slot->value, sizeof slot->value, value);
+            slot->flags = CP_SLOT_USED | (key_cut || value_cut ? CP_SLOT_TRUNCATED : 0u);
+            cp_app_end(&slot->sequence);
+            result = key_cut || value_cut ? CRASHPORT_TRUNCATED : 0;
+        }
+    }
+    cp_app_unlock();
+    return result;
+}
+
+__attribute__((visibility("default"))) void crashport_breadcrumb(const char *category, const char *message)
+{
+    cp_app_ready();
+    uint64_t number = __atomic_fetch_add(&cp_app.breadcrumb_count, 1u, __ATOMIC_RELAXED);
+    cp_breadcrumb *slot = &cp_app.breadcrumbs[number % CP_BREADCRUMB_MAX];
+    __atomic_store_n(&slot->sequence, 2 * number + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    struct timespec now = {0, 0};
+    clock_gettime(CLOCK_REALTIME, &now); /* the vDSO: no system call on x86_64 and aarch64 */
+    slot->time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    bool cut = cp_app_copy(slot->category, sizeof slot->category, category != NULL ? category : "");
+    cut |= cp_app_copy(slot->message, sizeof slot->message, message != NULL ? message : "");
+    slot->flags = cut ? CP_SLOT_TRUNCATED : 0u;
+    __atomic_store_n(&slot->sequence, 2 * number + 2, __ATOMIC_RELEASE);
+}
+
+/* The attachment slot holding `path`, or NULL. */
+static cp_attachment *cp_app_find_attachment(const char *path)
+{
+    for (uint32_t index = 0; index < CP_ATTACHMENT_MAX; index++) {
+        cp_attachment *slot = &cp_app.attachments[index];
+        if ((slot->flags & CP_SLOT_USED) && strncmp(slot->path, path, sizeof slot->path) == 0) return slot;
+    }
+    return NULL;
+}
+
+/* `path` made absolute (the watcher opens it from another process, maybe after this one's
+ * working directory changed) into `absolute`. Returns 0 or -errno. */
+static int cp_app_absolute(const char *path, char absolute[CP_ATTACHMENT_PATH_BYTES])
+{
+    size_t length = strnlen(path, CP_ATTACHMENT_PATH_BYTES);
+    if (path[0] == '/') {
+        if (length == CP_ATTACHMENT_PATH_BYTES) return -ENAMETOOLONG;
+        memcpy(absolute, path, length + 1);
+        return 0;
+    }
+    if (getcwd(absolute, CP_ATTACHMENT_PATH_BYTES) == NULL) return -errno;
+    size_t base = strlen(absolute);
+    if (base + 1 + length + 1 > CP_ATTACHMENT_PATH_BYTES) return -ENAMETOOLONG;
+    if (base > 1) absolute[base++] = '/';
+    memcpy(absolute + base, path, length + 1);
+    return 0;
+}
+
+__attribute__((visibility("default"))) int crashport_attach_file(const char *path)
+{
+    if (path == NULL || path[0] == '\0') return -EINVAL;
+    cp_app_ready();
+    char absolute[CP_ATTACHMENT_PATH_BYTES];
+    int made = cp_app_absolute(path, absolute);
+    if (made != 0) return made;
+    int locked = cp_app_lock();
+    if (locked != 0) return locked;
+    int result = 0;
+    if (cp_app_find_attachment(absolute) == NULL) {
+        cp_attachment *slot = NULL;
+        for (uint32_t index = 0; slot == NULL && index < CP_ATTACHMENT_MAX; index++) {
+            if (!(cp_app.attachments[index].flags & CP_SLOT_USED)) slot = &cp_app.attachments[index];
+        }
+        if (slot == NULL) {
+            result = -ENOSPC;
+        } else {
+            cp_app_begin(&slot->sequence);
+            memcpy(slot->path, absolute, strlen(absolute) + 1);
+            slot->flags = CP_SLOT_USED;
+            cp_app_end(&slot->sequence);
+        }
+    }
+    cp_app_unlock();
+    return result;
+}
+
+__attribute__((visibility("default"))) int crashport_detach_file(const char *path)
+{
+    if (path == NULL || path[0] == '\0') return -EINVAL;
+    char absolute[CP_ATTACHMENT_PATH_BYTES];
+    int made = cp_app_absolute(path, absolute);
+    if (made != 0) return made;
+    int locked = cp_app_lock();
+    if (locked != 0) return locked;
+    cp_attachment *slot = cp_app_find_attachment(absolute);
+    if (slot != NULL) {
+        cp_app_begin(&slot->sequence);
+        slot->flags = 0;
+        cp_app_end(&slot->sequence);
+    }
+    cp_app_unlock();
+    return slot != NULL ? 0 : -ENOENT;
+}

@@ -1,0 +1,140 @@
+// AppArea: what a crashed program told crashport about itself (crashport_annotate,
+// crashport_breadcrumb, crashport_attach_file), decoded from the cp_app_area read out of its
+// memory (crashport_protocol.h).
+//
+// The bytes are the crashed process's memory, so hostile: the header must carry the magic,
+// version 1 and a size no smaller than this watcher's layout; a slot is taken only when its
+// sequence is even (a slot some thread was writing when the process stopped is skipped, and
+// counted) and marked used; text ends at its first NUL or at the end of its array, and invalid
+// UTF-8 is replaced, never trusted. Offsets come from the C header through MemoryLayout.
+
+import CCrashPortProtocol
+
+/// One breadcrumb, as the program added it.
+public struct Breadcrumb: Sendable, Equatable, Codable {
+    /// Nanoseconds since the Unix epoch (CLOCK_REALTIME when it was added).
+    public var timeNanoseconds: UInt64
+    public var category: String
+    public var message: String
+    public var truncated: Bool
+
+    public init(timeNanoseconds: UInt64, category: String, message: String, truncated: Bool = false) {
+        self.timeNanoseconds = timeNanoseconds
+        self.category = category
+        self.message = message
+        self.truncated = truncated
+    }
+}
+
+public struct AppArea: Sendable, Equatable {
+    public var annotations: [Annotation] = []
+    /// Oldest first: the last 100 the program added.
+    public var breadcrumbs: [Breadcrumb] = []
+    /// Absolute paths of the files to copy into the report.
+    public var attachments: [String] = []
+    /// Slots skipped because a thread was writing them when the process stopped.
+    public var slotsInFlux = 0
+
+    public init() {}
+
+    /// The whole area's size in this watcher's layout: what capture reads.
+    public static let size = MemoryLayout<cp_app_area>.size
+    /// The header alone: read first, to skip a process that never used the area.
+    public static let headerSize = MemoryLayout<cp_app_area>.offset(of: \cp_app_area.annotations)!
+
+    /// Whether a header says the area is in use (magic and version); then read `size` bytes.
+    public static func inUse(header bytes: [UInt8]) -> Bool {
+        let wire = WireBytes(bytes: bytes)
+        return bytes.count >= headerSize && wire.u32(offset(\.magic)) == CP_APP_MAGIC
+            && wire.u32(offset(\.version)) == CP_APP_VERSION
+    }
+
+    /// Decodes an area, or says why it cannot.
+    public init(bytes: [UInt8]) throws {
+        guard bytes.count >= Self.size else {
+            throw WireError.badField("app area of \(bytes.count) bytes (expected \(Self.size))")
+        }
+        let wire = WireBytes(bytes: bytes)
+        guard wire.u32(Self.offset(\.magic)) == CP_APP_MAGIC else { throw WireError.badField("app area without its magic") }
+        let version = wire.u32(Self.offset(\.version))
+        guard version == CP_APP_VERSION else { throw WireError.badField("app area version \(version)") }
+        let declared = Int(wire.u32(Self.offset(\.size)))
+        guard declared >= Self.size else { throw WireError.badField("app area declares \(declared) bytes") }
+
+        func text(_ start: Int, _ capacity: Int) -> String {
+            let field = bytes[start..<start + capacity]
+            return String(decoding: field.prefix { $0 != 0 }, as: UTF8.self)
+        }
+
+        let annotationSize = MemoryLayout<cp_annotation>.size
+        let key = MemoryLayout<cp_annotation>.offset(of: \cp_annotation.key)!
+        let value = MemoryLayout<cp_annotation>.offset(of: \cp_annotation.value)!
+        var seen = Set<String>()
+        for index in 0..<Int(CP_ANNOTATION_MAX) {
+            let start = Self.offset(\.annotations) + index * annotationSize
+            guard let flags = slot(wire, sequence32: start, flags: start + 4) else { continue }
+            let name = text(start + key, Int(CP_ANNOTATION_KEY_BYTES))
+            // A key twice (a hostile area, or a remove and add torn apart) is reported once.
+            guard !name.isEmpty, seen.insert(name).inserted else { continue }
+            annotations.append(
+                Annotation(
+                    key: name, value: text(start + value, Int(CP_ANNOTATION_VALUE_BYTES)),
+                    truncated: flags & CP_SLOT_TRUNCATED != 0))
+        }
+
+        let crumbSize = MemoryLayout<cp_breadcrumb>.size
+        let count = wire.u64(Self.offset(\.breadcrumb_count))
+        let capacity = UInt64(CP_BREADCRUMB_MAX)
+        let oldest = count > capacity ? count - capacity : 0
+        var crumbs: [(number: UInt64, crumb: Breadcrumb)] = []
+        for index in 0..<Int(CP_BREADCRUMB_MAX) {
+            let start = Self.offset(\.breadcrumbs) + index * crumbSize
+            let sequence = wire.u64(start + MemoryLayout<cp_breadcrumb>.offset(of: \cp_breadcrumb.sequence)!)
+            guard sequence != 0 else { continue }
+            guard sequence & 1 == 0 else {
+                slotsInFlux += 1
+                continue
+            }
+            // Breadcrumb n lives in slot n % 100 with sequence 2n + 2; anything else is stale or forged.
+            let number = sequence / 2 - 1
+            guard number >= oldest, number < count, number % capacity == UInt64(index) else { continue }
+            let flags = wire.u32(start + MemoryLayout<cp_breadcrumb>.offset(of: \cp_breadcrumb.flags)!)
+            crumbs.append(
+                (
+                    number,
+                    Breadcrumb(
+                        timeNanoseconds: wire.u64(start + MemoryLayout<cp_breadcrumb>.offset(of: \cp_breadcrumb.time_ns)!),
+                        category: text(
+                            start + MemoryLayout<cp_breadcrumb>.offset(of: \cp_breadcrumb.category)!,
+                            Int(CP_BREADCRUMB_CATEGORY_BYTES)),
+                        message: text(
+                            start + MemoryLayout<cp_breadcrumb>.offset(of: \cp_breadcrumb.message)!,
+                            Int(CP_BREADCRUMB_MESSAGE_BYTES)),
+                        truncated: flags & CP_SLOT_TRUNCATED != 0)
+                ))
+        }
+        breadcrumbs = crumbs.sorted { $0.number < $1.number }.map(\.crumb)
+
+        let attachmentSize = MemoryLayout<cp_attachment>.size
+        let path = MemoryLayout<cp_attachment>.offset(of: \cp_attachment.path)!
+        for index in 0..<Int(CP_ATTACHMENT_MAX) {
+            let start = Self.offset(\.attachments) + index * attachmentSize
+            guard slot(wire, sequence32: start, flags: start + 4) != nil else { continue }
+            let name = text(start + path, Int(CP_ATTACHMENT_PATH_BYTES))
+            if name.hasPrefix("/"), !attachments.contains(name) { attachments.append(name) }
+        }
+    }
+
+    /// A used slot's flags, or nil for a free one or one being written (counted).
+    private mutating func slot(_ wire: WireBytes, sequence32 sequenceOffset: Int, flags flagsOffset: Int) -> UInt32? {
+        let flags = wire.u32(flagsOffset)
+        guard flags & CP_SLOT_USED != 0 else { return nil }
+        guard wire.u32(sequenceOffset) & 1 == 0 else {
+            slotsInFlux += 1
+            return nil
+        }
+        return flags
+    }
+
+    private static func offset<T>(_ path: KeyPath<cp_app_area, T>) -> Int { MemoryLayout<cp_app_area>.offset(of: path)! }
+}

@@ -1,0 +1,113 @@
+// Attachments: the files a crashed program named with crashport_attach_file, copied into its
+// report's attachments/ directory.
+//
+// Called inside ReportStore.commit, so with the crashed process's owner's filesystem ids: a root
+// watcher opens each file as that user would, and a file (or a symlink to one) the user cannot
+// read is refused by the kernel, never read. Only regular files are copied (a FIFO or a device
+// is opened non-blocking and refused); each copy stops at 7 MiB (App Center's limit) and all of
+// them at 20 MiB, and a file that grows or shrinks while it is copied is copied as far as it
+// goes, up to the cap. What was left out, and why, is in each file's record.
+
+import ReportModel
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum Attachments {
+    static let perFileCap: UInt64 = 7 << 20
+    static let totalCap: UInt64 = 20 << 20
+    static let directoryName = "attachments"
+
+    /// Copies `paths` into `directory`/attachments/ and says what each copy holds.
+    static func copy(_ paths: [String], into directory: String) -> [AttachmentRecord] {
+        guard !paths.isEmpty else { return [] }
+        let target = directory + "/" + directoryName
+        guard mkdir(target, 0o700) == 0 else {
+            let reason = "cannot create \(directoryName)/: \(String(cString: strerror(errno)))"
+            return paths.map { AttachmentRecord(path: $0, error: reason) }
+        }
+        var remaining = totalCap
+        var names = Set<String>()
+        return paths.map { path in
+            var record = AttachmentRecord(path: path)
+            let name = uniqueName(for: path, taken: &names)
+            do {
+                let (size, copied, cut) = try copyFile(path, to: target + "/" + name, cap: min(perFileCap, remaining))
+                remaining -= copied
+                record.file = directoryName + "/" + name
+                record.size = size
+                record.copied = copied
+                if cut {
+                    record.truncated = true
+                    record.error = copied == perFileCap ? "cut at 7 MiB per file" : "cut at 20 MiB for all attachments"
+                }
+            } catch {
+                record.error = "\(error)"
+            }
+            return record
+        }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The file's last component, made safe and unique in the directory ("2-app.log" for a
+    /// second "app.log"; never "", "." or ".." or a dot file).
+    static func uniqueName(for path: String, taken: inout Set<String>) -> String {
+        var base = String(path.split(separator: "/").last ?? "")
+        if base.isEmpty || base.hasPrefix(".") { base = "file" + base }
+        var name = base
+        var index = 2
+        while taken.contains(name) {
+            name = "\(index)-\(base)"
+            index += 1
+        }
+        taken.insert(name)
+        return name
+    }
+
+    /// Copies at most `cap` bytes; returns the size the file had, the bytes copied and whether
+    /// it was cut.
+    static func copyFile(_ path: String, to destination: String, cap: UInt64) throws -> (UInt64, UInt64, Bool) {
+        let source = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        guard source >= 0 else { throw Failure(description: String(cString: strerror(errno))) }
+        defer { close(source) }
+        var info = stat()
+        guard fstat(source, &info) == 0 else { throw Failure(description: String(cString: strerror(errno))) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw Failure(description: "not a regular file") }
+        let output = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard output >= 0 else {
+            throw Failure(description: "cannot create the copy: \(String(cString: strerror(errno)))")
+        }
+        defer { close(output) }
+        var copied: UInt64 = 0
+        var cut = false
+        try withUnsafeTemporaryAllocation(byteCount: 64 << 10, alignment: 16) { buffer in
+            while true {
+                let wanted = Int(min(UInt64(buffer.count), cap - copied))
+                if wanted == 0 {
+                    // At the cap: cut if anything is left to read.
+                    var probe: UInt8 = 0
+                    cut = read(source, &probe, 1) > 0
+                    return
+                }
+                let got = read(source, buffer.baseAddress, wanted)
+                if got < 0 && errno == EINTR { continue }
+                guard got >= 0 else { throw Failure(description: "read: \(String(cString: strerror(errno)))") }
+                if got == 0 { return }
+                var offset = 0
+                while offset < got {
+                    let written = write(output, buffer.baseAddress! + offset, got - offset)
+                    if written < 0 && errno == EINTR { continue }
+                    guard written > 0 else { throw Failure(description: "write: \(String(cString: strerror(errno)))") }
+                    offset += written
+                }
+                copied += UInt64(got)
+            }
+        }
+        _ = fsync(output)
+        return (UInt64(info.st_size), copied, cut)
+    }
+}
