@@ -1,0 +1,168 @@
+// End-to-end: what a program tells crashport about itself (crashport_annotate,
+// crashport_breadcrumb, crashport_attach_file) reaches its report: event.json, the crash log,
+// attachments/ and the minidump, under `crashport run` and under a sidecar, from a program
+// that links libcrashport (Tests/Fixtures/api/app.c). Bad input: over-long and escaped text,
+// too many keys, FIFOs, missing and unreadable files, 50 threads writing while the crash is
+// captured.
+
+import Foundation
+import ReportModel
+import TestSupport
+import XCTest
+
+final class AppAPITests: XCTestCase {
+    static let directory = TestSupport.temporaryDirectory("app-api")
+
+    /// The fixture linked with the stub the tests preload (one library, loaded once), or with
+    /// the copy in `libraries`.
+    func program(in directory: String = AppAPITests.directory, libraries: String? = nil) throws -> String {
+        let libraries = try libraries ?? (TestSupport.stub() as NSString).deletingLastPathComponent
+        return try TestSupport.compile(
+            [TestSupport.fixture("api/app.c")], output: directory + "/app",
+            flags: ["-O1", "-g", "-pthread", "-I", TestSupport.repositoryRoot + "/CSupport/stub/include"],
+            linkFlags: ["-L", libraries, "-Wl,-rpath," + libraries, "-lcrashport"])
+    }
+
+    func fresh(_ name: String) -> String {
+        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// What `tell` prints and stores, checked against its report.
+    func assertTold(
+        _ event: Event, reportDirectory: String, workDirectory: String, file: StaticString = #filePath, line: UInt = #line
+    )
+        throws
+    {
+        let annotations = try XCTUnwrap(event.annotations, file: file, line: line)
+        XCTAssertEqual(annotations["user"], "bob", file: file, line: line)
+        XCTAssertEqual(annotations["build"], "nightly\n\u{1b}[31mred", "stored as given", file: file, line: line)
+        XCTAssertEqual(annotations["long"], String(repeating: "v", count: 1023), file: file, line: line)
+        XCTAssertEqual(annotations[String(repeating: "k", count: 63)], "x", file: file, line: line)
+        XCTAssertNil(annotations["gone"], file: file, line: line)
+        XCTAssertEqual(annotations.count, 64, "the area holds 64 keys", file: file, line: line)
+        XCTAssertEqual(
+            Set(event.annotationsTruncated ?? []), ["long", String(repeating: "k", count: 63)], file: file, line: line)
+
+        let crumbs = try XCTUnwrap(event.breadcrumbs, file: file, line: line)
+        XCTAssertEqual(
+            crumbs.map(\.message), (30..<130).map { "step \($0)" }, "the last 100, oldest first", file: file, line: line)
+        XCTAssertTrue(crumbs.allSatisfy { $0.category == "loop" && $0.timestamp?.hasSuffix("Z") == true }, file: file, line: line)
+
+        let attachments = try XCTUnwrap(event.attachments, file: file, line: line)
+        let byPath = Dictionary(attachments.map { ($0.path ?? "", $0) }, uniquingKeysWith: { first, _ in first })
+        let log = try XCTUnwrap(byPath[workDirectory + "/app.log"], "\(attachments)", file: file, line: line)
+        XCTAssertEqual(log.file, "attachments/app.log", file: file, line: line)
+        XCTAssertEqual(log.copied, 22, file: file, line: line)
+        XCTAssertEqual(
+            try String(contentsOfFile: reportDirectory + "/attachments/app.log", encoding: .utf8), "started\nconfig loaded\n",
+            file: file, line: line)
+        XCTAssertEqual(byPath[workDirectory + "/fifo"]?.error, "not a regular file", file: file, line: line)
+        XCTAssertNil(byPath[workDirectory + "/fifo"]?.file, file: file, line: line)
+        XCTAssertEqual(byPath["/nonexistent/file"]?.error, "No such file or directory", file: file, line: line)
+        XCTAssertNil(byPath[workDirectory + "/detached"], "detached before the crash", file: file, line: line)
+        XCTAssertEqual(attachments.count, byPath.count, "each file once", file: file, line: line)
+    }
+
+    func testAnnotationsBreadcrumbsAndAttachmentsUnderRun() throws {
+        let work = fresh("run")
+        let run = try TestSupport.crashportRun([try program(), "tell", work])
+        defer { try? FileManager.default.removeItem(atPath: run.reportsDirectory) }
+        XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
+        // What each call answered.
+        for expected in [
+            "user 0", "escaped 0", "replaced 0", "long value 1", "long key 1", "removed 0 0", "empty key -22",
+            "full at n60 -28", "attach log 0", "attach again 0", "attach fifo 0", "attach missing 0", "detach 0 0 -2",
+        ] {
+            XCTAssertTrue(run.result.stdout.contains(expected + "\n"), "\(expected):\n\(run.result.stdout)")
+        }
+        guard run.reportIDs.count == 1 else { return XCTFail("\(run.reportIDs.count) reports: \(run.result.stderr)") }
+        let event = try run.event()
+        XCTAssertEqual(event.crashedFunctions.first, "crash_after_telling")
+        try assertTold(event, reportDirectory: run.reportsDirectory + "/" + run.reportIDs[0], workDirectory: work)
+
+        // The crash log escapes the program's text.
+        let shown = try TestSupport.run([TestSupport.crashport, "show", "--reports", run.reportsDirectory, run.reportIDs[0]])
+        XCTAssertEqual(shown.status, .exited(0), shown.stderr)
+        XCTAssertTrue(shown.stdout.contains("  build: nightly\\n\\u{1b}[31mred\n"), shown.stdout)
+        XCTAssertFalse(shown.stdout.contains("\u{1b}"), "no terminal escape reaches the terminal")
+        XCTAssertTrue(shown.stdout.contains("Breadcrumbs (last 10 of 100, oldest first):"), shown.stdout)
+        XCTAssertTrue(shown.stdout.contains("[loop] step 129"), shown.stdout)
+    }
+
+    func testTheSameThroughTheSidecar() throws {
+        let work = fresh("sidecar")
+        let program = try program()
+        let sidecar = try SidecarProcess(directory: work)
+        defer { sidecar.stop() }
+        let result = try TestSupport.run(
+            [program, "tell", work], environment: ["CRASHPORT_SOCKET": sidecar.socket, "SWIFT_BACKTRACE": "enable=no"])
+        XCTAssertEqual(result.status, .signaled(SIGSEGV), result.stderr)
+        let events = try sidecar.waitForReports(1)
+        try assertTold(
+            events[0], reportDirectory: sidecar.reportsDirectory() + "/" + sidecar.reportIDs()[0], workDirectory: work)
+    }
+
+    /// 50 threads replacing their annotation and adding breadcrumbs as fast as they can while the
+    /// main thread crashes: every annotation in the report is one a thread wrote whole, and the
+    /// breadcrumbs are the newest 100 at most, in order.
+    func testFiftyThreadsWritingDuringTheCapture() throws {
+        let run = try TestSupport.crashportRun([try program(), "busy"])
+        defer { try? FileManager.default.removeItem(atPath: run.reportsDirectory) }
+        XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
+        let event = try run.event()
+        let annotations = try XCTUnwrap(event.annotations)
+        XCTAssertGreaterThan(annotations.count, 40, "\(annotations.keys.sorted())")
+        for (key, value) in annotations {
+            XCTAssertTrue(key.hasPrefix("t") && value.hasPrefix(key + ":"), "\(key) = \(value)")
+            XCTAssertNotNil(UInt(value.dropFirst(key.count + 1)), "\(key) = \(value)")
+        }
+        let crumbs = try XCTUnwrap(event.breadcrumbs)
+        XCTAssertLessThanOrEqual(crumbs.count, 100)
+        XCTAssertGreaterThan(crumbs.count, 50)
+        for crumb in crumbs {
+            let category = try XCTUnwrap(crumb.category)
+            XCTAssertTrue(crumb.message?.hasPrefix(category + ":") == true, "\(crumb)")
+        }
+        XCTAssertEqual(crumbs.map { $0.timestamp ?? "" }, crumbs.map { $0.timestamp ?? "" }.sorted(), "oldest first")
+    }
+
+    /// Without crashport installed every call is harmless: the program runs as it would.
+    func testEveryCallIsHarmlessWithoutCrashport() throws {
+        let result = try TestSupport.run([try program(), "plain"])
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        XCTAssertEqual(result.stdout, "plain 0\n")
+    }
+
+    /// A root sidecar copies attachments as the crashed process's user: a link that user made to
+    /// a file only root may read is not followed into the report.
+    func testAttachmentsAreReadAsTheProcesssUser() throws {
+        let user = try SidecarTests.ThrowawayUser()
+        defer { user.remove() }
+        let work = fresh("user")
+        chmod(work, 0o777)
+        let secret = work + "/secret"
+        try "root only\n".write(toFile: secret, atomically: true, encoding: .utf8)
+        chmod(secret, 0o600)
+        XCTAssertEqual(symlink(secret, work + "/link"), 0)
+        // The user must reach the program and the library: copies in the open directory.
+        try FileManager.default.copyItem(atPath: try TestSupport.stub(), toPath: work + "/libcrashport.so")
+        chmod(work + "/libcrashport.so", 0o755)
+        let program = try program(in: work, libraries: work)
+        chmod(program, 0o755)
+        let sidecar = try SidecarProcess(directory: work)
+        defer { sidecar.stop() }
+        chmod(sidecar.reports, 0o711)
+        let result = try TestSupport.run(
+            ["/usr/sbin/runuser", "-u", user.name, "--", "env", "CRASHPORT_SOCKET=" + sidecar.socket, program, "tell", work])
+        XCTAssertTrue(result.stdout.contains("attach link 0"), "\(result.stdout)\n\(result.stderr)")
+        let events = try sidecar.waitForReports(1, uid: user.uid)
+        let link = events[0].attachments?.first { $0.path == work + "/link" }
+        XCTAssertEqual(link?.error, "Permission denied", "\(events[0].attachments ?? [])")
+        XCTAssertNil(link?.file)
+        let copied = sidecar.reportsDirectory(uid: user.uid) + "/" + sidecar.reportIDs(uid: user.uid)[0] + "/attachments"
+        XCTAssertFalse(FileManager.default.fileExists(atPath: copied + "/link"))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: copied + "/app.log"), "the user's own file is copied")
+    }
+}

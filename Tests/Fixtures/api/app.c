@@ -1,0 +1,109 @@
+/* The app-facing API end to end (Tests/EndToEndTests/AppAPITests.swift): a program that tells
+ * crashport about itself, then crashes (or not). Modes:
+ *   tell DIR      annotations (plain, escaped, cut, removed, too many), 130 breadcrumbs, and
+ *                 attachments (DIR/app.log, a FIFO, a missing file, DIR/link if it exists),
+ *                 printing each call's result, then a NULL store in crash_after_telling
+ *   busy          50 threads annotating and adding breadcrumbs without pause; main crashes
+ *                 while they run
+ *   plain         every call with crashport not installed; exits 0
+ */
+#define _GNU_SOURCE
+#include <crashport.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+__attribute__((noinline)) static void crash_after_telling(void)
+{
+    volatile int *volatile nowhere = NULL; /* neither the pointer nor the store can be dropped */
+    *nowhere = 1;
+}
+
+static void tell(const char *directory)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/app.log", directory);
+    FILE *log = fopen(path, "w");
+    fputs("started\nconfig loaded\n", log);
+    fclose(log);
+    printf("user %d\n", crashport_annotate("user", "alice"));
+    printf("escaped %d\n", crashport_annotate("build", "nightly\n\x1b[31mred"));
+    printf("replaced %d\n", crashport_annotate("user", "bob"));
+    char value[2000];
+    memset(value, 'v', sizeof value - 1);
+    value[sizeof value - 1] = '\0';
+    printf("long value %d\n", crashport_annotate("long", value));
+    char key[100];
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    printf("long key %d\n", crashport_annotate(key, "x"));
+    int added = crashport_annotate("gone", "soon");
+    printf("removed %d %d\n", added, crashport_annotate("gone", NULL));
+    printf("empty key %d\n", crashport_annotate("", "x"));
+    int full = 0;
+    for (int index = 0; index < 70 && full == 0; index++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", index);
+        full = crashport_annotate(name, "filler");
+        if (full != 0) printf("full at n%d %d\n", index, full);
+    }
+    for (int index = 0; index < 130; index++) {
+        char message[32];
+        snprintf(message, sizeof message, "step %d", index);
+        crashport_breadcrumb("loop", message);
+    }
+    printf("attach log %d\n", crashport_attach_file(path));
+    printf("attach again %d\n", crashport_attach_file(path));
+    snprintf(path, sizeof path, "%s/fifo", directory);
+    mkfifo(path, 0644);
+    printf("attach fifo %d\n", crashport_attach_file(path));
+    printf("attach missing %d\n", crashport_attach_file("/nonexistent/file"));
+    snprintf(path, sizeof path, "%s/link", directory);
+    struct stat link;
+    if (lstat(path, &link) == 0) printf("attach link %d\n", crashport_attach_file(path));
+    snprintf(path, sizeof path, "%s/detached", directory);
+    int attached = crashport_attach_file(path);
+    int detached = crashport_detach_file(path);
+    printf("detach %d %d %d\n", attached, detached, crashport_detach_file(path));
+    fflush(stdout);
+    crash_after_telling();
+}
+
+static void *keep_telling(void *argument)
+{
+    int number = (int)(long)argument;
+    char key[16], value[64];
+    snprintf(key, sizeof key, "t%d", number);
+    for (unsigned long round = 0;; round++) {
+        snprintf(value, sizeof value, "t%d:%lu", number, round);
+        crashport_annotate(key, value);
+        crashport_breadcrumb(key, value);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (strcmp(mode, "tell") == 0 && argc > 2) {
+        tell(argv[2]);
+    } else if (strcmp(mode, "busy") == 0) {
+        for (long number = 0; number < 50; number++) {
+            pthread_t thread;
+            pthread_create(&thread, NULL, keep_telling, (void *)number);
+        }
+        usleep(200 * 1000);
+        crash_after_telling();
+    } else if (strcmp(mode, "plain") == 0) {
+        int results = crashport_annotate("k", "v");
+        results += crashport_attach_file("/etc/hostname");
+        results += crashport_detach_file("/etc/hostname");
+        crashport_breadcrumb("c", "m");
+        printf("plain %d\n", results);
+        return 0;
+    }
+    return 2;
+}
