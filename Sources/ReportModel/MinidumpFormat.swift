@@ -178,6 +178,33 @@ public enum MinidumpFormat {
         public static let size = 12
     }
 
+    /// MINIDUMP_CRASHPAD_INFO (spec §2.10), the CrashpadInfo stream: u32 version, GUID report_id,
+    /// GUID client_id, LOCATION simple_annotations (a MINIDUMP_SIMPLE_STRING_DICTIONARY), LOCATION
+    /// module_list. Breakpad's newer definition appends fields; readers take the first 52 bytes.
+    public enum MINIDUMP_CRASHPAD_INFO {
+        public static let size = 52
+        public static let version: UInt32 = 1
+        public static let offsetOfVersion = 0
+        public static let offsetOfReportID = 4
+        public static let offsetOfClientID = 20
+        public static let offsetOfSimpleAnnotations = 36
+        public static let offsetOfModuleList = 44
+        /// A GUID: u32 data1, u16 data2, u16 data3, u8[8] data4.
+        public static let guidSize = 16
+    }
+
+    /// MINIDUMP_SIMPLE_STRING_DICTIONARY: u32 count, then MINIDUMP_SIMPLE_STRING_DICTIONARY_ENTRY
+    /// {u32 key RVA, u32 value RVA}[count], each RVA pointing at a MINIDUMP_UTF8_STRING.
+    public enum MINIDUMP_SIMPLE_STRING_DICTIONARY_ENTRY {
+        public static let size = 8
+    }
+
+    /// MINIDUMP_UTF8_STRING (spec §1.5, Crashpad's MinidumpUTF8String): u32 length in bytes
+    /// (excluding the terminator), the UTF-8 bytes, then a 0 byte that rust-minidump requires.
+    public enum MINIDUMP_UTF8_STRING {
+        public static let headerSize = 4
+    }
+
     /// CONTEXT_AMD64 / MDRawContextAMD64 (spec §3.1).
     public enum CONTEXT_AMD64 {
         public static let size = 1232

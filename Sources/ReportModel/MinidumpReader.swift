@@ -3,12 +3,13 @@
 //
 // Every stream is decoded when the file is opened, so a malformed file fails there with a
 // `MinidumpError.malformed` that says what and where, never later and never with a trap. Only the
-// optional ThreadNames and MiscInfo streams are soft: a corrupt one is skipped and noted in
-// `warnings`, since losing a report over a thread name would be a poor trade. Every
-// offset is checked against the file, arithmetic is done in UInt64 or checked, counts are capped by
-// the bytes their stream holds, and the bytes copied out (stacks, memory, strings) are budgeted
-// against the file size, so a hostile file can neither crash nor hang the reader nor make it
-// allocate more than a small multiple of its own size.
+// optional ThreadNames, MiscInfo and CrashpadInfo streams are soft: a corrupt one is skipped and
+// noted in `warnings` (in CrashpadInfo, a corrupt annotation alone is skipped), since losing a
+// report over a thread name or an annotation would be a poor trade. Every offset is checked
+// against the file, arithmetic is done in UInt64 or checked, counts are capped by the bytes their
+// stream holds, and the bytes copied out (stacks, memory, strings) are budgeted against the file
+// size, so a hostile file can neither crash nor hang the reader nor make it allocate more than a
+// small multiple of its own size.
 //
 // Tolerated, as other consumers do: nullified directory entries (type 0), missing optional streams,
 // no ThreadNames, duplicate stream types (the first wins), 4 bytes of padding between a list's count
@@ -100,7 +101,11 @@ public struct Minidump: Sendable {
     public var pid: Int32?
     /// MiscInfo process_create_time (Unix seconds), when present.
     public var processCreateTime: UInt32?
-    /// Optional streams that were malformed and skipped (ThreadNames, MiscInfo), one line each.
+    /// CrashpadInfo's simple_annotations in the file's order: the program's annotations in a
+    /// crashport dump. `truncated` is always false, since the stream has no place for it.
+    public var annotations: [Annotation]
+    /// Optional streams or records that were malformed and skipped (ThreadNames, MiscInfo,
+    /// CrashpadInfo), one line each.
     public var warnings: [String]
 
     public init(path: String) throws {
@@ -145,6 +150,16 @@ public struct Minidump: Sendable {
         }
         pid = misc?.pid
         processCreateTime = misc?.createTime
+        do {
+            let crashpad = try first[type.CrashpadInfo].map { try parser.crashpadAnnotations($0.location) }
+            annotations = crashpad?.annotations ?? []
+            if let crashpad, crashpad.skipped > 0, let reason = crashpad.firstSkipReason {
+                warnings.append("CrashpadInfo: \(crashpad.skipped) unreadable annotation(s) skipped, the first: \(reason)")
+            }
+        } catch {
+            annotations = []
+            warnings.append("CrashpadInfo stream ignored: \(error)")
+        }
         if pid == nil, let status = first[type.LinuxProcStatus] {
             pid = Self.pidLine(in: try parser.raw(status.location, "LinuxProcStatus"))
         }
@@ -268,6 +283,15 @@ private struct Parser {
             index += 2
         }
         return String(decoding: units, as: UTF16.self)
+    }
+
+    /// A MINIDUMP_UTF8_STRING at `rva`: u32 byte length, then the bytes. The terminating NUL is
+    /// not required; invalid UTF-8 becomes U+FFFD.
+    mutating func utf8String(_ rva: UInt64, _ what: @autoclosure () -> String) throws -> String {
+        let length = try u32(rva, what())
+        let bytes = try range(rva + UInt64(MD.MINIDUMP_UTF8_STRING.headerSize), UInt64(length), what())
+        try charge(bytes.count, what())
+        return String(decoding: file[bytes], as: UTF8.self)
     }
 
     /// Checks a list stream (u32 count + entries) and returns the count and the entries' offset.
@@ -495,6 +519,43 @@ private struct Parser {
             flags & MD.MINIDUMP_MISC_INFO.MINIDUMP_MISC1_PROCESS_ID != 0 ? Int32(bitPattern: pid) : nil,
             flags & MD.MINIDUMP_MISC_INFO.MINIDUMP_MISC1_PROCESS_TIMES != 0 ? createTime : nil
         )
+    }
+
+    /// CrashpadInfo's simple_annotations. A stream shorter than MINIDUMP_CRASHPAD_INFO or a
+    /// dictionary that does not fit its location throws; an entry whose key or value cannot be
+    /// read is skipped and counted, with the reason for the first one kept.
+    mutating func crashpadAnnotations(
+        _ location: Minidump.Location
+    ) throws -> (annotations: [Annotation], skipped: Int, firstSkipReason: String?) {
+        let what = "CrashpadInfo stream"
+        guard location.dataSize >= MD.MINIDUMP_CRASHPAD_INFO.size else {
+            throw fail("\(what) is \(location.dataSize) bytes, shorter than \(MD.MINIDUMP_CRASHPAD_INFO.size)")
+        }
+        let dictionary = try self.location(
+            UInt64(location.rva) + UInt64(MD.MINIDUMP_CRASHPAD_INFO.offsetOfSimpleAnnotations), what)
+        // Crashpad leaves the location zero when there are none.
+        guard dictionary.dataSize > 0 else { return ([], 0, nil) }
+        _ = try range(UInt64(dictionary.rva), UInt64(dictionary.dataSize), "CrashpadInfo simple_annotations")
+        let (count, first) = try list(
+            dictionary, entrySize: MD.MINIDUMP_SIMPLE_STRING_DICTIONARY_ENTRY.size, "CrashpadInfo simple_annotations")
+        var annotations: [Annotation] = []
+        var skipped = 0
+        var firstSkipReason: String?
+        for index in 0..<count {
+            let entry = first + UInt64(index * MD.MINIDUMP_SIMPLE_STRING_DICTIONARY_ENTRY.size)
+            let entryWhat = "CrashpadInfo simple_annotations entry \(index)"
+            do {
+                let keyRVA = try u32(entry, entryWhat)
+                let valueRVA = try u32(entry + 4, entryWhat)
+                let key = try utf8String(UInt64(keyRVA), "\(entryWhat) key")
+                let value = try utf8String(UInt64(valueRVA), "\(entryWhat) value")
+                annotations.append(Annotation(key: key, value: value))
+            } catch {
+                skipped += 1
+                if firstSkipReason == nil { firstSkipReason = "\(error)" }
+            }
+        }
+        return (annotations, skipped, firstSkipReason)
     }
 
     mutating func threadNames(_ location: Minidump.Location) throws -> [UInt32: String] {

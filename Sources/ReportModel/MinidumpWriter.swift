@@ -3,9 +3,10 @@
 //
 // Layout of a written file: the header, the directory (sized exactly: a stream whose source is
 // missing is omitted, never nullified), then 8-byte aligned blobs and streams. Thread contexts,
-// strings, CodeView records, SystemInfo, MiscInfo and the raw Linux files come first; then the
-// memory (stacks and extra regions); then ThreadList, MemoryList and Exception, which refer to it.
-// Padding only ever sits between blobs, never inside a stream's data_size.
+// strings, CodeView records, SystemInfo, MiscInfo, the raw Linux files and, when the program set
+// annotations, CrashpadInfo come first; then the memory (stacks and extra regions); then
+// ThreadList, MemoryList and Exception, which refer to it. Padding only ever sits between blobs,
+// never inside a stream's data_size.
 //
 // This file is also ReportModel's only caller of C (`MinidumpFile`): the atomic write and the
 // reader's whole-file read.
@@ -31,6 +32,43 @@ public struct MinidumpWriter: Sendable {
 
     public init(includeEnvironment: Bool = false) {
         self.includeEnvironment = includeEnvironment
+    }
+
+    /// Bounds on the annotations written to CrashpadInfo. The stub keeps at most 64 keys of 64
+    /// bytes with values of 1 KiB; the writer does not rely on that: it cuts keys and values longer
+    /// than these (at a Unicode scalar boundary) and drops the annotations past the count, so that
+    /// a corrupt snapshot cannot make the file large.
+    public static let maximumAnnotationCount = 256
+    public static let maximumAnnotationKeyBytes = 256
+    public static let maximumAnnotationValueBytes = 4096
+
+    /// The annotations as CrashpadInfo will hold them: keys and values cut to the bounds above,
+    /// then empty keys and repeated keys (after the first) dropped, at most
+    /// `maximumAnnotationCount`, in the snapshot's order. `truncated` is set where a cut was made
+    /// here; the stream itself has no place for it, so a reader never sees it.
+    public static func writtenAnnotations(_ annotations: [Annotation]) -> [Annotation] {
+        var written: [Annotation] = []
+        var keys = Set<String>()
+        for annotation in annotations {
+            guard written.count < maximumAnnotationCount else { break }
+            let key = utf8Prefix(annotation.key, maximumBytes: maximumAnnotationKeyBytes)
+            let value = utf8Prefix(annotation.value, maximumBytes: maximumAnnotationValueBytes)
+            guard !key.isEmpty, keys.insert(key).inserted else { continue }
+            let cut = key.utf8.count < annotation.key.utf8.count || value.utf8.count < annotation.value.utf8.count
+            written.append(Annotation(key: key, value: value, truncated: annotation.truncated || cut))
+        }
+        return written
+    }
+
+    /// The longest prefix of `text` whose UTF-8 form has at most `maximumBytes` bytes and ends on
+    /// a Unicode scalar boundary.
+    static func utf8Prefix(_ text: String, maximumBytes: Int) -> String {
+        let utf8 = text.utf8
+        guard utf8.count > maximumBytes else { return text }
+        var end = utf8.index(utf8.startIndex, offsetBy: maximumBytes)
+        // Back off continuation bytes (10xxxxxx) so no scalar is split.
+        while end > utf8.startIndex && utf8[end] & 0xC0 == 0x80 { end = utf8.index(before: end) }
+        return String(decoding: utf8[..<end], as: UTF8.self)
     }
 
     /// The complete minidump for `snapshot`.
@@ -104,6 +142,8 @@ private struct MemoryPiece {
 private struct Serializer {
     let snapshot: ProcessSnapshot
     let includeEnvironment: Bool
+    /// The annotations CrashpadInfo carries (bounded); empty means no CrashpadInfo stream.
+    let annotations: [Annotation]
     var out = LittleEndianBuffer()
     /// Directory entries in directory order; the locations are filled in as the streams are written.
     var directory: [(type: UInt32, location: Location?)] = []
@@ -111,6 +151,7 @@ private struct Serializer {
     init(snapshot: ProcessSnapshot, includeEnvironment: Bool) {
         self.snapshot = snapshot
         self.includeEnvironment = includeEnvironment
+        annotations = MinidumpWriter.writtenAnnotations(snapshot.annotations)
     }
 
     /// Raw Linux streams in directory order, each present only when its file was read.
@@ -138,6 +179,7 @@ private struct Serializer {
             ] + linux.filter { $0.type != MD.MINIDUMP_STREAM_TYPE.LinuxEnviron }.map(\.type)
             + [MD.MINIDUMP_STREAM_TYPE.ThreadNames]
             + linux.filter { $0.type == MD.MINIDUMP_STREAM_TYPE.LinuxEnviron }.map(\.type)
+            + (annotations.isEmpty ? [] : [MD.MINIDUMP_STREAM_TYPE.CrashpadInfo])
         directory = types.map { ($0, nil) }
 
         writeHeader(streamCount: UInt32(types.count))
@@ -149,6 +191,7 @@ private struct Serializer {
         writeMiscInfo()
         for stream in linux { place(stream.type, stream.bytes) }
         writeThreadNames()
+        if !annotations.isEmpty { writeCrashpadInfo() }
         let (stacks, pieces) = writeMemory()
         writeThreadList(contexts: contexts, stacks: stacks)
         writeMemoryList(pieces)
@@ -211,6 +254,16 @@ private struct Serializer {
         out.u32(UInt32(truncatingIfNeeded: units.count * 2))
         for unit in units { out.u16(unit) }
         out.u16(0)
+        return start
+    }
+
+    /// Writes a MINIDUMP_UTF8_STRING blob (length, bytes, NUL); returns its RVA.
+    mutating func writeUTF8String(_ text: String) -> UInt32 {
+        let start = beginBlob()
+        let bytes = Array(text.utf8)
+        out.u32(UInt32(truncatingIfNeeded: bytes.count))
+        out.append(bytes)
+        out.u8(0)
         return start
     }
 
@@ -348,6 +401,27 @@ private struct Serializer {
             out.u64(UInt64(nameRVA))  // RVA64, packed right after the u32
         }
         record(MD.MINIDUMP_STREAM_TYPE.ThreadNames, endBlob(from: start))
+    }
+
+    /// CrashpadInfo (spec §2.10) with the annotations as its simple_annotations, which is where
+    /// rust-minidump (minidump-stackwalk, Sentry) reads a Crashpad process's annotations. The
+    /// report and client GUIDs are zero (the snapshot has neither), and there is no module list.
+    mutating func writeCrashpadInfo() {
+        let strings = annotations.map { (key: writeUTF8String($0.key), value: writeUTF8String($0.value)) }
+        let dictionaryStart = beginBlob()
+        out.u32(UInt32(truncatingIfNeeded: strings.count))
+        for entry in strings {
+            out.u32(entry.key)
+            out.u32(entry.value)
+        }
+        let dictionary = endBlob(from: dictionaryStart)
+        let start = beginBlob()
+        out.u32(MD.MINIDUMP_CRASHPAD_INFO.version)
+        out.zeros(MD.MINIDUMP_CRASHPAD_INFO.guidSize)  // report_id
+        out.zeros(MD.MINIDUMP_CRASHPAD_INFO.guidSize)  // client_id
+        writeLocation(dictionary)  // simple_annotations
+        writeLocation(.none)  // module_list
+        record(MD.MINIDUMP_STREAM_TYPE.CrashpadInfo, endBlob(from: start))
     }
 
     /// Writes the thread stacks and the extra regions. Returns each thread's stack descriptor

@@ -137,11 +137,12 @@ public struct OfflineSymbolicator {
         // The maps at the crash, for the verdicts read from them (a stack overflow).
         var files = LinuxFiles()
         files.maps = minidump.stream(MinidumpFormat.MINIDUMP_STREAM_TYPE.LinuxMaps)
-        let snapshot = ProcessSnapshot(
+        var snapshot = ProcessSnapshot(
             pid: ProcessID(minidump.pid ?? 0), crashedThreadID: ThreadID(Int32(bitPattern: exception.threadID)),
             exception: exception.info, threads: threads, modules: modules,
             extraMemory: minidump.memory.regions.filter { !stacks.contains($0.start) }, linuxFiles: files,
             captureTime: minidump.timeDateStamp)
+        snapshot.annotations = minidump.annotations
         let arguments =
             minidump.stream(MinidumpFormat.MINIDUMP_STREAM_TYPE.LinuxCmdLine).map { bytes in
                 bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }

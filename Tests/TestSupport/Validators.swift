@@ -22,6 +22,20 @@ extension TestSupport {
         return json
     }
 
+    /// `minidump-stackwalk --dump FILE`: every stream's raw structs as text. CrashpadInfo's
+    /// annotations are printed only here (`  simple_annotations["KEY"] = VALUE`); the --json of
+    /// 0.25.0 has no field for them.
+    public static func stackwalkDump(_ minidump: String) throws -> String {
+        guard FileManager.default.isExecutableFile(atPath: minidumpStackwalk) else {
+            throw TestFailure("minidump-stackwalk is missing: run tools/fetch-validators (tools/test does)")
+        }
+        let result = try run([minidumpStackwalk, "--dump", minidump], timeout: 120)
+        guard result.status == .exited(0) else {
+            throw TestFailure("minidump-stackwalk --dump failed (\(result.status)): \(result.stderr.suffix(2000))")
+        }
+        return result.stdout
+    }
+
     /// `lldb-14 --batch -c FILE -o COMMAND...`, its output.
     public static func lldb(_ minidump: String, commands: [String]) throws -> String {
         let lldb = "/usr/bin/lldb-14"
