@@ -89,6 +89,15 @@ final class AppAPITests: XCTestCase {
         XCTAssertFalse(shown.stdout.contains("\u{1b}"), "no terminal escape reaches the terminal")
         XCTAssertTrue(shown.stdout.contains("Breadcrumbs (last 10 of 100, oldest first):"), shown.stdout)
         XCTAssertTrue(shown.stdout.contains("[loop] step 129"), shown.stdout)
+
+        // The minidump carries the annotations as Crashpad does, for rust-minidump and Sentry,
+        // and offline symbolication keeps them.
+        let dump = try TestSupport.stackwalkDump(run.minidumpPath())
+        XCTAssertTrue(dump.contains("simple_annotations[\"user\"] = bob"), String(dump.suffix(3000)))
+        let offline = try TestSupport.run([TestSupport.crashport, "symbolicate", "--format", "json", run.minidumpPath()])
+        XCTAssertEqual(offline.status, .exited(0), offline.stderr)
+        let symbolicated = try Event.decode(Data(offline.stdout.utf8))
+        XCTAssertEqual(symbolicated.annotations, event.annotations)
     }
 
     func testTheSameThroughTheSidecar() throws {
