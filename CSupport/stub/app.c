@@ -11,10 +11,12 @@
  * by the crash path) so that a key has one slot; breadcrumbs take none.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -217,6 +219,91 @@ __attribute__((visibility("default"))) int crashport_attach_file(const char *pat
     }
     cp_app_unlock();
     return result;
+}
+
+/*
+ * Why a runtime aborted. glibc and the Swift runtime keep their last words where the watcher can
+ * read them: their addresses go into the area. For C++, libstdc++'s std::terminate handler is
+ * replaced by one that writes the uncaught exception's type and what() into the area, then
+ * calls the handler it replaced (which prints "terminate called after throwing..." and aborts,
+ * as before). Everything is looked up with dlsym, so a C program never loads libstdc++ for it;
+ * a runtime loaded after install (dlopen) is not seen.
+ */
+typedef void (*cp_terminate_handler)(void);
+static cp_terminate_handler (*cp_set_terminate)(cp_terminate_handler);
+static cp_terminate_handler cp_previous_terminate;
+static const void *(*cp_current_exception_type)(void);
+/* std::current_exception() and ~exception_ptr(): a std::exception_ptr is one pointer, to the
+ * thrown object, and (not trivially copyable) is returned through a hidden pointer, which is
+ * the first argument when called from C. */
+static void (*cp_current_exception)(void **object);
+static void (*cp_release_exception)(void **object);
+static char *(*cp_cxa_demangle)(const char *, char *, size_t *, int *);
+static const void *cp_std_exception_type; /* typeinfo for std::exception */
+
+/* The Itanium C++ ABI as libstdc++ lays it out: a type_info is {vtable, const char *name}, and
+ * its vtable holds ~type_info (2), __is_pointer_p, __is_function_p, then __do_catch, which says
+ * whether a handler of this type catches an object of another (adjusting the pointer). An
+ * exception's vtable holds ~exception (2), then what(). */
+typedef bool (*cp_do_catch)(const void *self, const void *thrown, void **object, unsigned outer);
+typedef const char *(*cp_what)(const void *self);
+#define CP_TYPE_INFO_DO_CATCH_SLOT 4
+#define CP_EXCEPTION_WHAT_SLOT 2
+
+static void cp_app_terminate(void)
+{
+    const void *type = cp_current_exception_type != NULL ? cp_current_exception_type() : NULL;
+    if (type != NULL) {
+        cp_app_begin(&cp_app.exception_sequence);
+        const char *name = ((const char *const *)type)[1];
+        if (name != NULL && name[0] == '*') name++; /* libstdc++ marks types local to a unit */
+        int status = -1;
+        char *readable = name != NULL && cp_cxa_demangle != NULL ? cp_cxa_demangle(name, NULL, NULL, &status) : NULL;
+        bool cut = cp_app_copy(cp_app.exception_type, sizeof cp_app.exception_type,
+                               readable != NULL ? readable : (name != NULL ? name : "?"));
+        free(readable);
+        cp_app.exception_message[0] = '\0';
+        void *object = NULL;
+        if (cp_current_exception != NULL && cp_release_exception != NULL) cp_current_exception(&object);
+        if (object != NULL && cp_std_exception_type != NULL) {
+            void *adjusted = object;
+            cp_do_catch catches = (*(cp_do_catch *const *)cp_std_exception_type)[CP_TYPE_INFO_DO_CATCH_SLOT];
+            if (catches(cp_std_exception_type, type, &adjusted, 1)) {
+                cp_what what = (*(cp_what *const *)adjusted)[CP_EXCEPTION_WHAT_SLOT];
+                const char *text = what(adjusted);
+                cut |= cp_app_copy(cp_app.exception_message, sizeof cp_app.exception_message,
+                                   text != NULL ? text : "");
+            }
+        }
+        if (object != NULL) cp_release_exception(&object);
+        cp_app.exception_flags = CP_SLOT_USED | (cut ? CP_SLOT_TRUNCATED : 0u);
+        cp_app_end(&cp_app.exception_sequence);
+    }
+    if (cp_previous_terminate != NULL) cp_previous_terminate();
+    abort();
+}
+
+/* Called once by crashport_install: marks the area in use and finds the runtimes' messages. */
+CP_HIDDEN void cp_app_install(void)
+{
+    cp_app_ready();
+    void *abort_message = dlsym(RTLD_DEFAULT, "__abort_msg");
+    __atomic_store_n(&cp_app.abort_message_address, (uint64_t)(uintptr_t)abort_message, __ATOMIC_RELAXED);
+    void *(*swift_buffer)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");
+    if (swift_buffer != NULL) {
+        __atomic_store_n(&cp_app.swift_message_address, (uint64_t)(uintptr_t)swift_buffer(), __ATOMIC_RELAXED);
+    }
+    /* libstdc++ only: its type_info has the virtual __do_catch this relies on. */
+    if (dlsym(RTLD_DEFAULT, "_ZNKSt9type_info10__do_catchEPKS_PPvj") == NULL) return;
+    cp_set_terminate = (cp_terminate_handler(*)(cp_terminate_handler))dlsym(RTLD_DEFAULT, "_ZSt13set_terminatePFvvE");
+    cp_current_exception_type = (const void *(*)(void))dlsym(RTLD_DEFAULT, "__cxa_current_exception_type");
+    cp_current_exception = (void (*)(void **))dlsym(RTLD_DEFAULT, "_ZSt17current_exceptionv");
+    cp_release_exception = (void (*)(void **))dlsym(RTLD_DEFAULT, "_ZNSt15__exception_ptr13exception_ptrD1Ev");
+    cp_cxa_demangle = (char *(*)(const char *, char *, size_t *, int *))dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    cp_std_exception_type = dlsym(RTLD_DEFAULT, "_ZTISt9exception");
+    if (cp_set_terminate != NULL && cp_current_exception_type != NULL) {
+        cp_previous_terminate = cp_set_terminate(cp_app_terminate);
+    }
 }
 
 __attribute__((visibility("default"))) int crashport_detach_file(const char *path)

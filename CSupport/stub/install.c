@@ -786,6 +786,9 @@ static int cp_install_locked(const crashport_options *options)
         atfork_registered = pthread_atfork(NULL, NULL, cp_install_after_fork_in_child) == 0;
     }
 
+    /* The runtimes' abort messages, for the report's reason. */
+    cp_app_install();
+
     /* 6. HELLO to the launcher (a sidecar had it in step 2, as it answers). */
     /* Not fatal: a crash is still reported if the watcher can read it then. */
     int hello_error = sidecar ? 0 : cp_install_send_hello(fd, cp_state.hello);

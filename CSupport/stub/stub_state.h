@@ -124,6 +124,9 @@ extern cp_stub_state cp_state CP_HIDDEN;
 /** What the program tells crashport about itself (defined in handler.c, written by app.c). */
 extern cp_app_area cp_app CP_HIDDEN;
 
+/** Marks the app area in use and finds glibc's, Swift's and libstdc++'s abort messages (app.c). */
+void cp_app_install(void) CP_HIDDEN;
+
 /** Size of every alternate signal stack crashport creates (threads.c, install.c). */
 #define CP_ALTSTACK_BYTES (64u * 1024u)
 

@@ -39,8 +39,10 @@ public struct HeldCapture: Sendable {
     let files: LinuxFiles
     let executable: String?
     let startTicks: UInt64?
-    /// The process's cp_app_area as read while it was held, when it was in use.
+    /// The process's cp_app_area as read while it was held, when it was in use, and the
+    /// runtimes' abort messages it led to.
     let appArea: [UInt8]?
+    let messages: (abort: String?, swift: String?)
     var notes: [String]
     /// Nanoseconds from the start of capture until the process was released.
     public let suspendedNanoseconds: UInt64
@@ -60,6 +62,8 @@ public struct HeldCapture: Sendable {
         if let appArea {
             do {
                 app = try AppArea(bytes: appArea)
+                app?.abortMessage = messages.abort
+                app?.swiftMessage = messages.swift
             } catch {
                 notes.append("the program's annotations, breadcrumbs and attachments could not be read: \(error)")
             }
@@ -146,12 +150,13 @@ public enum CaptureSession {
         if options.captureEnvironment { files.environ = ProcFiles.read("/proc/\(pid)/environ") }
         let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
         let appArea = live ? readAppArea(at: record.appArea, memory: memory, notes: &notes) : nil
+        let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
 
         // Everything needed from the live process is in hand: release it.
         session?.detachAll()
         return HeldCapture(
             record: record, threads: threads, pendingModules: pendingModules, extraMemory: extra, files: files,
-            executable: executable, startTicks: startTicks, appArea: appArea, notes: notes,
+            executable: executable, startTicks: startTicks, appArea: appArea, messages: messages, notes: notes,
             suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
     }

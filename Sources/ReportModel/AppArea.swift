@@ -10,6 +10,20 @@
 
 import CCrashPortProtocol
 
+/// A C++ exception that escaped (std::terminate): its demangled type, and what() when it is a
+/// std::exception.
+public struct UncaughtException: Sendable, Equatable, Codable {
+    public var type: String
+    public var message: String?
+    public var truncated: Bool
+
+    public init(type: String, message: String?, truncated: Bool = false) {
+        self.type = type
+        self.message = message
+        self.truncated = truncated
+    }
+}
+
 /// One breadcrumb, as the program added it.
 public struct Breadcrumb: Sendable, Equatable, Codable {
     /// Nanoseconds since the Unix epoch (CLOCK_REALTIME when it was added).
@@ -34,6 +48,16 @@ public struct AppArea: Sendable, Equatable {
     public var attachments: [String] = []
     /// Slots skipped because a thread was writing them when the process stopped.
     public var slotsInFlux = 0
+    /// The uncaught C++ exception the stub's std::terminate handler saw.
+    public var exception: UncaughtException?
+    /// Where glibc's `__abort_msg` and the Swift runtime's fatal error message pointer are in
+    /// the process (0: not loaded), for capture to follow.
+    public var abortMessageAddress: UInt64 = 0
+    public var swiftMessageAddress: UInt64 = 0
+    /// What capture found there: glibc's last words (a failed assert, malloc's check) and the
+    /// Swift runtime's fatal error.
+    public var abortMessage: String?
+    public var swiftMessage: String?
 
     public init() {}
 
@@ -123,6 +147,47 @@ public struct AppArea: Sendable, Equatable {
             let name = text(start + path, Int(CP_ATTACHMENT_PATH_BYTES))
             if name.hasPrefix("/"), !attachments.contains(name) { attachments.append(name) }
         }
+
+        abortMessageAddress = wire.u64(Self.offset(\.abort_message_address))
+        swiftMessageAddress = wire.u64(Self.offset(\.swift_message_address))
+        let exceptionStart = Self.offset(\.exception_sequence)
+        if let flags = slot(wire, sequence32: exceptionStart, flags: Self.offset(\.exception_flags)) {
+            let type = text(Self.offset(\.exception_type), Int(CP_EXCEPTION_TYPE_BYTES))
+            let message = text(Self.offset(\.exception_message), Int(CP_EXCEPTION_MESSAGE_BYTES))
+            if !type.isEmpty {
+                exception = UncaughtException(
+                    type: type, message: message.isEmpty ? nil : message, truncated: flags & CP_SLOT_TRUNCATED != 0)
+            }
+        }
+    }
+
+    /// Text the program's memory holds at an address (read by `read`, at most `limit` bytes),
+    /// up to its first NUL; nil when unreadable or empty.
+    public static func message(at address: UInt64, limit: Int = 4096, read: (UInt64, Int) -> [UInt8]) -> String? {
+        guard address != 0 else { return nil }
+        let bytes = read(address, limit).prefix { $0 != 0 }
+        guard !bytes.isEmpty else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Follows the runtimes' pointers named in an area's raw bytes, reading the process with
+    /// `read` (while it is held): glibc's `__abort_msg` (a struct abort_msg_s *: u32 size, then
+    /// the text) and Swift's (an atomic const char *).
+    public static func readMessages(
+        area bytes: [UInt8], _ read: (UInt64, Int) -> [UInt8]
+    ) -> (
+        abort: String?, swift: String?
+    ) {
+        guard bytes.count >= size else { return (nil, nil) }
+        let wire = WireBytes(bytes: bytes)
+        func pointer(at address: UInt64) -> UInt64 {
+            guard address != 0 else { return 0 }
+            let bytes = read(address, 8)
+            return bytes.count == 8 ? WireBytes(bytes: bytes).u64(0) : 0
+        }
+        let glibc = pointer(at: wire.u64(offset(\.abort_message_address)))
+        let abort = glibc != 0 && glibc < UInt64.max - 4 ? message(at: glibc + 4, read: read) : nil
+        return (abort, message(at: pointer(at: wire.u64(offset(\.swift_message_address))), read: read))
     }
 
     /// A used slot's flags, or nil for a free one or one being written (counted).

@@ -96,6 +96,11 @@ public struct Event: Codable, Sendable, Equatable {
     public var breadcrumbs: [BreadcrumbRecord]?
     /// The files the program asked to attach (crashport_attach_file), as copied into attachments/.
     public var attachments: [AttachmentRecord]?
+    /// A C++ exception that escaped (std::terminate): its type and what().
+    public var exception: ExceptionRecord?
+    /// Why the program ended, in its runtime's words: a failed assert or malloc's check (glibc's
+    /// abort message), a Swift fatal error, an uncaught exception.
+    public var reason: String?
 
     public init() {}
 
@@ -108,7 +113,7 @@ public struct Event: Codable, Sendable, Equatable {
         case capturedFrom = "captured_from"
         case annotations
         case annotationsTruncated = "annotations_truncated"
-        case breadcrumbs, attachments
+        case breadcrumbs, attachments, exception, reason
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.
@@ -137,6 +142,19 @@ public struct Event: Codable, Sendable, Equatable {
     /// The crashed thread's record, if present.
     public var crashedThreadRecord: ThreadRecord? {
         threads?.first { $0.crashed == true } ?? threads?.first { $0.tid == crashedThread }
+    }
+}
+
+public struct ExceptionRecord: Codable, Sendable, Equatable {
+    public var type: String?
+    public var message: String?
+    /// The stub cut the type or message to its limit.
+    public var truncated: Bool?
+
+    public init(type: String? = nil, message: String? = nil, truncated: Bool? = nil) {
+        self.type = type
+        self.message = message
+        self.truncated = truncated
     }
 }
 

@@ -73,6 +73,7 @@ public enum CrashLog {
     /// The few lines printed to stderr when a report is written.
     public static func summary(_ event: Event, reportPath: String, maxFrames: Int = 8) -> String {
         var lines = ["crashport: " + headline(event)]
+        if let reason = event.reason { lines.append("  reason: " + escaped(reason)) }
         if let thread = event.crashedThreadRecord {
             lines.append("  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "") crashed:")
             let frames = thread.frames ?? []
@@ -109,6 +110,7 @@ public enum CrashLog {
         lines.append(headline(event))
         if let id = event.id { lines.append("Report:    \(id)") }
         if let timestamp = event.timestamp { lines.append("Time:      \(timestamp)") }
+        if let reason = event.reason { lines.append("Reason:    \(escaped(reason))") }
         if let arguments = event.process?.arguments, !arguments.isEmpty {
             lines.append("Command:   \(arguments.joined(separator: " "))")
         }

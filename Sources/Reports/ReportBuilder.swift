@@ -21,6 +21,15 @@ public enum ReportBuilder {
         let symbolizer = Symbolizer(modules: capture.snapshot.modules)
         let reraised = capture.record.reraise.map { reraiseRecord($0, symbolizer: symbolizer) }
         event.handlerChain = handlerChain(capture.record, reraised: reraised, symbolizer: symbolizer)
+        if let thrown = capture.app?.exception {
+            event.exception = ExceptionRecord(
+                type: thrown.type, message: thrown.message, truncated: thrown.truncated ? true : nil)
+            event.reason = "uncaught exception \(thrown.type)" + (thrown.message.map { ": \($0)" } ?? "")
+        } else if let said = capture.app?.swiftMessage ?? capture.app?.abortMessage {
+            // The runtime's own words win over the trap's artificial frame (they say more).
+            let trimmed = String(said.reversed().drop { $0 == "\n" }.reversed())
+            if !trimmed.isEmpty { event.reason = trimmed }
+        }
         if let crumbs = capture.app?.breadcrumbs, !crumbs.isEmpty {
             event.breadcrumbs = crumbs.map {
                 BreadcrumbRecord(
@@ -104,6 +113,7 @@ public enum ReportBuilder {
         {
             let described = event.signal?.description ?? ""
             event.signal?.description = described + "; " + reason
+            event.reason = reason
         }
         event.modules = modules.map {
             ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID?.hex)

@@ -137,6 +137,50 @@ final class AppAPITests: XCTestCase {
         XCTAssertEqual(crumbs.map { $0.timestamp ?? "" }, crumbs.map { $0.timestamp ?? "" }.sorted(), "oldest first")
     }
 
+    /// Why a program aborted, in its runtime's words: an uncaught C++ exception by type and
+    /// what() (on a thread, and a thrown int), a failed assert, glibc's double free check.
+    func testTheReasonAProgramAborted() throws {
+        let cxx = try TestSupport.compile(
+            [TestSupport.fixture("api/terminate.cpp")], output: Self.directory + "/terminate", compiler: "g++",
+            flags: ["-O1", "-g", "-pthread"])
+        let cases: [(command: [String], exception: ExceptionRecord?, reason: String)] = [
+            (
+                [cxx, "thread"], ExceptionRecord(type: "config_error", message: "the config file is missing"),
+                "uncaught exception config_error: the config file is missing"
+            ),
+            ([cxx, "int"], ExceptionRecord(type: "int"), "uncaught exception int"),
+            ([cxx, "assert"], nil, "terminate.cpp:22: int main(int, char**): Assertion `answer == 42' failed."),
+            ([try program(), "doublefree"], nil, "free(): double free detected in tcache 2"),
+        ]
+        let swift = Self.directory + "/fatal"
+        let compiled = try TestSupport.run(
+            ["swiftc", "-Onone", "-g", TestSupport.fixture("api/Fatal.swift"), "-o", swift], timeout: 300)
+        XCTAssertEqual(compiled.status, .exited(0), compiled.stderr)
+        for (command, exception, reason) in cases + [([swift], nil, "Fatal error: the ledger is unbalanced by 3")] {
+            let run = try TestSupport.crashportRun(command, environment: ["SWIFT_BACKTRACE": "enable=no"])
+            defer { try? FileManager.default.removeItem(atPath: run.reportsDirectory) }
+            let signal: Int32 = command == [swift] ? SIGILL : SIGABRT
+            XCTAssertEqual(run.result.status, .signaled(signal), "\(command): \(run.result.stderr)")
+            guard run.reportIDs.count == 1 else {
+                XCTFail("\(command): \(run.reportIDs.count) reports: \(run.result.stderr)")
+                continue
+            }
+            let event = try run.event()
+            XCTAssertEqual(event.exception, exception, "\(command)")
+            XCTAssertTrue(event.reason?.hasSuffix(reason) == true, "\(command): \(event.reason ?? "no reason")")
+            XCTAssertTrue(run.result.stderr.contains("reason: "), run.result.stderr)
+        }
+    }
+
+    /// The stub finds libstdc++ with dlsym: a C program never loads it.
+    func testACProgramDoesNotLoadTheCxxRuntime() throws {
+        let run = try TestSupport.crashportRun([try program(), "doublefree"])
+        defer { try? FileManager.default.removeItem(atPath: run.reportsDirectory) }
+        let modules = try run.event().modules?.compactMap(\.path) ?? []
+        XCTAssertFalse(modules.contains { $0.contains("libstdc++") }, "\(modules)")
+        XCTAssertTrue(modules.contains { $0.contains("libcrashport") }, "\(modules)")
+    }
+
     /// Without crashport installed every call is harmless: the program runs as it would.
     func testEveryCallIsHarmlessWithoutCrashport() throws {
         let result = try TestSupport.run([try program(), "plain"])

@@ -235,6 +235,8 @@ final class CoexistenceTests: XCTestCase {
         XCTAssertEqual(item?.line, 8)
         XCTAssertTrue(event.signal?.description?.contains("Index out of range") ?? false)
         XCTAssertTrue(watched.result.stderr.contains("Index out of range"))
+        // An -O bounds check traps without calling the runtime: the reason is the trap's frame.
+        XCTAssertEqual(event.reason, "Swift runtime failure: Index out of range")
     }
 
     /// AddressSanitizer keeps working (its runtime is preloaded first) and still reports.

@@ -212,6 +212,8 @@ typedef struct cp_crash {
 #define CP_BREADCRUMB_MESSAGE_BYTES 256u
 #define CP_ATTACHMENT_MAX 16u
 #define CP_ATTACHMENT_PATH_BYTES 1024u
+#define CP_EXCEPTION_TYPE_BYTES 256u
+#define CP_EXCEPTION_MESSAGE_BYTES 1024u
 
 /* Flags of a slot. */
 #define CP_SLOT_USED 0x1u
@@ -249,6 +251,18 @@ typedef struct cp_app_area {
     cp_annotation annotations[CP_ANNOTATION_MAX];
     cp_breadcrumb breadcrumbs[CP_BREADCRUMB_MAX];
     cp_attachment attachments[CP_ATTACHMENT_MAX];
+    /* Where the runtimes keep why they aborted, found by the stub at install (0: not loaded):
+     * glibc's __abort_msg (a struct abort_msg_s *: u32 size of its mapping, then the message;
+     * failed asserts, malloc's checks, __libc_fatal), and the Swift runtime's fatal error
+     * message (swift_getFatalErrorMessageBuffer(): an atomic const char *). */
+    uint64_t abort_message_address;
+    uint64_t swift_message_address;
+    /* An uncaught C++ exception, filled by the stub's std::terminate handler (libstdc++ only):
+     * its demangled type and what() when it derives from std::exception. */
+    uint32_t exception_sequence; /* odd while being written */
+    uint32_t exception_flags;    /* CP_SLOT_* */
+    char exception_type[CP_EXCEPTION_TYPE_BYTES];
+    char exception_message[CP_EXCEPTION_MESSAGE_BYTES];
 } cp_app_area;
 
 /* Verdict values. */
@@ -287,7 +301,8 @@ _Static_assert(sizeof(cp_annotation) == 1096, "cp_annotation is 1096 bytes");
 _Static_assert(sizeof(cp_breadcrumb) == 312, "cp_breadcrumb is 312 bytes");
 _Static_assert(sizeof(cp_attachment) == 1032, "cp_attachment is 1032 bytes");
 _Static_assert(__builtin_offsetof(cp_app_area, annotations) == 32, "annotations at 32");
-_Static_assert(sizeof(cp_app_area) == 32 + 64 * 1096 + 100 * 312 + 16 * 1032, "cp_app_area is packed");
+_Static_assert(sizeof(cp_app_area) == 32 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024,
+               "cp_app_area is packed");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire format is little-endian");

@@ -6,6 +6,7 @@
  *   busy          50 threads annotating and adding breadcrumbs without pause; main crashes
  *                 while they run
  *   plain         every call with crashport not installed; exits 0
+ *   doublefree    frees a block twice (glibc's check aborts, with its message)
  */
 #define _GNU_SOURCE
 #include <crashport.h>
@@ -97,6 +98,10 @@ int main(int argc, char **argv)
         }
         usleep(200 * 1000);
         crash_after_telling();
+    } else if (strcmp(mode, "doublefree") == 0) {
+        char *volatile block = malloc(16);
+        free(block);
+        free(block);
     } else if (strcmp(mode, "plain") == 0) {
         int results = crashport_annotate("k", "v");
         results += crashport_attach_file("/etc/hostname");
