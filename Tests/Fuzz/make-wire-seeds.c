@@ -1,5 +1,7 @@
 /* Writes a hello and a crash record as the stub would send them, from this process's own
- * registers (getcontext) and stack. */
+ * registers (getcontext) and stack, and an app area as the stub's API fills it (annotations,
+ * breadcrumbs past the ring's wrap, an attachment, an uncaught exception).
+ *   cc -I CSupport/protocol/include Tests/Fuzz/make-wire-seeds.c -o seeds && ./seeds hello.bin crash-record.bin app-area.bin */
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <sys/syscall.h>
 #include "crashport_protocol.h"
 static cp_crash record;
+static cp_app_area area;
 int main(int argc, char **argv) {
     cp_hello hello; memset(&hello, 0, sizeof hello);
     hello.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof hello, CP_MSG_HELLO};
@@ -43,6 +46,23 @@ int main(int argc, char **argv) {
         {0x401000, 0x04000004, 0x7f0000001000, 1 << 5}, {0x401000, 0x04000004, 0x7f0000001000, 1 << 5},
         {0x402000, 0x0c000004, 0x7f0000001000, 0}};
     record.reraise = (cp_reraise){CP_RERAISE_RAISED, SIGSEGV, -6, 1, 0x403000, 0x7f0000002000};
+    record.app_area = (uint64_t)(uintptr_t)&area;
     f = fopen(argv[2], "wb"); fwrite(&record, 1, size, f); fclose(f);
+    area.magic = CP_APP_MAGIC; area.version = CP_APP_VERSION; area.size = sizeof area;
+    const char *pairs[][2] = {{"user", "alice"}, {"build", "nightly\n\x1b[31m"}, {"region", "eu-west-1"}};
+    for (int i = 0; i < 3; i++) {
+        area.annotations[i].sequence = 2; area.annotations[i].flags = CP_SLOT_USED | (i == 1 ? CP_SLOT_TRUNCATED : 0);
+        strcpy(area.annotations[i].key, pairs[i][0]); strcpy(area.annotations[i].value, pairs[i][1]);
+    }
+    area.breadcrumb_count = 130;
+    for (uint64_t n = 30; n < 130; n++) {
+        cp_breadcrumb *crumb = &area.breadcrumbs[n % CP_BREADCRUMB_MAX];
+        crumb->sequence = 2 * n + 2; crumb->time_ns = record.time_ns + n;
+        strcpy(crumb->category, "loop"); snprintf(crumb->message, sizeof crumb->message, "step %llu", (unsigned long long)n);
+    }
+    area.attachments[0].sequence = 2; area.attachments[0].flags = CP_SLOT_USED; strcpy(area.attachments[0].path, "/var/log/app.log");
+    area.exception_sequence = 2; area.exception_flags = CP_SLOT_USED;
+    strcpy(area.exception_type, "config_error"); strcpy(area.exception_message, "the config file is missing");
+    f = fopen(argv[3], "wb"); fwrite(&area, 1, sizeof area, f); fclose(f);
     return 0;
 }

@@ -34,7 +34,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case minidump
     /// The event JSON reader, the text renderings of an event and offline re-symbolication.
     case event
-    /// The wire messages the stub sends on the socket (header, hello, crash record).
+    /// The wire messages the stub sends on the socket (header, hello, crash record), and the
+    /// app area the watcher reads out of a crashed process.
     case wire
 
     /// Runs the target over one input.
@@ -214,6 +215,22 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             withUnsafeBytes(of: value.littleEndian) { for byte in 0..<4 { fixed[offset + byte] = $0[byte] } }
         }
         parseWire(fixed)
+        // The app area: its magic, version and size set, and stretched to its full size.
+        // The input laid over the start of a zeroed area (zero: free slots, quickly skipped).
+        var area = [UInt8](repeating: 0, count: AppArea.size)
+        area.replaceSubrange(0..<min(bytes.count, area.count), with: bytes.prefix(area.count))
+        for (offset, value) in [(0, UInt32(CP_APP_MAGIC)), (4, UInt32(CP_APP_VERSION)), (8, UInt32(AppArea.size))] {
+            withUnsafeBytes(of: value.littleEndian) { for byte in 0..<4 { area[offset + byte] = $0[byte] } }
+        }
+        for candidate in [bytes, area] {
+            guard let parsed = try? AppArea(bytes: candidate) else { continue }
+            _ = parsed.annotations.map(\.key.count)
+            _ = parsed.breadcrumbs.map(\.message.count)
+            _ = parsed.exception?.type.count
+            _ = AppArea.readMessages(area: candidate) { address, count in
+                Array(candidate.prefix(min(count, Int(truncatingIfNeeded: address & 0xFFFF))))
+            }
+        }
     }
 
     static func parseWire(_ bytes: [UInt8]) {

@@ -1,0 +1,121 @@
+// The app area is the crashed process's memory: decoded as the stub lays it out, and hostile
+// bytes (a slot mid-write, forged breadcrumb numbers, text without a NUL, a key twice, a wrong
+// magic or size) are skipped or refused, never trusted.
+
+import CCrashPortProtocol
+import Foundation
+import ReportModel
+import TestSupport
+import XCTest
+
+final class AppAreaTests: XCTestCase {
+    /// Tests/Fuzz/seeds/wire/app-area.bin, written by make-wire-seeds.c through the C header.
+    func seed() throws -> [UInt8] {
+        try Array(Data(contentsOf: URL(fileURLWithPath: TestSupport.repositoryRoot + "/Tests/Fuzz/seeds/wire/app-area.bin")))
+    }
+
+    func offset<T>(_ path: KeyPath<cp_app_area, T>) -> Int { MemoryLayout<cp_app_area>.offset(of: path)! }
+
+    func put(_ value: UInt64, at offset: Int, size: Int, in bytes: inout [UInt8]) {
+        for index in 0..<size { bytes[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(index))) }
+    }
+
+    func testDecodesWhatTheStubWrites() throws {
+        let area = try AppArea(bytes: try seed())
+        XCTAssertEqual(area.annotations.map(\.key), ["user", "build", "region"])
+        XCTAssertEqual(area.annotations[1], Annotation(key: "build", value: "nightly\n\u{1b}[31m", truncated: true))
+        XCTAssertEqual(area.breadcrumbs.map(\.message), (30..<130).map { "step \($0)" })
+        XCTAssertEqual(area.attachments, ["/var/log/app.log"])
+        XCTAssertEqual(area.exception, UncaughtException(type: "config_error", message: "the config file is missing"))
+        XCTAssertEqual(area.slotsInFlux, 0)
+    }
+
+    func testSlotsBeingWrittenAreSkippedAndCounted() throws {
+        var bytes = try seed()
+        let annotation = offset(\.annotations) + MemoryLayout<cp_annotation>.size  // "build"
+        put(3, at: annotation, size: 4, in: &bytes)
+        let crumb = offset(\.breadcrumbs) + 40 * MemoryLayout<cp_breadcrumb>.size  // breadcrumb 40
+        put(2 * 40 + 1, at: crumb, size: 8, in: &bytes)
+        let area = try AppArea(bytes: bytes)
+        XCTAssertEqual(area.annotations.map(\.key), ["user", "region"])
+        XCTAssertFalse(area.breadcrumbs.map(\.message).contains("step 40"))
+        XCTAssertEqual(area.breadcrumbs.count, 99)
+        XCTAssertEqual(area.slotsInFlux, 2)
+    }
+
+    func testForgedAndStaleBreadcrumbsAreIgnored() throws {
+        var bytes = try seed()
+        let size = MemoryLayout<cp_breadcrumb>.size
+        // Slot 5 claims breadcrumb 6 (it can only hold 5, 105, ...), slot 6 a number past the count.
+        put(2 * 6 + 2, at: offset(\.breadcrumbs) + 5 * size, size: 8, in: &bytes)
+        put(2 * 1006 + 2, at: offset(\.breadcrumbs) + 6 * size, size: 8, in: &bytes)
+        let area = try AppArea(bytes: bytes)
+        XCTAssertEqual(area.breadcrumbs.count, 98)
+        XCTAssertEqual(
+            area.breadcrumbs.map(\.message), area.breadcrumbs.map(\.message).filter { $0 != "step 105" && $0 != "step 106" })
+        // A count that claims more than ever fit: only what is consistent with it survives.
+        put(UInt64.max, at: offset(\.breadcrumb_count), size: 8, in: &bytes)
+        XCTAssertEqual(try AppArea(bytes: bytes).breadcrumbs, [])
+    }
+
+    func testTextWithoutTerminatorAndKeysTwice() throws {
+        var bytes = try seed()
+        let size = MemoryLayout<cp_annotation>.size
+        let value = MemoryLayout<cp_annotation>.offset(of: \cp_annotation.value)!
+        // The value fills its whole array, no NUL: cut at the array's end.
+        for index in 0..<Int(CP_ANNOTATION_VALUE_BYTES) { bytes[offset(\.annotations) + value + index] = 0x41 }
+        // Slot 2's key becomes "user" too: reported once.
+        let key = MemoryLayout<cp_annotation>.offset(of: \cp_annotation.key)!
+        for (index, byte) in Array("user\0".utf8).enumerated() { bytes[offset(\.annotations) + 2 * size + key + index] = byte }
+        // Invalid UTF-8 in the exception's type is replaced, not trusted.
+        bytes[offset(\.exception_type)] = 0xFF
+        let area = try AppArea(bytes: bytes)
+        XCTAssertEqual(area.annotations.first?.value, String(repeating: "A", count: Int(CP_ANNOTATION_VALUE_BYTES)))
+        XCTAssertEqual(area.annotations.map(\.key), ["user", "build"])
+        XCTAssertEqual(area.exception?.type.unicodeScalars.first, "\u{FFFD}")
+    }
+
+    func testAreasThatAreNotOneAreRefused() throws {
+        let good = try seed()
+        XCTAssertThrowsError(try AppArea(bytes: Array(good.prefix(100)))) { XCTAssertTrue("\($0)".contains("expected")) }
+        var magic = good
+        magic[0] ^= 0xFF
+        XCTAssertThrowsError(try AppArea(bytes: magic)) { XCTAssertTrue("\($0)".contains("magic")) }
+        var version = good
+        version[4] = 9
+        XCTAssertThrowsError(try AppArea(bytes: version)) { XCTAssertTrue("\($0)".contains("version 9")) }
+        var size = good
+        put(16, at: 8, size: 4, in: &size)
+        XCTAssertThrowsError(try AppArea(bytes: size)) { XCTAssertTrue("\($0)".contains("declares 16")) }
+        XCTAssertFalse(AppArea.inUse(header: Array(magic.prefix(AppArea.headerSize))))
+        XCTAssertTrue(AppArea.inUse(header: Array(good.prefix(AppArea.headerSize))))
+    }
+
+    /// The runtimes' messages are followed through the process's memory, bounded.
+    func testAbortMessagesAreFollowedAndBounded() throws {
+        var bytes = try seed()
+        put(0x1000, at: offset(\.abort_message_address), size: 8, in: &bytes)
+        put(0x3000, at: offset(\.swift_message_address), size: 8, in: &bytes)
+        var memory: [UInt64: [UInt8]] = [
+            0x1000: [0x00, 0x20, 0, 0, 0, 0, 0, 0],  // __abort_msg -> 0x2000
+            0x2000: [0x00, 0x10, 0, 0] + Array("app: a.c:3: main: Assertion `x' failed.\n\0junk".utf8),
+            0x3000: [0x00, 0x40, 0, 0, 0, 0, 0, 0],
+            0x4000: Array(repeating: 0x42, count: 10_000),
+        ]
+        var largest = 0
+        let read: (UInt64, Int) -> [UInt8] = { address, count in
+            largest = max(largest, count)
+            for (start, data) in memory where address >= start && address < start + UInt64(data.count) {
+                return Array(data[Int(address - start)...].prefix(count))
+            }
+            return []
+        }
+        var messages = AppArea.readMessages(area: bytes, read)
+        XCTAssertEqual(messages.abort, "app: a.c:3: main: Assertion `x' failed.\n")
+        XCTAssertEqual(messages.swift?.count, 4096, "a message without its NUL is cut at 4 KiB")
+        XCTAssertLessThanOrEqual(largest, 4096)
+        memory[0x1000] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]  // a pointer that would wrap
+        messages = AppArea.readMessages(area: bytes, read)
+        XCTAssertNil(messages.abort)
+    }
+}
