@@ -18,10 +18,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "crashport.h"
+#include "forward.h"
 #include "stub_state.h"
 
 /* Spins before a contended writer starts yielding, and yields before it gives up (-EBUSY). */
@@ -281,6 +284,68 @@ static void cp_app_terminate(void)
     }
     if (cp_previous_terminate != NULL) cp_previous_terminate();
     abort();
+}
+
+/*
+ * Handled errors. One report at a time per process (an error-checking mutex: a signal handler
+ * that interrupted this thread's own report gets -EDEADLK instead of a deadlock), and at most
+ * CP_ERROR_BURST in a row, then one per CP_ERROR_REFILL_NS (a token bucket), so a loop cannot
+ * keep the watcher capturing this process.
+ */
+#define CP_ERROR_BURST 10u
+#define CP_ERROR_REFILL_NS (6ull * 1000000000ull)
+
+static pthread_mutex_t cp_error_lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
+static uint32_t cp_error_tokens = CP_ERROR_BURST;
+static uint64_t cp_error_refilled_ns;
+
+static uint64_t cp_app_monotonic_ns(void)
+{
+    struct timespec now = {0, 0};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+/* Takes a token (under cp_error_lock). */
+static bool cp_app_error_allowed(void)
+{
+    uint64_t now = cp_app_monotonic_ns();
+    if (cp_error_refilled_ns == 0) cp_error_refilled_ns = now;
+    uint64_t earned = (now - cp_error_refilled_ns) / CP_ERROR_REFILL_NS;
+    if (earned > 0) {
+        cp_error_tokens = earned >= CP_ERROR_BURST || cp_error_tokens + earned >= CP_ERROR_BURST
+                              ? CP_ERROR_BURST
+                              : cp_error_tokens + (uint32_t)earned;
+        cp_error_refilled_ns += earned * CP_ERROR_REFILL_NS;
+    }
+    if (cp_error_tokens == 0) return false;
+    cp_error_tokens--;
+    return true;
+}
+
+__attribute__((visibility("default"), noinline)) int crashport_report_error(const char *type, const char *message)
+{
+    if (cp_state.error_record == NULL || cp_state.fd < 0) return -ENOTCONN;
+    int locked = pthread_mutex_lock(&cp_error_lock);
+    if (locked != 0) return -locked;
+    int result = 0;
+    if (!cp_app_error_allowed()) {
+        result = -EAGAIN;
+    } else {
+        cp_app_begin(&cp_app.error_sequence);
+        bool cut = cp_app_copy(cp_app.error_type, sizeof cp_app.error_type, type != NULL && type[0] != '\0' ? type : "error");
+        cut |= cp_app_copy(cp_app.error_message, sizeof cp_app.error_message, message != NULL ? message : "");
+        cp_app.error_flags = CP_SLOT_USED | (cut ? CP_SLOT_TRUNCATED : 0u);
+        cp_app_end(&cp_app.error_sequence);
+        /* This thread's registers here: the report's frames start in this function. */
+        ucontext_t here;
+        getcontext(&here);
+        cp_fault caller;
+        cp_fault_copy(&caller, 0, NULL, &here);
+        result = (int)cp_report_error(&cp_state, &caller, (uint32_t)syscall(SYS_gettid));
+    }
+    pthread_mutex_unlock(&cp_error_lock);
+    return result;
 }
 
 /* Called once by crashport_install: marks the area in use and finds the runtimes' messages. */

@@ -212,11 +212,10 @@ static void cp_handler_copy_stack(cp_crash *record, uint64_t sp)
 
 /** Fills the preallocated record with everything the crashing thread knows about its fault.
  *  Runs in signal context. */
-static void cp_handler_fill_record(cp_stub_state *state, const cp_fault *fault, uint32_t tid)
+static void cp_handler_fill_record(cp_stub_state *state, cp_crash *record, const cp_fault *fault, uint32_t tid)
 {
     int signo = fault->signo;
     const siginfo_t *info = &fault->info;
-    cp_crash *record = state->record;
     record->header.magic = CP_MAGIC;
     record->header.version = CP_VERSION;
     record->header.type = CP_MSG_CRASH;
@@ -433,9 +432,10 @@ static bool cp_handler_peer_gone(long error)
 
 /** Sends the record with reply_fd attached (SCM_RIGHTS), without blocking past deadline: the
  *  watcher's queue may be full. Returns 0 or -errno. Runs in signal context. */
-static long cp_handler_send_record(const cp_stub_state *state, int reply_fd, uint64_t deadline)
+static long cp_handler_send_record(const cp_stub_state *state, const cp_crash *record, int reply_fd,
+                                   uint64_t deadline)
 {
-    struct iovec iov = {.iov_base = state->record, .iov_len = state->record->header.size};
+    struct iovec iov = {.iov_base = (void *)record, .iov_len = record->header.size};
     union {
         struct cmsghdr align;
         char bytes[CMSG_SPACE(sizeof(int))];
@@ -555,7 +555,7 @@ static void cp_handler_report(cp_stub_state *state, cp_handler_answer *answer)
         return; /* no fd left: nothing to wait on; the chain still continues */
     }
     answer->send_ns = cp_safe_clock_ns(CLOCK_MONOTONIC);
-    long sent = cp_handler_send_record(state, reply[1], deadline);
+    long sent = cp_handler_send_record(state, state->record, reply[1], deadline);
     if (sent != 0 && !reconnected && cp_handler_peer_gone(sent) && state->sidecar_address_length != 0) {
         /* The sidecar restarted since install: our connection is dead. EBADF/ENOTSOCK: the fd
          * is not ours any more (the program closed it), so it is left alone. */
@@ -565,7 +565,7 @@ static void cp_handler_report(cp_stub_state *state, cp_handler_answer *answer)
         state->fd = -1;
         if (cp_handler_reconnect(state, connect_deadline)) {
             answer->send_ns = cp_safe_clock_ns(CLOCK_MONOTONIC);
-            sent = cp_handler_send_record(state, reply[1], deadline);
+            sent = cp_handler_send_record(state, state->record, reply[1], deadline);
         }
     }
     /* Our copy of the watcher's end goes: then the watcher's death (or its closing the fd,
@@ -576,6 +576,44 @@ static void cp_handler_report(cp_stub_state *state, cp_handler_answer *answer)
         cp_handler_wait_for_verdict(reply[0], deadline, cap, answer);
     }
     (void)cp_safe_close(reply[0]);
+}
+
+long cp_report_error(cp_stub_state *state, const void *caller, uint32_t tid)
+{
+    const cp_fault *fault = caller;
+    int fd = __atomic_load_n(&state->fd, __ATOMIC_RELAXED);
+    if (state->error_record == NULL || fd < 0) {
+        return -CP_ENOTCONN;
+    }
+    cp_crash *record = state->error_record;
+    cp_handler_fill_record(state, record, fault, tid);
+    record->header.type = CP_MSG_ERROR;
+    uint64_t timeout = (uint64_t)state->timeout_ms * CP_NS_PER_MS;
+    uint64_t start = cp_safe_clock_ns(CLOCK_MONOTONIC);
+    int reply[2];
+    long made = cp_safe_syscall4(SYS_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, (long)reply);
+    if (made != 0) {
+        return made;
+    }
+    /* The process lives on: whatever made it non-dumpable (a program that hides its memory)
+     * is put back once the watcher is done. */
+    long dumpable = cp_safe_syscall2(SYS_prctl, PR_GET_DUMPABLE, 0);
+    cp_handler_allow_ptrace(state);
+    long sent = cp_handler_send_record(state, record, reply[1], start + timeout);
+    (void)cp_safe_close(reply[1]);
+    cp_handler_answer answer;
+    cp_safe_set(&answer, 0, sizeof answer);
+    if (sent == 0) {
+        cp_handler_wait_for_verdict(reply[0], start + timeout, start + 6 * timeout, &answer);
+    }
+    (void)cp_safe_close(reply[0]);
+    if (dumpable == 0) {
+        (void)cp_safe_syscall2(SYS_prctl, PR_SET_DUMPABLE, 0);
+    }
+    if (sent != 0) {
+        return sent;
+    }
+    return answer.has_verdict ? 0 : -CP_ETIMEDOUT;
 }
 
 /** Appends "<pid>-<tid>" to name at *used. Runs in signal context. */
@@ -808,7 +846,7 @@ void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *origina
     cp_safe_set(&answer, 0, sizeof answer);
     if (state->record != NULL &&
         (state->fd >= 0 || state->sidecar_address_length != 0 || state->spool_fd >= 0)) {
-        cp_handler_fill_record(state, original, tid);
+        cp_handler_fill_record(state, state->record, original, tid);
         if (reraise != NULL) {
             cp_safe_copy(&state->record->reraise, reraise, sizeof state->record->reraise);
         } else {

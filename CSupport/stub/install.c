@@ -740,6 +740,7 @@ static int cp_install_locked(const crashport_options *options)
         return -error;
     }
     cp_state.record = &area->record;
+    cp_state.error_record = &area->error_record;
     cp_state.hello = &area->hello;
     cp_state.scratch = area->scratch;
     cp_install_build_hello(cp_state.hello);

@@ -77,6 +77,7 @@ _Static_assert(CP_SCRATCH_BYTES >= CP_SPOOL_EXE_MAX, "the scratch holds the exec
  * spool's scratch buffer. */
 typedef struct cp_crash_area {
     cp_crash record;
+    cp_crash error_record; /* crashport_report_error's (its pages untouched until one is sent) */
     cp_hello hello;
     uint8_t scratch[CP_SCRATCH_BYTES];
 } cp_crash_area;
@@ -89,6 +90,7 @@ typedef struct cp_stub_state {
      *    fd and watcher_pid, which the one reporting thread may replace at crash time when it
      *    reconnects to a sidecar (handler.c; one report per process, so no other writer) -- */
     cp_crash *record;      /* &area->record: the start of the install-time cp_crash_area */
+    cp_crash *error_record; /* &area->error_record */
     cp_hello *hello;       /* &area->hello */
     uint8_t *scratch;      /* area->scratch, CP_SCRATCH_BYTES */
     int fd;                /* the SOCK_SEQPACKET socket to the watcher; -1: none (sidecar mode) */
@@ -123,6 +125,13 @@ extern cp_stub_state cp_state CP_HIDDEN;
 
 /** What the program tells crashport about itself (defined in handler.c, written by app.c). */
 extern cp_app_area cp_app CP_HIDDEN;
+
+/** Sends a handled error's ERROR record (the caller's registers in `fault`, signo 0) on the
+ *  watcher connection and waits, bounded by the timeout, for the verdict: 0 once the watcher
+ *  has its snapshot, -ENOTCONN without a connection, -ETIMEDOUT, or -errno of the send. Never
+ *  reconnects or spools; one caller at a time (app.c serializes). Not signal context, but
+ *  made of the same raw system calls (handler.c). */
+long cp_report_error(cp_stub_state *state, const void *fault, uint32_t tid) CP_HIDDEN;
 
 /** Marks the app area in use and finds glibc's, Swift's and libstdc++'s abort messages (app.c). */
 void cp_app_install(void) CP_HIDDEN;

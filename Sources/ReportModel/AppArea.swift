@@ -50,6 +50,8 @@ public struct AppArea: Sendable, Equatable {
     public var slotsInFlux = 0
     /// The uncaught C++ exception the stub's std::terminate handler saw.
     public var exception: UncaughtException?
+    /// The handled error being reported (crashport_report_error), for an ERROR record.
+    public var handledError: UncaughtException?
     /// Where glibc's `__abort_msg` and the Swift runtime's fatal error message pointer are in
     /// the process (0: not loaded), for capture to follow.
     public var abortMessageAddress: UInt64 = 0
@@ -150,6 +152,13 @@ public struct AppArea: Sendable, Equatable {
 
         abortMessageAddress = wire.u64(Self.offset(\.abort_message_address))
         swiftMessageAddress = wire.u64(Self.offset(\.swift_message_address))
+        if let flags = slot(wire, sequence32: Self.offset(\.error_sequence), flags: Self.offset(\.error_flags)) {
+            let type = text(Self.offset(\.error_type), Int(CP_ERROR_TYPE_BYTES))
+            let message = text(Self.offset(\.error_message), Int(CP_ERROR_MESSAGE_BYTES))
+            handledError = UncaughtException(
+                type: type.isEmpty ? "error" : type, message: message.isEmpty ? nil : message,
+                truncated: flags & CP_SLOT_TRUNCATED != 0)
+        }
         let exceptionStart = Self.offset(\.exception_sequence)
         if let flags = slot(wire, sequence32: exceptionStart, flags: Self.offset(\.exception_flags)) {
             let type = text(Self.offset(\.exception_type), Int(CP_EXCEPTION_TYPE_BYTES))

@@ -34,7 +34,8 @@ public struct HexAddress: Codable, Sendable, Hashable, CustomStringConvertible {
 
 /// What a report is about: a crash a signal handler saw, or a termination none saw.
 public enum ReportKind: String, Codable, Sendable {
-    case crash, termination
+    /// `error`: a handled error the program reported (crashport_report_error); it lived on.
+    case crash, termination, error
 }
 
 /// How a frame was found, most reliable first: the registers of the crash itself, DWARF call
@@ -150,11 +151,14 @@ public struct ExceptionRecord: Codable, Sendable, Equatable {
     public var message: String?
     /// The stub cut the type or message to its limit.
     public var truncated: Bool?
+    /// The program handled it and reported it (crashport_report_error), and lived on.
+    public var handled: Bool?
 
-    public init(type: String? = nil, message: String? = nil, truncated: Bool? = nil) {
+    public init(type: String? = nil, message: String? = nil, truncated: Bool? = nil, handled: Bool? = nil) {
         self.type = type
         self.message = message
         self.truncated = truncated
+        self.handled = handled
     }
 }
 

@@ -169,11 +169,16 @@ public struct CrashRecord: Equatable, Sendable {
     public static let maximumSize = fixedSize + Int(CP_STACK_COPY_MAX)
 
     public var stackTruncated: Bool { flags & CP_CRASH_STACK_TRUNCATED != 0 }
+    /// An ERROR record (crashport_report_error): a handled error, the process lives on; signal 0.
+    public var isError: Bool
     public var forwardedFirst: Bool { flags & CP_CRASH_FORWARD_FIRST != 0 }
 
     public init(bytes: [UInt8]) throws {
         let header = try WireHeader(bytes: bytes)
-        guard header.type == CP_MSG_CRASH.rawValue else { throw WireError.unexpectedType(header.type) }
+        guard header.type == CP_MSG_CRASH.rawValue || header.type == CP_MSG_ERROR.rawValue else {
+            throw WireError.unexpectedType(header.type)
+        }
+        isError = header.type == CP_MSG_ERROR.rawValue
         guard bytes.count >= Self.fixedSize, bytes.count <= Self.maximumSize else {
             throw WireError.badField("crash record of \(bytes.count) bytes (expected \(Self.fixedSize)…\(Self.maximumSize))")
         }
@@ -187,7 +192,9 @@ public struct CrashRecord: Equatable, Sendable {
         senderUID = wire.u32(at(\.sender_uid))
         arch = wire.u32(at(\.arch))
         guard arch == CP_ARCH_X86_64 else { throw WireError.badField("unsupported architecture \(arch)") }
-        guard signal > 0 && signal < 65 else { throw WireError.badField("signal number \(signal) out of range") }
+        guard isError ? signal == 0 : signal > 0 && signal < 65 else {
+            throw WireError.badField("signal number \(signal) out of range\(isError ? " for an error record" : "")")
+        }
         guard pid.rawValue > 0, tid.rawValue > 0 else { throw WireError.badField("pid \(pid) / tid \(tid) not positive") }
         faultAddress = wire.u64(at(\.fault_address))
         flags = wire.u32(at(\.flags))

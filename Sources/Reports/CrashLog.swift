@@ -23,6 +23,16 @@ public enum CrashLog {
     static func headline(_ event: Event) -> String {
         let program = event.process?.executable ?? "process"
         var text = "\(program) (pid \(event.process?.pid.map(String.init) ?? "?")) crashed: "
+        if event.kind == .error {
+            text =
+                "\(program) (pid \(event.process?.pid.map(String.init) ?? "?")) reported an error: \(escaped(event.reason ?? "error"))"
+            if let function = event.crashedThreadRecord?.frames?.first(where: { $0.function?.hasPrefix("crashport_") == false })?
+                .function
+            {
+                text += " in \(function)"
+            }
+            return text
+        }
         if let signal = event.signal {
             text += signal.name ?? "signal \(signal.number ?? 0)"
             if signal.stackOverflow == true { text += ", stack overflow" }
@@ -75,7 +85,9 @@ public enum CrashLog {
         var lines = ["crashport: " + headline(event)]
         if let reason = event.reason { lines.append("  reason: " + escaped(reason)) }
         if let thread = event.crashedThreadRecord {
-            lines.append("  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "") crashed:")
+            lines.append(
+                "  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "") \(event.kind == .error ? "reported it" : "crashed"):"
+            )
             let frames = thread.frames ?? []
             for frame in frames.prefix(maxFrames) {
                 lines.append("    #\(frame.index ?? 0)  " + describe(frame))

@@ -21,7 +21,15 @@ public enum ReportBuilder {
         let symbolizer = Symbolizer(modules: capture.snapshot.modules)
         let reraised = capture.record.reraise.map { reraiseRecord($0, symbolizer: symbolizer) }
         event.handlerChain = handlerChain(capture.record, reraised: reraised, symbolizer: symbolizer)
-        if let thrown = capture.app?.exception {
+        if capture.record.isError {
+            event.kind = .error
+            event.signal = nil
+            let error = capture.app?.handledError
+            event.exception = ExceptionRecord(
+                type: error?.type ?? "error", message: error?.message, truncated: error?.truncated == true ? true : nil,
+                handled: true)
+            event.reason = (error?.type ?? "error") + (error?.message.map { ": \($0)" } ?? "")
+        } else if let thrown = capture.app?.exception {
             event.exception = ExceptionRecord(
                 type: thrown.type, message: thrown.message, truncated: thrown.truncated ? true : nil)
             event.reason = "uncaught exception \(thrown.type)" + (thrown.message.map { ": \($0)" } ?? "")

@@ -149,7 +149,7 @@ public final class CrashServer: @unchecked Sendable {
             } catch {
                 return reject("a HELLO from pid \(senderPID): \(error)")
             }
-        case CP_MSG_CRASH.rawValue:
+        case CP_MSG_CRASH.rawValue, CP_MSG_ERROR.rawValue:
             guard let reply = replyFDs.first, replyFDs.count == 1 else {
                 return reject(
                     "a crash record from pid \(senderPID): it carried \(replyFDs.count) descriptors, expected 1")
@@ -189,11 +189,35 @@ public final class CrashServer: @unchecked Sendable {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject("a crash record from pid \(senderPID): uid \(sender.uid) is not served here")
             }
+            if record.isError, !errorAllowed(record.pid) {
+                sendVerdict(reply, nanoseconds: 0)
+                return reject(
+                    "an error report from pid \(senderPID): more than \(Self.errorsPerMinute) in a minute from this process")
+            }
             handleCrash(record, threads: threads, status: status, bytes: bytes, reply: reply, store: store)
         default:
             return reject("a message from pid \(senderPID): unexpected type \(header.type)")
         }
         return nil
+    }
+
+    /// Handled errors one process may have captured per minute (the stub allows 10 in a row, then
+    /// one every 6 s: a stub that does not keep to it is cut off here).
+    static let errorsPerMinute = 20
+    private let errorTimes = Mutex<[ProcessID: [UInt64]]>([:])
+
+    private func errorAllowed(_ pid: ProcessID) -> Bool {
+        let now = monotonicNanoseconds()
+        return errorTimes.withLock { times in
+            if times.count > 4096 { times.removeAll() }
+            let recent = (times[pid] ?? []).filter { now &- $0 < 60_000_000_000 }
+            guard recent.count < Self.errorsPerMinute else {
+                times[pid] = recent
+                return false
+            }
+            times[pid] = recent + [now]
+            return true
+        }
     }
 
     private func reject(_ what: String) -> String {
@@ -338,7 +362,7 @@ public final class CrashServer: @unchecked Sendable {
         } catch {
             if keepReports { written.withLock { $0.unwritten[record.pid] = "\(error)" } }
             log("could not write the report of pid \(record.pid) (\(SignalNames.name(record.signal))): \(error)")
-            if let unwritable, spoolOnFailure {
+            if let unwritable, spoolOnFailure, !record.isError {
                 unwritable(capture, recordBytes, error, store)
             } else if printSummary {
                 log(String(CrashLog.summary(event, reportPath: "(not written)").dropFirst("crashport: ".count)))

@@ -181,6 +181,39 @@ final class AppAPITests: XCTestCase {
         XCTAssertTrue(modules.contains { $0.contains("libcrashport") }, "\(modules)")
     }
 
+    /// A handled error: reports of kind "error" naming the calling function and thread, the
+    /// process running on to exit 0; 50 threads at once go one by one until the rate limit, and
+    /// a signal handler's report is refused by it, never deadlocked.
+    func testHandledErrorsLeaveTheProcessRunning() throws {
+        let run = try TestSupport.crashportRun([try program(), "error"])
+        defer { try? FileManager.default.removeItem(atPath: run.reportsDirectory) }
+        XCTAssertEqual(run.result.status, .exited(0), run.result.stderr)
+        XCTAssertTrue(run.result.stdout.contains("parse_config 0\n"), run.result.stdout)
+        XCTAssertTrue(run.result.stdout.contains("threads reported 9 limited 41 other 0\n"), run.result.stdout)
+        XCTAssertTrue(run.result.stdout.contains("handler -11\n"), "rate-limited, not deadlocked: \(run.result.stdout)")
+        XCTAssertEqual(run.reportIDs.count, 10, run.result.stderr)
+        let events = try (0..<run.reportIDs.count).map { try run.event($0) }
+        let first = try XCTUnwrap(events.first { $0.exception?.type == "ParseError" })
+        XCTAssertEqual(first.kind, .error)
+        XCTAssertNil(first.signal)
+        XCTAssertEqual(first.exception, ExceptionRecord(type: "ParseError", message: "line 3: unexpected '}'", handled: true))
+        XCTAssertTrue(containsInOrder(first.crashedFunctions, ["parse_config", "main"]), "\(first.crashedFunctions)")
+        XCTAssertEqual(first.crashedThread?.rawValue, first.process?.pid?.rawValue, "the main thread reported it")
+        let threaded = events.filter { $0.exception?.type == "ThreadError" }
+        XCTAssertEqual(threaded.count, 9)
+        for event in threaded {
+            XCTAssertTrue(event.crashedFunctions.contains("report_once"), "\(event.crashedFunctions)")
+            // Its own message: the reports did not mix while they went one by one.
+            let reporter = try XCTUnwrap(event.crashedThread)
+            XCTAssertNotEqual(reporter.rawValue, event.process?.pid?.rawValue)
+            XCTAssertTrue(event.exception?.message?.hasPrefix("from thread ") == true)
+        }
+        XCTAssertEqual(Set(threaded.compactMap { $0.exception?.message }).count, 9)
+        XCTAssertTrue(
+            run.result.stderr.contains("reported an error: ParseError: line 3: unexpected '}' in parse_config"), run.result.stderr
+        )
+    }
+
     /// Without crashport installed every call is harmless: the program runs as it would.
     func testEveryCallIsHarmlessWithoutCrashport() throws {
         let result = try TestSupport.run([try program(), "plain"])

@@ -36,6 +36,9 @@ enum cp_message_type {
     CP_MSG_HEARTBEAT = 4, /* watcher -> stub, on the reply channel: still working, extend wait */
     CP_MSG_HELLO_REPLY = 5, /* sidecar -> stub, on its connection, answering HELLO */
     CP_MSG_SPOOLED = 6,   /* the header of a spool file (no socket: written when none answers) */
+    CP_MSG_ERROR = 7,     /* stub -> watcher, from crashport_report_error, with a reply fd: a
+                             cp_crash laid out as CRASH (signo 0, the caller's registers and
+                             stack); the error's type and message are in the app area */
 };
 
 /* First 16 bytes of every message. */
@@ -214,6 +217,8 @@ typedef struct cp_crash {
 #define CP_ATTACHMENT_PATH_BYTES 1024u
 #define CP_EXCEPTION_TYPE_BYTES 256u
 #define CP_EXCEPTION_MESSAGE_BYTES 1024u
+#define CP_ERROR_TYPE_BYTES 128u
+#define CP_ERROR_MESSAGE_BYTES 1024u
 
 /* Flags of a slot. */
 #define CP_SLOT_USED 0x1u
@@ -263,6 +268,11 @@ typedef struct cp_app_area {
     uint32_t exception_flags;    /* CP_SLOT_* */
     char exception_type[CP_EXCEPTION_TYPE_BYTES];
     char exception_message[CP_EXCEPTION_MESSAGE_BYTES];
+    /* The handled error being reported (crashport_report_error), read for an ERROR record. */
+    uint32_t error_sequence; /* odd while being written */
+    uint32_t error_flags;    /* CP_SLOT_* */
+    char error_type[CP_ERROR_TYPE_BYTES];
+    char error_message[CP_ERROR_MESSAGE_BYTES];
 } cp_app_area;
 
 /* Verdict values. */
@@ -301,7 +311,7 @@ _Static_assert(sizeof(cp_annotation) == 1096, "cp_annotation is 1096 bytes");
 _Static_assert(sizeof(cp_breadcrumb) == 312, "cp_breadcrumb is 312 bytes");
 _Static_assert(sizeof(cp_attachment) == 1032, "cp_attachment is 1032 bytes");
 _Static_assert(__builtin_offsetof(cp_app_area, annotations) == 32, "annotations at 32");
-_Static_assert(sizeof(cp_app_area) == 32 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024,
+_Static_assert(sizeof(cp_app_area) == 32 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024,
                "cp_app_area is packed");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");

@@ -133,6 +133,22 @@ __attribute__((visibility("default"))) int crashport_attach_file(const char *pat
  * it was not attached, or as crashport_attach_file. */
 __attribute__((visibility("default"))) int crashport_detach_file(const char *path);
 
+/*
+ * Reports an error the program handled: a report of kind "error" with every thread's stack,
+ * this thread marked, `type` and `message` (cut to 127 and 1023 bytes; NULL type: "error"). The
+ * process is held for the capture only (as long as a crash capture, a few ms), then continues
+ * unharmed; the call returns once the watcher has its snapshot (it writes the report after),
+ * or after the timeout (CRASHPORT_TIMEOUT_MS).
+ *
+ * Returns 0, -ENOTCONN when crashport is not installed or has no watcher connection (nothing
+ * is sent), -EAGAIN past the rate limit (10 in a row, then one every 6 s; nothing is sent),
+ * -EDEADLK from a signal handler that interrupted this thread's own report, -ETIMEDOUT, or
+ * -errno of the send. Thread-safe: reports from several threads go one at a time. Makes system
+ * calls (it talks to the watcher); not async-signal-safe, though a signal handler gets an
+ * error, never a deadlock, when it interrupts a report on its own thread.
+ */
+__attribute__((visibility("default"))) int crashport_report_error(const char *type, const char *message);
+
 #ifdef __cplusplus
 }
 #endif

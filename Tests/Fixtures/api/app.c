@@ -7,10 +7,14 @@
  *                 while they run
  *   plain         every call with crashport not installed; exits 0
  *   doublefree    frees a block twice (glibc's check aborts, with its message)
+ *   error         reports a handled error from parse_config, then 50 threads report at once
+ *                 (the rate limit lets 9 more through), then one from a signal handler;
+ *                 prints each outcome and exits 0
  */
 #define _GNU_SOURCE
 #include <crashport.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +77,30 @@ static void tell(const char *directory)
     crash_after_telling();
 }
 
+__attribute__((noinline)) static int parse_config(void)
+{
+    return crashport_report_error("ParseError", "line 3: unexpected '}'");
+}
+
+static int outcomes[50];
+
+static void *report_once(void *argument)
+{
+    int number = (int)(long)argument;
+    char message[32];
+    snprintf(message, sizeof message, "from thread %d", number);
+    outcomes[number] = crashport_report_error("ThreadError", message);
+    return NULL;
+}
+
+static volatile int from_handler = 1;
+
+static void report_from_handler(int signo)
+{
+    (void)signo;
+    from_handler = crashport_report_error("SignalError", "reported from a signal handler");
+}
+
 static void *keep_telling(void *argument)
 {
     int number = (int)(long)argument;
@@ -98,6 +126,22 @@ int main(int argc, char **argv)
         }
         usleep(200 * 1000);
         crash_after_telling();
+    } else if (strcmp(mode, "error") == 0) {
+        printf("parse_config %d\n", parse_config());
+        pthread_t threads[50];
+        for (long number = 0; number < 50; number++) pthread_create(&threads[number], NULL, report_once, (void *)number);
+        int reported = 0, limited = 0, other = 0;
+        for (int number = 0; number < 50; number++) {
+            pthread_join(threads[number], NULL);
+            if (outcomes[number] == 0) reported++;
+            else if (outcomes[number] == -11) limited++;
+            else other++;
+        }
+        printf("threads reported %d limited %d other %d\n", reported, limited, other);
+        signal(SIGUSR1, report_from_handler);
+        raise(SIGUSR1);
+        printf("handler %d\n", from_handler);
+        return 0;
     } else if (strcmp(mode, "doublefree") == 0) {
         char *volatile block = malloc(16);
         free(block);
@@ -106,6 +150,7 @@ int main(int argc, char **argv)
         int results = crashport_annotate("k", "v");
         results += crashport_attach_file("/etc/hostname");
         results += crashport_detach_file("/etc/hostname");
+        results += crashport_report_error("E", "not installed") == -107 /* ENOTCONN */ ? 0 : 100;
         crashport_breadcrumb("c", "m");
         printf("plain %d\n", results);
         return 0;

@@ -92,9 +92,9 @@ int main(int argc, char **argv) {
             send(fd, junk, sizeof junk, 0);                      /* bad magic */
             unsigned header[4] = {0x54525043u, 99u, 16u, 2u};    /* bad version */
             send(fd, header, sizeof header, 0);
-            unsigned short_header[4] = {0x54525043u, 2u, 9999u, 2u}; /* size disagrees (CP_VERSION 2) */
+            unsigned short_header[4] = {0x54525043u, 3u, 9999u, 2u}; /* size disagrees (CP_VERSION 3) */
             send(fd, short_header, sizeof short_header, 0);
-            unsigned crash_header[4] = {0x54525043u, 2u, 16u, 2u};   /* a CRASH too short */
+            unsigned crash_header[4] = {0x54525043u, 3u, 16u, 2u};   /* a CRASH too short */
             send(fd, crash_header, sizeof crash_header, 0);
         }
         level_one(crash_null);

@@ -6,9 +6,9 @@ read, and a thousand idle connections. Prints "ready" when all of it is sent, th
 connection open until a line arrives on stdin."""
 import os, socket, struct, sys
 
-MAGIC, VERSION = 0x54525043, 2
+MAGIC, VERSION = 0x54525043, 3
 HELLO, CRASH = 1, 2
-FIXED = 1776  # offsetof(cp_crash, stack)
+FIXED = 1784  # offsetof(cp_crash, stack)
 path = sys.argv[1]
 held = []
 
