@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -326,6 +328,7 @@ static bool cp_app_error_allowed(void)
 __attribute__((visibility("default"), noinline)) int crashport_report_error(const char *type, const char *message)
 {
     if (cp_state.error_record == NULL || cp_state.fd < 0) return -ENOTCONN;
+    if (__atomic_load_n(&cp_state.disabled, __ATOMIC_RELAXED) != 0) return -ECANCELED;
     int locked = pthread_mutex_lock(&cp_error_lock);
     if (locked != 0) return -locked;
     int result = 0;
@@ -348,10 +351,96 @@ __attribute__((visibility("default"), noinline)) int crashport_report_error(cons
     return result;
 }
 
+/*
+ * The last run and the launch window. The watcher keeps each program's runs (by executable path
+ * and build-id) and hands the previous one down at install: a launcher in CRASHPORT_LAST_RUN, a
+ * sidecar in its HELLO_REPLY. Known before main, so a program can pick a safe mode at once.
+ */
+static cp_last_run cp_previous_run;
+static bool cp_previous_run_given;
+static bool cp_app_installed;
+
+CP_HIDDEN void cp_app_set_last_run(const cp_last_run *run)
+{
+    cp_previous_run = *run;
+    cp_previous_run.report_id[sizeof cp_previous_run.report_id - 1] = '\0';
+    cp_previous_run_given = true;
+    if (run->disabled) __atomic_store_n(&cp_state.disabled, 1u, __ATOMIC_RELAXED);
+}
+
+/* CRASHPORT_LAST_RUN="known crashed during_launch consecutive disabled ID" (ID "-": none). */
+static void cp_app_last_run_from_environment(void)
+{
+    const char *text = getenv("CRASHPORT_LAST_RUN");
+    if (text == NULL) return;
+    cp_last_run run;
+    memset(&run, 0, sizeof run);
+    char id[sizeof run.report_id];
+    unsigned known = 0, crashed = 0, during = 0, consecutive = 0, disabled = 0;
+    if (sscanf(text, "%u %u %u %u %u %63s", &known, &crashed, &during, &consecutive, &disabled, id) != 6) return;
+    run.known = known != 0;
+    run.crashed = crashed != 0;
+    run.crashed_during_launch = during != 0;
+    run.consecutive_launch_crashes = consecutive;
+    run.disabled = disabled != 0;
+    if (strcmp(id, "-") != 0) memcpy(run.report_id, id, strlen(id) + 1);
+    cp_app_set_last_run(&run);
+}
+
+__attribute__((visibility("default"))) int crashport_last_run(crashport_last_run_info *info)
+{
+    if (info == NULL) return -EINVAL;
+    memset(info, 0, sizeof *info);
+    if (!cp_app_installed) return -ENOTCONN;
+    if (!cp_previous_run_given || !cp_previous_run.known) return -ENOENT;
+    info->crashed = (int)cp_previous_run.crashed;
+    info->crashed_during_launch = (int)cp_previous_run.crashed_during_launch;
+    info->consecutive_launch_crashes = (int)cp_previous_run.consecutive_launch_crashes;
+    memcpy(info->report_id, cp_previous_run.report_id, sizeof info->report_id);
+    return 0;
+}
+
+__attribute__((visibility("default"))) void crashport_launch_completed(void)
+{
+    __atomic_store_n(&cp_app.launch_completed, 1u, __ATOMIC_RELEASE);
+}
+
+__attribute__((visibility("default"))) int crashport_is_enabled(void)
+{
+    return cp_app_installed && __atomic_load_n(&cp_state.disabled, __ATOMIC_RELAXED) == 0;
+}
+
+__attribute__((visibility("default"))) int crashport_set_enabled(int enabled)
+{
+    __atomic_store_n(&cp_state.disabled, enabled ? 0u : 1u, __ATOMIC_RELAXED);
+    int fd = cp_state.fd;
+    if (!cp_app_installed || fd < 0) return -ENOTCONN;
+    cp_setting setting;
+    memset(&setting, 0, sizeof setting);
+    setting.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof setting, CP_MSG_SETTING};
+    setting.enabled = enabled ? 1u : 0u;
+    ssize_t sent = send(fd, &setting, sizeof setting, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return sent == (ssize_t)sizeof setting ? 0 : -errno;
+}
+
 /* Called once by crashport_install: marks the area in use and finds the runtimes' messages. */
 CP_HIDDEN void cp_app_install(void)
 {
     cp_app_ready();
+    struct timespec now = {0, 0};
+    clock_gettime(CLOCK_REALTIME, &now);
+    cp_app.install_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    cp_app.launch_ms = 5000;
+    const char *launch = getenv("CRASHPORT_LAUNCH_MS");
+    if (launch != NULL) {
+        char *end = NULL;
+        unsigned long parsed = strtoul(launch, &end, 10);
+        if (end != launch && *end == '\0' && parsed <= UINT32_MAX) cp_app.launch_ms = (uint32_t)parsed;
+    }
+    const char *release = getenv("CRASHPORT_RELEASE");
+    if (release != NULL) (void)cp_app_copy(cp_app.release, sizeof cp_app.release, release);
+    if (!cp_previous_run_given) cp_app_last_run_from_environment();
+    cp_app_installed = true;
     void *abort_message = dlsym(RTLD_DEFAULT, "__abort_msg");
     __atomic_store_n(&cp_app.abort_message_address, (uint64_t)(uintptr_t)abort_message, __ATOMIC_RELAXED);
     void *(*swift_buffer)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "swift_getFatalErrorMessageBuffer");

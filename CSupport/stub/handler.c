@@ -831,6 +831,9 @@ static void cp_handler_wait_for_report(cp_stub_state *state)
 void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *original, const cp_reraise *reraise,
                      uint32_t record_flags)
 {
+    if (__atomic_load_n(&state->disabled, __ATOMIC_RELAXED) != 0) {
+        return; /* crashport_set_enabled(0): the chain continues as if crashport were not here */
+    }
     uint32_t holder = 0;
     if (!__atomic_compare_exchange_n(&state->crashing_tid, &holder, tid, false, __ATOMIC_ACQ_REL,
                                       __ATOMIC_ACQUIRE)) {

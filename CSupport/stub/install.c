@@ -651,6 +651,8 @@ static void cp_install_sidecar(const crashport_options *options)
                 snprintf(problem, sizeof problem, "the sidecar at %s is not usable: %s", name, why);
             } else if (reply.status == CP_HELLO_REFUSED) {
                 refused = true;
+            } else {
+                cp_app_set_last_run(&reply.last_run);
             }
         }
         if (error != 0 || refused) {

@@ -117,7 +117,7 @@ typedef struct cp_stub_state {
     uint32_t crashing_tid;  /* 0, or the tid of the thread reporting the crash (first wins) */
     uint32_t crash_done;    /* futex word: 0 while the report runs, 1 once it is over */
     uint32_t other_crashes; /* threads that faulted while the first one was reporting */
-    uint32_t reserved;
+    uint32_t disabled;      /* crashport_set_enabled(0): crashes pass straight down the chain */
 } cp_stub_state;
 
 /** The process-wide stub state (defined in handler.c). */
@@ -133,8 +133,13 @@ extern cp_app_area cp_app CP_HIDDEN;
  *  made of the same raw system calls (handler.c). */
 long cp_report_error(cp_stub_state *state, const void *fault, uint32_t tid) CP_HIDDEN;
 
-/** Marks the app area in use and finds glibc's, Swift's and libstdc++'s abort messages (app.c). */
+/** Marks the app area in use, starts the launch window, and finds glibc's, Swift's and
+ *  libstdc++'s abort messages (app.c). Takes the last run from CRASHPORT_LAST_RUN unless a
+ *  sidecar's HELLO_REPLY gave it already. */
 void cp_app_install(void) CP_HIDDEN;
+
+/** The previous run as the watcher knows it (a sidecar's HELLO_REPLY); applies its `disabled`. */
+void cp_app_set_last_run(const cp_last_run *run) CP_HIDDEN;
 
 /** Size of every alternate signal stack crashport creates (threads.c, install.c). */
 #define CP_ALTSTACK_BYTES (64u * 1024u)

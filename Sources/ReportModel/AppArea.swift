@@ -52,6 +52,22 @@ public struct AppArea: Sendable, Equatable {
     public var exception: UncaughtException?
     /// The handled error being reported (crashport_report_error), for an ERROR record.
     public var handledError: UncaughtException?
+    /// The launch window: CLOCK_REALTIME at install (0: not installed), its length (0: until
+    /// crashport_launch_completed) and whether the program ended it.
+    public var installTimeNanoseconds: UInt64 = 0
+    public var launchMilliseconds: UInt32 = 0
+    public var launchCompleted = false
+    /// CRASHPORT_RELEASE when the program was installed, nil if unset.
+    public var release: String?
+
+    /// Whether a crash at `time` (ns since the epoch) fell inside the launch window; nil when the
+    /// window is unknown.
+    public func crashedDuringLaunch(at time: UInt64) -> Bool? {
+        guard installTimeNanoseconds != 0 else { return nil }
+        if launchCompleted { return false }
+        if launchMilliseconds == 0 { return true }
+        return time &- installTimeNanoseconds < UInt64(launchMilliseconds) * 1_000_000 || time < installTimeNanoseconds
+    }
     /// Where glibc's `__abort_msg` and the Swift runtime's fatal error message pointer are in
     /// the process (0: not loaded), for capture to follow.
     public var abortMessageAddress: UInt64 = 0
@@ -152,6 +168,11 @@ public struct AppArea: Sendable, Equatable {
 
         abortMessageAddress = wire.u64(Self.offset(\.abort_message_address))
         swiftMessageAddress = wire.u64(Self.offset(\.swift_message_address))
+        installTimeNanoseconds = wire.u64(Self.offset(\.install_time_ns))
+        launchMilliseconds = wire.u32(Self.offset(\.launch_ms))
+        launchCompleted = wire.u32(Self.offset(\.launch_completed)) != 0
+        let releaseText = text(Self.offset(\.release), Int(CP_RELEASE_BYTES))
+        release = releaseText.isEmpty ? nil : releaseText
         if let flags = slot(wire, sequence32: Self.offset(\.error_sequence), flags: Self.offset(\.error_flags)) {
             let type = text(Self.offset(\.error_type), Int(CP_ERROR_TYPE_BYTES))
             let message = text(Self.offset(\.error_message), Int(CP_ERROR_MESSAGE_BYTES))

@@ -102,6 +102,10 @@ public struct Event: Codable, Sendable, Equatable {
     /// Why the program ended, in its runtime's words: a failed assert or malloc's check (glibc's
     /// abort message), a Swift fatal error, an uncaught exception.
     public var reason: String?
+    /// Whether the crash came inside the program's launch window, and how long after install.
+    public var launch: LaunchRecord?
+    /// The program's release: the "release" annotation, else CRASHPORT_RELEASE at install.
+    public var release: String?
 
     public init() {}
 
@@ -114,7 +118,7 @@ public struct Event: Codable, Sendable, Equatable {
         case capturedFrom = "captured_from"
         case annotations
         case annotationsTruncated = "annotations_truncated"
-        case breadcrumbs, attachments, exception, reason
+        case breadcrumbs, attachments, exception, reason, launch, release
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.
@@ -143,6 +147,22 @@ public struct Event: Codable, Sendable, Equatable {
     /// The crashed thread's record, if present.
     public var crashedThreadRecord: ThreadRecord? {
         threads?.first { $0.crashed == true } ?? threads?.first { $0.tid == crashedThread }
+    }
+}
+
+public struct LaunchRecord: Codable, Sendable, Equatable {
+    public var crashedDuringLaunch: Bool?
+    /// Milliseconds from crashport_install to the crash.
+    public var sinceInstallMilliseconds: UInt64?
+
+    public init(crashedDuringLaunch: Bool? = nil, sinceInstallMilliseconds: UInt64? = nil) {
+        self.crashedDuringLaunch = crashedDuringLaunch
+        self.sinceInstallMilliseconds = sinceInstallMilliseconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case crashedDuringLaunch = "crashed_during_launch"
+        case sinceInstallMilliseconds = "since_install_ms"
     }
 }
 

@@ -321,10 +321,35 @@ public struct HelloReply: Equatable, Sendable {
     }
 }
 
+/// A program's previous run as the stub's crashport_last_run answers it (cp_last_run).
+public struct LastRunInfo: Sendable, Equatable {
+    public var known = false
+    public var crashed = false
+    public var crashedDuringLaunch = false
+    public var consecutiveLaunchCrashes: UInt32 = 0
+    public var disabled = false
+    /// A report id (only the id's shape is sent), nil if none.
+    public var reportID: String?
+
+    public init() {}
+
+    /// CRASHPORT_LAST_RUN's text: "known crashed during_launch consecutive disabled ID" ("-": none).
+    public var environmentText: String {
+        func bit(_ flag: Bool) -> String { flag ? "1" : "0" }
+        return
+            "\(bit(known)) \(bit(crashed)) \(bit(crashedDuringLaunch)) \(consecutiveLaunchCrashes) \(bit(disabled)) \(reportID ?? "-")"
+    }
+}
+
 public enum HelloReplyMessage {
     /// The sidecar's answer to HELLO: whether it serves the process, its spool directory, and
-    /// (refused) why. Strings longer than their fields are cut; both stay NUL-terminated.
-    public static func encode(accepted: Bool, spool: String, message: String) -> [UInt8] {
+    /// (refused) why, and the program's previous run. Strings longer than their fields are cut;
+    /// all stay NUL-terminated.
+    public static func encode(
+        accepted: Bool, spool: String, message: String, lastRun: LastRunInfo = LastRunInfo()
+    )
+        -> [UInt8]
+    {
         var reply = MessageEncoder(type: CP_MSG_HELLO_REPLY.rawValue, size: MemoryLayout<cp_hello_reply>.size)
         reply.put32(accepted ? CP_HELLO_ACCEPTED : CP_HELLO_REFUSED, at: Layout.offset(\cp_hello_reply.status))
         func put(_ text: String, at offset: Int, capacity: Int) {
@@ -333,6 +358,14 @@ public enum HelloReplyMessage {
         }
         put(spool, at: Layout.offset(\cp_hello_reply.spool), capacity: 256)
         put(message, at: Layout.offset(\cp_hello_reply.message), capacity: 128)
+        let run = Layout.offset(\cp_hello_reply.last_run)
+        func at(_ path: PartialKeyPath<cp_last_run>) -> Int { run + Layout.offset(path) }
+        reply.put32(lastRun.known ? 1 : 0, at: at(\cp_last_run.known))
+        reply.put32(lastRun.crashed ? 1 : 0, at: at(\cp_last_run.crashed))
+        reply.put32(lastRun.crashedDuringLaunch ? 1 : 0, at: at(\cp_last_run.crashed_during_launch))
+        reply.put32(lastRun.consecutiveLaunchCrashes, at: at(\cp_last_run.consecutive_launch_crashes))
+        reply.put32(lastRun.disabled ? 1 : 0, at: at(\cp_last_run.disabled))
+        put(lastRun.reportID ?? "", at: at(\cp_last_run.report_id), capacity: 64)
         return reply.bytes
     }
 }

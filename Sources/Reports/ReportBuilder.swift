@@ -38,6 +38,13 @@ public enum ReportBuilder {
             let trimmed = String(said.reversed().drop { $0 == "\n" }.reversed())
             if !trimmed.isEmpty { event.reason = trimmed }
         }
+        if let app = capture.app, let during = app.crashedDuringLaunch(at: capture.record.timeNanoseconds),
+            !capture.record.isError
+        {
+            let since = capture.record.timeNanoseconds.checkedSubtracting(app.installTimeNanoseconds).map { $0 / 1_000_000 }
+            event.launch = LaunchRecord(crashedDuringLaunch: during, sinceInstallMilliseconds: since)
+        }
+        event.release = capture.app?.annotations.first { $0.key == "release" }?.value ?? capture.app?.release
         if let crumbs = capture.app?.breadcrumbs, !crumbs.isEmpty {
             event.breadcrumbs = crumbs.map {
                 BreadcrumbRecord(

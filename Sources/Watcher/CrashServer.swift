@@ -64,6 +64,10 @@ public final class CrashServer: @unchecked Sendable {
     public var submit: (@escaping @Sendable () -> Void) -> Void = { $0() }
     /// Called for a valid HELLO (the sidecar answers it on the client's connection).
     public var onHello: (HelloMessage, Sender) -> Void = { _, _ in }
+    /// crashport_set_enabled from a client: whether it wants crashes reported from now on.
+    public var onSetting: (Bool, Sender) -> Void = { _, _ in }
+    /// Called (on the writing thread) after each report is written, with its store.
+    public var onReport: (@Sendable (WrittenReport, ReportStore) -> Void)?
     /// Called (on the writing thread) when a captured crash's report cannot be written, with
     /// the record as received: the sidecar spools it rather than lose it.
     public var unwritable: (@Sendable (Capture, [UInt8], Error, ReportStore) -> Void)?
@@ -195,6 +199,14 @@ public final class CrashServer: @unchecked Sendable {
                     "an error report from pid \(senderPID): more than \(Self.errorsPerMinute) in a minute from this process")
             }
             handleCrash(record, threads: threads, status: status, bytes: bytes, reply: reply, store: store)
+        case CP_MSG_SETTING.rawValue:
+            guard bytes.count == MemoryLayout<cp_setting>.size else {
+                return reject("a setting from pid \(senderPID): \(bytes.count) bytes")
+            }
+            let enabled = bytes[Int(MemoryLayout<cp_setting>.offset(of: \cp_setting.enabled)!)]
+            guard enabled <= 1 else { return reject("a setting from pid \(senderPID): enabled = \(enabled)") }
+            log("pid \(senderPID) turned crash reporting \(enabled == 1 ? "on" : "off") for its program")
+            onSetting(enabled == 1, sender)
         default:
             return reject("a message from pid \(senderPID): unexpected type \(header.type)")
         }
@@ -351,6 +363,7 @@ public final class CrashServer: @unchecked Sendable {
                     $0.reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed))
                 }
             }
+            onReport?(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed), store)
             let pruned = store.prune(keeping: id)
             if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
             reportTiming(

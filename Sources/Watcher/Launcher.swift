@@ -11,6 +11,7 @@ import ReportModel
 import Reports
 import Foundation
 import ObjectFile
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -46,6 +47,12 @@ public enum LaunchError: Error, CustomStringConvertible {
 public enum Termination: Equatable, Sendable {
     case exited(Int32)
     case signaled(Int32)
+
+    /// The signal that ended the program, nil when it exited.
+    public var signal: Int32? {
+        if case .signaled(let signal) = self { return signal }
+        return nil
+    }
 }
 
 public struct Launcher {
@@ -147,7 +154,15 @@ public struct Launcher {
             pthread_sigmask(SIG_SETMASK, &original, nil)
         }
 
-        let environment = preloadEnvironment(stub: stub, sanitizers: sanitizers, socket: theirs)
+        // The program's previous run, for crashport_last_run (by its real path and build-id).
+        let history = RunHistory(store: store)
+        let runKey = Self.programKey(executable: executable, elf: elf)
+        var environment = preloadEnvironment(stub: stub, sanitizers: sanitizers, socket: theirs)
+        let lastRun = history.lastRun(executable: runKey.executable, buildID: runKey.buildID)
+        environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
+        // crashport_set_enabled(0), kept from an earlier run or said during this one: no report.
+        let disabled = Mutex(lastRun.disabled)
+        let started = Date()
         let spawned = spawn(executable, environment: environment, signalMask: &original)
         close(theirs)
         let child = try spawned.get()
@@ -155,18 +170,49 @@ public struct Launcher {
         let oomBefore = Self.oomKills()
         let server = CrashServer(socket: ours, store: store, options: options)
         server.log = log
+        server.onSetting = { enabled, sender in
+            let key = sender.pid == ProcessID(child) ? runKey : Self.programKey(pid: sender.pid)
+            if sender.pid == ProcessID(child) { disabled.withLock { $0 = !enabled } }
+            history.setEnabled(enabled, executable: key.executable, buildID: key.buildID)
+        }
         let (status, socketOpen) = serve(child, socket: ours, signals: signals, server: server, log: log)
         // A descendant's record may still be queued; serve it before leaving.
         if socketOpen { server.drain() }
         let termination: Termination = (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
         if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
-            !server.reports.contains(where: { $0.event.process?.pid == ProcessID(child) })
+            !server.reports.contains(where: { $0.event.process?.pid == ProcessID(child) }), !disabled.withLock({ $0 })
         {
             server.writeTermination(
                 pid: ProcessID(child), signal: signal, executable: executable, arguments: [program] + arguments,
                 oomKills: oomBefore.flatMap { before in Self.oomKills().map { (before, $0) } })
         }
+        let mine = server.reports.filter { $0.event.process?.pid == ProcessID(child) }
+        let crash = mine.first { $0.event.kind == .crash }
+        let killed = mine.first { $0.event.kind == .termination }
+        history.ended(
+            SessionRecord(
+                executable: runKey.executable, buildID: runKey.buildID,
+                release: crash?.event.release ?? environment["CRASHPORT_RELEASE"], pid: child, started: started,
+                ended: Date(),
+                status: crash != nil
+                    ? .crashed
+                    : killed != nil || (termination.signal.map(Self.unexplainedDeaths.contains) ?? false) ? .abnormal : .exited,
+                errors: mine.filter { $0.event.kind == .error }.count,
+                crashedDuringLaunch: crash?.event.launch?.crashedDuringLaunch, reportID: crash?.id))
         return (termination, server.reports)
+    }
+
+    /// A program as RunHistory knows it: its executable's real path and build-id.
+    static func programKey(executable: String, elf: ELFFile?) -> (executable: String, buildID: String?) {
+        var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let real = realpath(executable, &resolved) != nil ? String(cString: resolved) : executable
+        return (real, elf?.buildID?.hex)
+    }
+
+    /// The same for a running process (a descendant): /proc/PID/exe.
+    static func programKey(pid: ProcessID) -> (executable: String, buildID: String?) {
+        let executable = ProcFiles.executable(of: pid) ?? "/proc/\(pid)/exe"
+        return (executable, (try? ELFFile(path: "/proc/\(pid)/exe"))?.buildID?.hex)
     }
 
     /// Deaths that deserve a report even without a crash record: the core-dumping signals and

@@ -13,6 +13,7 @@
 import CShims
 import Foundation
 import LiveProcess
+import CCrashPortProtocol
 import ObjectFile
 import ReportModel
 import Reports
@@ -51,6 +52,46 @@ public final class Sidecar {
         var peer: Sender
         var refusal: String?
         var messages = 0
+        /// The run this connection is, from its HELLO (RunHistory: last run, sessions).
+        var session: ClientSession?
+    }
+
+    struct ClientSession: Sendable {
+        var executable: String
+        var buildID: String?
+        var release: String?
+        var pid: ProcessID
+        var started: Date
+        var errors = 0
+        var store: ReportStore
+
+        func record(
+            status: SessionRecord.Status, crashedDuringLaunch: Bool? = nil, reportID: String? = nil, release: String? = nil
+        )
+            -> SessionRecord
+        {
+            SessionRecord(
+                executable: executable, buildID: buildID, release: release ?? self.release, pid: pid.rawValue,
+                started: started, ended: Date(), status: status, errors: errors, crashedDuringLaunch: crashedDuringLaunch,
+                reportID: reportID)
+        }
+    }
+
+    /// Sessions whose process sent a crash record: ended by the report thread once the report
+    /// is written (it says whether the crash came during launch, and its id).
+    let crashedSessions = PendingSessions()
+
+    final class PendingSessions: Sendable {
+        private let sessions = Mutex<[ProcessID: ClientSession]>([:])
+
+        func keep(_ session: ClientSession) {
+            sessions.withLock { pending in
+                if pending.count > 4096 { pending.removeAll() }
+                pending[session.pid] = session
+            }
+        }
+
+        func take(_ pid: ProcessID) -> ClientSession? { sessions.withLock { $0.removeValue(forKey: pid) } }
     }
 
     public init(configuration: SidecarConfiguration) {
@@ -287,6 +328,17 @@ public final class Sidecar {
                     drop(fd)
                     return
                 }
+                // The connection's own process crashed or reported an error: its session says so.
+                if bytes.count >= 16, sender.pid == client.peer.pid, var session = clients[fd]?.session {
+                    let type = UInt32(bytes[12]) | UInt32(bytes[13]) << 8 | UInt32(bytes[14]) << 16 | UInt32(bytes[15]) << 24
+                    if type == CP_MSG_CRASH.rawValue {
+                        clients[fd]?.session = nil
+                        crashedSessions.keep(session)
+                    } else if type == CP_MSG_ERROR.rawValue {
+                        session.errors += 1
+                        clients[fd]?.session = session
+                    }
+                }
             }
         }
     }
@@ -302,8 +354,22 @@ public final class Sidecar {
     }
 
     func drop(_ fd: Int32) {
+        if let session = clients[fd]?.session {
+            RunHistory(store: session.store).ended(session.record(status: .exited))
+        }
         clients[fd] = nil
         close(fd)
+    }
+
+    /// CRASHPORT_RELEASE in a client's environment (nothing else of it is kept).
+    static func release(of pid: ProcessID) -> String? {
+        guard let environment = ProcFiles.read("/proc/\(pid)/environ") else { return nil }
+        let prefix = Array("CRASHPORT_RELEASE=".utf8)
+        for entry in environment.split(separator: 0) where entry.starts(with: prefix) {
+            let value = String(decoding: entry.dropFirst(prefix.count).prefix(128), as: UTF8.self)
+            return value.isEmpty ? nil : value
+        }
+        return nil
     }
 
     func configureServer() {
@@ -317,8 +383,35 @@ public final class Sidecar {
                 "client pid \(sender.pid) (uid \(sender.uid)) connected\(BuildID(hello.buildID).map { ", build-id \($0.hex)" } ?? "")"
             )
             guard currentClient >= 0 else { return }
-            let reply = HelloReplyMessage.encode(accepted: true, spool: configuration.spoolDirectory, message: "")
+            var lastRun = LastRunInfo()
+            if let client = clients[currentClient], client.peer.pid == sender.pid, let store = store(for: sender),
+                let executable = ProcFiles.executable(of: sender.pid)
+            {
+                let buildID = BuildID(hello.buildID)?.hex
+                lastRun = RunHistory(store: store).lastRun(executable: executable, buildID: buildID)
+                clients[currentClient]?.session = ClientSession(
+                    executable: executable, buildID: buildID, release: Self.release(of: sender.pid), pid: sender.pid,
+                    started: Date(), store: store)
+            }
+            let reply = HelloReplyMessage.encode(
+                accepted: true, spool: configuration.spoolDirectory, message: "", lastRun: lastRun)
             _ = reply.withUnsafeBytes { send(currentClient, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        }
+        server.onSetting = { [unowned self] enabled, sender in
+            guard let store = store(for: sender) else { return }
+            let session = clients.values.first { $0.peer.pid == sender.pid }?.session
+            let executable = session?.executable ?? ProcFiles.executable(of: sender.pid) ?? "/proc/\(sender.pid)/exe"
+            let buildID = session?.buildID ?? (try? ELFFile(path: "/proc/\(sender.pid)/exe"))?.buildID?.hex
+            RunHistory(store: store).setEnabled(enabled, executable: executable, buildID: buildID)
+        }
+        server.onReport = { [crashedSessions] report, _ in
+            guard let pid = report.event.process?.pid, report.event.kind == .crash,
+                let session = crashedSessions.take(pid)
+            else { return }
+            RunHistory(store: session.store).ended(
+                session.record(
+                    status: .crashed, crashedDuringLaunch: report.event.launch?.crashedDuringLaunch, reportID: report.id,
+                    release: report.event.release))
         }
         server.keepReports = false
         server.unwritable = { [spool] capture, bytes, error, store in

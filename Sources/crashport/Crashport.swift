@@ -11,7 +11,7 @@ import Watcher
 struct Crashport: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "An out-of-process crash reporter for Linux.",
-        subcommands: [Run.self, Watch.self, List.self, Show.self, Symbolicate.self, Doctor.self]
+        subcommands: [Run.self, Watch.self, List.self, Show.self, Stats.self, Symbolicate.self, Doctor.self]
     )
 }
 
@@ -226,16 +226,46 @@ struct Watch: ParsableCommand {
     }
 }
 
+/// A program's path as run history keys it: its real path (a program that does not exist any
+/// more is taken as given).
+func programPath(_ path: String) -> String {
+    var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    return realpath(path, &resolved) != nil ? String(cString: resolved) : path
+}
+
+/// "crashed during launch (3 launch crashes in a row), report ID" and the like.
+func describeLastRun(_ runs: ProgramRuns) -> String {
+    var text = runs.lastCrashed ? (runs.lastCrashedDuringLaunch ? "crashed during launch" : "crashed") : "ended without a crash"
+    if runs.consecutiveLaunchCrashes > 0 {
+        text += " (\(runs.consecutiveLaunchCrashes) launch crash\(runs.consecutiveLaunchCrashes == 1 ? "" : "es") in a row)"
+    }
+    if let id = runs.lastReportID { text += ", report \(id)" }
+    if runs.disabled { text += "; crash reporting is disabled for it (crashport_set_enabled)" }
+    return text
+}
+
 struct List: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "One line per report, newest first.")
 
     @OptionGroup var reportsOption: ReportsOption
 
+    @Option(name: .long, help: ArgumentHelp("Only this program's reports, after how its last run ended.", valueName: "PATH"))
+    var program: String?
+
     func run() throws {
         let store = reportsOption.store
+        let only = program.map(programPath)
+        if let only {
+            let runs = RunHistory(store: store).programs().filter { $0.executable == only }
+            if runs.isEmpty { print("no run of \(only) on record in \(store.root)") }
+            for record in runs {
+                print("last run of \(only)\(record.buildID.map { " (build-id \($0))" } ?? ""): \(describeLastRun(record))")
+            }
+        }
         for id in store.ids() {
             do {
                 let event = try store.event(id: id)
+                if let only, event.process?.executable.map(programPath) != only { continue }
                 let program = event.process?.executable.map { ($0 as NSString).lastPathComponent } ?? "?"
                 let signal = event.signal?.name ?? event.kind?.rawValue ?? "?"
                 let top = event.crashedThreadRecord?.frames?.first.map(CrashLog.describe) ?? "no frames"
@@ -257,11 +287,31 @@ struct Show: ParsableCommand {
     @Option(name: .long, help: "text (a crash log) or json (the event).")
     var format: Format = .text
 
+    @Option(name: .long, help: ArgumentHelp("How PATH's last run ended, and its crash if it crashed.", valueName: "PATH"))
+    var last: String?
+
     @Argument(help: "The report id (see crashport list).")
-    var id: String
+    var id: String?
+
+    func validate() throws {
+        if (id == nil) == (last == nil) { throw ValidationError("give a report id, or --last PATH") }
+    }
 
     func run() throws {
         let store = reportsOption.store
+        var id = self.id ?? ""
+        if let last {
+            let path = programPath(last)
+            guard let record = RunHistory(store: store).programs().last(where: { $0.executable == path }) else {
+                fail("no run of \(path) on record in \(store.root)", status: 1)
+            }
+            guard let report = record.lastReportID, format == .text || record.lastCrashed else {
+                print("last run of \(path): \(describeLastRun(record))")
+                return
+            }
+            if format == .text { print("last run of \(path): \(describeLastRun(record))\n") }
+            id = report
+        }
         do {
             let event = try store.event(id: id)
             switch format {
@@ -270,6 +320,35 @@ struct Show: ParsableCommand {
             }
         } catch {
             fail("\(error)", status: 1)
+        }
+    }
+}
+
+struct Stats: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Launches, crashes and crash-free sessions per program and release.")
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    @Option(name: .long, help: ArgumentHelp("Only this program.", valueName: "PATH"))
+    var program: String?
+
+    func run() throws {
+        let store = reportsOption.store
+        let rows = RunStatistics.of(RunHistory(store: store), program: program.map(programPath))
+        guard !rows.isEmpty else {
+            print("no runs on record in \(store.root)")
+            return
+        }
+        print("program  release  launches  crashes (during launch)  abnormal  with errors  crash-free  launch crashes in a row")
+        for row in rows {
+            let crashFree = String(format: "%.1f%%", row.crashFreePercent)
+            print(
+                [
+                    row.executable, row.release ?? "-", "\(row.launches)", "\(row.crashes) (\(row.launchCrashes))",
+                    "\(row.abnormal)",
+                    "\(row.errored)", crashFree, "\(row.consecutiveLaunchCrashes)",
+                ].joined(separator: "  "))
         }
     }
 }

@@ -214,6 +214,107 @@ final class AppAPITests: XCTestCase {
         )
     }
 
+    /// One `app run HOW` under `crashport run`: what crashport_last_run said, and the run.
+    func launch(
+        _ how: String, reports: String, program: String, environment: [String: String] = [:]
+    ) throws -> (
+        said: String, run: CrashportRun
+    ) {
+        let run = try TestSupport.crashportRun([program, "run", how], reports: reports, environment: environment)
+        let said = run.result.stdout.split(separator: "\n").first { $0.hasPrefix("last_run ") }.map(String.init) ?? ""
+        return (said, run)
+    }
+
+    /// Bugsnag's semantics, known at install: three launch crashes in a row are read on the
+    /// fourth start; a crash after crashport_launch_completed keeps the count; a clean run resets
+    /// it; disabled, a crash writes no report and ends the same way; `crashport stats`, `list
+    /// --program` and `show --last` say the same.
+    func testLastRunAndLaunchCrashLoops() throws {
+        let program = try program(in: fresh("last-run"))
+        let reports = fresh("last-run-reports")
+        let release = ["CRASHPORT_RELEASE": "app@1.0"]
+        var (said, run) = try launch("crash", reports: reports, program: program, environment: release)
+        XCTAssertEqual(said, "last_run -2 crashed 0 during_launch 0 consecutive 0 report - enabled 1", "nothing on record yet")
+        XCTAssertEqual(run.result.status, .signaled(SIGSEGV))
+        let first = try run.event()
+        XCTAssertEqual(first.launch?.crashedDuringLaunch, true)
+        XCTAssertEqual(first.release, "app@1.0")
+        var previous = run.reportIDs[0]
+        for count in 1...2 {
+            (said, run) = try launch("crash", reports: reports, program: program, environment: release)
+            XCTAssertEqual(said, "last_run 0 crashed 1 during_launch 1 consecutive \(count) report \(previous) enabled 1")
+            previous = try XCTUnwrap(run.reportIDs.first { !(said.contains($0)) && $0 > previous })
+        }
+        (said, run) = try launch("late", reports: reports, program: program, environment: release)
+        XCTAssertEqual(
+            said, "last_run 0 crashed 1 during_launch 1 consecutive 3 report \(previous) enabled 1", "the fourth start")
+        let late = try XCTUnwrap(run.reportIDs.max())
+        XCTAssertEqual(try run.event(run.reportIDs.firstIndex(of: late)!).launch?.crashedDuringLaunch, false)
+        (said, _) = try launch("clean", reports: reports, program: program, environment: release)
+        XCTAssertEqual(
+            said, "last_run 0 crashed 1 during_launch 0 consecutive 3 report \(late) enabled 1", "kept by a late crash")
+        (said, _) = try launch("clean", reports: reports, program: program, environment: release)
+        XCTAssertEqual(said, "last_run 0 crashed 0 during_launch 0 consecutive 0 report - enabled 1", "reset by a clean run")
+
+        // Disabled: no report, the same death; and it stays off for the next run until enabled.
+        let before = try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }.count
+        (said, run) = try launch("disable", reports: reports, program: program)
+        XCTAssertEqual(run.result.status, .signaled(SIGSEGV))
+        XCTAssertTrue(run.result.stdout.contains("disabled 0\n"), run.result.stdout)
+        (said, run) = try launch("crash", reports: reports, program: program)
+        XCTAssertTrue(said.hasSuffix("enabled 0"), said)
+        XCTAssertEqual(run.result.status, .signaled(SIGSEGV))
+        XCTAssertEqual(run.reportIDs.count, before, "\(run.result.stderr)")
+        (said, run) = try launch("enable", reports: reports, program: program)
+        XCTAssertTrue(run.result.stdout.contains("enabled 0\n"), run.result.stdout)
+        (said, run) = try launch("crash", reports: reports, program: program)
+        XCTAssertTrue(said.hasSuffix("enabled 1"), said)
+        XCTAssertEqual(run.reportIDs.count, before + 1)
+
+        let stats = try TestSupport.run([TestSupport.crashport, "stats", "--reports", reports, "--program", program])
+        XCTAssertEqual(stats.status, .exited(0), stats.stderr)
+        // 6 runs of app@1.0: 4 crashes (3 during launch), 2 clean; then 4 without a release.
+        XCTAssertTrue(stats.stdout.contains("\(program)  app@1.0  6  4 (3)  0  0  33.3%  1\n"), stats.stdout)
+        XCTAssertTrue(stats.stdout.contains("\(program)  -  4  1 (1)  2  0  75.0%  1\n"), stats.stdout)
+        let listed = try TestSupport.run([TestSupport.crashport, "list", "--reports", reports, "--program", program])
+        XCTAssertTrue(listed.stdout.hasPrefix("last run of \(program)"), listed.stdout)
+        XCTAssertTrue(listed.stdout.contains("crashed during launch (1 launch crash in a row)"), listed.stdout)
+        let shown = try TestSupport.run([TestSupport.crashport, "show", "--reports", reports, "--last", program])
+        XCTAssertEqual(shown.status, .exited(0), shown.stderr)
+        XCTAssertTrue(shown.stdout.contains("crashed: SIGSEGV"), shown.stdout)
+    }
+
+    /// Through a sidecar the last run comes in its HELLO reply, and its sessions end when the
+    /// connection does (a crash: once the report is written).
+    func testLastRunThroughTheSidecar() throws {
+        let work = fresh("sidecar-last-run")
+        let program = try program(in: work)
+        let sidecar = try SidecarProcess(directory: work)
+        defer { sidecar.stop() }
+        let environment = ["CRASHPORT_SOCKET": sidecar.socket]
+        func start(_ how: String) throws -> String {
+            let result = try TestSupport.run([program, "run", how], environment: environment)
+            return result.stdout.split(separator: "\n").first { $0.hasPrefix("last_run ") }.map(String.init) ?? result.stderr
+        }
+        XCTAssertEqual(try start("crash"), "last_run -2 crashed 0 during_launch 0 consecutive 0 report - enabled 1")
+        let events = try sidecar.waitForReports(1)
+        let id = sidecar.reportIDs()[0]
+        XCTAssertEqual(events[0].launch?.crashedDuringLaunch, true)
+        // The session ends once the report is written: wait for the history to say so.
+        try waitUntil("the crashed session is on record", timeout: 30) {
+            let listed = try TestSupport.run(
+                [TestSupport.crashport, "list", "--reports", sidecar.reportsDirectory(), "--program", program])
+            return listed.stdout.contains("crashed during launch")
+        }
+        XCTAssertEqual(try start("clean"), "last_run 0 crashed 1 during_launch 1 consecutive 1 report \(id) enabled 1")
+        try waitUntil("the clean session is on record", timeout: 30) {
+            let listed = try TestSupport.run(
+                [TestSupport.crashport, "list", "--reports", sidecar.reportsDirectory(), "--program", program])
+            return listed.stdout.contains("ended without a crash")
+        }
+        XCTAssertEqual(try start("clean"), "last_run 0 crashed 0 during_launch 0 consecutive 0 report - enabled 1")
+    }
+
     /// Without crashport installed every call is harmless: the program runs as it would.
     func testEveryCallIsHarmlessWithoutCrashport() throws {
         let result = try TestSupport.run([try program(), "plain"])

@@ -139,6 +139,10 @@ final class ReportStoreTests: XCTestCase {
         XCTAssertEqual(kept, Array(written.suffix(2)).sorted(), "exactly the newest two reports are kept")
         var othersAfter = try inventory(reports)
         othersAfter = othersAfter.filter { path, _ in !kept.contains { path == $0 || path.hasPrefix($0 + "/") } }
+        // crashport's own run history beside its reports (RunHistory) is not someone else's.
+        let history = [".crashport-runs.json", ".crashport-runs.lock", ".crashport-sessions.jsonl"]
+        XCTAssertTrue(history.allSatisfy { othersAfter[$0] != nil }, "\(othersAfter.keys.sorted())")
+        othersAfter = othersAfter.filter { path, _ in !history.contains(path) }
         XCTAssertEqual(othersAfter, othersBefore, "every other entry is untouched")
         XCTAssertEqual(try inventory(outside), outsideBefore, "the symlink's target is untouched")
 

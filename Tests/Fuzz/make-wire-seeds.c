@@ -63,6 +63,7 @@ int main(int argc, char **argv) {
     area.attachments[0].sequence = 2; area.attachments[0].flags = CP_SLOT_USED; strcpy(area.attachments[0].path, "/var/log/app.log");
     area.exception_sequence = 2; area.exception_flags = CP_SLOT_USED;
     strcpy(area.exception_type, "config_error"); strcpy(area.exception_message, "the config file is missing");
+    area.install_time_ns = record.time_ns - 2000000000ull; area.launch_ms = 5000; strcpy(area.release, "app@1.2.3");
     f = fopen(argv[3], "wb"); fwrite(&area, 1, sizeof area, f); fclose(f);
     return 0;
 }

@@ -9,9 +9,21 @@ import TestSupport
 import XCTest
 
 final class AppAreaTests: XCTestCase {
-    /// Tests/Fuzz/seeds/wire/app-area.bin, written by make-wire-seeds.c through the C header.
+    /// An area as Tests/Fuzz/make-wire-seeds.c writes it through the C header, built and run now
+    /// (so it always has this tree's layout); the committed seed must have the same size.
     func seed() throws -> [UInt8] {
-        try Array(Data(contentsOf: URL(fileURLWithPath: TestSupport.repositoryRoot + "/Tests/Fuzz/seeds/wire/app-area.bin")))
+        let directory = TestSupport.temporaryDirectory("app-area")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let generator = try TestSupport.compile(
+            [TestSupport.repositoryRoot + "/Tests/Fuzz/make-wire-seeds.c"], output: directory + "/seeds",
+            flags: ["-O0", "-I", TestSupport.repositoryRoot + "/CSupport/protocol/include"])
+        let made = try TestSupport.run([generator, directory + "/hello.bin", directory + "/crash.bin", directory + "/area.bin"])
+        XCTAssertEqual(made.status, .exited(0), made.stderr)
+        let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: directory + "/area.bin")))
+        let committed = try Data(
+            contentsOf: URL(fileURLWithPath: TestSupport.repositoryRoot + "/Tests/Fuzz/seeds/wire/app-area.bin"))
+        XCTAssertEqual(committed.count, bytes.count, "regenerate Tests/Fuzz/seeds/wire with make-wire-seeds.c")
+        return bytes
     }
 
     func offset<T>(_ path: KeyPath<cp_app_area, T>) -> Int { MemoryLayout<cp_app_area>.offset(of: path)! }
@@ -28,6 +40,11 @@ final class AppAreaTests: XCTestCase {
         XCTAssertEqual(area.attachments, ["/var/log/app.log"])
         XCTAssertEqual(area.exception, UncaughtException(type: "config_error", message: "the config file is missing"))
         XCTAssertEqual(area.slotsInFlux, 0)
+        XCTAssertEqual(area.release, "app@1.2.3")
+        XCTAssertEqual(area.launchMilliseconds, 5000)
+        XCTAssertFalse(area.launchCompleted)
+        XCTAssertEqual(area.crashedDuringLaunch(at: area.installTimeNanoseconds + 2_000_000_000), true)
+        XCTAssertEqual(area.crashedDuringLaunch(at: area.installTimeNanoseconds + 6_000_000_000), false)
     }
 
     func testSlotsBeingWrittenAreSkippedAndCounted() throws {

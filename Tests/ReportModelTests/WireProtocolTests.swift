@@ -25,7 +25,8 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(CrashRecord.fixedSize, 1784)
         XCTAssertEqual(CrashRecord.maximumSize, 1784 + 65536)
         XCTAssertEqual(MemoryLayout<cp_app_area>.offset(of: \cp_app_area.annotations), 32)
-        XCTAssertEqual(MemoryLayout<cp_app_area>.size, 32 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024)
+        XCTAssertEqual(
+            MemoryLayout<cp_app_area>.size, 32 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.restorer), 16)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.mask), 24)
     }

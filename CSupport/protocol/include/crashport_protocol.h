@@ -39,6 +39,7 @@ enum cp_message_type {
     CP_MSG_ERROR = 7,     /* stub -> watcher, from crashport_report_error, with a reply fd: a
                              cp_crash laid out as CRASH (signo 0, the caller's registers and
                              stack); the error's type and message are in the app area */
+    CP_MSG_SETTING = 8,   /* stub -> watcher, from crashport_set_enabled: persist it */
 };
 
 /* First 16 bytes of every message. */
@@ -64,6 +65,19 @@ typedef struct cp_hello {
 #define CP_HELLO_ACCEPTED 0u /* the sidecar will capture this process's crashes */
 #define CP_HELLO_REFUSED 1u  /* it will not (another user, not allowed): message says why */
 
+/* What the watcher keeps of a program's previous run (same executable path and build-id):
+ * crashport_last_run's answer, sent in HELLO_REPLY by a sidecar and, by a launcher, in the
+ * environment as CRASHPORT_LAST_RUN="known crashed during_launch consecutive disabled ID". */
+typedef struct cp_last_run {
+    uint32_t known;   /* 1: a previous run is on record */
+    uint32_t crashed; /* it ended in a crash */
+    uint32_t crashed_during_launch;
+    uint32_t consecutive_launch_crashes;
+    uint32_t disabled; /* crashport_set_enabled(0) is on record for the program */
+    uint32_t reserved;
+    char report_id[64]; /* NUL-terminated: the crash's report, "" if none */
+} cp_last_run;
+
 /* The sidecar's answer to HELLO (sidecar mode only; a launcher never answers). The stub trusts
  * it only from a peer whose uid (SO_PEERCRED) is 0 or its own. */
 typedef struct cp_hello_reply {
@@ -72,7 +86,15 @@ typedef struct cp_hello_reply {
     uint32_t reserved;
     char spool[256];      /* NUL-terminated: the spool directory the sidecar ingests, "" if none */
     char message[128];    /* NUL-terminated: with CP_HELLO_REFUSED, why */
+    cp_last_run last_run;
 } cp_hello_reply;
+
+/* crashport_set_enabled's choice, for the watcher to keep with the program's runs. */
+typedef struct cp_setting {
+    cp_header header;
+    uint32_t enabled; /* 0 or 1 */
+    uint32_t reserved;
+} cp_setting;
 
 /*
  * A spool file: what the stub writes when no watcher answers at crash time (the sidecar is
@@ -219,6 +241,7 @@ typedef struct cp_crash {
 #define CP_EXCEPTION_MESSAGE_BYTES 1024u
 #define CP_ERROR_TYPE_BYTES 128u
 #define CP_ERROR_MESSAGE_BYTES 1024u
+#define CP_RELEASE_BYTES 128u
 
 /* Flags of a slot. */
 #define CP_SLOT_USED 0x1u
@@ -273,6 +296,11 @@ typedef struct cp_app_area {
     uint32_t error_flags;    /* CP_SLOT_* */
     char error_type[CP_ERROR_TYPE_BYTES];
     char error_message[CP_ERROR_MESSAGE_BYTES];
+    /* The launch window (crashport_launch_completed): a crash before it ends is a launch crash. */
+    uint64_t install_time_ns;  /* CLOCK_REALTIME at crashport_install */
+    uint32_t launch_ms;        /* CRASHPORT_LAUNCH_MS (default 5000); 0: until launch_completed */
+    uint32_t launch_completed; /* 1 once crashport_launch_completed() was called */
+    char release[CP_RELEASE_BYTES]; /* CRASHPORT_RELEASE at install, "" if unset */
 } cp_app_area;
 
 /* Verdict values. */
@@ -294,7 +322,9 @@ typedef struct cp_heartbeat {
 #ifndef __cplusplus
 _Static_assert(sizeof(cp_header) == 16, "cp_header is 16 bytes");
 _Static_assert(sizeof(cp_hello) == 80, "cp_hello is 80 bytes");
-_Static_assert(sizeof(cp_hello_reply) == 408, "cp_hello_reply is 408 bytes");
+_Static_assert(sizeof(cp_last_run) == 88, "cp_last_run is 88 bytes");
+_Static_assert(sizeof(cp_hello_reply) == 496, "cp_hello_reply is 496 bytes");
+_Static_assert(sizeof(cp_setting) == 24, "cp_setting is 24 bytes");
 _Static_assert(sizeof(cp_spool_header) == 32, "cp_spool_header is 32 bytes");
 _Static_assert(sizeof(cp_action) == 32, "cp_action is 32 bytes");
 _Static_assert(__builtin_offsetof(cp_crash, regs) == 88, "regs at 88");
@@ -311,7 +341,7 @@ _Static_assert(sizeof(cp_annotation) == 1096, "cp_annotation is 1096 bytes");
 _Static_assert(sizeof(cp_breadcrumb) == 312, "cp_breadcrumb is 312 bytes");
 _Static_assert(sizeof(cp_attachment) == 1032, "cp_attachment is 1032 bytes");
 _Static_assert(__builtin_offsetof(cp_app_area, annotations) == 32, "annotations at 32");
-_Static_assert(sizeof(cp_app_area) == 32 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024,
+_Static_assert(sizeof(cp_app_area) == 32 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128,
                "cp_app_area is packed");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");

@@ -149,6 +149,39 @@ __attribute__((visibility("default"))) int crashport_detach_file(const char *pat
  */
 __attribute__((visibility("default"))) int crashport_report_error(const char *type, const char *message);
 
+/*
+ * The previous run of this program (same executable path and build-id), as the watcher keeps it
+ * in its reports directory (Bugsnag's lastRunInfo, App Center's hasCrashedInLastSession):
+ * whether it crashed, whether during its launch, and how many runs in a row crashed during
+ * launch. A crash during launch adds one to the count; a crash after launch keeps it; a run that
+ * ends without crashing sets it to 0. Known at install, before main: a program can pick a safe
+ * mode on its first line.
+ */
+typedef struct crashport_last_run_info {
+    int crashed;
+    int crashed_during_launch;
+    int consecutive_launch_crashes;
+    char report_id[64]; /* NUL-terminated: the crash's report id (crashport show ID), "" if none */
+} crashport_last_run_info;
+
+/* Fills `info`. Returns 0, -ENOENT when no previous run is on record (info zeroed), -ENOTCONN when
+ * crashport is not installed, -EINVAL for NULL. No system call. */
+__attribute__((visibility("default"))) int crashport_last_run(crashport_last_run_info *info);
+
+/* Ends the launch window now. The window is CRASHPORT_LAUNCH_MS after install (default 5000; 0:
+ * until this call); a crash inside it is a launch crash. No system call. */
+__attribute__((visibility("default"))) void crashport_launch_completed(void);
+
+/* Turns crash reporting off (0) or on for this program, now and, through the watcher, for its
+ * next runs. Disabled, a crash goes straight down the chain of handlers as if crashport were not
+ * installed, no report is written, and crashport_report_error returns -ECANCELED. Returns 0, or
+ * -ENOTCONN / -errno when the choice could not be sent to the watcher (it still holds for this
+ * run). Makes one system call (send, non-blocking). */
+__attribute__((visibility("default"))) int crashport_set_enabled(int enabled);
+
+/* 1 when crashport is installed and enabled, else 0. No system call. */
+__attribute__((visibility("default"))) int crashport_is_enabled(void);
+
 #ifdef __cplusplus
 }
 #endif

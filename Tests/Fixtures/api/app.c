@@ -10,6 +10,9 @@
  *   error         reports a handled error from parse_config, then 50 threads report at once
  *                 (the rate limit lets 9 more through), then one from a signal handler;
  *                 prints each outcome and exits 0
+ *   run HOW       prints what crashport_last_run says, then: "crash" (during launch), "late"
+ *                 (crashport_launch_completed, then crash), "clean" (exit 0), "disable"
+ *                 (crashport_set_enabled(0), then crash), "enable" (turn it back on, exit 0)
  */
 #define _GNU_SOURCE
 #include <crashport.h>
@@ -142,6 +145,23 @@ int main(int argc, char **argv)
         raise(SIGUSR1);
         printf("handler %d\n", from_handler);
         return 0;
+    } else if (strcmp(mode, "run") == 0 && argc > 2) {
+        crashport_last_run_info last;
+        int known = crashport_last_run(&last);
+        printf("last_run %d crashed %d during_launch %d consecutive %d report %s enabled %d\n", known, last.crashed,
+               last.crashed_during_launch, last.consecutive_launch_crashes, last.report_id[0] ? last.report_id : "-",
+               crashport_is_enabled());
+        fflush(stdout);
+        const char *how = argv[2];
+        if (strcmp(how, "clean") == 0) return 0;
+        if (strcmp(how, "late") == 0) crashport_launch_completed();
+        if (strcmp(how, "disable") == 0) printf("disabled %d\n", crashport_set_enabled(0));
+        if (strcmp(how, "enable") == 0) {
+            printf("enabled %d\n", crashport_set_enabled(1));
+            return 0;
+        }
+        fflush(stdout);
+        crash_after_telling();
     } else if (strcmp(mode, "doublefree") == 0) {
         char *volatile block = malloc(16);
         free(block);

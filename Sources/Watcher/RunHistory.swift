@@ -1,0 +1,311 @@
+// RunHistory: what a reports directory remembers of each program's runs, for the stub's
+// crashport_last_run (the previous run, and launch-crash loops) and for `crashport stats`
+// (sessions, in Sentry's session model: started, duration, status, errors, release).
+//
+// A program is its executable's path and build-id. Two files beside the reports, written with
+// the reports' owner's filesystem ids (as ReportStore writes reports):
+//   .crashport-runs.json       every program's last run, launch-crash count and enabled state,
+//                              rewritten whole (temporary file, fsync, rename) under
+//   .crashport-runs.lock       an flock, so two watchers sharing the directory never lose an
+//                              update;
+//   .crashport-sessions.jsonl  one line per ended run, appended; past 10,000 lines the newest
+//                              5,000 are kept.
+// Both are read as hostile (a user may write their own directory): a file that does not decode
+// is set aside as if empty, with a note, never trusted and never a crash.
+//
+// Semantics as Bugsnag's lastRunInfo: a crash during launch adds one to the count; a crash
+// after launch keeps it; a run that ends without a crash sets it to 0. A run killed without a
+// crash report (SIGKILL, the OOM killer) keeps it too: crashport could not tell when it died.
+
+import Foundation
+import ReportModel
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct ProgramRuns: Codable, Sendable, Equatable {
+    public var executable: String
+    public var buildID: String?
+    public var consecutiveLaunchCrashes: Int = 0
+    public var lastCrashed: Bool = false
+    public var lastCrashedDuringLaunch: Bool = false
+    public var lastReportID: String?
+    public var lastEnded: String?
+    public var disabled: Bool = false
+
+    enum CodingKeys: String, CodingKey {
+        case executable
+        case buildID = "build_id"
+        case consecutiveLaunchCrashes = "consecutive_launch_crashes"
+        case lastCrashed = "last_crashed"
+        case lastCrashedDuringLaunch = "last_crashed_during_launch"
+        case lastReportID = "last_report_id"
+        case lastEnded = "last_ended"
+        case disabled
+    }
+}
+
+/// One run, as Sentry models a session.
+public struct SessionRecord: Codable, Sendable, Equatable {
+    public enum Status: String, Codable, Sendable {
+        /// Ended without a crash (whatever its exit code).
+        case exited
+        case crashed
+        /// Killed without a crash report: SIGKILL, the OOM killer.
+        case abnormal
+    }
+
+    public var sid: String
+    public var executable: String
+    public var buildID: String?
+    public var release: String?
+    public var pid: Int32?
+    public var started: String
+    /// Seconds.
+    public var duration: Double
+    public var status: Status
+    /// Handled errors reported during the run.
+    public var errors: Int
+    public var crashedDuringLaunch: Bool?
+    public var reportID: String?
+
+    public init(
+        executable: String, buildID: String?, release: String?, pid: Int32?, started: Date, ended: Date,
+        status: Status, errors: Int, crashedDuringLaunch: Bool?, reportID: String?
+    ) {
+        sid = UUID().uuidString.lowercased()
+        self.executable = executable
+        self.buildID = buildID
+        self.release = release
+        self.pid = pid
+        self.started = Event.timestamp(started)
+        duration = max(0, ended.timeIntervalSince(started))
+        self.status = status
+        self.errors = errors
+        self.crashedDuringLaunch = crashedDuringLaunch
+        self.reportID = reportID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case sid, executable
+        case buildID = "build_id"
+        case release, pid, started, duration, status, errors
+        case crashedDuringLaunch = "crashed_during_launch"
+        case reportID = "report_id"
+    }
+}
+
+public struct RunHistory: Sendable {
+    public let store: ReportStore
+    static let runsName = ".crashport-runs.json"
+    static let lockName = ".crashport-runs.lock"
+    static let sessionsName = ".crashport-sessions.jsonl"
+    /// The names this keeps in a reports directory (ReportStore does not count them as foreign).
+    public static let fileNames: Set<String> = [runsName, lockName, sessionsName, runsName + ".tmp"]
+    static let sessionCap = 10_000
+    static let maximumFileSize = 64 << 20
+
+    public init(store: ReportStore) {
+        self.store = store
+    }
+
+    struct State: Codable {
+        var version = 1
+        var programs: [ProgramRuns] = []
+    }
+
+    /// The program's record, nil when none of its runs is on record.
+    public func program(executable: String, buildID: String?) -> ProgramRuns? {
+        (try? store.asOwner { Self.read(root: store.root) })?.programs.first {
+            $0.executable == executable && $0.buildID == buildID
+        }
+    }
+
+    /// What the stub's crashport_last_run answers.
+    public func lastRun(executable: String, buildID: String?) -> LastRunInfo {
+        var info = LastRunInfo()
+        guard let known = program(executable: executable, buildID: buildID) else { return info }
+        info.known = true
+        info.crashed = known.lastCrashed
+        info.crashedDuringLaunch = known.lastCrashedDuringLaunch
+        info.consecutiveLaunchCrashes = UInt32(clamping: known.consecutiveLaunchCrashes)
+        info.disabled = known.disabled
+        info.reportID = known.lastReportID.flatMap { ReportStore.isReportIDShape($0) ? $0 : nil }
+        return info
+    }
+
+    /// A run ended: the program's record moves on, and the session is kept.
+    public func ended(_ session: SessionRecord) {
+        _ = try? store.asOwner {
+            try store.prepare()
+            try Self.locked(root: store.root) {
+                var state = Self.read(root: store.root)
+                var record =
+                    state.programs.first { $0.executable == session.executable && $0.buildID == session.buildID }
+                    ?? ProgramRuns(executable: session.executable, buildID: session.buildID)
+                switch session.status {
+                case .crashed:
+                    if session.crashedDuringLaunch == true { record.consecutiveLaunchCrashes += 1 }
+                    record.lastCrashed = true
+                    record.lastCrashedDuringLaunch = session.crashedDuringLaunch == true
+                    record.lastReportID = session.reportID
+                case .exited:
+                    record.consecutiveLaunchCrashes = 0
+                    record.lastCrashed = false
+                    record.lastCrashedDuringLaunch = false
+                    record.lastReportID = nil
+                case .abnormal:
+                    record.lastCrashed = false
+                    record.lastCrashedDuringLaunch = false
+                    record.lastReportID = nil
+                }
+                record.lastEnded = Event.timestamp()
+                state.programs.removeAll { $0.executable == session.executable && $0.buildID == session.buildID }
+                state.programs.append(record)
+                try Self.write(state, root: store.root)
+                try Self.append(session, root: store.root)
+            }
+        }
+    }
+
+    /// crashport_set_enabled, kept for the program's next runs.
+    public func setEnabled(_ enabled: Bool, executable: String, buildID: String?) {
+        _ = try? store.asOwner {
+            try store.prepare()
+            try Self.locked(root: store.root) {
+                var state = Self.read(root: store.root)
+                var record =
+                    state.programs.first { $0.executable == executable && $0.buildID == buildID }
+                    ?? ProgramRuns(executable: executable, buildID: buildID)
+                record.disabled = !enabled
+                state.programs.removeAll { $0.executable == executable && $0.buildID == buildID }
+                state.programs.append(record)
+                try Self.write(state, root: store.root)
+            }
+        }
+    }
+
+    /// Every kept session, oldest first (lines that do not decode are skipped).
+    public func sessions() -> [SessionRecord] {
+        (try? store.asOwner { Self.readSessions(root: store.root) }) ?? []
+    }
+
+    public func programs() -> [ProgramRuns] {
+        (try? store.asOwner { Self.read(root: store.root) })?.programs ?? []
+    }
+
+    // MARK: - Files
+
+    static func contents(_ path: String) -> Data? {
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= maximumFileSize else {
+            return nil
+        }
+        return FileManager.default.contents(atPath: path)
+    }
+
+    static func read(root: String) -> State {
+        guard let data = contents(root + "/" + runsName), let state = try? JSONDecoder().decode(State.self, from: data),
+            state.version == 1
+        else { return State() }
+        return state
+    }
+
+    static func readSessions(root: String) -> [SessionRecord] {
+        guard let data = contents(root + "/" + sessionsName) else { return [] }
+        let decoder = JSONDecoder()
+        return data.split(separator: UInt8(ascii: "\n")).compactMap { try? decoder.decode(SessionRecord.self, from: Data($0)) }
+    }
+
+    static func write(_ state: State, root: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let temporary = root + "/" + runsName + ".tmp"
+        unlink(temporary)
+        try ReportStore.writeFile(temporary, Array(try encoder.encode(state)))
+        guard rename(temporary, root + "/" + runsName) == 0 else {
+            throw StoreError.system(call: "rename", path: root + "/" + runsName, errno: errno)
+        }
+    }
+
+    static func append(_ session: SessionRecord, root: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let line = Array(try encoder.encode(session)) + [UInt8(ascii: "\n")]
+        let path = root + "/" + sessionsName
+        var kept = readSessions(root: root)
+        if kept.count >= sessionCap {
+            kept = Array(kept.suffix(sessionCap / 2))
+            let all = try kept.flatMap { Array(try encoder.encode($0)) + [UInt8(ascii: "\n")] } + line
+            let temporary = path + ".tmp"
+            unlink(temporary)
+            try ReportStore.writeFile(temporary, all)
+            guard rename(temporary, path) == 0 else { throw StoreError.system(call: "rename", path: path, errno: errno) }
+            return
+        }
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        let written = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        guard written == line.count else { throw StoreError.system(call: "write", path: path, errno: errno) }
+    }
+
+    /// Runs `body` holding the directory's lock (flock, released when the descriptor closes).
+    static func locked<T>(root: String, _ body: () throws -> T) throws -> T {
+        let path = root + "/" + lockName
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { throw StoreError.system(call: "flock", path: path, errno: errno) }
+        }
+        return try body()
+    }
+}
+
+/// `crashport stats`: sessions per program and release.
+public struct RunStatistics: Sendable, Equatable {
+    public var executable: String
+    public var release: String?
+    public var launches = 0
+    public var crashes = 0
+    public var launchCrashes = 0
+    public var abnormal = 0
+    /// Sessions that reported at least one handled error.
+    public var errored = 0
+    /// Launch crashes in a row now (the program's record, whatever the release).
+    public var consecutiveLaunchCrashes = 0
+
+    /// Sessions that ended without a crash, in percent (Sentry's crash-free sessions).
+    public var crashFreePercent: Double {
+        launches == 0 ? 100 : Double(launches - crashes) * 100 / Double(launches)
+    }
+
+    /// One row per program and release, programs in path order, releases in order of first
+    /// appearance; `program` (a real path) keeps only that program.
+    public static func of(_ history: RunHistory, program: String? = nil) -> [RunStatistics] {
+        let programs = history.programs()
+        var rows: [RunStatistics] = []
+        for session in history.sessions() where program == nil || session.executable == program {
+            var index = rows.firstIndex { $0.executable == session.executable && $0.release == session.release }
+            if index == nil {
+                var row = RunStatistics(executable: session.executable, release: session.release)
+                row.consecutiveLaunchCrashes =
+                    programs.filter { $0.executable == session.executable }.map(\.consecutiveLaunchCrashes).max() ?? 0
+                rows.append(row)
+                index = rows.count - 1
+            }
+            rows[index!].launches += 1
+            switch session.status {
+            case .crashed:
+                rows[index!].crashes += 1
+                if session.crashedDuringLaunch == true { rows[index!].launchCrashes += 1 }
+            case .abnormal: rows[index!].abnormal += 1
+            case .exited: break
+            }
+            if session.errors > 0 { rows[index!].errored += 1 }
+        }
+        return rows.enumerated().sorted { ($0.element.executable, $0.offset) < ($1.element.executable, $1.offset) }.map(\.element)
+    }
+}
