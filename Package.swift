@@ -17,6 +17,9 @@ let package = Package(
         .executable(name: "crashport", targets: ["crashport"]),
         // The fuzz targets, for the libFuzzer package in Fuzz/ (built with -sanitize=fuzzer).
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
+        // The app-facing API for Swift programs: a thin layer over the stub's C API, linking
+        // libcrashport (see Sources/CrashPort); examples/swift-api uses it.
+        .library(name: "CrashPort", targets: ["CrashPort"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
@@ -25,6 +28,10 @@ let package = Package(
         // C modules.
         // The wire ABI shared with the stub (header only; protocol.c holds its static checks).
         .target(name: "CCrashPortProtocol", path: "CSupport/protocol"),
+        // The stub's public C API (crashport.h), linking libcrashport: for the CrashPort module only.
+        .systemLibrary(name: "CCrashPort", path: "CSupport/api"),
+        // The app-facing Swift API; not a layer of the watcher, which never links the stub.
+        .target(name: "CrashPort", dependencies: ["CCrashPort"]),
         // Thin C over what Swift cannot call (variadic ptrace, recvmsg control messages,
         // libunwind's macro API and callback table), and crashport_libraries.h: the headers of
         // the other C libraries Swift calls (zlib, liblzma, libiberty, the C++ and Swift

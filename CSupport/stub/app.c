@@ -154,6 +154,28 @@ __attribute__((visibility("default"))) int crashport_annotate(const char *key, c
     return result;
 }
 
+__attribute__((visibility("default"))) int crashport_annotation(const char *key, char *value, size_t size)
+{
+    if (key == NULL || key[0] == '\0' || (value == NULL && size != 0)) return -EINVAL;
+    char stored[CP_ANNOTATION_KEY_BYTES];
+    (void)cp_app_copy(stored, sizeof stored, key);
+    int locked = cp_app_lock();
+    if (locked != 0) return locked;
+    const cp_annotation *slot = cp_app_find(stored);
+    int result = -ENOENT;
+    if (slot != NULL) {
+        size_t length = strnlen(slot->value, sizeof slot->value);
+        if (size > 0) {
+            size_t copied = length < size - 1 ? length : size - 1;
+            memcpy(value, slot->value, copied);
+            value[copied] = '\0';
+        }
+        result = (int)length;
+    }
+    cp_app_unlock();
+    return result;
+}
+
 __attribute__((visibility("default"))) void crashport_breadcrumb(const char *category, const char *message)
 {
     cp_app_ready();

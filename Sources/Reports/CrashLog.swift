@@ -26,11 +26,12 @@ public enum CrashLog {
         if event.kind == .error {
             text =
                 "\(program) (pid \(event.process?.pid.map(String.init) ?? "?")) reported an error: \(escaped(event.reason ?? "error"))"
-            if let function = event.crashedThreadRecord?.frames?.first(where: { $0.function?.hasPrefix("crashport_") == false })?
-                .function
-            {
-                text += " in \(function)"
+            // The first frame that is the program's, not crashport's API (C or Swift).
+            let caller = (event.crashedThreadRecord?.frames ?? []).first { frame in
+                guard let function = frame.function else { return false }
+                return !function.hasPrefix("crashport_") && !function.hasPrefix("static CrashPort.")
             }
+            if let function = caller?.function { text += " in \(function)" }
             return text
         }
         if let signal = event.signal {

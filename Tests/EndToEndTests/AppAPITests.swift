@@ -315,6 +315,44 @@ final class AppAPITests: XCTestCase {
         XCTAssertEqual(try start("clean"), "last_run 0 crashed 0 during_launch 0 consecutive 0 report - enabled 1")
     }
 
+    /// The CrashPort Swift module, from the example package a user copies (examples/swift-api),
+    /// built against this tree's stub: its annotations, breadcrumbs and handled error are in its
+    /// reports, and its next start knows the last run crashed.
+    func testSwiftExamplePackage() throws {
+        let stubDirectory = try (TestSupport.stub() as NSString).deletingLastPathComponent
+        let scratch = fresh("swift-api-build")
+        let built = try TestSupport.run(
+            [
+                "swift", "build", "--package-path", TestSupport.repositoryRoot + "/examples/swift-api", "--scratch-path",
+                scratch, "-Xlinker", "-L", "-Xlinker", stubDirectory, "-Xlinker", "-rpath", "-Xlinker", stubDirectory,
+            ], timeout: 600)
+        XCTAssertEqual(built.status, .exited(0), built.stderr + built.stdout)
+        let ledger = scratch + "/debug/Ledger"
+        let reports = fresh("swift-api-reports")
+        let environment = ["SWIFT_BACKTRACE": "enable=no"]
+        let first = try TestSupport.crashportRun([ledger], reports: reports, environment: environment)
+        XCTAssertEqual(first.result.status, .signaled(SIGILL), first.result.stderr)
+        XCTAssertTrue(first.result.stdout.contains("annotation ledger = 2026-Q4"), first.result.stdout)
+        guard first.reportIDs.count == 2 else { return XCTFail("\(first.reportIDs): \(first.result.stderr)") }
+        let events = try [first.event(0), first.event(1)]
+        let error = try XCTUnwrap(events.first { $0.kind == .error })
+        XCTAssertEqual(
+            error.exception, ExceptionRecord(type: "Ledger.LedgerError", message: "the ledger is unbalanced by 2", handled: true))
+        XCTAssertTrue(
+            first.result.stderr.contains("reported an error: Ledger.LedgerError: the ledger is unbalanced by 2 in Ledger_main"),
+            first.result.stderr)
+        let crash = try XCTUnwrap(events.first { $0.kind == .crash })
+        XCTAssertEqual(crash.annotations, ["user": "alice", "ledger": "2026-Q4"])
+        XCTAssertEqual(crash.breadcrumbs?.map(\.message), ["opened the ledger", "reported the imbalance"])
+        XCTAssertEqual(crash.launch?.crashedDuringLaunch, false)
+        XCTAssertTrue(crash.reason?.hasSuffix("Fatal error: Index out of range") == true, crash.reason ?? "no reason")
+
+        let second = try TestSupport.crashportRun([ledger], reports: reports, environment: environment)
+        XCTAssertTrue(
+            second.result.stdout.contains("last run: crashed true, during launch false, 0 launch crash(es) in a row"),
+            second.result.stdout)
+    }
+
     /// Without crashport installed every call is harmless: the program runs as it would.
     func testEveryCallIsHarmlessWithoutCrashport() throws {
         let result = try TestSupport.run([try program(), "plain"])

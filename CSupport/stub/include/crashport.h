@@ -109,6 +109,14 @@ __attribute__((visibility("default"))) int crashport_install(const crashport_opt
 __attribute__((visibility("default"))) int crashport_annotate(const char *key, const char *value);
 
 /*
+ * The value of annotation `key` (as stored: cut keys match cut), copied into value[size] and
+ * NUL-terminated (cut to fit). Returns the value's full length (like snprintf: a result >= size
+ * means it was cut), -ENOENT when the key is not set, -EINVAL, or as crashport_annotate
+ * -EDEADLK / -EBUSY. No system call (unless contended, as crashport_annotate).
+ */
+__attribute__((visibility("default"))) int crashport_annotation(const char *key, char *value, size_t size);
+
+/*
  * Adds a breadcrumb: a timestamped (CLOCK_REALTIME, read through the vDSO) category and
  * message, kept in a ring of the last 100 and reported oldest first. Categories keep 31 bytes,
  * messages 255 (longer ones are cut and marked). NULL is taken as "". Lock-free: safe from any

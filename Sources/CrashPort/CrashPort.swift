@@ -1,0 +1,142 @@
+// CrashPort: crashport's app-facing API for Swift programs, a thin layer over the stub's C API
+// (CSupport/stub/include/crashport.h, module CCrashPort). The stub does the work, in C, with
+// everything preallocated: nothing here runs in a crash.
+//
+// Link: a program that uses this module links libcrashport (`link "crashport"`): install
+// crashport (`tools/install --prefix DIR`) and build with `-Xlinker -L -Xlinker DIR/lib` (and
+// `-Xlinker -rpath -Xlinker DIR/lib` outside the loader's path), or point LD_LIBRARY_PATH at it.
+
+import CCrashPort
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Tells crashport about the program (annotations, breadcrumbs, attachments, handled errors) and
+/// answers what crashport knows about its last run. Every call is safe from any thread, and a
+/// harmless no-op when crashport is not installed.
+public enum CrashPort {
+    /// How to install: every field nil takes the stub's default (and its environment variables).
+    public struct Options: Sendable, Equatable {
+        /// The sidecar's socket (`crashport watch`); nil: `CRASHPORT_SOCKET`.
+        public var socketPath: String?
+        /// How long a crashing process waits for the watcher; nil: `CRASHPORT_TIMEOUT_MS`, else 10 s.
+        public var timeoutMilliseconds: UInt32?
+        /// Where a crash no watcher answered is written; nil: `CRASHPORT_SPOOL` or the sidecar's.
+        public var spoolPath: String?
+
+        public init(socketPath: String? = nil, timeoutMilliseconds: UInt32? = nil, spoolPath: String? = nil) {
+            self.socketPath = socketPath
+            self.timeoutMilliseconds = timeoutMilliseconds
+            self.spoolPath = spoolPath
+        }
+    }
+
+    /// Why crashport could not do what was asked: the C call's negative errno.
+    public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
+        public var code: Int32
+
+        public var description: String { String(cString: strerror(code)) }
+    }
+
+    /// Installs crashport (idempotent: later calls do nothing). A missing sidecar is not a
+    /// failure: the stub says on stderr what a crash will do instead.
+    public static func start(_ options: Options = Options()) throws(Failure) {
+        var raw = crashport_options(
+            fd: -1, timeout_ms: options.timeoutMilliseconds ?? 0, signals: 0, forward_first: 0, socket_path: nil,
+            spool_path: nil)
+        let result = withOptionalCString(options.socketPath) { socket in
+            withOptionalCString(options.spoolPath) { spool in
+                raw.socket_path = socket
+                raw.spool_path = spool
+                return crashport_install(&raw)
+            }
+        }
+        if result < 0 { throw Failure(code: -result) }
+    }
+
+    /// The previous run of this program (same executable and build-id), as crashport keeps it.
+    public struct LastRun: Sendable, Equatable {
+        public var crashed: Bool
+        public var crashedDuringLaunch: Bool
+        /// Runs in a row that crashed during their launch (0 after a run that did not crash).
+        public var consecutiveLaunchCrashes: Int
+        /// The crash's report (`crashport show ID`), nil when it did not crash.
+        public var reportID: String?
+    }
+
+    /// The last run, nil when none is on record or crashport is not installed. Known from the
+    /// start: a program can choose a safe mode on its first line.
+    public static var lastRun: LastRun? {
+        var info = crashport_last_run_info()
+        guard crashport_last_run(&info) == 0 else { return nil }
+        let id = withUnsafeBytes(of: info.report_id) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return LastRun(
+            crashed: info.crashed != 0, crashedDuringLaunch: info.crashed_during_launch != 0,
+            consecutiveLaunchCrashes: Int(info.consecutive_launch_crashes), reportID: id.isEmpty ? nil : id)
+    }
+
+    /// Ends the launch window (CRASHPORT_LAUNCH_MS after start, 5 s by default): a crash from
+    /// now on is not a launch crash.
+    public static func launchCompleted() {
+        crashport_launch_completed()
+    }
+
+    /// Sets, replaces or (nil) removes an annotation. At most 64 keys of 63 bytes and values of
+    /// 1023 bytes; longer ones are cut and marked in the report. Returns false when it could not
+    /// be stored (64 other keys are set, or an empty key).
+    @discardableResult
+    public static func annotate(_ key: String, _ value: String?) -> Bool {
+        let result = value.map { value in crashport_annotate(key, value) } ?? crashport_annotate(key, nil)
+        return result >= 0
+    }
+
+    /// An annotation's value (nil when not set); setting it is `annotate(_:_:)`.
+    public static subscript(annotation key: String) -> String? {
+        get {
+            var buffer = [CChar](repeating: 0, count: 1024)
+            let length = crashport_annotation(key, &buffer, buffer.count)
+            guard length >= 0 else { return nil }
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        set { annotate(key, newValue) }
+    }
+
+    /// Adds a breadcrumb (the last 100 are in a crash's report, oldest first).
+    public static func breadcrumb(_ message: String, category: String = "default") {
+        crashport_breadcrumb(category, message)
+    }
+
+    /// Names a file to copy into the report if the program crashes (16 files, 7 MiB each).
+    public static func attach(file path: String) throws(Failure) {
+        let result = crashport_attach_file(path)
+        if result < 0 { throw Failure(code: -result) }
+    }
+
+    /// Stops attaching a file.
+    public static func detach(file path: String) throws(Failure) {
+        let result = crashport_detach_file(path)
+        if result < 0 { throw Failure(code: -result) }
+    }
+
+    /// Reports an error the program handled: a report of kind `error` with every thread's
+    /// stack, this thread marked, the error's type name and `String(describing:)`. The program
+    /// is held only for the capture; returns once the watcher has it. Rate-limited (10 in a row,
+    /// then one every 6 s): past it, or without crashport, nothing is sent and it says why.
+    @discardableResult
+    public static func report(_ error: any Error) -> Result<Void, Failure> {
+        let result = crashport_report_error(String(reflecting: type(of: error)), String(describing: error))
+        return result < 0 ? .failure(Failure(code: -result)) : .success(())
+    }
+
+    /// Whether crash reporting is on for this program; setting it is kept for its next runs.
+    public static var isEnabled: Bool {
+        get { crashport_is_enabled() != 0 }
+        set { _ = crashport_set_enabled(newValue ? 1 : 0) }
+    }
+
+    private static func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+        guard let text else { return body(nil) }
+        return text.withCString { body($0) }
+    }
+}

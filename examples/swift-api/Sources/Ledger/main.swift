@@ -1,0 +1,43 @@
+// Ledger: balances a ledger, telling crashport what it is doing, and crashes on a bad one.
+import CrashPort
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum LedgerError: Error, CustomStringConvertible {
+    case unbalanced(by: Int)
+
+    var description: String {
+        switch self {
+        case .unbalanced(let amount): return "the ledger is unbalanced by \(amount)"
+        }
+    }
+}
+
+do {
+    try CrashPort.start()
+} catch {
+    print("crash reporting is off: \(error)")
+}
+// Known from the first line: enter a safe mode after repeated launch crashes.
+if let last = CrashPort.lastRun {
+    print(
+        "last run: crashed \(last.crashed), during launch \(last.crashedDuringLaunch), \(last.consecutiveLaunchCrashes) launch crash(es) in a row"
+    )
+}
+CrashPort.annotate("user", "alice")
+CrashPort[annotation: "ledger"] = "2026-Q4"
+CrashPort.breadcrumb("opened the ledger", category: "io")
+
+let entries = [3, -1] + CommandLine.arguments.dropFirst().compactMap { Int($0) }
+let total = entries.reduce(0, +)
+if total != 0 {
+    CrashPort.report(LedgerError.unbalanced(by: total))
+    CrashPort.breadcrumb("reported the imbalance", category: "ledger")
+}
+CrashPort.launchCompleted()
+print("balanced \(entries.count) entries; annotation ledger = \(CrashPort[annotation: "ledger"] ?? "-")")
+fflush(nil)  // every stream: what was printed survives the crash
+let closing = entries[entries.count + total]  // out of range: the crash crashport reports
+print(closing)
