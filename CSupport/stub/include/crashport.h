@@ -23,6 +23,9 @@
  *   CRASHPORT_TIMEOUT_MS  the verdict wait (default 10000)
  *   CRASHPORT_FORWARD_FIRST  e.g. "SIGSEGV,SIGBUS"
  *   CRASHPORT_INSTALL=manual  the constructor leaves the install to the program
+ *   CRASHPORT_LAUNCH_MS   the launch window (default 5000; 0: until crashport_launch_completed)
+ *   CRASHPORT_RELEASE     the program's release, for sessions and reports
+ *   CRASHPORT_LAST_RUN    set by `crashport run`: the previous run (crashport_last_run)
  */
 #ifndef CRASHPORT_H
 #define CRASHPORT_H
