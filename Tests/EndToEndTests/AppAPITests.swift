@@ -284,6 +284,34 @@ final class AppAPITests: XCTestCase {
         XCTAssertTrue(shown.stdout.contains("crashed: SIGSEGV"), shown.stdout)
     }
 
+    /// A run history that is corrupt, from another version, or a symlink is not trusted: the
+    /// program starts as if nothing were on record, and the next run's history replaces it.
+    func testCorruptRunHistoryIsNotTrusted() throws {
+        let program = try program(in: fresh("corrupt-history"))
+        for (name, content) in [
+            ("garbage", "{\"programs\": [{\"executable\": 7"), ("another version", "{\"version\": 2, \"programs\": []}"),
+        ] {
+            let reports = fresh("corrupt-history-reports")
+            try content.write(toFile: reports + "/.crashport-runs.json", atomically: true, encoding: .utf8)
+            try String(repeating: "not json\n", count: 3).write(
+                toFile: reports + "/.crashport-sessions.jsonl", atomically: true, encoding: .utf8)
+            var (said, run) = try launch("clean", reports: reports, program: program)
+            XCTAssertEqual(run.result.status, .exited(0), "\(name): \(run.result.stderr)")
+            XCTAssertTrue(said.hasPrefix("last_run -2 "), "\(name): \(said)")
+            (said, run) = try launch("clean", reports: reports, program: program)
+            XCTAssertTrue(said.hasPrefix("last_run 0 crashed 0 "), "\(name): rewritten whole: \(said)")
+            let stats = try TestSupport.run([TestSupport.crashport, "stats", "--reports", reports])
+            XCTAssertTrue(stats.stdout.contains("\(program)  -  2  0 (0)  0  0  100.0%  0\n"), "\(name): \(stats.stdout)")
+        }
+        // A symlink in its place is never followed (the sidecar may write as root).
+        let reports = fresh("symlinked-history")
+        let elsewhere = fresh("elsewhere") + "/target"
+        try "{}".write(toFile: elsewhere, atomically: true, encoding: .utf8)
+        XCTAssertEqual(symlink(elsewhere, reports + "/.crashport-sessions.jsonl"), 0)
+        _ = try launch("clean", reports: reports, program: program)
+        XCTAssertEqual(try String(contentsOfFile: elsewhere, encoding: .utf8), "{}", "the link's target is untouched")
+    }
+
     /// Through a sidecar the last run comes in its HELLO reply, and its sessions end when the
     /// connection does (a crash: once the report is written).
     func testLastRunThroughTheSidecar() throws {
