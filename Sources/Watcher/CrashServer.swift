@@ -193,7 +193,7 @@ public final class CrashServer: @unchecked Sendable {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject("a crash record from pid \(senderPID): uid \(sender.uid) is not served here")
             }
-            if record.isError, !errorAllowed(record.pid) {
+            if record.isError, !errorTimes.allows(record.pid) {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject(
                     "an error report from pid \(senderPID): more than \(Self.errorsPerMinute) in a minute from this process")
@@ -205,6 +205,12 @@ public final class CrashServer: @unchecked Sendable {
             }
             let enabled = bytes[Int(MemoryLayout<cp_setting>.offset(of: \cp_setting.enabled)!)]
             guard enabled <= 1 else { return reject("a setting from pid \(senderPID): enabled = \(enabled)") }
+            // Past the limit it is ignored, not rejected: the connection (and the crash it may
+            // carry later) stays.
+            guard settingTimes.allows(senderPID) else {
+                log("ignored a setting from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
+                return nil
+            }
             log("pid \(senderPID) turned crash reporting \(enabled == 1 ? "on" : "off") for its program")
             onSetting(enabled == 1, sender)
         default:
@@ -216,19 +222,30 @@ public final class CrashServer: @unchecked Sendable {
     /// Handled errors one process may have captured per minute (the stub allows 10 in a row, then
     /// one every 6 s: a stub that does not keep to it is cut off here).
     static let errorsPerMinute = 20
-    private let errorTimes = Mutex<[ProcessID: [UInt64]]>([:])
+    /// crashport_set_enabled calls one process may have kept per minute (each writes a file).
+    static let settingsPerMinute = 10
+    private let errorTimes = PerProcessLimit(perMinute: errorsPerMinute)
+    private let settingTimes = PerProcessLimit(perMinute: settingsPerMinute)
 
-    private func errorAllowed(_ pid: ProcessID) -> Bool {
-        let now = monotonicNanoseconds()
-        return errorTimes.withLock { times in
-            if times.count > 4096 { times.removeAll() }
-            let recent = (times[pid] ?? []).filter { now &- $0 < 60_000_000_000 }
-            guard recent.count < Self.errorsPerMinute else {
-                times[pid] = recent
-                return false
+    /// At most `perMinute` events per process in any minute; forgets everything past 4,096 processes.
+    final class PerProcessLimit: Sendable {
+        let perMinute: Int
+        private let times = Mutex<[ProcessID: [UInt64]]>([:])
+
+        init(perMinute: Int) { self.perMinute = perMinute }
+
+        func allows(_ pid: ProcessID) -> Bool {
+            let now = monotonicNanoseconds()
+            return times.withLock { times in
+                if times.count > 4096 { times.removeAll() }
+                let recent = (times[pid] ?? []).filter { now &- $0 < 60_000_000_000 }
+                guard recent.count < perMinute else {
+                    times[pid] = recent
+                    return false
+                }
+                times[pid] = recent + [now]
+                return true
             }
-            times[pid] = recent + [now]
-            return true
         }
     }
 
