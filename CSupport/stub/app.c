@@ -1,14 +1,17 @@
 /*
- * app.c: what the program tells crashport about itself: annotations, breadcrumbs and files to
- * attach (crashport.h documents each call). Everything lives in cp_app (the cp_app_area of
- * crashport_protocol.h, static memory defined in handler.c), which the watcher reads out of the
- * crashed process; nothing here allocates, and nothing is shared with the crash path but that
- * memory, so a crash in the middle of any of these calls still gets reported (the slot being
- * written is skipped).
+ * app.c: what the program tells crashport about itself, and what crashport tells it: annotations,
+ * breadcrumbs and files to attach, handled errors, the runtimes' abort messages, the last run
+ * and the launch window, enabling and disabling (crashport.h documents each call). The program's
+ * words live in cp_app (the cp_app_area of crashport_protocol.h, static memory defined in
+ * handler.c), which the watcher reads out of the crashed process; nothing is shared with the
+ * crash path but that memory, so a crash in the middle of any of these calls still gets
+ * reported (the slot being written is skipped). Nothing here allocates, except the
+ * std::terminate handler, which runs in the program's own terminate path (demangling the type).
  *
  * Not signal context: these are the program's own calls, on any thread. Annotations and
  * attachments take a spin flag among themselves (never held across a system call, never taken
- * by the crash path) so that a key has one slot; breadcrumbs take none.
+ * by the crash path) so that a key has one slot; breadcrumbs take none; handled errors go one at
+ * a time under an error-checking mutex.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
