@@ -32,9 +32,10 @@
 #include "forward.h"
 #include "stub_state.h"
 
-/* Spins before a contended writer starts yielding, and yields before it gives up (-EBUSY). */
+/* Spins before a contended writer starts yielding, and how long it yields before it gives up
+ * (-EBUSY: the holder was stopped, or starved it that long). */
 #define CP_APP_SPINS 1024u
-#define CP_APP_YIELDS 100000u
+#define CP_APP_WAIT_NS 1000000000ull
 
 /* Marks the area in use: the watcher ignores an area without its magic. Idempotent, so that a
  * call from another library's constructor, before crashport's own, works too. */
@@ -61,7 +62,8 @@ static void cp_app_relax(void)
 static int cp_app_lock(void)
 {
     uint64_t self = (uint64_t)pthread_self();
-    for (uint32_t attempt = 0; attempt < CP_APP_SPINS + CP_APP_YIELDS; attempt++) {
+    uint64_t give_up = 0;
+    for (uint32_t attempt = 0;; attempt++) {
         uint32_t expected = 0;
         if (__atomic_compare_exchange_n(&cp_app.writer, &expected, 1u, false, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED)) {
@@ -71,11 +73,15 @@ static int cp_app_lock(void)
         if (__atomic_load_n(&cp_app.writer_thread, __ATOMIC_RELAXED) == self) return -EDEADLK;
         if (attempt < CP_APP_SPINS) {
             cp_app_relax();
-        } else {
-            sched_yield();
+            continue;
         }
+        struct timespec now = {0, 0};
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t now_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+        if (give_up == 0) give_up = now_ns + CP_APP_WAIT_NS;
+        if (now_ns >= give_up) return -EBUSY;
+        sched_yield();
     }
-    return -EBUSY;
 }
 
 static void cp_app_unlock(void)

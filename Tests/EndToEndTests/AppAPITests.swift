@@ -122,7 +122,13 @@ final class AppAPITests: XCTestCase {
         XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
         let event = try run.event()
         let annotations = try XCTUnwrap(event.annotations)
-        XCTAssertGreaterThan(annotations.count, 40, "\(annotations.keys.sorted())")
+        // Slots a thread was writing when the process stopped are left out, and the notes say so.
+        XCTAssertFalse(run.result.stdout.contains("annotate failed"), run.result.stdout)
+        if annotations.count < 50 {
+            XCTAssertTrue(
+                event.notes?.contains { $0.contains("were being written when the process stopped") } == true,
+                "\(event.notes ?? [])")
+        }
         for (key, value) in annotations {
             XCTAssertTrue(key.hasPrefix("t") && value.hasPrefix(key + ":"), "\(key) = \(value)")
             XCTAssertNotNil(UInt(value.dropFirst(key.count + 1)), "\(key) = \(value)")

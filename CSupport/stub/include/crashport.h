@@ -105,7 +105,7 @@ __attribute__((visibility("default"))) int crashport_install(const crashport_opt
  * Returns 0, CRASHPORT_TRUNCATED when it stored a cut key or value, -EINVAL for a NULL or empty
  * key, -ENOSPC when 64 other keys are set, -EDEADLK when called from a signal handler that
  * interrupted this thread's own crashport_annotate or crashport_attach_file, and -EBUSY when
- * another thread holds the annotations past every retry (it was stopped mid-call). Thread-safe;
+ * other threads kept the annotations for a whole second (one was stopped mid-call). Thread-safe;
  * concurrent writers spin briefly on a flag of their own (never the crash path's), and only when
  * another thread is writing at that very moment do they yield (sched_yield, a system call).
  */

@@ -111,8 +111,9 @@ static void *keep_telling(void *argument)
     snprintf(key, sizeof key, "t%d", number);
     for (unsigned long round = 0;; round++) {
         snprintf(value, sizeof value, "t%d:%lu", number, round);
-        crashport_annotate(key, value);
+        if (crashport_annotate(key, value) < 0) (void)!write(1, "annotate failed\n", 16); /* unbuffered: the crash follows */
         crashport_breadcrumb(key, value);
+        if (round % 64 == 0) usleep(100); /* a busy program, not one that only annotates */
     }
     return NULL;
 }
