@@ -106,6 +106,8 @@ public struct Event: Codable, Sendable, Equatable {
     public var launch: LaunchRecord?
     /// The program's release: the "release" annotation, else CRASHPORT_RELEASE at install.
     public var release: String?
+    /// The session (run) this report belongs to: its `sid` in the reports' session log.
+    public var session: String?
 
     public init() {}
 
@@ -118,7 +120,7 @@ public struct Event: Codable, Sendable, Equatable {
         case capturedFrom = "captured_from"
         case annotations
         case annotationsTruncated = "annotations_truncated"
-        case breadcrumbs, attachments, exception, reason, launch, release
+        case breadcrumbs, attachments, exception, reason, launch, release, session
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.

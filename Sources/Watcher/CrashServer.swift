@@ -68,6 +68,8 @@ public final class CrashServer: @unchecked Sendable {
     public var onSetting: (Bool, Sender) -> Void = { _, _ in }
     /// Called (on the writing thread) after each report is written, with its store.
     public var onReport: (@Sendable (WrittenReport, ReportStore) -> Void)?
+    /// The session a process's reports belong to (on the writing thread), nil if none.
+    public var sessionID: (@Sendable (ProcessID) -> String?)?
     /// Called (on the writing thread) when a captured crash's report cannot be written, with
     /// the record as received: the sidecar spools it rather than lose it.
     public var unwritable: (@Sendable (Capture, [UInt8], Error, ReportStore) -> Void)?
@@ -354,6 +356,7 @@ public final class CrashServer: @unchecked Sendable {
         let buildStarted = monotonicNanoseconds()
         var event = ReportBuilder.event(for: capture, id: id, timestamp: Event.timestamp())
         event.capturedFrom = capturedFrom
+        event.session = sessionID?(record.pid)
         let built = monotonicNanoseconds() - buildStarted
         if record.otherCrashes > 0 {
             event.notes =

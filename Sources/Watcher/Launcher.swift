@@ -163,6 +163,7 @@ public struct Launcher {
         // crashport_set_enabled(0), kept from an earlier run or said during this one: no report.
         let disabled = Mutex(lastRun.disabled)
         let started = Date()
+        let session = SessionRecord.newID()
         let spawned = spawn(executable, environment: environment, signalMask: &original)
         close(theirs)
         let child = try spawned.get()
@@ -170,6 +171,7 @@ public struct Launcher {
         let oomBefore = Self.oomKills()
         let server = CrashServer(socket: ours, store: store, options: options)
         server.log = log
+        server.sessionID = { pid in pid == ProcessID(child) ? session : nil }
         server.onSetting = { enabled, sender in
             let key = sender.pid == ProcessID(child) ? runKey : Self.programKey(pid: sender.pid)
             if sender.pid == ProcessID(child) { disabled.withLock { $0 = !enabled } }
@@ -191,7 +193,7 @@ public struct Launcher {
         let killed = mine.first { $0.event.kind == .termination }
         history.ended(
             SessionRecord(
-                executable: runKey.executable, buildID: runKey.buildID,
+                sid: session, executable: runKey.executable, buildID: runKey.buildID,
                 release: crash?.event.release ?? environment["CRASHPORT_RELEASE"], pid: child, started: started,
                 ended: Date(),
                 status: crash != nil

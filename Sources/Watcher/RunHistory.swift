@@ -70,11 +70,14 @@ public struct SessionRecord: Codable, Sendable, Equatable {
     public var crashedDuringLaunch: Bool?
     public var reportID: String?
 
+    /// A new session id.
+    public static func newID() -> String { UUID().uuidString.lowercased() }
+
     public init(
-        executable: String, buildID: String?, release: String?, pid: Int32?, started: Date, ended: Date,
-        status: Status, errors: Int, crashedDuringLaunch: Bool?, reportID: String?
+        sid: String = SessionRecord.newID(), executable: String, buildID: String?, release: String?, pid: Int32?,
+        started: Date, ended: Date, status: Status, errors: Int, crashedDuringLaunch: Bool?, reportID: String?
     ) {
-        sid = UUID().uuidString.lowercased()
+        self.sid = sid
         self.executable = executable
         self.buildID = buildID
         self.release = release

@@ -57,6 +57,7 @@ public final class Sidecar {
     }
 
     struct ClientSession: Sendable {
+        var sid = SessionRecord.newID()
         var executable: String
         var buildID: String?
         var release: String?
@@ -71,7 +72,7 @@ public final class Sidecar {
             -> SessionRecord
         {
             SessionRecord(
-                executable: executable, buildID: buildID, release: release ?? self.release, pid: pid.rawValue,
+                sid: sid, executable: executable, buildID: buildID, release: release ?? self.release, pid: pid.rawValue,
                 started: started, ended: Date(), status: status, errors: errors, crashedDuringLaunch: crashedDuringLaunch,
                 reportID: reportID)
         }
@@ -83,6 +84,12 @@ public final class Sidecar {
 
     final class PendingSessions: Sendable {
         private let sessions = Mutex<[ProcessID: ClientSession]>([:])
+        /// Every connected client's session id, for its reports (read on the writing threads).
+        private let ids = Mutex<[ProcessID: String]>([:])
+
+        func started(_ session: ClientSession) { ids.withLock { $0[session.pid] = session.sid } }
+        func ended(_ pid: ProcessID) { ids.withLock { _ = $0.removeValue(forKey: pid) } }
+        func id(of pid: ProcessID) -> String? { ids.withLock { $0[pid] } }
 
         func keep(_ session: ClientSession) {
             sessions.withLock { pending in
@@ -91,7 +98,10 @@ public final class Sidecar {
             }
         }
 
-        func take(_ pid: ProcessID) -> ClientSession? { sessions.withLock { $0.removeValue(forKey: pid) } }
+        func take(_ pid: ProcessID) -> ClientSession? {
+            ended(pid)
+            return sessions.withLock { $0.removeValue(forKey: pid) }
+        }
     }
 
     public init(configuration: SidecarConfiguration) {
@@ -355,6 +365,7 @@ public final class Sidecar {
 
     func drop(_ fd: Int32) {
         if let session = clients[fd]?.session {
+            crashedSessions.ended(session.pid)
             RunHistory(store: session.store).ended(session.record(status: .exited))
         }
         clients[fd] = nil
@@ -389,9 +400,11 @@ public final class Sidecar {
             {
                 let buildID = BuildID(hello.buildID)?.hex
                 lastRun = RunHistory(store: store).lastRun(executable: executable, buildID: buildID)
-                clients[currentClient]?.session = ClientSession(
+                let session = ClientSession(
                     executable: executable, buildID: buildID, release: Self.release(of: sender.pid), pid: sender.pid,
                     started: Date(), store: store)
+                clients[currentClient]?.session = session
+                crashedSessions.started(session)
             }
             let reply = HelloReplyMessage.encode(
                 accepted: true, spool: configuration.spoolDirectory, message: "", lastRun: lastRun)
@@ -404,6 +417,7 @@ public final class Sidecar {
             let buildID = session?.buildID ?? (try? ELFFile(path: "/proc/\(sender.pid)/exe"))?.buildID?.hex
             RunHistory(store: store).setEnabled(enabled, executable: executable, buildID: buildID)
         }
+        server.sessionID = { [crashedSessions] pid in crashedSessions.id(of: pid) }
         server.onReport = { [crashedSessions] report, _ in
             guard let pid = report.event.process?.pid, report.event.kind == .crash,
                 let session = crashedSessions.take(pid)

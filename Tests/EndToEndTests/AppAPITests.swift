@@ -245,6 +245,13 @@ final class AppAPITests: XCTestCase {
         let first = try run.event()
         XCTAssertEqual(first.launch?.crashedDuringLaunch, true)
         XCTAssertEqual(first.release, "app@1.0")
+        // The report names its session, and the session its report.
+        let sessions = try String(contentsOfFile: reports + "/.crashport-sessions.jsonl", encoding: .utf8)
+        let line = try XCTUnwrap(sessions.split(separator: "\n").first { $0.contains(run.reportIDs[0]) })
+        let session = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        XCTAssertEqual(session["sid"] as? String, try XCTUnwrap(first.session))
+        XCTAssertEqual(session["status"] as? String, "crashed")
+        XCTAssertEqual(session["release"] as? String, "app@1.0")
         var previous = run.reportIDs[0]
         for count in 1...2 {
             (said, run) = try launch("crash", reports: reports, program: program, environment: release)
@@ -334,6 +341,7 @@ final class AppAPITests: XCTestCase {
         let events = try sidecar.waitForReports(1)
         let id = sidecar.reportIDs()[0]
         XCTAssertEqual(events[0].launch?.crashedDuringLaunch, true)
+        XCTAssertNotNil(events[0].session, "the sidecar's report names its session")
         // The session ends once the report is written: wait for the history to say so.
         try waitUntil("the crashed session is on record", timeout: 30) {
             let listed = try TestSupport.run(
