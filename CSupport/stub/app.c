@@ -151,6 +151,8 @@ __attribute__((visibility("default"))) int crashport_annotate(const char *key, c
         if (slot == NULL) {
             result = -ENOSPC;
         } else {
+            uint32_t used = (uint32_t)(slot - cp_app.annotations) + 1;
+            if (used > cp_app.annotations_used) __atomic_store_n(&cp_app.annotations_used, used, __ATOMIC_RELEASE);
             cp_app_begin(&slot->sequence);
             memcpy(slot->key, stored, sizeof stored);
             bool value_cut = cp_app_copy(slot->value, sizeof slot->value, value);
@@ -247,6 +249,8 @@ __attribute__((visibility("default"))) int crashport_attach_file(const char *pat
         if (slot == NULL) {
             result = -ENOSPC;
         } else {
+            uint32_t used = (uint32_t)(slot - cp_app.attachments) + 1;
+            if (used > cp_app.attachments_used) __atomic_store_n(&cp_app.attachments_used, used, __ATOMIC_RELEASE);
             cp_app_begin(&slot->sequence);
             memcpy(slot->path, absolute, strlen(absolute) + 1);
             slot->flags = CP_SLOT_USED;

@@ -193,16 +193,23 @@ public enum CaptureSession {
             suspendedNanoseconds: 0, heldNanoseconds: 0)
     }
 
-    /// The process's cp_app_area: its header first, and the whole area only when the program
-    /// used it (most never do: 32 bytes read instead of 124 KB).
+    /// The process's cp_app_area: its header first, then only the slots its high-water marks
+    /// say were ever used and its tail (a program that never annotates costs 2.6 KB read, not
+    /// 120 KB), laid into a zeroed area of the full size.
     static func readAppArea(at address: UInt64, memory: ProcessMemory, notes: inout [String]) -> [UInt8]? {
-        guard address != 0, AppArea.inUse(header: memory.bytes(at: address, count: AppArea.headerSize)) else { return nil }
-        let bytes = memory.bytes(at: address, count: AppArea.size)
-        guard bytes.count == AppArea.size else {
-            notes.append(
-                "the program's annotation area at \(HexAddress(address)) could not be read whole (\(bytes.count) of \(AppArea.size) bytes)"
-            )
-            return nil
+        guard address != 0 else { return nil }
+        let header = memory.bytes(at: address, count: AppArea.headerSize)
+        guard AppArea.inUse(header: header) else { return nil }
+        var bytes = [UInt8](repeating: 0, count: AppArea.size)
+        for range in AppArea.rangesToRead(header: header) {
+            let part = memory.bytes(at: address &+ UInt64(range.lowerBound), count: range.count)
+            guard part.count == range.count else {
+                notes.append(
+                    "the program's annotation area at \(HexAddress(address)) could not be read whole (\(part.count) of \(range.count) bytes at offset \(range.lowerBound))"
+                )
+                return nil
+            }
+            bytes.replaceSubrange(range, with: part)
         }
         return bytes
     }

@@ -84,6 +84,26 @@ public struct AppArea: Sendable, Equatable {
     /// The header alone: read first, to skip a process that never used the area.
     public static let headerSize = MemoryLayout<cp_app_area>.offset(of: \cp_app_area.annotations)!
 
+    /// The parts of an area worth reading, given its header (in area offsets): the header, the
+    /// annotation, breadcrumb and attachment slots below their high-water marks (clamped: the
+    /// header is the process's word), and the tail (runtime messages, launch, error). The rest
+    /// was never written, so reads as zeros.
+    public static func rangesToRead(header bytes: [UInt8]) -> [Range<Int>] {
+        guard bytes.count >= headerSize else { return [0..<size] }
+        let wire = WireBytes(bytes: bytes)
+        let annotations = min(Int(wire.u32(offset(\.annotations_used))), Int(CP_ANNOTATION_MAX))
+        let attachments = min(Int(wire.u32(offset(\.attachments_used))), Int(CP_ATTACHMENT_MAX))
+        let crumbs = Int(min(wire.u64(offset(\.breadcrumb_count)), UInt64(CP_BREADCRUMB_MAX)))
+        func slots(_ start: Int, _ count: Int, _ stride: Int) -> Range<Int> { start..<start + count * stride }
+        return [
+            0..<headerSize,
+            slots(offset(\.annotations), annotations, MemoryLayout<cp_annotation>.size),
+            slots(offset(\.breadcrumbs), crumbs, MemoryLayout<cp_breadcrumb>.size),
+            slots(offset(\.attachments), attachments, MemoryLayout<cp_attachment>.size),
+            offset(\.abort_message_address)..<size,
+        ].filter { !$0.isEmpty }
+    }
+
     /// Whether a header says the area is in use (magic and version); then read `size` bytes.
     public static func inUse(header bytes: [UInt8]) -> Bool {
         let wire = WireBytes(bytes: bytes)

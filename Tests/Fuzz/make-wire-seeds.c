@@ -54,6 +54,7 @@ int main(int argc, char **argv) {
         area.annotations[i].sequence = 2; area.annotations[i].flags = CP_SLOT_USED | (i == 1 ? CP_SLOT_TRUNCATED : 0);
         strcpy(area.annotations[i].key, pairs[i][0]); strcpy(area.annotations[i].value, pairs[i][1]);
     }
+    area.annotations_used = 3; area.attachments_used = 1;
     area.breadcrumb_count = 130;
     for (uint64_t n = 30; n < 130; n++) {
         cp_breadcrumb *crumb = &area.breadcrumbs[n % CP_BREADCRUMB_MAX];

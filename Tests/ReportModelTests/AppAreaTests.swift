@@ -47,6 +47,36 @@ final class AppAreaTests: XCTestCase {
         XCTAssertEqual(area.crashedDuringLaunch(at: area.installTimeNanoseconds + 6_000_000_000), false)
     }
 
+    /// Capture reads only what was ever used; a header that claims more is clamped.
+    func testOnlyTheUsedSlotsAreRead() throws {
+        var bytes = try seed()
+        let header = Array(bytes.prefix(AppArea.headerSize))
+        let ranges = AppArea.rangesToRead(header: header)
+        let read = ranges.reduce(0) { $0 + $1.count }
+        XCTAssertEqual(
+            read,
+            AppArea.headerSize + 3 * MemoryLayout<cp_annotation>.size + 100 * MemoryLayout<cp_breadcrumb>.size
+                + MemoryLayout<cp_attachment>.size + (AppArea.size - offset(\.abort_message_address)))
+        // Only those ranges, the rest zeros: the same area.
+        var sparse = [UInt8](repeating: 0, count: bytes.count)
+        for range in ranges { sparse.replaceSubrange(range, with: bytes[range]) }
+        XCTAssertEqual(try AppArea(bytes: sparse), try AppArea(bytes: bytes))
+        // A program that never annotated: header and tail only.
+        var quiet = header
+        put(0, at: offset(\.annotations_used), size: 4, in: &quiet)
+        put(0, at: offset(\.attachments_used), size: 4, in: &quiet)
+        put(0, at: offset(\.breadcrumb_count), size: 8, in: &quiet)
+        XCTAssertEqual(
+            AppArea.rangesToRead(header: quiet).reduce(0) { $0 + $1.count },
+            AppArea.headerSize + AppArea.size - offset(\.abort_message_address))
+        // Hostile high-water marks stay inside the area.
+        put(UInt64(UInt32.max), at: offset(\.annotations_used), size: 4, in: &bytes)
+        put(UInt64(UInt32.max), at: offset(\.attachments_used), size: 4, in: &bytes)
+        put(UInt64.max, at: offset(\.breadcrumb_count), size: 8, in: &bytes)
+        XCTAssertTrue(
+            AppArea.rangesToRead(header: Array(bytes.prefix(AppArea.headerSize))).allSatisfy { $0.upperBound <= AppArea.size })
+    }
+
     func testSlotsBeingWrittenAreSkippedAndCounted() throws {
         var bytes = try seed()
         let annotation = offset(\.annotations) + MemoryLayout<cp_annotation>.size  // "build"

@@ -271,7 +271,9 @@ static int waitdir(const char *dir, const char *suffix, int count, int timeout_m
             struct inotify_event *event = (struct inotify_event *)(buffer + offset);
             offset += (ssize_t)(sizeof *event + event->len);
             size_t name_length = event->len ? strlen(event->name) : 0;
-            if (name_length >= suffix_length && strcmp(event->name + name_length - suffix_length, suffix) == 0) {
+            /* Hidden names are temporaries and crashport's run history, never a report. */
+            if (name_length >= suffix_length && event->name[0] != '.' &&
+                strcmp(event->name + name_length - suffix_length, suffix) == 0) {
                 printf("appeared_at_ns=%llu %s\n", (unsigned long long)at, event->name);
                 seen++;
             }

@@ -276,6 +276,10 @@ typedef struct cp_app_area {
     uint32_t writer;  /* the annotation and attachment writers' spin flag */
     uint64_t breadcrumb_count; /* breadcrumbs ever added */
     uint64_t writer_thread;    /* pthread_self() of the writer holding `writer`, 0 if none */
+    /* High-water marks: no slot at or past these was ever used (the watcher reads only below
+     * them: most programs never annotate, and a capture should not read 120 KB for nothing). */
+    uint32_t annotations_used;
+    uint32_t attachments_used;
     cp_annotation annotations[CP_ANNOTATION_MAX];
     cp_breadcrumb breadcrumbs[CP_BREADCRUMB_MAX];
     cp_attachment attachments[CP_ATTACHMENT_MAX];
@@ -340,8 +344,8 @@ _Static_assert(sizeof(cp_crash) == 1784 + CP_STACK_COPY_MAX, "cp_crash has no ta
 _Static_assert(sizeof(cp_annotation) == 1096, "cp_annotation is 1096 bytes");
 _Static_assert(sizeof(cp_breadcrumb) == 312, "cp_breadcrumb is 312 bytes");
 _Static_assert(sizeof(cp_attachment) == 1032, "cp_attachment is 1032 bytes");
-_Static_assert(__builtin_offsetof(cp_app_area, annotations) == 32, "annotations at 32");
-_Static_assert(sizeof(cp_app_area) == 32 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128,
+_Static_assert(__builtin_offsetof(cp_app_area, annotations) == 40, "annotations at 40");
+_Static_assert(sizeof(cp_app_area) == 40 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128,
                "cp_app_area is packed");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");
