@@ -297,6 +297,34 @@ final class AppAPITests: XCTestCase {
         XCTAssertTrue(shown.stdout.contains("crashed: SIGSEGV"), shown.stdout)
     }
 
+    /// Handled errors and crashport_set_enabled through a sidecar, as under `crashport run`.
+    func testErrorsAndDisablingThroughTheSidecar() throws {
+        let work = fresh("sidecar-errors")
+        let program = try program(in: work)
+        let sidecar = try SidecarProcess(directory: work)
+        defer { sidecar.stop() }
+        let environment = ["CRASHPORT_SOCKET": sidecar.socket]
+        let errors = try TestSupport.run([program, "error"], environment: environment)
+        XCTAssertEqual(errors.status, .exited(0), errors.stderr)
+        XCTAssertTrue(errors.stdout.contains("threads reported 9 limited 41 other 0\n"), errors.stdout)
+        let events = try sidecar.waitForReports(10)
+        XCTAssertEqual(events.filter { $0.kind == .error }.count, 10)
+        XCTAssertEqual(events.filter { $0.exception?.type == "ParseError" }.count, 1)
+
+        let disabled = try TestSupport.run([program, "run", "disable"], environment: environment)
+        XCTAssertEqual(disabled.status, .signaled(SIGSEGV))
+        let next = try TestSupport.run([program, "run", "crash"], environment: environment)
+        XCTAssertTrue(next.stdout.contains(" enabled 0\n"), "kept by the sidecar: \(next.stdout)")
+        XCTAssertEqual(next.status, .signaled(SIGSEGV))
+        // Give a report the time it would take to appear, then check none did.
+        _ = try TestSupport.run([program, "run", "clean"], environment: environment)
+        XCTAssertEqual(sidecar.reportIDs().count, 10, sidecar.log)
+        let enabled = try TestSupport.run([program, "run", "enable"], environment: environment)
+        XCTAssertTrue(enabled.stdout.contains("enabled 0\n"), enabled.stdout)
+        _ = try TestSupport.run([program, "run", "crash"], environment: environment)
+        XCTAssertEqual(try sidecar.waitForReports(11).count, 11)
+    }
+
     /// A run history that is corrupt, from another version, or a symlink is not trusted: the
     /// program starts as if nothing were on record, and the next run's history replaces it.
     func testCorruptRunHistoryIsNotTrusted() throws {
