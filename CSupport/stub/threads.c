@@ -108,18 +108,28 @@ void cp_thread_release(void *value)
     (void)cp_safe_syscall2(SYS_munmap, (long)region->base, (long)region->size);
 }
 
-/** The first code of every thread created through the interposer: installs the alternate
- *  stack, then runs the program's start routine. Allocates nothing, takes no lock. */
-void *cp_thread_start(void *argument)
+/** Gives the new thread its alternate stack (the region's), or gives the region back. */
+__attribute__((noinline)) static void cp_thread_setup(cp_thread_region *region)
 {
-    cp_thread_region *region = argument;
-    void *(*start)(void *) = region->start;
-    void *start_argument = region->argument;
     stack_t stack = {.ss_sp = region->stack, .ss_flags = 0, .ss_size = CP_ALTSTACK_BYTES};
     if (cp_safe_syscall2(SYS_sigaltstack, (long)&stack, 0) == 0) {
         (void)pthread_setspecific(cp_thread_key, region);
     } else {
         cp_thread_discard(region);
     }
-    return start(start_argument);
+}
+
+/** The first code of every thread created through the interposer: installs the alternate
+ *  stack, then runs the program's start routine. Allocates nothing, takes no lock.
+ *
+ *  The start routine is a tail call (a jump: no local of ours is live across it), so this
+ *  function leaves no frame: crashport's reports, gdb and LLDB all see start_thread call the
+ *  program's own routine, as without crashport. */
+void *cp_thread_start(void *argument)
+{
+    cp_thread_region *region = argument;
+    void *(*start)(void *) = region->start;
+    void *start_argument = region->argument;
+    cp_thread_setup(region);
+    return start(start_argument); /* -O2: a sibling call (jmp), checked by tools/build-stub */
 }

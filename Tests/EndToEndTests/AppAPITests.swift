@@ -209,6 +209,9 @@ final class AppAPITests: XCTestCase {
         XCTAssertEqual(threaded.count, 9)
         for event in threaded {
             XCTAssertTrue(event.crashedFunctions.contains("report_once"), "\(event.crashedFunctions)")
+            // crashport's thread trampoline leaves no frame: the program's routine is called by start_thread.
+            XCTAssertTrue(containsInOrder(event.crashedFunctions, ["report_once", "start_thread"]), "\(event.crashedFunctions)")
+            XCTAssertFalse(event.crashedFunctions.contains("cp_thread_start"), "\(event.crashedFunctions)")
             // Its own message: the reports did not mix while they went one by one.
             let reporter = try XCTUnwrap(event.crashedThread)
             XCTAssertNotEqual(reporter.rawValue, event.process?.pid?.rawValue)
