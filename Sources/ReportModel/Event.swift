@@ -108,6 +108,10 @@ public struct Event: Codable, Sendable, Equatable {
     public var release: String?
     /// The session (run) this report belongs to: its `sid` in the reports' session log.
     public var session: String?
+    /// One line, Sentry-like: what happened, then the culprit ("SIGABRT: … in parse_config (config.cpp:42)").
+    public var title: String?
+    /// The crashing thread's first frame that is the program's own (in_app).
+    public var culprit: CulpritRecord?
 
     public init() {}
 
@@ -120,7 +124,7 @@ public struct Event: Codable, Sendable, Equatable {
         case capturedFrom = "captured_from"
         case annotations
         case annotationsTruncated = "annotations_truncated"
-        case breadcrumbs, attachments, exception, reason, launch, release, session
+        case breadcrumbs, attachments, exception, reason, launch, release, session, title, culprit
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.
@@ -149,6 +153,20 @@ public struct Event: Codable, Sendable, Equatable {
     /// The crashed thread's record, if present.
     public var crashedThreadRecord: ThreadRecord? {
         threads?.first { $0.crashed == true } ?? threads?.first { $0.tid == crashedThread }
+    }
+}
+
+public struct CulpritRecord: Codable, Sendable, Equatable {
+    public var function: String?
+    public var file: String?
+    public var line: Int?
+    public var module: String?
+
+    public init(function: String? = nil, file: String? = nil, line: Int? = nil, module: String? = nil) {
+        self.function = function
+        self.file = file
+        self.line = line
+        self.module = module
     }
 }
 
@@ -395,6 +413,9 @@ public struct FrameRecord: Codable, Sendable, Equatable {
     /// On a `<signal handler called>` frame: the signal the kernel delivered there, from the
     /// siginfo in its signal frame.
     public var delivered: DeliveredSignal?
+    /// The program's own frame (not a system or language runtime's, not crashport's): see
+    /// Reports/Culprit.swift for the rule.
+    public var inApp: Bool?
 
     public init(
         index: Int? = nil, pc: HexAddress? = nil, module: String? = nil, moduleOffset: HexAddress? = nil,
@@ -421,6 +442,7 @@ public struct FrameRecord: Codable, Sendable, Equatable {
         case function, mangled
         case functionOffset = "function_offset"
         case file, line, column, inlined, trust, delivered
+        case inApp = "in_app"
     }
 }
 

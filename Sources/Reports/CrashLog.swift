@@ -46,7 +46,10 @@ public enum CrashLog {
             if let sender = signal.senderPID { text += ", sent by pid \(sender)" }
             let frames = event.crashedThreadRecord?.frames ?? []
             let original = signal.reraisedBy?.originalFrame.flatMap { frames.indices.contains($0) ? frames[$0] : nil }
-            if let function = (original ?? frames.first)?.function { text += " in \(function)" }
+            // The program's own frame (the culprit), unless a handler re-raised: then the fault's.
+            if let function = original?.function ?? event.culprit?.function ?? frames.first?.function {
+                text += " in \(function)"
+            }
             if let reraise = signal.reraisedBy {
                 let handler = reraise.function ?? reraise.handler?.description ?? "the program's handler"
                 let raised = reraise.signal ?? "a signal"
@@ -89,11 +92,14 @@ public enum CrashLog {
             lines.append(
                 "  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "") \(event.kind == .error ? "reported it" : "crashed"):"
             )
-            let frames = thread.frames ?? []
-            for frame in frames.prefix(maxFrames) {
-                lines.append("    #\(frame.index ?? 0)  " + describe(frame))
+            // The program's frames first: runtime frames folded, recursion folded, then cut.
+            let shown = frameLines(thread.frames ?? [], foldRuntime: true) { frame in
+                "    #\(frame.index ?? 0)  " + describe(frame)
             }
-            if frames.count > maxFrames { lines.append("    … \(frames.count - maxFrames) more frames") }
+            lines += shown.prefix(maxFrames)
+            if shown.count > maxFrames {
+                lines.append("    … \(shown.count - maxFrames) more lines (crashport show has them all)")
+            }
         }
         let others = (event.threads?.count ?? 1) - 1
         if others > 0 { lines.append("  \(others) other thread\(others == 1 ? "" : "s") captured") }
@@ -105,13 +111,13 @@ public enum CrashLog {
         var lines = [
             "Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "")\(thread.crashed == true ? " (crashed)" : "")"
         ]
-        for frame in thread.frames ?? [] {
+        lines += frameLines(thread.frames ?? [], foldRuntime: false) { frame in
             let index = String(frame.index ?? 0).padding(toLength: 3)
             let pc = (frame.pc?.description ?? "").padding(toLength: 18)
             var line = "  \(index) \(pc) \(describe(frame))"
             if frame.inlined == true { line += " [inlined]" }
             if let trust = frame.trust, trust != .context, trust != .cfi, trust != .signalFrame { line += " [\(trust.rawValue)]" }
-            lines.append(line)
+            return line
         }
         if let truncated = thread.truncated { lines.append("      … \(truncated) frames not shown …") }
         return lines
@@ -179,6 +185,100 @@ public enum CrashLog {
 }
 
 extension CrashLog {
+    /// A thread's frames as lines: a run of frames repeating (recursion; a cycle of up to 8
+    /// frames, at least 3 times) is shown once, marked "× N"; with `foldRuntime`, a run of two or
+    /// more frames that are not the program's (after the top one, always shown) becomes one
+    /// line naming their modules. The event keeps every frame; only the text folds.
+    static func frameLines(_ frames: [FrameRecord], foldRuntime: Bool, _ describeFrame: (FrameRecord) -> String) -> [String] {
+        struct Key: Equatable {
+            var function: String?, file: String?, line: Int?, module: String?
+            init(_ frame: FrameRecord) {
+                (function, file, line, module) = (frame.function, frame.file, frame.line, frame.module)
+            }
+        }
+        enum Item {
+            case frame(FrameRecord)
+            case cycle([FrameRecord], times: Int)
+            case runtime(count: Int, modules: [String])
+        }
+        let keys = frames.map(Key.init)
+        var items: [Item] = []
+        var index = 0
+        while index < frames.count {
+            var folded = false
+            for period in 1...8 where index + 3 * period <= frames.count {
+                var times = 1
+                while index + (times + 1) * period <= frames.count,
+                    keys[(index + times * period)..<(index + (times + 1) * period)] == keys[index..<(index + period)]
+                {
+                    times += 1
+                }
+                if times >= 3 {
+                    items.append(.cycle(Array(frames[index..<(index + period)]), times: times))
+                    index += times * period
+                    folded = true
+                    break
+                }
+            }
+            if !folded {
+                items.append(.frame(frames[index]))
+                index += 1
+            }
+        }
+        if foldRuntime {
+            var merged: [Item] = []
+            var pending: [FrameRecord] = []
+            func flush() {
+                if pending.count >= 2 {
+                    var modules: [String] = []
+                    for module in pending.compactMap(\.module) where !modules.contains(module) { modules.append(module) }
+                    merged.append(.runtime(count: pending.count, modules: modules))
+                } else {
+                    merged += pending.map { .frame($0) }
+                }
+                pending = []
+            }
+            for (position, item) in items.enumerated() {
+                if case .frame(let frame) = item, frame.inApp == false, position > 0 {
+                    pending.append(frame)
+                } else {
+                    flush()
+                    merged.append(item)
+                }
+            }
+            flush()
+            items = merged
+        }
+        var lines: [String] = []
+        for item in items {
+            switch item {
+            case .frame(let frame): lines.append(describeFrame(frame))
+            case .cycle(let cycle, let times):
+                if cycle.count == 1 {
+                    lines.append(describeFrame(cycle[0]) + " × \(grouped(times))")
+                } else {
+                    lines += cycle.map(describeFrame)
+                    lines.append("      ↑ these \(cycle.count) frames × \(grouped(times))")
+                }
+            case .runtime(let count, let modules):
+                let names = modules.isEmpty ? "" : " in " + modules.map(escaped).joined(separator: ", ")
+                lines.append("    … \(count) frames\(names)")
+            }
+        }
+        return lines
+    }
+
+    /// 3179 as "3,179".
+    static func grouped(_ number: Int) -> String {
+        let digits = Array(String(number))
+        var out = ""
+        for (position, digit) in digits.enumerated() {
+            if position > 0 && (digits.count - position) % 3 == 0 { out += "," }
+            out.append(digit)
+        }
+        return out
+    }
+
     /// What the program told crashport: annotations, its last breadcrumbs (the newest 10; all in
     /// event.json), attachments. The program's text is escaped (newlines, terminal escapes).
     static func appSection(_ event: Event) -> [String] {

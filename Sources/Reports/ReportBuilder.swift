@@ -14,7 +14,7 @@ import Glibc
 #endif
 
 public enum ReportBuilder {
-    public static func event(for capture: Capture, id: String, timestamp: String) -> Event {
+    public static func event(for capture: Capture, id: String, timestamp: String, rules: InAppRules = InAppRules()) -> Event {
         var event = event(
             snapshot: capture.snapshot, executable: capture.executable,
             arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: DebugFileLocator())
@@ -60,6 +60,7 @@ public enum ReportBuilder {
                         + CrashLog.describe(reraise: record) + "; this report names the original fault"
                 ]
         }
+        Culprit.mark(&event, rules: rules)
         return event
     }
 
@@ -138,6 +139,7 @@ public enum ReportBuilder {
         let refused = symbolizer.refusals.map(\.description).filter { !notes.contains($0) }
         let all = notes + (event.notes ?? []) + refused
         event.notes = all.isEmpty ? nil : all
+        Culprit.mark(&event)
         return event
     }
 

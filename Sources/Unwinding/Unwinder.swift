@@ -60,8 +60,11 @@ public final class Unwinder {
     /// Executable ranges, runtime addresses, sorted; for scan candidates.
     let codeRanges: [Range<UInt64>]
 
-    public var maxFrames = 512
-    public var headFrames = 256
+    /// At most this many frames per thread (a deep recursion is kept whole up to here, the crash
+    /// log folds it); past it, the first `headFrames` and the last ones are kept and the count
+    /// of those in between is recorded (ThreadRecord.truncated).
+    public var maxFrames = 10_000
+    public var headFrames = 5_000
     public var frameLimit = 1_000_000
 
     public init(memory: any MemoryReader, modules: [LoadedModule]) {

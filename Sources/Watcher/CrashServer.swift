@@ -68,6 +68,8 @@ public final class CrashServer: @unchecked Sendable {
     public var onSetting: (Bool, Sender) -> Void = { _, _ in }
     /// Called (on the writing thread) after each report is written, with its store.
     public var onReport: (@Sendable (WrittenReport, ReportStore) -> Void)?
+    /// Which frames are the program's own (`crashport run --in-app/--not-in-app`).
+    public var inAppRules = InAppRules()
     /// The session a process's reports belong to (on the writing thread), nil if none.
     public var sessionID: (@Sendable (ProcessID) -> String?)?
     /// Called (on the writing thread) when a captured crash's report cannot be written, with
@@ -288,6 +290,7 @@ public final class CrashServer: @unchecked Sendable {
             )
         }
         event.notes = notes
+        event.title = Culprit.title(event)
         do {
             let path = try store.commit(id: id) { directory in
                 try ReportStore.writeFile(directory + "/event.json", Array(try event.jsonData()))
@@ -354,7 +357,7 @@ public final class CrashServer: @unchecked Sendable {
         }
         let id = ReportStore.newID(pid: record.pid.rawValue)
         let buildStarted = monotonicNanoseconds()
-        var event = ReportBuilder.event(for: capture, id: id, timestamp: Event.timestamp())
+        var event = ReportBuilder.event(for: capture, id: id, timestamp: Event.timestamp(), rules: inAppRules)
         event.capturedFrom = capturedFrom
         event.session = sessionID?(record.pid)
         let built = monotonicNanoseconds() - buildStarted
