@@ -25,6 +25,11 @@ public enum StoreError: Error, CustomStringConvertible {
     case system(call: String, path: String, errno: Int32)
     case noSuchReport(String)
     case unreadable(id: String, reason: String)
+    /// `reference` names no report in `directory`; `nearest` are the ids that look most like
+    /// it (longest common prefix, then newest), at most three.
+    case notFound(reference: String, directory: String, nearest: [String], directoryExists: Bool)
+    /// `prefix` begins more than one report's id.
+    case ambiguous(prefix: String, directory: String, matches: [String])
 
     public var description: String {
         switch self {
@@ -32,6 +37,15 @@ public enum StoreError: Error, CustomStringConvertible {
         case .system(let call, let path, let errno): return "\(call) \(path): \(String(cString: strerror(errno)))"
         case .noSuchReport(let id): return "no report named \(id)"
         case .unreadable(let id, let reason): return "report \(id) cannot be read: \(reason)"
+        case .notFound(let reference, let directory, let nearest, let exists):
+            let detail =
+                !exists
+                ? "the directory does not exist"
+                : nearest.isEmpty ? "it holds no reports" : "nearest: \(nearest.joined(separator: ", "))"
+            return "no report '\(reference)' in \(directory) (\(detail))"
+        case .ambiguous(let prefix, let directory, let matches):
+            let shown = matches.prefix(10).joined(separator: ", ") + (matches.count > 10 ? ", …" : "")
+            return "'\(prefix)' is the beginning of \(matches.count) reports in \(directory): \(shown)"
         }
     }
 }

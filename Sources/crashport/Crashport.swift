@@ -11,6 +11,19 @@ import Watcher
 struct Crashport: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "An out-of-process crash reporter for Linux.",
+        discussion: """
+            Exit status, the same for every command:
+              0      success (list and stats with nothing to show included)
+              1      not found or unreadable: show's report (no such id, a prefix of
+                     several), symbolicate's FILE or --debug-dir; doctor found a
+                     problem; watch could not serve
+              64     usage error: an unknown option, a missing or malformed argument
+              125    run: crashport failed before the program started
+              126    run: the program is not executable
+              127    run: the program was not found
+              other  run: the program's own exit status, or killed by its signal
+            """,
+        version: "crashport \(crashportVersion)",
         subcommands: [Run.self, Watch.self, List.self, Show.self, Stats.self, Symbolicate.self, Doctor.self]
     )
 }
@@ -20,6 +33,24 @@ func fail(_ message: String, status: Int32) -> Never {
     exit(status)
 }
 
+/// crashport's version, as `crashport --version` prints it.
+let crashportVersion = "0.13.0"
+
+/// The exit statuses every command uses (README "Exit status", and `crashport --help`).
+enum ExitStatus {
+    /// What was asked for was not found or could not be read (a report, a FILE, a --debug-dir),
+    /// doctor found a problem, watch could not serve.
+    static let failure: Int32 = 1
+    /// A bad option or argument: also ArgumentParser's own status for its errors (EX_USAGE).
+    static let usage: Int32 = 64
+    /// run: crashport failed before the program started.
+    static let runFailure: Int32 = 125
+}
+
+/// A usage error found after parsing: message on stderr, exit 64 like ArgumentParser's own.
+func usageError(_ message: String) -> Never { fail(message, status: ExitStatus.usage) }
+
+/// Where reports are: every command that reads or writes them takes it, and means the same.
 struct ReportsOption: ParsableArguments {
     @Option(
         name: .long,
@@ -28,16 +59,24 @@ struct ReportsOption: ParsableArguments {
             valueName: "DIR"))
     var reports: String?
 
-    @Option(name: .long, help: ArgumentHelp("Keep at most N reports, removing the oldest (default 200).", valueName: "N"))
+    var store: ReportStore { ReportStore(root: reports ?? ReportStore.defaultRoot()) }
+}
+
+/// How many reports to keep: only for the commands that write reports (run, watch).
+struct QuotaOption: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Keep at most N reports (watch: per user), removing the oldest (default 200).", valueName: "N"))
     var maxReports: Int?
 
     @Option(
         name: .long,
-        help: ArgumentHelp("Keep at most this many MiB of reports, removing the oldest (default 256).", valueName: "MIB"))
+        help: ArgumentHelp(
+            "Keep at most this many MiB of reports (watch: per user), removing the oldest (default 256).", valueName: "MIB"))
     var maxSize: UInt64?
 
-    var store: ReportStore {
-        var store = ReportStore(root: reports ?? ReportStore.defaultRoot())
+    func applied(to store: ReportStore) -> ReportStore {
+        var store = store
         if let maxReports { store.maxReports = max(1, maxReports) }
         if let maxSize { store.maxBytes = maxSize << 20 }
         return store
@@ -59,6 +98,8 @@ struct Run: ParsableCommand {
 
     @OptionGroup var reportsOption: ReportsOption
 
+    @OptionGroup var quotaOption: QuotaOption
+
     @OptionGroup var captureFlags: CaptureFlags
 
     @Option(
@@ -72,7 +113,9 @@ struct Run: ParsableCommand {
         name: .long, help: ArgumentHelp("How long a crashing process waits for the watcher (default 10000).", valueName: "MS"))
     var timeoutMs: UInt32?
 
-    @Argument(parsing: .captureForPassthrough, help: "PROGRAM [ARGS...]")
+    @Argument(
+        parsing: .captureForPassthrough,
+        help: ArgumentHelp("PROGRAM [ARGS...]: everything from the program on is passed to it.", valueName: "program"))
     var command: [String] = []
 
     /// `.captureForPassthrough` captures everything from the first input the parser does not
@@ -84,7 +127,7 @@ struct Run: ParsableCommand {
         guard let first = command.first, first != "--", first.count > 1, first.hasPrefix("-") else { return }
         if first == "--help" || first == "-h" { throw CleanExit.helpRequest(self) }
         throw ValidationError(
-            "unknown option '\(first)' (usage: crashport run [OPTIONS] [--] PROGRAM [ARGS...]; a program whose name starts with '-' goes after '--')"
+            "unknown option '\(first)' for crashport run; to pass it to the program, put it after the program: crashport run [OPTIONS] -- PROGRAM \(first) (a program whose name starts with '-' goes after '--' too)"
         )
     }
 
@@ -92,9 +135,9 @@ struct Run: ParsableCommand {
         var command = command
         if command.first == "--" { command.removeFirst() }
         guard let program = command.first else {
-            fail("run: no PROGRAM given (usage: crashport run [--reports DIR] -- PROGRAM [ARGS...])", status: 125)
+            usageError("run: no PROGRAM given (usage: crashport run [OPTIONS] [--] PROGRAM [ARGS...])")
         }
-        let store = reportsOption.store
+        let store = quotaOption.applied(to: reportsOption.store)
         let others = store.foreignEntries()
         if !others.isEmpty {
             let shown = others.prefix(3).joined(separator: ", ") + (others.count > 3 ? ", …" : "")
@@ -111,9 +154,9 @@ struct Run: ParsableCommand {
             for text in forwardFirst {
                 for part in text.split(separator: ",") {
                     guard let number = SignalNames.number(String(part)), [4, 5, 6, 7, 8, 11, 31].contains(number) else {
-                        fail(
-                            "run: --forward-first \(part): not a signal crashport handles (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS)",
-                            status: 125)
+                        usageError(
+                            "run: --forward-first \(part): not a signal crashport handles (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS)"
+                        )
                     }
                     names.append(SignalNames.name(number))
                 }
@@ -124,7 +167,7 @@ struct Run: ParsableCommand {
             launcher.extraEnvironment["CRASHPORT_FORWARD_FIRST"] = names.joined(separator: ",")
         }
         if let timeoutMs {
-            guard timeoutMs > 0 else { fail("run: --timeout-ms must be positive", status: 125) }
+            guard timeoutMs > 0 else { usageError("run: --timeout-ms must be positive") }
             launcher.extraEnvironment["CRASHPORT_TIMEOUT_MS"] = String(timeoutMs)
         }
         do {
@@ -133,7 +176,7 @@ struct Run: ParsableCommand {
         } catch let error as LaunchError {
             fail("\(error)", status: error.exitStatus)
         } catch {
-            fail("\(error)", status: 125)
+            fail("\(error)", status: ExitStatus.runFailure)
         }
     }
 }
@@ -177,11 +220,7 @@ struct Watch: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Threads writing reports (default 2).", valueName: "N"))
     var jobs: Int?
 
-    @Option(name: .long, help: ArgumentHelp("Keep at most N reports per user (default 200).", valueName: "N"))
-    var maxReports: Int?
-
-    @Option(name: .long, help: ArgumentHelp("Keep at most this many MiB of reports per user (default 256).", valueName: "MIB"))
-    var maxSize: UInt64?
+    @OptionGroup var quotaOption: QuotaOption
 
     @OptionGroup var captureFlags: CaptureFlags
 
@@ -196,32 +235,34 @@ struct Watch: ParsableCommand {
             do {
                 try configuration.apply(configFile: String(contentsOfFile: config, encoding: .utf8), file: config)
             } catch {
-                fail("watch: \(error)", status: 1)
+                fail("watch: \(error)", status: ExitStatus.failure)
             }
         }
         for text in allowUid {
-            guard let uid = SidecarConfiguration.userID(text) else { fail("watch: --allow-uid \(text): no such user", status: 1) }
+            guard let uid = SidecarConfiguration.userID(text) else {
+                fail("watch: --allow-uid \(text): no such user", status: ExitStatus.failure)
+            }
             configuration.allowUIDs.insert(uid)
         }
         for text in allowGroup {
             guard let gid = SidecarConfiguration.groupID(text) else {
-                fail("watch: --allow-group \(text): no such group", status: 1)
+                fail("watch: --allow-group \(text): no such group", status: ExitStatus.failure)
             }
             configuration.allowGroups.insert(gid)
         }
         if let jobs {
-            guard (1...64).contains(jobs) else { fail("watch: --jobs must be 1...64", status: 1) }
+            guard (1...64).contains(jobs) else { usageError("watch: --jobs must be 1...64") }
             configuration.jobs = jobs
         }
-        if let maxReports { configuration.maxReports = max(1, maxReports) }
-        if let maxSize { configuration.maxBytes = maxSize << 20 }
+        if let maxReports = quotaOption.maxReports { configuration.maxReports = max(1, maxReports) }
+        if let maxSize = quotaOption.maxSize { configuration.maxBytes = maxSize << 20 }
         if captureFlags.noPtrace { configuration.capture.usePtrace = false }
         if captureFlags.captureEnvironment { configuration.capture.captureEnvironment = true }
         do {
             let status = try Sidecar(configuration: configuration).run()
             throw ExitCode(status)
         } catch let error as SidecarError {
-            fail("watch: \(error)", status: 1)
+            fail("watch: \(error)", status: ExitStatus.failure)
         }
     }
 }
@@ -245,40 +286,99 @@ func describeLastRun(_ runs: ProgramRuns) -> String {
 }
 
 struct List: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "One line per report, newest first.")
+    static let configuration = CommandConfiguration(
+        abstract: "One line per report, newest first.",
+        discussion: """
+            With no reports, says so on stderr (naming the directory) and exits 0. --format json
+            prints an array, newest first, one object per report: id, path, timestamp, program,
+            executable, signal or kind, top_frame (the crashing thread's first frame).
+            """)
+
+    enum Format: String, ExpressibleByArgument { case text, json }
+
+    /// One report in `list --format json`.
+    struct Entry: Encodable {
+        var id: String
+        var path: String
+        var timestamp: String?
+        var program: String?
+        var executable: String?
+        var signal: String?
+        var kind: String?
+        var topFrame: String?
+    }
 
     @OptionGroup var reportsOption: ReportsOption
 
     @Option(name: .long, help: ArgumentHelp("Only this program's reports, after how its last run ended.", valueName: "PATH"))
     var program: String?
 
+    @Option(name: .long, help: "text (one line per report) or json (an array of reports).")
+    var format: Format = .text
+
     func run() throws {
         let store = reportsOption.store
         let only = program.map(programPath)
+        // In JSON, stdout holds the array alone; what is said about it goes to stderr.
+        func say(_ line: String) {
+            if format == .json { FileHandle.standardError.write(Data("crashport: \(line)\n".utf8)) } else { print(line) }
+        }
         if let only {
             let runs = RunHistory(store: store).programs().filter { $0.executable == only }
-            if runs.isEmpty { print("no run of \(only) on record in \(store.root)") }
+            if runs.isEmpty { say("no run of \(only) on record in \(store.root)") }
             for record in runs {
-                print("last run of \(only)\(record.buildID.map { " (build-id \($0))" } ?? ""): \(describeLastRun(record))")
+                say("last run of \(only)\(record.buildID.map { " (build-id \($0))" } ?? ""): \(describeLastRun(record))")
             }
         }
+        var entries: [Entry] = []
         for id in store.ids() {
             do {
                 let event = try store.event(id: id)
                 if let only, event.process?.executable.map(programPath) != only { continue }
-                let program = event.process?.executable.map { ($0 as NSString).lastPathComponent } ?? "?"
-                let signal = event.signal?.name ?? event.kind?.rawValue ?? "?"
-                let top = event.crashedThreadRecord?.frames?.first.map(CrashLog.describe) ?? "no frames"
-                print([id, event.timestamp ?? "?", program, signal, top].joined(separator: "  "))
+                entries.append(
+                    Entry(
+                        id: id, path: store.path(of: id), timestamp: event.timestamp,
+                        program: event.process?.executable.map { ($0 as NSString).lastPathComponent },
+                        executable: event.process?.executable, signal: event.signal?.name, kind: event.kind?.rawValue,
+                        topFrame: event.crashedThreadRecord?.frames?.first.map(CrashLog.describe)))
             } catch {
                 FileHandle.standardError.write(Data("crashport: \(error)\n".utf8))
             }
+        }
+        if entries.isEmpty {
+            var info = stat()
+            let missing = stat(store.root, &info) != 0
+            let what = only.map { "no reports of \($0)" } ?? "no reports"
+            FileHandle.standardError.write(
+                Data("crashport: \(what) in \(store.root)\(missing ? " (the directory does not exist)" : "")\n".utf8))
+        }
+        switch format {
+        case .text:
+            for entry in entries {
+                print(
+                    [
+                        entry.id, entry.timestamp ?? "?", entry.program ?? "?", entry.signal ?? entry.kind ?? "?",
+                        entry.topFrame ?? "no frames",
+                    ].joined(separator: "  "))
+            }
+        case .json:
+            let encoder = JSONEncoder()
+            encoder.keyEncodingStrategy = .convertToSnakeCase
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            print(entries.isEmpty ? "[]" : String(decoding: try encoder.encode(entries), as: UTF8.self))
         }
     }
 }
 
 struct Show: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show one report.")
+    static let configuration = CommandConfiguration(
+        abstract: "Show one report.",
+        discussion: """
+            REPORT is an id (see crashport list), a prefix of exactly one id, latest (or last) for the
+            newest, or a report directory's path as the crash summary prints it (also with a
+            trailing slash, or /event.json). A miss names the directory searched and the nearest
+            ids; a prefix of several ids lists them (exit 1).
+            """)
 
     enum Format: String, ExpressibleByArgument { case text, json }
 
@@ -290,20 +390,23 @@ struct Show: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("How PATH's last run ended, and its crash if it crashed.", valueName: "PATH"))
     var last: String?
 
-    @Argument(help: "The report id (see crashport list).")
+    @Argument(help: ArgumentHelp("An id, a unique prefix of one, latest, or a report directory.", valueName: "report"))
     var id: String?
 
     func validate() throws {
-        if (id == nil) == (last == nil) { throw ValidationError("give a report id, or --last PATH") }
+        if (id == nil) == (last == nil) {
+            throw ValidationError("give a report (an id, a prefix, latest, a path), or --last PATH")
+        }
+        if id == "" { throw ValidationError("an empty report id names no report") }
     }
 
     func run() throws {
-        let store = reportsOption.store
+        var store = reportsOption.store
         var id = self.id ?? ""
         if let last {
             let path = programPath(last)
             guard let record = RunHistory(store: store).programs().last(where: { $0.executable == path }) else {
-                fail("no run of \(path) on record in \(store.root)", status: 1)
+                fail("no run of \(path) on record in \(store.root)", status: ExitStatus.failure)
             }
             guard let report = record.lastReportID, format == .text || record.lastCrashed else {
                 print("last run of \(path): \(describeLastRun(record))")
@@ -311,6 +414,15 @@ struct Show: ParsableCommand {
             }
             if format == .text { print("last run of \(path): \(describeLastRun(record))\n") }
             id = report
+        } else {
+            let (located, name) = store.locating(id)
+            let isPath = located.root != store.root || name != id
+            store = located
+            do {
+                id = try store.resolve(name, prefixes: !isPath)
+            } catch {
+                fail("\(error)", status: ExitStatus.failure)
+            }
         }
         do {
             let event = try store.event(id: id)
@@ -319,7 +431,7 @@ struct Show: ParsableCommand {
             case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))
             }
         } catch {
-            fail("\(error)", status: 1)
+            fail("\(error)", status: ExitStatus.failure)
         }
     }
 }
@@ -337,7 +449,8 @@ struct Stats: ParsableCommand {
         let store = reportsOption.store
         let rows = RunStatistics.of(RunHistory(store: store), program: program.map(programPath))
         guard !rows.isEmpty else {
-            print("no runs on record in \(store.root)")
+            // Like list: nothing on stdout, the directory named on stderr, exit 0.
+            FileHandle.standardError.write(Data("crashport: no runs on record in \(store.root)\n".utf8))
             return
         }
         print("program  release  launches  crashes (during launch)  abnormal  with errors  crash-free  launch crashes in a row")
@@ -358,11 +471,13 @@ struct Symbolicate: ParsableCommand {
         abstract: "Symbolicate a report offline, or addresses in one file (llvm-symbolizer's output format).",
         discussion: """
             crashport symbolicate FILE [--debug-dir DIR]... [--format text|json]
-              FILE is an event.json or a minidump (crashport's, Breakpad's or Crashpad's); modules are
+              FILE is an event.json or a minidump (crashport's, Breakpad's or Crashpad's), or a report
+              directory (its minidump.dmp, else its event.json); modules are
               matched by build-id in --debug-dir (as DIR/.build-id/xx/rest.debug or any ELF file
               directly in DIR), /usr/lib/debug, and the module's own path.
             crashport symbolicate --obj FILE [--no-demangle] [ADDRESS...]
               ADDRESS is 0x-prefixed hex or decimal; without arguments, one per line on stdin.
+            A --debug-dir that is not a directory, or a FILE that is missing, exits 1.
             """)
 
     enum Format: String, ExpressibleByArgument { case text, json }
@@ -383,6 +498,15 @@ struct Symbolicate: ParsableCommand {
     var inputs: [String] = []
 
     func run() throws {
+        for directory in debugDir {
+            var info = stat()
+            guard stat(directory, &info) == 0 else {
+                fail("symbolicate: --debug-dir \(directory): \(String(cString: strerror(errno)))", status: ExitStatus.failure)
+            }
+            guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                fail("symbolicate: --debug-dir \(directory): not a directory", status: ExitStatus.failure)
+            }
+        }
         if let obj {
             do {
                 let symbolicator = try AddressSymbolicator(object: obj, debugDirectories: debugDir, demangle: !noDemangle)
@@ -391,12 +515,22 @@ struct Symbolicate: ParsableCommand {
                 }
                 symbolicator.run(addresses: inputs)
             } catch {
-                fail("symbolicate: \(error)", status: 1)
+                fail("symbolicate: \(error)", status: ExitStatus.failure)
             }
             return
         }
-        guard inputs.count == 1, let file = inputs.first else {
-            fail("symbolicate: give one FILE (an event.json or a minidump), or --obj FILE with addresses", status: 2)
+        guard inputs.count == 1, var file = inputs.first else {
+            usageError(
+                "symbolicate: give one FILE (an event.json, a minidump or a report directory), or --obj FILE with addresses")
+        }
+        var info = stat()
+        if stat(file, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
+            // A report directory: the minidump has every thread to unwind again; else the event.
+            guard let inside = ["minidump.dmp", "event.json"].map({ file + "/" + $0 }).first(where: { access($0, F_OK) == 0 })
+            else {
+                fail("symbolicate: \(file) is a directory without a minidump.dmp or an event.json", status: ExitStatus.failure)
+            }
+            file = inside
         }
         do {
             let event = try OfflineSymbolicator(debugDirectories: debugDir).symbolicate(path: file)
@@ -405,7 +539,7 @@ struct Symbolicate: ParsableCommand {
             case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))
             }
         } catch {
-            fail("symbolicate: \(error)", status: 1)
+            fail("symbolicate: \(error)", status: ExitStatus.failure)
         }
     }
 }
@@ -429,6 +563,6 @@ struct Doctor: ParsableCommand {
         for finding in findings {
             print("\(finding.level.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(finding.text)")
         }
-        if findings.contains(where: { $0.level == .problem }) { throw ExitCode(1) }
+        if findings.contains(where: { $0.level == .problem }) { throw ExitCode(ExitStatus.failure) }
     }
 }

@@ -61,4 +61,176 @@ final class CommandLineTests: XCTestCase {
         XCTAssertEqual(passed.status, .exited(0), passed.stderr)
         XCTAssertTrue(FileManager.default.fileExists(atPath: marker))
     }
+
+    func testUnknownOptionSaysHowToPassItToTheProgram() throws {
+        let result = try crashportRun(["--bogus", "prog"])
+        XCTAssertEqual(result.status, .exited(64), result.stderr)
+        XCTAssertTrue(result.stderr.contains("unknown option '--bogus'"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("-- PROGRAM --bogus"), result.stderr)
+    }
+
+    /// Two real crashes in a fresh reports directory, ids oldest first.
+    func twoReports() throws -> (directory: String, ids: [String]) {
+        let directory = TestSupport.temporaryDirectory("cli-reports")
+        for _ in 0..<2 {
+            let run = try TestSupport.crashportRun(["/bin/sh", "-c", "kill -SEGV $$"], reports: directory)
+            XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
+        }
+        let ids = try FileManager.default.contentsOfDirectory(atPath: directory).filter { !$0.hasPrefix(".") }.sorted()
+        XCTAssertEqual(ids.count, 2, "\(ids)")
+        return (directory, ids)
+    }
+
+    func show(_ arguments: [String], environment: [String: String]? = nil) throws -> RunResult {
+        try TestSupport.run([TestSupport.crashport, "show"] + arguments, environment: environment)
+    }
+
+    /// The report a `show` printed, from the crash log's `Report:` line.
+    func shownID(_ result: RunResult) -> String? {
+        result.stdout.split(separator: "\n").first { $0.hasPrefix("Report:") }?.split(separator: " ").last.map(String.init)
+    }
+
+    func testShowAcceptsAPathAPrefixAndLatest() throws {
+        let (reports, ids) = try twoReports()
+        defer { try? FileManager.default.removeItem(atPath: reports) }
+        let (older, newer) = (ids[0], ids[1])
+        let common = String(zip(older, newer).prefix { $0 == $1 }.map(\.0))
+        let uniquePrefix = String(older.prefix(common.count + 1))
+
+        // A path names its own directory: no --reports needed.
+        for reference in [reports + "/" + older, reports + "/" + older + "/", reports + "/" + older + "/event.json"] {
+            let result = try show([reference])
+            XCTAssertEqual(result.status, .exited(0), "\(reference): \(result.stderr)")
+            XCTAssertEqual(shownID(result), older, reference)
+        }
+        for (reference, expected) in [(uniquePrefix, older), ("latest", newer), ("last", newer), (older, older)] {
+            let result = try show(["--reports", reports, reference])
+            XCTAssertEqual(result.status, .exited(0), "\(reference): \(result.stderr)")
+            XCTAssertEqual(shownID(result), expected, reference)
+        }
+        let json = try show(["--reports", reports, "--format", "json", "latest"])
+        XCTAssertEqual(json.status, .exited(0), json.stderr)
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        XCTAssertEqual(object?["id"] as? String, newer)
+        // $CRASHPORT_REPORTS is where --reports is not given.
+        let fromEnvironment = try show(["latest"], environment: ["CRASHPORT_REPORTS": reports])
+        XCTAssertEqual(shownID(fromEnvironment), newer, fromEnvironment.stderr)
+    }
+
+    func testShowAmbiguousPrefixAndMiss() throws {
+        let (reports, ids) = try twoReports()
+        defer { try? FileManager.default.removeItem(atPath: reports) }
+        let common = String(zip(ids[0], ids[1]).prefix { $0 == $1 }.map(\.0))
+
+        let ambiguous = try show(["--reports", reports, common])
+        XCTAssertEqual(ambiguous.status, .exited(1), ambiguous.stderr)
+        XCTAssertTrue(ambiguous.stderr.contains("2 reports in \(reports)"), ambiguous.stderr)
+        XCTAssertTrue(ambiguous.stderr.contains(ids[0]) && ambiguous.stderr.contains(ids[1]), ambiguous.stderr)
+        XCTAssertEqual(ambiguous.stdout, "")
+
+        let miss = try show(["--reports", reports, "1999"])
+        XCTAssertEqual(miss.status, .exited(1), miss.stderr)
+        XCTAssertTrue(miss.stderr.contains("no report '1999' in \(reports)"), miss.stderr)
+        XCTAssertTrue(miss.stderr.contains("nearest: \(ids[1]), \(ids[0])"), miss.stderr)
+
+        let missingPath = try show([reports + "/" + ids[0] + "x/"])
+        XCTAssertEqual(missingPath.status, .exited(1), missingPath.stderr)
+        XCTAssertTrue(missingPath.stderr.contains("in \(reports) (nearest: "), missingPath.stderr)
+
+        let nowhere = reports + "/nothing-here"
+        let empty = try show(["--reports", nowhere, "latest"])
+        XCTAssertEqual(empty.status, .exited(1), empty.stderr)
+        XCTAssertTrue(empty.stderr.contains("in \(nowhere) (the directory does not exist)"), empty.stderr)
+    }
+
+    func testListWithNothingToList() throws {
+        let empty = TestSupport.temporaryDirectory("cli-empty")
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        for (directory, said) in [(empty, "no reports in \(empty)\n"), (empty + "/missing", "(the directory does not exist)")] {
+            for (arguments, stdout) in [([String](), ""), (["--format", "json"], "[]\n")] {
+                let result = try TestSupport.run([TestSupport.crashport, "list", "--reports", directory] + arguments)
+                XCTAssertEqual(result.status, .exited(0), result.stderr)
+                XCTAssertEqual(result.stdout, stdout, "\(directory) \(arguments)")
+                XCTAssertTrue(result.stderr.contains(said), result.stderr)
+            }
+        }
+        let fromEnvironment = try TestSupport.run(
+            [TestSupport.crashport, "list"], environment: ["CRASHPORT_REPORTS": empty + "/from-environment"])
+        XCTAssertTrue(fromEnvironment.stderr.contains(empty + "/from-environment"), fromEnvironment.stderr)
+    }
+
+    func testListAsJSON() throws {
+        let (reports, ids) = try twoReports()
+        defer { try? FileManager.default.removeItem(atPath: reports) }
+        let result = try TestSupport.run([TestSupport.crashport, "list", "--reports", reports, "--format", "json"])
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        let array = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+        XCTAssertEqual(array.map { $0["id"] as? String }, [ids[1], ids[0]], "newest first")
+        for object in array {
+            XCTAssertEqual(object["path"] as? String, reports + "/" + (object["id"] as? String ?? ""))
+            XCTAssertEqual(object["signal"] as? String, "SIGSEGV")
+            XCTAssertEqual(object["kind"] as? String, "crash")
+            XCTAssertNotNil(object["program"] as? String)
+            XCTAssertNotNil(object["timestamp"] as? String)
+            XCTAssertNotNil(object["top_frame"] as? String)
+        }
+    }
+
+    func testVersion() throws {
+        let result = try TestSupport.run([TestSupport.crashport, "--version"])
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        XCTAssertTrue(result.stdout.hasPrefix("crashport "), result.stdout)
+        XCTAssertEqual(result.stdout.split(separator: " ").last?.split(separator: ".").count, 3, result.stdout)
+    }
+
+    /// Every command's usage errors exit 64, the status the help's table gives.
+    func testUsageErrorsExit64() throws {
+        let nowhere = TestSupport.temporaryDirectory("cli-usage")
+        defer { try? FileManager.default.removeItem(atPath: nowhere) }
+        let cases: [[String]] = [
+            ["--bogus"], ["nosuchcommand"],
+            ["list", "--bogus"], ["list", "--max-reports", "3"], ["list", "--format", "yaml"],
+            ["show"], ["show", "--bogus", "x"], ["show", "--max-size", "3", "x"], ["show", ""],
+            ["stats", "--bogus"], ["stats", "--max-reports", "3"],
+            ["doctor", "--bogus"],
+            ["symbolicate"], ["symbolicate", "--bogus", "x"],
+            ["watch", "--bogus"], ["watch", "--jobs", "0", "--socket", nowhere + "/s", "--reports", nowhere],
+            ["run", "--reports", nowhere], ["run", "--reports", nowhere, "--timeout-ms", "0", "/bin/true"],
+            ["run", "--reports", nowhere, "--forward-first", "SIGTERM", "/bin/true"],
+        ]
+        for arguments in cases {
+            let result = try TestSupport.run([TestSupport.crashport] + arguments)
+            XCTAssertEqual(result.status, .exited(64), "\(arguments): \(result.stderr)")
+            XCTAssertFalse(result.stderr.isEmpty, "\(arguments)")
+        }
+        let help = try TestSupport.run([TestSupport.crashport, "help"])
+        XCTAssertTrue(help.stdout.contains("64     usage error"), help.stdout)
+    }
+
+    func testSymbolicateDebugDirectoryAndReportDirectory() throws {
+        let (reports, ids) = try twoReports()
+        defer { try? FileManager.default.removeItem(atPath: reports) }
+        let report = reports + "/" + ids[0]
+        let missing = try TestSupport.run(
+            [TestSupport.crashport, "symbolicate", "--debug-dir", reports + "/no-such-dir", report + "/minidump.dmp"])
+        XCTAssertEqual(missing.status, .exited(1), missing.stderr)
+        XCTAssertTrue(missing.stderr.contains("--debug-dir \(reports)/no-such-dir"), missing.stderr)
+        XCTAssertEqual(missing.stdout, "")
+
+        for directory in [report, report + "/"] {
+            let result = try TestSupport.run([TestSupport.crashport, "symbolicate", "--format", "json", directory])
+            XCTAssertEqual(result.status, .exited(0), "\(directory): \(result.stderr)")
+            let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            XCTAssertEqual((object?["signal"] as? [String: Any])?["name"] as? String, "SIGSEGV", result.stdout)
+        }
+        // Without a minidump, the event.
+        try FileManager.default.removeItem(atPath: report + "/minidump.dmp")
+        let eventOnly = try TestSupport.run([TestSupport.crashport, "symbolicate", report])
+        XCTAssertEqual(eventOnly.status, .exited(0), eventOnly.stderr)
+        XCTAssertTrue(eventOnly.stdout.contains("SIGSEGV"), eventOnly.stdout)
+        let empty = reports + "/empty"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: false)
+        let neither = try TestSupport.run([TestSupport.crashport, "symbolicate", empty])
+        XCTAssertEqual(neither.status, .exited(1), neither.stderr)
+    }
 }

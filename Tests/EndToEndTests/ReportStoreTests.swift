@@ -51,10 +51,10 @@ final class ReportStoreTests: XCTestCase {
         XCTAssertEqual(half.status, .exited(1))
         XCTAssertTrue(half.stderr.contains("event.json is missing"), half.stderr)
         let missing = try TestSupport.run([TestSupport.crashport, "show", "--reports", reports, "nope"])
-        XCTAssertTrue(missing.stderr.contains("no report named nope"), missing.stderr)
+        XCTAssertTrue(missing.stderr.contains("no report 'nope' in \(reports)"), missing.stderr)
         let notOurs = try TestSupport.run([TestSupport.crashport, "show", "--reports", reports, unmarked])
         XCTAssertEqual(notOurs.status, .exited(1))
-        XCTAssertTrue(notOurs.stderr.contains("no report named \(unmarked)"), notOurs.stderr)
+        XCTAssertTrue(notOurs.stderr.contains("no report '\(unmarked)' in \(reports)"), notOurs.stderr)
 
         let listAgain = try TestSupport.run([TestSupport.crashport, "list", "--reports", reports])
         XCTAssertEqual(listAgain.status, .exited(0))
@@ -153,7 +153,7 @@ final class ReportStoreTests: XCTestCase {
         for name in [lookalike, linked, "0notes.txt", "1-important-data"] {
             let shown = try TestSupport.run([TestSupport.crashport, "show", "--reports", reports, name])
             XCTAssertEqual(shown.status, .exited(1))
-            XCTAssertTrue(shown.stderr.contains("no report named \(name)"), shown.stderr)
+            XCTAssertTrue(shown.stderr.contains("no report '\(name)' in \(reports)"), shown.stderr)
         }
     }
 
