@@ -314,7 +314,7 @@ extension CrashLog {
     }
 
     /// Text from the program made safe for a terminal: control characters as \n, \t, \u{1b}.
-    static func escaped(_ text: String) -> String {
+    public static func escaped(_ text: String) -> String {
         var out = ""
         for scalar in text.unicodeScalars {
             switch scalar {

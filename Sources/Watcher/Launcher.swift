@@ -62,6 +62,8 @@ public struct Launcher {
     public var options = CaptureOptions()
     public var stubPath: String?
     public var extraEnvironment: [String: String] = [:]
+    /// Which frames are the program's own (--in-app / --not-in-app).
+    public var inAppRules = InAppRules()
 
     public init(program: String, arguments: [String], store: ReportStore) {
         self.program = program
@@ -170,6 +172,7 @@ public struct Launcher {
 
         let oomBefore = Self.oomKills()
         let server = CrashServer(socket: ours, store: store, options: options)
+        server.inAppRules = inAppRules
         server.log = log
         server.sessionID = { pid in pid == ProcessID(child) ? session : nil }
         server.onSetting = { enabled, sender in

@@ -385,6 +385,7 @@ public final class Sidecar {
 
     func configureServer() {
         server.log = { [log] in log.say($0) }
+        server.inAppRules = configuration.inAppRules
         server.printSummary = false
         server.reportLine = true
         server.submit = { [pool] job in pool.submit(job) }

@@ -4,6 +4,7 @@
 
 import Foundation
 import LiveProcess
+import Reports
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -28,6 +29,8 @@ public struct SidecarConfiguration: Sendable {
     public var maxReports: Int?
     public var maxBytes: UInt64?
     public var capture = CaptureOptions()
+    /// Which frames are the program's own (--in-app / --not-in-app).
+    public var inAppRules = InAppRules()
 
     /// The defaults: root serves every user from /run, /var/lib and /var/spool; a user serves
     /// itself from $XDG_RUNTIME_DIR and ~/.local/state.

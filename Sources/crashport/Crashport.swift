@@ -90,6 +90,20 @@ struct CaptureFlags: ParsableArguments {
 
     @Flag(name: .long, help: "Also keep the process environment in the minidump (it may hold secrets).")
     var captureEnvironment = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Frames of modules matching PATTERN (fnmatch, path or file name) are the program's own (repeatable).",
+            valueName: "PATTERN"))
+    var inApp: [String] = []
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Frames of modules matching PATTERN are not the program's own (repeatable).", valueName: "PATTERN"))
+    var notInApp: [String] = []
+
+    var inAppRules: InAppRules { InAppRules(inApp: inApp, notInApp: notInApp) }
 }
 
 struct Run: ParsableCommand {
@@ -147,6 +161,7 @@ struct Run: ParsableCommand {
                         .utf8))
         }
         var launcher = Launcher(program: program, arguments: Array(command.dropFirst()), store: store)
+        launcher.inAppRules = captureFlags.inAppRules
         launcher.options.usePtrace = !captureFlags.noPtrace
         launcher.options.captureEnvironment = captureFlags.captureEnvironment
         if !forwardFirst.isEmpty {
@@ -256,6 +271,7 @@ struct Watch: ParsableCommand {
         }
         if let maxReports = quotaOption.maxReports { configuration.maxReports = max(1, maxReports) }
         if let maxSize = quotaOption.maxSize { configuration.maxBytes = maxSize << 20 }
+        configuration.inAppRules = captureFlags.inAppRules
         if captureFlags.noPtrace { configuration.capture.usePtrace = false }
         if captureFlags.captureEnvironment { configuration.capture.captureEnvironment = true }
         do {
@@ -291,7 +307,8 @@ struct List: ParsableCommand {
         discussion: """
             With no reports, says so on stderr (naming the directory) and exits 0. --format json
             prints an array, newest first, one object per report: id, path, timestamp, program,
-            executable, signal or kind, top_frame (the crashing thread's first frame).
+            executable, signal or kind, title, culprit (the program's own frame that crashed),
+            top_frame (the crashing thread's first frame).
             """)
 
     enum Format: String, ExpressibleByArgument { case text, json }
@@ -305,6 +322,8 @@ struct List: ParsableCommand {
         var executable: String?
         var signal: String?
         var kind: String?
+        var title: String?
+        var culprit: String?
         var topFrame: String?
     }
 
@@ -340,6 +359,10 @@ struct List: ParsableCommand {
                         id: id, path: store.path(of: id), timestamp: event.timestamp,
                         program: event.process?.executable.map { ($0 as NSString).lastPathComponent },
                         executable: event.process?.executable, signal: event.signal?.name, kind: event.kind?.rawValue,
+                        title: event.title,
+                        culprit: event.culprit.map {
+                            CrashLog.describe(FrameRecord(module: $0.module, function: $0.function, file: $0.file, line: $0.line))
+                        },
                         topFrame: event.crashedThreadRecord?.frames?.first.map(CrashLog.describe)))
             } catch {
                 FileHandle.standardError.write(Data("crashport: \(error)\n".utf8))
@@ -358,7 +381,7 @@ struct List: ParsableCommand {
                 print(
                     [
                         entry.id, entry.timestamp ?? "?", entry.program ?? "?", entry.signal ?? entry.kind ?? "?",
-                        entry.topFrame ?? "no frames",
+                        CrashLog.escaped(entry.culprit ?? entry.topFrame ?? "no frames"),
                     ].joined(separator: "  "))
             }
         case .json:
