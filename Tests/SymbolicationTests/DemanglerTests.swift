@@ -5,9 +5,12 @@
 // `-C symbol-mangling-version=legacy` and once with `=v0`, and the expected strings are what
 // rustc-demangle prints in its alternate form ("{:#}", Rust's own backtraces: no legacy hash, no
 // v0 crate disambiguators), checked against rustc-demangle itself when they were written.
+// testRustFixture builds names.rs again with the rustc on the machine, where there is one.
 
+import Foundation
 import ObjectFile
 @testable import Symbolication
+import TestSupport
 import XCTest
 
 final class DemanglerTests: XCTestCase {
@@ -114,5 +117,59 @@ final class DemanglerTests: XCTestCase {
         // A legacy name of 100,000 segments decodes in full.
         let long = "_ZN" + String(repeating: "1a", count: 100_000) + "17h0123456789abcdefE"
         XCTAssertEqual(Demangler.demangle(long), Array(repeating: "a", count: 100_000).joined(separator: "::"))
+    }
+
+    /// names.rs built here with each mangling: its functions demangle to what Rust prints, and no
+    /// Rust name of the binary keeps an escape or a hash. Skipped where rustc or nm is missing.
+    func testRustFixture() throws {
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? "/root"
+        guard let rustc = TestSupport.which("rustc", also: [home + "/.cargo/bin"]) else {
+            throw XCTSkip("rustc not found (looked in PATH and ~/.cargo/bin): names.rs cannot be built")
+        }
+        guard let nm = TestSupport.which("nm") else { throw XCTSkip("nm not found: the symbols cannot be listed") }
+        let directory = TestSupport.temporaryDirectory("demangle")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let expected = [
+            "legacy": [
+                "names::main", "names::main::{{closure}}", "names::Wrapper<T>::apply",
+                "<names::Foo as core::fmt::Display>::fmt",
+            ],
+            "v0": [
+                "names::main", "names::main::{closure#0}", "<names::Wrapper<u32>>::apply",
+                "<names::Foo as core::fmt::Display>::fmt",
+            ],
+        ]
+        for (mangling, functions) in expected {
+            let output = directory + "/names-" + mangling
+            let command = [
+                rustc, "-C", "opt-level=0", "-C", "symbol-mangling-version=" + mangling, "-o", output,
+                TestSupport.fixture("rust/names.rs"),
+            ]
+            var result = try TestSupport.run(command)
+            if result.status != .exited(0), mangling == "legacy" {
+                // Since Rust 1.95 (v0 the default) choosing legacy takes -Z unstable-options.
+                result = try TestSupport.run(
+                    Array(command[...0]) + ["-Z", "unstable-options"] + command[1...], environment: ["RUSTC_BOOTSTRAP": "1"])
+            }
+            guard result.status == .exited(0) else {
+                XCTFail("rustc \(mangling) names.rs failed:\n\(result.stderr)")
+                continue
+            }
+            let listing = try TestSupport.run([nm, "--defined-only", output])
+            XCTAssertEqual(listing.status, .exited(0), listing.stderr)
+            let names = listing.stdout.split(separator: "\n").compactMap { $0.split(separator: " ").last.map(String.init) }
+            let rust = names.filter { $0.hasPrefix(mangling == "v0" ? "_R" : "_ZN") && $0.contains("names") }
+            let readable = Set(rust.map(Demangler.readable))
+            for function in functions {
+                XCTAssertTrue(readable.contains(function), "\(mangling): \(function) in \(readable.sorted())")
+            }
+            for (name, text) in zip(rust, rust.map(Demangler.readable)) {
+                XCTAssertNotEqual(name, text, "\(mangling): not demangled")
+                for leftover in ["$LT$", "$GT$", "$u", "..", "17h"] {
+                    XCTAssertFalse(text.contains(leftover), "\(mangling): \(name) → \(text)")
+                }
+                XCTAssertNil(text.range(of: "::h[0-9a-f]{16}$", options: .regularExpression), "\(mangling): \(name) → \(text)")
+            }
+        }
     }
 }
