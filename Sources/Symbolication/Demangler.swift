@@ -1,12 +1,25 @@
-// Demangler: readable names for Swift, C++ (Itanium) and Rust (legacy) symbols.
+// Demangler: readable names for Swift, C++ (Itanium) and Rust (legacy and v0) symbols.
 //
-// Rust v0 names (_R…) go through GNU libiberty's rust_demangle, the demangler binutils uses,
-// without its verbose flag: "mycrate::foo::bar", as Rust's own backtraces print them.
+// Rust names, v0 (_R…) and legacy (_ZN…17h<16 hex>E), go through GNU libiberty's rust_demangle,
+// the demangler of c++filt and gdb, without its verbose flag: "mycrate::Wrapper<T>::apply",
+// "main::{{closure}}", "<main::Foo as core::fmt::Display>::fmt", with the legacy hash and v0's
+// crate disambiguators left out, as rustc-demangle's alternate form ("{:#}") and Rust's own
+// backtraces print them. Legacy names are tried as Rust before C++, in the order c++filt and
+// gdb use: they are valid Itanium names too, which __cxa_demangle only half decodes (Rust's
+// "$LT$" and "$u7b$" escapes, ".." for "::", stay as they are). libiberty recognises a legacy
+// name by its hash segment, prints a segment's rest verbatim from a malformed escape on (as
+// rustc-demangle does) and refuses a name whose lengths or hash do not parse; such a name is
+// then read as C++, with the hash dropped when it is there (stripRustHash). One difference
+// from rustc-demangle: libiberty (20230104, Debian 12) decodes only ASCII "$u…$" escapes, so a
+// non-ASCII identifier stays escaped ("caf$ue9$" for "café").
 // Swift names go through the Swift runtime's own demangler, in the simplified form Swift's
 // backtracer prints (_swift_backtrace_demangle; swift_demangle's full form as a fallback);
-// Itanium names through the C++ runtime's __cxa_demangle. Rust legacy names are
-// Itanium-mangled with a trailing "::h<16 hex>" hash, which is dropped as rustfilt does. A
-// name that cannot be demangled is returned unchanged by `readable`.
+// Itanium names through the C++ runtime's __cxa_demangle. A name that cannot be demangled is
+// returned unchanged by `readable`.
+//
+// Names are untrusted bytes from a file or a process: every demangler here bounds its work
+// (libiberty's Rust demangler checks lengths and limits recursion, and returns NULL on
+// malformed input).
 
 // The C functions are declared by CShims' crashport_libraries.h.
 
@@ -32,12 +45,8 @@ public enum Demangler {
                 return text == name ? nil : text
             }
         }
-        if name.hasPrefix("_R") {
-            // Parameters, no crate disambiguator hashes (no DMGL_VERBOSE).
-            guard let result = name.withCString({ rust_demangle($0, DMGL_PARAMS | DMGL_ANSI) }) else { return nil }
-            defer { free(result) }
-            return String(cString: result)
-        }
+        if name.hasPrefix("_R") { return rust(name) }
+        if name.hasPrefix("_ZN"), let text = rust(name) { return text }
         if name.hasPrefix("_Z") {
             var status: Int32 = 0
             guard let result = name.withCString({ __cxa_demangle($0, nil, nil, &status) }), status == 0 else { return nil }
@@ -50,12 +59,21 @@ public enum Demangler {
     /// `demangle(name) ?? name`.
     public static func readable(_ name: String) -> String { demangle(name) ?? name }
 
+    /// A Rust v0 or legacy name through libiberty's rust_demangle, or nil when libiberty does not
+    /// take it for one. Without DMGL_VERBOSE: no legacy hash, no v0 crate disambiguators.
+    static func rust(_ name: String) -> String? {
+        guard let result = name.withCString({ rust_demangle($0, DMGL_PARAMS | DMGL_ANSI) }) else { return nil }
+        defer { free(result) }
+        return String(cString: result)
+    }
+
     static func isSwift(_ name: String) -> Bool {
         for prefix in ["$s", "_$s", "$S", "_$S", "$e", "_$e", "_T0"] where name.hasPrefix(prefix) { return true }
         return false
     }
 
-    /// Rust legacy symbols end in "::h" + 16 hex digits.
+    /// Rust legacy symbols end in "::h" + 16 hex digits: dropped from a name libiberty refused
+    /// (a malformed escape) and __cxa_demangle read, a partial decode better than none.
     static func stripRustHash(_ text: String) -> String {
         let scalars = Array(text.utf8)
         guard scalars.count > 19 else { return text }
