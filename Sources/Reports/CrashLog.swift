@@ -8,6 +8,11 @@ public enum CrashLog {
     /// "function (file:line)", "function (module+0x…)" or "module+0x…"; the kernel's signal
     /// frame as gdb prints it, "<signal handler called>".
     public static func describe(_ frame: FrameRecord) -> String {
+        escaped(describeRaw(frame))
+    }
+
+    /// Names from the program's files (functions, files, modules) may hold anything: escaped.
+    static func describeRaw(_ frame: FrameRecord) -> String {
         if frame.trust == .signalFrame { return FrameRecord.signalHandlerCalled }
         let location: String? = frame.module.map { module in "\(module)+\(frame.moduleOffset?.description ?? "?")" }
         if let function = frame.function {
@@ -21,7 +26,7 @@ public enum CrashLog {
     }
 
     static func headline(_ event: Event) -> String {
-        let program = event.process?.executable ?? "process"
+        let program = escaped(event.process?.executable ?? "process")
         var text = "\(program) (pid \(event.process?.pid.map(String.init) ?? "?")) crashed: "
         if event.kind == .error {
             text =
@@ -31,7 +36,7 @@ public enum CrashLog {
                 guard let function = frame.function else { return false }
                 return !function.hasPrefix("crashport_") && !function.hasPrefix("static CrashPort.")
             }
-            if let function = caller?.function { text += " in \(function)" }
+            if let function = caller?.function { text += " in \(escaped(function))" }
             return text
         }
         if let signal = event.signal {
@@ -48,7 +53,7 @@ public enum CrashLog {
             let original = signal.reraisedBy?.originalFrame.flatMap { frames.indices.contains($0) ? frames[$0] : nil }
             // The program's own frame (the culprit), unless a handler re-raised: then the fault's.
             if let function = original?.function ?? event.culprit?.function ?? frames.first?.function {
-                text += " in \(function)"
+                text += " in \(escaped(function))"
             }
             if let reraise = signal.reraisedBy {
                 let handler = reraise.function ?? reraise.handler?.description ?? "the program's handler"
@@ -84,13 +89,33 @@ public enum CrashLog {
         headline(event) + (event.capturedFrom == "spool" ? " (from the spool: crashing thread only)" : "")
     }
 
+    /// The first line of a crash's log: who crashed, and the title (what happened, in the
+    /// program's own frame); the headline's signal details follow on the next line.
+    static func titleLine(_ event: Event) -> String? {
+        guard event.kind != .error, let title = event.title else { return nil }
+        let program = event.process?.executable ?? "process"
+        return "\(escaped(program)) (pid \(event.process?.pid.map(String.init) ?? "?")) crashed: \(escaped(title))"
+    }
+
+    /// The headline's part after "crashed: ": the signal in full (code, address, sender, re-raise).
+    static func signalDetail(_ event: Event) -> String {
+        let line = headline(event)
+        guard let range = line.range(of: " crashed: ") else { return line }
+        return String(line[range.upperBound...])
+    }
+
     /// The few lines printed to stderr when a report is written.
     public static func summary(_ event: Event, reportPath: String, maxFrames: Int = 8) -> String {
-        var lines = ["crashport: " + headline(event)]
+        var lines: [String]
+        if let title = titleLine(event) {
+            lines = ["crashport: " + title, "  signal: " + signalDetail(event)]
+        } else {
+            lines = ["crashport: " + headline(event)]
+        }
         if let reason = event.reason { lines.append("  reason: " + escaped(reason)) }
         if let thread = event.crashedThreadRecord {
             lines.append(
-                "  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "") \(event.kind == .error ? "reported it" : "crashed"):"
+                "  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "") \(event.kind == .error ? "reported it" : "crashed"):"
             )
             // The program's frames first: runtime frames folded, recursion folded, then cut.
             let shown = frameLines(thread.frames ?? [], foldRuntime: true) { frame in
@@ -109,7 +134,7 @@ public enum CrashLog {
 
     static func threadSection(_ thread: ThreadRecord) -> [String] {
         var lines = [
-            "Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\($0)\"" } ?? "")\(thread.crashed == true ? " (crashed)" : "")"
+            "Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "")\(thread.crashed == true ? " (crashed)" : "")"
         ]
         lines += frameLines(thread.frames ?? [], foldRuntime: false) { frame in
             let index = String(frame.index ?? 0).padding(toLength: 3)
@@ -126,14 +151,19 @@ public enum CrashLog {
     /// The full crash log of `crashport show`.
     public static func full(_ event: Event) -> String {
         var lines: [String] = []
-        lines.append(headline(event))
+        if let title = titleLine(event) {
+            lines.append(title)
+            lines.append("Signal:    \(signalDetail(event))")
+        } else {
+            lines.append(headline(event))
+        }
         if let id = event.id { lines.append("Report:    \(id)") }
         if let timestamp = event.timestamp { lines.append("Time:      \(timestamp)") }
         if let reason = event.reason { lines.append("Reason:    \(escaped(reason))") }
         if let arguments = event.process?.arguments, !arguments.isEmpty {
-            lines.append("Command:   \(arguments.joined(separator: " "))")
+            lines.append("Command:   \(escaped(arguments.joined(separator: " ")))")
         }
-        for note in event.notes ?? [] { lines.append("Note:      \(note)") }
+        for note in event.notes ?? [] { lines.append("Note:      \(escaped(note))") }
         lines.append("")
         lines += appSection(event)
         let threads = event.threads ?? []
@@ -178,7 +208,7 @@ public enum CrashLog {
         lines.append("Modules:")
         for module in event.modules ?? [] {
             let base = (module.base?.description ?? "?").padding(toLength: 18)
-            lines.append("  \(base) \(module.path ?? "?")  \(module.buildID ?? "no build-id")")
+            lines.append("  \(base) \(escaped(module.path ?? "?"))  \(module.buildID ?? "no build-id")")
         }
         return lines.joined(separator: "\n")
     }

@@ -1,0 +1,45 @@
+// The text crash log of a fixed report (JSON in, text out), compared with a golden file, so its
+// format changes only on purpose. The report is a real one (an uncaught C++ exception on a
+// thread), with paths made neutral and a thread name and an annotation that hold a terminal
+// escape and a newline (printed escaped). To accept a change on purpose:
+//   CRASHPORT_UPDATE_GOLDEN=1 swift test --filter CrashLogGoldenTests   (then review the diff)
+
+import Foundation
+import ReportModel
+import Reports
+import TestSupport
+import XCTest
+
+final class CrashLogGoldenTests: XCTestCase {
+    func check(_ text: String, golden name: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let path = TestSupport.fixture("golden/" + name)
+        if ProcessInfo.processInfo.environment["CRASHPORT_UPDATE_GOLDEN"] == "1" {
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            return
+        }
+        let expected = try String(contentsOfFile: path, encoding: .utf8)
+        guard text != expected else { return }
+        let ours = text.split(separator: "\n", omittingEmptySubsequences: false)
+        let theirs = expected.split(separator: "\n", omittingEmptySubsequences: false)
+        let first = zip(ours, theirs).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(ours.count, theirs.count)
+        XCTFail(
+            "\(name) differs from line \(first + 1):\n  golden: \(first < theirs.count ? String(theirs[first]) : "(end)")\n  now:    \(first < ours.count ? String(ours[first]) : "(end)")\n(CRASHPORT_UPDATE_GOLDEN=1 to accept a change on purpose)",
+            file: file, line: line)
+    }
+
+    func event() throws -> Event {
+        try Event.decode(Data(contentsOf: URL(fileURLWithPath: TestSupport.fixture("golden/cxx-uncaught-exception.json"))))
+    }
+
+    func testFullCrashLog() throws {
+        let text = CrashLog.full(try event())
+        XCTAssertFalse(text.contains("\u{1b}"), "no terminal escape reaches the terminal")
+        try check(text + "\n", golden: "cxx-uncaught-exception.txt")
+    }
+
+    func testSummary() throws {
+        let text = CrashLog.summary(try event(), reportPath: "/var/lib/crashport/reports/20261123T231023.529Z-4543-e5a6")
+        XCTAssertFalse(text.contains("\u{1b}"))
+        try check(text + "\n", golden: "cxx-uncaught-exception.summary.txt")
+    }
+}
