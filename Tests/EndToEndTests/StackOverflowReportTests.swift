@@ -46,8 +46,12 @@ final class StackOverflowReportTests: XCTestCase {
         }
         XCTAssertEqual(event.signal?.name, "SIGSEGV")
         XCTAssertEqual(event.signal?.stackOverflow, true, "\(event.signal.map { "\($0)" } ?? "no signal")")
+        // The title names it and the thread; the signal line gives the details.
+        let threadName = onMainThread ? "overflow" : "worker"
         XCTAssertTrue(
-            watched.result.stderr.contains("crashed: SIGSEGV, stack overflow: "), "the summary line: \(watched.result.stderr)")
+            watched.result.stderr.contains("crashed: SIGSEGV: stack overflow in thread '\(threadName)' in recurse (overflow.c:"),
+            "the summary line: \(watched.result.stderr)")
+        XCTAssertTrue(watched.result.stderr.contains("signal: SIGSEGV, stack overflow: "), watched.result.stderr)
         let thread = try XCTUnwrap(event.crashedThreadRecord)
         XCTAssertEqual(thread.tid?.rawValue == event.process?.pid?.rawValue, onMainThread, "the thread that overflowed")
         if !onMainThread { XCTAssertEqual(thread.name, "worker") }
@@ -58,7 +62,7 @@ final class StackOverflowReportTests: XCTestCase {
         XCTAssertEqual(dump.signal?.stackOverflow, true, "offline, from the minidump's LinuxMaps stream")
         XCTAssertEqual(dump.crashedFunctions.first, "recurse")
         XCTAssertTrue(
-            text.split(separator: "\n").first?.contains("crashed: SIGSEGV, stack overflow: ") ?? false,
+            text.split(separator: "\n").first?.contains("crashed: SIGSEGV: stack overflow in thread '\(threadName)'") ?? false,
             "the offline crash log's first line: \(text.prefix(400))")
     }
 
