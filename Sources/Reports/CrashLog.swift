@@ -7,17 +7,18 @@ import ReportModel
 public enum CrashLog {
     /// "function (file:line)", "function (module+0x…)" or "module+0x…"; the kernel's signal
     /// frame as gdb prints it, "<signal handler called>".
-    public static func describe(_ frame: FrameRecord) -> String {
-        escaped(describeRaw(frame))
+    /// `fullPath`: the source file's whole path (`crashport show`), else its name (the summary).
+    public static func describe(_ frame: FrameRecord, fullPath: Bool = false) -> String {
+        escaped(describeRaw(frame, fullPath: fullPath))
     }
 
     /// Names from the program's files (functions, files, modules) may hold anything: escaped.
-    static func describeRaw(_ frame: FrameRecord) -> String {
+    static func describeRaw(_ frame: FrameRecord, fullPath: Bool) -> String {
         if frame.trust == .signalFrame { return FrameRecord.signalHandlerCalled }
         let location: String? = frame.module.map { module in "\(module)+\(frame.moduleOffset?.description ?? "?")" }
         if let function = frame.function {
             if let file = frame.file {
-                let name = file.split(separator: "/").last.map(String.init) ?? file
+                let name = fullPath ? file : file.split(separator: "/").last.map(String.init) ?? file
                 return "\(function) (\(name)\(frame.line.map { ":\($0)" } ?? ""))"
             }
             return location.map { "\(function) (\($0))" } ?? function
@@ -93,8 +94,11 @@ public enum CrashLog {
     /// program's own frame); the headline's signal details follow on the next line.
     static func titleLine(_ event: Event) -> String? {
         guard event.kind != .error, let title = event.title else { return nil }
-        let program = event.process?.executable ?? "process"
-        return "\(escaped(program)) (pid \(event.process?.pid.map(String.init) ?? "?")) crashed: \(escaped(title))"
+        let program = escaped(event.process?.executable ?? "process")
+        let pid = event.process?.pid.map(String.init) ?? "?"
+        // A death no handler saw is a killing, not a crash: "… (pid 7) was killed by SIGKILL".
+        if event.kind == .termination { return "\(program) (pid \(pid)) was \(escaped(title))" }
+        return "\(program) (pid \(pid)) crashed: \(escaped(title))"
     }
 
     /// The headline's part after "crashed: ": the signal in full (code, address, sender, re-raise).
@@ -139,7 +143,7 @@ public enum CrashLog {
         lines += frameLines(thread.frames ?? [], foldRuntime: false) { frame in
             let index = String(frame.index ?? 0).padding(toLength: 3)
             let pc = (frame.pc?.description ?? "").padding(toLength: 18)
-            var line = "  \(index) \(pc) \(describe(frame))"
+            var line = "  \(index) \(pc) \(describe(frame, fullPath: true))"
             if frame.inlined == true { line += " [inlined]" }
             if let trust = frame.trust, trust != .context, trust != .cfi, trust != .signalFrame { line += " [\(trust.rawValue)]" }
             return line

@@ -56,6 +56,16 @@ public struct OfflineSymbolicator {
         return buildID.flatMap { locator.file(forBuildID: $0) }
     }
 
+    /// Why a module's frames keep module+offset: which build-id was looked for, and where.
+    func missing(name: String, path: String, buildID: BuildID?) -> String {
+        guard let buildID else {
+            return "no binary for \(name) at \(path), and no build-id to look for another: its frames keep module+offset"
+        }
+        let places = [path] + locator.placesSearched(forBuildID: buildID)
+        return
+            "no binary or debug file for \(name) with build-id \(buildID.hex) (looked at \(places.joined(separator: ", "))): its frames keep module+offset; --debug-dir DIR adds a place"
+    }
+
     /// Re-symbolicates every frame of an event from its module and module offset.
     public func symbolicate(event original: Event) -> Event {
         var event = original
@@ -67,8 +77,7 @@ public struct OfflineSymbolicator {
             let found = image(path: path, buildID: module.buildID.flatMap { BuildID(hex: $0) })
             images[name] = found
             if found == nil && path != "[vdso]" {
-                notes.append(
-                    "no binary or debug file for \(name) (build-id \(module.buildID ?? "none")): its frames keep module+offset")
+                notes.append(missing(name: name, path: path, buildID: module.buildID.flatMap { BuildID(hex: $0) }))
             }
         }
         event.threads = event.threads?.map { thread in
@@ -117,9 +126,7 @@ public struct OfflineSymbolicator {
             var module = module
             module.object = image(path: module.path, buildID: module.buildID)
             if module.object == nil && module.path != "[vdso]" {
-                notes.append(
-                    "no binary or debug file for \(module.name) (build-id \(module.buildID?.hex ?? "none")): its frames keep module+offset"
-                )
+                notes.append(missing(name: module.name, path: module.path, buildID: module.buildID))
             }
             return module
         }

@@ -7,6 +7,17 @@ import ObjectFile
 extension DebugFileLocator {
     /// An ELF file with this build-id: `<dir>/.build-id/xx/rest.debug` in each debug
     /// directory, then any ELF file in a user's directory (flat layout) with that build-id.
+    /// Where `file(forBuildID:)` looks, in order, for saying so when it finds nothing.
+    public func placesSearched(forBuildID buildID: BuildID) -> [String] {
+        let hex = buildID.hex
+        guard hex.count > 2 else { return [] }
+        let relative = ".build-id/\(hex.prefix(2))/\(hex.dropFirst(2)).debug"
+        return debugDirectories.map { $0 + "/" + relative }
+            + debugDirectories.filter { $0 != DebugFileLocator.systemDebugDirectory }.map {
+                $0 + "/* (any ELF file with that build-id)"
+            }
+    }
+
     public func file(forBuildID buildID: BuildID) -> ELFFile? {
         guard buildID.bytes.count > 1 else { return nil }
         let hex = buildID.hex

@@ -363,7 +363,7 @@ struct List: ParsableCommand {
                         culprit: event.culprit.map {
                             CrashLog.describe(FrameRecord(module: $0.module, function: $0.function, file: $0.file, line: $0.line))
                         },
-                        topFrame: event.crashedThreadRecord?.frames?.first.map(CrashLog.describe)))
+                        topFrame: event.crashedThreadRecord?.frames?.first.map { CrashLog.describe($0) }))
             } catch {
                 FileHandle.standardError.write(Data("crashport: \(error)\n".utf8))
             }
