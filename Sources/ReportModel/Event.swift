@@ -115,7 +115,11 @@ public struct Event: Codable, Sendable, Equatable {
 
     public init() {}
 
-    enum CodingKeys: String, CodingKey {
+    /// The top-level fields this crashport reads: anything else in an event.json (a newer
+    /// crashport's, a hand edit) is skipped, and `crashport show` says which.
+    public static var knownFields: Set<String> { Set(CodingKeys.allCases.map(\.rawValue)) }
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case schema, id, kind, timestamp, process, signal
         case crashedThread = "crashed_thread"
         case threads, modules

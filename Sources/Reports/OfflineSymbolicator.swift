@@ -115,6 +115,8 @@ public struct OfflineSymbolicator {
             }
         }
         event.notes = notes.isEmpty ? nil : notes
+        // Names found now may move the culprit (a stripped program's frames had none online).
+        Culprit.mark(&event)
         return event
     }
 

@@ -449,6 +449,18 @@ struct Show: ParsableCommand {
         }
         do {
             let event = try store.event(id: id)
+            // A newer crashport's event, or a hand-edited one: what is known is shown, the rest named.
+            if let data = FileManager.default.contents(atPath: store.path(of: id) + "/event.json"),
+                let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+            {
+                let skipped = Set(object.keys).subtracting(Event.knownFields).sorted()
+                if !skipped.isEmpty {
+                    FileHandle.standardError.write(
+                        Data(
+                            "crashport: \(id): skipped what this crashport does not know: \(skipped.map(CrashLog.escaped).joined(separator: ", "))\(event.schema.map { $0 == Event.schemaName ? "" : " (schema \(CrashLog.escaped($0)))" } ?? "")\n"
+                                .utf8))
+                }
+            }
             switch format {
             case .text: print(CrashLog.full(event))
             case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))

@@ -102,6 +102,29 @@ final class CrashLogTests: XCTestCase {
             firstLine(run).hasSuffix("crashed: SIGSEGV: segmentation fault at 0xc in read_setting (plugin.c:4)"), firstLine(run))
     }
 
+    /// An event from a newer crashport (or edited by hand), and a report without its minidump:
+    /// show prints what it knows and names what it skipped.
+    func testShowReadsWhatItKnows() throws {
+        let host = try TestSupport.compile(
+            [TestSupport.fixture("crashlog/host.c")], output: Self.directory + "/host-newer", flags: ["-O1", "-g", "-pthread"],
+            linkFlags: ["-ldl"])
+        let (run, _) = try crash([host, "name"])
+        let directory = run.reportsDirectory + "/" + run.reportIDs[0]
+        let path = directory + "/event.json"
+        var object = try XCTUnwrap(
+            JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any])
+        object["schema"] = "crashport.event.v2"
+        object["gpu_state"] = ["driver": "x"]
+        try JSONSerialization.data(withJSONObject: object).write(to: URL(fileURLWithPath: path))
+        try FileManager.default.removeItem(atPath: directory + "/minidump.dmp")
+        let shown = try TestSupport.run([TestSupport.crashport, "show", "--reports", run.reportsDirectory, "latest"])
+        XCTAssertEqual(shown.status, .exited(0), shown.stderr)
+        XCTAssertTrue(shown.stdout.contains("crashed: SIGSEGV"), shown.stdout)
+        XCTAssertTrue(
+            shown.stderr.contains("skipped what this crashport does not know: gpu_state (schema crashport.event.v2)"),
+            shown.stderr)
+    }
+
     /// A thread name with a terminal escape and a newline is printed escaped, on stderr and by show.
     func testAThreadNameIsPrintedEscaped() throws {
         let host = try TestSupport.compile(

@@ -62,7 +62,10 @@ final class SymbolicateTests: XCTestCase {
             XCTAssertEqual(event.signal?.name, "SIGSEGV", file)
 
             let text = try symbolicate(["--debug-dir", stripped.debugDirectory, directory + "/" + file])
-            XCTAssertTrue(text.stdout.contains("crash_null (crash.c:24)"), text.stdout)
+            // The title names the culprit found offline; the thread lists the file's full path.
+            XCTAssertTrue(
+                text.stdout.contains("crashed: SIGSEGV: segmentation fault at 0x0 in crash_null (crash.c:24)"), text.stdout)
+            XCTAssertTrue(text.stdout.contains("crash_null (/") && text.stdout.contains("/crash.c:24)"), text.stdout)
         }
 
         // Without the debug directory: frames keep module+offset, and the output says why.
