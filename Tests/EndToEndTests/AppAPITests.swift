@@ -141,6 +141,12 @@ final class AppAPITests: XCTestCase {
             XCTAssertTrue(crumb.message?.hasPrefix(category + ":") == true, "\(crumb)")
         }
         XCTAssertEqual(crumbs.map { $0.timestamp ?? "" }, crumbs.map { $0.timestamp ?? "" }.sorted(), "oldest first")
+
+        // LLDB, on the minidump, sees each thread start in the program's own routine: crashport's
+        // thread trampoline leaves no frame.
+        let backtraces = try TestSupport.lldb(run.minidumpPath(), commands: ["bt all"])
+        XCTAssertTrue(backtraces.contains("keep_telling"), String(backtraces.prefix(3000)))
+        XCTAssertFalse(backtraces.contains("cp_thread_start"), String(backtraces.prefix(3000)))
     }
 
     /// Why a program aborted, in its runtime's words: an uncaught C++ exception by type and

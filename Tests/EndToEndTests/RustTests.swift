@@ -67,6 +67,13 @@ final class RustTests: XCTestCase {
         }
         let functions = event.crashedFunctions
         XCTAssertTrue(functions.contains("overflow::recurse"), "the recursing function: \(functions.prefix(12))")
+        // Named in the title, the recursion folded into one counted line.
+        XCTAssertTrue(event.title?.hasPrefix("SIGSEGV: stack overflow in thread '") == true, event.title ?? "no title")
+        XCTAssertEqual(event.culprit?.function, "overflow::recurse")
+        let folded = watched.result.stderr.split(separator: "\n").first {
+            $0.contains("overflow::recurse (overflow.rs:") && $0.contains(" × ")
+        }
+        XCTAssertNotNil(folded, watched.result.stderr)
     }
 
     func testStackOverflowOnTheMainThread() throws {
