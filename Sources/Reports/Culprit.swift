@@ -42,11 +42,15 @@ public struct InAppRules: Sendable, Equatable {
         "libdispatch*", "libBlocksRuntime*", "libstd-*", "libjvm*", "libpython*", "libnode*", "libcrashport*",
         "linux-vdso*", "[vdso]", "libasan*", "libtsan*", "libubsan*",
     ]
+    /// Prefixes of runtime functions' names.
     static let runtimeFunctions = [
         "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__rust", "rust_panic", "rust_begin_unwind",
         "__gnu_cxx::", "__cxxabiv1::", "__cxa_", "_Unwind_", "__gxx_", "Swift.", "static Swift.", "swift_",
-        "Swift runtime failure", "_start", "__libc_start", "start_thread", "clone", "__clone", "crashport_",
-        "static CrashPort.", "CrashPort.", FrameRecord.signalHandlerCalled,
+        "Swift runtime failure", "__libc_start", "crashport_", "static CrashPort.", "CrashPort.",
+    ]
+    /// Whole names (a program's own `clone_record` or `start_thread_pool` stays the program's).
+    static let runtimeFunctionNames: Set<String> = [
+        "_start", "start_thread", "clone", "clone3", "__clone", "__clone3", FrameRecord.signalHandlerCalled,
     ]
 
     static func matches(_ pattern: String, path: String) -> Bool {
@@ -63,7 +67,11 @@ public struct InAppRules: Sendable, Equatable {
             if notInApp.contains(where: { Self.matches($0, path: path) }) { return false }
             if inApp.contains(where: { Self.matches($0, path: path) }) { return true }
         }
-        if let function, Self.runtimeFunctions.contains(where: { function.hasPrefix($0) }) { return false }
+        if let function,
+            Self.runtimeFunctionNames.contains(function) || Self.runtimeFunctions.contains(where: { function.hasPrefix($0) })
+        {
+            return false
+        }
         if let file, Self.runtimeSources.contains(where: { file.hasPrefix($0) }) { return false }
         guard let path = modulePath else { return function != nil }
         if Self.systemDirectories.contains(where: { path.hasPrefix($0) }) { return false }

@@ -43,3 +43,21 @@ final class CrashLogGoldenTests: XCTestCase {
         try check(text + "\n", golden: "cxx-uncaught-exception.summary.txt")
     }
 }
+
+/// The in-app rule on names and paths.
+final class InAppRulesTests: XCTestCase {
+    func testTheRule() {
+        let rules = InAppRules()
+        XCTAssertTrue(rules.isInApp(modulePath: "/srv/app/bin/ledger", function: "balance"))
+        XCTAssertTrue(rules.isInApp(modulePath: "/srv/app/bin/ledger", function: "clone_record"), "a prefix is not a name")
+        XCTAssertTrue(rules.isInApp(modulePath: "/srv/app/lib/libplugin.so", function: "read_setting"))
+        XCTAssertFalse(rules.isInApp(modulePath: "/usr/lib/x86_64-linux-gnu/libc.so.6", function: "abort"))
+        XCTAssertFalse(rules.isInApp(modulePath: "/srv/app/lib/libstdc++.so.6", function: "x"), "a runtime by its name")
+        XCTAssertFalse(rules.isInApp(modulePath: "/srv/app/bin/ledger", function: "clone"))
+        XCTAssertFalse(rules.isInApp(modulePath: "/srv/app/bin/ledger", function: "core::panicking::panic_fmt"))
+        XCTAssertFalse(rules.isInApp(modulePath: "/srv/app/bin/ledger", function: "f", file: "/usr/include/c++/12/bits/invoke.h"))
+        let adjusted = InAppRules(inApp: ["libc.so*"], notInApp: ["ledger"])
+        XCTAssertTrue(adjusted.isInApp(modulePath: "/usr/lib/x86_64-linux-gnu/libc.so.6", function: "abort"))
+        XCTAssertFalse(adjusted.isInApp(modulePath: "/srv/app/bin/ledger", function: "balance"))
+    }
+}
