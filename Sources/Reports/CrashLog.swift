@@ -108,11 +108,23 @@ public enum CrashLog {
         return String(line[range.upperBound...])
     }
 
-    /// The few lines printed to stderr when a report is written.
-    public static func summary(_ event: Event, reportPath: String, maxFrames: Int = 8) -> String {
+    /// Whether to colour text for a terminal: only on one (`isTerminal`), never with NO_COLOR
+    /// set (no-color.org) or TERM=dumb.
+    public static func colourWanted(isTerminal: Bool, environment: [String: String]) -> Bool {
+        guard isTerminal else { return false }
+        if let noColour = environment["NO_COLOR"], !noColour.isEmpty { return false }
+        return environment["TERM"] != "dumb"
+    }
+
+    /// Bold for the title, dim for frames that are not the program's (and folded runs of them).
+    static func bold(_ text: String, _ colour: Bool) -> String { colour ? "\u{1b}[1m" + text + "\u{1b}[0m" : text }
+    static func dim(_ text: String, _ colour: Bool) -> String { colour ? "\u{1b}[2m" + text + "\u{1b}[0m" : text }
+
+    /// The few lines printed to stderr when a report is written; `colour` for a terminal.
+    public static func summary(_ event: Event, reportPath: String, maxFrames: Int = 8, colour: Bool = false) -> String {
         var lines: [String]
         if let title = titleLine(event) {
-            lines = ["crashport: " + title, "  signal: " + signalDetail(event)]
+            lines = ["crashport: " + bold(title, colour), "  signal: " + signalDetail(event)]
         } else {
             lines = ["crashport: " + headline(event)]
         }
@@ -122,8 +134,8 @@ public enum CrashLog {
                 "  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "") \(event.kind == .error ? "reported it" : "crashed"):"
             )
             // The program's frames first: runtime frames folded, recursion folded, then cut.
-            let shown = frameLines(thread.frames ?? [], foldRuntime: true) { frame in
-                "    #\(frame.index ?? 0)  " + describe(frame)
+            let shown = frameLines(thread.frames ?? [], foldRuntime: true, colour: colour) { frame in
+                dim("    #\(frame.index ?? 0)  " + describe(frame), colour && frame.inApp == false)
             }
             lines += shown.prefix(maxFrames)
             if shown.count > maxFrames {
@@ -136,7 +148,7 @@ public enum CrashLog {
         return lines.joined(separator: "\n")
     }
 
-    static func threadSection(_ thread: ThreadRecord) -> [String] {
+    static func threadSection(_ thread: ThreadRecord, colour: Bool) -> [String] {
         var lines = [
             "Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "")\(thread.crashed == true ? " (crashed)" : "")"
         ]
@@ -146,17 +158,17 @@ public enum CrashLog {
             var line = "  \(index) \(pc) \(describe(frame, fullPath: true))"
             if frame.inlined == true { line += " [inlined]" }
             if let trust = frame.trust, trust != .context, trust != .cfi, trust != .signalFrame { line += " [\(trust.rawValue)]" }
-            return line
+            return dim(line, colour && frame.inApp == false)
         }
         if let truncated = thread.truncated { lines.append("      … \(truncated) frames not shown …") }
         return lines
     }
 
-    /// The full crash log of `crashport show`.
-    public static func full(_ event: Event) -> String {
+    /// The full crash log of `crashport show`; `colour` for a terminal.
+    public static func full(_ event: Event, colour: Bool = false) -> String {
         var lines: [String] = []
         if let title = titleLine(event) {
-            lines.append(title)
+            lines.append(bold(title, colour))
             lines.append("Signal:    \(signalDetail(event))")
         } else {
             lines.append(headline(event))
@@ -173,7 +185,7 @@ public enum CrashLog {
         let threads = event.threads ?? []
         let crashed = threads.filter { $0.crashed == true }
         for thread in crashed + threads.filter({ $0.crashed != true }) {
-            lines += threadSection(thread)
+            lines += threadSection(thread, colour: colour)
             lines.append("")
         }
         if let crashedThread = crashed.first, let registers = crashedThread.registers, !registers.isEmpty {
@@ -223,7 +235,9 @@ extension CrashLog {
     /// frames, at least 3 times) is shown once, marked "× N"; with `foldRuntime`, a run of two or
     /// more frames that are not the program's (after the top one, always shown) becomes one
     /// line naming their modules. The event keeps every frame; only the text folds.
-    static func frameLines(_ frames: [FrameRecord], foldRuntime: Bool, _ describeFrame: (FrameRecord) -> String) -> [String] {
+    static func frameLines(
+        _ frames: [FrameRecord], foldRuntime: Bool, colour: Bool = false, _ describeFrame: (FrameRecord) -> String
+    ) -> [String] {
         struct Key: Equatable {
             var function: String?, file: String?, line: Int?, module: String?
             init(_ frame: FrameRecord) {
@@ -296,7 +310,7 @@ extension CrashLog {
                 }
             case .runtime(let count, let modules):
                 let names = modules.isEmpty ? "" : " in " + modules.map(escaped).joined(separator: ", ")
-                lines.append("    … \(count) frames\(names)")
+                lines.append(dim("    … \(count) frames\(names)", colour))
             }
         }
         return lines

@@ -314,6 +314,9 @@ public final class CrashServer: @unchecked Sendable {
         _ = line.withCString { write(fd, $0, strlen($0)) }
     }
 
+    /// Whether the summary on stderr is coloured: a terminal, NO_COLOR unset, TERM not dumb.
+    static let colour = CrashLog.colourWanted(isTerminal: isatty(2) != 0, environment: ProcessInfo.processInfo.environment)
+
     static let timingFD: Int32? = {
         guard let text = ProcessInfo.processInfo.environment["CRASHPORT_TIMING_FD"], let fd = Int32(text), fd > 2 else {
             return nil
@@ -392,7 +395,9 @@ public final class CrashServer: @unchecked Sendable {
             reportTiming(
                 suspended: capture.suspendedNanoseconds, held: capture.heldNanoseconds, verdict: elapsed,
                 total: monotonicNanoseconds() - started, phases: phases)
-            if printSummary { log(String(CrashLog.summary(event, reportPath: path).dropFirst("crashport: ".count))) }
+            if printSummary {
+                log(String(CrashLog.summary(event, reportPath: path, colour: Self.colour).dropFirst("crashport: ".count)))
+            }
             if reportLine { log("report: \(CrashLog.oneLine(event)) -> \(path)") }
             return true
         } catch {

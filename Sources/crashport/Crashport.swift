@@ -462,7 +462,12 @@ struct Show: ParsableCommand {
                 }
             }
             switch format {
-            case .text: print(CrashLog.full(event))
+            case .text:
+                print(
+                    CrashLog.full(
+                        event,
+                        colour: CrashLog.colourWanted(
+                            isTerminal: isatty(1) != 0, environment: ProcessInfo.processInfo.environment)))
             case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))
             }
         } catch {
@@ -570,7 +575,12 @@ struct Symbolicate: ParsableCommand {
         do {
             let event = try OfflineSymbolicator(debugDirectories: debugDir).symbolicate(path: file)
             switch format {
-            case .text: print(CrashLog.full(event))
+            case .text:
+                print(
+                    CrashLog.full(
+                        event,
+                        colour: CrashLog.colourWanted(
+                            isTerminal: isatty(1) != 0, environment: ProcessInfo.processInfo.environment)))
             case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))
             }
         } catch {

@@ -61,3 +61,27 @@ final class InAppRulesTests: XCTestCase {
         XCTAssertFalse(adjusted.isInApp(modulePath: "/srv/app/bin/ledger", function: "balance"))
     }
 }
+
+/// Colour only for a terminal, never with NO_COLOR or TERM=dumb; the program's frames plain, the
+/// rest dimmed, the title bold; without colour, no escape at all (the golden files).
+final class CrashLogColourTests: XCTestCase {
+    func testWhenToColour() {
+        XCTAssertTrue(CrashLog.colourWanted(isTerminal: true, environment: ["TERM": "xterm-256color"]))
+        XCTAssertFalse(CrashLog.colourWanted(isTerminal: false, environment: ["TERM": "xterm-256color"]))
+        XCTAssertFalse(CrashLog.colourWanted(isTerminal: true, environment: ["NO_COLOR": "1"]))
+        XCTAssertTrue(CrashLog.colourWanted(isTerminal: true, environment: ["NO_COLOR": ""]), "no-color.org: only when not empty")
+        XCTAssertFalse(CrashLog.colourWanted(isTerminal: true, environment: ["TERM": "dumb"]))
+    }
+
+    func testColouredSummary() throws {
+        let event = try Event.decode(
+            Data(contentsOf: URL(fileURLWithPath: TestSupport.fixture("golden/cxx-uncaught-exception.json"))))
+        let text = CrashLog.summary(event, reportPath: "/r/x", colour: true)
+        let lines = text.split(separator: "\n").map(String.init)
+        XCTAssertTrue(lines[0].contains("\u{1b}[1m"), lines[0])
+        XCTAssertTrue(lines.contains { $0.hasPrefix("\u{1b}[2m    … ") }, text)
+        XCTAssertTrue(lines.contains("    #8  operator() (terminate.cpp:8)"), "the program's frame stays plain: \(text)")
+        XCTAssertFalse(CrashLog.summary(event, reportPath: "/r/x").contains("\u{1b}"))
+        XCTAssertTrue(CrashLog.full(event, colour: true).contains("\u{1b}[2m"))
+    }
+}
