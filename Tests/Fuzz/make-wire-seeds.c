@@ -1,7 +1,9 @@
 /* Writes a hello and a crash record as the stub would send them, from this process's own
  * registers (getcontext) and stack, and an app area as the stub's API fills it (annotations,
  * breadcrumbs past the ring's wrap, an attachment, an uncaught exception).
- *   cc -I CSupport/protocol/include Tests/Fuzz/make-wire-seeds.c -o seeds && ./seeds hello.bin crash-record.bin app-area.bin */
+ *   cc -I CSupport/protocol/include Tests/Fuzz/make-wire-seeds.c -o /tmp/seeds
+ *   cd Tests/Fuzz/seeds/wire && /tmp/seeds hello.bin crash-record.bin app-area.bin
+ * (relative names: the stack copy holds the output path, which must not name this machine) */
 #define _GNU_SOURCE
 #include <stddef.h>
 #include <stdio.h>
