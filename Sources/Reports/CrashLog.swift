@@ -32,12 +32,8 @@ public enum CrashLog {
         if event.kind == .error {
             text =
                 "\(program) (pid \(event.process?.pid.map(String.init) ?? "?")) reported an error: \(escaped(event.reason ?? "error"))"
-            // The first frame that is the program's, not crashport's API (C or Swift).
-            let caller = (event.crashedThreadRecord?.frames ?? []).first { frame in
-                guard let function = frame.function else { return false }
-                return !function.hasPrefix("crashport_") && !function.hasPrefix("static CrashPort.")
-            }
-            if let function = caller?.function { text += " in \(escaped(function))" }
+            // The culprit: the program's frame that called crashport's API (C or Swift).
+            if let function = event.culprit?.function { text += " in \(escaped(function))" }
             return text
         }
         if let signal = event.signal {

@@ -158,7 +158,7 @@ public struct Launcher {
 
         // The program's previous run, for crashport_last_run (by its real path and build-id).
         let history = RunHistory(store: store)
-        let runKey = Self.programKey(executable: executable, elf: elf)
+        let runKey = (executable: RunHistory.realPath(executable), buildID: elf?.buildID?.hex)
         var environment = preloadEnvironment(stub: stub, sanitizers: sanitizers, socket: theirs)
         let lastRun = history.lastRun(executable: runKey.executable, buildID: runKey.buildID)
         environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
@@ -176,7 +176,7 @@ public struct Launcher {
         server.log = log
         server.sessionID = { pid in pid == ProcessID(child) ? session : nil }
         server.onSetting = { enabled, sender in
-            let key = sender.pid == ProcessID(child) ? runKey : Self.programKey(pid: sender.pid)
+            let key = sender.pid == ProcessID(child) ? runKey : RunHistory.programKey(pid: sender.pid)
             if sender.pid == ProcessID(child) { disabled.withLock { $0 = !enabled } }
             history.setEnabled(enabled, executable: key.executable, buildID: key.buildID)
         }
@@ -205,19 +205,6 @@ public struct Launcher {
                 errors: mine.filter { $0.event.kind == .error }.count,
                 crashedDuringLaunch: crash?.event.launch?.crashedDuringLaunch, reportID: crash?.id))
         return (termination, server.reports)
-    }
-
-    /// A program as RunHistory knows it: its executable's real path and build-id.
-    static func programKey(executable: String, elf: ELFFile?) -> (executable: String, buildID: String?) {
-        var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let real = realpath(executable, &resolved) != nil ? String(cString: resolved) : executable
-        return (real, elf?.buildID?.hex)
-    }
-
-    /// The same for a running process (a descendant): /proc/PID/exe.
-    static func programKey(pid: ProcessID) -> (executable: String, buildID: String?) {
-        let executable = ProcFiles.executable(of: pid) ?? "/proc/\(pid)/exe"
-        return (executable, (try? ELFFile(path: "/proc/\(pid)/exe"))?.buildID?.hex)
     }
 
     /// Deaths that deserve a report even without a crash record: the core-dumping signals and

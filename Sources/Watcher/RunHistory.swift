@@ -18,6 +18,8 @@
 // crash report (SIGKILL, the OOM killer) keeps it too: crashport could not tell when it died.
 
 import Foundation
+import LiveProcess
+import ObjectFile
 import ReportModel
 
 #if canImport(Glibc)
@@ -116,6 +118,19 @@ public struct RunHistory: Sendable {
     struct State: Codable {
         var version = 1
         var programs: [ProgramRuns] = []
+    }
+
+    /// A program's path as the history keys it: its real path (one that no longer exists is
+    /// taken as given).
+    public static func realPath(_ path: String) -> String {
+        var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        return realpath(path, &resolved) != nil ? String(cString: resolved) : path
+    }
+
+    /// A running process's program: /proc/PID/exe's target and build-id.
+    public static func programKey(pid: ProcessID) -> (executable: String, buildID: String?) {
+        let executable = ProcFiles.executable(of: pid) ?? "/proc/\(pid)/exe"
+        return (executable, (try? ELFFile(path: "/proc/\(pid)/exe"))?.buildID?.hex)
     }
 
     /// The program's record, nil when none of its runs is on record.

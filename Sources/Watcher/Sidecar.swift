@@ -339,8 +339,9 @@ public final class Sidecar {
                     return
                 }
                 // The connection's own process crashed or reported an error: its session says so.
-                if bytes.count >= 16, sender.pid == client.peer.pid, var session = clients[fd]?.session {
-                    let type = UInt32(bytes[12]) | UInt32(bytes[13]) << 8 | UInt32(bytes[14]) << 16 | UInt32(bytes[15]) << 24
+                if sender.pid == client.peer.pid, var session = clients[fd]?.session,
+                    let type = (try? WireHeader(bytes: bytes))?.type
+                {
                     if type == CP_MSG_CRASH.rawValue {
                         clients[fd]?.session = nil
                         crashedSessions.keep(session)
@@ -366,7 +367,9 @@ public final class Sidecar {
     func drop(_ fd: Int32) {
         if let session = clients[fd]?.session {
             crashedSessions.ended(session.pid)
-            RunHistory(store: session.store).ended(session.record(status: .exited))
+            // Written (and fsynced) on a report thread: the loop goes on serving crashes.
+            let record = session.record(status: .exited)
+            pool.submit { RunHistory(store: session.store).ended(record) }
         }
         clients[fd] = nil
         close(fd)
@@ -414,9 +417,8 @@ public final class Sidecar {
         server.onSetting = { [unowned self] enabled, sender in
             guard let store = store(for: sender) else { return }
             let session = clients.values.first { $0.peer.pid == sender.pid }?.session
-            let executable = session?.executable ?? ProcFiles.executable(of: sender.pid) ?? "/proc/\(sender.pid)/exe"
-            let buildID = session?.buildID ?? (try? ELFFile(path: "/proc/\(sender.pid)/exe"))?.buildID?.hex
-            RunHistory(store: store).setEnabled(enabled, executable: executable, buildID: buildID)
+            let key = session.map { ($0.executable, $0.buildID) } ?? RunHistory.programKey(pid: sender.pid)
+            RunHistory(store: store).setEnabled(enabled, executable: key.0, buildID: key.1)
         }
         server.sessionID = { [crashedSessions] pid in crashedSessions.id(of: pid) }
         server.onReport = { [crashedSessions] report, _ in

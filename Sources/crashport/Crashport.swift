@@ -283,13 +283,6 @@ struct Watch: ParsableCommand {
     }
 }
 
-/// A program's path as run history keys it: its real path (a program that does not exist any
-/// more is taken as given).
-func programPath(_ path: String) -> String {
-    var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-    return realpath(path, &resolved) != nil ? String(cString: resolved) : path
-}
-
 /// "crashed during launch (3 launch crashes in a row), report ID" and the like.
 func describeLastRun(_ runs: ProgramRuns) -> String {
     var text = runs.lastCrashed ? (runs.lastCrashedDuringLaunch ? "crashed during launch" : "crashed") : "ended without a crash"
@@ -337,7 +330,7 @@ struct List: ParsableCommand {
 
     func run() throws {
         let store = reportsOption.store
-        let only = program.map(programPath)
+        let only = program.map(RunHistory.realPath)
         // In JSON, stdout holds the array alone; what is said about it goes to stderr.
         func say(_ line: String) {
             if format == .json { FileHandle.standardError.write(Data("crashport: \(line)\n".utf8)) } else { print(line) }
@@ -353,7 +346,7 @@ struct List: ParsableCommand {
         for id in store.ids() {
             do {
                 let event = try store.event(id: id)
-                if let only, event.process?.executable.map(programPath) != only { continue }
+                if let only, event.process?.executable.map(RunHistory.realPath) != only { continue }
                 entries.append(
                     Entry(
                         id: id, path: store.path(of: id), timestamp: event.timestamp,
@@ -427,7 +420,7 @@ struct Show: ParsableCommand {
         var store = reportsOption.store
         var id = self.id ?? ""
         if let last {
-            let path = programPath(last)
+            let path = RunHistory.realPath(last)
             guard let record = RunHistory(store: store).programs().last(where: { $0.executable == path }) else {
                 fail("no run of \(path) on record in \(store.root)", status: ExitStatus.failure)
             }
@@ -487,7 +480,7 @@ struct Stats: ParsableCommand {
 
     func run() throws {
         let store = reportsOption.store
-        let rows = RunStatistics.of(RunHistory(store: store), program: program.map(programPath))
+        let rows = RunStatistics.of(RunHistory(store: store), program: program.map(RunHistory.realPath))
         guard !rows.isEmpty else {
             // Like list: nothing on stdout, the directory named on stderr, exit 0.
             FileHandle.standardError.write(Data("crashport: no runs on record in \(store.root)\n".utf8))
