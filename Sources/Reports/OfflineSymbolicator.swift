@@ -61,9 +61,25 @@ public struct OfflineSymbolicator {
         guard let buildID else {
             return "no binary for \(name) at \(path), and no build-id to look for another: its frames keep module+offset"
         }
-        let places = [path] + locator.placesSearched(forBuildID: buildID)
         return
-            "no binary or debug file for \(name) with build-id \(buildID.hex) (looked at \(places.joined(separator: ", "))): its frames keep module+offset; --debug-dir DIR adds a place"
+            "no binary or debug file for \(name) with build-id \(buildID.hex): its frames keep module+offset; --debug-dir DIR adds a place, --verbose lists where crashport looked"
+    }
+
+    /// `symbolicate --verbose`: for each module of `event`, the build-id looked for, every place
+    /// looked at, and what was used (the binary, and where its symbols and lines came from).
+    public func searchLog(for event: Event) -> [String] {
+        (event.modules ?? []).compactMap { module -> String? in
+            guard let path = module.path, path != "[vdso]" else { return nil }
+            let name = path.split(separator: "/").last.map(String.init) ?? path
+            let buildID = module.buildID.flatMap { BuildID(hex: $0) }
+            let head = "\(name) (build-id \(buildID?.hex ?? "none"))"
+            let places = [path] + (buildID.map { locator.placesSearched(forBuildID: $0) } ?? [])
+            guard let elf = image(path: path, buildID: buildID) else {
+                return "\(head): not found; looked at \(places.joined(separator: ", "))"
+            }
+            let debug = DebugImageCache.shared.image(for: elf, locator: locator)
+            return "\(head): \(elf.path), \(debug.provenance); looked at \(places.joined(separator: ", "))"
+        }
     }
 
     /// Re-symbolicates every frame of an event from its module and module offset.

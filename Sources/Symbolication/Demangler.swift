@@ -10,8 +10,8 @@
 // name by its hash segment, prints a segment's rest verbatim from a malformed escape on (as
 // rustc-demangle does) and refuses a name whose lengths or hash do not parse; such a name is
 // then read as C++, with the hash dropped when it is there (stripRustHash). One difference
-// from rustc-demangle: libiberty (20230104, Debian 12) decodes only ASCII "$u…$" escapes, so a
-// non-ASCII identifier stays escaped ("caf$ue9$" for "café").
+// from rustc-demangle: libiberty (20230104, Debian 12) decodes only ASCII "$u…$" escapes, so the
+// non-ASCII ones it leaves ("caf$ue9$") are decoded here ("café"), as rustc-demangle does.
 // Swift names go through the Swift runtime's own demangler, in the simplified form Swift's
 // backtracer prints (_swift_backtrace_demangle; swift_demangle's full form as a fallback);
 // Itanium names through the C++ runtime's __cxa_demangle. A name that cannot be demangled is
@@ -46,7 +46,7 @@ public enum Demangler {
             }
         }
         if name.hasPrefix("_R") { return rust(name) }
-        if name.hasPrefix("_ZN"), let text = rust(name) { return text }
+        if name.hasPrefix("_ZN"), let text = rust(name) { return decodingUnicodeEscapes(text) }
         if name.hasPrefix("_Z") {
             var status: Int32 = 0
             guard let result = name.withCString({ __cxa_demangle($0, nil, nil, &status) }), status == 0 else { return nil }
@@ -65,6 +65,45 @@ public enum Demangler {
         guard let result = name.withCString({ rust_demangle($0, DMGL_PARAMS | DMGL_ANSI) }) else { return nil }
         defer { free(result) }
         return String(cString: result)
+    }
+
+    /// Rust legacy "$u<hex>$" escapes of non-ASCII characters (U+00A0 and above: no controls)
+    /// that libiberty left in `text`, decoded; any other escape stays as it is.
+    static func decodingUnicodeEscapes(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        guard bytes.count > 3 else { return text }
+        let dollar = UInt8(ascii: "$")
+        var result = String.UnicodeScalarView()
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == dollar, index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u") {
+                var end = index + 2
+                var value: UInt32 = 0
+                while end < bytes.count, end - index - 2 < 6, let digit = Self.hexValue(bytes[end]) {
+                    value = value << 4 | digit
+                    end += 1
+                }
+                if end > index + 2, end < bytes.count, bytes[end] == dollar, value >= 0xA0, let scalar = Unicode.Scalar(value) {
+                    result.append(scalar)
+                    index = end + 1
+                    continue
+                }
+            }
+            // Copy one whole UTF-8 sequence: the text came from a String, so it is valid.
+            var next = index + 1
+            while next < bytes.count, bytes[next] & 0xC0 == 0x80 { next += 1 }
+            result.append(contentsOf: String(decoding: bytes[index..<next], as: UTF8.self).unicodeScalars)
+            index = next
+        }
+        return String(result)
+    }
+
+    static func hexValue(_ byte: UInt8) -> UInt32? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt32(byte - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt32(byte - UInt8(ascii: "a") + 10)
+        default: return nil
+        }
     }
 
     static func isSwift(_ name: String) -> Bool {

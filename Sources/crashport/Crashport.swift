@@ -503,7 +503,7 @@ struct Symbolicate: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Symbolicate a report offline, or addresses in one file (llvm-symbolizer's output format).",
         discussion: """
-            crashport symbolicate FILE [--debug-dir DIR]... [--format text|json]
+            crashport symbolicate FILE [--debug-dir DIR]... [--format text|json] [--verbose]
               FILE is an event.json or a minidump (crashport's, Breakpad's or Crashpad's), or a report
               directory (its minidump.dmp, else its event.json); modules are
               matched by build-id in --debug-dir (as DIR/.build-id/xx/rest.debug or any ELF file
@@ -526,6 +526,9 @@ struct Symbolicate: ParsableCommand {
 
     @Flag(name: .long, help: "With --obj: print names as they are in the file.")
     var noDemangle = false
+
+    @Flag(name: .long, help: "List, per module, the build-id looked for, where, and what was used (on stderr).")
+    var verbose = false
 
     @Argument(help: "FILE, or with --obj the addresses.")
     var inputs: [String] = []
@@ -566,7 +569,13 @@ struct Symbolicate: ParsableCommand {
             file = inside
         }
         do {
-            let event = try OfflineSymbolicator(debugDirectories: debugDir).symbolicate(path: file)
+            let symbolicator = OfflineSymbolicator(debugDirectories: debugDir)
+            let event = try symbolicator.symbolicate(path: file)
+            if verbose {
+                for line in symbolicator.searchLog(for: event) {
+                    FileHandle.standardError.write(Data("crashport: symbolicate: \(CrashLog.escaped(line))\n".utf8))
+                }
+            }
             switch format {
             case .text:
                 print(

@@ -58,6 +58,11 @@ final class DemanglerTests: XCTestCase {
                 "_ZN71_$LT$Test$u20$$u2b$$u20$$u27$static$u20$as$u20$foo..Bar$LT$Test$GT$$GT$3bar17h930b740aa94f1d3aE",
                 "<Test + 'static as foo::Bar<Test>>::bar"
             ),
+            // Non-ASCII identifiers (rustc 1.95's own symbols for `fn café` and `fn 計算`), which
+            // libiberty leaves escaped and rustc-demangle decodes; a bad scalar stays escaped.
+            ("_ZN3uni8caf$ue9$17h33eed65aca7387deE", "uni::café"),
+            ("_ZN3uni15_$u8a08$$u7b97$17h079d078235b4ff98E", "uni::計算"),
+            ("_ZN3uni9a$ud800$b17h33eed65aca7387deE", "uni::a$ud800$b"),
             // ThinLTO's ".llvm." suffix, as rustc-demangle drops it.
             ("_ZN5names4main17hd52b26720289402dE.llvm.9D1C9369", "names::main"),
         ])
