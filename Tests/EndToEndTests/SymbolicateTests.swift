@@ -74,6 +74,40 @@ final class SymbolicateTests: XCTestCase {
         XCTAssertNotEqual(try Event.decode(Data(bare.stdout.utf8)).crashedFunctions.first, "crash_null")
     }
 
+    /// A frame left without a name says which build-id was looked for; --verbose lists, per
+    /// module, every place looked at and what was used.
+    func testVerboseSaysWhereItLooked() throws {
+        let stripped = try strippedCrash()
+        defer { try? FileManager.default.removeItem(atPath: stripped.run.reportsDirectory) }
+        let directory = stripped.run.reportsDirectory + "/" + stripped.run.reportIDs[0]
+        let found = try symbolicate(["--verbose", "--debug-dir", stripped.debugDirectory, directory])
+        XCTAssertEqual(found.status, .exited(0), found.stderr)
+        let line = found.stderr.split(separator: "\n").first { $0.contains("crash (build-id ") }.map(String.init) ?? ""
+        XCTAssertTrue(line.contains(": \(stripped.program), debug file \(stripped.debugDirectory)/.build-id/"), found.stderr)
+        XCTAssertTrue(line.contains("looked at \(stripped.program), \(stripped.debugDirectory)/.build-id/"), line)
+
+        // The program moved away and no debug directory: the note names the build-id.
+        var event = try Event.decode(Data(contentsOf: URL(fileURLWithPath: directory + "/event.json")))
+        let gone = Self.directory + "/moved-away/crash"
+        let buildID = try XCTUnwrap(event.modules?.first?.buildID)
+        event.modules?[0].path = gone
+        let edited = Self.directory + "/moved.json"
+        try event.jsonData().write(to: URL(fileURLWithPath: edited))
+        let missing = try symbolicate(["--format", "json", edited])
+        XCTAssertEqual(missing.status, .exited(0), missing.stderr)
+        let notes = try Event.decode(Data(missing.stdout.utf8)).notes ?? []
+        XCTAssertTrue(
+            notes.contains { $0.contains("no binary or debug file for crash with build-id \(buildID)") && $0.contains("--verbose") },
+            "\(notes)")
+        let empty = Self.directory + "/empty-debug"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let verbose = try symbolicate(["--verbose", "--debug-dir", empty, edited])
+        XCTAssertTrue(
+            verbose.stderr.contains(
+                "crash (build-id \(buildID)): not found; looked at \(gone), \(empty)/.build-id/\(buildID.prefix(2))/"),
+            verbose.stderr)
+    }
+
     func testObjectModeMatchesLlvmSymbolizerFormat() throws {
         let program = try TestSupport.compile(
             [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash-obj", flags: ["-O2", "-g"])
