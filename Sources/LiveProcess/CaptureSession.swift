@@ -43,6 +43,7 @@ public struct HeldCapture: Sendable {
     /// runtimes' abort messages it led to.
     let appArea: [UInt8]?
     let messages: (abort: String?, swift: String?)
+    let stackStrings: [StackString]
     var notes: [String]
     /// Nanoseconds from the start of capture until the process was released.
     public let suspendedNanoseconds: UInt64
@@ -86,6 +87,7 @@ public struct HeldCapture: Sendable {
             snapshot: snapshot, executable: executable, arguments: arguments, notes: notes,
             record: record, suspendedNanoseconds: suspendedNanoseconds, heldNanoseconds: heldNanoseconds)
         capture.app = app
+        capture.stackStrings = stackStrings
         return capture
     }
 }
@@ -151,13 +153,15 @@ public enum CaptureSession {
         let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
         let appArea = live ? readAppArea(at: record.appArea, memory: memory, notes: &notes) : nil
         let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
+        let stackStrings =
+            live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
 
         // Everything needed from the live process is in hand: release it.
         session?.detachAll()
         return HeldCapture(
             record: record, threads: threads, pendingModules: pendingModules, extraMemory: extra, files: files,
-            executable: executable, startTicks: startTicks, appArea: appArea, messages: messages, notes: notes,
-            suspendedNanoseconds: monotonicNanoseconds() - started,
+            executable: executable, startTicks: startTicks, appArea: appArea, messages: messages, stackStrings: stackStrings,
+            notes: notes, suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
     }
 

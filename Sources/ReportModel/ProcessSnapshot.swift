@@ -161,6 +161,21 @@ public struct Annotation: Sendable, Equatable, Codable {
 
 /// A crash as captured: the snapshot, with what the capture learned about the process and
 /// about itself (its gaps, its timings). Built by LiveProcess, read by Reports and the Watcher.
+/// A text the crashed thread's stack pointed at (a (pointer, length) pair at `slot`), read while
+/// the process was held: where a Rust panic's message is found (StackStrings, RustPanic).
+public struct StackString: Sendable, Equatable {
+    public var slot: UInt64
+    public var text: String
+    /// The text was longer than what was read.
+    public var truncated: Bool
+
+    public init(slot: UInt64, text: String, truncated: Bool) {
+        self.slot = slot
+        self.text = text
+        self.truncated = truncated
+    }
+}
+
 public struct Capture: Sendable {
     public var snapshot: ProcessSnapshot
     public var executable: String?
@@ -175,6 +190,8 @@ public struct Capture: Sendable {
     /// What the program told crashport (breadcrumbs, files to attach; its annotations are in
     /// the snapshot too), nil when it told nothing or the area could not be read.
     public var app: AppArea?
+    /// Texts near the crashed thread's stack pointer, for a SIGABRT (StackStrings).
+    public var stackStrings: [StackString] = []
 
     public init(
         snapshot: ProcessSnapshot, executable: String?, arguments: [String], notes: [String], record: CrashRecord,

@@ -37,6 +37,11 @@ public enum ReportBuilder {
             // The runtime's own words win over the trap's artificial frame (they say more).
             let trimmed = String(said.reversed().drop { $0 == "\n" }.reversed())
             if !trimmed.isEmpty { event.reason = trimmed }
+        } else if let said = RustPanic.message(
+            frames: event.crashedThreadRecord?.frames ?? [], strings: capture.stackStrings)
+        {
+            event.exception = ExceptionRecord(type: "panic", message: said.isEmpty ? nil : said)
+            event.reason = said.isEmpty ? "panicked" : "panicked: \(said)"
         }
         if let app = capture.app, let during = app.crashedDuringLaunch(at: capture.record.timeNanoseconds),
             !capture.record.isError

@@ -66,10 +66,25 @@ final class CrashLogTests: XCTestCase {
         let (run, event) = try crash([program])
         XCTAssertEqual(event.culprit?.function, "panic::Ledger<T>::balance", "demangled, generic and all")
         XCTAssertEqual(event.crashedThreadRecord?.name, "auditor")
-        XCTAssertEqual(event.title, "SIGABRT: aborted in panic::Ledger<T>::balance (panic.rs:9)")
+        // The panic's message, read from the held process, is the reason.
+        XCTAssertEqual(
+            event.title, "SIGABRT: panicked: the ledger is unbalanced: [3, -1] in panic::Ledger<T>::balance (panic.rs:10)")
+        XCTAssertEqual(event.exception?.type, "panic")
+        XCTAssertEqual(event.exception?.message, "the ledger is unbalanced: [3, -1]")
+        XCTAssertTrue(run.result.stderr.contains("crashed: " + (event.title ?? "-")), run.result.stderr)
         // The recursion is counted on one line, and the closure that started it follows.
-        XCTAssertTrue(run.result.stderr.contains("panic::Ledger<T>::balance (panic.rs:11) × 5"), run.result.stderr)
-        XCTAssertTrue(run.result.stderr.contains("panic::main::{{closure}} (panic.rs:19)"), run.result.stderr)
+        XCTAssertTrue(run.result.stderr.contains("panic::Ledger<T>::balance (panic.rs:12) × 5"), run.result.stderr)
+        XCTAssertTrue(run.result.stderr.contains("panic::main::{{closure}} (panic.rs:24)"), run.result.stderr)
+
+        // Optimised, a literal message from the standard library, on the main thread.
+        let optimised = Self.directory + "/panic-O"
+        let builtO = try TestSupport.run(
+            [rustc, "-g", "-C", "opt-level=3", "-C", "panic=abort", TestSupport.fixture("rust/panic.rs"), "-o", optimised],
+            timeout: 300)
+        XCTAssertEqual(builtO.status, .exited(0), builtO.stderr)
+        let (_, unwrapped) = try crash([optimised, "unwrap"])
+        XCTAssertEqual(unwrapped.reason, "panicked: called `Option::unwrap()` on a `None` value")
+        XCTAssertEqual(unwrapped.culprit?.function, "panic::main")
     }
 
     func testSwiftFatalError() throws {

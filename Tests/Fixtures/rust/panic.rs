@@ -1,5 +1,6 @@
 // A Rust panic deep in a generic method on a thread (Tests/EndToEndTests/CrashLogTests.swift),
-// built with -C panic=abort so the panic aborts the process.
+// built with -C panic=abort so the panic aborts the process; with "unwrap", a None unwrapped in
+// main (a message that is a literal of the standard library, not a formatted one).
 struct Ledger<T>(T);
 
 impl<T: std::fmt::Debug> Ledger<T> {
@@ -13,6 +14,10 @@ impl<T: std::fmt::Debug> Ledger<T> {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("unwrap") {
+        let missing: Option<u8> = None;
+        missing.unwrap();
+    }
     let ledger = Ledger(vec![3, -1]);
     std::thread::Builder::new()
         .name("auditor".into())
