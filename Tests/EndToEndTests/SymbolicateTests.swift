@@ -97,7 +97,9 @@ final class SymbolicateTests: XCTestCase {
         XCTAssertEqual(missing.status, .exited(0), missing.stderr)
         let notes = try Event.decode(Data(missing.stdout.utf8)).notes ?? []
         XCTAssertTrue(
-            notes.contains { $0.contains("no binary or debug file for crash with build-id \(buildID)") && $0.contains("--verbose") },
+            notes.contains {
+                $0.contains("no binary or debug file for crash with build-id \(buildID)") && $0.contains("--verbose")
+            },
             "\(notes)")
         let empty = Self.directory + "/empty-debug"
         try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
