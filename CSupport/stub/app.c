@@ -435,6 +435,20 @@ __attribute__((visibility("default"))) int crashport_last_run(crashport_last_run
     return 0;
 }
 
+__attribute__((visibility("default"))) void crashport_heartbeat(void)
+{
+    /* The thread's id, asked of the kernel once per thread. */
+    static __thread uint32_t thread_id;
+    if (thread_id == 0) thread_id = (uint32_t)syscall(SYS_gettid);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* the vDSO: no system call */
+    cp_app_ready();
+    __atomic_store_n(&cp_app.heartbeat_tid, thread_id, __ATOMIC_RELAXED);
+    __atomic_store_n(&cp_app.heartbeat_ns, (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
+                     __ATOMIC_RELAXED);
+    __atomic_fetch_add(&cp_app.heartbeat_count, 1, __ATOMIC_RELEASE);
+}
+
 __attribute__((visibility("default"))) void crashport_launch_completed(void)
 {
     __atomic_store_n(&cp_app.launch_completed, 1u, __ATOMIC_RELEASE);

@@ -102,6 +102,12 @@ public enum CrashPort {
         set { annotate(key, newValue) }
     }
 
+    /// Says the program is alive, for `crashport run --hang-ms` (crashport_heartbeat): call it
+    /// from the loop whose stall is a hang, at least every hang-ms. No system call.
+    public static func heartbeat() {
+        crashport_heartbeat()
+    }
+
     /// Adds a breadcrumb (the last 100 are in a crash's report, oldest first).
     public static func breadcrumb(_ message: String, category: String = "default") {
         crashport_breadcrumb(category, message)

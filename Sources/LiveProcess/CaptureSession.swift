@@ -99,13 +99,14 @@ public enum CaptureSession {
     /// the verdict, is read without ptrace: nothing in it can run.
     public static func hold(
         record: CrashRecord, threads listed: [ThreadID]? = nil, status: [UInt8]? = nil, options: CaptureOptions,
-        cache: ELFCache
+        cache: ELFCache, holder: ThreadHold? = nil
     ) -> HeldCapture {
         let started = monotonicNanoseconds()
         let pid = record.pid
         var notes: [String] = []
-        let alone = (listed ?? ProcFiles.threads(of: pid)) == [record.tid]
-        let session = options.usePtrace && !alone ? suspend(pid, notes: &notes) : nil
+        // A record the watcher made itself names a thread whose registers only ptrace gives.
+        let alone = (listed ?? ProcFiles.threads(of: pid)) == [record.tid] && record.observation == nil && holder == nil
+        let session = options.usePtrace && !alone ? suspend(pid, using: holder ?? PtraceSession(pid: pid), notes: &notes) : nil
         if !options.usePtrace {
             notes.append(
                 "ptrace not used (--no-ptrace); other threads were not captured; the crashing thread comes from the record's stack copy"
@@ -139,7 +140,9 @@ public enum CaptureSession {
         let executable = ProcFiles.executable(of: pid)
         let pendingModules = ModuleMap.pending(
             pid: pid, mappings: mappings, executable: executable, memory: live ? memory : nil, cache: cache)
-        var extra = live ? instructionBytes(at: record.registers.rip, threads: threads, stacks: stacks) : []
+        var extra =
+            live
+            ? instructionBytes(at: threads.first?.registers.rip ?? record.registers.rip, threads: threads, stacks: stacks) : []
         if live {
             extra += interruptedStacks(
                 threads: threads, crashedThreadID: record.tid, extra: extra, stacks: stacks, options: options)
@@ -157,7 +160,7 @@ public enum CaptureSession {
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
 
         // Everything needed from the live process is in hand: release it.
-        session?.detachAll()
+        session?.detachAll(timeoutMilliseconds: 1000)
         return HeldCapture(
             record: record, threads: threads, pendingModules: pendingModules, extraMemory: extra, files: files,
             executable: executable, startTicks: startTicks, appArea: appArea, messages: messages, stackStrings: stackStrings,
@@ -223,10 +226,9 @@ public enum CaptureSession {
 
     /// Stops every thread; nil (with a note saying why) when ptrace is denied or the process is
     /// already gone.
-    static func suspend(_ pid: ProcessID, notes: inout [String]) -> PtraceSession? {
-        let session = PtraceSession(pid: pid)
+    static func suspend(_ pid: ProcessID, using session: ThreadHold, notes: inout [String]) -> ThreadHold? {
         do {
-            _ = try session.suspendAll()
+            _ = try session.suspendAll(timeoutMilliseconds: 2000)
             for failure in session.failures { notes.append("thread \(failure.tid) not suspended: \(failure.reason)") }
             return session
         } catch {
@@ -268,12 +270,18 @@ public enum CaptureSession {
     /// handler now) and the live stack when we hold the process (it may extend past the record's
     /// copy); then every other stopped thread.
     static func threadSnapshots(
-        record: CrashRecord, session: PtraceSession?, live: Bool, stacks: StackReader, options: CaptureOptions,
+        record: CrashRecord, session: ThreadHold?, live: Bool, stacks: StackReader, options: CaptureOptions,
         notes: inout [String]
     ) -> [ThreadSnapshot] {
         let pid = record.pid
         var crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
-        if live, let stack = stacks.stack(from: record.registers.rsp, limit: options.crashedThreadStackLimit),
+        // A death or hang the watcher observed: the thread it leads with is read like the others.
+        if record.observation != nil, let session, session.stopped.contains(record.tid),
+            let registers = try? session.registers(of: record.tid)
+        {
+            crashed.registers = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
+        }
+        if live, let stack = stacks.stack(from: crashed.registers.rsp, limit: options.crashedThreadStackLimit),
             stack.bytes.count > record.stack.bytes.count
         {
             crashed.stack = stack

@@ -151,7 +151,11 @@ public final class PtraceSession {
 
     /// General registers (struct user_regs_struct, 27 × u64) and the FXSAVE image of a stopped thread.
     public func registers(of thread: ThreadID) throws -> (gpr: [UInt64], fxsave: [UInt8]) {
-        let tid = thread.rawValue
+        try Self.readRegisters(thread.rawValue)
+    }
+
+    /// The registers of a thread in a ptrace-stop of this thread's tracee.
+    static func readRegisters(_ tid: Int32) throws -> (gpr: [UInt64], fxsave: [UInt8]) {
         var gpr = [UInt64](repeating: 0, count: X86_64Registers.gprCount)
         guard gpr.withUnsafeMutableBytes({ getRegSet(tid, Self.NT_PRSTATUS, $0) }) else {
             throw InspectionError.system(call: "PTRACE_GETREGSET(NT_PRSTATUS, \(tid))", errno: errno)
@@ -161,7 +165,7 @@ public final class PtraceSession {
         return (gpr, fpOK ? fxsave : [])
     }
 
-    private func getRegSet(_ tid: Int32, _ type: UInt, _ bytes: UnsafeMutableRawBufferPointer) -> Bool {
+    private static func getRegSet(_ tid: Int32, _ type: UInt, _ bytes: UnsafeMutableRawBufferPointer) -> Bool {
         var vector = iovec(iov_base: bytes.baseAddress, iov_len: bytes.count)
         return withUnsafeMutablePointer(to: &vector) {
             cp_ptrace(Self.PTRACE_GETREGSET, tid, type, UInt(bitPattern: $0)) == 0

@@ -104,6 +104,22 @@ public struct AppArea: Sendable, Equatable {
         ].filter { !$0.isEmpty }
     }
 
+    /// The heartbeat in an area's header (crashport_heartbeat), nil when the header is not an
+    /// area in use. The values are the process's word: the hang monitor only compares them.
+    public struct Heartbeat: Equatable, Sendable {
+        public var nanoseconds: UInt64
+        public var count: UInt64
+        public var thread: ThreadID
+    }
+
+    public static func heartbeat(header bytes: [UInt8]) -> Heartbeat? {
+        guard inUse(header: bytes) else { return nil }
+        let wire = WireBytes(bytes: bytes)
+        return Heartbeat(
+            nanoseconds: wire.u64(offset(\.heartbeat_ns)), count: wire.u64(offset(\.heartbeat_count)),
+            thread: ThreadID(Int32(bitPattern: wire.u32(offset(\.heartbeat_tid)))))
+    }
+
     /// Whether a header says the area is in use (magic and version); then read `size` bytes.
     public static func inUse(header bytes: [UInt8]) -> Bool {
         let wire = WireBytes(bytes: bytes)

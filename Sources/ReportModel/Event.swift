@@ -36,6 +36,9 @@ public struct HexAddress: Codable, Sendable, Hashable, CustomStringConvertible {
 public enum ReportKind: String, Codable, Sendable {
     /// `error`: a handled error the program reported (crashport_report_error); it lived on.
     case crash, termination, error
+    /// `hang`: the program stopped calling crashport_heartbeat for longer than --hang-ms; every
+    /// thread's stack as it was then, the program left running.
+    case hang
 }
 
 /// How a frame was found, most reliable first: the registers of the crash itself, DWARF call
@@ -112,6 +115,14 @@ public struct Event: Codable, Sendable, Equatable {
     public var title: String?
     /// The crashing thread's first frame that is the program's own (in_app).
     public var culprit: CulpritRecord?
+    /// Why a termination or hang report was written: `SIGKILL`, `oom-kill`, `exit` (a non-zero
+    /// exit status), `signal` (a fatal signal no handler reported), `hang`, `watchdog` (a
+    /// program --hang-kill ended).
+    public var cause: String?
+    /// The report this one follows from: a watchdog kill names the hang report it came after.
+    public var related: String?
+    /// A hang: how long the heartbeat had not moved when the stacks were taken.
+    public var hangMilliseconds: UInt64?
 
     public init() {}
 
@@ -128,7 +139,8 @@ public struct Event: Codable, Sendable, Equatable {
         case capturedFrom = "captured_from"
         case annotations
         case annotationsTruncated = "annotations_truncated"
-        case breadcrumbs, attachments, exception, reason, launch, release, session, title, culprit
+        case breadcrumbs, attachments, exception, reason, launch, release, session, title, culprit, cause, related
+        case hangMilliseconds = "hang_ms"
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.

@@ -67,6 +67,9 @@ public struct HelloMessage: Equatable, Sendable {
     public var pid: ProcessID
     public var stubVersion: UInt32
     public var buildID: [UInt8]
+    /// Where the process keeps its cp_app_area (0 if none): an address in that process, to be
+    /// read from it, bounds-checked (the hang monitor reads the heartbeat there).
+    public var appArea: UInt64
 
     public init(bytes: [UInt8]) throws {
         let header = try WireHeader(bytes: bytes)
@@ -77,6 +80,7 @@ public struct HelloMessage: Equatable, Sendable {
         let wire = WireBytes(bytes: bytes)
         pid = ProcessID(wire.i32(Layout.offset(\cp_hello.pid)))
         stubVersion = wire.u32(Layout.offset(\cp_hello.stub_version))
+        appArea = wire.u64(Layout.offset(\cp_hello.annotations_address))
         let idSize = Int(wire.u32(Layout.offset(\cp_hello.build_id_size)))
         guard idSize <= 40 else { throw WireError.badField("build-id size \(idSize) exceeds 40") }
         let start = Layout.offset(\cp_hello.build_id)
@@ -172,6 +176,45 @@ public struct CrashRecord: Equatable, Sendable {
     /// An ERROR record (crashport_report_error): a handled error, the process lives on; signal 0.
     public var isError: Bool
     public var forwardedFirst: Bool { flags & CP_CRASH_FORWARD_FIRST != 0 }
+
+    /// A death or hang the watcher saw from outside (no stub record): what it read itself.
+    public enum Observation: Equatable, Sendable {
+        /// Every thread stopped at its exit event; `status` is the wait status of the exit.
+        case exit(status: Int32, cause: String)
+        /// The heartbeat had not moved for `milliseconds`.
+        case hang(milliseconds: UInt64)
+    }
+
+    /// Set on a record the watcher made itself (ExitTracer, the hang monitor), never on one
+    /// from the wire: the named thread's registers then come from the capture, not the record.
+    public var observation: Observation?
+
+    /// A record for a death or hang the watcher observed: `tid` is the thread the report leads
+    /// with, `appArea` the address the stub's HELLO gave (0 if none).
+    public init(
+        observation: Observation, pid: ProcessID, tid: ThreadID, signal: Int32, senderPID: ProcessID = ProcessID(0),
+        appArea: UInt64, timeNanoseconds: UInt64
+    ) {
+        self.observation = observation
+        self.pid = pid
+        self.tid = tid
+        self.signal = signal
+        code = 0
+        self.senderPID = senderPID
+        senderUID = 0
+        arch = CP_ARCH_X86_64
+        faultAddress = 0
+        flags = 0
+        otherCrashes = 0
+        self.timeNanoseconds = timeNanoseconds
+        threadName = ""
+        registers = X86_64Registers(gpr: [UInt64](repeating: 0, count: X86_64Registers.gprCount))
+        chain = []
+        reraise = nil
+        self.appArea = appArea
+        stack = MemoryRegion(start: 0, bytes: [])
+        isError = false
+    }
 
     public init(bytes: [UInt8]) throws {
         let header = try WireHeader(bytes: bytes)

@@ -93,8 +93,22 @@ public enum CrashLog {
         let program = escaped(event.process?.executable ?? "process")
         let pid = event.process?.pid.map(String.init) ?? "?"
         // A death no handler saw is a killing, not a crash: "… (pid 7) was killed by SIGKILL".
-        if event.kind == .termination { return "\(program) (pid \(pid)) was \(escaped(title))" }
+        if event.kind == .termination {
+            return "\(program) (pid \(pid)) \(title.hasPrefix("killed") ? "was " : "")\(escaped(title))"
+        }
+        if event.kind == .hang { return "\(program) (pid \(pid)) \(escaped(title))" }
         return "\(program) (pid \(pid)) crashed: \(escaped(title))"
+    }
+
+    /// What the thread a report leads with did: crashed, reported the error, was where the
+    /// kill found it, beat last before the hang.
+    static func threadVerb(_ event: Event) -> String {
+        switch event.kind {
+        case .error?: return "reported it"
+        case .termination?: return "was here"
+        case .hang?: return "beat last"
+        default: return "crashed"
+        }
     }
 
     /// The headline's part after "crashed: ": the signal in full (code, address, sender, re-raise).
@@ -120,14 +134,14 @@ public enum CrashLog {
     public static func summary(_ event: Event, reportPath: String, maxFrames: Int = 8, colour: Bool = false) -> String {
         var lines: [String]
         if let title = titleLine(event) {
-            lines = ["crashport: " + bold(title, colour), "  signal: " + signalDetail(event)]
+            lines = ["crashport: " + bold(title, colour)] + (event.signal != nil ? ["  signal: " + signalDetail(event)] : [])
         } else {
             lines = ["crashport: " + headline(event)]
         }
         if let reason = event.reason { lines.append("  reason: " + escaped(reason)) }
         if let thread = event.crashedThreadRecord {
             lines.append(
-                "  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "") \(event.kind == .error ? "reported it" : "crashed"):"
+                "  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "") \(threadVerb(event)):"
             )
             // The program's frames first: runtime frames folded, recursion folded, then cut.
             let shown = frameLines(thread.frames ?? [], foldRuntime: true, colour: colour) { frame in
@@ -144,9 +158,9 @@ public enum CrashLog {
         return lines.joined(separator: "\n")
     }
 
-    static func threadSection(_ thread: ThreadRecord, colour: Bool) -> [String] {
+    static func threadSection(_ thread: ThreadRecord, verb: String = "crashed", colour: Bool) -> [String] {
         var lines = [
-            "Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "")\(thread.crashed == true ? " (crashed)" : "")"
+            "Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "")\(thread.crashed == true ? " (\(verb))" : "")"
         ]
         lines += frameLines(thread.frames ?? [], foldRuntime: false) { frame in
             let index = String(frame.index ?? 0).padding(toLength: 3)
@@ -165,7 +179,9 @@ public enum CrashLog {
         var lines: [String] = []
         if let title = titleLine(event) {
             lines.append(bold(title, colour))
-            lines.append("Signal:    \(signalDetail(event))")
+            if event.signal != nil { lines.append("Signal:    \(signalDetail(event))") }
+            if let cause = event.cause { lines.append("Cause:     \(escaped(cause))") }
+            if let related = event.related { lines.append("Follows:   \(escaped(related))") }
         } else {
             lines.append(headline(event))
         }
@@ -181,7 +197,7 @@ public enum CrashLog {
         let threads = event.threads ?? []
         let crashed = threads.filter { $0.crashed == true }
         for thread in crashed + threads.filter({ $0.crashed != true }) {
-            lines += threadSection(thread, colour: colour)
+            lines += threadSection(thread, verb: threadVerb(event), colour: colour)
             lines.append("")
         }
         if let crashedThread = crashed.first, let registers = crashedThread.registers, !registers.isEmpty {

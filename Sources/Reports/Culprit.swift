@@ -114,7 +114,15 @@ public enum Culprit {
         if event.kind == .error {
             what = event.reason ?? "error"
         } else if event.kind == .termination {
-            what = "killed by \(event.signal?.name ?? "a signal")"
+            switch event.cause {
+            case "oom-kill": what = "killed by the OOM killer (\(event.signal?.name ?? "SIGKILL"))"
+            case "exit": what = event.reason ?? "exited"
+            default: what = "killed by \(event.signal?.name ?? "a signal")"
+            }
+        } else if event.kind == .hang {
+            what = "hang: \(event.reason ?? "no heartbeat")"
+        } else if event.cause == "watchdog" {
+            what = "\(event.signal?.name ?? "signal"): killed by crashport's hang watchdog"
         } else {
             let signal = event.signal?.name ?? "signal"
             if event.signal?.stackOverflow == true {

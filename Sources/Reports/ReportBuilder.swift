@@ -43,6 +43,7 @@ public enum ReportBuilder {
             event.exception = ExceptionRecord(type: "panic", message: said.isEmpty ? nil : said)
             event.reason = said.isEmpty ? "panicked" : "panicked: \(said)"
         }
+        if let observation = capture.record.observation { observed(observation, into: &event) }
         if let app = capture.app, let during = app.crashedDuringLaunch(at: capture.record.timeNanoseconds),
             !capture.record.isError
         {
@@ -67,6 +68,37 @@ public enum ReportBuilder {
         }
         Culprit.mark(&event, rules: rules)
         return event
+    }
+
+    /// A death or hang the watcher saw from outside: its kind, cause and reason.
+    static func observed(_ observation: CrashRecord.Observation, into event: inout Event) {
+        switch observation {
+        case .exit(let status, let cause):
+            event.kind = .termination
+            event.cause = cause
+            let signal = status & 0x7F
+            if signal == 0 {
+                event.signal = nil
+                event.reason = "exited with status \((status >> 8) & 0xFF)"
+            } else {
+                event.signal = SignalRecord(
+                    number: signal, name: SignalNames.name(signal), description: SignalNames.meaning(signal))
+            }
+            event.notes =
+                (event.notes ?? []) + [
+                    "every thread as it was at its exit (crashport run --trace-exit): the process was seized for its whole life, so the kernel stopped each thread at its exit event with its registers and memory intact"
+                ]
+        case .hang(let milliseconds):
+            event.kind = .hang
+            event.cause = "hang"
+            event.signal = nil
+            event.hangMilliseconds = milliseconds
+            event.reason = "no heartbeat for \(milliseconds) ms"
+            event.notes =
+                (event.notes ?? []) + [
+                    "the program was left running: its threads were stopped only while their stacks were read; the thread that beat last is first"
+                ]
+        }
     }
 
     static func reraiseRecord(_ reraise: WireReraise, symbolizer: Symbolizer) -> ReraiseRecord {

@@ -75,6 +75,11 @@ public final class CrashServer: @unchecked Sendable {
     /// Called (on the writing thread) when a captured crash's report cannot be written, with
     /// the record as received: the sidecar spools it rather than lose it.
     public var unwritable: (@Sendable (Capture, [UInt8], Error, ReportStore) -> Void)?
+    /// The holder of a process the watcher already traces (crashport run --trace-exit): its
+    /// crashes are captured through it, since a second PTRACE_SEIZE would fail.
+    public var holderFor: ((ProcessID) -> ThreadHold?)?
+    /// Last words on an event before it is written (the launcher marks a watchdog kill).
+    public var amend: (@Sendable (inout Event, CrashRecord) -> Void)?
     /// Crashes reported since start, by pid, tid and the record's time: a spooled copy of one
     /// of them (the stub spools when the verdict is late) is not reported twice.
     let reported = Mutex<Set<String>>([])
@@ -335,7 +340,9 @@ public final class CrashServer: @unchecked Sendable {
             _ = heartbeat.withUnsafeBytes { send(reply, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         }
         captures += 1
-        let held = CaptureSession.hold(record: record, threads: threads, status: status, options: options, cache: cache)
+        let held = CaptureSession.hold(
+            record: record, threads: threads, status: status, options: options, cache: cache,
+            holder: holderFor?(record.pid))
         // The process is released; let it continue down its handler chain now. Opening modules,
         // unwinding, symbolication and writing happen while it dies.
         let elapsed = monotonicNanoseconds() - started
@@ -344,6 +351,24 @@ public final class CrashServer: @unchecked Sendable {
             writeReport(
                 held.finish(cache: cache), recordBytes: bytes, store: store, started: started, captureNanoseconds: elapsed)
         }
+    }
+
+    /// A death or hang the watcher observed itself (no stub record): the process captured
+    /// (through `holder` when the watcher already traces it), then reported like a crash.
+    /// Returns the report written, if one was.
+    @discardableResult
+    public func captureObserved(_ record: CrashRecord, holder: ThreadHold?) -> WrittenReport? {
+        let started = monotonicNanoseconds()
+        captures += 1
+        let held = CaptureSession.hold(record: record, options: options, cache: cache, holder: holder)
+        let elapsed = monotonicNanoseconds() - started
+        let store = self.store
+        guard
+            writeReport(
+                held.finish(cache: cache), recordBytes: [], store: store, started: started, captureNanoseconds: elapsed,
+                spoolOnFailure: false)
+        else { return nil }
+        return reports.last { $0.event.process?.pid == record.pid }
     }
 
     /// Unwinds, symbolicates and writes the report of a capture (on the submitting thread or a
@@ -363,6 +388,7 @@ public final class CrashServer: @unchecked Sendable {
         var event = ReportBuilder.event(for: capture, id: id, timestamp: Event.timestamp(), rules: inAppRules)
         event.capturedFrom = capturedFrom
         event.session = sessionID?(record.pid)
+        amend?(&event, record)
         let built = monotonicNanoseconds() - buildStarted
         if record.otherCrashes > 0 {
             event.notes =

@@ -64,6 +64,15 @@ public struct Launcher {
     public var extraEnvironment: [String: String] = [:]
     /// Which frames are the program's own (--in-app / --not-in-app).
     public var inAppRules = InAppRules()
+    /// --trace-exit: keep the program seized for its whole life, so that a death no handler
+    /// sees (SIGKILL, the OOM killer) is reported with every thread's stack (ExitTracer).
+    public var traceExit = false
+    /// --trace-exit-codes: with traceExit, an exit() with a non-zero status is reported too.
+    public var traceFailedExits = false
+    /// --hang-ms: a hang report when crashport_heartbeat has not moved for this long.
+    public var hangMilliseconds: UInt64?
+    /// --hang-kill: after a hang report, end the program with SIGABRT, as a watchdog does.
+    public var hangKill = false
 
     public init(program: String, arguments: [String], store: ReportStore) {
         self.program = program
@@ -171,16 +180,49 @@ public struct Launcher {
         let child = try spawned.get()
 
         let oomBefore = Self.oomKills()
+        var tracer: ExitTracer?
+        if traceExit {
+            let attempt = ExitTracer(pid: ProcessID(child))
+            attempt.holdFailedExits = traceFailedExits
+            do {
+                try attempt.attach()
+                tracer = attempt
+            } catch  where Self.hasDied(child) {
+                // Already gone (a zombie cannot be seized): its exit status is all there is.
+            } catch {
+                log(
+                    "--trace-exit: \(program) cannot be traced (\(error)); it runs untraced, and a SIGKILL or OOM kill is reported without stacks (crashport doctor says why)"
+                )
+            }
+        }
         let server = CrashServer(socket: ours, store: store, options: options)
         server.inAppRules = inAppRules
         server.log = log
+        server.holderFor = { pid in pid == ProcessID(child) ? tracer : nil }
         server.sessionID = { pid in pid == ProcessID(child) ? session : nil }
+        let watch = ChildWatch(child: child)
+        server.onHello = { hello, sender in
+            if sender.pid == ProcessID(child) { watch.appArea = hello.appArea }
+        }
+        server.amend = { [watch] event, record in
+            // The SIGABRT --hang-kill sent: a watchdog's kill, following the hang report.
+            if record.pid == ProcessID(child), record.signal == SIGABRT, record.observation == nil,
+                record.senderPID == ProcessID(getpid()), let hang = watch.killedAfterHang
+            {
+                event.cause = "watchdog"
+                event.related = hang
+                event.notes = (event.notes ?? []) + ["crashport --hang-kill sent SIGABRT after hang report \(hang)"]
+                event.title = Culprit.title(event)
+            }
+        }
         server.onSetting = { enabled, sender in
             let key = sender.pid == ProcessID(child) ? runKey : RunHistory.programKey(pid: sender.pid)
             if sender.pid == ProcessID(child) { disabled.withLock { $0 = !enabled } }
             history.setEnabled(enabled, executable: key.executable, buildID: key.buildID)
         }
-        let (status, socketOpen) = serve(child, socket: ours, signals: signals, server: server, log: log)
+        let (status, socketOpen) = serve(
+            child, socket: ours, signals: signals, server: server, tracer: tracer, watch: watch,
+            disabled: { disabled.withLock { $0 } }, oomBefore: oomBefore, log: log)
         // A descendant's record may still be queued; serve it before leaving.
         if socketOpen { server.drain() }
         let termination: Termination = (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
@@ -261,33 +303,84 @@ public struct Launcher {
     }
 
     /// Serves the crash socket and relays signals until the child exits; its wait status, and
-    /// whether the socket is still open.
+    /// whether the socket is still open. With a tracer, ptrace events (SIGCHLD, read through a
+    /// signalfd) are handled here too: this is the tracer's thread. With --hang-ms, the
+    /// heartbeat is looked at between events.
     func serve(
-        _ child: pid_t, socket ours: Int32, signals: Int32, server: CrashServer, log: (String) -> Void
+        _ child: pid_t, socket ours: Int32, signals: Int32, server: CrashServer, tracer: ExitTracer?, watch: ChildWatch,
+        disabled: () -> Bool, oomBefore: UInt64?, log: (String) -> Void
     )
         -> (status: Int32, socketOpen: Bool)
     {
-        let exited = cp_pidfd_open(child)
+        // Traced, the child's stops and exit come through SIGCHLD and waitpid, not a pidfd.
+        var unused = sigset_t()
+        let childEvents =
+            tracer != nil ? [SIGCHLD].withUnsafeBufferPointer { cp_block_signals_to_fd($0.baseAddress, 1, &unused) } : -1
+        let exited = tracer == nil ? cp_pidfd_open(child) : -1
+        defer {
+            if childEvents >= 0 { close(childEvents) }
+            if exited >= 0 { close(exited) }
+        }
+        var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
         var status: Int32 = 0
         var endRequests = 0
+        var exitHandled = false
         while true {
             var fds = [
                 pollfd(fd: socketOpen ? ours : -1, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: exited, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: tracer != nil ? childEvents : exited, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
             ]
             // Without pidfds (very old kernels) poll waitpid; while threads of an earlier capture
             // are still traced (they neither stopped nor died in time), look at them now and then:
             // the program cannot finish dying until they are reaped.
             let leftovers = PtraceSession.hasLeftovers
-            let ready = poll(&fds, nfds_t(fds.count), exited >= 0 && !leftovers ? -1 : 50)
+            var timeout: Int32 = (exited >= 0 || tracer != nil) && !leftovers ? -1 : 50
+            if let hang { timeout = timeout < 0 ? hang.interval : min(timeout, hang.interval) }
+            let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { break }
             if leftovers { PtraceSession.reapLeftovers() }
             if fds[0].revents != 0 { socketOpen = server.drain() }
             if fds[2].revents != 0, let ending = relaySignals(signals, to: child, requests: &endRequests) {
                 log("\(SignalNames.name(ending)) again, or after \(program) ended: crashport stops now")
+                tracer?.detachEverything()
                 Self.exit(like: .signaled(ending))
+            }
+            if let monitor = hang, !disabled() {
+                hang = watchHeartbeat(monitor, child: child, server: server, tracer: tracer, watch: watch, log: log)
+            }
+            if let tracer {
+                var code: Int32 = 0
+                while cp_read_signal(childEvents, &code) > 0 {}
+                var ended: Int32?
+                for event in tracer.pump() {
+                    switch event {
+                    case .ended(let final): ended = final
+                    case .exiting(let tid, let exitStatus):
+                        if exitHandled {
+                            tracer.release(exitOf: tid)
+                            continue
+                        }
+                        exitHandled = true
+                        // A crash the stub reported, or reporting turned off: let it die.
+                        let reported = server.reports.contains {
+                            $0.event.process?.pid == ProcessID(child) && $0.event.kind == .crash
+                        }
+                        if reported || disabled() {
+                            for held in tracer.exiting { tracer.release(exitOf: held) }
+                            continue
+                        }
+                        reportExit(
+                            child: child, status: exitStatus, first: tid, tracer: tracer, server: server, watch: watch,
+                            oomBefore: oomBefore)
+                    }
+                }
+                if let ended {
+                    status = ended
+                    break
+                }
+                continue
             }
             if exited < 0 || fds[1].revents != 0 {
                 let result = waitpid(child, &status, exited >= 0 ? 0 : WNOHANG)
@@ -299,8 +392,66 @@ public struct Launcher {
                 }
             }
         }
-        if exited >= 0 { close(exited) }
         return (status, socketOpen)
+    }
+
+    /// Every thread held at its exit: the process captured there and reported as a
+    /// termination (cause SIGKILL, oom-kill, signal or exit); then it finishes dying.
+    func reportExit(
+        child: pid_t, status: Int32, first: Int32, tracer: ExitTracer, server: CrashServer, watch: ChildWatch,
+        oomBefore: UInt64?
+    ) {
+        // The others get there within a scheduling quantum; one that does not is captured as is.
+        _ = tracer.waitForExits(timeoutMilliseconds: 500)
+        let held = tracer.exiting
+        let signal = status & 0x7F
+        let oomMoved = oomBefore.flatMap { before in Self.oomKills().map { $0 > before } } ?? false
+        let cause =
+            signal == 0 ? "exit" : signal == SIGKILL ? (oomMoved ? "oom-kill" : "SIGKILL") : "signal"
+        let record = CrashRecord(
+            observation: .exit(status: status, cause: cause), pid: ProcessID(child),
+            tid: ThreadID(held.contains(child) ? child : first), signal: signal, appArea: watch.appArea,
+            timeNanoseconds: Self.realtimeNanoseconds())
+        server.captureObserved(record, holder: tracer)
+        for tid in tracer.exiting { tracer.release(exitOf: tid) }
+    }
+
+    /// One look at the heartbeat; a hang report (and with --hang-kill, SIGABRT) when it stalled.
+    func watchHeartbeat(
+        _ monitor: HangMonitor, child: pid_t, server: CrashServer, tracer: ExitTracer?, watch: ChildWatch,
+        log: (String) -> Void
+    ) -> HangMonitor {
+        var monitor = monitor
+        let header = HangMonitor.readHeader(pid: ProcessID(child), address: watch.appArea)
+        switch monitor.look(header: header, now: monotonicNanoseconds()) {
+        case .fine:
+            break
+        case .resumed:
+            log("\(program) (pid \(child)): the heartbeat resumed")
+        case .suppressed:
+            log(
+                "\(program) (pid \(child)): another hang, not reported (more than \(HangMonitor.perWindow) in \(HangMonitor.window / 60_000_000_000) minutes)"
+            )
+        case .hung(let milliseconds, let thread):
+            let threads = ProcFiles.threads(of: ProcessID(child))
+            let lead = threads.contains(thread) ? thread : ThreadID(child)
+            let record = CrashRecord(
+                observation: .hang(milliseconds: milliseconds), pid: ProcessID(child), tid: lead, signal: 0,
+                appArea: watch.appArea, timeNanoseconds: Self.realtimeNanoseconds())
+            let report = server.captureObserved(record, holder: tracer)
+            if hangKill {
+                watch.killedAfterHang = report?.id ?? "(not written)"
+                log("\(program) (pid \(child)): --hang-kill: ending it with SIGABRT")
+                kill(child, SIGABRT)
+            }
+        }
+        return monitor
+    }
+
+    static func realtimeNanoseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 
     /// The kernel's count of OOM kills since boot (/proc/vmstat oom_kill).
@@ -374,5 +525,25 @@ public struct Launcher {
             kill(getpid(), signal)
             Glibc.exit(128 + signal)  // for signals whose default is not to terminate
         }
+    }
+}
+
+/// What the serving loop learns about its child while it runs, read by the report writer.
+final class ChildWatch: Sendable {
+    let child: pid_t
+    private let state = Mutex<(appArea: UInt64, killedAfterHang: String?)>((0, nil))
+
+    init(child: pid_t) { self.child = child }
+
+    /// The app area's address, from the stub's HELLO (the heartbeat is there).
+    var appArea: UInt64 {
+        get { state.withLock { $0.appArea } }
+        set { state.withLock { $0.appArea = newValue } }
+    }
+
+    /// The hang report after which --hang-kill sent SIGABRT.
+    var killedAfterHang: String? {
+        get { state.withLock { $0.killedAfterHang } }
+        set { state.withLock { $0.killedAfterHang = newValue } }
     }
 }

@@ -127,6 +127,24 @@ struct Run: ParsableCommand {
         name: .long, help: ArgumentHelp("How long a crashing process waits for the watcher (default 10000).", valueName: "MS"))
     var timeoutMs: UInt32?
 
+    @Flag(
+        name: .long,
+        help: "Keep the program traced for its whole life: a SIGKILL or an OOM kill is reported with every thread's stack.")
+    var traceExit = false
+
+    @Flag(name: .long, help: "With --trace-exit: an exit() with a non-zero status is reported too.")
+    var traceExitCodes = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Report a hang when crashport_heartbeat() has not been called for MS (default: $CRASHPORT_HANG_MS; off).",
+            valueName: "MS"))
+    var hangMs: UInt64?
+
+    @Flag(name: .long, help: "With --hang-ms: after the hang report, end the program with SIGABRT (a watchdog's kill).")
+    var hangKill = false
+
     @Argument(
         parsing: .captureForPassthrough,
         help: ArgumentHelp("PROGRAM [ARGS...]: everything from the program on is passed to it.", valueName: "program"))
@@ -180,6 +198,24 @@ struct Run: ParsableCommand {
                 names.insert(inherited, at: 0)
             }
             launcher.extraEnvironment["CRASHPORT_FORWARD_FIRST"] = names.joined(separator: ",")
+        }
+        launcher.traceExit = traceExit
+        if traceExitCodes {
+            guard traceExit else { usageError("run: --trace-exit-codes needs --trace-exit") }
+            launcher.traceFailedExits = true
+        }
+        var hang = hangMs
+        if hang == nil, let text = ProcessInfo.processInfo.environment["CRASHPORT_HANG_MS"], !text.isEmpty {
+            guard let value = UInt64(text) else { usageError("run: CRASHPORT_HANG_MS=\(text) is not a number of milliseconds") }
+            hang = value
+        }
+        if let hang {
+            guard hang >= 10 else { usageError("run: --hang-ms must be at least 10") }
+            launcher.hangMilliseconds = hang
+        }
+        if hangKill {
+            guard hang != nil else { usageError("run: --hang-kill needs --hang-ms (or CRASHPORT_HANG_MS)") }
+            launcher.hangKill = true
         }
         if let timeoutMs {
             guard timeoutMs > 0 else { usageError("run: --timeout-ms must be positive") }

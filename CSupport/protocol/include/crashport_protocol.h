@@ -228,7 +228,7 @@ typedef struct cp_crash {
  *    the last 100 breadcrumbs and orders them by n.
  */
 #define CP_APP_MAGIC 0x50504143u /* bytes "CAPP" */
-#define CP_APP_VERSION 1u
+#define CP_APP_VERSION 2u
 #define CP_ANNOTATION_MAX 64u
 #define CP_ANNOTATION_KEY_BYTES 64u     /* NUL included: keys keep 63 bytes */
 #define CP_ANNOTATION_VALUE_BYTES 1024u /* NUL included: values keep 1023 bytes */
@@ -280,6 +280,12 @@ typedef struct cp_app_area {
      * them: most programs never annotate, and a capture should not read 120 KB for nothing). */
     uint32_t annotations_used;
     uint32_t attachments_used;
+    /* The heartbeat (crashport_heartbeat), in the header so that the watcher's hang monitor
+     * reads 64 bytes per look: any change of count is a beat, judged by the watcher's clock. */
+    uint64_t heartbeat_ns;    /* CLOCK_MONOTONIC of the last beat, 0: never */
+    uint64_t heartbeat_count; /* beats so far */
+    uint32_t heartbeat_tid;   /* the thread that beat last (the one a hang report leads with) */
+    uint32_t heartbeat_reserved;
     cp_annotation annotations[CP_ANNOTATION_MAX];
     cp_breadcrumb breadcrumbs[CP_BREADCRUMB_MAX];
     cp_attachment attachments[CP_ATTACHMENT_MAX];
@@ -344,8 +350,8 @@ _Static_assert(sizeof(cp_crash) == 1784 + CP_STACK_COPY_MAX, "cp_crash has no ta
 _Static_assert(sizeof(cp_annotation) == 1096, "cp_annotation is 1096 bytes");
 _Static_assert(sizeof(cp_breadcrumb) == 312, "cp_breadcrumb is 312 bytes");
 _Static_assert(sizeof(cp_attachment) == 1032, "cp_attachment is 1032 bytes");
-_Static_assert(__builtin_offsetof(cp_app_area, annotations) == 40, "annotations at 40");
-_Static_assert(sizeof(cp_app_area) == 40 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128,
+_Static_assert(__builtin_offsetof(cp_app_area, annotations) == 64, "annotations at 64");
+_Static_assert(sizeof(cp_app_area) == 64 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128,
                "cp_app_area is packed");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");

@@ -183,6 +183,15 @@ __attribute__((visibility("default"))) int crashport_last_run(crashport_last_run
  * until this call); a crash inside it is a launch crash. No system call. */
 __attribute__((visibility("default"))) void crashport_launch_completed(void);
 
+/* Says the program is alive, for the watcher's hang monitor (crashport run --hang-ms MS, or
+ * CRASHPORT_HANG_MS): call it from the loop whose stall is a hang (an event loop, a worker's
+ * main loop) at least every MS milliseconds. When the watcher sees no beat for MS, it takes
+ * every thread's stack without stopping the program for longer than a capture, and writes a
+ * report of kind "hang" (once per stall) that leads with the thread that beat last. Stores a
+ * timestamp and the thread's id: no system call after a thread's first call; safe from any
+ * thread, lock-free. */
+__attribute__((visibility("default"))) void crashport_heartbeat(void);
+
 /* Turns crash reporting off (0) or on for this program, now and, through the watcher, for its
  * next runs. Disabled, a crash goes straight down the chain of handlers as if crashport were not
  * installed, no report is written, and crashport_report_error returns -ECANCELED. Returns 0, or

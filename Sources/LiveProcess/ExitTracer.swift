@@ -1,0 +1,330 @@
+// ExitTracer: `crashport run --trace-exit`. The watcher keeps every thread of its child seized
+// for the child's whole life (PTRACE_SEIZE with PTRACE_O_TRACEEXIT, TRACECLONE and TRACEEXEC),
+// so that a death no handler sees (SIGKILL, the OOM killer) stops each thread at its exit event
+// with its registers and memory intact: the watcher captures the process there as for a crash.
+//
+// Everything else the program does goes on as without tracing:
+//  - a signal-delivery-stop is resumed at once with the same signal (the program's handlers,
+//    crashport's stub among them, run as before);
+//  - a group-stop (SIGSTOP, SIGTSTP from the shell) is left stopped with PTRACE_LISTEN, so the
+//    program stays stopped until SIGCONT, as untraced;
+//  - new threads are followed (TRACECLONE); forked children are not traced at all (no
+//    TRACEFORK): a child process, and whatever it execs, runs untraced;
+//  - an exec is followed (the process keeps its pid); the threads exec kills exit with status 0.
+// A thread's exit stop is held only when the caller asks (a death worth a report), and every
+// thread is continued within a bound: a dying program is never kept alive.
+//
+// The tracer also stops the process for crash and hang captures (it already holds every
+// thread, so a second PTRACE_SEIZE would fail): `suspendAll` interrupts every thread and
+// collects the stops, keeping any signal that arrived meanwhile for `detachAll` to deliver.
+//
+// ptrace is per tracer thread: every call on a tracer must come from the thread that attached
+// (the launcher's serving loop).
+
+import CShims
+import ReportModel
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `suspendAll` stopped and `detachAll` releases: a PtraceSession, or the ExitTracer that
+/// already holds the process.
+public protocol ThreadHold: AnyObject {
+    func suspendAll(timeoutMilliseconds: Int) throws -> [ThreadID]
+    var stopped: [ThreadID] { get }
+    var failures: [(tid: ThreadID, reason: String)] { get }
+    func registers(of thread: ThreadID) throws -> (gpr: [UInt64], fxsave: [UInt8])
+    func detachAll(timeoutMilliseconds: Int)
+    var firstSeizeNanoseconds: UInt64 { get }
+    var releasedNanoseconds: UInt64 { get }
+}
+
+extension PtraceSession: ThreadHold {}
+
+public final class ExitTracer: ThreadHold {
+    /// What the caller is told about.
+    public enum Event: Equatable {
+        /// A thread stopped at its exit event, held; `status` is the wait status it exits with.
+        case exiting(tid: Int32, status: Int32)
+        /// The leader was reaped: the process is gone; its wait status.
+        case ended(status: Int32)
+    }
+
+    enum State: Equatable {
+        case running
+        /// In a group-stop, left there with PTRACE_LISTEN.
+        case listening
+        /// Held at its exit event (PTRACE_EVENT_EXIT), exiting with this wait status.
+        case exiting(status: Int32)
+        /// Stopped for a capture; `signal` arrived meanwhile, `groupStop` it was in one.
+        case held(signal: Int32, groupStop: Bool)
+    }
+
+    public let processID: ProcessID
+    private let pid: Int32
+    private var threads: [Int32: State] = [:]
+    /// Whether an exit() with a non-zero status is held for a capture too (a death by a fatal
+    /// signal always is).
+    public var holdFailedExits = false
+    public private(set) var firstSeizeNanoseconds: UInt64 = 0
+    public private(set) var releasedNanoseconds: UInt64 = 0
+    private var failedThreads: [(tid: ThreadID, reason: String)] = []
+    private var captureStopped: [Int32] = []
+
+    static let PTRACE_SEIZE: Int32 = 0x4206
+    static let PTRACE_INTERRUPT: Int32 = 0x4207
+    static let PTRACE_LISTEN: Int32 = 0x4208
+    static let PTRACE_CONT: Int32 = 7
+    static let PTRACE_DETACH: Int32 = 17
+    static let PTRACE_GETEVENTMSG: Int32 = 0x4201
+    static let PTRACE_O_TRACECLONE: UInt = 0x08
+    static let PTRACE_O_TRACEEXEC: UInt = 0x10
+    static let PTRACE_O_TRACEEXIT: UInt = 0x40
+    static let PTRACE_EVENT_CLONE: Int32 = 3
+    static let PTRACE_EVENT_EXEC: Int32 = 4
+    static let PTRACE_EVENT_EXIT: Int32 = 6
+    static let PTRACE_EVENT_STOP: Int32 = 128
+    static let options = PTRACE_O_TRACEEXIT | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC
+
+    public init(pid: ProcessID) {
+        processID = pid
+        self.pid = pid.rawValue
+    }
+
+    /// Seizes every thread of the process (re-listing until no new one appears: threads made by
+    /// a seized thread are followed by the kernel). Throws when the process itself cannot be
+    /// seized (ptrace denied: Yama, no CAP_SYS_PTRACE, already traced), with the errno.
+    public func attach() throws {
+        firstSeizeNanoseconds = monotonicNanoseconds()
+        for pass in 0..<64 {
+            let listed = ProcFiles.threads(of: processID).map(\.rawValue).filter { threads[$0] == nil }
+            if listed.isEmpty && pass > 0 { break }
+            for tid in (pass == 0 ? [pid] + listed.filter { $0 != pid } : listed) where threads[tid] == nil {
+                if cp_ptrace(Self.PTRACE_SEIZE, tid, 0, UInt(Self.options)) == 0 {
+                    threads[tid] = .running
+                } else if tid == pid {
+                    throw InspectionError.system(call: "ptrace(PTRACE_SEIZE, \(tid))", errno: errno)
+                }
+            }
+        }
+    }
+
+    /// Whether any thread is still traced.
+    public var isTracing: Bool { !threads.isEmpty }
+
+    /// Handles every wait status pending, without blocking; the events the caller must act on.
+    public func pump() -> [Event] {
+        var events: [Event] = []
+        while true {
+            var status: Int32 = 0
+            let tid = waitpid(-1, &status, __WALL | WNOHANG)
+            if tid <= 0 { break }
+            if let event = handle(tid, status) { events.append(event) }
+        }
+        return events
+    }
+
+    /// One wait status. Resumes what should run; returns what the caller must know.
+    private func handle(_ tid: Int32, _ status: Int32) -> Event? {
+        guard Self.isStopped(status) else {
+            // Exited or killed: gone (the leader last, once every other thread is).
+            threads[tid] = nil
+            captureStopped.removeAll { $0 == tid }
+            return tid == pid ? .ended(status: status) : nil
+        }
+        let signal = (status >> 8) & 0x7F
+        let event = (status >> 16) & 0xFFFF
+        switch event {
+        case Self.PTRACE_EVENT_EXIT:
+            var message: UInt = 0
+            _ = withUnsafeMutablePointer(to: &message) {
+                cp_ptrace(Self.PTRACE_GETEVENTMSG, tid, 0, UInt(bitPattern: $0))
+            }
+            let exitStatus = Int32(truncatingIfNeeded: message)
+            if Self.isFatal(exitStatus) || (holdFailedExits && exitStatus & 0x7F == 0 && exitStatus >> 8 != 0) {
+                threads[tid] = .exiting(status: exitStatus)
+                return .exiting(tid: tid, status: exitStatus)
+            }
+            resume(tid, signal: 0)
+        case Self.PTRACE_EVENT_CLONE:
+            var message: UInt = 0
+            _ = withUnsafeMutablePointer(to: &message) {
+                cp_ptrace(Self.PTRACE_GETEVENTMSG, tid, 0, UInt(bitPattern: $0))
+            }
+            let child = Int32(truncatingIfNeeded: message)
+            // Its first stop (PTRACE_EVENT_STOP) may come before or after this one.
+            if child > 0 && threads[child] == nil { threads[child] = .running }
+            continueOrHold(tid, signal: 0)
+        case Self.PTRACE_EVENT_EXEC:
+            // Every other thread is gone; the execing one now has the leader's id.
+            var former: UInt = 0
+            _ = withUnsafeMutablePointer(to: &former) {
+                cp_ptrace(Self.PTRACE_GETEVENTMSG, tid, 0, UInt(bitPattern: $0))
+            }
+            let old = Int32(truncatingIfNeeded: former)
+            if old != tid { threads[old] = nil }
+            continueOrHold(tid, signal: 0)
+        case Self.PTRACE_EVENT_STOP:
+            if [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU].contains(signal) {
+                if suspending {
+                    threads[tid] = .held(signal: 0, groupStop: true)
+                    captureStopped.append(tid)
+                } else {
+                    threads[tid] = .listening
+                    _ = cp_ptrace(Self.PTRACE_LISTEN, tid, 0, 0)
+                }
+            } else {
+                // PTRACE_INTERRUPT's stop, a new thread's first stop, or the end of a group-stop.
+                continueOrHold(tid, signal: 0)
+            }
+        default:
+            // A signal-delivery-stop: the signal goes on to the program (now, or after a capture).
+            continueOrHold(tid, signal: signal)
+        }
+        return nil
+    }
+
+    /// Whether a capture is stopping the process (then stops are held, not resumed).
+    private var suspending = false
+
+    private func continueOrHold(_ tid: Int32, signal: Int32) {
+        if suspending {
+            if case .held(let pending, let group)? = threads[tid] {
+                threads[tid] = .held(signal: signal != 0 ? signal : pending, groupStop: group)
+            } else {
+                threads[tid] = .held(signal: signal, groupStop: false)
+                captureStopped.append(tid)
+            }
+        } else {
+            resume(tid, signal: signal)
+        }
+    }
+
+    private func resume(_ tid: Int32, signal: Int32) {
+        threads[tid] = .running
+        if cp_ptrace(Self.PTRACE_CONT, tid, 0, UInt(signal)) != 0 && errno == ESRCH {
+            // Killed while stopped: its exit status comes through waitpid.
+        }
+    }
+
+    /// Lets a thread held at its exit finish exiting.
+    public func release(exitOf tid: Int32) {
+        if case .exiting? = threads[tid] { resume(tid, signal: 0) }
+    }
+
+    /// The threads held at their exit event.
+    public var exiting: [Int32] {
+        threads.compactMap { if case .exiting = $0.value { return $0.key } else { return nil } }.sorted()
+    }
+
+    /// Waits (bounded) for every traced thread to stop at its exit event, handling any other
+    /// event meanwhile. A dying process's threads all get there within a scheduling quantum.
+    public func waitForExits(timeoutMilliseconds: Int) -> [Event] {
+        let deadline = monotonicNanoseconds() + UInt64(timeoutMilliseconds) * 1_000_000
+        var events: [Event] = []
+        while true {
+            events += pump()
+            let waiting = threads.values.contains { if case .exiting = $0 { return false } else { return true } }
+            if !waiting || monotonicNanoseconds() > deadline
+                || events.contains(where: { if case .ended = $0 { true } else { false } })
+            {
+                return events
+            }
+            usleep(200)
+        }
+    }
+
+    // MARK: ThreadHold
+
+    public var stopped: [ThreadID] { captureStopped.map { ThreadID($0) } }
+    public var failures: [(tid: ThreadID, reason: String)] { failedThreads }
+
+    /// Stops every thread for a capture: the ones held at their exit are stopped already; every
+    /// other one is interrupted and its stop collected (bounded).
+    public func suspendAll(timeoutMilliseconds: Int) throws -> [ThreadID] {
+        failedThreads = []
+        captureStopped = exiting
+        suspending = true
+        for (tid, state) in threads {
+            switch state {
+            case .running, .listening: _ = cp_ptrace(Self.PTRACE_INTERRUPT, tid, 0, 0)
+            case .exiting, .held: break
+            }
+        }
+        let deadline = monotonicNanoseconds() + UInt64(timeoutMilliseconds) * 1_000_000
+        while true {
+            for event in pump() {
+                if case .exiting(let tid, _) = event, !captureStopped.contains(tid) { captureStopped.append(tid) }
+            }
+            let moving = threads.filter { tid, state in
+                switch state {
+                case .running, .listening: return true
+                case .exiting, .held: return !captureStopped.contains(tid)
+                }
+            }
+            if moving.isEmpty { break }
+            if monotonicNanoseconds() > deadline {
+                failedThreads = moving.keys.sorted().map { (ThreadID($0), "did not stop within the capture deadline") }
+                break
+            }
+            usleep(100)
+        }
+        return stopped
+    }
+
+    public func registers(of thread: ThreadID) throws -> (gpr: [UInt64], fxsave: [UInt8]) {
+        try PtraceSession.readRegisters(thread.rawValue)
+    }
+
+    /// Ends a capture: every thread stopped for it goes on, with any signal that arrived
+    /// meanwhile; a group-stop is listened to again; the ones held at their exit finish it.
+    public func detachAll(timeoutMilliseconds: Int) {
+        suspending = false
+        for tid in captureStopped {
+            switch threads[tid] {
+            case .held(let signal, let groupStop)?:
+                if groupStop {
+                    threads[tid] = .listening
+                    _ = cp_ptrace(Self.PTRACE_LISTEN, tid, 0, 0)
+                } else {
+                    resume(tid, signal: signal)
+                }
+            case .exiting?: resume(tid, signal: 0)
+            default: break
+            }
+        }
+        captureStopped = []
+        releasedNanoseconds = monotonicNanoseconds()
+    }
+
+    /// Lets every thread go: continued, or detached (crashport is leaving before the program).
+    public func detachEverything() {
+        for (tid, state) in threads {
+            if case .running = state { _ = cp_ptrace(Self.PTRACE_INTERRUPT, tid, 0, 0) }
+        }
+        let deadline = monotonicNanoseconds() + 500_000_000
+        var remaining = Set(threads.keys)
+        while !remaining.isEmpty && monotonicNanoseconds() < deadline {
+            for tid in remaining where cp_ptrace(Self.PTRACE_DETACH, tid, 0, 0) == 0 || errno == ESRCH {
+                remaining.remove(tid)
+            }
+            var status: Int32 = 0
+            while waitpid(-1, &status, __WALL | WNOHANG) > 0 {}
+            usleep(200)
+        }
+        threads = [:]
+    }
+
+    static func isStopped(_ status: Int32) -> Bool { (status & 0xFF) == 0x7F }
+
+    /// An exit worth a report: killed by a signal that ends a program abnormally (SIGKILL, or a
+    /// core-dumping signal no handler reported).
+    public static func isFatal(_ status: Int32) -> Bool {
+        let signal = status & 0x7F
+        return signal != 0 && signal != 0x7F && fatalSignals.contains(signal)
+    }
+
+    public static let fatalSignals: Set<Int32> = [
+        SIGKILL, SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS,
+    ]
+}
