@@ -1,0 +1,227 @@
+/* Deaths and hangs no signal handler sees, for TraceExitTests (crashport run --trace-exit,
+ * --hang-ms): `trace.c MODE [ARG]`.
+ *   kill      a worker thread parks in park_worker, main in wait_for_kill; a forked child (an
+ *             outside process) SIGKILLs the program once both are there.
+ *   oom CG    moves itself into the memory cgroup directory CG, then fills memory in
+ *             fill_ledger until the OOM killer ends it.
+ *   exit      exit(3) from leave_with_three.
+ *   stop      raise(SIGSTOP); a forked child sends SIGCONT once the program is stopped; exit 4.
+ *   signal    a SIGUSR1 handler runs twice; exit 5.
+ *   fork      fork + exec of `sh -c "exit 7"`, waited for; exit 6.
+ *   exec      exec of `sh -c "exit 8"` from a process with two threads.
+ *   deadlock  beats, then two threads take two mutexes in opposite orders (post_entry and
+ *             audit_journal) and never beat again.
+ *   stall     beats every 20 ms, stalls 2 s in stall_for_a_while, beats 300 ms more; exit 0.
+ * The heartbeat comes from the preloaded stub (a weak reference: none without it). */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern void crashport_heartbeat(void) __attribute__((weak));
+
+static void beat(void)
+{
+    if (crashport_heartbeat) crashport_heartbeat();
+}
+
+static int ready[2];
+static volatile int parked;
+
+__attribute__((noinline)) static void park_worker(void)
+{
+    __atomic_store_n(&parked, 1, __ATOMIC_RELEASE);
+    for (;;) pause();
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    park_worker();
+    return NULL;
+}
+
+__attribute__((noinline)) static void wait_for_kill(void)
+{
+    while (!__atomic_load_n(&parked, __ATOMIC_ACQUIRE)) usleep(1000);
+    if (write(ready[1], "r", 1) != 1) _exit(90);
+    for (;;) pause();
+}
+
+static void kill_mode(void)
+{
+    if (pipe(ready) != 0) exit(91);
+    pid_t parent = getpid();
+    if (fork() == 0) {
+        char byte;
+        if (read(ready[0], &byte, 1) != 1) _exit(92);
+        usleep(50000); /* let main get into pause() */
+        kill(parent, SIGKILL);
+        _exit(0);
+    }
+    pthread_t thread;
+    pthread_create(&thread, NULL, worker, NULL);
+    wait_for_kill();
+}
+
+__attribute__((noinline)) static void fill_ledger(void)
+{
+    for (;;) {
+        char *block = malloc(1 << 20);
+        if (block == NULL) continue;
+        memset(block, 0x5a, 1 << 20);
+    }
+}
+
+static void oom_mode(const char *cgroup)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cgroup.procs", cgroup);
+    FILE *procs = fopen(path, "w");
+    if (procs == NULL || fprintf(procs, "%d\n", (int)getpid()) < 0 || fclose(procs) != 0) {
+        perror(path);
+        exit(93);
+    }
+    fill_ledger();
+}
+
+__attribute__((noinline)) static void leave_with_three(void)
+{
+    exit(3);
+}
+
+static int stopped_state(pid_t pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *stat = fopen(path, "r");
+    if (stat == NULL) return 0;
+    char *got = fgets(line, sizeof line, stat);
+    fclose(stat);
+    char *close = got ? strrchr(line, ')') : NULL;
+    return close != NULL && (close[2] == 'T' || close[2] == 't');
+}
+
+static volatile int handled;
+static void on_usr1(int signo)
+{
+    (void)signo;
+    handled++;
+}
+
+static pthread_mutex_t ledger = PTHREAD_MUTEX_INITIALIZER, journal = PTHREAD_MUTEX_INITIALIZER;
+static pthread_barrier_t both;
+
+__attribute__((noinline)) static void post_entry(void)
+{
+    pthread_mutex_lock(&ledger);
+    pthread_barrier_wait(&both);
+    pthread_mutex_lock(&journal);
+    pthread_mutex_unlock(&journal);
+    pthread_mutex_unlock(&ledger);
+}
+
+__attribute__((noinline)) static void audit_journal(void)
+{
+    pthread_mutex_lock(&journal);
+    pthread_barrier_wait(&both);
+    pthread_mutex_lock(&ledger);
+    pthread_mutex_unlock(&ledger);
+    pthread_mutex_unlock(&journal);
+}
+
+static void *auditor(void *arg)
+{
+    (void)arg;
+    audit_journal();
+    return NULL;
+}
+
+__attribute__((noinline)) static void stall_for_a_while(void)
+{
+    struct timespec two = {2, 0};
+    while (nanosleep(&two, &two) != 0) {}
+}
+
+static void *idle(void *arg)
+{
+    (void)arg;
+    for (;;) pause();
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (!strcmp(mode, "kill")) kill_mode();
+    if (!strcmp(mode, "oom") && argc > 2) oom_mode(argv[2]);
+    if (!strcmp(mode, "exit")) leave_with_three();
+    if (!strcmp(mode, "stop")) {
+        pid_t parent = getpid();
+        if (fork() == 0) {
+            while (!stopped_state(parent)) usleep(1000);
+            kill(parent, SIGCONT);
+            _exit(0);
+        }
+        raise(SIGSTOP);
+        printf("continued\n");
+        wait(NULL);
+        return 4;
+    }
+    if (!strcmp(mode, "signal")) {
+        signal(SIGUSR1, on_usr1);
+        raise(SIGUSR1);
+        raise(SIGUSR1);
+        printf("handled %d\n", handled);
+        return 5;
+    }
+    if (!strcmp(mode, "fork")) {
+        pid_t child = fork();
+        if (child == 0) {
+            execlp("sh", "sh", "-c", "exit 7", (char *)NULL);
+            _exit(99);
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        printf("child exited %d\n", WEXITSTATUS(status));
+        return 6;
+    }
+    if (!strcmp(mode, "exec")) {
+        pthread_t thread;
+        pthread_create(&thread, NULL, idle, NULL);
+        execlp("sh", "sh", "-c", "exit 8", (char *)NULL);
+        return 98;
+    }
+    if (!strcmp(mode, "deadlock")) {
+        for (int i = 0; i < 5; i++) {
+            beat();
+            usleep(20000);
+        }
+        pthread_barrier_init(&both, NULL, 2);
+        pthread_t thread;
+        pthread_create(&thread, NULL, auditor, NULL);
+        post_entry();
+        return 0;
+    }
+    if (!strcmp(mode, "stall")) {
+        for (int i = 0; i < 10; i++) {
+            beat();
+            usleep(20000);
+        }
+        stall_for_a_while();
+        for (int i = 0; i < 15; i++) {
+            beat();
+            usleep(20000);
+        }
+        printf("recovered\n");
+        return 0;
+    }
+    fprintf(stderr, "usage: trace MODE\n");
+    return 64;
+}
