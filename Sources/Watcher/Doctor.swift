@@ -82,6 +82,30 @@ public struct Doctor {
         return findings
     }
 
+    /// Processes that `crashport run --trace-exit` keeps traced: a debugger cannot attach to
+    /// them (ptrace allows one tracer), and gdb's or strace's "Operation not permitted" is why.
+    func tracedByCrashport() -> [Finding] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        var findings: [Finding] = []
+        for entry in entries where entry.first?.isNumber == true {
+            guard let status = ProcFiles.readText("/proc/\(entry)/status"),
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("TracerPid:") }),
+                let tracer = Int32(line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces)), tracer > 0,
+                let tracerPath = ProcFiles.executable(of: ProcessID(tracer)), tracerPath.hasSuffix("/crashport"),
+                ProcFiles.readText("/proc/\(tracer)/cmdline")?.contains("--trace-exit") == true
+            else { continue }
+            let name = ProcFiles.executable(of: ProcessID(Int32(entry) ?? 0)) ?? "pid \(entry)"
+            findings.append(
+                Finding(
+                    level: .ok,
+                    text:
+                        "pid \(entry) (\(name)) is traced by crashport run --trace-exit (pid \(tracer)) for its whole life: a debugger cannot attach to it (one tracer per process); run it without --trace-exit to debug it"
+                ))
+            if findings.count >= 20 { break }
+        }
+        return findings
+    }
+
     public func findings(store: ReportStore) -> [Finding] {
         var findings: [Finding] = []
         var names = utsname()
@@ -110,6 +134,7 @@ public struct Doctor {
                     ? "CAP_SYS_PTRACE: yes (can capture other users' processes)"
                     : "CAP_SYS_PTRACE: no (captures processes of its own user)"))
         findings.append(tryTracing())
+        findings += tracedByCrashport()
 
         do {
             let stub = try Launcher.locateStub()
