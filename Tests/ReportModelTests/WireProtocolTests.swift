@@ -24,9 +24,9 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<cp_crash>.offset(of: \cp_crash.stack_start), 1768)
         XCTAssertEqual(CrashRecord.fixedSize, 1784)
         XCTAssertEqual(CrashRecord.maximumSize, 1784 + 65536)
-        XCTAssertEqual(MemoryLayout<cp_app_area>.offset(of: \cp_app_area.annotations), 40)
+        XCTAssertEqual(MemoryLayout<cp_app_area>.offset(of: \cp_app_area.annotations), 64)
         XCTAssertEqual(
-            MemoryLayout<cp_app_area>.size, 40 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128)
+            MemoryLayout<cp_app_area>.size, 64 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.restorer), 16)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.mask), 24)
     }
