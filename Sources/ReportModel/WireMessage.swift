@@ -68,7 +68,8 @@ public struct HelloMessage: Equatable, Sendable {
     public var stubVersion: UInt32
     public var buildID: [UInt8]
     /// Where the process keeps its cp_app_area (0 if none): an address in that process, to be
-    /// read from it, bounds-checked (the hang monitor reads the heartbeat there).
+    /// read from it, bounds-checked (the hang monitor reads the heartbeat there; a sidecar, the
+    /// client's breadcrumbs and annotations while it runs).
     public var appArea: UInt64
 
     public init(bytes: [UInt8]) throws {
@@ -85,6 +86,31 @@ public struct HelloMessage: Equatable, Sendable {
         guard idSize <= 40 else { throw WireError.badField("build-id size \(idSize) exceeds 40") }
         let start = Layout.offset(\cp_hello.build_id)
         buildID = Array(bytes[start..<start + idSize])
+    }
+}
+
+/// GOODBYE: the process that said HELLO exits normally (exit() or _exit()); nothing answers it.
+public struct GoodbyeMessage: Equatable, Sendable {
+    /// The status passed to exit() or _exit(); the parent sees its low byte.
+    public var exitStatus: Int32
+
+    public init(bytes: [UInt8]) throws {
+        let header = try WireHeader(bytes: bytes)
+        guard header.type == CP_MSG_GOODBYE.rawValue else { throw WireError.unexpectedType(header.type) }
+        guard bytes.count == MemoryLayout<cp_goodbye>.size else {
+            throw WireError.badField("a goodbye of \(bytes.count) bytes (expected \(MemoryLayout<cp_goodbye>.size))")
+        }
+        let wire = WireBytes(bytes: bytes)
+        let reserved = wire.u32(Layout.offset(\cp_goodbye.reserved))
+        guard reserved == 0 else { throw WireError.badField("a goodbye with reserved = \(reserved)") }
+        exitStatus = wire.i32(Layout.offset(\cp_goodbye.exit_status))
+    }
+
+    /// A GOODBYE as the stub sends it.
+    public static func encode(exitStatus: Int32) -> [UInt8] {
+        var message = MessageEncoder(type: CP_MSG_GOODBYE.rawValue, size: MemoryLayout<cp_goodbye>.size)
+        message.put32(UInt32(bitPattern: exitStatus), at: Layout.offset(\cp_goodbye.exit_status))
+        return message.bytes
     }
 }
 

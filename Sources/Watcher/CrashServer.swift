@@ -1,5 +1,6 @@
-// CrashServer: the watcher's side of the socket. Receives HELLO and CRASH messages, verifies
-// them, captures the crashed process, answers with a verdict and writes the report.
+// CrashServer: the watcher's side of the socket. Receives HELLO, CRASH, ERROR, SETTING and
+// GOODBYE messages, verifies them, captures the crashed process, answers with a verdict and
+// writes the report.
 //
 // Trust: the sender's pid and uid come from SCM_CREDENTIALS (the kernel's word), never from the
 // message. A CRASH record is accepted only when its pid equals that pid and its tid is a thread
@@ -66,6 +67,9 @@ public final class CrashServer: @unchecked Sendable {
     public var onHello: (HelloMessage, Sender) -> Void = { _, _ in }
     /// crashport_set_enabled from a client: whether it wants crashes reported from now on.
     public var onSetting: (Bool, Sender) -> Void = { _, _ in }
+    /// Called for a valid GOODBYE: the sender exits normally (the sidecar ends its session as
+    /// exited; a connection that closes without one ended abnormally).
+    public var onGoodbye: (GoodbyeMessage, Sender) -> Void = { _, _ in }
     /// Called (on the writing thread) after each report is written, with its store.
     public var onReport: (@Sendable (WrittenReport, ReportStore) -> Void)?
     /// Which frames are the program's own (`crashport run --in-app/--not-in-app`).
@@ -151,7 +155,7 @@ public final class CrashServer: @unchecked Sendable {
         do {
             header = try WireHeader(bytes: bytes)
         } catch {
-            return reject("a message from pid \(senderPID): \(error)")
+            return reject("\(Self.messageName(bytes)) from pid \(senderPID): \(error)")
         }
         switch header.type {
         case CP_MSG_HELLO.rawValue:
@@ -222,10 +226,31 @@ public final class CrashServer: @unchecked Sendable {
             }
             log("pid \(senderPID) turned crash reporting \(enabled == 1 ? "on" : "off") for its program")
             onSetting(enabled == 1, sender)
+        case CP_MSG_GOODBYE.rawValue:
+            do {
+                onGoodbye(try GoodbyeMessage(bytes: bytes), sender)
+            } catch {
+                return reject("a GOODBYE from pid \(senderPID): \(error)")
+            }
         default:
             return reject("a message from pid \(senderPID): unexpected type \(header.type)")
         }
         return nil
+    }
+
+    /// What a message whose header is not valid says it is, by its type field when it has one
+    /// ("a GOODBYE"): for the log line that rejects it.
+    static func messageName(_ bytes: [UInt8]) -> String {
+        guard bytes.count >= WireHeader.byteCount else { return "a message" }
+        let type = UInt32(bytes[12]) | UInt32(bytes[13]) << 8 | UInt32(bytes[14]) << 16 | UInt32(bytes[15]) << 24
+        switch type {
+        case CP_MSG_HELLO.rawValue: return "a HELLO"
+        case CP_MSG_CRASH.rawValue: return "a crash record"
+        case CP_MSG_ERROR.rawValue: return "an error record"
+        case CP_MSG_SETTING.rawValue: return "a setting"
+        case CP_MSG_GOODBYE.rawValue: return "a GOODBYE"
+        default: return "a message"
+        }
     }
 
     /// Handled errors one process may have captured per minute (the stub allows 10 in a row, then

@@ -1,8 +1,8 @@
 /* Writes a hello and a crash record as the stub would send them, from this process's own
- * registers (getcontext) and stack, and an app area as the stub's API fills it (annotations,
- * breadcrumbs past the ring's wrap, an attachment, an uncaught exception).
+ * registers (getcontext) and stack, an app area as the stub's API fills it (annotations,
+ * breadcrumbs past the ring's wrap, an attachment, an uncaught exception), and a goodbye.
  *   cc -I CSupport/protocol/include Tests/Fuzz/make-wire-seeds.c -o /tmp/seeds
- *   cd Tests/Fuzz/seeds/wire && /tmp/seeds hello.bin crash-record.bin app-area.bin
+ *   cd Tests/Fuzz/seeds/wire && /tmp/seeds hello.bin crash-record.bin app-area.bin goodbye.bin
  * (relative names: the stack copy holds the output path, which must not name this machine) */
 #define _GNU_SOURCE
 #include <stddef.h>
@@ -68,5 +68,11 @@ int main(int argc, char **argv) {
     strcpy(area.exception_type, "config_error"); strcpy(area.exception_message, "the config file is missing");
     area.install_time_ns = record.time_ns - 2000000000ull; area.launch_ms = 5000; strcpy(area.release, "app@1.2.3");
     f = fopen(argv[3], "wb"); fwrite(&area, 1, sizeof area, f); fclose(f);
+    if (argc > 4) {
+        cp_goodbye goodbye; memset(&goodbye, 0, sizeof goodbye);
+        goodbye.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof goodbye, CP_MSG_GOODBYE};
+        goodbye.exit_status = 3;
+        f = fopen(argv[4], "wb"); fwrite(&goodbye, 1, sizeof goodbye, f); fclose(f);
+    }
     return 0;
 }

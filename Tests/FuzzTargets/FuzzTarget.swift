@@ -34,7 +34,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case minidump
     /// The event JSON reader, the text renderings of an event and offline re-symbolication.
     case event
-    /// The wire messages the stub sends on the socket (header, hello, crash record), and the
+    /// The wire messages the stub sends on the socket (header, hello, goodbye, crash record), and the
     /// app area the watcher reads out of a crashed process.
     case wire
 
@@ -236,6 +236,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     static func parseWire(_ bytes: [UInt8]) {
         _ = try? WireHeader(bytes: bytes)
         _ = try? HelloMessage(bytes: bytes)
+        _ = try? GoodbyeMessage(bytes: bytes)
         if let record = try? CrashRecord(bytes: bytes) {
             _ = record.stackTruncated
             _ = record.forwardedFirst

@@ -94,6 +94,30 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertThrowsError(try CrashRecord(bytes: wrongType))
     }
 
+    /// GOODBYE: 24 bytes, the exit status as sent; short, long, of another version or with its
+    /// reserved field set, it is refused with a reason.
+    func testGoodbye() throws {
+        XCTAssertEqual(MemoryLayout<cp_goodbye>.size, 24)
+        XCTAssertEqual(MemoryLayout<cp_goodbye>.offset(of: \cp_goodbye.exit_status), 16)
+        XCTAssertEqual(CP_MSG_GOODBYE.rawValue, 9)
+        let bytes = GoodbyeMessage.encode(exitStatus: -3)
+        XCTAssertEqual(try GoodbyeMessage(bytes: bytes).exitStatus, -3)
+        var short = Array(bytes.prefix(20))
+        short[8] = 20
+        XCTAssertThrowsError(try GoodbyeMessage(bytes: short)) { XCTAssertTrue("\($0)".contains("a goodbye of 20 bytes")) }
+        var long = bytes + [0, 0, 0, 0]
+        long[8] = 28
+        XCTAssertThrowsError(try GoodbyeMessage(bytes: long)) { XCTAssertTrue("\($0)".contains("28 bytes")) }
+        var version = bytes
+        version[4] = 2
+        XCTAssertThrowsError(try GoodbyeMessage(bytes: version)) { XCTAssertTrue("\($0)".contains("version 2")) }
+        var reserved = bytes
+        reserved[23] = 0x80
+        XCTAssertThrowsError(try GoodbyeMessage(bytes: reserved)) { XCTAssertTrue("\($0)".contains("reserved")) }
+        XCTAssertThrowsError(try GoodbyeMessage(bytes: Array(bytes.prefix(10))))
+        XCTAssertThrowsError(try GoodbyeMessage(bytes: HelloMessage.encode(pid: 1)))
+    }
+
     func testVerdictEncoding() throws {
         let bytes = VerdictMessage.encode(captureNanoseconds: 77)
         XCTAssertEqual(bytes.count, 32)

@@ -40,6 +40,9 @@ enum cp_message_type {
                              cp_crash laid out as CRASH (signo 0, the caller's registers and
                              stack); the error's type and message are in the app area */
     CP_MSG_SETTING = 8,   /* stub -> watcher, from crashport_set_enabled: persist it */
+    CP_MSG_GOODBYE = 9,   /* stub -> watcher, as the process exits normally (exit, _exit):
+                             never answered; a connection that ends without it and without a
+                             crash record ended abnormally */
 };
 
 /* First 16 bytes of every message. */
@@ -95,6 +98,16 @@ typedef struct cp_setting {
     uint32_t enabled; /* 0 or 1 */
     uint32_t reserved;
 } cp_setting;
+
+/* Said once by the process that said HELLO, as it exits normally: from exit() (the stub's
+ * on_exit hook records the status, its destructor sends it, after the program's own atexit
+ * handlers and destructors) or from _exit()/_Exit() (interposed, libcrashport.so only). Sent
+ * non-blocking; nothing answers it. */
+typedef struct cp_goodbye {
+    cp_header header;
+    int32_t exit_status; /* the status passed to exit() or _exit(); the parent sees its low byte */
+    uint32_t reserved;
+} cp_goodbye;
 
 /*
  * A spool file: what the stub writes when no watcher answers at crash time (the sidecar is
@@ -335,6 +348,7 @@ _Static_assert(sizeof(cp_hello) == 80, "cp_hello is 80 bytes");
 _Static_assert(sizeof(cp_last_run) == 88, "cp_last_run is 88 bytes");
 _Static_assert(sizeof(cp_hello_reply) == 496, "cp_hello_reply is 496 bytes");
 _Static_assert(sizeof(cp_setting) == 24, "cp_setting is 24 bytes");
+_Static_assert(sizeof(cp_goodbye) == 24, "cp_goodbye is 24 bytes");
 _Static_assert(sizeof(cp_spool_header) == 32, "cp_spool_header is 32 bytes");
 _Static_assert(sizeof(cp_action) == 32, "cp_action is 32 bytes");
 _Static_assert(__builtin_offsetof(cp_crash, regs) == 88, "regs at 88");
