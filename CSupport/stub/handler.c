@@ -22,6 +22,10 @@
  * crashport_protocol.h) for the sidecar to ingest later, and one line on stderr names it.
  * Either way the chain then continues at once: a missing sidecar costs one failed connect.
  *
+ * GOODBYE (cp_handler_goodbye) lives here too: it is sent from the exit path, and _exit, which
+ * the stub interposes, may be called from a program's signal handler; so it is made of the
+ * same raw system calls and checked with the crash path.
+ *
  * What it may do:
  *  - call cp_safe_* (safe.h, static inline: raw system calls and a tiny libc) and the static
  *    cp_handler_* functions of this file; nothing else;
@@ -614,6 +618,37 @@ long cp_report_error(cp_stub_state *state, const void *caller, uint32_t tid)
         return sent;
     }
     return answer.has_verdict ? 0 : -CP_ETIMEDOUT;
+}
+
+void cp_handler_goodbye(cp_stub_state *state, int32_t status)
+{
+    int fd = __atomic_load_n(&state->fd, __ATOMIC_RELAXED);
+    /* A forked child shares its parent's connection (and a vfork child its memory): only the
+     * process that said HELLO may say goodbye on it, and it is asked before anything is
+     * written. A crash being reported already says how this process ends. */
+    if (fd < 0 || state->hello == NULL || state->hello->pid != cp_safe_getpid() ||
+        __atomic_load_n(&state->crashing_tid, __ATOMIC_ACQUIRE) != 0 ||
+        __atomic_exchange_n(&state->goodbye_sent, 1, __ATOMIC_ACQ_REL) != 0) {
+        return;
+    }
+    cp_goodbye goodbye;
+    cp_safe_set(&goodbye, 0, sizeof goodbye);
+    goodbye.header.magic = CP_MAGIC;
+    goodbye.header.version = CP_VERSION;
+    goodbye.header.size = sizeof goodbye;
+    goodbye.header.type = CP_MSG_GOODBYE;
+    goodbye.exit_status = status;
+    struct iovec iov = {.iov_base = &goodbye, .iov_len = sizeof goodbye};
+    struct msghdr message;
+    cp_safe_set(&message, 0, sizeof message);
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    /* Never a wait: with the watcher's queue full the goodbye is lost, and the watcher then
+     * learns the exit from the kernel (its pidfd) instead. */
+    long sent;
+    do {
+        sent = cp_safe_syscall3(SYS_sendmsg, fd, (long)&message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (sent == -CP_EINTR);
 }
 
 /** Appends "<pid>-<tid>" to name at *used. Runs in signal context. */

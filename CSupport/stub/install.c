@@ -5,7 +5,8 @@
  * everything the signal handler (handler.c) must not do in a crash: check the socket, allocate
  * the record, learn the watcher's pid and let it ptrace us, give the installing thread an
  * alternate stack, save each signal's previous action exactly as the kernel holds it, install
- * ours, and say HELLO. After it returns the stub makes no system call until a crash.
+ * ours, hook the exit path (GOODBYE), and say HELLO. After it returns the stub makes no system
+ * call until a crash, or until the process exits (GOODBYE: one non-blocking send).
  *
  * Two modes. Launcher mode: `crashport run` hands down one socket (CRASHPORT_FD). Sidecar mode
  * (no launcher socket, CRASHPORT_SOCKET names a path): install connects to `crashport watch`
@@ -166,6 +167,17 @@ static void cp_install_after_fork_in_child(void)
     if (cp_state.watcher_pid > 0) {
         (void)cp_safe_syscall2(SYS_prctl, PR_SET_PTRACER, cp_state.watcher_pid);
     }
+}
+
+/* on_exit hook (registered at install): the process exits through exit() with `status`; say
+ * GOODBYE so that the watcher knows the end was normal. Registered by the constructor it runs
+ * after every exit handler the program registers and after the libraries' destructors (the
+ * loader's are registered after it); by a later crashport_install(), after the handlers the
+ * program registers from then on. */
+static void cp_install_on_exit(int status, void *unused)
+{
+    (void)unused;
+    cp_handler_goodbye(&cp_state, status);
 }
 
 /* Gives the calling thread a 64 KiB alternate signal stack with a PROT_NONE guard page below
@@ -792,7 +804,14 @@ static int cp_install_locked(const crashport_options *options)
     /* The runtimes' abort messages, for the report's reason. */
     cp_app_install();
 
-    /* 6. HELLO to the launcher (a sidecar had it in step 2, as it answers). */
+    /* 6. GOODBYE at a normal exit (_exit and _Exit are interposed in the .so). Not fatal: the
+     * watcher then learns the exit from the kernel. */
+    static bool on_exit_registered;
+    if (!on_exit_registered) {
+        on_exit_registered = on_exit(cp_install_on_exit, NULL) == 0;
+    }
+
+    /* 7. HELLO to the launcher (a sidecar had it in step 2, as it answers). */
     /* Not fatal: a crash is still reported if the watcher can read it then. */
     int hello_error = sidecar ? 0 : cp_install_send_hello(fd, cp_state.hello);
     if (hello_error != 0) {

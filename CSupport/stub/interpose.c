@@ -8,6 +8,11 @@
  *    without crashport. Not signal context: dlsym is fine there.
  *  - sigaction and the older signal-setting functions, so that crashport keeps the kernel's
  *    slot of the signals it handles while the program sees and sets only its own actions.
+ *  - _exit and _Exit, so that a program leaving without exit() (a daemon skipping its exit
+ *    handlers, a program's own signal handler ending the process) still says GOODBYE, as exit()
+ *    does through the on_exit hook install registers. exit() itself reaches libc's _exit
+ *    directly, never this one. May run in a signal handler: raw system calls only, libc's _exit
+ *    resolved at install.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -18,6 +23,7 @@
 #include <string.h>
 
 #include "actions.h"
+#include "safe.h"
 #include "stub_state.h"
 
 typedef struct cp_thread_region cp_thread_region;
@@ -66,11 +72,19 @@ typedef int (*cp_sigprocmask_function)(int, const sigset_t *, sigset_t *);
 
 typedef sighandler_t (*cp_sigset_function)(int, sighandler_t);
 
+typedef void (*cp_exit_function)(int);
+
 static cp_sigaction_function cp_real_sigaction;
 static cp_sigset_function cp_real_sigset;
+static cp_exit_function cp_real_exit;
+static cp_exit_function cp_real_Exit;
 
 __attribute__((visibility("hidden"))) void cp_interpose_resolve(void)
 {
+    if (__atomic_load_n(&cp_real_exit, __ATOMIC_ACQUIRE) == NULL) {
+        __atomic_store_n(&cp_real_Exit, (cp_exit_function)dlsym(RTLD_NEXT, "_Exit"), __ATOMIC_RELEASE);
+        __atomic_store_n(&cp_real_exit, (cp_exit_function)dlsym(RTLD_NEXT, "_exit"), __ATOMIC_RELEASE);
+    }
     if (__atomic_load_n(&cp_real_sigaction, __ATOMIC_ACQUIRE) == NULL) {
         cp_sigset_function sigset_found = (cp_sigset_function)dlsym(RTLD_NEXT, "sigset");
         __atomic_store_n(&cp_real_sigset, sigset_found, __ATOMIC_RELEASE);
@@ -222,4 +236,28 @@ __attribute__((visibility("default"))) sighandler_t sigset(int signo, sighandler
         }
     }
     return sigismember(&before, signo) == 1 ? SIG_HOLD : old.sa_handler;
+}
+
+/* Ends the process as libc's _exit (or _Exit) would, after GOODBYE. Before install, or when
+ * libc's could not be found, the raw exit_group system call is what libc's makes itself. */
+static void __attribute__((noreturn)) cp_interpose_exit(cp_exit_function *real, int status)
+{
+    cp_handler_goodbye(&cp_state, status);
+    cp_exit_function function = __atomic_load_n(real, __ATOMIC_ACQUIRE);
+    if (function != NULL) {
+        function(status);
+    }
+    for (;;) {
+        (void)cp_safe_syscall1(SYS_exit_group, status);
+    }
+}
+
+__attribute__((visibility("default"), noreturn)) void _exit(int status)
+{
+    cp_interpose_exit(&cp_real_exit, status);
+}
+
+__attribute__((visibility("default"), noreturn)) void _Exit(int status)
+{
+    cp_interpose_exit(&cp_real_Exit, status);
 }

@@ -118,6 +118,7 @@ typedef struct cp_stub_state {
     uint32_t crash_done;    /* futex word: 0 while the report runs, 1 once it is over */
     uint32_t other_crashes; /* threads that faulted while the first one was reporting */
     uint32_t disabled;      /* crashport_set_enabled(0): crashes pass straight down the chain */
+    uint32_t goodbye_sent;  /* 1 once GOODBYE was sent (cp_handler_goodbye): at most once */
 } cp_stub_state;
 
 /** The process-wide stub state (defined in handler.c). */
@@ -132,6 +133,12 @@ extern cp_app_area cp_app CP_HIDDEN;
  *  reconnects or spools; one caller at a time (app.c serializes). Not signal context, but
  *  made of the same raw system calls (handler.c). */
 long cp_report_error(cp_stub_state *state, const void *fault, uint32_t tid) CP_HIDDEN;
+
+/** Says GOODBYE on the watcher connection: the process that said HELLO exits normally with
+ *  `status` (exit's or _exit's argument). At most once per process, never from a forked child
+ *  on its parent's connection, never while a crash is reported, never waiting (handler.c).
+ *  Runs in signal context (a program may call _exit from its signal handler). */
+void cp_handler_goodbye(cp_stub_state *state, int32_t status) CP_HIDDEN;
 
 /** Marks the app area in use, starts the launch window, and finds glibc's, Swift's and
  *  libstdc++'s abort messages (app.c). Takes the last run from CRASHPORT_LAST_RUN unless a
