@@ -127,6 +127,14 @@ public struct AppArea: Sendable, Equatable {
             && wire.u32(offset(\.version)) == CP_APP_VERSION
     }
 
+    /// The header fields that move when the program adds content: breadcrumb_count,
+    /// annotations_used and attachments_used (a monitor re-reads the area only when they do).
+    public static func changeSignature(header bytes: [UInt8]) -> [UInt8] {
+        guard bytes.count >= headerSize else { return [] }
+        let count = offset(\.breadcrumb_count), used = offset(\.annotations_used)
+        return Array(bytes[count..<count + 8] + bytes[used..<used + 8])
+    }
+
     /// Decodes an area, or says why it cannot.
     public init(bytes: [UInt8]) throws {
         guard bytes.count >= Self.size else {

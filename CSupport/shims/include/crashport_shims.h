@@ -109,6 +109,22 @@ int cp_read_signal(int fd, int *code);
 /* pidfd_open(2): a descriptor that becomes readable when the process exits; -1 with errno. */
 int cp_pidfd_open(int pid);
 
+/* SO_PEERPIDFD (Linux 6.5): a pidfd for the process at the other end of a connected Unix
+ * socket, the one that connected, with no pid to race against; -1 with errno (ENOPROTOOPT on
+ * older kernels). */
+int cp_peer_pidfd(int fd);
+
+/* Whether the process of a pidfd still exists (running or a zombie not yet reaped): 1, 0 once
+ * it is reaped, -1 with errno (pidfd_send_signal with signal 0). */
+int cp_pidfd_exists(int pidfd);
+
+/* The exit status of the process of a pidfd, in waitpid's form, whoever its parent is
+ * (ioctl PIDFD_GET_INFO with PIDFD_INFO_EXIT, Linux 6.15: recorded once the process is reaped).
+ * 1 with *status set; 0 when the kernel has none yet (the process runs, or is a zombie its
+ * parent has not reaped); -1 with errno (ENOTTY or EINVAL: a kernel without it; ESRCH: reaped
+ * with nothing recorded). */
+int cp_pidfd_exit_status(int pidfd, int *status);
+
 /* A Unix socket name for bind/connect: a path, or with a leading '@' the abstract namespace.
  * Returns 0 and fills *address (a struct sockaddr_un, 110 bytes) and *length, or -1 with errno
  * ENAMETOOLONG (longer than sun_path) or EINVAL (empty). */
