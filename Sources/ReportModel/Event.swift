@@ -115,14 +115,18 @@ public struct Event: Codable, Sendable, Equatable {
     public var title: String?
     /// The crashing thread's first frame that is the program's own (in_app).
     public var culprit: CulpritRecord?
-    /// Why a termination or hang report was written: `SIGKILL`, `oom-kill`, `exit` (a non-zero
-    /// exit status), `signal` (a fatal signal no handler reported), `hang`, `watchdog` (a
-    /// program --hang-kill ended).
+    /// Why a termination or hang report was written: `SIGKILL`, `oom-kill` (the kernel's OOM
+    /// counters moved: its cgroup's, or the machine's), `exit` (a non-zero exit status, or, seen
+    /// by a sidecar, an exit without goodbye), `signal` (a fatal signal no handler reported),
+    /// `hang`, `watchdog` (a program --hang-kill ended, or a kill inferred from its sender
+    /// being pid 1, as systemd's WatchdogSec= sends it: the notes say which).
     public var cause: String?
     /// The report this one follows from: a watchdog kill names the hang report it came after.
     public var related: String?
     /// A hang: how long the heartbeat had not moved when the stacks were taken.
     public var hangMilliseconds: UInt64?
+    /// The exit code of a process that exited (a termination with cause `exit`), when known.
+    public var exitCode: Int32?
 
     public init() {}
 
@@ -141,6 +145,7 @@ public struct Event: Codable, Sendable, Equatable {
         case annotationsTruncated = "annotations_truncated"
         case breadcrumbs, attachments, exception, reason, launch, release, session, title, culprit, cause, related
         case hangMilliseconds = "hang_ms"
+        case exitCode = "exit_code"
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.

@@ -83,7 +83,8 @@ public enum CrashLog {
 
     /// The headline on one line, with the uid when known: the sidecar's journal line.
     public static func oneLine(_ event: Event) -> String {
-        headline(event) + (event.capturedFrom == "spool" ? " (from the spool: crashing thread only)" : "")
+        if event.kind == .termination, let line = titleLine(event) { return line }
+        return headline(event) + (event.capturedFrom == "spool" ? " (from the spool: crashing thread only)" : "")
     }
 
     /// The first line of a crash's log: who crashed, and the title (what happened, in the
@@ -92,7 +93,8 @@ public enum CrashLog {
         guard event.kind != .error, let title = event.title else { return nil }
         let program = escaped(event.process?.executable ?? "process")
         let pid = event.process?.pid.map(String.init) ?? "?"
-        // A death no handler saw is a killing, not a crash: "… (pid 7) was killed by SIGKILL".
+        // A death no handler saw is a killing, not a crash: "… (pid 7) was killed by SIGKILL",
+        // "… (pid 7) exited with status 3 without saying goodbye".
         if event.kind == .termination {
             return "\(program) (pid \(pid)) \(title.hasPrefix("killed") ? "was " : "")\(escaped(title))"
         }

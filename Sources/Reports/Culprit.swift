@@ -108,21 +108,29 @@ public enum Culprit {
 
     /// Sentry's kind of title: what happened, then where in the program.
     /// "SIGABRT: uncaught exception config_error: the config file is missing in load_config (config.cpp:42)",
-    /// "SIGSEGV: stack overflow in thread 'worker' in recurse (main.rs:3)", "ParseError: line 3 in parse_config (app.c:82)".
+    /// "SIGSEGV: stack overflow in thread 'worker' in recurse (main.rs:3)", "ParseError: line 3 in parse_config (app.c:82)",
+    /// "SIGABRT: killed by the watchdog (inferred) in serve_forever (server.c:42)"; a termination:
+    /// "killed by SIGKILL", "killed by the OOM killer (SIGKILL)", "exited with status 3 without saying goodbye".
     public static func title(_ event: Event) -> String {
         var what: String
         if event.kind == .error {
             what = event.reason ?? "error"
         } else if event.kind == .termination {
+            let signal = event.signal?.name
             switch event.cause {
-            case "oom-kill": what = "killed by the OOM killer (\(event.signal?.name ?? "SIGKILL"))"
-            case "exit": what = event.reason ?? "exited"
-            default: what = "killed by \(event.signal?.name ?? "a signal")"
+            case "oom-kill": what = "killed by the OOM killer (\(signal ?? "SIGKILL"))"
+            case Watchdog.cause where Watchdog.isInferred(event):
+                what = "killed by the watchdog (inferred, \(signal ?? "a signal"))"
+            case "exit": what = event.reason ?? event.exitCode.map { "exited with status \($0)" } ?? "exited"
+            default: what = signal.map { "killed by \($0)" } ?? "ended without saying goodbye (exit status unknown)"
             }
         } else if event.kind == .hang {
             what = "hang: \(event.reason ?? "no heartbeat")"
-        } else if event.cause == "watchdog" {
-            what = "\(event.signal?.name ?? "signal"): killed by crashport's hang watchdog"
+        } else if event.cause == Watchdog.cause {
+            let signal = event.signal?.name ?? "signal"
+            what =
+                Watchdog.isInferred(event)
+                ? "\(signal): killed by the watchdog (inferred)" : "\(signal): killed by crashport's hang watchdog"
         } else {
             let signal = event.signal?.name ?? "signal"
             if event.signal?.stackOverflow == true {

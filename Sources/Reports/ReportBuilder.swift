@@ -66,6 +66,7 @@ public enum ReportBuilder {
                         + CrashLog.describe(reraise: record) + "; this report names the original fault"
                 ]
         }
+        if !capture.record.isError { Watchdog.mark(&event) }
         Culprit.mark(&event, rules: rules)
         return event
     }

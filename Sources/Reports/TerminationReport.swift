@@ -1,0 +1,146 @@
+// TerminationReport: the event for a process that ended with no crash record and without
+// saying goodbye, seen from outside (the sidecar): how it ended (the kernel's exit status, or
+// that it would not say), whether the OOM killer was at work in its cgroup, and what the
+// program last said about itself (breadcrumbs and annotations read while it ran). There are no
+// stacks: its memory was gone before anyone could read it.
+
+import ReportModel
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What is known of a process that ended abnormally.
+public struct AbnormalEnd: Sendable {
+    public var pid: ProcessID
+    public var executable: String
+    public var arguments: [String] = []
+    public var buildID: String?
+    public var release: String?
+    /// The session (run) it ends.
+    public var session: String?
+    /// How it ended; nil when the kernel would not say (`exitUnknown` says why).
+    public var exit: ProcessExit?
+    /// Where the exit status came from ("the kernel's pidfd (PIDFD_INFO_EXIT)").
+    public var exitSource: String?
+    public var exitUnknown: String?
+    /// The OOM-kill counter of its memory cgroup when it started and when it ended.
+    public var oomKills: OOMCount?
+    /// The breadcrumbs and annotations read while it ran, and how many seconds before its end
+    /// they were last checked.
+    public var app: AppArea?
+    public var appCheckedBeforeEnd: Double?
+    /// Why they are missing, when they are (never used, unreadable, not kept).
+    public var appProblem: String?
+    public var notes: [String] = []
+
+    public struct OOMCount: Sendable, Equatable {
+        public var cgroup: String
+        public var before: UInt64
+        public var after: UInt64
+
+        public init(cgroup: String, before: UInt64, after: UInt64) {
+            self.cgroup = cgroup
+            self.before = before
+            self.after = after
+        }
+
+        public var moved: Bool { after > before }
+    }
+
+    public init(pid: ProcessID, executable: String) {
+        self.pid = pid
+        self.executable = executable
+    }
+
+    /// The event's cause: `oom-kill` when it was killed by SIGKILL (or how is unknown) while
+    /// its cgroup's OOM-kill counter moved, `SIGKILL`, `signal` (another fatal signal), `exit`;
+    /// nil when nothing is known.
+    public var cause: String? {
+        let oom = oomKills?.moved == true
+        switch exit {
+        case .signaled(let signal)?: return signal == SIGKILL ? (oom ? "oom-kill" : "SIGKILL") : "signal"
+        case .exited?: return "exit"
+        case nil: return oom ? "oom-kill" : nil
+        }
+    }
+}
+
+public enum TerminationReport {
+    /// The termination event of an abnormal end (titled by Culprit).
+    public static func event(for end: AbnormalEnd, id: String, timestamp: String) -> Event {
+        var event = Event()
+        event.id = id
+        event.kind = .termination
+        event.timestamp = timestamp
+        event.process = ProcessInfoRecord(
+            pid: end.pid, executable: end.executable, arguments: end.arguments, buildID: end.buildID)
+        if let signal = end.exit?.signal {
+            event.signal = SignalRecord(number: signal, name: SignalNames.name(signal), description: SignalNames.meaning(signal))
+        }
+        if case .exited(let code)? = end.exit {
+            event.exitCode = code
+            event.reason = "exited with status \(code) without saying goodbye"
+        }
+        event.cause = end.cause
+        event.release = end.app?.annotations.first { $0.key == "release" }?.value ?? end.app?.release ?? end.release
+        event.session = end.session
+
+        var notes = [
+            "no crash record and no goodbye: the process was killed from outside (SIGKILL, the OOM killer) or ended where crashport's handler could not run; its connection to the sidecar closed, and this is what could still be learned"
+        ]
+        if let exit = end.exit {
+            notes.append("\(describe(exit)), as \(end.exitSource ?? "the kernel") says")
+        } else {
+            notes.append("exit status unknown: \(end.exitUnknown ?? "the kernel would not say")")
+        }
+        if let oom = end.oomKills, oom.moved {
+            notes.append(
+                "the kernel's OOM killer killed \(oom.after - oom.before) process(es) in its memory cgroup \(oom.cgroup) while it ran (oom_kill \(oom.before) -> \(oom.after))"
+            )
+        } else if end.oomKills == nil {
+            notes.append(
+                "its memory cgroup's OOM-kill counter could not be read: an OOM kill cannot be told from another SIGKILL")
+        }
+        if let app = end.app {
+            if !app.annotations.isEmpty {
+                event.annotations = Dictionary(
+                    app.annotations.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+                let cut = app.annotations.filter(\.truncated).map(\.key)
+                event.annotationsTruncated = cut.isEmpty ? nil : cut
+            }
+            if !app.breadcrumbs.isEmpty {
+                event.breadcrumbs = app.breadcrumbs.map {
+                    BreadcrumbRecord(
+                        timestamp: Event.timestamp(unixNanoseconds: $0.timeNanoseconds), category: $0.category,
+                        message: $0.message, truncated: $0.truncated ? true : nil)
+                }
+            }
+            let when = end.appCheckedBeforeEnd.map { seconds($0) } ?? "some time"
+            notes.append(
+                "breadcrumbs and annotations as read from the process's memory while it ran, last checked \(when) before it ended (read at most once a second, again only when they change): anything it added after that is not here"
+            )
+        } else if let problem = end.appProblem {
+            notes.append("no breadcrumbs or annotations: \(problem)")
+        }
+        event.notes = notes + end.notes
+        Watchdog.mark(&event)
+        event.title = Culprit.title(event)
+        return event
+    }
+
+    /// "1.2 s": seconds to a tenth.
+    static func seconds(_ value: Double) -> String {
+        let tenths = Int((max(0, value) * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10) s"
+    }
+
+    /// "killed by SIGKILL", "killed by SIGSEGV (segmentation fault)", "exited with code 3".
+    public static func describe(_ exit: ProcessExit) -> String {
+        switch exit {
+        case .exited(let code): return "exited with code \(code)"
+        case .signaled(SIGKILL): return "killed by SIGKILL"
+        case .signaled(let signal): return "killed by \(SignalNames.name(signal)) (\(SignalNames.meaning(signal)))"
+        }
+    }
+}
