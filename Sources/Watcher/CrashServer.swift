@@ -261,27 +261,30 @@ public final class CrashServer: @unchecked Sendable {
     private let errorTimes = PerProcessLimit(perMinute: errorsPerMinute)
     private let settingTimes = PerProcessLimit(perMinute: settingsPerMinute)
 
-    /// At most `perMinute` events per process in any minute; forgets everything past 4,096 processes.
-    final class PerProcessLimit: Sendable {
+    /// At most `perMinute` events per key (a process, a user, a program) in any minute;
+    /// forgets everything past 4,096 keys.
+    final class PerKeyLimit<Key: Hashable & Sendable>: Sendable {
         let perMinute: Int
-        private let times = Mutex<[ProcessID: [UInt64]]>([:])
+        private let times = Mutex<[Key: [UInt64]]>([:])
 
         init(perMinute: Int) { self.perMinute = perMinute }
 
-        func allows(_ pid: ProcessID) -> Bool {
+        func allows(_ key: Key) -> Bool {
             let now = monotonicNanoseconds()
             return times.withLock { times in
                 if times.count > 4096 { times.removeAll() }
-                let recent = (times[pid] ?? []).filter { now &- $0 < 60_000_000_000 }
+                let recent = (times[key] ?? []).filter { now &- $0 < 60_000_000_000 }
                 guard recent.count < perMinute else {
-                    times[pid] = recent
+                    times[key] = recent
                     return false
                 }
-                times[pid] = recent + [now]
+                times[key] = recent + [now]
                 return true
             }
         }
     }
+
+    typealias PerProcessLimit = PerKeyLimit<ProcessID>
 
     private func reject(_ what: String) -> String {
         log("rejected \(what)")
@@ -333,6 +336,30 @@ public final class CrashServer: @unchecked Sendable {
             }
         } catch {
             log("could not write the termination report of pid \(pid): \(error)")
+        }
+    }
+
+    /// A termination report for a process seen from outside (the sidecar's client that ended
+    /// without a crash record or a goodbye), into `store`: one log line, the store pruned, and
+    /// `onReport` told. The report, or nil (said why) when it could not be written.
+    @discardableResult
+    public func writeTermination(_ end: AbnormalEnd, store: ReportStore) -> WrittenReport? {
+        let id = ReportStore.newID(pid: end.pid.rawValue)
+        let event = TerminationReport.event(for: end, id: id, timestamp: Event.timestamp())
+        do {
+            let path = try store.commit(id: id) { directory in
+                try ReportStore.writeFile(directory + "/event.json", Array(try event.jsonData()))
+            }
+            let report = WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0)
+            if keepReports { written.withLock { $0.reports.append(report) } }
+            onReport?(report, store)
+            let pruned = store.prune(keeping: id)
+            if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
+            log("report: \(CrashLog.oneLine(event)) -> \(path)")
+            return report
+        } catch {
+            log("could not write the termination report of pid \(end.pid): \(error)")
+            return nil
         }
     }
 

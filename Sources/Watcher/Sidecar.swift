@@ -8,7 +8,9 @@
 // systemd socket activation), clients and their limits, per-user report directories written
 // with the user's filesystem ids, the spool of crashes no watcher answered, and the daemon's
 // signals (SIGTERM/SIGINT: finish the reports in flight, exit 0; SIGHUP: reopen the log,
-// reread the configuration).
+// reread the configuration), and the ends no crash record describes (SidecarEnds.swift): a
+// client whose connection closes without GOODBYE is followed through its pidfd to its exit
+// status, and reported with its cgroup's OOM counter and the breadcrumbs read while it ran.
 
 import CShims
 import Foundation
@@ -54,7 +56,23 @@ public final class Sidecar {
         var messages = 0
         /// The run this connection is, from its HELLO (RunHistory: last run, sessions).
         var session: ClientSession?
+        /// What an abnormal end would need, from its HELLO on (SidecarEnds.swift).
+        var watch: ClientWatch?
+        /// The exit status its own process said GOODBYE with: it is exiting normally.
+        var goodbye: Int32?
     }
+
+    /// Clients whose connection closed without GOODBYE or crash record, until their end is
+    /// known (SidecarEnds.swift).
+    var endings: [PendingEnd] = []
+    /// Bytes the clients' monitored breadcrumbs and annotations hold, and this second's read
+    /// allowance (SidecarEnds.swift).
+    var appAreaBytes = 0
+    var appAreaBudget = (second: UInt64(0), left: 0)
+    /// Termination reports per user and per program (a fork bomb of SIGKILLed clients writes a
+    /// few, not thousands).
+    let terminationsPerUser = CrashServer.PerKeyLimit<UInt32>(perMinute: 30)
+    let terminationsPerProgram = CrashServer.PerKeyLimit<String>(perMinute: 10)
 
     struct ClientSession: Sendable {
         var sid = SessionRecord.newID()
@@ -150,7 +168,11 @@ public final class Sidecar {
             ]
             let order = Array(clients.keys)
             fds += order.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            let ready = poll(&fds, nfds_t(fds.count), lastBusy == nil || warm ? 1000 : 100)
+            // A client that hung up without GOODBYE: its pidfd says when it has died.
+            fds += endings.map { pollfd(fd: $0.died == nil ? $0.watch.handle?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0) }
+            // Ends being settled are looked at every 100 ms (a zombie's parent may reap it).
+            let timeout: Int32 = !endings.isEmpty ? 100 : lastBusy == nil || warm ? 1000 : 100
+            let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { throw SidecarError.socket("poll: \(String(cString: strerror(errno)))") }
             if PtraceSession.hasLeftovers { PtraceSession.reapLeftovers() }
             if fds[1].revents != 0 {
@@ -169,6 +191,8 @@ public final class Sidecar {
                 serve(fd)
             }
             let now = monotonicNanoseconds()
+            settleEndings(now: now)
+            checkAppAreas(now: now)
             if fds[2].revents != 0 || now &- lastScan > 30_000_000_000 {
                 spool?.consumeChanges()
                 ingestSpool()
@@ -190,6 +214,7 @@ public final class Sidecar {
         notify("STOPPING=1")
         for fd in clients.keys { close(fd) }
         clients = [:]
+        settleEndings(now: monotonicNanoseconds(), stopping: true)
         pool.drain()
         log.say("stopped")
         return 0
@@ -318,7 +343,7 @@ public final class Sidecar {
             switch server.receive(from: fd) {
             case .empty: return
             case .closed:
-                drop(fd)
+                drop(fd, closedByPeer: true)
                 return
             case .rejected(let why, let sender):
                 log.say("rejected a message from pid \(sender.pid): \(why); closing its connection")
@@ -364,12 +389,24 @@ public final class Sidecar {
         drop(fd)
     }
 
-    func drop(_ fd: Int32) {
-        if let session = clients[fd]?.session {
+    /// Closes a client's connection and ends its session: exited when it said GOODBYE, or
+    /// when the sidecar is the one closing (a client that sent something invalid); a connection
+    /// its process closed without either is followed to the process's end (SidecarEnds.swift).
+    func drop(_ fd: Int32, closedByPeer: Bool = false) {
+        let held = clients[fd]?.watch?.monitor?.retainedBytes ?? 0
+        if let client = clients[fd], let session = client.session {
             crashedSessions.ended(session.pid)
-            // Written (and fsynced) on a report thread: the loop goes on serving crashes.
-            let record = session.record(status: .exited)
-            pool.submit { RunHistory(store: session.store).ended(record) }
+            if closedByPeer, client.goodbye == nil, let watch = client.watch {
+                // What its monitor holds is released when the end is settled.
+                endings.append(PendingEnd(session: session, watch: watch, uid: client.peer.uid, closed: monotonicNanoseconds()))
+            } else {
+                appAreaBytes = max(0, appAreaBytes - held)
+                // Written (and fsynced) on a report thread: the loop goes on serving crashes.
+                let record = session.record(status: .exited)
+                pool.submit { RunHistory(store: session.store).ended(record) }
+            }
+        } else {
+            appAreaBytes = max(0, appAreaBytes - held)
         }
         clients[fd] = nil
         close(fd)
@@ -408,6 +445,8 @@ public final class Sidecar {
                     executable: executable, buildID: buildID, release: Self.release(of: sender.pid), pid: sender.pid,
                     started: Date(), store: store)
                 clients[currentClient]?.session = session
+                clients[currentClient]?.watch = ClientWatch(
+                    connection: currentClient, pid: sender.pid, appArea: hello.appArea, disabled: lastRun.disabled)
                 crashedSessions.started(session)
             }
             let reply = HelloReplyMessage.encode(
@@ -419,6 +458,12 @@ public final class Sidecar {
             let session = clients.values.first { $0.peer.pid == sender.pid }?.session
             let key = session.map { ($0.executable, $0.buildID) } ?? RunHistory.programKey(pid: sender.pid)
             RunHistory(store: store).setEnabled(enabled, executable: key.0, buildID: key.1)
+            for (fd, client) in clients where client.peer.pid == sender.pid { clients[fd]?.watch?.disabled = !enabled }
+        }
+        server.onGoodbye = { [unowned self] goodbye, sender in
+            // Only the connection's own process: a forked child shares it, and says nothing.
+            guard currentClient >= 0, clients[currentClient]?.peer.pid == sender.pid else { return }
+            clients[currentClient]?.goodbye = goodbye.exitStatus
         }
         server.sessionID = { [crashedSessions] pid in crashedSessions.id(of: pid) }
         server.onReport = { [crashedSessions] report, _ in

@@ -1,0 +1,274 @@
+// SidecarEnds: the ends of the sidecar's clients that no crash record describes.
+//
+// A client's process says GOODBYE as it exits normally (exit, _exit); a crash sends a record.
+// A connection that closes with neither was closed by a death no handler saw (SIGKILL, the OOM
+// killer, a handler bypassed), or on purpose by a process that lives on (an exec, a close of its
+// descriptors). The sidecar tells them apart and learns what it can, without ever waiting on
+// its serving thread:
+//  - at HELLO it takes the client's pidfd (from the connection: SO_PEERPIDFD), its memory
+//    cgroup's OOM-kill counter, and its arguments;
+//  - while the client runs, at most once a second, it checks the client's app area and
+//    re-reads it when the breadcrumb count or high-water marks moved (AppAreaMonitor), within a
+//    per-second read allowance and a cap on what all clients' copies hold;
+//  - when the connection closes, a process that is not exiting lives on (its session ends as
+//    exited); otherwise its pidfd, polled with the clients, says when it has died, and the
+//    kernel (PIDFD_INFO_EXIT, once the parent reaped it; a zombie's /proc/PID/stat after 2 s)
+//    how. A SIGKILL, a core-dumping signal, a non-zero exit or an unknown end is abnormal: the
+//    session says so and, unless the program turned reporting off or the per-user and
+//    per-program limits are spent, a termination report is written on a report thread. An
+//    exit with 0 or a death by another signal (SIGTERM, SIGINT...) is an ordinary end, as
+//    `crashport run` counts it.
+
+import Foundation
+import LiveProcess
+import ReportModel
+import Reports
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension Sidecar {
+    /// What an abnormal end of a client needs, taken at its HELLO and kept up while it runs.
+    struct ClientWatch {
+        /// Its pidfd; nil where the kernel gives none.
+        var handle: ProcessHandle?
+        /// The OOM-kill counter of each memory cgroup it was seen in, when first seen there.
+        var oom: [OOMCounters.Reading]
+        /// Its breadcrumbs and annotations, read while it runs; nil when HELLO named no area.
+        var monitor: AppAreaMonitor?
+        /// Why what the monitor read is not kept (the sidecar's cap), nil when it is.
+        var dropped: String?
+        /// Whether the first read that found something was logged.
+        var announced = false
+        /// Checks since HELLO (the cgroup is looked up again every tenth).
+        var checks = 0
+        /// crashport_set_enabled(0) is on record for its program: no report.
+        var disabled: Bool
+        var arguments: [String]
+
+        init(connection: Int32, pid: ProcessID, appArea: UInt64, disabled: Bool) {
+            handle = ProcessHandle(peerOf: connection, pid: pid)
+            oom = OOMCounters.reading(of: pid).map { [$0] } ?? []
+            monitor = appArea == 0 ? nil : AppAreaMonitor(pid: pid, address: appArea, now: monotonicNanoseconds())
+            self.disabled = disabled
+            arguments = ProcFiles.arguments(cmdline: ProcFiles.read("/proc/\(pid)/cmdline", limit: 4096) ?? [])
+        }
+    }
+
+    /// A client whose connection closed without GOODBYE or crash record, until its end is known.
+    struct PendingEnd {
+        var session: ClientSession
+        var watch: ClientWatch
+        var uid: UInt32
+        /// CLOCK_MONOTONIC (ns) when the connection closed, and when the process was first seen dead.
+        var closed: UInt64
+        var died: UInt64?
+        /// Whether it was exiting when its connection closed (decided at the first look).
+        var exiting: Bool?
+
+        init(session: ClientSession, watch: ClientWatch, uid: UInt32, closed: UInt64) {
+            self.session = session
+            self.watch = watch
+            self.uid = uid
+            self.closed = closed
+        }
+    }
+
+    enum EndOutcome {
+        /// It closed its connection and runs on.
+        case livesOn
+        case ended(ProcessHandle.ExitLookup)
+    }
+
+    /// What all clients' copies of their breadcrumbs and annotations may hold, and what the
+    /// checks may read from clients in a second.
+    static let appAreaCap = 32 << 20
+    static let appAreaBytesPerSecond = 8 << 20
+    /// Checks per turn of the serving loop (the rest wait for the next turn).
+    static let appAreaChecksPerTurn = 512
+    /// How long a dead client's parent gets to reap it (the kernel records the exit status for
+    /// its pidfd then) before its zombie's /proc/PID/stat is read instead; and how long an end
+    /// may take to settle at all.
+    static let reapGrace: UInt64 = 2_000_000_000
+    static let settleLimit: UInt64 = 10_000_000_000
+
+    // MARK: - While clients run
+
+    /// Checks the app areas of the clients that are due (once a second each, within this
+    /// second's read allowance), and now and then which cgroup each is in.
+    func checkAppAreas(now: UInt64) {
+        let second = now / 1_000_000_000
+        if appAreaBudget.second != second { appAreaBudget = (second, Self.appAreaBytesPerSecond) }
+        var checked = 0
+        for fd in clients.keys where checked < Self.appAreaChecksPerTurn {
+            guard var watch = clients[fd]?.watch, let monitor = watch.monitor, monitor.isDue(at: now),
+                let handle = watch.handle, !handle.hasExited
+            else { continue }
+            checked += 1
+            watch.checks += 1
+            var updated = monitor
+            let held = updated.retainedBytes
+            let outcome = updated.check(now: now, budget: watch.dropped == nil ? appAreaBudget.left : 0)
+            // Read by pid: only what was read while the pidfd says the process still ran (so
+            // the pid could not have been reused meanwhile) is kept.
+            guard !handle.hasExited else { continue }
+            if watch.checks % 10 == 0 { refreshCgroup(&watch, handle: handle) }
+            if case .read(let bytes) = outcome {
+                appAreaBudget.left -= bytes
+                appAreaBytes += updated.retainedBytes - held
+                if appAreaBytes > Self.appAreaCap {
+                    appAreaBytes -= updated.retainedBytes
+                    updated.forget()
+                    watch.dropped =
+                        "the sidecar holds at most \(Self.appAreaCap >> 20) MiB of its clients' breadcrumbs and annotations, and had no room for this process's"
+                    log.say("not keeping pid \(monitor.pid)'s breadcrumbs and annotations: \(watch.dropped!)")
+                } else if !watch.announced, let area = updated.area, !area.breadcrumbs.isEmpty || !area.annotations.isEmpty {
+                    watch.announced = true
+                    log.say(
+                        "read pid \(monitor.pid)'s app area: \(area.breadcrumbs.count) breadcrumb(s), \(area.annotations.count) annotation(s) (read again when they change, at most once a second)"
+                    )
+                }
+            }
+            watch.monitor = updated
+            clients[fd]?.watch = watch
+        }
+    }
+
+    /// Takes the OOM-kill counter of a cgroup the client moved to since it was last looked at
+    /// (read by pid: kept only when the process still runs afterwards).
+    func refreshCgroup(_ watch: inout ClientWatch, handle: ProcessHandle) {
+        guard watch.oom.count < 4, let now = OOMCounters.reading(of: handle.pid), !handle.hasExited,
+            !watch.oom.contains(where: { $0.file == now.file })
+        else { return }
+        watch.oom.append(now)
+    }
+
+    // MARK: - When a connection closes
+
+    /// Settles the pending ends whose process is known to have ended (or to live on); with
+    /// `stopping` (the sidecar exits), all of them, with what is known now.
+    func settleEndings(now: UInt64, stopping: Bool = false) {
+        guard !endings.isEmpty else { return }
+        var waiting: [PendingEnd] = []
+        for var end in endings {
+            if let outcome = settle(&end, now: now, stopping: stopping) {
+                finish(end, outcome, now: now)
+            } else {
+                waiting.append(end)
+            }
+        }
+        endings = waiting
+    }
+
+    /// How a pending end came out, or nil while it is not known yet.
+    func settle(_ end: inout PendingEnd, now: UInt64, stopping: Bool) -> EndOutcome? {
+        guard let handle = end.watch.handle else {
+            // No pidfd: the pid is not pinned, so nothing read by it now is trusted to be this
+            // process's.
+            return .ended(.unknown("this kernel gave no pidfd for it (SO_PEERPIDFD, pidfd_open)"))
+        }
+        if end.died == nil {
+            if handle.hasExited {
+                end.died = now
+            } else {
+                if end.exiting == nil { end.exiting = handle.isExiting }
+                if end.exiting == false { return .livesOn }
+                guard stopping || now &- end.closed > Self.settleLimit else { return nil }
+                return handle.isExiting
+                    ? .ended(
+                        .unknown(
+                            "it was still exiting \(stopping ? "when the sidecar stopped" : "10 s after its connection closed")"))
+                    : .livesOn
+            }
+        }
+        let waited = now &- (end.died ?? now)
+        let lookup = handle.exitStatus(zombie: stopping || waited >= Self.reapGrace)
+        if lookup == .notYet {
+            guard stopping || waited > Self.settleLimit else { return nil }
+            return .ended(
+                .unknown(
+                    "its parent had not reaped it \(stopping ? "when the sidecar stopped" : "10 s after it died"), and its zombie could not be read"
+                ))
+        }
+        return .ended(lookup)
+    }
+
+    /// Ends a client's session as its end came out, and writes its termination report.
+    func finish(_ end: PendingEnd, _ outcome: EndOutcome, now: UInt64) {
+        let session = end.session
+        let pid = session.pid
+        let held = end.watch.monitor?.retainedBytes ?? 0
+        appAreaBytes = max(0, appAreaBytes - held)
+        var abnormal = AbnormalEnd(pid: pid, executable: session.executable)
+        switch outcome {
+        case .livesOn:
+            // An exec (the connection is close-on-exec), or a close of its descriptors: an
+            // ordinary end of this run of the program.
+            let record = session.record(status: .exited)
+            pool.submit { RunHistory(store: session.store).ended(record) }
+            return
+        case .ended(.known(let exit, let source)):
+            abnormal.exit = exit
+            abnormal.exitSource = source
+        case .ended(.unknown(let why)):
+            abnormal.exitUnknown = why
+        case .ended(.notYet):
+            abnormal.exitUnknown = "it had not ended"
+        }
+        // An exit with 0, or a death by a signal that ordinarily stops programs, is an end like
+        // any other (as `crashport run` counts them).
+        if let exit = abnormal.exit, exit == .exited(0) || exit.signal.map({ !Launcher.unexplainedDeaths.contains($0) }) == true {
+            log.say("client pid \(pid) ended without a goodbye: \(TerminationReport.describe(exit))")
+            let record = session.record(status: .exited)
+            pool.submit { RunHistory(store: session.store).ended(record) }
+            return
+        }
+        abnormal.arguments = end.watch.arguments
+        abnormal.buildID = session.buildID
+        abnormal.release = session.release
+        abnormal.session = session.sid
+        abnormal.oomKills =
+            end.watch.oom.lazy.compactMap { before in
+                OOMCounters.kills(inFile: before.file).map {
+                    AbnormalEnd.OOMCount(cgroup: before.cgroup, before: before.kills, after: $0)
+                }
+            }.first { $0.moved }
+            ?? end.watch.oom.first.flatMap { before in
+                OOMCounters.kills(inFile: before.file).map {
+                    AbnormalEnd.OOMCount(cgroup: before.cgroup, before: before.kills, after: $0)
+                }
+            }
+        if let monitor = end.watch.monitor {
+            abnormal.app = monitor.area
+            abnormal.appCheckedBeforeEnd = monitor.confirmed.map { Double(end.closed &- $0) / 1e9 }
+            abnormal.appProblem = end.watch.dropped ?? (monitor.area == nil ? monitor.problem : nil)
+        }
+        let what = abnormal.exit.map(TerminationReport.describe) ?? "exit status unknown"
+        let cause = abnormal.cause.map { ", cause \($0)" } ?? ""
+        let write: Bool
+        if end.watch.disabled {
+            log.say("client pid \(pid) ended abnormally (\(what)\(cause)); its program turned reporting off: no report")
+            write = false
+        } else if !terminationsPerProgram.allows("\(end.uid) \(session.executable)") {
+            log.say(
+                "client pid \(pid) ended abnormally (\(what)\(cause)); not reported: more than \(terminationsPerProgram.perMinute) termination reports a minute for \(session.executable) (uid \(end.uid))"
+            )
+            write = false
+        } else if !terminationsPerUser.allows(end.uid) {
+            log.say(
+                "client pid \(pid) ended abnormally (\(what)\(cause)); not reported: more than \(terminationsPerUser.perMinute) termination reports a minute for uid \(end.uid)"
+            )
+            write = false
+        } else {
+            write = true
+        }
+        let server = self.server
+        let ended = abnormal
+        pool.submit {
+            let report = write ? server.writeTermination(ended, store: session.store) : nil
+            RunHistory(store: session.store).ended(
+                session.record(status: .abnormal, reportID: report?.id, release: report?.event.release))
+        }
+    }
+}
