@@ -93,6 +93,28 @@ final class AbnormalEndTests: XCTestCase {
         XCTAssertEqual(sidecar.stop(), 0)
     }
 
+    /// Fifteen clients of one program SIGKILLed at once (a fork bomb's end, in small): every
+    /// session is abnormal, but at most ten termination reports a minute are written for one
+    /// program, and the log says why the others were not.
+    func testTerminationReportsAreRateLimited() throws {
+        let sidecar = try SidecarProcess(directory: fresh("storm"))
+        let program = try fixture
+        let clients = try (0..<15).map { _ in try Waiter(program, arguments: ["crumbs"], environment: preloaded(sidecar)) }
+        try waitUntil("every client connected:\n\(sidecar.log)", timeout: 60) {
+            clients.allSatisfy { sidecar.log.contains("client pid \($0.pid) ") }
+        }
+        for client in clients { kill(client.pid, SIGKILL) }
+        for client in clients { XCTAssertEqual(try client.wait().status, .signaled(SIGKILL)) }
+        for client in clients {
+            XCTAssertEqual(try session(of: client.pid, sidecar)["status"] as? String, "abnormal")
+        }
+        let reports = sidecar.reportIDs()
+        XCTAssertLessThanOrEqual(reports.count, 10, sidecar.log)
+        XCTAssertGreaterThan(reports.count, 0, sidecar.log)
+        XCTAssertTrue(sidecar.log.contains("not reported: more than 10 termination reports a minute for \(program)"), sidecar.log)
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
     /// The memory cgroup (v1 or v2) this test process is in, as a directory, and which files
     /// set a limit there; nil when there is none to make a child of.
     func memoryCgroup() -> (directory: String, limits: [String])? {
