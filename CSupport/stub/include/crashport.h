@@ -70,7 +70,9 @@ typedef struct crashport_options {
  * its answer), opens the spool directory, preallocates everything the signal handler needs,
  * gives the watcher ptrace permission, gives the calling thread an alternate signal stack if
  * it has none large enough, saves the previous action of each signal and installs its own,
- * then says HELLO to a launcher. options may be NULL (all defaults).
+ * registers an on_exit handler (GOODBYE at a normal exit: the watcher then knows the end was
+ * not a death no handler saw), then says HELLO to a launcher. options may be NULL (all
+ * defaults).
  *
  * Returns 0, or -errno (the process is left as it was, and one line on stderr says why crash
  * reporting is off). A sidecar that is missing, untrusted or refuses this process is not a
@@ -80,7 +82,9 @@ typedef struct crashport_options {
  *
  * System calls: only during this call (socket, connect, sendmsg, poll, mmap, open, sigaction,
  * sigaltstack, prctl...) and in a crash (the signal handler: raw system calls only). In between
- * the stub makes none, apart from giving each new thread its alternate stack.
+ * the stub makes none, apart from giving each new thread its alternate stack, and one
+ * non-blocking send as the process exits through exit(), _exit() or _Exit() (GOODBYE; the last
+ * two are interposed by libcrashport.so only).
  */
 __attribute__((visibility("default"))) int crashport_install(const crashport_options *options);
 
