@@ -114,6 +114,7 @@ final class TraceExitTests: XCTestCase {
         let exited = try TestSupport.crashportRun([try program(), "exit"], options: ["--trace-exit", "--trace-exit-codes"])
         XCTAssertEqual(exited.result.status, .exited(3), exited.result.stderr)
         XCTAssertEqual(exited.reportIDs.count, 1, exited.result.stderr)
+        guard exited.reportIDs.count == 1 else { return }
         let event = try exited.event()
         XCTAssertEqual(event.cause, "exit")
         XCTAssertEqual(event.reason, "exited with status 3")

@@ -161,7 +161,13 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IONBF, 0);
     if (!strcmp(mode, "kill")) kill_mode();
     if (!strcmp(mode, "oom") && argc > 2) oom_mode(argv[2]);
-    if (!strcmp(mode, "exit")) leave_with_three();
+    /* Tracing starts right after the program does: give it time to, as a real program would
+     * by living longer than a millisecond (README: a death in the first microseconds may come
+     * before tracing). */
+    if (!strcmp(mode, "exit")) {
+        usleep(200000);
+        leave_with_three();
+    }
     if (!strcmp(mode, "stop")) {
         pid_t parent = getpid();
         if (fork() == 0) {
