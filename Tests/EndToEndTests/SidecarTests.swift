@@ -232,6 +232,8 @@ final class SidecarTests: XCTestCase {
         XCTAssertTrue(crashFrames(events[0]).contains("main"))
         XCTAssertNil(events[0].capturedFrom, "a live capture")
         XCTAssertTrue(sidecar.log.contains("client pid \(program.pid)"), sidecar.log)
+        // The report's log line follows its files: give the writing thread a moment (bounded).
+        for _ in 0..<200 where !sidecar.log.contains("report: ") { usleep(25_000) }
         XCTAssertTrue(sidecar.log.contains("report: "), sidecar.log)
         let doctor = try TestSupport.run(
             [TestSupport.crashport, "doctor", "--socket", sidecar.socket, "--reports", sidecar.directory + "/doctor"])
