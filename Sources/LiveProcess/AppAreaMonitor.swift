@@ -2,7 +2,7 @@
 // runs, so that a death no crash record describes (SIGKILL, the OOM killer) can still be
 // reported with what the program last said: by then its memory is gone.
 //
-// Cheap by construction: at most one check a second, and a check reads the area's 40-byte
+// Cheap by construction: at most one check a second, and a check reads the area's 64-byte
 // header only; the area itself (the used slots and its tail, CaptureSession.readAppArea) is read
 // again only when the header's breadcrumb count or high-water marks moved. An annotation whose
 // value is replaced in place moves neither: it is picked up with the next breadcrumb or new
@@ -59,8 +59,7 @@ public struct AppAreaMonitor: Sendable {
     public mutating func check(now: UInt64, budget: Int) -> Outcome {
         lastCheck = now
         let memory = ProcessMemory(pid: pid)
-        let header = memory.bytes(at: address, count: AppArea.headerSize)
-        guard header.count == AppArea.headerSize else {
+        guard let header = CaptureSession.readAppAreaHeader(at: address, memory: memory) else {
             problem = "its memory could not be read"
             return .failed
         }

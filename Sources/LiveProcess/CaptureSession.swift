@@ -204,9 +204,7 @@ public enum CaptureSession {
     /// say were ever used and its tail (a program that never annotates costs 2.6 KB read, not
     /// 120 KB), laid into a zeroed area of the full size.
     static func readAppArea(at address: UInt64, memory: ProcessMemory, notes: inout [String]) -> [UInt8]? {
-        guard address != 0 else { return nil }
-        let header = memory.bytes(at: address, count: AppArea.headerSize)
-        guard AppArea.inUse(header: header) else { return nil }
+        guard let header = readAppAreaHeader(at: address, memory: memory), AppArea.inUse(header: header) else { return nil }
         var bytes = [UInt8](repeating: 0, count: AppArea.size)
         for range in AppArea.rangesToRead(header: header) {
             let part = memory.bytes(at: address &+ UInt64(range.lowerBound), count: range.count)
@@ -219,6 +217,14 @@ public enum CaptureSession {
             bytes.replaceSubrange(range, with: part)
         }
         return bytes
+    }
+
+    /// The app area's header (AppArea.headerSize bytes: its magic, high-water marks and the
+    /// heartbeat), nil when `address` is 0 or it cannot be read whole.
+    public static func readAppAreaHeader(at address: UInt64, memory: ProcessMemory) -> [UInt8]? {
+        guard address != 0 else { return nil }
+        let header = memory.bytes(at: address, count: AppArea.headerSize)
+        return header.count == AppArea.headerSize ? header : nil
     }
 
     static let alreadyExited =
@@ -356,8 +362,13 @@ public enum CaptureSession {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: what capture timings are measured in.
-public func monotonicNanoseconds() -> UInt64 {
+public func monotonicNanoseconds() -> UInt64 { nanoseconds(of: CLOCK_MONOTONIC) }
+
+/// CLOCK_REALTIME in nanoseconds since the Unix epoch: a record's time, as the stub stamps it.
+public func realtimeNanoseconds() -> UInt64 { nanoseconds(of: CLOCK_REALTIME) }
+
+func nanoseconds(of clock: clockid_t) -> UInt64 {
     var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
+    clock_gettime(clock, &time)
     return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
 }

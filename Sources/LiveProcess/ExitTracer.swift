@@ -136,32 +136,20 @@ public final class ExitTracer: ThreadHold {
         let event = (status >> 16) & 0xFFFF
         switch event {
         case Self.PTRACE_EVENT_EXIT:
-            var message: UInt = 0
-            _ = withUnsafeMutablePointer(to: &message) {
-                cp_ptrace(Self.PTRACE_GETEVENTMSG, tid, 0, UInt(bitPattern: $0))
-            }
-            let exitStatus = Int32(truncatingIfNeeded: message)
+            let exitStatus = eventMessage(tid)
             if Self.isFatal(exitStatus) || (holdFailedExits && exitStatus & 0x7F == 0 && exitStatus >> 8 != 0) {
                 threads[tid] = .exiting(status: exitStatus)
                 return .exiting(tid: tid, status: exitStatus)
             }
             resume(tid, signal: 0)
         case Self.PTRACE_EVENT_CLONE:
-            var message: UInt = 0
-            _ = withUnsafeMutablePointer(to: &message) {
-                cp_ptrace(Self.PTRACE_GETEVENTMSG, tid, 0, UInt(bitPattern: $0))
-            }
-            let child = Int32(truncatingIfNeeded: message)
+            let child = eventMessage(tid)
             // Its first stop (PTRACE_EVENT_STOP) may come before or after this one.
             if child > 0 && threads[child] == nil { threads[child] = .running }
             continueOrHold(tid, signal: 0)
         case Self.PTRACE_EVENT_EXEC:
             // Every other thread is gone; the execing one now has the leader's id.
-            var former: UInt = 0
-            _ = withUnsafeMutablePointer(to: &former) {
-                cp_ptrace(Self.PTRACE_GETEVENTMSG, tid, 0, UInt(bitPattern: $0))
-            }
-            let old = Int32(truncatingIfNeeded: former)
+            let old = eventMessage(tid)
             if old != tid { threads[old] = nil }
             continueOrHold(tid, signal: 0)
         case Self.PTRACE_EVENT_STOP:
@@ -200,11 +188,19 @@ public final class ExitTracer: ThreadHold {
         }
     }
 
+    /// Resumes a stopped thread (one killed meanwhile fails with ESRCH: its exit status comes
+    /// through waitpid).
     private func resume(_ tid: Int32, signal: Int32) {
         threads[tid] = .running
-        if cp_ptrace(Self.PTRACE_CONT, tid, 0, UInt(signal)) != 0 && errno == ESRCH {
-            // Killed while stopped: its exit status comes through waitpid.
-        }
+        _ = cp_ptrace(Self.PTRACE_CONT, tid, 0, UInt(signal))
+    }
+
+    /// PTRACE_GETEVENTMSG of a thread in an event stop: an exit's wait status, a new thread's
+    /// id, an exec's former thread id.
+    private func eventMessage(_ tid: Int32) -> Int32 {
+        var message: UInt = 0
+        _ = withUnsafeMutablePointer(to: &message) { cp_ptrace(Self.PTRACE_GETEVENTMSG, tid, 0, UInt(bitPattern: $0)) }
+        return Int32(truncatingIfNeeded: message)
     }
 
     /// Lets a thread held at its exit finish exiting.

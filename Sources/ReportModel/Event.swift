@@ -130,6 +130,23 @@ public struct Event: Codable, Sendable, Equatable {
 
     public init() {}
 
+    /// The program's annotations (with the keys it cut) and breadcrumbs, as its app area held
+    /// them; fields left nil when there are none.
+    public mutating func record(annotations: [Annotation], breadcrumbs: [Breadcrumb]) {
+        if !annotations.isEmpty {
+            self.annotations = Dictionary(annotations.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+            let cut = annotations.filter(\.truncated).map(\.key)
+            annotationsTruncated = cut.isEmpty ? nil : cut
+        }
+        if !breadcrumbs.isEmpty {
+            self.breadcrumbs = breadcrumbs.map {
+                BreadcrumbRecord(
+                    timestamp: Event.timestamp(unixNanoseconds: $0.timeNanoseconds), category: $0.category,
+                    message: $0.message, truncated: $0.truncated ? true : nil)
+            }
+        }
+    }
+
     /// The top-level fields this crashport reads: anything else in an event.json (a newer
     /// crashport's, a hand edit) is skipped, and `crashport show` says which.
     public static var knownFields: Set<String> { Set(CodingKeys.allCases.map(\.rawValue)) }

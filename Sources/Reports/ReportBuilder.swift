@@ -51,13 +51,7 @@ public enum ReportBuilder {
             event.launch = LaunchRecord(crashedDuringLaunch: during, sinceInstallMilliseconds: since)
         }
         event.release = capture.app?.annotations.first { $0.key == "release" }?.value ?? capture.app?.release
-        if let crumbs = capture.app?.breadcrumbs, !crumbs.isEmpty {
-            event.breadcrumbs = crumbs.map {
-                BreadcrumbRecord(
-                    timestamp: Event.timestamp(unixNanoseconds: $0.timeNanoseconds),
-                    category: $0.category, message: $0.message, truncated: $0.truncated ? true : nil)
-            }
-        }
+        event.record(annotations: [], breadcrumbs: capture.app?.breadcrumbs ?? [])
         if let record = reraised {
             event.signal?.reraisedBy = record
             event.notes =
@@ -144,12 +138,7 @@ public enum ReportBuilder {
             description: SignalNames.describe(signal: exception.signal, code: exception.code),
             stackOverflow: StackOverflow.verdict(snapshot))
         event.crashedThread = snapshot.crashedThreadID
-        if !snapshot.annotations.isEmpty {
-            event.annotations = Dictionary(
-                snapshot.annotations.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
-            let cut = snapshot.annotations.filter(\.truncated).map(\.key)
-            event.annotationsTruncated = cut.isEmpty ? nil : cut
-        }
+        event.record(annotations: snapshot.annotations, breadcrumbs: [])
 
         let threads = snapshot.threads.map { thread in
             threadRecord(thread, crashed: thread.tid == snapshot.crashedThreadID, unwinder: unwinder, symbolizer: symbolizer)

@@ -103,19 +103,7 @@ public enum TerminationReport {
                 "its memory cgroup's OOM-kill counter could not be read: an OOM kill cannot be told from another SIGKILL")
         }
         if let app = end.app {
-            if !app.annotations.isEmpty {
-                event.annotations = Dictionary(
-                    app.annotations.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
-                let cut = app.annotations.filter(\.truncated).map(\.key)
-                event.annotationsTruncated = cut.isEmpty ? nil : cut
-            }
-            if !app.breadcrumbs.isEmpty {
-                event.breadcrumbs = app.breadcrumbs.map {
-                    BreadcrumbRecord(
-                        timestamp: Event.timestamp(unixNanoseconds: $0.timeNanoseconds), category: $0.category,
-                        message: $0.message, truncated: $0.truncated ? true : nil)
-                }
-            }
+            event.record(annotations: app.annotations, breadcrumbs: app.breadcrumbs)
             let when = end.appCheckedBeforeEnd.map { seconds($0) } ?? "some time"
             notes.append(
                 "breadcrumbs and annotations as read from the process's memory while it ran, last checked \(when) before it ended (read at most once a second, again only when they change): anything it added after that is not here"

@@ -414,7 +414,6 @@ public final class CrashServer: @unchecked Sendable {
         captures += 1
         let held = CaptureSession.hold(record: record, options: options, cache: cache, holder: holder)
         let elapsed = monotonicNanoseconds() - started
-        let store = self.store
         guard
             writeReport(
                 held.finish(cache: cache), recordBytes: [], store: store, started: started, captureNanoseconds: elapsed,

@@ -6,8 +6,6 @@
 // hung. One report per stall: the next only after the heartbeat has moved again; and at most
 // `perWindow` in `window`, however the area is scribbled on (the rest are logged, not written).
 
-import Foundation
-import LiveProcess
 import ReportModel
 
 struct HangMonitor {
@@ -52,12 +50,5 @@ struct HangMonitor {
         guard reportTimes.count < Self.perWindow else { return .suppressed }
         reportTimes.append(now)
         return .hung(milliseconds: (now &- lastChange) / 1_000_000, thread: beat.thread)
-    }
-
-    /// Reads the 64-byte header of the app area at `address` in `pid`, nil when it cannot.
-    static func readHeader(pid: ProcessID, address: UInt64) -> [UInt8]? {
-        guard address != 0 else { return nil }
-        let bytes = ProcessMemory(pid: pid).bytes(at: address, count: AppArea.headerSize)
-        return bytes.count == AppArea.headerSize ? bytes : nil
     }
 }

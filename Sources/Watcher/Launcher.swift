@@ -200,7 +200,7 @@ public struct Launcher {
         server.log = log
         server.holderFor = { pid in pid == ProcessID(child) ? tracer : nil }
         server.sessionID = { pid in pid == ProcessID(child) ? session : nil }
-        let watch = ChildWatch(child: child)
+        let watch = ChildWatch()
         server.onHello = { hello, sender in
             if sender.pid == ProcessID(child) { watch.appArea = hello.appArea }
         }
@@ -250,10 +250,9 @@ public struct Launcher {
     }
 
     /// Deaths that deserve a report even without a crash record: the core-dumping signals and
-    /// SIGKILL. (SIGTERM, SIGINT and the like are ordinary ways to stop a program.)
-    static let unexplainedDeaths: Set<Int32> = [
-        SIGKILL, SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS,
-    ]
+    /// SIGKILL (SIGTERM, SIGINT and the like are ordinary ways to stop a program); the same set
+    /// --trace-exit holds an exit for.
+    static let unexplainedDeaths = ExitTracer.fatalSignals
 
     /// The program's environment: ours, the extra variables, the reply socket's number, and the
     /// stub preloaded (after the sanitizer runtime the program links, which must come first).
@@ -411,7 +410,7 @@ public struct Launcher {
         let record = CrashRecord(
             observation: .exit(status: status, cause: cause), pid: ProcessID(child),
             tid: ThreadID(held.contains(child) ? child : first), signal: signal, appArea: watch.appArea,
-            timeNanoseconds: Self.realtimeNanoseconds())
+            timeNanoseconds: realtimeNanoseconds())
         server.captureObserved(record, holder: tracer)
         for tid in tracer.exiting { tracer.release(exitOf: tid) }
     }
@@ -422,7 +421,7 @@ public struct Launcher {
         log: (String) -> Void
     ) -> HangMonitor {
         var monitor = monitor
-        let header = HangMonitor.readHeader(pid: ProcessID(child), address: watch.appArea)
+        let header = CaptureSession.readAppAreaHeader(at: watch.appArea, memory: ProcessMemory(pid: ProcessID(child)))
         switch monitor.look(header: header, now: monotonicNanoseconds()) {
         case .fine:
             break
@@ -437,7 +436,7 @@ public struct Launcher {
             let lead = threads.contains(thread) ? thread : ThreadID(child)
             let record = CrashRecord(
                 observation: .hang(milliseconds: milliseconds), pid: ProcessID(child), tid: lead, signal: 0,
-                appArea: watch.appArea, timeNanoseconds: Self.realtimeNanoseconds())
+                appArea: watch.appArea, timeNanoseconds: realtimeNanoseconds())
             let report = server.captureObserved(record, holder: tracer)
             if hangKill {
                 watch.killedAfterHang = report?.id ?? "(not written)"
@@ -446,12 +445,6 @@ public struct Launcher {
             }
         }
         return monitor
-    }
-
-    static func realtimeNanoseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 
     /// The kernel's count of OOM kills since boot (/proc/vmstat oom_kill).
@@ -530,10 +523,7 @@ public struct Launcher {
 
 /// What the serving loop learns about its child while it runs, read by the report writer.
 final class ChildWatch: Sendable {
-    let child: pid_t
     private let state = Mutex<(appArea: UInt64, killedAfterHang: String?)>((0, nil))
-
-    init(child: pid_t) { self.child = child }
 
     /// The app area's address, from the stub's HELLO (the heartbeat is there).
     var appArea: UInt64 {
