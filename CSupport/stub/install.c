@@ -268,6 +268,28 @@ static void cp_install_build_hello(cp_hello *hello)
     hello->stub_version = CP_STUB_VERSION;
     hello->annotations_address = (uint64_t)(uintptr_t)&cp_app;
     dl_iterate_phdr(cp_install_find_build_id, hello);
+
+    /* What a sidecar is asked to do for this process (crashport run takes its flags). */
+    const char *trace = getenv("CRASHPORT_TRACE_EXIT");
+    if (trace != NULL && *trace != '\0' && strcmp(trace, "0") != 0) {
+        hello->wants |= strcmp(trace, "codes") == 0 ? CP_WANTS_TRACE_EXIT_CODES : CP_WANTS_TRACE_EXIT;
+        if (strcmp(trace, "1") != 0 && strcmp(trace, "codes") != 0) {
+            cp_install_say("CRASHPORT_TRACE_EXIT=%s: expected 1, codes or 0; taken as 1", trace);
+        }
+    }
+    const char *kill = getenv("CRASHPORT_HANG_KILL");
+    if (kill != NULL && strcmp(kill, "1") == 0) hello->wants |= CP_WANTS_HANG_KILL;
+    const char *hang = getenv("CRASHPORT_HANG_MS");
+    unsigned long long hang_ms = 0;
+    if (hang != NULL && *hang != '\0') {
+        if (cp_install_parse(hang, 10, UINT32_MAX, &hang_ms)) {
+            hello->hang_ms = (uint32_t)hang_ms;
+        } else {
+            cp_install_say("CRASHPORT_HANG_MS=%s is not a number of milliseconds from 10; no hang "
+                           "watch asked",
+                           hang);
+        }
+    }
 }
 
 /* Sends HELLO; waits at most CP_HELLO_SEND_WAIT_MS for room in the watcher's queue. Returns 0

@@ -19,7 +19,10 @@
 // collects the stops, keeping any signal that arrived meanwhile for `detachAll` to deliver.
 //
 // ptrace is per tracer thread: every call on a tracer must come from the thread that attached
-// (the launcher's serving loop).
+// (the launcher's serving loop, or the sidecar's, which traces many processes). The kernel
+// reports every tracee's stops to that thread's waitpid, so the tracers of one thread form a
+// TraceGroup: one waitpid(-1) collects for all of them, and each status goes to the tracer of
+// its thread, to be handled when that tracer pumps.
 
 import CShims
 import ReportModel
@@ -63,6 +66,10 @@ public final class ExitTracer: ThreadHold {
     public let processID: ProcessID
     private let pid: Int32
     private var threads: [Int32: State] = [:]
+    /// The tracers of this thread, which collect wait statuses for each other.
+    public let group: TraceGroup
+    /// Wait statuses collected for this tracer's threads, not handled yet.
+    fileprivate var inbox: [(tid: Int32, status: Int32)] = []
     /// Whether an exit() with a non-zero status is held for a capture too (a death by a fatal
     /// signal always is).
     public var holdFailedExits = false
@@ -86,10 +93,15 @@ public final class ExitTracer: ThreadHold {
     static let PTRACE_EVENT_STOP: Int32 = 128
     static let options = PTRACE_O_TRACEEXIT | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC
 
-    public init(pid: ProcessID) {
+    /// A tracer for `pid`, on the calling thread, which traces the other processes of `group`
+    /// too (a launcher's tracer is alone in its group).
+    public init(pid: ProcessID, group: TraceGroup = TraceGroup()) {
         processID = pid
         self.pid = pid.rawValue
+        self.group = group
     }
+
+    fileprivate func owns(_ tid: Int32) -> Bool { threads[tid] != nil }
 
     /// Seizes every thread of the process (re-listing until no new one appears: threads made by
     /// a seized thread are followed by the kernel). Throws when the process itself cannot be
@@ -102,6 +114,7 @@ public final class ExitTracer: ThreadHold {
             for tid in (pass == 0 ? [pid] + listed.filter { $0 != pid } : listed) where threads[tid] == nil {
                 if cp_ptrace(Self.PTRACE_SEIZE, tid, 0, UInt(Self.options)) == 0 {
                     threads[tid] = .running
+                    if tid == pid { group.members[pid] = self }
                 } else if tid == pid {
                     throw InspectionError.system(call: "ptrace(PTRACE_SEIZE, \(tid))", errno: errno)
                 }
@@ -112,14 +125,14 @@ public final class ExitTracer: ThreadHold {
     /// Whether any thread is still traced.
     public var isTracing: Bool { !threads.isEmpty }
 
-    /// Handles every wait status pending, without blocking; the events the caller must act on.
+    /// Handles every wait status pending for this process, without blocking; the events the
+    /// caller must act on. (Statuses of the group's other processes wait in their inboxes.)
     public func pump() -> [Event] {
         var events: [Event] = []
-        while true {
-            var status: Int32 = 0
-            let tid = waitpid(-1, &status, __WALL | WNOHANG)
-            if tid <= 0 { break }
-            if let event = handle(tid, status) { events.append(event) }
+        group.collect()
+        while !inbox.isEmpty {
+            let next = inbox.removeFirst()
+            if let event = handle(next.tid, next.status) { events.append(event) }
         }
         return events
     }
@@ -130,7 +143,9 @@ public final class ExitTracer: ThreadHold {
             // Exited or killed: gone (the leader last, once every other thread is).
             threads[tid] = nil
             captureStopped.removeAll { $0 == tid }
-            return tid == pid ? .ended(status: status) : nil
+            guard tid == pid else { return nil }
+            group.members[pid] = nil
+            return .ended(status: status)
         }
         let signal = (status >> 8) & 0x7F
         let event = (status >> 16) & 0xFFFF
@@ -304,11 +319,16 @@ public final class ExitTracer: ThreadHold {
             for tid in remaining where cp_ptrace(Self.PTRACE_DETACH, tid, 0, 0) == 0 || errno == ESRCH {
                 remaining.remove(tid)
             }
-            var status: Int32 = 0
-            while waitpid(-1, &status, __WALL | WNOHANG) > 0 {}
+            // Only this process's threads: the group's others go on being traced.
+            for tid in remaining {
+                var status: Int32 = 0
+                _ = waitpid(tid, &status, __WALL | WNOHANG)
+            }
             usleep(200)
         }
         threads = [:]
+        inbox = []
+        group.members[pid] = nil
     }
 
     static func isStopped(_ status: Int32) -> Bool { (status & 0xFF) == 0x7F }
@@ -323,4 +343,65 @@ public final class ExitTracer: ThreadHold {
     public static let fatalSignals: Set<Int32> = [
         SIGKILL, SIGQUIT, SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGXCPU, SIGXFSZ, SIGSYS,
     ]
+}
+
+/// The tracers of one tracer thread. ptrace reports the stops and exits of every thread a
+/// thread traces to that thread's waitpid, whichever process they belong to: the group waits
+/// for all of them at once (waitpid(-1)) and hands each status to its process's tracer.
+public final class TraceGroup {
+    /// The tracers, by the pid of the process each traces.
+    fileprivate var members: [Int32: ExitTracer] = [:]
+    public init() {}
+
+    /// The processes traced.
+    public var processes: [ProcessID] { members.keys.sorted().map { ProcessID($0) } }
+
+    public func tracer(of pid: ProcessID) -> ExitTracer? { members[pid.rawValue] }
+
+    /// Whether the group traces anything.
+    public var isEmpty: Bool { members.isEmpty }
+
+    /// Collects every wait status pending, without blocking, into the inbox of its tracer.
+    fileprivate func collect() {
+        while true {
+            var status: Int32 = 0
+            let tid = waitpid(-1, &status, __WALL | WNOHANG)
+            if tid <= 0 { return }
+            route(tid, status)
+        }
+    }
+
+    private func route(_ tid: Int32, _ status: Int32) {
+        if let tracer = owner(of: tid) {
+            tracer.inbox.append((tid, status))
+        } else if ExitTracer.isStopped(status), let leader = ProcFiles.threadGroup(of: tid),
+            let tracer = members[leader]
+        {
+            // A new thread's first stop can come before its creator's clone event: its
+            // process's tracer adopts it.
+            tracer.inbox.append((tid, status))
+        } else if ExitTracer.isStopped(status) {
+            // Not one of ours (a thread an earlier capture's PtraceSession could not detach in
+            // time): let it go, with the signal it stopped for.
+            let signal = (status >> 8) & 0x7F
+            let event = (status >> 16) & 0xFFFF
+            let deliver = event == 0 && signal != SIGTRAP && signal != SIGSTOP ? signal : 0
+            _ = cp_ptrace(ExitTracer.PTRACE_DETACH, tid, 0, UInt(deliver))
+        }
+    }
+
+    private func owner(of tid: Int32) -> ExitTracer? {
+        if let tracer = members[tid] { return tracer }
+        return members.values.first { $0.owns(tid) }
+    }
+
+    /// Handles every wait status pending for every process of the group; each process's events.
+    public func pump() -> [(tracer: ExitTracer, event: ExitTracer.Event)] {
+        var events: [(ExitTracer, ExitTracer.Event)] = []
+        collect()
+        for tracer in Array(members.values) {
+            events += tracer.pump().map { (tracer, $0) }
+        }
+        return events
+    }
 }

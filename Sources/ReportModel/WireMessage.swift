@@ -71,12 +71,22 @@ public struct HelloMessage: Equatable, Sendable {
     /// read from it, bounds-checked (the hang monitor reads the heartbeat there; a sidecar, the
     /// client's breadcrumbs and annotations while it runs).
     public var appArea: UInt64
+    /// What the process asks of a sidecar (CP_WANTS_*, from its environment); unknown bits are
+    /// ignored, not trusted.
+    public var wants: UInt32 = 0
+    /// CRASHPORT_HANG_MS as the process gave it (0: none); the sidecar bounds it.
+    public var hangMilliseconds: UInt32 = 0
+
+    /// The HELLO of stubs before `wants`: it ends at build_id.
+    static let shortSize = Layout.offset(\cp_hello.wants)
 
     public init(bytes: [UInt8]) throws {
         let header = try WireHeader(bytes: bytes)
         guard header.type == CP_MSG_HELLO.rawValue else { throw WireError.unexpectedType(header.type) }
-        guard bytes.count == MemoryLayout<cp_hello>.size else {
-            throw WireError.sizeMismatch(declared: header.size, received: MemoryLayout<cp_hello>.size)
+        guard bytes.count == MemoryLayout<cp_hello>.size || bytes.count == Self.shortSize else {
+            throw WireError.badField(
+                "a HELLO of \(bytes.count) bytes (expected \(MemoryLayout<cp_hello>.size), or \(Self.shortSize) from an older stub)"
+            )
         }
         let wire = WireBytes(bytes: bytes)
         pid = ProcessID(wire.i32(Layout.offset(\cp_hello.pid)))
@@ -86,7 +96,15 @@ public struct HelloMessage: Equatable, Sendable {
         guard idSize <= 40 else { throw WireError.badField("build-id size \(idSize) exceeds 40") }
         let start = Layout.offset(\cp_hello.build_id)
         buildID = Array(bytes[start..<start + idSize])
+        if bytes.count == MemoryLayout<cp_hello>.size {
+            wants = wire.u32(Layout.offset(\cp_hello.wants)) & CP_WANTS_ALL
+            hangMilliseconds = wire.u32(Layout.offset(\cp_hello.hang_ms))
+        }
     }
+
+    public var wantsTraceExit: Bool { wants & (CP_WANTS_TRACE_EXIT | CP_WANTS_TRACE_EXIT_CODES) != 0 }
+    public var wantsTraceExitCodes: Bool { wants & CP_WANTS_TRACE_EXIT_CODES != 0 }
+    public var wantsHangKill: Bool { wants & CP_WANTS_HANG_KILL != 0 }
 }
 
 /// GOODBYE: the process that said HELLO exits normally (exit() or _exit()); nothing answers it.

@@ -83,7 +83,7 @@ public enum CrashLog {
 
     /// The headline on one line, with the uid when known: the sidecar's journal line.
     public static func oneLine(_ event: Event) -> String {
-        if event.kind == .termination, let line = titleLine(event) { return line }
+        if event.kind == .termination || event.kind == .hang, let line = titleLine(event) { return line }
         return headline(event) + (event.capturedFrom == "spool" ? " (from the spool: crashing thread only)" : "")
     }
 

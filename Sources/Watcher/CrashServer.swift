@@ -406,20 +406,45 @@ public final class CrashServer: @unchecked Sendable {
     }
 
     /// A death or hang the watcher observed itself (no stub record): the process captured
-    /// (through `holder` when the watcher already traces it), then reported like a crash.
-    /// Returns the report written, if one was.
+    /// (through `holder` when the watcher already traces it) and released, then reported like a
+    /// crash, into `store` (the server's by default), through `submit`. Returns the id the
+    /// report is written under (a failure to write it is logged).
     @discardableResult
-    public func captureObserved(_ record: CrashRecord, holder: ThreadHold?) -> WrittenReport? {
+    public func captureObserved(_ record: CrashRecord, holder: ThreadHold?, store: ReportStore? = nil) -> String {
         let started = monotonicNanoseconds()
         captures += 1
+        let id = ReportStore.newID(pid: record.pid.rawValue)
         let held = CaptureSession.hold(record: record, options: options, cache: cache, holder: holder)
         let elapsed = monotonicNanoseconds() - started
-        guard
+        let store = store ?? self.store
+        submit { [self, cache] in
             writeReport(
                 held.finish(cache: cache), recordBytes: [], store: store, started: started, captureNanoseconds: elapsed,
-                spoolOnFailure: false)
-        else { return nil }
-        return reports.last { $0.event.process?.pid == record.pid }
+                id: id, spoolOnFailure: false)
+        }
+        return id
+    }
+
+    /// A traced process one of whose threads (`first`) stopped at its exit, with wait status
+    /// `status`, no handler having reported it: waits (bounded) for its other threads to stop
+    /// there too, captures it as a `termination` (cause SIGKILL, oom-kill, signal or exit) and
+    /// lets it finish dying. Returns the report's id.
+    @discardableResult
+    public func captureExit(
+        of tracer: ExitTracer, status: Int32, first: Int32, appArea: UInt64, oomKilled: Bool, store: ReportStore? = nil
+    ) -> String {
+        // The others get there within a scheduling quantum; one that does not is captured as is.
+        _ = tracer.waitForExits(timeoutMilliseconds: 500)
+        let pid = tracer.processID
+        let signal = status & 0x7F
+        let cause = signal == 0 ? "exit" : signal == SIGKILL ? (oomKilled ? "oom-kill" : "SIGKILL") : "signal"
+        let record = CrashRecord(
+            observation: .exit(status: status, cause: cause), pid: pid,
+            tid: ThreadID(tracer.exiting.contains(pid.rawValue) ? pid.rawValue : first), signal: signal, appArea: appArea,
+            timeNanoseconds: realtimeNanoseconds())
+        let id = captureObserved(record, holder: tracer, store: store)
+        for tid in tracer.exiting { tracer.release(exitOf: tid) }
+        return id
     }
 
     /// Unwinds, symbolicates and writes the report of a capture (on the submitting thread or a
@@ -427,14 +452,14 @@ public final class CrashServer: @unchecked Sendable {
     @discardableResult
     public func writeReport(
         _ capture: Capture, recordBytes: [UInt8], store: ReportStore, started: UInt64, captureNanoseconds elapsed: UInt64,
-        capturedFrom: String? = nil, spoolOnFailure: Bool = true
+        capturedFrom: String? = nil, id chosen: String? = nil, spoolOnFailure: Bool = true
     ) -> Bool {
         let record = capture.record
         reported.withLock { set in
             if set.count > 4096 { set.removeAll() }
             set.insert(Self.key(record))
         }
-        let id = ReportStore.newID(pid: record.pid.rawValue)
+        let id = chosen ?? ReportStore.newID(pid: record.pid.rawValue)
         let buildStarted = monotonicNanoseconds()
         var event = ReportBuilder.event(for: capture, id: id, timestamp: Event.timestamp(), rules: inAppRules)
         event.capturedFrom = capturedFrom

@@ -400,19 +400,8 @@ public struct Launcher {
         child: pid_t, status: Int32, first: Int32, tracer: ExitTracer, server: CrashServer, watch: ChildWatch,
         oomBefore: UInt64?
     ) {
-        // The others get there within a scheduling quantum; one that does not is captured as is.
-        _ = tracer.waitForExits(timeoutMilliseconds: 500)
-        let held = tracer.exiting
-        let signal = status & 0x7F
         let oomMoved = oomBefore.flatMap { before in Self.oomKills().map { $0 > before } } ?? false
-        let cause =
-            signal == 0 ? "exit" : signal == SIGKILL ? (oomMoved ? "oom-kill" : "SIGKILL") : "signal"
-        let record = CrashRecord(
-            observation: .exit(status: status, cause: cause), pid: ProcessID(child),
-            tid: ThreadID(held.contains(child) ? child : first), signal: signal, appArea: watch.appArea,
-            timeNanoseconds: realtimeNanoseconds())
-        server.captureObserved(record, holder: tracer)
-        for tid in tracer.exiting { tracer.release(exitOf: tid) }
+        server.captureExit(of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: oomMoved)
     }
 
     /// One look at the heartbeat; a hang report (and with --hang-kill, SIGABRT) when it stalled.
@@ -439,7 +428,7 @@ public struct Launcher {
                 appArea: watch.appArea, timeNanoseconds: realtimeNanoseconds())
             let report = server.captureObserved(record, holder: tracer)
             if hangKill {
-                watch.killedAfterHang = report?.id ?? "(not written)"
+                watch.killedAfterHang = report
                 log("\(program) (pid \(child)): --hang-kill: ending it with SIGABRT")
                 kill(child, SIGABRT)
             }

@@ -11,6 +11,8 @@
 // reread the configuration), and the ends no crash record describes (SidecarEnds.swift): a
 // client whose connection closes without GOODBYE is followed through its pidfd to its exit
 // status, and reported with its cgroup's OOM counter and the breadcrumbs read while it ran.
+// Clients can be kept traced until they exit, and their heartbeat watched (SidecarTracing.swift):
+// this thread is their tracer too.
 
 import CShims
 import Foundation
@@ -49,6 +51,10 @@ public final class Sidecar {
     var spool: SpoolIngest?
     /// Per-uid stores already prepared (root).
     var stores: [UInt32: ReportStore] = [:]
+    /// The clients kept traced until they exit (SidecarTracing.swift): this thread traces them.
+    let traced = TraceGroup()
+    /// The hang reports written, for the kill that may follow.
+    let hangReports = HangReports()
 
     struct Client {
         var peer: Sender
@@ -133,7 +139,8 @@ public final class Sidecar {
         raiseDescriptorLimit()
         signal(SIGPIPE, SIG_IGN)
         var original = sigset_t()
-        let handled: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+        // SIGCHLD: the traced clients' ptrace events (this thread is their tracer).
+        let handled: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD]
         let signals = cp_block_signals_to_fd(handled, Int32(handled.count), &original)
         guard signals >= 0 else { throw SidecarError.socket("signalfd: \(String(cString: strerror(errno)))") }
         defer { close(signals) }
@@ -170,8 +177,10 @@ public final class Sidecar {
             fds += order.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
             // A client that hung up without GOODBYE: its pidfd says when it has died.
             fds += endings.map { pollfd(fd: $0.died == nil ? $0.watch.handle?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0) }
-            // Ends being settled are looked at every 100 ms (a zombie's parent may reap it).
-            let timeout: Int32 = !endings.isEmpty ? 100 : lastBusy == nil || warm ? 1000 : 100
+            // Ends being settled are looked at every 100 ms (a zombie's parent may reap it);
+            // heartbeats when they are due.
+            var timeout: Int32 = !endings.isEmpty ? 100 : lastBusy == nil || warm ? 1000 : 100
+            if let due = heartbeatTimeout(now: monotonicNanoseconds()) { timeout = min(timeout, due) }
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { throw SidecarError.socket("poll: \(String(cString: strerror(errno)))") }
             if PtraceSession.hasLeftovers { PtraceSession.reapLeftovers() }
@@ -180,6 +189,8 @@ public final class Sidecar {
                 while case let number = cp_read_signal(signals, &code), number > 0 {
                     if number == SIGHUP {
                         reload()
+                    } else if number == SIGCHLD {
+                        continue  // handled below, with the statuses it announced
                     } else {
                         log.say("\(SignalNames.name(number)): finishing \(pool.pending) report(s) in flight, then exiting")
                         stopping = true
@@ -190,7 +201,9 @@ public final class Sidecar {
             for (index, fd) in order.enumerated() where fds[3 + index].revents != 0 {
                 serve(fd)
             }
+            handleTraceEvents()
             let now = monotonicNanoseconds()
+            checkHeartbeats(now: now)
             settleEndings(now: now)
             checkAppAreas(now: now)
             if fds[2].revents != 0 || now &- lastScan > 30_000_000_000 {
@@ -212,6 +225,8 @@ public final class Sidecar {
             }
         }
         notify("STOPPING=1")
+        // The traced clients run on untraced (a tracer that exits would detach them anyway).
+        for pid in traced.processes { traced.tracer(of: pid)?.detachEverything() }
         for fd in clients.keys { close(fd) }
         clients = [:]
         settleEndings(now: monotonicNanoseconds(), stopping: true)
@@ -445,8 +460,11 @@ public final class Sidecar {
                     executable: executable, buildID: buildID, release: Self.release(of: sender.pid), pid: sender.pid,
                     started: Date(), store: store)
                 clients[currentClient]?.session = session
-                clients[currentClient]?.watch = ClientWatch(
+                var watch = ClientWatch(
                     connection: currentClient, pid: sender.pid, appArea: hello.appArea, disabled: lastRun.disabled)
+                hangReports.forget(sender.pid)
+                startWatching(&watch, hello: hello, pid: sender.pid)
+                clients[currentClient]?.watch = watch
                 crashedSessions.started(session)
             }
             let reply = HelloReplyMessage.encode(
@@ -466,6 +484,8 @@ public final class Sidecar {
             clients[currentClient]?.goodbye = goodbye.exitStatus
         }
         server.sessionID = { [crashedSessions] pid in crashedSessions.id(of: pid) }
+        server.holderFor = { [traced] pid in traced.tracer(of: pid) }
+        server.amend = { [hangReports] event, record in hangReports.amend(&event, record) }
         server.onReport = { [crashedSessions] report, _ in
             guard let pid = report.event.process?.pid, report.event.kind == .crash,
                 let session = crashedSessions.take(pid)

@@ -31,6 +31,14 @@ public struct SidecarConfiguration: Sendable {
     public var capture = CaptureOptions()
     /// Which frames are the program's own (--in-app / --not-in-app).
     public var inAppRules = InAppRules()
+    /// Keep every client traced until it exits (a client can also ask: CRASHPORT_TRACE_EXIT=1);
+    /// with `traceExitCodes`, a non-zero exit() is reported too.
+    public var traceExit = false
+    public var traceExitCodes = false
+    /// Watch the heartbeat of every client that beats (a client can name its own:
+    /// CRASHPORT_HANG_MS); with `hangKill`, end a hung client with SIGABRT after its report.
+    public var hangMilliseconds: UInt64?
+    public var hangKill = false
 
     /// The defaults: root serves every user from /run, /var/lib and /var/spool; a user serves
     /// itself from $XDG_RUNTIME_DIR and ~/.local/state.
@@ -57,7 +65,8 @@ public struct SidecarConfiguration: Sendable {
     }
 
     /// Applies a configuration file: `allow-uid`, `allow-group`, `max-reports`, `max-size`
-    /// (MiB), `jobs`, `no-ptrace`, `capture-environment`; `#` starts a comment. The socket,
+    /// (MiB), `jobs`, `no-ptrace`, `capture-environment`, `trace-exit`, `trace-exit-codes`,
+    /// `hang-ms`, `hang-kill`; `#` starts a comment. The socket,
     /// reports and spool paths are fixed at start (a running sidecar cannot move them).
     public mutating func apply(configFile text: String, file: String) throws {
         allowUIDs = []
@@ -86,14 +95,25 @@ public struct SidecarConfiguration: Sendable {
             case "jobs":
                 guard let count = Int(value), (1...64).contains(count) else { throw bad("not 1...64: \(value)") }
                 jobs = count
-            case "no-ptrace": capture.usePtrace = !(value.isEmpty || value == "true" || value == "yes")
-            case "capture-environment": capture.captureEnvironment = value.isEmpty || value == "true" || value == "yes"
+            case "no-ptrace": capture.usePtrace = !Self.isYes(value)
+            case "capture-environment": capture.captureEnvironment = Self.isYes(value)
+            case "trace-exit": traceExit = Self.isYes(value)
+            case "trace-exit-codes": traceExitCodes = Self.isYes(value)
+            case "hang-ms":
+                guard let milliseconds = UInt64(value), milliseconds >= 10 else {
+                    throw bad("not a number of milliseconds from 10: \(value)")
+                }
+                hangMilliseconds = milliseconds
+            case "hang-kill": hangKill = Self.isYes(value)
             case "socket", "reports", "spool", "log":
                 throw bad("set it on the command line (it cannot change while the sidecar runs)")
             default: throw bad("unknown setting")
             }
         }
     }
+
+    /// A boolean setting: present alone, or `true`/`yes`.
+    static func isYes(_ value: String) -> Bool { value.isEmpty || value == "true" || value == "yes" }
 
     /// A uid from a number or a user name.
     public static func userID(_ text: String) -> UInt32? {

@@ -46,13 +46,37 @@ extension Sidecar {
         /// crashport_set_enabled(0) is on record for its program: no report.
         var disabled: Bool
         var arguments: [String]
+        /// Where its app area is (HELLO), 0 if none.
+        var appArea: UInt64
+        /// Kept traced until it exits (SidecarTracing.swift); why not, when it was asked.
+        var traced = false
+        var untraced: String?
+        /// Its heartbeat's monitor, when watched; when to look next (CLOCK_MONOTONIC ns); whether
+        /// a hang ends it with SIGABRT.
+        var hang: HangMonitor?
+        var nextHangLook: UInt64 = 0
+        var hangKill = false
+        /// The report of its death, captured at its exit stops (traced): nothing more to write.
+        var exitReport: String?
 
         init(connection: Int32, pid: ProcessID, appArea: UInt64, disabled: Bool) {
+            self.appArea = appArea
             handle = ProcessHandle(peerOf: connection, pid: pid)
             oom = OOMCounters.reading(of: pid).map { [$0] } ?? []
             monitor = appArea == 0 ? nil : AppAreaMonitor(pid: pid, address: appArea, now: monotonicNanoseconds())
             self.disabled = disabled
             arguments = ProcFiles.arguments(cmdline: ProcFiles.read("/proc/\(pid)/cmdline", limit: 4096) ?? [])
+        }
+
+        /// Its memory cgroup's OOM-kill counter then and now: the first cgroup where it moved,
+        /// else the first it was seen in; nil when none could be read.
+        func oomCount() -> AbnormalEnd.OOMCount? {
+            let counts = oom.lazy.compactMap { before in
+                OOMCounters.kills(inFile: before.file).map {
+                    AbnormalEnd.OOMCount(cgroup: before.cgroup, before: before.kills, after: $0)
+                }
+            }
+            return counts.first { $0.moved } ?? counts.first
         }
     }
 
@@ -204,7 +228,9 @@ extension Sidecar {
         switch outcome {
         case .livesOn:
             // An exec (the connection is close-on-exec), or a close of its descriptors: an
-            // ordinary end of this run of the program.
+            // ordinary end of this run of the program. Traced, it is let go, unless it said HELLO
+            // again (the program it execed has the stub too).
+            if end.watch.traced, connection(of: pid) == nil { traced.tracer(of: pid)?.detachEverything() }
             let record = session.record(status: .exited)
             pool.submit { RunHistory(store: session.store).ended(record) }
             return
@@ -215,6 +241,12 @@ extension Sidecar {
             abnormal.exitUnknown = why
         case .ended(.notYet):
             abnormal.exitUnknown = "it had not ended"
+        }
+        // Traced, it was captured at its exit stops, and that report says it all.
+        if let report = end.watch.exitReport {
+            let record = session.record(status: .abnormal, reportID: report)
+            pool.submit { RunHistory(store: session.store).ended(record) }
+            return
         }
         // An exit with 0, or a death by a signal that ordinarily stops programs, is an end like
         // any other (as `crashport run` counts them).
@@ -228,17 +260,10 @@ extension Sidecar {
         abnormal.buildID = session.buildID
         abnormal.release = session.release
         abnormal.session = session.sid
-        abnormal.oomKills =
-            end.watch.oom.lazy.compactMap { before in
-                OOMCounters.kills(inFile: before.file).map {
-                    AbnormalEnd.OOMCount(cgroup: before.cgroup, before: before.kills, after: $0)
-                }
-            }.first { $0.moved }
-            ?? end.watch.oom.first.flatMap { before in
-                OOMCounters.kills(inFile: before.file).map {
-                    AbnormalEnd.OOMCount(cgroup: before.cgroup, before: before.kills, after: $0)
-                }
-            }
+        abnormal.oomKills = end.watch.oomCount()
+        if let untraced = end.watch.untraced {
+            abnormal.notes.append("no stacks: crashport could not keep it traced (\(untraced)); crashport doctor says why")
+        }
         if let monitor = end.watch.monitor {
             abnormal.app = monitor.area
             abnormal.appCheckedBeforeEnd = monitor.confirmed.map { Double(end.closed &- $0) / 1e9 }

@@ -106,6 +106,51 @@ struct CaptureFlags: ParsableArguments {
     var inAppRules: InAppRules { InAppRules(inApp: inApp, notInApp: notInApp) }
 }
 
+/// The deaths and hangs watched beyond crashes: shared by run and watch (whose clients may
+/// also ask for them: CRASHPORT_TRACE_EXIT, CRASHPORT_HANG_MS, CRASHPORT_HANG_KILL).
+struct DeathFlags: ParsableArguments {
+    @Flag(
+        name: .long,
+        help: "Keep the program traced for its whole life: a SIGKILL or an OOM kill is reported with every thread's stack.")
+    var traceExit = false
+
+    @Flag(name: .long, help: "With --trace-exit: an exit() with a non-zero status is reported too.")
+    var traceExitCodes = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Report a hang when crashport_heartbeat() has not been called for MS (default: $CRASHPORT_HANG_MS; off).",
+            valueName: "MS"))
+    var hangMs: UInt64?
+
+    @Flag(name: .long, help: "With --hang-ms: after the hang report, end the program with SIGABRT (a watchdog's kill).")
+    var hangKill = false
+
+    /// The flags checked (a usage error, exit 64, otherwise), with CRASHPORT_HANG_MS.
+    /// `clientsNameTheirs`: --hang-kill may come alone (watch: for the clients that name their
+    /// own hang time).
+    func validated(
+        command: String, clientsNameTheirs: Bool = false
+    ) -> (
+        traceExit: Bool, traceExitCodes: Bool, hangMilliseconds: UInt64?, hangKill: Bool
+    ) {
+        if traceExitCodes && !traceExit { usageError("\(command): --trace-exit-codes needs --trace-exit") }
+        var hang = hangMs
+        if hang == nil, let text = ProcessInfo.processInfo.environment["CRASHPORT_HANG_MS"], !text.isEmpty {
+            guard let value = UInt64(text) else {
+                usageError("\(command): CRASHPORT_HANG_MS=\(text) is not a number of milliseconds")
+            }
+            hang = value
+        }
+        if let hang, hang < 10 { usageError("\(command): --hang-ms must be at least 10") }
+        if hangKill && hang == nil && !clientsNameTheirs {
+            usageError("\(command): --hang-kill needs --hang-ms (or CRASHPORT_HANG_MS)")
+        }
+        return (traceExit, traceExitCodes, hang, hangKill)
+    }
+}
+
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run PROGRAM watched; end the way it ended (its exit code, or killed by the same signal).")
@@ -127,23 +172,7 @@ struct Run: ParsableCommand {
         name: .long, help: ArgumentHelp("How long a crashing process waits for the watcher (default 10000).", valueName: "MS"))
     var timeoutMs: UInt32?
 
-    @Flag(
-        name: .long,
-        help: "Keep the program traced for its whole life: a SIGKILL or an OOM kill is reported with every thread's stack.")
-    var traceExit = false
-
-    @Flag(name: .long, help: "With --trace-exit: an exit() with a non-zero status is reported too.")
-    var traceExitCodes = false
-
-    @Option(
-        name: .long,
-        help: ArgumentHelp(
-            "Report a hang when crashport_heartbeat() has not been called for MS (default: $CRASHPORT_HANG_MS; off).",
-            valueName: "MS"))
-    var hangMs: UInt64?
-
-    @Flag(name: .long, help: "With --hang-ms: after the hang report, end the program with SIGABRT (a watchdog's kill).")
-    var hangKill = false
+    @OptionGroup var deathFlags: DeathFlags
 
     @Argument(
         parsing: .captureForPassthrough,
@@ -199,24 +228,11 @@ struct Run: ParsableCommand {
             }
             launcher.extraEnvironment["CRASHPORT_FORWARD_FIRST"] = names.joined(separator: ",")
         }
-        launcher.traceExit = traceExit
-        if traceExitCodes {
-            guard traceExit else { usageError("run: --trace-exit-codes needs --trace-exit") }
-            launcher.traceFailedExits = true
-        }
-        var hang = hangMs
-        if hang == nil, let text = ProcessInfo.processInfo.environment["CRASHPORT_HANG_MS"], !text.isEmpty {
-            guard let value = UInt64(text) else { usageError("run: CRASHPORT_HANG_MS=\(text) is not a number of milliseconds") }
-            hang = value
-        }
-        if let hang {
-            guard hang >= 10 else { usageError("run: --hang-ms must be at least 10") }
-            launcher.hangMilliseconds = hang
-        }
-        if hangKill {
-            guard hang != nil else { usageError("run: --hang-kill needs --hang-ms (or CRASHPORT_HANG_MS)") }
-            launcher.hangKill = true
-        }
+        let deaths = deathFlags.validated(command: "run")
+        launcher.traceExit = deaths.traceExit
+        launcher.traceFailedExits = deaths.traceExitCodes
+        launcher.hangMilliseconds = deaths.hangMilliseconds
+        launcher.hangKill = deaths.hangKill
         if let timeoutMs {
             guard timeoutMs > 0 else { usageError("run: --timeout-ms must be positive") }
             launcher.extraEnvironment["CRASHPORT_TIMEOUT_MS"] = String(timeoutMs)
@@ -244,7 +260,11 @@ struct Watch: ParsableCommand {
             A socket passed by systemd (LISTEN_FDS) is used instead of --socket; READY=1 goes to
             $NOTIFY_SOCKET. SIGTERM/SIGINT finish the reports in flight and exit 0; SIGHUP reopens
             --log and rereads --config (allow-uid, allow-group, max-reports, max-size, jobs, no-ptrace,
-            capture-environment: one `key = value` per line).
+            capture-environment, trace-exit, trace-exit-codes, hang-ms, hang-kill: one `key = value`
+            per line).
+            --trace-exit, --hang-ms and --hang-kill apply to every client; a client can ask for them
+            itself with CRASHPORT_TRACE_EXIT=1 (or codes), CRASHPORT_HANG_MS=MS and
+            CRASHPORT_HANG_KILL=1 in its environment (--no-ptrace refuses tracing).
             """)
 
     @Option(name: .long, help: ArgumentHelp("The socket to listen on ('@name': abstract namespace).", valueName: "PATH"))
@@ -274,6 +294,8 @@ struct Watch: ParsableCommand {
     @OptionGroup var quotaOption: QuotaOption
 
     @OptionGroup var captureFlags: CaptureFlags
+
+    @OptionGroup var deathFlags: DeathFlags
 
     func run() throws {
         var configuration = SidecarConfiguration.defaults()
@@ -310,6 +332,11 @@ struct Watch: ParsableCommand {
         configuration.inAppRules = captureFlags.inAppRules
         if captureFlags.noPtrace { configuration.capture.usePtrace = false }
         if captureFlags.captureEnvironment { configuration.capture.captureEnvironment = true }
+        let deaths = deathFlags.validated(command: "watch", clientsNameTheirs: true)
+        if deaths.traceExit { configuration.traceExit = true }
+        if deaths.traceExitCodes { configuration.traceExitCodes = true }
+        if let hang = deaths.hangMilliseconds { configuration.hangMilliseconds = hang }
+        if deaths.hangKill { configuration.hangKill = true }
         do {
             let status = try Sidecar(configuration: configuration).run()
             throw ExitCode(status)

@@ -9,7 +9,8 @@ import XCTest
 final class WireProtocolTests: XCTestCase {
     func testLayoutMirrorsTheHeader() {
         XCTAssertEqual(MemoryLayout<cp_header>.size, 16)
-        XCTAssertEqual(MemoryLayout<cp_hello>.size, 80)
+        XCTAssertEqual(MemoryLayout<cp_hello>.size, 88)
+        XCTAssertEqual(MemoryLayout<cp_hello>.offset(of: \cp_hello.wants), 80)
         XCTAssertEqual(MemoryLayout<cp_action>.size, 32)
         XCTAssertEqual(MemoryLayout<cp_verdict>.size, 32)
         XCTAssertEqual(MemoryLayout<cp_heartbeat>.size, 24)
@@ -116,6 +117,34 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertThrowsError(try GoodbyeMessage(bytes: reserved)) { XCTAssertTrue("\($0)".contains("reserved")) }
         XCTAssertThrowsError(try GoodbyeMessage(bytes: Array(bytes.prefix(10))))
         XCTAssertThrowsError(try GoodbyeMessage(bytes: HelloMessage.encode(pid: 1)))
+    }
+
+    /// A HELLO's requests (CRASHPORT_TRACE_EXIT, CRASHPORT_HANG_MS, CRASHPORT_HANG_KILL); the
+    /// 80 bytes of stubs before them are read as asking nothing; other sizes are refused.
+    func testHelloWantsAndItsOlderShortForm() throws {
+        var bytes = HelloMessage.encode(pid: 42)
+        XCTAssertEqual(bytes.count, 88)
+        func put(_ value: UInt32, _ offset: Int) {
+            for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
+        }
+        put(CP_WANTS_TRACE_EXIT_CODES | CP_WANTS_HANG_KILL | 0x8000_0000, 80)
+        put(1500, 84)
+        let hello = try HelloMessage(bytes: bytes)
+        XCTAssertEqual(hello.pid, ProcessID(42))
+        XCTAssertTrue(hello.wantsTraceExit && hello.wantsTraceExitCodes && hello.wantsHangKill)
+        XCTAssertEqual(hello.wants, CP_WANTS_TRACE_EXIT_CODES | CP_WANTS_HANG_KILL, "unknown bits are dropped")
+        XCTAssertEqual(hello.hangMilliseconds, 1500)
+
+        var short = Array(bytes.prefix(80))
+        short[8] = 80
+        let old = try HelloMessage(bytes: short)
+        XCTAssertEqual(old.wants, 0)
+        XCTAssertEqual(old.hangMilliseconds, 0)
+        XCTAssertFalse(old.wantsTraceExit)
+
+        var odd = Array(bytes.prefix(84))
+        odd[8] = 84
+        XCTAssertThrowsError(try HelloMessage(bytes: odd)) { XCTAssertTrue("\($0)".contains("a HELLO of 84 bytes"), "\($0)") }
     }
 
     func testVerdictEncoding() throws {

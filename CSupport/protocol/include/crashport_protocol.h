@@ -53,7 +53,16 @@ typedef struct cp_header {
     uint32_t type;    /* enum cp_message_type */
 } cp_header;
 
-/* Sent once by each process when the stub installs. */
+/* What a process asks of a sidecar in its HELLO (from its environment at install): the
+ * sidecar honours them for that process unless its own configuration says no. A launcher
+ * (`crashport run`) takes its flags instead. */
+#define CP_WANTS_TRACE_EXIT 0x1u       /* CRASHPORT_TRACE_EXIT=1: keep it traced (SIGKILL, OOM) */
+#define CP_WANTS_TRACE_EXIT_CODES 0x2u /* CRASHPORT_TRACE_EXIT=codes: and non-zero exits */
+#define CP_WANTS_HANG_KILL 0x4u        /* CRASHPORT_HANG_KILL=1: SIGABRT after a hang report */
+#define CP_WANTS_ALL 0x7u
+
+/* Sent once by each process when the stub installs. A watcher also accepts the 80 bytes that
+ * end at build_id (stubs before `wants`), as wanting nothing. */
 typedef struct cp_hello {
     cp_header header;
     uint32_t pid;
@@ -62,6 +71,9 @@ typedef struct cp_hello {
     uint32_t build_id_size;       /* bytes used in build_id */
     uint32_t reserved;
     uint8_t build_id[40];         /* GNU build-id of the main executable */
+    uint32_t wants;               /* CP_WANTS_* */
+    uint32_t hang_ms;             /* CRASHPORT_HANG_MS: a hang after this long without a
+                                     crashport_heartbeat(); 0: the sidecar's default */
 } cp_hello;
 
 /* HELLO_REPLY status. */
@@ -344,7 +356,7 @@ typedef struct cp_heartbeat {
 
 #ifndef __cplusplus
 _Static_assert(sizeof(cp_header) == 16, "cp_header is 16 bytes");
-_Static_assert(sizeof(cp_hello) == 80, "cp_hello is 80 bytes");
+_Static_assert(sizeof(cp_hello) == 88, "cp_hello is 88 bytes");
 _Static_assert(sizeof(cp_last_run) == 88, "cp_last_run is 88 bytes");
 _Static_assert(sizeof(cp_hello_reply) == 496, "cp_hello_reply is 496 bytes");
 _Static_assert(sizeof(cp_setting) == 24, "cp_setting is 24 bytes");
