@@ -308,27 +308,62 @@ public final class ExitTracer: ThreadHold {
         releasedNanoseconds = monotonicNanoseconds()
     }
 
-    /// Lets every thread go: continued, or detached (crashport is leaving before the program).
+    /// Lets every thread go: detached (crashport is leaving before the program, or no longer
+    /// needs to trace it), each with the signal it was stopped for, if any. A thread can be
+    /// detached only while stopped: every running or listening one is interrupted first, and
+    /// ESRCH means "not stopped yet" until waitpid says it is gone.
     public func detachEverything() {
         for (tid, state) in threads {
-            if case .running = state { _ = cp_ptrace(Self.PTRACE_INTERRUPT, tid, 0, 0) }
+            switch state {
+            case .running, .listening: _ = cp_ptrace(Self.PTRACE_INTERRUPT, tid, 0, 0)
+            case .exiting, .held: break
+            }
+        }
+        // Signals a stop was for, to be delivered at detach: from statuses collected but not
+        // handled, and from stops of a capture.
+        var pending: [Int32: Int32] = [:]
+        for (tid, state) in threads {
+            if case .held(let signal, _) = state { pending[tid] = signal } else { pending[tid] = 0 }
+        }
+        let collected = inbox
+        inbox = []
+        for (tid, status) in collected where pending[tid] != nil {
+            if !Self.isStopped(status) {
+                pending[tid] = nil
+            } else if let signal = Self.deliveredSignal(status) {
+                pending[tid] = signal
+            }
         }
         let deadline = monotonicNanoseconds() + 500_000_000
-        var remaining = Set(threads.keys)
-        while !remaining.isEmpty && monotonicNanoseconds() < deadline {
-            for tid in remaining where cp_ptrace(Self.PTRACE_DETACH, tid, 0, 0) == 0 || errno == ESRCH {
-                remaining.remove(tid)
-            }
-            // Only this process's threads: the group's others go on being traced.
-            for tid in remaining {
+        while !pending.isEmpty && monotonicNanoseconds() < deadline {
+            for (tid, signal) in pending {
+                if cp_ptrace(Self.PTRACE_DETACH, tid, 0, UInt(signal)) == 0 {
+                    pending[tid] = nil
+                    continue
+                }
+                // Only this process's threads: the group's others go on being traced.
                 var status: Int32 = 0
-                _ = waitpid(tid, &status, __WALL | WNOHANG)
+                let waited = waitpid(tid, &status, __WALL | WNOHANG)
+                if waited == tid {
+                    if !Self.isStopped(status) {
+                        pending[tid] = nil
+                    } else if let delivered = Self.deliveredSignal(status) {
+                        pending[tid] = delivered
+                    }
+                } else if waited < 0 && errno == ECHILD {
+                    pending[tid] = nil  // gone, or no longer ours
+                }
             }
-            usleep(200)
+            if !pending.isEmpty { usleep(200) }
         }
         threads = [:]
-        inbox = []
         group.members[pid] = nil
+    }
+
+    /// The signal of a signal-delivery-stop (to be passed on), nil for an event or group stop.
+    static func deliveredSignal(_ status: Int32) -> Int32? {
+        let signal = (status >> 8) & 0x7F
+        return (status >> 16) & 0xFFFF == 0 && signal != SIGTRAP ? signal : nil
     }
 
     static func isStopped(_ status: Int32) -> Bool { (status & 0xFF) == 0x7F }

@@ -81,7 +81,7 @@ public enum ReportBuilder {
             }
             event.notes =
                 (event.notes ?? []) + [
-                    "every thread as it was at its exit (crashport run --trace-exit): the process was seized for its whole life, so the kernel stopped each thread at its exit event with its registers and memory intact"
+                    "every thread as it was at its exit (--trace-exit): the process was seized for its whole life, so the kernel stopped each thread at its exit event with its registers and memory intact"
                 ]
         case .hang(let milliseconds):
             event.kind = .hang

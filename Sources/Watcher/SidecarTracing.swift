@@ -52,8 +52,12 @@ extension Sidecar {
             watch.hangKill = options.hangKill
             watch.nextHangLook = monotonicNanoseconds()
         }
+        // Already traced: it execed (the tracer follows an exec), and the new program said HELLO.
+        if traced.tracer(of: pid) != nil {
+            watch.traced = true
+            return
+        }
         guard options.traceExit else { return }
-        if traced.tracer(of: pid) != nil { return }
         let tracer = ExitTracer(pid: pid, group: traced)
         tracer.holdFailedExits = options.traceExitCodes
         do {

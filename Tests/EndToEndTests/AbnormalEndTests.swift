@@ -137,7 +137,7 @@ final class AbnormalEndTests: XCTestCase {
 
     /// A client OOM-killed in a memory cgroup of 64 MiB made for the test (a child of this
     /// process's own; skipped, saying why, where none can be made): the report's cause is
-    /// oom-kill, from the cgroup's own counter.
+    /// oom-kill, from the cgroup's own counter; traced, the report names the allocating frame.
     func testOOMKilledClientIsReportedAsOOMKill() throws {
         guard let parent = memoryCgroup() else { throw XCTSkip("no memory cgroup in /proc/self/cgroup") }
         let cgroup = parent.directory + "/crashport-oom-\(getpid())-\(UUID().uuidString.prefix(6))"
@@ -153,30 +153,45 @@ final class AbnormalEndTests: XCTestCase {
         try? (parent.limits[1].hasPrefix("memory.swap") ? "0" : limit).write(
             toFile: cgroup + "/" + parent.limits[1], atomically: false, encoding: .utf8)
 
-        let sidecar = try SidecarProcess(directory: fresh("oom"))
-        // Moved into the cgroup before it runs the program: the sidecar reads the cgroup's
-        // counter at the program's HELLO.
-        let program = try Waiter(
-            "/bin/sh", arguments: ["-c", "echo $$ > \"$1\"/cgroup.procs && exec \"$0\" hog", try fixture, cgroup],
-            environment: preloaded(sidecar))
-        try waitUntil("the program connected:\n\(sidecar.log)", timeout: 30) {
-            sidecar.log.contains("client pid \(program.pid) ")
-        }
-        program.trigger()
-        XCTAssertEqual(try program.wait(timeout: 120).status, .signaled(SIGKILL))
+        // Untraced, then traced (CRASHPORT_TRACE_EXIT=1: captured at its exit stops, with the
+        // allocating frame).
+        for traced in [false, true] {
+            let sidecar = try SidecarProcess(directory: fresh("oom"))
+            // Moved into the cgroup before it runs the program: the sidecar reads the cgroup's
+            // counter at the program's HELLO.
+            var environment = try preloaded(sidecar)
+            if traced { environment["CRASHPORT_TRACE_EXIT"] = "1" }
+            let program = try Waiter(
+                "/bin/sh", arguments: ["-c", "echo $$ > \"$1\"/cgroup.procs && exec \"$0\" hog", try fixture, cgroup],
+                environment: environment)
+            try waitUntil("the program connected:\n\(sidecar.log)", timeout: 30) {
+                sidecar.log.contains("client pid \(program.pid) ")
+            }
+            program.trigger()
+            XCTAssertEqual(try program.wait(timeout: 120).status, .signaled(SIGKILL))
 
-        let event = try sidecar.waitForReports(1)[0]
-        XCTAssertEqual(event.kind, .termination)
-        XCTAssertEqual(event.cause, "oom-kill")
-        XCTAssertEqual(event.signal?.name, "SIGKILL")
-        XCTAssertEqual(event.title, "killed by the OOM killer (SIGKILL)")
-        XCTAssertTrue(
-            (event.notes ?? []).contains { $0.contains("OOM killer killed 1 process(es) in its memory cgroup \(cgroup)") },
-            "\(event.notes ?? [])")
-        let session = try session(of: program.pid, sidecar, executable: event.process?.executable)
-        XCTAssertEqual(session["status"] as? String, "abnormal")
-        XCTAssertEqual(session["report_id"] as? String, event.id)
-        XCTAssertEqual(sidecar.stop(), 0)
+            let event = try sidecar.waitForReports(1)[0]
+            XCTAssertEqual(event.kind, .termination)
+            XCTAssertEqual(event.cause, "oom-kill", "traced: \(traced)")
+            XCTAssertEqual(event.signal?.name, "SIGKILL")
+            if traced {
+                XCTAssertEqual(event.culprit?.function, "hog", "\(event.crashedThreadRecord?.frames?.map(\.function) ?? [])")
+                XCTAssertTrue(
+                    event.title?.hasPrefix("killed by the OOM killer (SIGKILL) in hog (ends.c:") == true, event.title ?? "-")
+            } else {
+                XCTAssertEqual(event.title, "killed by the OOM killer (SIGKILL)")
+                XCTAssertTrue(
+                    (event.notes ?? []).contains {
+                        $0.contains("OOM killer killed 1 process(es) in its memory cgroup \(cgroup)")
+                    },
+                    "\(event.notes ?? [])")
+            }
+            let session = try session(of: program.pid, sidecar, executable: event.process?.executable)
+            XCTAssertEqual(session["status"] as? String, "abnormal")
+            XCTAssertEqual(session["report_id"] as? String, event.id)
+            XCTAssertEqual(sidecar.reportIDs().count, 1, "one report per death:\n\(sidecar.log)")
+            XCTAssertEqual(sidecar.stop(), 0)
+        }
     }
 
     /// exit(3) and _exit(4) say GOODBYE: no report, sessions exited. An exec closes the

@@ -82,6 +82,36 @@ final class SidecarTraceTests: XCTestCase {
         }
     }
 
+    /// Four traced clients SIGKILLed at about the same time: one tracer thread, one waitpid for
+    /// all of them, and each death reported with its own threads.
+    func testSeveralTracedClientsDieAtOnce() throws {
+        let sidecar = try SidecarProcess(directory: fresh("several"), arguments: ["--trace-exit"])
+        var environment = ProcessInfo.processInfo.environment
+        for (key, value) in try client(sidecar, [:]) { environment[key] = value }
+        let programs = try (0..<4).map { _ in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: try program())
+            process.arguments = ["kill"]
+            process.environment = environment
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+        for process in programs {
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationReason, .uncaughtSignal)
+            XCTAssertEqual(process.terminationStatus, SIGKILL)
+        }
+        let events = try sidecar.waitForReports(4)
+        XCTAssertEqual(Set(events.compactMap { $0.process?.pid?.rawValue }), Set(programs.map(\.processIdentifier)))
+        for event in events {
+            XCTAssertEqual(event.cause, "SIGKILL")
+            XCTAssertEqual(event.threads?.count, 2, "\(event.threads?.count ?? 0) threads")
+            XCTAssertTrue(frames(event.crashedThreadRecord).contains("wait_for_kill"), "\(frames(event.crashedThreadRecord))")
+        }
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
     /// A client another process already traces (as a debugger would): the sidecar says it
     /// cannot trace it, it runs as before, and its SIGKILL is still reported, without stacks,
     /// saying why.
