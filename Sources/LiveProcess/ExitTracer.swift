@@ -11,7 +11,9 @@
 //  - a group-stop (SIGSTOP, SIGTSTP from the shell) is left stopped with PTRACE_LISTEN, so the
 //    program stays stopped until SIGCONT, as untraced;
 //  - new threads are followed (TRACECLONE); forked children are not traced at all (no
-//    TRACEFORK): a child process, and whatever it execs, runs untraced;
+//    TRACEFORK): a child process, and whatever it execs, runs untraced (except one made by
+//    clone() without CLONE_THREAD and with an exit signal other than SIGCHLD, which the kernel
+//    counts as a clone: it is followed, and the launcher lets its exit go unreported);
 //  - an exec is followed (the process keeps its pid); the threads exec kills exit with status 0.
 // A thread's exit stop is held only when the caller asks (a death worth a report), and every
 // thread is continued within a bound: a dying program is never kept alive.

@@ -464,6 +464,13 @@ public struct Launcher {
                     switch event {
                     case .ended(let final): ended = final
                     case .exiting(let tid, let exitStatus):
+                        // TRACECLONE also follows a process the program clone()s without
+                        // CLONE_THREAD and without SIGCHLD as its exit signal: its end is its
+                        // own, not the program's (a thread at its exit stop is still listed).
+                        if tid != child && access("/proc/\(child)/task/\(tid)", F_OK) != 0 {
+                            tracer.release(exitOf: tid)
+                            continue
+                        }
                         if exitHandled {
                             tracer.release(exitOf: tid)
                             continue

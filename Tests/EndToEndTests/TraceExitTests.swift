@@ -35,8 +35,8 @@ final class TraceExitTests: XCTestCase {
         XCTAssertTrue(frames(event.crashedThreadRecord).contains("wait_for_kill"), "\(frames(event.crashedThreadRecord))")
         let worker = event.threads?.first { $0.crashed != true }
         XCTAssertTrue(frames(worker).contains("park_worker"), "\(frames(worker))")
-        XCTAssertEqual(event.title, "killed by SIGKILL in wait_for_kill (trace.c:63)")
-        XCTAssertTrue(run.result.stderr.contains("was killed by SIGKILL in wait_for_kill (trace.c:63)"), run.result.stderr)
+        XCTAssertEqual(event.title, "killed by SIGKILL in wait_for_kill (trace.c:67)")
+        XCTAssertTrue(run.result.stderr.contains("was killed by SIGKILL in wait_for_kill (trace.c:67)"), run.result.stderr)
         // A minidump too, that other tools read.
         XCTAssertTrue(FileManager.default.fileExists(atPath: run.minidumpPath()))
     }
@@ -208,12 +208,13 @@ final class TraceExitTests: XCTestCase {
             "\(event.notes ?? [])")
     }
 
-    /// Under --trace-exit the program's own signals, stops, forks, execs and exit codes are as
-    /// without crashport, and an ordinary exit writes no report.
+    /// Under --trace-exit the program's own signals, stops, forks, clones, execs and exit codes
+    /// are as without crashport, and an ordinary exit writes no report (nor the SIGKILL of a
+    /// process it clone()d, which TRACECLONE follows).
     func testTracedProgramBehavesAsUntraced() throws {
         let cases: [(mode: String, status: Int32, output: String?)] = [
             ("exit", 3, nil), ("stop", 4, "continued"), ("signal", 5, "handled 2"), ("fork", 6, "child exited 7"),
-            ("exec", 8, nil),
+            ("exec", 8, nil), ("clone", 12, "clone child status 9"),
         ]
         for (mode, status, output) in cases {
             let run = try TestSupport.crashportRun([try program(), mode], options: ["--trace-exit"])

@@ -18,6 +18,9 @@
  *             ptrace(PTRACE_TRACEME), as programs that look for a debugger do, printing
  *             "traceme ok" or "traceme failed: ERRNO"; then SIGKILLs itself in
  *             after_traceme, exits 11, or writes through NULL in after_traceme.
+ *   clone     clone()s a child process with no exit signal (not a thread, not a fork: the
+ *             kernel's TRACECLONE follows it), which SIGKILLs itself; prints "clone child
+ *             status 9"; exit 12.
  *   forks     forks 1000 children that exit at once (child i with i % 100), reaps them and
  *             prints "reaped 1000 sum S"; exit 10.
  * The heartbeat comes from the preloaded stub (a weak reference: none without it). */
@@ -28,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <sched.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -181,6 +185,23 @@ static void traceme_mode(const char *mode)
     after_traceme(mode);
 }
 
+static int clone_child(void *arg)
+{
+    (void)arg;
+    kill(getpid(), SIGKILL);
+    return 0;
+}
+
+static int clone_mode(void)
+{
+    static char stack[1 << 16];
+    pid_t child = clone(clone_child, stack + sizeof stack, 0, NULL);
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, __WALL) != child) return 96;
+    printf("clone child status %d\n", WTERMSIG(status));
+    return 12;
+}
+
 static int forks_mode(void)
 {
     int reaped = 0, sum = 0;
@@ -208,6 +229,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "exit")) leave_with_three();
     if (!strncmp(mode, "traceme-", 8)) traceme_mode(mode);
     if (!strcmp(mode, "forks")) return forks_mode();
+    if (!strcmp(mode, "clone")) return clone_mode();
     if (!strcmp(mode, "stop")) {
         pid_t parent = getpid();
         if (fork() == 0) {
