@@ -1,7 +1,9 @@
 // ExitTracer: `crashport run --trace-exit`. The watcher keeps every thread of its child seized
-// for the child's whole life (PTRACE_SEIZE with PTRACE_O_TRACEEXIT, TRACECLONE and TRACEEXEC),
-// so that a death no handler sees (SIGKILL, the OOM killer) stops each thread at its exit event
-// with its registers and memory intact: the watcher captures the process there as for a crash.
+// for the child's whole life (PTRACE_SEIZE with PTRACE_O_TRACEEXIT, TRACECLONE and TRACEEXEC,
+// from before the program's exec: the launcher starts the child held until `attach` returns, and
+// the exec is then this tracer's first event), so that a death no handler sees (SIGKILL, the
+// OOM killer) stops each thread at its exit event with its registers and memory intact: the
+// watcher captures the process there as for a crash.
 //
 // Everything else the program does goes on as without tracing:
 //  - a signal-delivery-stop is resumed at once with the same signal (the program's handlers,
@@ -9,7 +11,9 @@
 //  - a group-stop (SIGSTOP, SIGTSTP from the shell) is left stopped with PTRACE_LISTEN, so the
 //    program stays stopped until SIGCONT, as untraced;
 //  - new threads are followed (TRACECLONE); forked children are not traced at all (no
-//    TRACEFORK): a child process, and whatever it execs, runs untraced;
+//    TRACEFORK): a child process, and whatever it execs, runs untraced (except one made by
+//    clone() without CLONE_THREAD and with an exit signal other than SIGCHLD, which the kernel
+//    counts as a clone: it is followed, and the launcher lets its exit go unreported);
 //  - an exec is followed (the process keeps its pid); the threads exec kills exit with status 0.
 // A thread's exit stop is held only when the caller asks (a death worth a report), and every
 // thread is continued within a bound: a dying program is never kept alive.
@@ -104,8 +108,9 @@ public final class ExitTracer: ThreadHold {
     fileprivate func owns(_ tid: Int32) -> Bool { threads[tid] != nil }
 
     /// Seizes every thread of the process (re-listing until no new one appears: threads made by
-    /// a seized thread are followed by the kernel). Throws when the process itself cannot be
-    /// seized (ptrace denied: Yama, no CAP_SYS_PTRACE, already traced), with the errno.
+    /// a seized thread are followed by the kernel; a child held before its exec has one).
+    /// Throws when the process itself cannot be seized (ptrace denied: Yama, no
+    /// CAP_SYS_PTRACE, already traced), with the errno.
     public func attach() throws {
         firstSeizeNanoseconds = monotonicNanoseconds()
         for pass in 0..<64 {
@@ -366,7 +371,8 @@ public final class ExitTracer: ThreadHold {
         return (status >> 16) & 0xFFFF == 0 && signal != SIGTRAP ? signal : nil
     }
 
-    static func isStopped(_ status: Int32) -> Bool { (status & 0xFF) == 0x7F }
+    /// Whether a wait status is a stop (WIFSTOPPED), not an end.
+    public static func isStopped(_ status: Int32) -> Bool { (status & 0xFF) == 0x7F }
 
     /// An exit worth a report: killed by a signal that ends a program abnormally (SIGKILL, or a
     /// core-dumping signal no handler reported).

@@ -1,8 +1,10 @@
 // TerminationReport: the event for a process that ended with no crash record and without
-// saying goodbye, seen from outside (the sidecar): how it ended (the kernel's exit status, or
-// that it would not say), whether the OOM killer was at work in its cgroup, and what the
-// program last said about itself (breadcrumbs and annotations read while it ran). There are no
-// stacks: its memory was gone before anyone could read it.
+// saying goodbye, seen from outside: by the sidecar (its connection closed) or by
+// `crashport run`, its parent, when it was not traced (a traced death is captured at its exit
+// instead, with every stack). How it ended (the kernel's exit status, or that it would not say),
+// whether the OOM killer was at work in its cgroup (or, failing a cgroup counter, on the
+// machine), and what the program last said about itself (breadcrumbs and annotations read while
+// it ran). There are no stacks: its memory was gone before anyone could read it.
 
 import ReportModel
 
@@ -12,6 +14,16 @@ import Glibc
 
 /// What is known of a process that ended abnormally.
 public struct AbnormalEnd: Sendable {
+    /// Who saw the end, which says what "no crash record" means.
+    public enum Witness: Sendable, Equatable {
+        /// The sidecar: the client's connection closed without a goodbye or a crash record.
+        case sidecar
+        /// `crashport run`, the process's parent: it sees every death, and this one came with
+        /// no crash record, or with one whose full report could not be written (why).
+        case parent(unwritten: String?)
+    }
+
+    public var witness = Witness.sidecar
     public var pid: ProcessID
     public var executable: String
     public var arguments: [String] = []
@@ -24,7 +36,8 @@ public struct AbnormalEnd: Sendable {
     /// Where the exit status came from ("the kernel's pidfd (PIDFD_INFO_EXIT)").
     public var exitSource: String?
     public var exitUnknown: String?
-    /// The OOM-kill counter of its memory cgroup when it started and when it ended.
+    /// The OOM-kill counter of its memory cgroup (or the machine's) when it started and when it
+    /// ended.
     public var oomKills: OOMCount?
     /// The breadcrumbs and annotations read while it ran, and how many seconds before its end
     /// they were last checked.
@@ -35,9 +48,13 @@ public struct AbnormalEnd: Sendable {
     public var notes: [String] = []
 
     public struct OOMCount: Sendable, Equatable {
+        /// The cgroup's directory; for the machine-wide count, "/proc/vmstat".
         public var cgroup: String
         public var before: UInt64
         public var after: UInt64
+        /// Counted machine-wide (/proc/vmstat), for want of a counter of the process's cgroup:
+        /// any OOM kill on the machine moves it.
+        public var machineWide = false
 
         public init(cgroup: String, before: UInt64, after: UInt64) {
             self.cgroup = cgroup
@@ -45,7 +62,22 @@ public struct AbnormalEnd: Sendable {
             self.after = after
         }
 
+        /// The machine's count (/proc/vmstat oom_kill).
+        public static func machineWide(before: UInt64, after: UInt64) -> OOMCount {
+            var count = OOMCount(cgroup: "/proc/vmstat", before: before, after: after)
+            count.machineWide = true
+            return count
+        }
+
         public var moved: Bool { after > before }
+
+        /// What the count says, for the report's notes.
+        public var note: String {
+            let moves = moved ? "killed \(after - before) process(es)" : "killed nothing"
+            return machineWide
+                ? "the kernel's OOM killer \(moves) on this machine while it ran (/proc/vmstat oom_kill \(before) -> \(after)); no counter of its own memory cgroup was available, so an OOM kill elsewhere reads the same"
+                : "the kernel's OOM killer \(moves) in its memory cgroup \(cgroup) while it ran (oom_kill \(before) -> \(after))"
+        }
     }
 
     public init(pid: ProcessID, executable: String) {
@@ -80,25 +112,33 @@ public enum TerminationReport {
         }
         if case .exited(let code)? = end.exit {
             event.exitCode = code
-            event.reason = "exited with status \(code) without saying goodbye"
+            event.reason = "exited with status \(code)" + (end.witness == .sidecar ? " without saying goodbye" : "")
         }
         event.cause = end.cause
         event.release = end.app?.annotations.first { $0.key == "release" }?.value ?? end.app?.release ?? end.release
         event.session = end.session
 
-        var notes = [
-            "no crash record and no goodbye: the process was killed from outside (SIGKILL, the OOM killer) or ended where crashport's handler could not run; its connection to the sidecar closed, and this is what could still be learned"
-        ]
+        var notes: [String]
+        switch end.witness {
+        case .sidecar:
+            notes = [
+                "no crash record and no goodbye: the process was killed from outside (SIGKILL, the OOM killer) or ended where crashport's handler could not run; its connection to the sidecar closed, and this is what could still be learned"
+            ]
+        case .parent(let unwritten?):
+            notes = ["the crash was captured but its full report could not be written (\(unwritten)); this is what remains"]
+        case .parent(nil):
+            notes = [
+                "no crash record: the process was killed from outside, or died where crashport's handler could not run (it was removed, replaced without chaining, or the stub was not loaded)"
+            ]
+        }
         if let exit = end.exit {
             notes.append("\(describe(exit)), as \(end.exitSource ?? "the kernel") says")
         } else {
             notes.append("exit status unknown: \(end.exitUnknown ?? "the kernel would not say")")
         }
-        if let oom = end.oomKills, oom.moved {
-            notes.append(
-                "the kernel's OOM killer killed \(oom.after - oom.before) process(es) in its memory cgroup \(oom.cgroup) while it ran (oom_kill \(oom.before) -> \(oom.after))"
-            )
-        } else if end.oomKills == nil {
+        if let oom = end.oomKills {
+            notes.append(oom.note)
+        } else {
             notes.append(
                 "its memory cgroup's OOM-kill counter could not be read: an OOM kill cannot be told from another SIGKILL")
         }

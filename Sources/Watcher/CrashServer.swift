@@ -298,50 +298,10 @@ public final class CrashServer: @unchecked Sendable {
         _ = verdict.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
     }
 
-    /// A report for a death no handler could see or report (SIGKILL, the OOM killer, a crash
-    /// with crashport's handler removed or unable to run): what the parent saw, and why there is
-    /// no more.
-    public func writeTermination(
-        pid: ProcessID, signal: Int32, executable: String, arguments: [String], oomKills: (UInt64, UInt64)?
-    ) {
-        let failure = unwritten[pid]
-        let id = ReportStore.newID(pid: pid.rawValue)
-        var event = Event()
-        event.id = id
-        event.kind = .termination
-        event.timestamp = Event.timestamp()
-        event.process = ProcessInfoRecord(pid: pid, executable: executable, arguments: arguments)
-        event.signal = SignalRecord(
-            number: signal, name: SignalNames.name(signal), description: SignalNames.meaning(signal))
-        var notes = [
-            failure.map { "the crash was captured but its full report could not be written (\($0)); this is what remains" }
-                ?? "no crash record: the process was killed from outside, or died where crashport's handler could not run (it was removed, replaced without chaining, or the stub was not loaded)"
-        ]
-        if let (before, after) = oomKills, after > before {
-            notes.append(
-                "the kernel's OOM killer killed \(after - before) process(es) while this one ran (/proc/vmstat oom_kill \(before) -> \(after))"
-            )
-        }
-        event.notes = notes
-        event.title = Culprit.title(event)
-        do {
-            let path = try store.commit(id: id) { directory in
-                try ReportStore.writeFile(directory + "/event.json", Array(try event.jsonData()))
-            }
-            written.withLock { $0.reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0)) }
-            if printSummary {
-                log(
-                    "\(executable) (pid \(pid)) was killed by \(SignalNames.name(signal)) (\(SignalNames.meaning(signal)))\(failure == nil ? " with no crash record" : "; a short report was written instead")\n  \(notes.dropFirst().joined(separator: "\n  "))\(notes.count > 1 ? "\n  " : "")report: \(path)"
-                )
-            }
-        } catch {
-            log("could not write the termination report of pid \(pid): \(error)")
-        }
-    }
-
     /// A termination report for a process seen from outside (the sidecar's client that ended
-    /// without a crash record or a goodbye), into `store`: one log line, the store pruned, and
-    /// `onReport` told. The report, or nil (said why) when it could not be written.
+    /// without a crash record or a goodbye; `crashport run`'s untraced child that died with
+    /// none), into `store`: the summary or one log line, the store pruned, and `onReport` told.
+    /// The report, or nil (said why) when it could not be written.
     @discardableResult
     public func writeTermination(_ end: AbnormalEnd, store: ReportStore) -> WrittenReport? {
         let id = ReportStore.newID(pid: end.pid.rawValue)
@@ -355,7 +315,14 @@ public final class CrashServer: @unchecked Sendable {
             onReport?(report, store)
             let pruned = store.prune(keeping: id)
             if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
-            log("report: \(CrashLog.oneLine(event)) -> \(path)")
+            if printSummary {
+                let notes = (event.notes ?? []).dropFirst()
+                let unwritten = if case .parent(_?) = end.witness { true } else { false }
+                log(
+                    "\(CrashLog.oneLine(event))\(unwritten ? "; a short report was written instead" : " with no crash record")\n  \((notes + ["report: \(path)"]).joined(separator: "\n  "))"
+                )
+            }
+            if reportLine { log("report: \(CrashLog.oneLine(event)) -> \(path)") }
             return report
         } catch {
             log("could not write the termination report of pid \(end.pid): \(error)")

@@ -4,6 +4,13 @@
 // its crash records (and those of its descendants, which inherit the socket), and ends the way
 // PROGRAM ended: its exit code, or killed by the same signal. stdin/stdout/stderr, arguments
 // and the rest of the environment are passed through untouched; crashport writes only to stderr.
+//
+// With --trace-exit the program is started held before its exec (cp_spawn_held) and seized
+// there, so ExitTracer has it from its first instruction; without, posix_spawn. A death no
+// record explains is reported either way: captured at its exit with every stack when traced,
+// else as an AbnormalEnd through TerminationReport (the sidecar's writer too). Whether a
+// SIGKILL was the OOM killer's comes from the child's memory cgroup counter (ChildOOMWatch).
+// A child that makes crashport its tracer itself (PTRACE_TRACEME) is let go at its first stop.
 
 import CShims
 import LiveProcess
@@ -173,28 +180,20 @@ public struct Launcher {
         environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
         // crashport_set_enabled(0), kept from an earlier run or said during this one: no report.
         let disabled = Mutex(lastRun.disabled)
+        // The child's ptrace stops are read through a signalfd for SIGCHLD, blocked before the
+        // child exists so that the SIGCHLD of its first stop (its exec) cannot be lost: the
+        // tracer's under --trace-exit, and without it the stops of a child that made crashport
+        // its tracer (PTRACE_TRACEME), which must be let go.
+        var unblocked = sigset_t()
+        let childEvents = [SIGCHLD].withUnsafeBufferPointer { cp_block_signals_to_fd($0.baseAddress, 1, &unblocked) }
+        defer { if childEvents >= 0 { close(childEvents) } }
         let started = Date()
         let session = SessionRecord.newID()
-        let spawned = spawn(executable, environment: environment, signalMask: &original)
+        let launch = try start(executable, environment: environment, signalMask: &original, log: log)
         close(theirs)
-        let child = try spawned.get()
-
-        let oomBefore = Self.oomKills()
-        var tracer: ExitTracer?
-        if traceExit {
-            let attempt = ExitTracer(pid: ProcessID(child))
-            attempt.holdFailedExits = traceFailedExits
-            do {
-                try attempt.attach()
-                tracer = attempt
-            } catch  where Self.hasDied(child) {
-                // Already gone (a zombie cannot be seized): its exit status is all there is.
-            } catch {
-                log(
-                    "--trace-exit: \(program) cannot be traced (\(error)); it runs untraced, and a SIGKILL or OOM kill is reported without stacks (crashport doctor says why)"
-                )
-            }
-        }
+        let child = launch.child
+        let tracer = launch.tracer
+        let oom = launch.oom
         let server = CrashServer(socket: ours, store: store, options: options)
         server.inAppRules = inAppRules
         server.log = log
@@ -205,6 +204,9 @@ public struct Launcher {
             if sender.pid == ProcessID(child) { watch.appArea = hello.appArea }
         }
         server.amend = { [watch] event, record in
+            if case .exit? = record.observation, record.pid == ProcessID(child) {
+                event.notes = (event.notes ?? []) + watch.exitNotes
+            }
             // The SIGABRT --hang-kill sent: a watchdog's kill, following the hang report.
             if record.pid == ProcessID(child), record.signal == SIGABRT, record.observation == nil,
                 record.senderPID == ProcessID(getpid()), let hang = watch.killedAfterHang
@@ -221,17 +223,29 @@ public struct Launcher {
             history.setEnabled(enabled, executable: key.executable, buildID: key.buildID)
         }
         let (status, socketOpen) = serve(
-            child, socket: ours, signals: signals, server: server, tracer: tracer, watch: watch,
-            disabled: { disabled.withLock { $0 } }, oomBefore: oomBefore, log: log)
+            child, socket: ours, signals: signals, childEvents: childEvents, server: server, tracer: tracer, watch: watch,
+            disabled: { disabled.withLock { $0 } }, oom: oom, log: log)
         // A descendant's record may still be queued; serve it before leaving.
         if socketOpen { server.drain() }
         let termination: Termination = (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
         if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
             !server.reports.contains(where: { $0.event.process?.pid == ProcessID(child) }), !disabled.withLock({ $0 })
         {
-            server.writeTermination(
-                pid: ProcessID(child), signal: signal, executable: executable, arguments: [program] + arguments,
-                oomKills: oomBefore.flatMap { before in Self.oomKills().map { (before, $0) } })
+            var end = AbnormalEnd(pid: ProcessID(child), executable: executable)
+            end.witness = .parent(unwritten: server.unwritten[ProcessID(child)])
+            end.arguments = [program] + arguments
+            end.buildID = elf?.buildID?.hex
+            end.release = environment["CRASHPORT_RELEASE"]
+            end.session = session
+            end.exit = .signaled(signal)
+            end.exitSource = "waitpid (crashport is its parent)"
+            let count = oom.atDeath()
+            end.oomKills = count.count
+            end.notes = count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? []
+            if let why = launch.untraced {
+                end.notes.append("not traced (\(why)): no stacks; only its parent's view of its end")
+            }
+            server.writeTermination(end, store: store)
         }
         let mine = server.reports.filter { $0.event.process?.pid == ProcessID(child) }
         let crash = mine.first { $0.event.kind == .crash }
@@ -270,6 +284,108 @@ public struct Launcher {
         return environment
     }
 
+    /// The started program: its pid, the tracer that holds it (nil when untraced: `untraced`
+    /// says why, if tracing was asked for) and the OOM counters read while it lives.
+    struct Launch {
+        var child: pid_t
+        var tracer: ExitTracer?
+        var untraced: String?
+        var oom: ChildOOMWatch
+    }
+
+    /// Starts the program. With --trace-exit it is seized before its exec (cp_spawn_held: held
+    /// on a pipe until the tracer has it), so not one of its instructions runs untraced: a
+    /// program that dies in its first microseconds is still caught at its exit. When it cannot
+    /// be seized (ptrace denied, crashport itself traced by a tracer that follows forks), it
+    /// runs untraced and crashport says why. A set-user-ID, set-group-ID or file-capability
+    /// program is the exception: the kernel does not raise the privileges of a traced exec, so
+    /// it is started as without --trace-exit and seized after its exec, if ptrace allows it.
+    func start(
+        _ executable: String, environment: [String: String], signalMask original: inout sigset_t,
+        log: (String) -> Void
+    ) throws -> Launch {
+        guard traceExit else {
+            let child = try spawn(executable, environment: environment, signalMask: &original).get()
+            return Launch(child: child, tracer: nil, untraced: nil, oom: ChildOOMWatch(pid: ProcessID(child)))
+        }
+        if let privilege = Self.privilegeOnExec(executable) {
+            let child = try spawn(executable, environment: environment, signalMask: &original).get()
+            let oom = ChildOOMWatch(pid: ProcessID(child))
+            let (tracer, untraced) = trace(child, log: log, late: "it is \(privilege)")
+            return Launch(child: child, tracer: tracer, untraced: untraced, oom: oom)
+        }
+        let argv = ([program] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var release: Int32 = -1, failure: Int32 = -1
+        let child = cp_spawn_held(executable, argv, envp, &original, &release, &failure)
+        guard child > 0 else { throw Self.spawnError(errno, program: program) }
+        let oom = ChildOOMWatch(pid: ProcessID(child))
+        let (tracer, untraced) = trace(child, log: log, late: nil)
+        let execError = cp_spawn_release(child, release, failure)
+        guard execError == 0 else { throw Self.spawnError(execError, program: program) }
+        return Launch(child: child, tracer: tracer, untraced: untraced, oom: oom)
+    }
+
+    /// Seizes the child for --trace-exit; the tracer, or nil and why (said on stderr). `late`:
+    /// why the program was started before being seized.
+    func trace(_ child: pid_t, log: (String) -> Void, late: String?) -> (ExitTracer?, String?) {
+        let tracer = ExitTracer(pid: ProcessID(child))
+        tracer.holdFailedExits = traceFailedExits
+        do {
+            try tracer.attach()
+            if let late {
+                log("--trace-exit: \(program) \(late), so it was traced only once it had started")
+            }
+            return (tracer, nil)
+        } catch  where late != nil && Self.hasDied(child) {
+            // Already gone (a zombie cannot be seized): its exit status is all there is.
+            return (nil, "it ended before tracing could start")
+        } catch {
+            var why = late.map { "\($0): \(error)" } ?? "\(error)"
+            if let other = Self.tracer(of: child) { why += "; it is already traced by pid \(other)" }
+            log(
+                "--trace-exit: \(program) cannot be traced (\(why)); it runs untraced, and a SIGKILL or OOM kill is reported without stacks (crashport doctor says why)"
+            )
+            return (nil, why)
+        }
+    }
+
+    /// The process that traces `pid` ("812 (strace)"), from /proc/PID/status's TracerPid; nil
+    /// when none does.
+    static func tracer(of pid: pid_t) -> String? {
+        guard let status = ProcFiles.readText("/proc/\(pid)/status"),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("TracerPid:") }),
+            let tracer = Int32(line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces)), tracer > 0
+        else { return nil }
+        let name = ProcFiles.readText("/proc/\(tracer)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines)
+        return "\(tracer)" + (name.map { " (\($0))" } ?? "")
+    }
+
+    /// Why the kernel would give the program privileges at its exec that a traced exec would
+    /// not get ("set-user-ID root"); nil when it gains none, or crashport is root (whose
+    /// CAP_SYS_PTRACE lets a traced exec keep them).
+    static func privilegeOnExec(_ executable: String) -> String? {
+        guard geteuid() != 0 else { return nil }
+        var info = stat()
+        guard stat(executable, &info) == 0 else { return nil }
+        if info.st_mode & S_ISUID != 0 && info.st_uid != geteuid() { return "set-user-ID (uid \(info.st_uid))" }
+        if info.st_mode & S_ISGID != 0 && info.st_gid != getegid() { return "set-group-ID (gid \(info.st_gid))" }
+        if getxattr(executable, "security.capability", nil, 0) >= 0 { return "given file capabilities" }
+        return nil
+    }
+
+    /// The LaunchError for a failed exec, as posix_spawn's errors have always been reported.
+    static func spawnError(_ error: Int32, program: String) -> LaunchError {
+        if error == ENOEXEC || error == EACCES {
+            return LaunchError.notExecutable(program, reason: String(cString: strerror(error)))
+        }
+        return LaunchError.system(call: "posix_spawn \(program)", errno: error)
+    }
+
     /// Starts the program with the signal mask crashport had before blocking the relayed
     /// signals.
     func spawn(
@@ -291,14 +407,8 @@ public struct Launcher {
             envp.forEach { free($0) }
         }
         let spawned = posix_spawn(&child, executable, nil, &attributes, argv, envp)
-        guard spawned == 0 else {
-            if spawned == ENOEXEC || spawned == EACCES {
-                return .failure(LaunchError.notExecutable(program, reason: String(cString: strerror(spawned))))
-            }
-            return .failure(LaunchError.system(call: "posix_spawn \(program)", errno: spawned))
-        }
+        guard spawned == 0 else { return .failure(Self.spawnError(spawned, program: program)) }
         return .success(child)
-
     }
 
     /// Serves the crash socket and relays signals until the child exits; its wait status, and
@@ -306,30 +416,27 @@ public struct Launcher {
     /// signalfd) are handled here too: this is the tracer's thread. With --hang-ms, the
     /// heartbeat is looked at between events.
     func serve(
-        _ child: pid_t, socket ours: Int32, signals: Int32, server: CrashServer, tracer: ExitTracer?, watch: ChildWatch,
-        disabled: () -> Bool, oomBefore: UInt64?, log: (String) -> Void
+        _ child: pid_t, socket ours: Int32, signals: Int32, childEvents: Int32, server: CrashServer, tracer: ExitTracer?,
+        watch: ChildWatch, disabled: () -> Bool, oom: ChildOOMWatch, log: (String) -> Void
     )
         -> (status: Int32, socketOpen: Bool)
     {
-        // Traced, the child's stops and exit come through SIGCHLD and waitpid, not a pidfd.
-        var unused = sigset_t()
-        let childEvents =
-            tracer != nil ? [SIGCHLD].withUnsafeBufferPointer { cp_block_signals_to_fd($0.baseAddress, 1, &unused) } : -1
+        // Traced, the child's stops and exit come through SIGCHLD (`childEvents`, a signalfd)
+        // and waitpid, not a pidfd.
         let exited = tracer == nil ? cp_pidfd_open(child) : -1
-        defer {
-            if childEvents >= 0 { close(childEvents) }
-            if exited >= 0 { close(exited) }
-        }
+        defer { if exited >= 0 { close(exited) } }
         var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
         var status: Int32 = 0
         var endRequests = 0
         var exitHandled = false
+        var toldTraceMe = false
         while true {
             var fds = [
                 pollfd(fd: socketOpen ? ours : -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: tracer != nil ? childEvents : exited, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: tracer == nil ? childEvents : -1, events: Int16(POLLIN), revents: 0),
             ]
             // Without pidfds (very old kernels) poll waitpid; while threads of an earlier capture
             // are still traced (they neither stopped nor died in time), look at them now and then:
@@ -357,6 +464,13 @@ public struct Launcher {
                     switch event {
                     case .ended(let final): ended = final
                     case .exiting(let tid, let exitStatus):
+                        // TRACECLONE also follows a process the program clone()s without
+                        // CLONE_THREAD and without SIGCHLD as its exit signal: its end is its
+                        // own, not the program's (a thread at its exit stop is still listed).
+                        if tid != child && access("/proc/\(child)/task/\(tid)", F_OK) != 0 {
+                            tracer.release(exitOf: tid)
+                            continue
+                        }
                         if exitHandled {
                             tracer.release(exitOf: tid)
                             continue
@@ -372,7 +486,7 @@ public struct Launcher {
                         }
                         reportExit(
                             child: child, status: exitStatus, first: tid, tracer: tracer, server: server, watch: watch,
-                            oomBefore: oomBefore)
+                            oom: oom)
                     }
                 }
                 if let ended {
@@ -381,8 +495,16 @@ public struct Launcher {
                 }
                 continue
             }
-            if exited < 0 || fds[1].revents != 0 {
-                let result = waitpid(child, &status, exited >= 0 ? 0 : WNOHANG)
+            if exited < 0 || fds[1].revents != 0 || fds[3].revents != 0 {
+                var code: Int32 = 0
+                while cp_read_signal(childEvents, &code) > 0 {}
+                // A stop is reported only to a tracer (no WUNTRACED): the child made crashport
+                // its tracer with PTRACE_TRACEME.
+                let result = waitpid(child, &status, exited >= 0 && fds[1].revents != 0 ? 0 : WNOHANG)
+                if result == child && ExitTracer.isStopped(status) {
+                    letGo(child, stopped: status, told: &toldTraceMe, log: log)
+                    continue
+                }
                 if result == child { break }
                 if result < 0 && errno == ECHILD {
                     log("lost track of \(program) (pid \(child)): its exit status is unknown")
@@ -394,14 +516,44 @@ public struct Launcher {
         return (status, socketOpen)
     }
 
+    /// A child that made crashport its tracer (PTRACE_TRACEME, as programs that check for a
+    /// debugger do) and stopped: detached with the signal it stopped for, so it runs on untraced,
+    /// as it would under a parent that is no debugger. The SIGTRAP the kernel sends a
+    /// PTRACE_TRACEME process at its exec (si_code SI_USER from itself) is what a debugger
+    /// swallows, and so is it here.
+    func letGo(_ child: pid_t, stopped status: Int32, told: inout Bool, log: (String) -> Void) {
+        var signal = (status >> 8) & 0x7F
+        if signal == SIGTRAP {
+            // siginfo_t as int32s: si_signo, si_errno, si_code, padding, si_pid.
+            var info = [Int32](repeating: 0, count: 32)
+            let read = info.withUnsafeMutableBytes { cp_ptrace(0x4202, child, 0, UInt(bitPattern: $0.baseAddress)) }
+            if read == 0 && info[2] == SI_USER && info[4] == child { signal = 0 }
+        }
+        if !told {
+            told = true
+            log(
+                "\(program) (pid \(child)) made crashport its tracer (PTRACE_TRACEME); crashport detaches and it runs on untraced"
+            )
+        }
+        _ = cp_ptrace(17, child, 0, UInt(signal))  // PTRACE_DETACH
+    }
+
     /// Every thread held at its exit: the process captured there and reported as a
     /// termination (cause SIGKILL, oom-kill, signal or exit); then it finishes dying.
     func reportExit(
         child: pid_t, status: Int32, first: Int32, tracer: ExitTracer, server: CrashServer, watch: ChildWatch,
-        oomBefore: UInt64?
+        oom: ChildOOMWatch
     ) {
-        let oomMoved = oomBefore.flatMap { before in Self.oomKills().map { $0 > before } } ?? false
-        server.captureExit(of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: oomMoved)
+        // Read while the process is held at its exit: it is still in its cgroup.
+        let count = oom.atDeath()
+        if status & 0x7F == SIGKILL {
+            watch.exitNotes =
+                (count.count.map { [$0.note] } ?? [
+                    "no OOM-kill counter could be read: an OOM kill cannot be told from another SIGKILL"
+                ]) + (count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? [])
+        }
+        server.captureExit(
+            of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: count.count?.moved == true)
     }
 
     /// One look at the heartbeat; a hang report (and with --hang-kill, SIGABRT) when it stalled.
@@ -434,14 +586,6 @@ public struct Launcher {
             }
         }
         return monitor
-    }
-
-    /// The kernel's count of OOM kills since boot (/proc/vmstat oom_kill).
-    static func oomKills() -> UInt64? {
-        guard let text = ProcFiles.readText("/proc/vmstat"),
-            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("oom_kill ") })
-        else { return nil }
-        return UInt64(line.dropFirst("oom_kill ".count))
     }
 
     /// Passes on signals sent to crashport by another process. Signals from the terminal
@@ -512,12 +656,18 @@ public struct Launcher {
 
 /// What the serving loop learns about its child while it runs, read by the report writer.
 final class ChildWatch: Sendable {
-    private let state = Mutex<(appArea: UInt64, killedAfterHang: String?)>((0, nil))
+    private let state = Mutex<(appArea: UInt64, killedAfterHang: String?, exitNotes: [String])>((0, nil, []))
 
     /// The app area's address, from the stub's HELLO (the heartbeat is there).
     var appArea: UInt64 {
         get { state.withLock { $0.appArea } }
         set { state.withLock { $0.appArea = newValue } }
+    }
+
+    /// What the report of a death seen at its exit adds (which OOM count was read).
+    var exitNotes: [String] {
+        get { state.withLock { $0.exitNotes } }
+        set { state.withLock { $0.exitNotes = newValue } }
     }
 
     /// The hang report after which --hang-kill sent SIGABRT.

@@ -71,8 +71,8 @@ final class SidecarTraceTests: XCTestCase {
             XCTAssertTrue(frames(event.crashedThreadRecord).contains("wait_for_kill"), "\(frames(event.crashedThreadRecord))")
             let worker = event.threads?.first { $0.crashed != true }
             XCTAssertTrue(frames(worker).contains("park_worker"), "\(frames(worker))")
-            XCTAssertEqual(event.title, "killed by SIGKILL in wait_for_kill (trace.c:53)")
-            XCTAssertTrue(sidecar.log.contains("was killed by SIGKILL in wait_for_kill (trace.c:53)"), sidecar.log)
+            XCTAssertTrue(event.title?.hasPrefix("killed by SIGKILL in wait_for_kill (trace.c:") == true, event.title ?? "-")
+            XCTAssertTrue(sidecar.log.contains("was killed by SIGKILL in wait_for_kill (trace.c:"), sidecar.log)
 
             let session = try session(of: pid, sidecar)
             XCTAssertEqual(session["status"] as? String, "abnormal")

@@ -35,10 +35,123 @@ final class TraceExitTests: XCTestCase {
         XCTAssertTrue(frames(event.crashedThreadRecord).contains("wait_for_kill"), "\(frames(event.crashedThreadRecord))")
         let worker = event.threads?.first { $0.crashed != true }
         XCTAssertTrue(frames(worker).contains("park_worker"), "\(frames(worker))")
-        XCTAssertEqual(event.title, "killed by SIGKILL in wait_for_kill (trace.c:53)")
-        XCTAssertTrue(run.result.stderr.contains("was killed by SIGKILL in wait_for_kill (trace.c:53)"), run.result.stderr)
+        XCTAssertEqual(event.title, "killed by SIGKILL in wait_for_kill (trace.c:67)")
+        XCTAssertTrue(run.result.stderr.contains("was killed by SIGKILL in wait_for_kill (trace.c:67)"), run.result.stderr)
         // A minidump too, that other tools read.
         XCTAssertTrue(FileManager.default.fileExists(atPath: run.minidumpPath()))
+    }
+
+    /// A program that SIGKILLs itself as main's first statement: seized before its exec, it
+    /// is caught at its exit all the same, with main on the stack.
+    func testDeathInTheFirstMicrosecondsIsTraced() throws {
+        let run = try TestSupport.crashportRun([try program(), "suicide"], options: ["--trace-exit"])
+        XCTAssertEqual(run.result.status, .signaled(SIGKILL), run.result.stderr)
+        XCTAssertEqual(run.reportIDs.count, 1, run.result.stderr)
+        guard run.reportIDs.count == 1 else { return }
+        let event = try run.event()
+        XCTAssertEqual(event.kind, .termination)
+        XCTAssertEqual(event.cause, "SIGKILL")
+        XCTAssertTrue(frames(event.crashedThreadRecord).contains("main"), "\(frames(event.crashedThreadRecord))")
+        XCTAssertTrue(event.title?.hasPrefix("killed by SIGKILL in main (trace.c:") == true, event.title ?? "-")
+        XCTAssertTrue(
+            (event.notes ?? []).contains { $0.contains("OOM killer killed nothing in its memory cgroup") }
+                || (event.notes ?? []).contains { $0.contains("machine-wide OOM count used") }, "\(event.notes ?? [])")
+    }
+
+    /// A program that looks for a debugger with PTRACE_TRACEME. Under --trace-exit it is traced
+    /// from before its exec, so it finds one (EPERM) and its deaths are caught as any other's.
+    /// Without it, crashport becomes its tracer; crashport lets it go at its first stop, so a
+    /// crash is reported by the stub as usual and nothing hangs.
+    func testProgramThatCallsTraceMe() throws {
+        let killed = try TestSupport.crashportRun([try program(), "traceme-kill"], options: ["--trace-exit"])
+        XCTAssertEqual(killed.result.status, .signaled(SIGKILL), killed.result.stderr)
+        XCTAssertTrue(killed.result.stdout.contains("traceme failed: EPERM"), killed.result.stdout)
+        XCTAssertEqual(killed.reportIDs.count, 1, killed.result.stderr)
+        if killed.reportIDs.count == 1 {
+            let event = try killed.event()
+            XCTAssertEqual(event.kind, .termination)
+            XCTAssertEqual(event.culprit?.function, "after_traceme")
+        }
+        let exited = try TestSupport.crashportRun([try program(), "traceme-exit"], options: ["--trace-exit"])
+        XCTAssertEqual(exited.result.status, .exited(11), exited.result.stderr)
+        XCTAssertEqual(exited.reportIDs, [], exited.result.stderr)
+
+        let crashed = try TestSupport.crashportRun([try program(), "traceme-crash"])
+        XCTAssertEqual(crashed.result.status, .signaled(SIGSEGV), crashed.result.stderr)
+        XCTAssertTrue(crashed.result.stdout.contains("traceme ok"), crashed.result.stdout)
+        XCTAssertTrue(crashed.result.stderr.contains("made crashport its tracer (PTRACE_TRACEME)"), crashed.result.stderr)
+        XCTAssertEqual(crashed.reportIDs.count, 1, crashed.result.stderr)
+        if crashed.reportIDs.count == 1 {
+            let event = try crashed.event()
+            XCTAssertEqual(event.kind, .crash)
+            XCTAssertEqual(event.culprit?.function, "after_traceme")
+        }
+        let untracedKill = try TestSupport.crashportRun([try program(), "traceme-kill"])
+        XCTAssertEqual(untracedKill.result.status, .signaled(SIGKILL), untracedKill.result.stderr)
+        XCTAssertEqual(untracedKill.reportIDs.count, 1, untracedKill.result.stderr)
+        let untracedExit = try TestSupport.crashportRun([try program(), "traceme-exit"])
+        XCTAssertEqual(untracedExit.result.status, .exited(11), untracedExit.result.stderr)
+        XCTAssertEqual(untracedExit.reportIDs, [], untracedExit.result.stderr)
+    }
+
+    /// crashport itself under `strace -f`: strace takes the child at its fork, so crashport
+    /// cannot seize it. It says so, runs it untraced, and the SIGKILL gets the stackless report
+    /// that says what is missing; the exit status is the program's.
+    func testAlreadyTracedProgramRunsUntraced() throws {
+        guard let strace = ["/usr/bin/strace", "/bin/strace"].first(where: FileManager.default.isExecutableFile) else {
+            throw XCTSkip("strace is not installed: nothing else here traces crashport's child first")
+        }
+        let reports = TestSupport.temporaryDirectory("reports")
+        let result = try TestSupport.run(
+            [strace, "-f", "-o", "/dev/null", TestSupport.crashport, "run", "--reports", reports, "--trace-exit", "--"]
+                + [try program(), "kill"],
+            environment: ProcessInfo.processInfo.environment.merging(
+                ["CRASHPORT_STUB": try TestSupport.stub()]) { $1 })
+        XCTAssertEqual(result.status, .signaled(SIGKILL), result.stderr)
+        XCTAssertTrue(result.stderr.contains("cannot be traced"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("already traced by pid"), result.stderr)
+        let ids = ((try? FileManager.default.contentsOfDirectory(atPath: reports)) ?? []).filter { !$0.hasPrefix(".") }
+        XCTAssertEqual(ids.count, 1, result.stderr)
+        guard ids.count == 1, let data = FileManager.default.contents(atPath: reports + "/" + ids[0] + "/event.json") else {
+            return
+        }
+        let event = try Event.decode(data)
+        XCTAssertEqual(event.kind, .termination)
+        XCTAssertEqual(event.cause, "SIGKILL")
+        XCTAssertEqual(event.threads ?? [], [])
+        XCTAssertTrue(
+            (event.notes ?? []).contains { $0.hasPrefix("not traced (") && $0.contains("no stacks") }, "\(event.notes ?? [])")
+    }
+
+    /// A program that forks 1000 children which exit at once, traced and not: they are its own
+    /// (forks are not followed), it reaps every one, and crashport neither hangs nor reports.
+    func testThousandShortLivedChildren() throws {
+        for options in [["--trace-exit"], []] {
+            let run = try TestSupport.crashportRun([try program(), "forks"], options: options, timeout: 120)
+            XCTAssertEqual(run.result.status, .exited(10), "\(options): \(run.result.stderr)")
+            XCTAssertTrue(run.result.stdout.contains("reaped 1000 sum 49500"), "\(options): \(run.result.stdout)")
+            XCTAssertEqual(run.reportIDs, [], "\(options): \(run.result.stderr)")
+        }
+    }
+
+    /// crashport run --trace-exit under crashport run --trace-exit: the outer one traces the
+    /// inner crashport (not its child: forks are not followed), so the inner one can trace the
+    /// program and report its SIGKILL with stacks. The inner crashport then ends itself with the
+    /// same SIGKILL, which the outer one reports too: two deaths, one report each.
+    func testNestedCrashportTracesItsOwnChild() throws {
+        let run = try TestSupport.crashportRun(
+            [TestSupport.crashport, "run", "--reports", TestSupport.temporaryDirectory("inner"), "--trace-exit", "--"]
+                + [try program(), "kill"], options: ["--trace-exit"])
+        XCTAssertEqual(run.result.status, .signaled(SIGKILL), run.result.stderr)
+        XCTAssertTrue(run.result.stderr.contains("was killed by SIGKILL in wait_for_kill (trace.c:"), run.result.stderr)
+        XCTAssertFalse(run.result.stderr.contains("cannot be traced"), run.result.stderr)
+        XCTAssertEqual(run.reportIDs.count, 1, run.result.stderr)
+        if run.reportIDs.count == 1 {
+            let event = try run.event()
+            XCTAssertEqual(event.kind, .termination)
+            XCTAssertTrue(
+                frames(event.crashedThreadRecord).contains("static Launcher.exit(like:)"), "\(frames(event.crashedThreadRecord))")
+        }
     }
 
     /// The memory cgroup the test runs in (v1's memory controller, or v2's unified tree), for a
@@ -88,14 +201,20 @@ final class TraceExitTests: XCTestCase {
         XCTAssertEqual(event.culprit?.function, "fill_ledger")
         XCTAssertTrue(
             event.title?.hasPrefix("killed by the OOM killer (SIGKILL) in fill_ledger (trace.c:") == true, event.title ?? "-")
+        // The fixture moved itself into the new cgroup, whose count at its start crashport could
+        // not know: the machine's count decided, and the notes say so.
+        XCTAssertTrue(
+            (event.notes ?? []).contains { $0.contains("machine-wide OOM count used: it moved from the memory cgroup") },
+            "\(event.notes ?? [])")
     }
 
-    /// Under --trace-exit the program's own signals, stops, forks, execs and exit codes are as
-    /// without crashport, and an ordinary exit writes no report.
+    /// Under --trace-exit the program's own signals, stops, forks, clones, execs and exit codes
+    /// are as without crashport, and an ordinary exit writes no report (nor the SIGKILL of a
+    /// process it clone()d, which TRACECLONE follows).
     func testTracedProgramBehavesAsUntraced() throws {
         let cases: [(mode: String, status: Int32, output: String?)] = [
             ("exit", 3, nil), ("stop", 4, "continued"), ("signal", 5, "handled 2"), ("fork", 6, "child exited 7"),
-            ("exec", 8, nil),
+            ("exec", 8, nil), ("clone", 12, "clone child status 9"),
         ]
         for (mode, status, output) in cases {
             let run = try TestSupport.crashportRun([try program(), mode], options: ["--trace-exit"])

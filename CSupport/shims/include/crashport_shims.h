@@ -106,6 +106,19 @@ int cp_block_signals_to_fd(const int *signals, int count, void *previous_mask_ou
 /* Reads one pending signal from a signalfd: its number and si_code; 0 when none is pending. */
 int cp_read_signal(int fd, int *code);
 
+/* fork, then in the child (async-signal-safe calls only) every crashport handler reset to SIG_DFL
+ * and every signal blocked while it waits on a pipe for cp_spawn_release; then signal_mask (an
+ * opaque sigset_t) and execve(path, argv, envp). So a tracer can seize the child before the
+ * program's first instruction (spawn.c says why a pipe and not a SIGSTOP). Returns the child's
+ * pid and the two close-on-exec descriptors cp_spawn_release takes, or -1 with errno. */
+pid_t cp_spawn_held(const char *path, char *const argv[], char *const envp[], const void *signal_mask,
+                    int *release_fd, int *error_fd);
+
+/* Lets a child of cp_spawn_held exec, and waits for the outcome: 0 once the exec happened, or
+ * the exec's errno, the child then reaped (released from its exit stop if it is traced by the
+ * calling thread). Closes both descriptors. */
+int cp_spawn_release(pid_t child, int release_fd, int error_fd);
+
 /* pidfd_open(2): a descriptor that becomes readable when the process exits; -1 with errno. */
 int cp_pidfd_open(int pid);
 

@@ -4,7 +4,9 @@
  *             outside process) SIGKILLs the program once both are there.
  *   oom CG    moves itself into the memory cgroup directory CG, then fills memory in
  *             fill_ledger until the OOM killer ends it.
- *   exit      exit(3) from leave_with_three.
+ *   suicide   kill(getpid(), SIGKILL) as main's first statement: a death in the program's
+ *             first microseconds.
+ *   exit      exit(3) from leave_with_three, at once.
  *   stop      raise(SIGSTOP); a forked child sends SIGCONT once the program is stopped; exit 4.
  *   signal    a SIGUSR1 handler runs twice; exit 5.
  *   fork      fork + exec of `sh -c "exit 7"`, waited for; exit 6.
@@ -12,6 +14,15 @@
  *   deadlock  beats, then two threads take two mutexes in opposite orders (post_entry and
  *             audit_journal) and never beat again.
  *   stall     beats every 20 ms, stalls 2 s in stall_for_a_while, beats 300 ms more; exit 0.
+ *   traceme-kill, traceme-exit, traceme-crash
+ *             ptrace(PTRACE_TRACEME), as programs that look for a debugger do, printing
+ *             "traceme ok" or "traceme failed: ERRNO"; then SIGKILLs itself in
+ *             after_traceme, exits 11, or writes through NULL in after_traceme.
+ *   clone     clone()s a child process with no exit signal (not a thread, not a fork: the
+ *             kernel's TRACECLONE follows it), which SIGKILLs itself; prints "clone child
+ *             status 9"; exit 12.
+ *   forks     forks 1000 children that exit at once (child i with i % 100), reaps them and
+ *             prints "reaped 1000 sum S"; exit 10.
  * The heartbeat comes from the preloaded stub (a weak reference: none without it). */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -19,6 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sched.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -155,19 +169,67 @@ static void *idle(void *arg)
     return NULL;
 }
 
+__attribute__((noinline)) static void after_traceme(const char *mode)
+{
+    if (!strcmp(mode, "traceme-kill")) kill(getpid(), SIGKILL);
+    if (!strcmp(mode, "traceme-exit")) exit(11);
+    *(volatile int *)NULL = 1;
+}
+
+static void traceme_mode(const char *mode)
+{
+    if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0)
+        printf("traceme ok\n");
+    else
+        printf("traceme failed: %s\n", strerrorname_np(errno));
+    after_traceme(mode);
+}
+
+static int clone_child(void *arg)
+{
+    (void)arg;
+    kill(getpid(), SIGKILL);
+    return 0;
+}
+
+static int clone_mode(void)
+{
+    static char stack[1 << 16];
+    pid_t child = clone(clone_child, stack + sizeof stack, 0, NULL);
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, __WALL) != child) return 96;
+    printf("clone child status %d\n", WTERMSIG(status));
+    return 12;
+}
+
+static int forks_mode(void)
+{
+    int reaped = 0, sum = 0;
+    for (int i = 0; i < 1000; i++) {
+        pid_t child = fork();
+        if (child == 0) _exit(i % 100);
+        if (child < 0) return 95;
+    }
+    int status;
+    while (wait(&status) > 0) {
+        reaped++;
+        sum += WEXITSTATUS(status);
+    }
+    printf("reaped %d sum %d\n", reaped, sum);
+    return 10;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "suicide")) kill(getpid(), SIGKILL);
     const char *mode = argc > 1 ? argv[1] : "";
     setvbuf(stdout, NULL, _IONBF, 0);
     if (!strcmp(mode, "kill")) kill_mode();
     if (!strcmp(mode, "oom") && argc > 2) oom_mode(argv[2]);
-    /* Tracing starts right after the program does: give it time to, as a real program would
-     * by living longer than a millisecond (README: a death in the first microseconds may come
-     * before tracing). */
-    if (!strcmp(mode, "exit")) {
-        usleep(200000);
-        leave_with_three();
-    }
+    if (!strcmp(mode, "exit")) leave_with_three();
+    if (!strncmp(mode, "traceme-", 8)) traceme_mode(mode);
+    if (!strcmp(mode, "forks")) return forks_mode();
+    if (!strcmp(mode, "clone")) return clone_mode();
     if (!strcmp(mode, "stop")) {
         pid_t parent = getpid();
         if (fork() == 0) {

@@ -1,0 +1,52 @@
+// ChildOOMWatch: whether the OOM killer ended `crashport run`'s child, from the OOM-kill counter
+// of the child's own memory cgroup, read while it lives (OOMCounters.reading) and reread from
+// the same file at its death. A machine-wide count (/proc/vmstat) would call any SIGKILL an OOM
+// kill when another cgroup ran out of memory meanwhile; it is used only when no counter of the
+// child's cgroup can be read, or the child moved to another cgroup (whose count at the start
+// is unknown), and the report's notes say which was used.
+
+import LiveProcess
+import ReportModel
+import Reports
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct ChildOOMWatch {
+    let pid: ProcessID
+    /// The child's cgroup counter at the start; nil when it has none that can be read.
+    let start: OOMCounters.Reading?
+    let machineStart: UInt64?
+
+    /// Reads the counters now: call while the child lives (before its exec is fine: the exec
+    /// keeps the cgroup).
+    init(pid: ProcessID) {
+        self.pid = pid
+        start = OOMCounters.reading(of: pid)
+        machineStart = OOMCounters.systemWide()
+    }
+
+    /// The count over the child's life, read at its death (while it is held at its exit, or a
+    /// zombie: /proc/PID/cgroup still names its cgroup), and why the machine's count stands in
+    /// when it does. Nil count: nothing could be read.
+    func atDeath() -> (count: AbnormalEnd.OOMCount?, fallback: String?) {
+        let now = OOMCounters.counterFile(of: pid)
+        if let start, now == nil || now == start.file, let after = OOMCounters.kills(inFile: start.file) {
+            return (AbnormalEnd.OOMCount(cgroup: start.cgroup, before: start.kills, after: after), nil)
+        }
+        let why: String
+        switch (start, now) {
+        case (let start?, let now?):
+            let directory = now.lastIndex(of: "/").map { String(now[..<$0]) } ?? now
+            why =
+                "it moved from the memory cgroup \(start.cgroup) to \(directory) while it ran, and the count there at its start is unknown"
+        case (let start?, nil):
+            why = "its memory cgroup's counter \(start.file) could no longer be read"
+        case (nil, _):
+            why = "no OOM-kill counter of its memory cgroup could be read when it started"
+        }
+        guard let machineStart, let after = OOMCounters.systemWide() else { return (nil, why) }
+        return (.machineWide(before: machineStart, after: after), why)
+    }
+}
