@@ -68,7 +68,7 @@ public final class ExitTracer: ThreadHold {
     }
 
     public let processID: ProcessID
-    private let pid: Int32
+    fileprivate let pid: Int32
     private var threads: [Int32: State] = [:]
     /// The tracers of this thread, which collect wait statuses for each other.
     public let group: TraceGroup
@@ -415,11 +415,12 @@ public final class TraceGroup {
     private func route(_ tid: Int32, _ status: Int32) {
         if let tracer = owner(of: tid) {
             tracer.inbox.append((tid, status))
-        } else if ExitTracer.isStopped(status), let leader = ProcFiles.threadGroup(of: tid),
-            let tracer = members[leader]
+        } else if ExitTracer.isStopped(status),
+            let tracer = members.values.first(where: { access("/proc/\($0.pid)/task/\(tid)", F_OK) == 0 })
         {
             // A new thread's first stop can come before its creator's clone event: its
-            // process's tracer adopts it.
+            // process's tracer adopts it. (One access(2) per process traced: a thread is made
+            // often, and reading its /proc status would double what tracing adds to it.)
             tracer.inbox.append((tid, status))
         } else if ExitTracer.isStopped(status) {
             // Not one of ours (a thread an earlier capture's PtraceSession could not detach in

@@ -71,15 +71,6 @@ public enum ProcFiles {
         return Int32(fields[1]).map { ProcessID($0) }
     }
 
-    /// The process a thread belongs to (/proc/TID/status Tgid:); nil when it is gone.
-    public static func threadGroup(of tid: Int32) -> Int32? {
-        guard let status = read("/proc/\(tid)/status", limit: 4096),
-            let line = status.split(separator: UInt8(ascii: "\n")).first(where: { $0.starts(with: "Tgid:".utf8) })
-        else { return nil }
-        return Int32(
-            String(decoding: line.dropFirst(5).filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }, as: UTF8.self))
-    }
-
     /// The target of /proc/PID/exe.
     public static func executable(of pid: ProcessID) -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
