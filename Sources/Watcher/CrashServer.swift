@@ -377,7 +377,9 @@ public final class CrashServer: @unchecked Sendable {
     /// crash, into `store` (the server's by default), through `submit`. Returns the id the
     /// report is written under (a failure to write it is logged).
     @discardableResult
-    public func captureObserved(_ record: CrashRecord, holder: ThreadHold?, store: ReportStore? = nil) -> String {
+    public func captureObserved(
+        _ record: CrashRecord, holder: ThreadHold?, store: ReportStore? = nil, notes: [String] = []
+    ) -> String {
         let started = monotonicNanoseconds()
         captures += 1
         let id = ReportStore.newID(pid: record.pid.rawValue)
@@ -385,11 +387,42 @@ public final class CrashServer: @unchecked Sendable {
         let elapsed = monotonicNanoseconds() - started
         let store = store ?? self.store
         submit { [self, cache] in
+            var capture = held.finish(cache: cache)
+            capture.notes += notes
             writeReport(
-                held.finish(cache: cache), recordBytes: [], store: store, started: started, captureNanoseconds: elapsed,
-                id: id, spoolOnFailure: false)
+                capture, recordBytes: [], store: store, started: started, captureNanoseconds: elapsed, id: id,
+                spoolOnFailure: false)
         }
         return id
+    }
+
+    /// A hang the heartbeat showed (HangMonitor's `.hung`): every thread captured, the process
+    /// left running. The thread that beat last leads when it is one of the process's; the area
+    /// is the program's to scribble on, so one it names that is not is said, and the main thread
+    /// leads. A report after the first in HangMonitor's window says which it is. Returns the
+    /// report's id.
+    @discardableResult
+    public func captureHang(
+        of pid: ProcessID, milliseconds: UInt64, beatLast thread: ThreadID, ordinal: Int, appArea: UInt64,
+        holder: ThreadHold?, store: ReportStore? = nil
+    ) -> String {
+        var notes: [String] = []
+        var lead = thread
+        if !ProcFiles.threads(of: pid).contains(thread) {
+            lead = ThreadID(pid.rawValue)
+            notes.append(
+                "the heartbeat names thread \(thread) as the last to beat, which is not one of the process's threads (it ended, or the heartbeat was overwritten): the main thread leads"
+            )
+        }
+        if ordinal > 1 {
+            notes.append(
+                "hang report \(ordinal) of this process in \(HangMonitor.window / 60_000_000_000) minutes (at most \(HangMonitor.perWindow) are written; the rest are only logged)"
+            )
+        }
+        let record = CrashRecord(
+            observation: .hang(milliseconds: milliseconds), pid: pid, tid: lead, signal: 0, appArea: appArea,
+            timeNanoseconds: realtimeNanoseconds())
+        return captureObserved(record, holder: holder, store: store, notes: notes)
     }
 
     /// A traced process one of whose threads (`first`) stopped at its exit, with wait status

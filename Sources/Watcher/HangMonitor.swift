@@ -11,8 +11,9 @@ import ReportModel
 struct HangMonitor {
     enum Verdict: Equatable {
         case fine
-        /// No beat for `milliseconds`; `thread` beat last (the process's word, to be checked).
-        case hung(milliseconds: UInt64, thread: ThreadID)
+        /// No beat for `milliseconds`; `thread` beat last (the process's word, to be checked);
+        /// the `ordinal`th report in the window (1...perWindow).
+        case hung(milliseconds: UInt64, thread: ThreadID, ordinal: Int)
         /// A hang was reported and the heartbeat moved again.
         case resumed
         /// A hang past the rate limit: logged, not reported.
@@ -49,6 +50,6 @@ struct HangMonitor {
         reportTimes = reportTimes.filter { now &- $0 < Self.window }
         guard reportTimes.count < Self.perWindow else { return .suppressed }
         reportTimes.append(now)
-        return .hung(milliseconds: (now &- lastChange) / 1_000_000, thread: beat.thread)
+        return .hung(milliseconds: (now &- lastChange) / 1_000_000, thread: beat.thread, ordinal: reportTimes.count)
     }
 }

@@ -572,13 +572,10 @@ public struct Launcher {
             log(
                 "\(program) (pid \(child)): another hang, not reported (more than \(HangMonitor.perWindow) in \(HangMonitor.window / 60_000_000_000) minutes)"
             )
-        case .hung(let milliseconds, let thread):
-            let threads = ProcFiles.threads(of: ProcessID(child))
-            let lead = threads.contains(thread) ? thread : ThreadID(child)
-            let record = CrashRecord(
-                observation: .hang(milliseconds: milliseconds), pid: ProcessID(child), tid: lead, signal: 0,
-                appArea: watch.appArea, timeNanoseconds: realtimeNanoseconds())
-            let report = server.captureObserved(record, holder: tracer)
+        case .hung(let milliseconds, let thread, let ordinal):
+            let report = server.captureHang(
+                of: ProcessID(child), milliseconds: milliseconds, beatLast: thread, ordinal: ordinal,
+                appArea: watch.appArea, holder: tracer)
             if hangKill {
                 watch.killedAfterHang = report
                 log("\(program) (pid \(child)): --hang-kill: ending it with SIGABRT")

@@ -133,13 +133,11 @@ extension Sidecar {
                 log.say(
                     "pid \(pid): another hang, not reported (more than \(HangMonitor.perWindow) in \(HangMonitor.window / 60_000_000_000) minutes)"
                 )
-            case .hung(let milliseconds, let thread):
+            case .hung(let milliseconds, let thread, let ordinal):
                 guard let store = store(for: client.peer) else { continue }
-                let lead = ProcFiles.threads(of: pid).contains(thread) ? thread : ThreadID(pid.rawValue)
-                let record = CrashRecord(
-                    observation: .hang(milliseconds: milliseconds), pid: pid, tid: lead, signal: 0,
-                    appArea: watch.appArea, timeNanoseconds: realtimeNanoseconds())
-                let id = server.captureObserved(record, holder: traced.tracer(of: pid), store: store)
+                let id = server.captureHang(
+                    of: pid, milliseconds: milliseconds, beatLast: thread, ordinal: ordinal, appArea: watch.appArea,
+                    holder: traced.tracer(of: pid), store: store)
                 hangReports.hung(pid, report: id, killing: watch.hangKill)
                 if watch.hangKill {
                     log.say("pid \(pid): hang-kill: ending it with SIGABRT after hang report \(id)")
