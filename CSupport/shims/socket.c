@@ -83,10 +83,11 @@ int cp_block_signals_to_fd(const int *signals, int count, void *previous_mask_ou
     return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-int cp_read_signal(int fd, int *code) {
+int cp_read_signal(int fd, int *code, int *sender) {
     struct signalfd_siginfo info;
     if (read(fd, &info, sizeof info) != (ssize_t)sizeof info) return 0;
     *code = info.ssi_code;
+    *sender = (int)info.ssi_pid;
     return (int)info.ssi_signo;
 }
 

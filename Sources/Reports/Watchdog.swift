@@ -29,9 +29,15 @@ public enum Watchdog {
     /// Whether an event's signal is one a watchdog sent, by its sender (the `watchdog` cause is
     /// also crashport's own --hang-kill, which the launcher marks itself).
     public static func isInferred(_ event: Event) -> Bool {
+        if (event.notes ?? []).contains(relayedNote) { return true }
         guard let signal = event.signal, let number = signal.number, let code = signal.code else { return false }
         return inferred(signal: number, code: code, sender: signal.senderPID)
     }
+
+    /// The note of a SIGABRT that `crashport run` received from pid 1 and passed on to its
+    /// program (the program saw crashport as the sender).
+    public static let relayedNote =
+        "watchdog (inferred): crashport run received this SIGABRT from pid 1 and passed it on to the program; pid 1 is how systemd's WatchdogSec= ends a service (here, crashport run was the service's main process); an init that relays signals, or a kill from pid 1 for another reason, looks the same"
 
     /// The note that says why: the event's cause is an inference.
     public static let note =

@@ -6,7 +6,14 @@
 // hung. One report per stall: the next only after the heartbeat has moved again; and at most
 // `perWindow` in `window`, however the area is scribbled on (the rest are logged, not written).
 
+import LiveProcess
 import ReportModel
+import Reports
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 struct HangMonitor {
     enum Verdict: Equatable {
@@ -51,5 +58,70 @@ struct HangMonitor {
         guard reportTimes.count < Self.perWindow else { return .suppressed }
         reportTimes.append(now)
         return .hung(milliseconds: (now &- lastChange) / 1_000_000, thread: beat.thread, ordinal: reportTimes.count)
+    }
+}
+
+/// What the crash report of a SIGABRT that follows a hang needs to know (read on the report
+/// threads): each process's last hang report, whether crashport's hang-kill sent the SIGABRT,
+/// and whether `crashport run` passed on a SIGABRT it got from pid 1 (systemd's watchdog, when
+/// the service's main process is crashport run).
+final class HangReports: Sendable {
+    private struct Entry {
+        var hang: String?
+        var killed = false
+        var relayedFromPidOne = false
+        var at: UInt64
+    }
+
+    private let entries = Mutex<[ProcessID: Entry]>([:])
+
+    private func update(_ pid: ProcessID, _ change: (inout Entry) -> Void) {
+        entries.withLock { entries in
+            let now = monotonicNanoseconds()
+            if entries.count > 4096 { entries = entries.filter { now &- $0.value.at < 3_600_000_000_000 } }
+            var entry = entries[pid] ?? Entry(at: now)
+            entry.at = now
+            change(&entry)
+            entries[pid] = entry
+        }
+    }
+
+    /// A hang report was written for `pid`; `killing`: crashport's hang-kill sends SIGABRT next.
+    func hung(_ pid: ProcessID, report id: String, killing: Bool) {
+        update(pid) {
+            $0.hang = id
+            $0.killed = killing
+        }
+    }
+
+    /// crashport run passed on to `pid` a SIGABRT that pid 1 sent it.
+    func relayedWatchdog(to pid: ProcessID) { update(pid) { $0.relayedFromPidOne = true } }
+
+    /// A new process under a pid seen before: nothing of the old one applies.
+    func forget(_ pid: ProcessID) { entries.withLock { _ = $0.removeValue(forKey: pid) } }
+
+    /// Marks a SIGABRT's crash report: crashport's hang-kill (after the hang report), a watchdog's
+    /// kill that crashport run passed on from pid 1, or one inferred from its sender (pid 1);
+    /// the latter two link to a hang report before them, when there is one.
+    func amend(_ event: inout Event, _ record: CrashRecord) {
+        guard let entry = entries.withLock({ $0[record.pid] }) else { return }
+        let fromUs =
+            record.signal == SIGABRT && record.observation == nil && record.senderPID == ProcessID(getpid())
+        var notes = event.notes ?? []
+        if fromUs, entry.killed, let hang = entry.hang {
+            event.cause = Watchdog.cause
+            notes.append("crashport's hang-kill sent SIGABRT after hang report \(hang)")
+        } else if fromUs, entry.relayedFromPidOne {
+            event.cause = Watchdog.cause
+            notes.append(Watchdog.relayedNote)
+        } else if event.cause != Watchdog.cause {
+            return
+        }
+        if let hang = entry.hang {
+            event.related = hang
+            if !entry.killed { notes.append("the process had hung before: hang report \(hang)") }
+        }
+        event.notes = notes
+        event.title = Culprit.title(event)
     }
 }

@@ -165,7 +165,8 @@ public struct Launcher {
         // Job-control stops are read there too, so that a stop is taken between captures, never
         // in the middle of one (a stopped tracer keeps every thread it holds stopped).
         var original = sigset_t()
-        let relayed: [Int32] = [SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU]
+        // SIGABRT too: systemd's watchdog sends it to the service's main process, crashport.
+        let relayed: [Int32] = [SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGABRT]
         let signals = cp_block_signals_to_fd(relayed, Int32(relayed.count), &original)
         defer {
             if signals >= 0 { close(signals) }
@@ -207,15 +208,8 @@ public struct Launcher {
             if case .exit? = record.observation, record.pid == ProcessID(child) {
                 event.notes = (event.notes ?? []) + watch.exitNotes
             }
-            // The SIGABRT --hang-kill sent: a watchdog's kill, following the hang report.
-            if record.pid == ProcessID(child), record.signal == SIGABRT, record.observation == nil,
-                record.senderPID == ProcessID(getpid()), let hang = watch.killedAfterHang
-            {
-                event.cause = "watchdog"
-                event.related = hang
-                event.notes = (event.notes ?? []) + ["crashport --hang-kill sent SIGABRT after hang report \(hang)"]
-                event.title = Culprit.title(event)
-            }
+            // The SIGABRT of --hang-kill, or of a watchdog: linked to the hang report before it.
+            watch.hangs.amend(&event, record)
         }
         server.onSetting = { enabled, sender in
             let key = sender.pid == ProcessID(child) ? runKey : RunHistory.programKey(pid: sender.pid)
@@ -448,7 +442,7 @@ public struct Launcher {
             if ready < 0 && errno != EINTR { break }
             if leftovers { PtraceSession.reapLeftovers() }
             if fds[0].revents != 0 { socketOpen = server.drain() }
-            if fds[2].revents != 0, let ending = relaySignals(signals, to: child, requests: &endRequests) {
+            if fds[2].revents != 0, let ending = relaySignals(signals, to: child, requests: &endRequests, watch: watch) {
                 log("\(SignalNames.name(ending)) again, or after \(program) ended: crashport stops now")
                 tracer?.detachEverything()
                 Self.exit(like: .signaled(ending))
@@ -457,8 +451,8 @@ public struct Launcher {
                 hang = watchHeartbeat(monitor, child: child, server: server, tracer: tracer, watch: watch, log: log)
             }
             if let tracer {
-                var code: Int32 = 0
-                while cp_read_signal(childEvents, &code) > 0 {}
+                var code: Int32 = 0, sender: Int32 = 0
+                while cp_read_signal(childEvents, &code, &sender) > 0 {}
                 var ended: Int32?
                 for event in tracer.pump() {
                     switch event {
@@ -496,8 +490,8 @@ public struct Launcher {
                 continue
             }
             if exited < 0 || fds[1].revents != 0 || fds[3].revents != 0 {
-                var code: Int32 = 0
-                while cp_read_signal(childEvents, &code) > 0 {}
+                var code: Int32 = 0, sender: Int32 = 0
+                while cp_read_signal(childEvents, &code, &sender) > 0 {}
                 // A stop is reported only to a tracer (no WUNTRACED): the child made crashport
                 // its tracer with PTRACE_TRACEME.
                 let result = waitpid(child, &status, exited >= 0 && fds[1].revents != 0 ? 0 : WNOHANG)
@@ -576,8 +570,8 @@ public struct Launcher {
             let report = server.captureHang(
                 of: ProcessID(child), milliseconds: milliseconds, beatLast: thread, ordinal: ordinal,
                 appArea: watch.appArea, holder: tracer)
+            watch.hangs.hung(ProcessID(child), report: report, killing: hangKill)
             if hangKill {
-                watch.killedAfterHang = report
                 log("\(program) (pid \(child)): --hang-kill: ending it with SIGABRT")
                 kill(child, SIGABRT)
             }
@@ -590,9 +584,9 @@ public struct Launcher {
     /// job-control stop stops crashport too, now that no capture is in progress. Returns the
     /// signal that should end crashport itself at once: a second SIGINT or SIGTERM, or one that
     /// arrives after the program has died (so that crashport can always be stopped).
-    func relaySignals(_ fd: Int32, to child: pid_t, requests: inout Int) -> Int32? {
-        var code: Int32 = 0
-        while case let signal = cp_read_signal(fd, &code), signal > 0 {
+    func relaySignals(_ fd: Int32, to child: pid_t, requests: inout Int, watch: ChildWatch) -> Int32? {
+        var code: Int32 = 0, sender: Int32 = 0
+        while case let signal = cp_read_signal(fd, &code, &sender), signal > 0 {
             let fromTerminal = code == Int32(SI_KERNEL)
             let childAlive = !Self.hasDied(child)
             switch signal {
@@ -603,6 +597,10 @@ public struct Launcher {
             case SIGTSTP, SIGTTIN, SIGTTOU:
                 if !fromTerminal && childAlive { kill(child, signal) }
                 Self.stopSelf(with: signal)
+            case SIGABRT:
+                // From pid 1 (SI_USER): systemd's watchdog, as the program's report will say.
+                if sender == 1 && code == 0 { watch.hangs.relayedWatchdog(to: ProcessID(child)) }
+                if childAlive { kill(child, signal) }
             default:
                 if !fromTerminal && childAlive { kill(child, signal) }
             }
@@ -653,7 +651,9 @@ public struct Launcher {
 
 /// What the serving loop learns about its child while it runs, read by the report writer.
 final class ChildWatch: Sendable {
-    private let state = Mutex<(appArea: UInt64, killedAfterHang: String?, exitNotes: [String])>((0, nil, []))
+    private let state = Mutex<(appArea: UInt64, exitNotes: [String])>((0, []))
+    /// Its hang reports, for the SIGABRT that may follow (--hang-kill's, or a watchdog's).
+    let hangs = HangReports()
 
     /// The app area's address, from the stub's HELLO (the heartbeat is there).
     var appArea: UInt64 {
@@ -667,9 +667,4 @@ final class ChildWatch: Sendable {
         set { state.withLock { $0.exitNotes = newValue } }
     }
 
-    /// The hang report after which --hang-kill sent SIGABRT.
-    var killedAfterHang: String? {
-        get { state.withLock { $0.killedAfterHang } }
-        set { state.withLock { $0.killedAfterHang = newValue } }
-    }
 }

@@ -185,8 +185,8 @@ public final class Sidecar {
             if ready < 0 && errno != EINTR { throw SidecarError.socket("poll: \(String(cString: strerror(errno)))") }
             if PtraceSession.hasLeftovers { PtraceSession.reapLeftovers() }
             if fds[1].revents != 0 {
-                var code: Int32 = 0
-                while case let number = cp_read_signal(signals, &code), number > 0 {
+                var code: Int32 = 0, sender: Int32 = 0
+                while case let number = cp_read_signal(signals, &code, &sender), number > 0 {
                     if number == SIGHUP {
                         reload()
                     } else if number == SIGCHLD {

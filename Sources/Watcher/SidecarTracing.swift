@@ -147,35 +147,3 @@ extension Sidecar {
         }
     }
 }
-
-/// The hang reports written, by pid, for the crash report of a kill that follows one (read on
-/// the report threads).
-final class HangReports: Sendable {
-    private let latest = Mutex<[ProcessID: (id: String, killed: Bool, at: UInt64)]>([:])
-
-    func hung(_ pid: ProcessID, report id: String, killing: Bool) {
-        latest.withLock { reports in
-            let now = monotonicNanoseconds()
-            if reports.count > 4096 { reports = reports.filter { now &- $0.value.at < 3_600_000_000_000 } }
-            reports[pid] = (id, killing, now)
-        }
-    }
-
-    func forget(_ pid: ProcessID) { latest.withLock { _ = $0.removeValue(forKey: pid) } }
-
-    /// Links a kill's report to the hang report before it: a SIGABRT this sidecar sent after the
-    /// hang (its hang-kill), or a watchdog's kill (inferred: sent by pid 1).
-    func amend(_ event: inout Event, _ record: CrashRecord) {
-        guard let hang = latest.withLock({ $0[record.pid] }) else { return }
-        if hang.killed, record.signal == SIGABRT, record.senderPID == ProcessID(getpid()) {
-            event.cause = Watchdog.cause
-            event.notes = (event.notes ?? []) + ["crashport watch's hang-kill sent SIGABRT after hang report \(hang.id)"]
-        } else if event.cause == Watchdog.cause {
-            event.notes = (event.notes ?? []) + ["the process had hung before: hang report \(hang.id)"]
-        } else {
-            return
-        }
-        event.related = hang.id
-        event.title = Culprit.title(event)
-    }
-}

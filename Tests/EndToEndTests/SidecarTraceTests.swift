@@ -162,7 +162,7 @@ final class SidecarTraceTests: XCTestCase {
         XCTAssertEqual(killed.cause, "watchdog")
         XCTAssertEqual(killed.related, hang.id)
         XCTAssertTrue(
-            (killed.notes ?? []).contains("crashport watch's hang-kill sent SIGABRT after hang report \(hang.id ?? "")"),
+            (killed.notes ?? []).contains("crashport's hang-kill sent SIGABRT after hang report \(hang.id ?? "")"),
             "\(killed.notes ?? [])")
         XCTAssertEqual(events.count, 2, "the traced death after the crash report is not reported again:\n\(sidecar.log)")
         XCTAssertEqual(sidecar.stop(), 0)

@@ -103,8 +103,9 @@ long cp_read_process_memory(int pid, uint64_t address, void *buffer, unsigned lo
  * non-blocking signalfd for them; -1 with errno. */
 int cp_block_signals_to_fd(const int *signals, int count, void *previous_mask_out);
 
-/* Reads one pending signal from a signalfd: its number and si_code; 0 when none is pending. */
-int cp_read_signal(int fd, int *code);
+/* Reads one pending signal from a signalfd: its number, si_code and si_pid (the sender, for a
+ * signal a process sent); 0 when none is pending. */
+int cp_read_signal(int fd, int *code, int *sender);
 
 /* fork, then in the child (async-signal-safe calls only) every crashport handler reset to SIG_DFL
  * and every signal blocked while it waits on a pipe for cp_spawn_release; then signal_mask (an
