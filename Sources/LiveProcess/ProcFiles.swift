@@ -71,6 +71,25 @@ public enum ProcFiles {
         return Int32(fields[1]).map { ProcessID($0) }
     }
 
+    /// A process's (or with `thread`, one of its threads') id in each pid namespace it is in,
+    /// from the reader's outward in: /proc/PID/status NSpid (Linux 4.1). One id for a process in
+    /// the reader's own namespace; nil when it is gone.
+    public static func namespaceIDs(of pid: ProcessID, thread: ThreadID? = nil) -> [Int32]? {
+        let path = thread.map { "/proc/\(pid)/task/\($0)/status" } ?? "/proc/\(pid)/status"
+        guard let status = read(path, limit: 8192),
+            let line = status.split(separator: UInt8(ascii: "\n")).first(where: { $0.starts(with: "NSpid:".utf8) })
+        else { return nil }
+        let ids = line.dropFirst(6).split(whereSeparator: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") })
+            .compactMap { Int32(String(decoding: $0, as: UTF8.self)) }
+        return ids.isEmpty ? nil : ids
+    }
+
+    /// The thread of `pid` whose id in the process's own (innermost) pid namespace is `inner`:
+    /// how a process in a container names its threads. Nil when none is.
+    public static func thread(of pid: ProcessID, innerID inner: Int32) -> ThreadID? {
+        threads(of: pid).first { namespaceIDs(of: pid, thread: $0)?.last == inner }
+    }
+
     /// The target of /proc/PID/exe.
     public static func executable(of pid: ProcessID) -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)

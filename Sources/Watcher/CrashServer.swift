@@ -161,7 +161,9 @@ public final class CrashServer: @unchecked Sendable {
         case CP_MSG_HELLO.rawValue:
             do {
                 let hello = try HelloMessage(bytes: bytes)
-                if hello.pid != senderPID { log("HELLO from pid \(senderPID) claims pid \(hello.pid); ignored") }
+                if hello.pid != senderPID && ProcFiles.namespaceIDs(of: senderPID)?.last != hello.pid.rawValue {
+                    log("HELLO from pid \(senderPID) claims pid \(hello.pid); ignored")
+                }
                 onHello(hello, sender)
             } catch {
                 return reject("a HELLO from pid \(senderPID): \(error)")
@@ -175,13 +177,14 @@ public final class CrashServer: @unchecked Sendable {
             guard fstat(reply, &kind) == 0, (kind.st_mode & S_IFMT) == S_IFSOCK else {
                 return reject("a crash record from pid \(senderPID): its reply descriptor is not a socket")
             }
-            let record: CrashRecord
+            var record: CrashRecord
             do {
                 record = try CrashRecord(bytes: bytes)
             } catch {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject("a crash record from pid \(senderPID): \(error)")
             }
+            if record.pid != senderPID, let mapped = Self.fromOwnPidNamespace(record, sender: senderPID) { record = mapped }
             guard record.pid == senderPID else {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject("a crash record from pid \(senderPID): it names pid \(record.pid)")
@@ -236,6 +239,21 @@ public final class CrashServer: @unchecked Sendable {
             return reject("a message from pid \(senderPID): unexpected type \(header.type)")
         }
         return nil
+    }
+
+    /// A process in a pid namespace of its own (a container) names itself and its thread in the
+    /// record as it sees them; the kernel's credentials give its pid here. The record is the
+    /// sender's when /proc/PID/status NSpid says the sender is, inside, the pid the record
+    /// names; its thread is the sender's thread whose NSpid ends in the record's tid. Nil when
+    /// they do not match (the record stays rejected).
+    static func fromOwnPidNamespace(_ record: CrashRecord, sender: ProcessID) -> CrashRecord? {
+        guard let ids = ProcFiles.namespaceIDs(of: sender), ids.count > 1, ids.last == record.pid.rawValue,
+            let thread = ProcFiles.thread(of: sender, innerID: record.tid.rawValue)
+        else { return nil }
+        var mapped = record
+        mapped.pid = sender
+        mapped.tid = thread
+        return mapped
     }
 
     /// What a message whose header is not valid says it is, by its type field when it has one
@@ -408,7 +426,11 @@ public final class CrashServer: @unchecked Sendable {
     ) -> String {
         var notes: [String] = []
         var lead = thread
-        if !ProcFiles.threads(of: pid).contains(thread) {
+        if ProcFiles.namespaceIDs(of: pid).map({ $0.count > 1 }) == true,
+            let inContainer = ProcFiles.thread(of: pid, innerID: thread.rawValue)
+        {
+            lead = inContainer  // the program names its threads as its own pid namespace does
+        } else if !ProcFiles.threads(of: pid).contains(thread) {
             lead = ThreadID(pid.rawValue)
             notes.append(
                 "the heartbeat names thread \(thread) as the last to beat, which is not one of the process's threads (it ended, or the heartbeat was overwritten): the main thread leads"

@@ -245,6 +245,33 @@ final class SidecarTests: XCTestCase {
         XCTAssertTrue(none.stdout.contains("sidecar: none listening"), none.stdout)
     }
 
+    /// A program in a pid namespace of its own (as in a container) connects to a sidecar outside
+    /// it: its record names its pid and thread as it sees them (2 or so there), the kernel gives
+    /// its pid here, and NSpid ties the two; it is reported under its pid here, with its frames.
+    func testProgramInItsOwnPidNamespaceIsReported() throws {
+        guard getuid() == 0 else { throw XCTSkip("a new pid namespace with its own /proc needs root here") }
+        guard let unshare = TestSupport.which("unshare", also: ["/usr/bin"]) else { throw XCTSkip("no unshare (util-linux)") }
+        let sidecar = try SidecarProcess(directory: fresh("namespace"))
+        let script = "echo inside $$; echo go | \"$0\"; echo status $?"
+        var environment = try preloaded(sidecar)
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        let result = try TestSupport.run(
+            [unshare, "--pid", "--fork", "--mount-proc", "/bin/sh", "-c", script, try waiter], environment: environment,
+            timeout: 120)
+        guard !result.stderr.contains("unshare failed"), !result.stderr.contains("unshare: ") else {
+            throw XCTSkip("cannot make a pid namespace here: \(result.stderr)")
+        }
+        XCTAssertTrue(result.stdout.contains("inside 1"), result.stdout)
+        XCTAssertTrue(result.stdout.contains("status 139"), "its own SIGSEGV: \(result.stdout)")
+        let events = try sidecar.waitForReports(1)
+        let pid = events[0].process?.pid?.rawValue ?? 0
+        XCTAssertGreaterThan(pid, 1, "its pid outside, not the one it has inside")
+        XCTAssertEqual(events[0].signal?.name, "SIGSEGV")
+        XCTAssertEqual(crashFrames(events[0]).first, "crash_after_input")
+        XCTAssertFalse(sidecar.log.contains("rejected"), sidecar.log)
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
     /// A forked child shares its parent's connection: the kernel's credentials name the child,
     /// and the child is what is captured.
     func testForkedChildIsReportedOnItsParentsConnection() throws {
