@@ -24,12 +24,7 @@ final class SidecarTraceTests: XCTestCase {
     }
 
     /// Tests/Fixtures/trace/trace.c (the same fixture as TraceExitTests).
-    func program() throws -> String {
-        let output = Self.directory + "/trace"
-        if FileManager.default.isExecutableFile(atPath: output) { return output }
-        return try TestSupport.compile(
-            [TestSupport.fixture("trace/trace.c")], output: output, flags: ["-O1", "-g", "-pthread"])
-    }
+    func program() throws -> String { try TraceExitTests.fixture() }
 
     func frames(_ thread: ThreadRecord?) -> [String] { thread?.frames?.compactMap(\.function) ?? [] }
 

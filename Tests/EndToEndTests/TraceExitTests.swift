@@ -12,12 +12,15 @@ import XCTest
 
 final class TraceExitTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("trace-exit")
-    func program() throws -> String {
-        let output = Self.directory + "/trace"
+    /// Tests/Fixtures/trace/trace.c, built once (SidecarTraceTests uses it too).
+    static func fixture() throws -> String {
+        let output = directory + "/trace"
         if FileManager.default.isExecutableFile(atPath: output) { return output }
         return try TestSupport.compile(
             [TestSupport.fixture("trace/trace.c")], output: output, flags: ["-O1", "-g", "-pthread"])
     }
+
+    func program() throws -> String { try Self.fixture() }
 
     func frames(_ thread: ThreadRecord?) -> [String] { thread?.frames?.compactMap(\.function) ?? [] }
 
