@@ -225,7 +225,7 @@ final class AbnormalEndTests: XCTestCase {
         XCTAssertEqual(event.cause, "exit")
         XCTAssertEqual(event.exitCode, 5)
         XCTAssertNil(event.signal)
-        XCTAssertEqual(event.title, "exited with status 5 without saying goodbye")
+        XCTAssertEqual(event.title, "exited with status 5 without saying goodbye", "\(event.notes ?? [])\n\(sidecar.log)")
         XCTAssertEqual(try session(of: raw.pid, sidecar)["status"] as? String, "abnormal")
         XCTAssertEqual(sidecar.stop(), 0)
     }

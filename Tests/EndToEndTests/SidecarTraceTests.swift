@@ -67,6 +67,8 @@ final class SidecarTraceTests: XCTestCase {
             let worker = event.threads?.first { $0.crashed != true }
             XCTAssertTrue(frames(worker).contains("park_worker"), "\(frames(worker))")
             XCTAssertTrue(event.title?.hasPrefix("killed by SIGKILL in wait_for_kill (trace.c:") == true, event.title ?? "-")
+            // The report's log line follows its files: wait for it (bounded).
+            for _ in 0..<200 where !sidecar.log.contains("was killed by SIGKILL") { usleep(25_000) }
             XCTAssertTrue(sidecar.log.contains("was killed by SIGKILL in wait_for_kill (trace.c:"), sidecar.log)
 
             let session = try session(of: pid, sidecar)
@@ -208,6 +210,6 @@ final class SidecarTraceTests: XCTestCase {
         XCTAssertTrue((killed.notes ?? []).contains { $0.hasPrefix("watchdog (inferred)") }, "\(killed.notes ?? [])")
         XCTAssertTrue(
             (killed.notes ?? []).contains("the process had hung before: hang report \(hang.id ?? "")"), "\(killed.notes ?? [])")
-        XCTAssertTrue(log.contains("(pid \(hang.process?.pid?.rawValue ?? 0)) hang: no heartbeat for"), log)
+        XCTAssertTrue(log.contains("(pid \(hang.process?.pid?.rawValue ?? 0)) hang: no heartbeat for"), log)  // the script waited for it
     }
 }
