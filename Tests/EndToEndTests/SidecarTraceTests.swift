@@ -210,6 +210,6 @@ final class SidecarTraceTests: XCTestCase {
         XCTAssertTrue((killed.notes ?? []).contains { $0.hasPrefix("watchdog (inferred)") }, "\(killed.notes ?? [])")
         XCTAssertTrue(
             (killed.notes ?? []).contains("the process had hung before: hang report \(hang.id ?? "")"), "\(killed.notes ?? [])")
-        XCTAssertTrue(log.contains("(pid \(hang.process?.pid?.rawValue ?? 0)) hang: no heartbeat for"), log)  // the script waited for it
+        XCTAssertTrue(log.contains("(pid \(hang.process?.pid?.rawValue ?? 0)) hang: no heartbeat for"), log)
     }
 }
