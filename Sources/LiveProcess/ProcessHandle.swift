@@ -63,6 +63,9 @@ public final class ProcessHandle {
         let failure = errno
         let unsupported = answer < 0 && (failure == ENOTTY || failure == EINVAL || failure == EOPNOTSUPP)
         if answer < 0 && !unsupported {
+            // A moment around the reaping can answer with an error (seen once under load, with no
+            // word of which): asked again until the caller's grace is over.
+            guard zombie else { return .notYet }
             return .unknown("the kernel kept no exit status (\(String(cString: strerror(failure))))")
         }
         if zombie || unsupported, let exit = zombieStatus() { return .known(exit, source: "/proc/\(pid)/stat of its zombie") }
