@@ -39,7 +39,7 @@ let package = Package(
         .target(
             name: "CShims",
             path: "CSupport/shims",
-            linkerSettings: [.linkedLibrary("unwind-generic"), .linkedLibrary("unwind")]
+            linkerSettings: [.linkedLibrary("unwind-generic"), .linkedLibrary("unwind"), .linkedLibrary("z")]
         ),
         // libelf (Debian libelf-dev), found through pkg-config.
         .systemLibrary(name: "CLibELF", path: "CSupport/libelf", pkgConfig: "libelf", providers: [.apt(["libelf-dev"])]),

@@ -24,7 +24,7 @@ struct Crashport: ParsableCommand {
               other  run: the program's own exit status, or killed by its signal
             """,
         version: "crashport \(crashportVersion)",
-        subcommands: [Run.self, Watch.self, List.self, Show.self, Stats.self, Symbolicate.self, Doctor.self]
+        subcommands: [Run.self, Watch.self, List.self, Show.self, Stats.self, Symbolicate.self, Upload.self, Doctor.self]
     )
 }
 
@@ -381,6 +381,8 @@ struct List: ParsableCommand {
         var title: String?
         var culprit: String?
         var topFrame: String?
+        /// Per destination: pending, sent (with the server's id), failed (upload.json).
+        var upload: [String: String]?
     }
 
     @OptionGroup var reportsOption: ReportsOption
@@ -419,7 +421,8 @@ struct List: ParsableCommand {
                         culprit: event.culprit.map {
                             CrashLog.describe(FrameRecord(module: $0.module, function: $0.function, file: $0.file, line: $0.line))
                         },
-                        topFrame: event.crashedThreadRecord?.frames?.first.map { CrashLog.describe($0) }))
+                        topFrame: event.crashedThreadRecord?.frames?.first.map { CrashLog.describe($0) },
+                        upload: Self.uploadStates(directory: store.path(of: id))))
             } catch {
                 FileHandle.standardError.write(Data("crashport: \(error)\n".utf8))
             }
@@ -438,13 +441,98 @@ struct List: ParsableCommand {
                     [
                         entry.id, entry.timestamp ?? "?", entry.program ?? "?", entry.signal ?? entry.kind ?? "?",
                         CrashLog.escaped(entry.culprit ?? entry.topFrame ?? "no frames"),
-                    ].joined(separator: "  "))
+                    ].joined(separator: "  ")
+                        + (entry.upload.map { states in
+                            "  ["
+                                + states.sorted { $0.key < $1.key }.map {
+                                    "\($0.key.split(separator: " ").first ?? ""): \($0.value)"
+                                }
+                                .joined(separator: ", ") + "]"
+                        } ?? ""))
             }
         case .json:
             let encoder = JSONEncoder()
             encoder.keyEncodingStrategy = .convertToSnakeCase
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
             print(entries.isEmpty ? "[]" : String(decoding: try encoder.encode(entries), as: UTF8.self))
+        }
+    }
+}
+
+struct Upload: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send reports to a Crashpad or Breakpad collector (CRASHPORT_UPLOAD_URL).",
+        discussion: """
+            Sends every report not sent yet (oldest first) as Crashpad does: a multipart POST,
+            gzipped, with the minidump as upload_file_minidump and the report's annotations, prod,
+            ver and guid as form fields. Each report keeps its state in upload.json beside it
+            (pending, sent with the server's id, failed), so nothing is sent twice. A transport
+            failure or a 5xx is tried again after 15 min, doubling up to 8 h, at most 6 times;
+            a server's Retry-After is kept even by --now; a 413 or another 4xx is not retried;
+            reports older than 7 days are not sent. Runs by hand or from a timer; nothing is sent
+            unless a destination is given.
+            """)
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    @Option(name: .long, help: ArgumentHelp("The collector (default: $CRASHPORT_UPLOAD_URL).", valueName: "URL"))
+    var url: String?
+
+    @Flag(name: .long, help: "Do not wait for crashport's backoff (a server's Retry-After still holds).")
+    var now = false
+
+    @Flag(name: .long, help: "Print what would be sent where; send nothing.")
+    var dryRun = false
+
+    @Option(name: .long, help: ArgumentHelp("Trust this CA file (a private CA) instead of the system's.", valueName: "FILE"))
+    var caFile: String?
+
+    @Option(name: .long, help: ArgumentHelp("Per request (default 30000).", valueName: "MS"))
+    var timeoutMs: Int?
+
+    func run() throws {
+        guard let url = url ?? ProcessInfo.processInfo.environment["CRASHPORT_UPLOAD_URL"].flatMap({ $0.isEmpty ? nil : $0 })
+        else {
+            usageError("upload: no destination: give --url or set CRASHPORT_UPLOAD_URL (nothing is sent without one)")
+        }
+        let destination: UploadDestination
+        do {
+            destination = try UploadDestination(url: url)
+        } catch {
+            usageError("upload: \(error)")
+        }
+        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
+            fail("upload: --ca-file \(caFile) cannot be read", status: ExitStatus.failure)
+        }
+        var uploader = Uploader(store: reportsOption.store, destination: destination)
+        uploader.now = now
+        uploader.dryRun = dryRun
+        uploader.caFile = caFile
+        if let timeoutMs {
+            guard timeoutMs > 0 else { usageError("upload: --timeout-ms must be positive") }
+            uploader.timeoutMilliseconds = timeoutMs
+        }
+        let outcome = uploader.run()
+        if !dryRun {
+            FileHandle.standardError.write(
+                Data(
+                    "crashport: upload: \(outcome.sent) sent, \(outcome.retrying) to retry, \(outcome.failed) failed, \(outcome.notDue) waiting, \(outcome.done) done before\n"
+                        .utf8))
+        }
+    }
+}
+
+extension List {
+    /// A report's upload state per destination ("sent bp-…", "pending (2 attempts)", "failed:
+    /// HTTP 413…"); nil when it has none.
+    static func uploadStates(directory: String) -> [String: String]? {
+        guard let state = try? UploadState.read(directory: directory), !state.destinations.isEmpty else { return nil }
+        return state.destinations.mapValues { entry in
+            switch entry.status {
+            case .sent: return "sent" + (entry.serverID.map { " \($0)" } ?? "")
+            case .pending: return "pending (\(entry.attempts) attempt\(entry.attempts == 1 ? "" : "s"))"
+            case .failed: return "failed: " + (entry.lastError ?? "")
+            }
         }
     }
 }

@@ -171,4 +171,18 @@ int cp_notify(const char *path, const char *text);
  * both took effect, else -1. */
 int cp_set_filesystem_ids(unsigned uid, unsigned gid);
 
+/* One HTTP POST through libcurl, loaded at the first call (CSupport/shims/http.c): url, headers
+ * ("Name: value"), body; a whole-request timeout; a CA file for a private CA (NULL: the system's
+ * store). HTTPS_PROXY and NO_PROXY come from the environment; redirects are not followed. Returns
+ * 0 when the server answered (*status: its code; *response and *response_headers: what it sent,
+ * each capped, to be freed with cp_http_free), -1 when it did not (error says why: no libcurl,
+ * refused, timed out, TLS). */
+int cp_http_post(const char *url, const char *const *headers, int header_count, const void *body, size_t body_size,
+                 long timeout_ms, const char *ca_file, long *status, char **response, size_t *response_size,
+                 char **response_headers, size_t *response_headers_size, char *error, size_t error_size);
+void cp_http_free(void *bytes);
+
+/* gzip (RFC 1952) of size bytes: *output is malloc'd (free with cp_http_free). 0, or -1. */
+int cp_gzip(const void *input, size_t size, void **output, size_t *output_size);
+
 #endif

@@ -1,0 +1,239 @@
+// Upload: `crashport upload`, which delivers reports to the collectors a team already runs. This
+// is the Crashpad/Breakpad destination (Crashpad's handler, a Socorro/Antenna collector, Sentry's
+// minidump endpoint): a multipart POST with the minidump as `upload_file_minidump`, the report's
+// annotations as form fields, and `guid`, `prod`, `ver`, gzipped as Crashpad does.
+//
+// The queue is the reports directory itself: each report keeps its upload state per destination
+// in `upload.json` beside its event (pending, sent with the server's id, failed; attempts, the
+// next attempt's time, the last error), replaced atomically (write, fsync, rename), so it
+// survives restarts and crashes of crashport, and a report recorded as sent is never sent again.
+// Delivery runs in its own process, by hand or from a timer, so the sidecar keeps no network
+// stack (libcurl is loaded by this process only).
+//
+// Retry, as a server would want it (defaults near sentry-native's): a transport failure or a 5xx
+// waits 15 minutes, doubled with each attempt up to 8 hours, with ±10% jitter, and gives up
+// after 6 attempts or when the report is 7 days old; `Retry-After` (on a 429 or 503) is the
+// server's and is kept even by `--now`, which skips only crashport's own backoff; a 413 or any
+// other 4xx is recorded and never retried.
+
+import Foundation
+import ReportModel
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where reports go.
+public struct UploadDestination: Sendable, Equatable {
+    /// A Crashpad/Breakpad collector's URL (CRASHPORT_UPLOAD_URL).
+    public var url: String
+
+    public init(url: String) throws {
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
+            parsed.host != nil
+        else {
+            throw UploadError("not an http(s) URL with a host: \(url)")
+        }
+        self.url = url
+    }
+
+    /// The key of this destination in upload.json: the URL without its query (which may carry
+    /// a key that does not belong in every report directory).
+    public var key: String {
+        "crashpad " + (url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url)
+    }
+}
+
+public struct UploadError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One report's upload state, per destination (upload.json).
+public struct UploadState: Codable, Sendable, Equatable {
+    public enum Status: String, Codable, Sendable {
+        case pending, sent, failed
+    }
+
+    public struct Entry: Codable, Sendable, Equatable {
+        public var status: Status = .pending
+        public var attempts = 0
+        /// When crashport's backoff allows the next attempt (seconds since 1970).
+        public var nextAttempt: Double?
+        /// When the server allows the next request (Retry-After): kept even by --now.
+        public var notBefore: Double?
+        /// The server's id for the report (Crashpad's, or Antenna's `bp-…`).
+        public var serverID: String?
+        public var sentAt: Double?
+        public var lastError: String?
+
+        enum CodingKeys: String, CodingKey {
+            case status, attempts, nextAttempt = "next_attempt", notBefore = "not_before", serverID = "server_id"
+            case sentAt = "sent_at", lastError = "last_error"
+        }
+    }
+
+    public var destinations: [String: Entry] = [:]
+
+    public init() {}
+
+    public static let fileName = "upload.json"
+
+    /// The state kept in a report directory; an empty state when there is none. A file that does
+    /// not decode is an error (never silently replaced: it may say "sent").
+    public static func read(directory: String) throws -> UploadState {
+        let path = directory + "/" + fileName
+        guard let data = FileManager.default.contents(atPath: path) else { return UploadState() }
+        guard data.count <= 1 << 20 else { throw UploadError("\(path) is larger than any upload state") }
+        do {
+            return try JSONDecoder().decode(UploadState.self, from: data)
+        } catch {
+            throw UploadError("\(path) is not an upload state: \(error)")
+        }
+    }
+
+    /// Replaces the state in `directory` atomically: a temporary file written and fsynced, then
+    /// renamed over the old one, and the directory fsynced.
+    public func write(directory: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        let bytes = Array(try encoder.encode(self))
+        // A fresh file (O_EXCL, O_NOFOLLOW): nothing placed at the temporary name is followed.
+        let temporary = directory + "/.\(Self.fileName).tmp-\(getpid())"
+        unlink(temporary)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw UploadError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else {
+                close(fd)
+                unlink(temporary)
+                throw UploadError("cannot write \(temporary): \(String(cString: strerror(errno)))")
+            }
+            offset += written
+        }
+        fsync(fd)
+        close(fd)
+        guard rename(temporary, directory + "/" + Self.fileName) == 0 else {
+            let why = String(cString: strerror(errno))
+            unlink(temporary)
+            throw UploadError("cannot replace \(directory)/\(Self.fileName): \(why)")
+        }
+        let parent = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if parent >= 0 {
+            fsync(parent)
+            close(parent)
+        }
+    }
+}
+
+/// The retry policy.
+public struct UploadPolicy: Sendable {
+    public var maximumAttempts = 6
+    public var firstWait: Double = 15 * 60
+    public var longestWait: Double = 8 * 3600
+    public var maximumAge: Double = 7 * 24 * 3600
+    /// What a server's Retry-After may impose at most (a day, as sentry-native caps it).
+    public var longestServerWait: Double = 24 * 3600
+
+    public init() {}
+
+    /// Crashport's wait before attempt `attempts + 1`, with ±10% jitter.
+    public func backoff(afterAttempts attempts: Int, jitter: Double = Double.random(in: -0.1...0.1)) -> Double {
+        let base = min(firstWait * Double(1 << min(max(attempts - 1, 0), 10)), longestWait)
+        return base * (1 + jitter)
+    }
+
+    /// Seconds a Retry-After value asks for: delta-seconds or an HTTP date; 60 when it is
+    /// neither (as sentry-native reads it).
+    public func serverWait(_ value: String, now: Date) -> Double {
+        if let seconds = Double(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 {
+            return min(seconds, longestServerWait)
+        }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        if let date = formatter.date(from: value) { return min(max(0, date.timeIntervalSince(now)), longestServerWait) }
+        return 60
+    }
+}
+
+/// A Crashpad-style multipart upload of one report.
+public enum CrashpadUpload {
+    /// The form fields: the report's annotations, then `prod`, `ver`, `guid` and crashport's own
+    /// (annotations named like them are replaced, as Crashpad's `guid` replaces).
+    public static func fields(for event: Event, reportID: String) -> [(String, String)] {
+        var fields: [(String, String)] = []
+        for (key, value) in (event.annotations ?? [:]).sorted(by: { $0.key < $1.key }) { fields.append((key, value)) }
+        let program = event.process?.executable.map { ($0 as NSString).lastPathComponent } ?? "unknown"
+        let own: [(String, String)] = [
+            ("prod", event.annotations?["prod"] ?? program), ("ver", event.annotations?["ver"] ?? event.release ?? "0"),
+            ("guid", guid(reportID)), ("plat", "Linux"), ("crashport_report_id", reportID),
+            ("crashport_kind", event.kind?.rawValue ?? "crash"),
+        ]
+        let ownNames = Set(own.map(\.0))
+        return fields.filter { !ownNames.contains($0.0) } + own
+    }
+
+    /// A UUID-shaped id derived from the report id (stable: the same report, the same guid).
+    static func guid(_ reportID: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        var second: UInt64 = 0x8422_2325_cbf2_9ce4
+        for byte in reportID.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+            second = (second ^ UInt64(byte)) &* 0x100_0000_01b3 &+ 7
+        }
+        let hex = String(format: "%016llx%016llx", hash, second)
+        let characters = Array(hex)
+        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+    }
+
+    /// Crashpad's escaping of a part name (http_multipart_builder.cc): CR, LF, `"` and `%`.
+    static func escape(_ name: String) -> String {
+        var escaped = ""
+        // By scalar: "\r\n" is one Character.
+        for scalar in name.unicodeScalars {
+            switch scalar {
+            case "\r": escaped += "%0d"
+            case "\n": escaped += "%0a"
+            case "\"": escaped += "%22"
+            case "%": escaped += "%25"
+            default: escaped.unicodeScalars.append(scalar)
+            }
+        }
+        return escaped
+    }
+
+    /// The multipart body and its boundary.
+    public static func body(
+        fields: [(String, String)], minidump: [UInt8], fileName: String
+    ) -> (
+        body: [UInt8], boundary: String
+    ) {
+        let boundary = "---MultipartBoundary-" + UUID().uuidString.replacingOccurrences(of: "-", with: "") + "---"
+        var body: [UInt8] = []
+        for (name, value) in fields {
+            body += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"\(escape(name))\"\r\n\r\n".utf8)
+            body += Array(value.utf8) + Array("\r\n".utf8)
+        }
+        body += Array(
+            "--\(boundary)\r\nContent-Disposition: form-data; name=\"upload_file_minidump\"; filename=\"\(escape(fileName))\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+                .utf8)
+        body += minidump + Array("\r\n--\(boundary)--\r\n".utf8)
+        return (body, boundary)
+    }
+
+    /// The server's id for the report in its answer: Antenna's `CrashID=bp-…`, else the body's
+    /// first line when it looks like an id (Crashpad's and Sentry's minidump endpoint answer with
+    /// one), else nil.
+    public static func serverID(in body: String) -> String? {
+        let line = body.split(whereSeparator: \.isNewline).first.map(String.init)?.trimmingCharacters(in: .whitespaces) ?? ""
+        if line.hasPrefix("CrashID=") { return String(line.dropFirst("CrashID=".count)) }
+        let idCharacters = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-_"))
+        guard !line.isEmpty, line.count <= 128, line.unicodeScalars.allSatisfy(idCharacters.contains) else { return nil }
+        return line
+    }
+}

@@ -1,0 +1,63 @@
+// The parts of `crashport upload` that decide without a server: the backoff, a server's
+// Retry-After, Crashpad's part-name escaping, the server's id in its answer, and an upload
+// state that is not one (never silently replaced: it may say "sent").
+
+import Foundation
+import XCTest
+
+@testable import Watcher
+
+final class UploadPolicyTests: XCTestCase {
+    func testBackoffDoublesFromFifteenMinutesToEightHours() {
+        let policy = UploadPolicy()
+        let waits = (1...8).map { policy.backoff(afterAttempts: $0, jitter: 0) / 60 }
+        XCTAssertEqual(waits, [15, 30, 60, 120, 240, 480, 480, 480])
+        XCTAssertEqual(policy.backoff(afterAttempts: 1, jitter: 0.1), 15 * 60 * 1.1, accuracy: 0.001)
+    }
+
+    func testRetryAfterIsSecondsOrAnHTTPDateCappedAtADay() {
+        let policy = UploadPolicy()
+        let now = Date(timeIntervalSince1970: 1_795_000_000)
+        XCTAssertEqual(policy.serverWait("120", now: now), 120)
+        XCTAssertEqual(policy.serverWait("999999", now: now), 24 * 3600)
+        XCTAssertEqual(policy.serverWait("soon", now: now), 60, "what it cannot read is a minute, as sentry-native reads it")
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        XCTAssertEqual(policy.serverWait(formatter.string(from: now.addingTimeInterval(300)), now: now), 300, accuracy: 1)
+        XCTAssertEqual(policy.serverWait(formatter.string(from: now.addingTimeInterval(-300)), now: now), 0)
+    }
+
+    func testPartNamesAreEscapedAsCrashpadDoes() {
+        XCTAssertEqual(CrashpadUpload.escape("a\"b%c\r\nd"), "a%22b%25c%0d%0ad")
+        let (body, boundary) = CrashpadUpload.body(fields: [("na\"me", "v")], minidump: Array("MDMP".utf8), fileName: "x.dmp")
+        let text = String(decoding: body, as: UTF8.self)
+        XCTAssertTrue(text.contains("name=\"na%22me\""))
+        XCTAssertTrue(text.hasSuffix("\r\n--\(boundary)--\r\n"))
+    }
+
+    func testServerIDs() {
+        XCTAssertEqual(CrashpadUpload.serverID(in: "CrashID=bp-1234\n"), "bp-1234")
+        XCTAssertEqual(CrashpadUpload.serverID(in: "3c5d3b7fa1b1\n"), "3c5d3b7fa1b1")
+        XCTAssertNil(CrashpadUpload.serverID(in: "<html>ok</html>"))
+        XCTAssertNil(CrashpadUpload.serverID(in: ""))
+    }
+
+    func testAnUnreadableStateIsAnErrorNotAFreshStart() throws {
+        let directory = NSTemporaryDirectory() + "upload-state-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        XCTAssertEqual(try UploadState.read(directory: directory), UploadState(), "none yet: empty")
+        var state = UploadState()
+        state.destinations["crashpad http://x/submit"] = UploadState.Entry(status: .sent, attempts: 1, serverID: "bp-1")
+        try state.write(directory: directory)
+        XCTAssertEqual(try UploadState.read(directory: directory), state)
+        try Data("{\"destinations\": 7}".utf8).write(to: URL(fileURLWithPath: directory + "/upload.json"))
+        XCTAssertThrowsError(try UploadState.read(directory: directory)) {
+            XCTAssertTrue("\($0)".contains("is not an upload state"))
+        }
+        XCTAssertThrowsError(try UploadDestination(url: "file:///etc/passwd"))
+        XCTAssertEqual(try UploadDestination(url: "https://c.example/submit?key=secret").key, "crashpad https://c.example/submit")
+    }
+}
