@@ -201,6 +201,25 @@ final class UploadTests: XCTestCase {
         XCTAssertTrue((recorded["last_error"] as? String ?? "").lowercased().contains("connect"), "\(recorded)")
     }
 
+    /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
+    func testTimerUnitsVerify() throws {
+        guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {
+            throw XCTSkip("no systemd-analyze (Debian: systemd)")
+        }
+        let directory = Self.directory + "/units-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let bin = (TestSupport.crashport as NSString).deletingLastPathComponent
+        let root = TestSupport.repositoryRoot + "/packaging/systemd/user/"
+        try String(contentsOfFile: root + "crashport-upload.service.in", encoding: .utf8)
+            .replacingOccurrences(of: "@bindir@", with: bin)
+            .write(toFile: directory + "/crashport-upload.service", atomically: true, encoding: .utf8)
+        try FileManager.default.copyItem(atPath: root + "crashport-upload.timer", toPath: directory + "/crashport-upload.timer")
+        let result = try TestSupport.run(
+            [analyze, "verify", directory + "/crashport-upload.timer", directory + "/crashport-upload.service"])
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        XCTAssertEqual(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines), "", result.stderr)
+    }
+
     /// No destination, or one that is not an http(s) URL: a usage error, and nothing written.
     func testDestinationIsRequiredAndChecked() throws {
         let (reports, id) = try crashed()
