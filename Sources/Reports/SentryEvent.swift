@@ -19,7 +19,9 @@
 //  - Annotations become tags when Sentry's documented limits allow (a key of at most 32 of
 //    `[A-Za-z0-9_.:-]`, a value of 1 to 200 characters without a newline); every other
 //    annotation goes to `extra.annotations` whole, so nothing is cut. `release` and
-//    `environment` annotations fill the fields of those names instead.
+//    `environment` annotations fill the fields of those names instead, and `user` and `dist`,
+//    tag keys Relay reserves for its own fields (it drops them silently; seen with
+//    sentry-relay 0.10.1), go to extra too.
 //  - Privacy: the program's arguments and environment are never sent (only the executable's file
 //    name, in the `process` context), attachments are named by their copy's file name, not the
 //    path the program gave. Paths of modules and source files are sent as the report has them,
@@ -54,6 +56,8 @@ public enum SentryEvent {
     /// Sentry's documented tag limits (docs "Tags"): longer keys or values go to `extra`.
     public static let maximumTagKeyLength = 32
     public static let maximumTagValueLength = 200
+    /// Tag keys Relay fills from the event's own fields and drops when an SDK sends them.
+    public static let reservedTagKeys: Set<String> = ["release", "environment", "user", "dist"]
 
     /// The event as a JSON object (JSONSerialization types).
     public static func payload(for event: Event, options: Options) -> [String: Any] {
@@ -152,7 +156,7 @@ public enum SentryEvent {
         let allowedKey = key.unicodeScalars.allSatisfy {
             ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "_.:-".unicodeScalars.contains($0)
         }
-        return !key.isEmpty && key.count <= maximumTagKeyLength && allowedKey && !value.isEmpty
+        return !reservedTagKeys.contains(key) && !key.isEmpty && key.count <= maximumTagKeyLength && allowedKey && !value.isEmpty
             && value.count <= maximumTagValueLength && !value.contains(where: \.isNewline)
     }
 

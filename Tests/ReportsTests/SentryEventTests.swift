@@ -171,14 +171,15 @@ final class SentryEventTests: XCTestCase {
         XCTAssertEqual(images[0]["image_size"] as? Int, 0x5000)
     }
 
-    /// Annotations within Sentry's tag limits are tags; the rest go to extra whole.
+    /// Annotations within Sentry's tag limits are tags; the rest go to extra whole, and so do
+    /// the keys Relay reserves for its own fields.
     func testTagsKeepSentrysLimitsAndTheRestGoesToExtra() throws {
         let payload = try payload(crash())
         let tags = try XCTUnwrap(payload["tags"] as? [String: String])
         XCTAssertEqual(
             tags,
             [
-                "user": "bob", "edge": String(repeating: "v", count: 200), String(repeating: "k", count: 32): "y",
+                "edge": String(repeating: "v", count: 200), String(repeating: "k", count: 32): "y",
                 "crashport.kind": "crash",
             ])
         let extra = try XCTUnwrap(payload["extra"] as? [String: Any])
@@ -187,12 +188,13 @@ final class SentryEventTests: XCTestCase {
             annotations,
             [
                 "build": "nightly\n\u{1b}[31mred", "long": String(repeating: "v", count: 201),
-                String(repeating: "k", count: 33): "x", "with space": "z", "empty": "",
+                String(repeating: "k", count: 33): "x", "with space": "z", "empty": "", "user": "bob",
             ])
         XCTAssertEqual(extra["crashport_report_id"] as? String, "20261124T013016.301Z-100-7e05")
         XCTAssertEqual(extra["session"] as? String, "9b992308-5ef4-4aba-b0c6-22d18cbe642a")
         XCTAssertTrue(SentryEvent.isTag(key: "a.b:c-d_e", value: "ü"))
         XCTAssertFalse(SentryEvent.isTag(key: "ключ", value: "v"))
+        XCTAssertFalse(SentryEvent.isTag(key: "user", value: "bob"), "Relay would drop it")
     }
 
     func testBreadcrumbsKeepTheirTimestampsInOrder() throws {
