@@ -115,6 +115,7 @@ let package = Package(
         .testTarget(name: "ReportsTests", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
         .testTarget(name: "WatcherTests", dependencies: ["Watcher", "ReportModel", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport"]),
+        // Reports: the Sentry tests convert real reports with it, as an upload will.
+        .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "Reports", "TestSupport"]),
     ]
 )

@@ -48,3 +48,65 @@ extension TestSupport {
         return result.stdout + result.stderr
     }
 }
+
+/// Sentry's own code, installed from PyPI by tools/fetch-validators into tools/.cache: Relay's
+/// event normalizer (sentry-relay 0.10.1) and symbolic (13.9.0, for debug ids of real files).
+public enum SentryValidators {
+    /// Why the validators are missing when PyPI could not be reached (the test skips, saying
+    /// so); nil when they are there.
+    public static func unavailable() -> String? {
+        lock.lock()
+        defer { lock.unlock() }
+        if ready() { return nil }
+        // Not fetched yet (a focused `swift test`): fetch them now, as tools/test would have.
+        let fetch = try? TestSupport.run([TestSupport.repositoryRoot + "/tools/fetch-validators"], timeout: 600)
+        if ready() { return nil }
+        return "sentry-relay or symbolic could not be installed from PyPI: "
+            + (fetch.map { String($0.stderr.suffix(1000)) } ?? "tools/fetch-validators did not run")
+    }
+
+    static let cache = TestSupport.repositoryRoot + "/tools/.cache"
+    nonisolated(unsafe) static let lock = NSLock()
+
+    static func ready() -> Bool {
+        FileManager.default.fileExists(atPath: cache + "/relay/.installed-sentry-relay==0.10.1")
+            && FileManager.default.fileExists(atPath: cache + "/symbolic/.installed-symbolic==13.9.0")
+    }
+
+    /// `StoreNormalizer(project_id=1).normalize_event(raw_event=JSON)`: the event as Relay
+    /// stores it, with `errors` where it found the schema broken.
+    public static func normalize(_ event: Data) throws -> [String: Any] {
+        let input = TestSupport.temporaryDirectory("relay") + "/event.json"
+        try event.write(to: URL(fileURLWithPath: input))
+        defer { try? FileManager.default.removeItem(atPath: (input as NSString).deletingLastPathComponent) }
+        let script = """
+            import json, sys
+            from sentry_relay.processing import StoreNormalizer
+            raw = open(sys.argv[1]).read()
+            print(json.dumps(StoreNormalizer(project_id=1).normalize_event(raw_event=raw)))
+            """
+        let result = try TestSupport.run(
+            ["python3", "-c", script, input], environment: ["PYTHONPATH": cache + "/relay"], timeout: 120)
+        guard result.status == .exited(0),
+            let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        else { throw TestFailure("sentry-relay failed (\(result.status)): \(result.stderr.suffix(2000))") }
+        return json
+    }
+
+    /// symbolic's `Object.debug_id` (and `code_id`) of the ELF file at `path`.
+    public static func debugID(of path: String) throws -> (debugID: String, codeID: String) {
+        let script = """
+            import sys
+            from symbolic import Archive
+            obj = next(Archive.open(sys.argv[1]).iter_objects())
+            print(obj.debug_id, obj.code_id)
+            """
+        let result = try TestSupport.run(
+            ["python3", "-c", script, path], environment: ["PYTHONPATH": cache + "/symbolic"], timeout: 120)
+        let fields = result.stdout.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        guard result.status == .exited(0), fields.count == 2 else {
+            throw TestFailure("symbolic failed (\(result.status)): \(result.stderr.suffix(2000))")
+        }
+        return (fields[0], fields[1])
+    }
+}
