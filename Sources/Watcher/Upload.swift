@@ -1,7 +1,10 @@
-// Upload: `crashport upload`, which delivers reports to the collectors a team already runs. This
-// is the Crashpad/Breakpad destination (Crashpad's handler, a Socorro/Antenna collector, Sentry's
-// minidump endpoint): a multipart POST with the minidump as `upload_file_minidump`, the report's
-// annotations as form fields, and `guid`, `prod`, `ver`, gzipped as Crashpad does.
+// Upload: `crashport upload`, which delivers reports to the collectors a team already runs. Two
+// kinds of destination: a Crashpad/Breakpad collector (Crashpad's handler, a Socorro/Antenna
+// collector, Sentry's minidump endpoint), sent a multipart POST with the minidump as
+// `upload_file_minidump`, the report's annotations as form fields, and `guid`, `prod`, `ver`,
+// gzipped as Crashpad does; and a Sentry project (its DSN), sent an envelope with the event in
+// Sentry's shape (Reports/SentryEvent.swift) and the minidump as `event.minidump`, gzipped, as
+// sentry-native sends it, honouring X-Sentry-Rate-Limits.
 //
 // The queue is the reports directory itself: each report keeps its upload state per destination
 // in `upload.json` beside its event (pending, sent with the server's id, failed; attempts, the
@@ -18,29 +21,50 @@
 
 import Foundation
 import ReportModel
+import Reports
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Where reports go.
-public struct UploadDestination: Sendable, Equatable {
-    /// A Crashpad/Breakpad collector's URL (CRASHPORT_UPLOAD_URL).
-    public var url: String
+/// Where reports go: a Crashpad/Breakpad collector's URL (CRASHPORT_UPLOAD_URL), or a Sentry
+/// project's DSN (CRASHPORT_SENTRY_DSN). Several at once, each with its own state per report.
+public enum UploadDestination: Sendable, Equatable {
+    case crashpad(url: String)
+    case sentry(SentryDSN)
 
-    public init(url: String) throws {
+    public static func crashpad(checking url: String) throws -> UploadDestination {
         guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
             parsed.host != nil
         else {
             throw UploadError("not an http(s) URL with a host: \(url)")
         }
-        self.url = url
+        return .crashpad(url: url)
     }
 
-    /// The key of this destination in upload.json: the URL without its query (which may carry
-    /// a key that does not belong in every report directory).
+    public static func sentry(checking dsn: String) throws -> UploadDestination {
+        do {
+            return .sentry(try SentryDSN(dsn))
+        } catch {
+            throw UploadError("\(error)")
+        }
+    }
+
+    /// The destination's key in upload.json: a Crashpad URL without its query (which may carry
+    /// a key that does not belong in every report directory); a Sentry project without its key.
     public var key: String {
-        "crashpad " + (url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url)
+        switch self {
+        case .crashpad(let url): return "crashpad " + (url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url)
+        case .sentry(let dsn): return "sentry " + dsn.envelopeURL
+        }
+    }
+
+    /// Where requests go, for messages.
+    public var url: String {
+        switch self {
+        case .crashpad(let url): return url
+        case .sentry(let dsn): return dsn.envelopeURL
+        }
     }
 }
 

@@ -1,28 +1,34 @@
 // Uploader: one pass of `crashport upload` over a reports directory: every report that is due
-// for a destination is sent, and its state recorded before the next one (Upload.swift has the
-// format, the state file and the policy).
+// for a destination is sent there, and its state recorded before the next request (Upload.swift
+// has the destinations, the state file and the policy).
 
 import Foundation
 import ReportModel
+import Reports
 
 public struct Uploader {
     public var store: ReportStore
-    public var destination: UploadDestination
+    public var destinations: [UploadDestination]
     public var policy = UploadPolicy()
-    /// Skip crashport's own backoff (not a server's Retry-After).
+    /// Skip crashport's own backoff (not a server's Retry-After or rate limit).
     public var now = false
     public var dryRun = false
     public var caFile: String?
     public var timeoutMilliseconds = 30_000
+    /// crashport's version, for Sentry's `sdk` and `X-Sentry-Auth`.
+    public var clientVersion: String
+    /// The deployment environment for Sentry (CRASHPORT_ENVIRONMENT), nil: from annotations.
+    public var environment: String?
     public var say: (String) -> Void = { print($0) }
     public var clock: () -> Date = Date.init
 
-    public init(store: ReportStore, destination: UploadDestination) {
+    public init(store: ReportStore, destinations: [UploadDestination], clientVersion: String) {
         self.store = store
-        self.destination = destination
+        self.destinations = destinations
+        self.clientVersion = clientVersion
     }
 
-    /// What one pass did.
+    /// What one pass did, counted per report and destination.
     public struct Outcome: Equatable {
         public var sent = 0
         public var retrying = 0
@@ -44,102 +50,178 @@ public struct Uploader {
                 outcome.failed += 1
                 continue
             }
-            var entry = state.destinations[destination.key] ?? UploadState.Entry()
-            let time = clock().timeIntervalSince1970
-            switch entry.status {
-            case .sent, .failed:
-                outcome.done += 1
-                continue
-            case .pending:
-                break
-            }
-            if let notBefore = entry.notBefore, notBefore > time {
-                say("\(id): the server asked for no request before \(Self.format(notBefore)); waiting")
-                outcome.notDue += 1
-                continue
-            }
-            if !now, let next = entry.nextAttempt, next > time {
-                outcome.notDue += 1
-                continue
-            }
-            guard let event = try? store.event(id: id) else {
-                say("\(id): its event.json cannot be read; not sending it")
-                outcome.failed += 1
-                continue
-            }
-            if let age = Self.age(of: event, now: time), age > policy.maximumAge {
-                entry.status = .failed
-                entry.lastError = "older than \(Int(policy.maximumAge / 86400)) days: not sent"
-                record(&state, entry, id: id, directory: directory)
-                say("\(id): \(entry.lastError!)")
-                outcome.failed += 1
-                continue
-            }
-            let minidumpPath = directory + "/minidump.dmp"
-            guard let minidump = FileManager.default.contents(atPath: minidumpPath).map(Array.init) else {
-                entry.status = .failed
-                entry.lastError = "no minidump.dmp to send (\(event.kind?.rawValue ?? "report") without one)"
-                record(&state, entry, id: id, directory: directory)
-                say("\(id): \(entry.lastError!)")
-                outcome.failed += 1
-                continue
-            }
-            let fields = CrashpadUpload.fields(for: event, reportID: id)
-            if dryRun {
-                say(
-                    "\(id): would send to \(destination.url): upload_file_minidump (\(minidump.count) bytes), \(fields.map { "\($0.0)=\($0.1)" }.joined(separator: ", ")) (gzip)"
-                )
-                continue
-            }
-            let (body, boundary) = CrashpadUpload.body(fields: fields, minidump: minidump, fileName: "\(id).dmp")
-            var headers = ["Content-Type: multipart/form-data; boundary=\(boundary)", "Expect:"]
-            var payload = body
-            if let compressed = HTTPClient.gzip(body) {
-                payload = compressed
-                headers.append("Content-Encoding: gzip")
-            }
-            entry.attempts += 1
-            let answer = HTTPClient.post(
-                destination.url, headers: headers, body: payload, timeoutMilliseconds: timeoutMilliseconds, caFile: caFile)
-            let after = clock().timeIntervalSince1970
-            switch answer {
-            case .failure(let failure):
-                retryLater(&entry, because: failure.description, now: after)
-            case .success(let response):
-                if let retryAfter = response.headers["retry-after"], response.status == 429 || response.status == 503 {
-                    entry.notBefore = after + policy.serverWait(retryAfter, now: Date(timeIntervalSince1970: after))
+            var event: Event?
+            for destination in destinations {
+                var entry = state.destinations[destination.key] ?? UploadState.Entry()
+                let time = clock().timeIntervalSince1970
+                guard entry.status == .pending else {
+                    outcome.done += 1
+                    continue
                 }
-                switch response.status {
-                case 200..<300:
-                    entry.status = .sent
-                    entry.serverID = CrashpadUpload.serverID(in: response.body)
-                    entry.sentAt = after
-                    entry.lastError = nil
-                    entry.nextAttempt = nil
-                case 429, 500..<600:
-                    retryLater(&entry, because: "HTTP \(response.status)\(Self.excerpt(response.body))", now: after)
-                default:
+                if let notBefore = entry.notBefore, notBefore > time {
+                    say("\(id): \(destination.url) asked for no request before \(Self.format(notBefore)); waiting")
+                    outcome.notDue += 1
+                    continue
+                }
+                if !now, let next = entry.nextAttempt, next > time {
+                    outcome.notDue += 1
+                    continue
+                }
+                if event == nil { event = try? store.event(id: id) }
+                guard let event else {
+                    say("\(id): its event.json cannot be read; not sending it")
+                    outcome.failed += 1
+                    break
+                }
+                if let age = Self.age(of: event, now: time), age > policy.maximumAge {
                     entry.status = .failed
-                    entry.lastError =
-                        "HTTP \(response.status)\(Self.excerpt(response.body))\(response.status == 413 ? " (too large for the server)" : ""): not retried"
+                    entry.lastError = "older than \(Int(policy.maximumAge / 86400)) days: not sent"
+                } else {
+                    switch request(to: destination, id: id, directory: directory, event: event) {
+                    case .failure(let why):
+                        entry.status = .failed
+                        entry.lastError = why.description
+                    case .success(let request):
+                        if dryRun {
+                            say("\(id): would send to \(destination.url): \(request.summary)")
+                            continue
+                        }
+                        send(request, to: destination, entry: &entry)
+                    }
                 }
-            }
-            record(&state, entry, id: id, directory: directory)
-            switch entry.status {
-            case .sent:
-                say("\(id): sent to \(destination.url)\(entry.serverID.map { " (\($0))" } ?? "")")
-                outcome.sent += 1
-            case .failed:
-                say("\(id): \(entry.lastError ?? "failed")")
-                outcome.failed += 1
-            case .pending:
-                say(
-                    "\(id): \(entry.lastError ?? "not sent"); attempt \(entry.attempts) of \(policy.maximumAttempts), next after \(Self.format(max(entry.nextAttempt ?? 0, entry.notBefore ?? 0)))"
-                )
-                outcome.retrying += 1
+                state.destinations[destination.key] = entry
+                do {
+                    try state.write(directory: directory)
+                } catch {
+                    say("\(id): \(error)")
+                }
+                switch entry.status {
+                case .sent:
+                    say("\(id): sent to \(destination.url)\(entry.serverID.map { " (\($0))" } ?? "")")
+                    outcome.sent += 1
+                case .failed:
+                    say("\(id): \(destination.url): \(entry.lastError ?? "failed")")
+                    outcome.failed += 1
+                case .pending:
+                    say(
+                        "\(id): \(destination.url): \(entry.lastError ?? "not sent"); attempt \(entry.attempts) of \(policy.maximumAttempts), next after \(Self.format(max(entry.nextAttempt ?? 0, entry.notBefore ?? 0)))"
+                    )
+                    outcome.retrying += 1
+                }
             }
         }
         return outcome
+    }
+
+    /// One request, ready to send.
+    struct Request {
+        var headers: [String]
+        var body: [UInt8]
+        /// What it holds, for --dry-run.
+        var summary: String
+    }
+
+    /// The request that delivers a report to a destination, or why there is none.
+    func request(
+        to destination: UploadDestination, id: String, directory: String, event: Event
+    ) -> Result<
+        Request, UploadError
+    > {
+        let minidump = FileManager.default.contents(atPath: directory + "/minidump.dmp").map(Array.init)
+        switch destination {
+        case .crashpad:
+            guard let minidump else {
+                return .failure(UploadError("no minidump.dmp to send (a collector takes minidumps only)"))
+            }
+            let fields = CrashpadUpload.fields(for: event, reportID: id)
+            let (body, boundary) = CrashpadUpload.body(fields: fields, minidump: minidump, fileName: "\(id).dmp")
+            return .success(
+                gzipped(
+                    Request(
+                        headers: ["Content-Type: multipart/form-data; boundary=\(boundary)"], body: body,
+                        summary:
+                            "upload_file_minidump (\(minidump.count) bytes), \(fields.map { "\($0.0)=\($0.1)" }.joined(separator: ", "))"
+                    )))
+        case .sentry(let dsn):
+            let system = minidump.flatMap { try? Minidump(bytes: $0) }.flatMap { SentryOperatingSystem(minidump: $0) }
+            let options = SentryEvent.Options(sdkVersion: clientVersion, environment: environment, operatingSystem: system)
+            let eventID = SentryEvent.eventID(reportID: id)
+            do {
+                let envelope = try SentryEnvelope.report(
+                    eventJSON: try SentryEvent.jsonData(for: event, options: options), eventID: eventID,
+                    sentAt: Self.format(clock().timeIntervalSince1970), dsn: dsn, sdkVersion: clientVersion,
+                    minidump: minidump)
+                return .success(
+                    gzipped(
+                        Request(
+                            headers: [
+                                "Content-Type: application/x-sentry-envelope",
+                                "X-Sentry-Auth: \(dsn.authHeader(clientVersion: clientVersion))",
+                            ], body: try envelope.serialized(),
+                            summary:
+                                "an envelope: event \(eventID)\(minidump.map { ", event.minidump (\($0.count) bytes)" } ?? "")"
+                        )))
+            } catch {
+                return .failure(UploadError("cannot make its Sentry envelope: \(error)"))
+            }
+        }
+    }
+
+    /// gzip, as Crashpad and sentry-native send their bodies (the plain body if zlib fails).
+    func gzipped(_ request: Request) -> Request {
+        var request = request
+        request.summary += " (gzip)"
+        guard let compressed = HTTPClient.gzip(request.body) else { return request }
+        request.body = compressed
+        request.headers += ["Content-Encoding: gzip"]
+        return request
+    }
+
+    /// Sends one request and records what came of it in `entry`.
+    func send(_ request: Request, to destination: UploadDestination, entry: inout UploadState.Entry) {
+        entry.attempts += 1
+        let answer = HTTPClient.post(
+            destination.url, headers: request.headers + ["Expect:"], body: request.body,
+            timeoutMilliseconds: timeoutMilliseconds, caFile: caFile)
+        let after = clock().timeIntervalSince1970
+        switch answer {
+        case .failure(let failure):
+            retryLater(&entry, because: failure.description, now: after)
+        case .success(let response):
+            // A server's own wait: Sentry's rate limits (on any answer), or Retry-After.
+            if case .sentry = destination, let limits = response.headers["x-sentry-rate-limits"],
+                let wait = SentryRateLimits.wait(limits, categories: ["error", "attachment"], policy: policy)
+            {
+                entry.notBefore = after + wait
+            } else if let retryAfter = response.headers["retry-after"], response.status == 429 || response.status == 503 {
+                entry.notBefore = after + policy.serverWait(retryAfter, now: Date(timeIntervalSince1970: after))
+            } else if response.status == 429 {
+                entry.notBefore = after + 60  // a bare 429: a minute, as Sentry's SDKs read it
+            }
+            switch response.status {
+            case 200..<300:
+                entry.status = .sent
+                entry.serverID = Self.serverID(in: response.body, destination: destination)
+                entry.sentAt = after
+                entry.lastError = nil
+                entry.nextAttempt = nil
+            case 429, 500..<600:
+                retryLater(&entry, because: "HTTP \(response.status)\(Self.excerpt(response.body))", now: after)
+            default:
+                entry.status = .failed
+                entry.lastError =
+                    "HTTP \(response.status)\(Self.excerpt(response.body))\(response.status == 413 ? " (too large for the server)" : ""): not retried"
+            }
+        }
+    }
+
+    /// The server's id for what it took: Sentry's `{"id": …}`, a collector's line.
+    static func serverID(in body: String, destination: UploadDestination) -> String? {
+        if case .sentry = destination {
+            let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+            return (object?["id"] as? String).flatMap { $0.isEmpty || $0.count > 64 ? nil : $0 }
+        }
+        return CrashpadUpload.serverID(in: body)
     }
 
     /// A transport failure or a server error: another attempt after the backoff, unless the
@@ -154,20 +236,10 @@ public struct Uploader {
         }
     }
 
-    func record(_ state: inout UploadState, _ entry: UploadState.Entry, id: String, directory: String) {
-        state.destinations[destination.key] = entry
-        do {
-            try state.write(directory: directory)
-        } catch {
-            say("\(id): \(error)")
-        }
-    }
-
     /// The report's age in seconds, from its timestamp.
     static func age(of event: Event, now: Double) -> Double? {
         guard let timestamp = event.timestamp,
-            let date = ISO8601DateFormatter.withFractions.date(from: timestamp)
-                ?? ISO8601DateFormatter().date(from: timestamp)
+            let date = ISO8601DateFormatter.withFractions.date(from: timestamp) ?? ISO8601DateFormatter().date(from: timestamp)
         else { return nil }
         return now - date.timeIntervalSince1970
     }
@@ -180,6 +252,26 @@ public struct Uploader {
     static func excerpt(_ body: String) -> String {
         let line = body.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
         return line.isEmpty ? "" : ": " + String(line.prefix(200))
+    }
+}
+
+/// Sentry's `X-Sentry-Rate-Limits` (sidecar-upload-sessions.md §1c): `secs:cats:scope:…` entries,
+/// comma-separated; an empty category list means every category.
+public enum SentryRateLimits {
+    /// The longest wait any entry imposes on one of `categories` (capped as Retry-After is);
+    /// nil when none does.
+    public static func wait(_ header: String, categories: Set<String>, policy: UploadPolicy) -> Double? {
+        var longest: Double?
+        for entry in header.split(separator: ",") {
+            let fields = entry.split(separator: ":", omittingEmptySubsequences: false).map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+            guard let seconds = fields.first.flatMap(Double.init), seconds >= 0 else { continue }
+            let named = fields.count > 1 ? fields[1].split(separator: ";").map(String.init) : []
+            guard named.isEmpty || !categories.isDisjoint(with: named) else { continue }
+            longest = max(longest ?? 0, min(seconds, policy.longestServerWait))
+        }
+        return longest
     }
 }
 

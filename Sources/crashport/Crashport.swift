@@ -461,22 +461,28 @@ struct List: ParsableCommand {
 
 struct Upload: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Send reports to a Crashpad or Breakpad collector (CRASHPORT_UPLOAD_URL).",
+        abstract: "Send reports to Sentry and to Crashpad or Breakpad collectors.",
         discussion: """
-            Sends every report not sent yet (oldest first) as Crashpad does: a multipart POST,
-            gzipped, with the minidump as upload_file_minidump and the report's annotations, prod,
-            ver and guid as form fields. Each report keeps its state in upload.json beside it
-            (pending, sent with the server's id, failed), so nothing is sent twice. A transport
-            failure or a 5xx is tried again after 15 min, doubling up to 8 h, at most 6 times;
-            a server's Retry-After is kept even by --now; a 413 or another 4xx is not retried;
-            reports older than 7 days are not sent. Runs by hand or from a timer; nothing is sent
-            unless a destination is given.
+            Destinations: --sentry-dsn (or CRASHPORT_SENTRY_DSN): an envelope with the event in
+            Sentry's shape and the minidump as event.minidump; --url (or CRASHPORT_UPLOAD_URL): a
+            Crashpad/Breakpad collector, sent Crashpad's multipart (the minidump as
+            upload_file_minidump; annotations, prod, ver, guid as fields). Both at once if both are
+            given; nothing is sent unless one is. Bodies are gzipped. Every report not sent yet goes,
+            oldest first, and keeps its state per destination in upload.json beside it (pending,
+            sent with the server's id, failed), so nothing is sent twice. A transport failure, a
+            429 or a 5xx is tried again after 15 min, doubling up to 8 h, at most 6 times; a
+            server's Retry-After or X-Sentry-Rate-Limits is kept even by --now; a 413 or another
+            4xx is not retried; reports older than 7 days are not sent. Runs by hand or from a
+            timer (crashport-upload.timer).
             """)
 
     @OptionGroup var reportsOption: ReportsOption
 
-    @Option(name: .long, help: ArgumentHelp("The collector (default: $CRASHPORT_UPLOAD_URL).", valueName: "URL"))
+    @Option(name: .long, help: ArgumentHelp("A Crashpad/Breakpad collector (default: $CRASHPORT_UPLOAD_URL).", valueName: "URL"))
     var url: String?
+
+    @Option(name: .long, help: ArgumentHelp("A Sentry project (default: $CRASHPORT_SENTRY_DSN).", valueName: "DSN"))
+    var sentryDsn: String?
 
     @Flag(name: .long, help: "Do not wait for crashport's backoff (a server's Retry-After still holds).")
     var now = false
@@ -491,23 +497,30 @@ struct Upload: ParsableCommand {
     var timeoutMs: Int?
 
     func run() throws {
-        guard let url = url ?? ProcessInfo.processInfo.environment["CRASHPORT_UPLOAD_URL"].flatMap({ $0.isEmpty ? nil : $0 })
-        else {
-            usageError("upload: no destination: give --url or set CRASHPORT_UPLOAD_URL (nothing is sent without one)")
+        let environment = ProcessInfo.processInfo.environment
+        func given(_ option: String?, _ variable: String) -> String? {
+            option ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
         }
-        let destination: UploadDestination
+        var destinations: [UploadDestination] = []
         do {
-            destination = try UploadDestination(url: url)
+            if let dsn = given(sentryDsn, "CRASHPORT_SENTRY_DSN") { destinations.append(try .sentry(checking: dsn)) }
+            if let url = given(url, "CRASHPORT_UPLOAD_URL") { destinations.append(try .crashpad(checking: url)) }
         } catch {
             usageError("upload: \(error)")
+        }
+        guard !destinations.isEmpty else {
+            usageError(
+                "upload: no destination: give --sentry-dsn or --url, or set CRASHPORT_SENTRY_DSN or CRASHPORT_UPLOAD_URL (nothing is sent without one)"
+            )
         }
         if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
             fail("upload: --ca-file \(caFile) cannot be read", status: ExitStatus.failure)
         }
-        var uploader = Uploader(store: reportsOption.store, destination: destination)
+        var uploader = Uploader(store: reportsOption.store, destinations: destinations, clientVersion: crashportVersion)
         uploader.now = now
         uploader.dryRun = dryRun
         uploader.caFile = caFile
+        uploader.environment = given(nil, "CRASHPORT_ENVIRONMENT")
         if let timeoutMs {
             guard timeoutMs > 0 else { usageError("upload: --timeout-ms must be positive") }
             uploader.timeoutMilliseconds = timeoutMs

@@ -19,7 +19,8 @@ final class Collector {
     let port: Int
     let log: String
 
-    init(answers: [[String: Any]], directory: String) throws {
+    /// With `relay`, Sentry Relay's normalizer (tools/fetch-validators) judges each envelope's event.
+    init(answers: [[String: Any]], directory: String, relay: Bool = false) throws {
         let answersPath = directory + "/answers-\(UUID().uuidString.prefix(6)).json"
         log = directory + "/requests-\(UUID().uuidString.prefix(6)).jsonl"
         try JSONSerialization.data(withJSONObject: answers).write(to: URL(fileURLWithPath: answersPath))
@@ -28,6 +29,11 @@ final class Collector {
         process.arguments = ["python3", TestSupport.fixture("upload/collector.py"), answersPath, log]
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
+        if relay {
+            var environment = ProcessInfo.processInfo.environment
+            environment["PYTHONPATH"] = TestSupport.repositoryRoot + "/tools/.cache/relay"
+            process.environment = environment
+        }
         try process.run()
         let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
         guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
@@ -69,12 +75,12 @@ final class UploadTests: XCTestCase {
         try TestSupport.run([TestSupport.crashport, "upload", "--reports", reports, "--url", url] + extra)
     }
 
-    func state(_ reports: String, _ id: String) throws -> [String: Any] {
+    /// The report's upload state for the destination whose key starts with `kind`.
+    func state(_ reports: String, _ id: String, _ kind: String = "crashpad") throws -> [String: Any] {
         let data = try Data(contentsOf: URL(fileURLWithPath: reports + "/" + id + "/upload.json"))
         let json = try JSONSerialization.jsonObject(with: data) as? [String: Any]
-        let destinations = json?["destinations"] as? [String: Any]
-        XCTAssertEqual(destinations?.count, 1)
-        return destinations?.values.first as? [String: Any] ?? [:]
+        let destinations = json?["destinations"] as? [String: Any] ?? [:]
+        return destinations.first { $0.key.hasPrefix(kind + " ") }?.value as? [String: Any] ?? [:]
     }
 
     /// Sent as Crashpad sends: gzipped multipart, the minidump as upload_file_minidump, prod,
@@ -132,7 +138,8 @@ final class UploadTests: XCTestCase {
             directory: Self.directory)
         let started = Date().timeIntervalSince1970
         let first = try upload(reports, collector.url)
-        XCTAssertTrue(first.stdout.contains("\(id): HTTP 500: storage unavailable; attempt 1 of 6"), first.stdout)
+        XCTAssertTrue(
+            first.stdout.contains("\(id): \(collector.url): HTTP 500: storage unavailable; attempt 1 of 6"), first.stdout)
         var recorded = try state(reports, id)
         XCTAssertEqual(recorded["status"] as? String, "pending")
         XCTAssertEqual(recorded["attempts"] as? Int, 1)
@@ -163,13 +170,14 @@ final class UploadTests: XCTestCase {
         XCTAssertNotNil(recorded["not_before"])
         let now = try upload(reports, limited.url, ["--now"])
         XCTAssertEqual(limited.requests.count, 1, "Retry-After is the server's: --now keeps it")
-        XCTAssertTrue(now.stdout.contains("the server asked for no request before"), now.stdout)
+        XCTAssertTrue(now.stdout.contains("\(limited.url) asked for no request before"), now.stdout)
 
         let (others, other) = try crashed()
         let refusing = try Collector(answers: [["status": 413, "body": "Discarded=too_large"]], directory: Self.directory)
         let refused = try upload(others, refusing.url)
         XCTAssertTrue(
-            refused.stdout.contains("\(other): HTTP 413: Discarded=too_large (too large for the server): not retried"),
+            refused.stdout.contains(
+                "\(other): \(refusing.url): HTTP 413: Discarded=too_large (too large for the server): not retried"),
             refused.stdout)
         XCTAssertEqual(try state(others, other)["status"] as? String, "failed")
         _ = try upload(others, refusing.url, ["--now"])
@@ -201,6 +209,69 @@ final class UploadTests: XCTestCase {
         XCTAssertTrue((recorded["last_error"] as? String ?? "").lowercased().contains("connect"), "\(recorded)")
     }
 
+    /// A Sentry project and a Crashpad collector at once: an envelope to the project's envelope
+    /// endpoint (X-Sentry-Auth from the DSN, gzip; the event, which Sentry Relay's own
+    /// normalizer takes without errors, and the minidump as event.minidump), Crashpad's multipart
+    /// to the collector; each recorded as sent with its server's id.
+    func testSentToSentryAndACollectorAtOnce() throws {
+        let relay = FileManager.default.fileExists(atPath: TestSupport.repositoryRoot + "/tools/.cache/relay/sentry_relay")
+        let (reports, id) = try crashed()
+        let sentry = try Collector(
+            answers: [["status": 200, "body": "{\"id\":\"$EVENT_ID\"}"]], directory: Self.directory, relay: relay)
+        let crashpad = try Collector(answers: [["status": 200, "body": "CrashID=bp-both\n"]], directory: Self.directory)
+        let dsn = "http://publickey@127.0.0.1:\(sentry.port)/42"
+        let result = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", reports, "--sentry-dsn", dsn, "--url", crashpad.url])
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        XCTAssertTrue(result.stderr.contains("2 sent, 0 to retry, 0 failed"), result.stderr + result.stdout)
+
+        guard let request = sentry.requests.first else { return XCTFail("nothing reached Sentry: \(result.stdout)") }
+        XCTAssertNil(request["error"], "\(request)")
+        XCTAssertEqual(request["path"] as? String, "/api/42/envelope/")
+        let headers = request["headers"] as? [String: String] ?? [:]
+        XCTAssertTrue(
+            headers["x-sentry-auth"]?.hasPrefix("Sentry sentry_key=publickey, sentry_version=7, sentry_client=crashport/")
+                == true,
+            "\(headers)")
+        XCTAssertEqual(headers["content-encoding"], "gzip")
+        let items = request["items"] as? [[String: Any]] ?? []
+        XCTAssertEqual(items.map { $0["type"] as? String }, ["event", "attachment"])
+        XCTAssertEqual(items.last?["attachment_type"] as? String, "event.minidump")
+        XCTAssertEqual(items.last?["magic"] as? String, "MDMP")
+        if relay {
+            XCTAssertEqual((items.first?["relay_errors"] as? [Any])?.count, 0, "\(items.first ?? [:])")
+        } else {
+            print(
+                "UploadTests: sentry_relay is not in tools/.cache (tools/fetch-validators could not install it): the event was not normalized"
+            )
+        }
+        let eventID = request["event_id"] as? String ?? ""
+        XCTAssertEqual(eventID.count, 32)
+        XCTAssertEqual(try state(reports, id, "sentry")["server_id"] as? String, eventID)
+        XCTAssertEqual(try state(reports, id, "crashpad")["server_id"] as? String, "bp-both")
+        XCTAssertEqual(crashpad.requests.count, 1)
+
+        let list = try TestSupport.run([TestSupport.crashport, "list", "--reports", reports])
+        XCTAssertTrue(list.stdout.contains("[crashpad: sent bp-both, sentry: sent \(eventID)]"), list.stdout)
+    }
+
+    /// Sentry's rate limit, on a 429 with X-Sentry-Rate-Limits for the error category: pending,
+    /// and --now keeps the server's wait.
+    func testSentryRateLimitIsKept() throws {
+        let (reports, id) = try crashed()
+        let sentry = try Collector(
+            answers: [["status": 429, "body": "", "headers": ["X-Sentry-Rate-Limits": "1800:error;default:organization"]]],
+            directory: Self.directory)
+        let dsn = "http://publickey@127.0.0.1:\(sentry.port)/42"
+        _ = try TestSupport.run([TestSupport.crashport, "upload", "--reports", reports, "--sentry-dsn", dsn])
+        let recorded = try state(reports, id, "sentry")
+        XCTAssertEqual(recorded["status"] as? String, "pending")
+        let wait = (recorded["not_before"] as? Double ?? 0) - Date().timeIntervalSince1970
+        XCTAssertTrue((1700...1800).contains(wait), "the server's 1800 s: \(wait)")
+        let now = try TestSupport.run([TestSupport.crashport, "upload", "--reports", reports, "--sentry-dsn", dsn, "--now"])
+        XCTAssertEqual(sentry.requests.count, 1, now.stdout)
+    }
+
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
     func testTimerUnitsVerify() throws {
         guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {
@@ -226,13 +297,18 @@ final class UploadTests: XCTestCase {
         var environment = ProcessInfo.processInfo.environment
         environment["CRASHPORT_UPLOAD_URL"] = nil
         let none = try TestSupport.run(
-            [TestSupport.crashport, "upload", "--reports", reports], environment: ["CRASHPORT_UPLOAD_URL": ""])
+            [TestSupport.crashport, "upload", "--reports", reports],
+            environment: ["CRASHPORT_UPLOAD_URL": "", "CRASHPORT_SENTRY_DSN": ""])
         XCTAssertEqual(none.status, .exited(64), none.stderr)
         XCTAssertTrue(none.stderr.contains("no destination"), none.stderr)
         for bad in ["ftp://example.invalid/x", "not a url", "http://"] {
             let result = try upload(reports, bad)
             XCTAssertEqual(result.status, .exited(64), "\(bad): \(result.stderr)")
         }
+        let dsn = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", reports, "--sentry-dsn", "https://sentry.example/42"])
+        XCTAssertEqual(dsn.status, .exited(64), dsn.stderr)
+        XCTAssertTrue(dsn.stderr.contains("invalid Sentry DSN"), dsn.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: reports + "/" + id + "/upload.json"))
     }
 }

@@ -57,7 +57,29 @@ final class UploadPolicyTests: XCTestCase {
         XCTAssertThrowsError(try UploadState.read(directory: directory)) {
             XCTAssertTrue("\($0)".contains("is not an upload state"))
         }
-        XCTAssertThrowsError(try UploadDestination(url: "file:///etc/passwd"))
-        XCTAssertEqual(try UploadDestination(url: "https://c.example/submit?key=secret").key, "crashpad https://c.example/submit")
+        XCTAssertThrowsError(try UploadDestination.crashpad(checking: "file:///etc/passwd"))
+        XCTAssertEqual(
+            try UploadDestination.crashpad(checking: "https://c.example/submit?key=secret").key,
+            "crashpad https://c.example/submit")
+        XCTAssertEqual(
+            try UploadDestination.sentry(checking: "https://k3y@o1.ingest.example/42").key,
+            "sentry https://o1.ingest.example/api/42/envelope/", "the key is not kept")
+        XCTAssertThrowsError(try UploadDestination.sentry(checking: "https://o1.ingest.example/42")) {
+            XCTAssertTrue("\($0)".contains("no public key"), "\($0)")
+        }
+    }
+
+    /// X-Sentry-Rate-Limits: the longest wait over the categories an event upload uses, an
+    /// empty category list meaning all; other categories and junk ignored; capped at a day.
+    func testSentryRateLimits() {
+        let policy = UploadPolicy()
+        let events: Set<String> = ["error", "attachment"]
+        XCTAssertEqual(
+            SentryRateLimits.wait("60:error:organization, 2700:transaction:key", categories: events, policy: policy), 60)
+        XCTAssertEqual(SentryRateLimits.wait("30::key", categories: events, policy: policy), 30)
+        XCTAssertNil(SentryRateLimits.wait("900:transaction;session:key", categories: events, policy: policy))
+        XCTAssertEqual(SentryRateLimits.wait("10:error, 20:attachment;session", categories: events, policy: policy), 20)
+        XCTAssertEqual(SentryRateLimits.wait("999999:error", categories: events, policy: policy), 24 * 3600)
+        XCTAssertNil(SentryRateLimits.wait("soon:error, :", categories: events, policy: policy))
     }
 }

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """collector.py RESPONSES LOG: a crash collector on 127.0.0.1 for UploadTests, answering as
-Socorro's Antenna and Crashpad's servers do. It prints its port, then serves. RESPONSES is a JSON
-list of answers ({"status", "body", "headers"}), given in order, the last one repeated. Every
-request is parsed as a collector would (gunzipped when Content-Encoding says gzip, the multipart
-form split into text fields and file parts) and appended to LOG as one JSON line."""
+Socorro's Antenna, Crashpad's servers and Sentry do. It prints its port, then serves. RESPONSES
+is a JSON list of answers ({"status", "body", "headers"}), given in order, the last one
+repeated; "$EVENT_ID" in a body is the envelope's event id. Every request is parsed as a
+collector would (gunzipped when Content-Encoding says gzip; a multipart form split into text
+fields and file parts; a Sentry envelope split into its items by their lengths, strictly, and its
+event passed through Sentry Relay's own normalizer when sentry_relay can be imported, its
+`errors` recorded) and appended to LOG as one JSON line."""
 import email.parser
 import email.policy
 import gzip
@@ -16,6 +19,42 @@ log_path = sys.argv[2]
 served = [0]
 
 
+class Done(Exception):
+    pass
+
+
+def envelope(body):
+    """The envelope's header and items, read by the grammar: each item's header names its length,
+    and the payload is followed by a newline or the end."""
+    header_end = body.index(b"\n")
+    header = json.loads(body[:header_end])
+    position = header_end + 1
+    items = []
+    while position < len(body):
+        end = body.index(b"\n", position)
+        item = json.loads(body[position:end])
+        payload = body[end + 1:end + 1 + item["length"]]
+        if len(payload) != item["length"]:
+            raise ValueError("item shorter than its length")
+        position = end + 1 + item["length"]
+        if position < len(body):
+            if body[position:position + 1] != b"\n":
+                raise ValueError("payload not followed by a newline")
+            position += 1
+        item["magic"] = payload[:4].decode("latin-1")
+        if item["type"] == "event":
+            event = json.loads(payload)
+            item["exception_type"] = event.get("exception", {}).get("values", [{}])[-1].get("type")
+            try:
+                from sentry_relay.processing import StoreNormalizer
+                normalized = StoreNormalizer(project_id=1).normalize_event(raw_event=payload.decode())
+                item["relay_errors"] = normalized.get("errors", [])
+            except ImportError:
+                item["relay_errors"] = None
+        items.append(item)
+    return {"event_id": header.get("event_id", ""), "envelope_header": header, "items": items}
+
+
 class Collector(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
@@ -23,6 +62,9 @@ class Collector(BaseHTTPRequestHandler):
         record = {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "size": len(raw)}
         try:
             body = gzip.decompress(raw) if self.headers.get("Content-Encoding") == "gzip" else raw
+            if self.headers["Content-Type"] == "application/x-sentry-envelope":
+                record.update(envelope(body))
+                raise Done()
             head = b"Content-Type: " + self.headers["Content-Type"].encode() + b"\r\n\r\n"
             message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
             if not message.is_multipart():
@@ -37,13 +79,15 @@ class Collector(BaseHTTPRequestHandler):
                                              "magic": data[:4].decode("latin-1"), "content_type": part.get_content_type()}
                 else:
                     record["fields"][name] = data.decode("utf-8", "replace")
+        except Done:
+            pass
         except Exception as error:  # the test reads what went wrong
             record["error"] = repr(error)
         with open(log_path, "a") as log:
             log.write(json.dumps(record) + "\n")
         answer = answers[min(served[0], len(answers) - 1)]
         served[0] += 1
-        payload = answer.get("body", "").encode()
+        payload = answer.get("body", "").replace("$EVENT_ID", record.get("event_id", "")).encode()
         self.send_response(answer.get("status", 200))
         for name, value in answer.get("headers", {}).items():
             self.send_header(name, value)
