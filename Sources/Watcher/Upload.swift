@@ -202,16 +202,10 @@ public enum CrashpadUpload {
         return fields.filter { !ownNames.contains($0.0) } + own
     }
 
-    /// A UUID-shaped id derived from the report id (stable: the same report, the same guid).
+    /// A UUID-shaped id derived from the report id (stable: the same report, the same guid; the
+    /// same 128 bits as its Sentry event id).
     static func guid(_ reportID: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        var second: UInt64 = 0x8422_2325_cbf2_9ce4
-        for byte in reportID.utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
-            second = (second ^ UInt64(byte)) &* 0x100_0000_01b3 &+ 7
-        }
-        let hex = String(format: "%016llx%016llx", hash, second)
-        let characters = Array(hex)
+        let characters = Array(SentryEvent.eventID(reportID: reportID))
         return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
     }
 
