@@ -19,6 +19,10 @@ public struct Uploader {
     public var clientVersion: String
     /// The deployment environment for Sentry (CRASHPORT_ENVIRONMENT), nil: from annotations.
     public var environment: String?
+    /// Send the arguments and home-directory user names too (UploadPrivacy).
+    public var sendPII = false
+    /// An executable that sees each request's JSON first and may edit or drop it.
+    public var beforeSend: String?
     public var say: (String) -> Void = { print($0) }
     public var clock: () -> Date = Date.init
 
@@ -127,13 +131,26 @@ public struct Uploader {
     ) -> Result<
         Request, UploadError
     > {
-        let minidump = FileManager.default.contents(atPath: directory + "/minidump.dmp").map(Array.init)
+        let captured = FileManager.default.contents(atPath: directory + "/minidump.dmp").map(Array.init)
+        let minidump = sendPII ? captured : captured.map(UploadPrivacy.scrubbed(minidump:))
         switch destination {
         case .crashpad:
             guard let minidump else {
                 return .failure(UploadError("no minidump.dmp to send (a collector takes minidumps only)"))
             }
-            let fields = CrashpadUpload.fields(for: event, reportID: id)
+            var fields = CrashpadUpload.fields(for: event, reportID: id)
+            if !sendPII { fields = fields.map { ($0.0, UploadPrivacy.scrubbed($0.1)) } }
+            if let beforeSend {
+                // The hook sees the fields as one JSON object, and answers with the ones to send.
+                let object = Dictionary(fields, uniquingKeysWith: { _, last in last })
+                switch UploadPrivacy.beforeSend(beforeSend, json: (try? JSONSerialization.data(withJSONObject: object)) ?? Data())
+                {
+                case .failure(let why): return .failure(why)
+                case .success(let answer):
+                    let edited = (try? JSONSerialization.jsonObject(with: answer)) as? [String: Any] ?? [:]
+                    fields = edited.compactMap { key, value in (value as? String).map { (key, $0) } }.sorted { $0.0 < $1.0 }
+                }
+            }
             let (body, boundary) = CrashpadUpload.body(fields: fields, minidump: minidump, fileName: "\(id).dmp")
             return .success(
                 gzipped(
@@ -147,8 +164,18 @@ public struct Uploader {
             let options = SentryEvent.Options(sdkVersion: clientVersion, environment: environment, operatingSystem: system)
             let eventID = SentryEvent.eventID(reportID: id)
             do {
+                var payload: Any = SentryEvent.payload(for: event, options: options)
+                if !sendPII { payload = UploadPrivacy.scrubbed(json: payload) }
+                var eventJSON = try JSONSerialization.data(
+                    withJSONObject: payload, options: [.sortedKeys, .withoutEscapingSlashes])
+                if let beforeSend {
+                    switch UploadPrivacy.beforeSend(beforeSend, json: eventJSON) {
+                    case .failure(let why): return .failure(why)
+                    case .success(let answer): eventJSON = answer
+                    }
+                }
                 let envelope = try SentryEnvelope.report(
-                    eventJSON: try SentryEvent.jsonData(for: event, options: options), eventID: eventID,
+                    eventJSON: eventJSON, eventID: eventID,
                     sentAt: Self.format(clock().timeIntervalSince1970), dsn: dsn, sdkVersion: clientVersion,
                     minidump: minidump)
                 return .success(

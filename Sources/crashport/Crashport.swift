@@ -496,6 +496,18 @@ struct Upload: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Per request (default 30000).", valueName: "MS"))
     var timeoutMs: Int?
 
+    @Flag(
+        name: .long,
+        help: "Also send the program's arguments and the user names in home-directory paths (left out by default).")
+    var sendPii = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "An executable given each request's JSON on stdin: it prints it back, edited or not, or exits non-zero to drop the report (default: $CRASHPORT_BEFORE_SEND).",
+            valueName: "PROGRAM"))
+    var beforeSend: String?
+
     func run() throws {
         let environment = ProcessInfo.processInfo.environment
         func given(_ option: String?, _ variable: String) -> String? {
@@ -521,6 +533,13 @@ struct Upload: ParsableCommand {
         uploader.dryRun = dryRun
         uploader.caFile = caFile
         uploader.environment = given(nil, "CRASHPORT_ENVIRONMENT")
+        uploader.sendPII = sendPii
+        if let hook = given(beforeSend, "CRASHPORT_BEFORE_SEND") {
+            guard FileManager.default.isExecutableFile(atPath: hook) else {
+                usageError("upload: --before-send \(hook) is not an executable file")
+            }
+            uploader.beforeSend = hook
+        }
         if let timeoutMs {
             guard timeoutMs > 0 else { usageError("upload: --timeout-ms must be positive") }
             uploader.timeoutMilliseconds = timeoutMs

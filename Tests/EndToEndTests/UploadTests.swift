@@ -272,6 +272,69 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(sentry.requests.count, 1, now.stdout)
     }
 
+    /// By default neither the program's arguments nor a home directory's user name leave the
+    /// machine, in the minidump or in the event; --send-pii sends them. A before_send hook sees
+    /// each request first: one that passes it through sends it, one that exits non-zero drops it.
+    func testPrivacyByDefaultAndTheBeforeSendHook() throws {
+        guard getuid() == 0 else { throw XCTSkip("the program must run from a directory under /home, which root makes here") }
+        let home = "/home/cptest\(getpid())"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: home + "/crash", flags: ["-O1", "-g"])
+        let reports = Self.directory + "/private-\(UUID().uuidString.prefix(6))"
+        let sentry = try Collector(answers: [["status": 200, "body": "{\"id\":\"$EVENT_ID\"}"]], directory: Self.directory)
+        let crashpad = try Collector(answers: [["status": 200, "body": "CrashID=bp-private\n"]], directory: Self.directory)
+        let dsn = "http://publickey@127.0.0.1:\(sentry.port)/42"
+        let name = (home as NSString).lastPathComponent
+
+        // A crash sent by default, then another sent with --send-pii (the first is sent by then).
+        for (index, sendPII) in [false, true].enumerated() {
+            _ = try TestSupport.crashportRun([program, "null", "--password=hunter2"], reports: reports)
+            let result = try TestSupport.run(
+                [TestSupport.crashport, "upload", "--reports", reports, "--sentry-dsn", dsn, "--url", crashpad.url]
+                    + (sendPII ? ["--send-pii"] : []))
+            XCTAssertEqual(result.status, .exited(0), result.stderr)
+            guard sentry.requests.count == index + 1, crashpad.requests.count == index + 1 else {
+                return XCTFail("\(result.stdout)\(result.stderr)")
+            }
+            let items = sentry.requests[index]["items"] as? [[String: Any]] ?? []
+            let files = crashpad.requests[index]["files"] as? [String: [String: Any]] ?? [:]
+            let event = items.first { $0["type"] as? String == "event" }?["saved"] as? String ?? ""
+            let minidumps =
+                items.filter { $0["type"] as? String == "attachment" }.compactMap { $0["saved"] as? String }
+                + files.values.compactMap { $0["saved"] as? String }
+            XCTAssertEqual(minidumps.count, 2, "one to Sentry, one to the collector")
+            for path in [event] + minidumps {
+                let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: path)), as: UTF8.self)
+                XCTAssertEqual(text.contains("/home/\(name)/"), sendPII, "\(path): user name")
+                // The event never carries arguments; a minidump does only with --send-pii (its
+                // command line stream, and the strings at the top of the main thread's stack).
+                XCTAssertEqual(text.contains("hunter2"), sendPII && path != event, "\(path): arguments")
+            }
+            // The edited minidump still reads as the same crash (rust-minidump's stackwalk).
+            let walked = try TestSupport.stackwalk(minidumps[0])
+            XCTAssertEqual(walked["status"] as? String, "OK")
+            XCTAssertEqual((walked["crash_info"] as? [String: Any])?["type"] as? String, "SIGSEGV / SEGV_MAPERR")
+        }
+
+        // before_send: /bin/cat passes the request through; a hook exiting 3 drops it.
+        let hook = Self.directory + "/drop-\(UUID().uuidString.prefix(6)).sh"
+        try "#!/bin/sh\ncat > /dev/null\nexit 3\n".write(toFile: hook, atomically: true, encoding: .utf8)
+        chmod(hook, 0o755)
+        let (others, other) = try crashed()
+        let passed = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", others, "--url", crashpad.url, "--before-send", "/bin/cat"])
+        XCTAssertTrue(passed.stdout.contains("\(other): sent to"), passed.stdout + passed.stderr)
+        let (dropped, droppedID) = try crashed()
+        let refused = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", dropped, "--url", crashpad.url, "--before-send", hook])
+        XCTAssertTrue(
+            refused.stdout.contains("\(droppedID): \(crashpad.url): dropped by before_send \(hook) (it exited 3)"), refused.stdout
+        )
+        XCTAssertEqual(try state(dropped, droppedID)["status"] as? String, "failed")
+    }
+
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
     func testTimerUnitsVerify() throws {
         guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {

@@ -83,3 +83,46 @@ final class UploadPolicyTests: XCTestCase {
         XCTAssertNil(SentryRateLimits.wait("soon:error, :", categories: events, policy: policy))
     }
 }
+
+/// What leaves the machine by default: home directories' user names and the arguments, out.
+final class UploadPrivacyTests: XCTestCase {
+    func testHomeDirectoriesInText() {
+        XCTAssertEqual(UploadPrivacy.scrubbed("/home/alice/src/app.c"), "~/src/app.c")
+        XCTAssertEqual(UploadPrivacy.scrubbed("at /home/al.ice_2/x and /home/bob/y"), "at ~/x and ~/y")
+        XCTAssertEqual(UploadPrivacy.scrubbed("/home/"), "/home/")
+        XCTAssertEqual(UploadPrivacy.scrubbed("/home//x /home/a b/"), "/home//x /home/a b/")
+        XCTAssertEqual(UploadPrivacy.scrubbed("/usr/lib/libc.so.6"), "/usr/lib/libc.so.6")
+        let json = UploadPrivacy.scrubbed(json: ["frames": [["abs_path": "/home/carol/a.c", "lineno": 3]]]) as? [String: Any]
+        let frame = (json?["frames"] as? [[String: Any]])?.first
+        XCTAssertEqual(frame?["abs_path"] as? String, "~/a.c")
+        XCTAssertEqual(frame?["lineno"] as? Int, 3)
+    }
+
+    /// A minidump edited in place: the command line stream cut to argv[0] (its size shortened,
+    /// the rest zeroed), user names masked in ASCII and UTF-16; nothing moves.
+    func testMinidumpKeepsItsLayout() {
+        var bytes = [UInt8](repeating: 0, count: 200)
+        func put(_ value: Int, _ offset: Int) {
+            for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
+        }
+        bytes.replaceSubrange(0..<4, with: Array("MDMP".utf8))
+        put(1, 8)  // one stream
+        put(32, 12)  // directory at 32
+        let cmdline = Array("/home/dave/bin/app\0--token\0s3cret\0".utf8)
+        put(0x4767_0006, 32)
+        put(cmdline.count, 36)
+        put(64, 40)
+        bytes.replaceSubrange(64..<64 + cmdline.count, with: cmdline)
+        let wide = Array("/home/dave/x".utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] })
+        bytes.replaceSubrange(120..<120 + wide.count, with: wide)
+        let scrubbed = UploadPrivacy.scrubbed(minidump: bytes)
+        XCTAssertEqual(scrubbed.count, bytes.count)
+        let kept = Int(scrubbed[36]) | Int(scrubbed[37]) << 8
+        XCTAssertEqual(kept, "/home/dave/bin/app\0".utf8.count)
+        XCTAssertEqual(String(decoding: scrubbed[64..<64 + kept - 1], as: UTF8.self), "/home/****/bin/app")
+        XCTAssertTrue(scrubbed[64 + kept..<64 + cmdline.count].allSatisfy { $0 == 0 }, "the arguments are gone")
+        XCTAssertEqual(
+            String(decoding: stride(from: 120, to: 120 + wide.count, by: 2).map { scrubbed[$0] }, as: UTF8.self), "/home/****/x")
+        XCTAssertEqual(UploadPrivacy.scrubbed(minidump: Array("not a minidump".utf8)), Array("not a minidump".utf8))
+    }
+}

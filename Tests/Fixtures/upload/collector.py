@@ -6,7 +6,8 @@ repeated; "$EVENT_ID" in a body is the envelope's event id. Every request is par
 collector would (gunzipped when Content-Encoding says gzip; a multipart form split into text
 fields and file parts; a Sentry envelope split into its items by their lengths, strictly, and its
 event passed through Sentry Relay's own normalizer when sentry_relay can be imported, its
-`errors` recorded) and appended to LOG as one JSON line."""
+`errors` recorded) and appended to LOG as one JSON line; each file part and envelope item is
+saved beside LOG, named in the line, for the test to read."""
 import email.parser
 import email.policy
 import gzip
@@ -42,6 +43,9 @@ def envelope(body):
                 raise ValueError("payload not followed by a newline")
             position += 1
         item["magic"] = payload[:4].decode("latin-1")
+        item["saved"] = f"{log_path}.{served[0]}.{len(items)}.{item['type']}"
+        with open(item["saved"], "wb") as copy:
+            copy.write(payload)
         if item["type"] == "event":
             event = json.loads(payload)
             item["exception_type"] = event.get("exception", {}).get("values", [{}])[-1].get("type")
@@ -75,7 +79,10 @@ class Collector(BaseHTTPRequestHandler):
                 name = part.get_param("name", header="content-disposition")
                 data = part.get_payload(decode=True) or b""
                 if part.get_filename() is not None:
-                    record["files"][name] = {"filename": part.get_filename(), "size": len(data),
+                    saved = f"{log_path}.{served[0]}.{name}"
+                    with open(saved, "wb") as copy:
+                        copy.write(data)
+                    record["files"][name] = {"filename": part.get_filename(), "size": len(data), "saved": saved,
                                              "magic": data[:4].decode("latin-1"), "content_type": part.get_content_type()}
                 else:
                     record["fields"][name] = data.decode("utf-8", "replace")
