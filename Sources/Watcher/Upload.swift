@@ -98,6 +98,8 @@ public struct UploadState: Codable, Sendable, Equatable {
     }
 
     public var destinations: [String: Entry] = [:]
+    /// The user's decision on this report under `ask` (crashport send / discard), nil if none.
+    public var consent: ReportConsent?
 
     public init() {}
 
@@ -121,35 +123,84 @@ public struct UploadState: Codable, Sendable, Equatable {
     public func write(directory: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
-        let bytes = Array(try encoder.encode(self))
-        // A fresh file (O_EXCL, O_NOFOLLOW): nothing placed at the temporary name is followed.
-        let temporary = directory + "/.\(Self.fileName).tmp-\(getpid())"
-        unlink(temporary)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw UploadError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else {
-                close(fd)
-                unlink(temporary)
-                throw UploadError("cannot write \(temporary): \(String(cString: strerror(errno)))")
-            }
-            offset += written
-        }
-        fsync(fd)
-        close(fd)
-        guard rename(temporary, directory + "/" + Self.fileName) == 0 else {
-            let why = String(cString: strerror(errno))
+        try replaceFile(directory: directory, name: Self.fileName, bytes: Array(try encoder.encode(self)))
+    }
+}
+
+/// Replaces `directory/name` atomically: a fresh temporary file (O_EXCL, O_NOFOLLOW: nothing
+/// placed at its name is followed) written and fsynced, renamed over the old one, the directory
+/// fsynced.
+func replaceFile(directory: String, name: String, bytes: [UInt8]) throws {
+    let temporary = directory + "/.\(name).tmp-\(getpid())"
+    unlink(temporary)
+    let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw UploadError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else {
+            close(fd)
             unlink(temporary)
-            throw UploadError("cannot replace \(directory)/\(Self.fileName): \(why)")
+            throw UploadError("cannot write \(temporary): \(String(cString: strerror(errno)))")
         }
-        let parent = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if parent >= 0 {
-            fsync(parent)
-            close(parent)
+        offset += written
+    }
+    fsync(fd)
+    close(fd)
+    guard rename(temporary, directory + "/" + name) == 0 else {
+        let why = String(cString: strerror(errno))
+        unlink(temporary)
+        throw UploadError("cannot replace \(directory)/\(name): \(why)")
+    }
+    let parent = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    if parent >= 0 {
+        fsync(parent)
+        close(parent)
+    }
+}
+
+/// A decision on one report, App Center style: send it, or never send it.
+public enum ReportConsent: String, Codable, Sendable {
+    case granted, denied
+}
+
+/// Whether reports may be sent (`crashport consent`): `always`, `never` (kept locally, never
+/// sent) or `ask` (held until `crashport send` or `crashport discard` decides), for every program
+/// or for one executable. Kept in the reports directory, so it is per user.
+public struct ConsentSettings: Codable, Sendable, Equatable {
+    public enum Choice: String, Codable, Sendable, CaseIterable {
+        case ask, always, never
+    }
+
+    /// Every program's choice; `always` when none was made (configuring a destination is the
+    /// decision to send).
+    public var choice: Choice = .always
+    /// Choices for single programs, by executable path.
+    public var programs: [String: Choice] = [:]
+
+    public init() {}
+
+    public static let fileName = ".crashport-consent.json"
+
+    public func choice(for executable: String?) -> Choice {
+        executable.flatMap { programs[$0] } ?? choice
+    }
+
+    public static func read(root: String) throws -> ConsentSettings {
+        let path = root + "/" + fileName
+        guard let data = FileManager.default.contents(atPath: path) else { return ConsentSettings() }
+        do {
+            return try JSONDecoder().decode(ConsentSettings.self, from: data)
+        } catch {
+            throw UploadError("\(path) is not crashport's consent settings: \(error)")
         }
+    }
+
+    public func write(root: String) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        try replaceFile(directory: root, name: Self.fileName, bytes: Array(try encoder.encode(self)))
     }
 }
 

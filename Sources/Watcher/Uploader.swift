@@ -39,11 +39,21 @@ public struct Uploader {
         public var failed = 0
         public var notDue = 0
         public var done = 0
+        /// Held by consent: awaiting `crashport send` (ask), or never to be sent (never, discarded).
+        public var awaitingConsent = 0
+        public var keptLocally = 0
     }
 
     /// Sends what is due, oldest report first.
     public func run() -> Outcome {
         var outcome = Outcome()
+        let consent: ConsentSettings
+        do {
+            consent = try ConsentSettings.read(root: store.root)
+        } catch {
+            say("\(error); nothing is sent until it is fixed (crashport consent writes it anew)")
+            return outcome
+        }
         for id in store.ids().reversed() {
             let directory = store.path(of: id)
             var state: UploadState
@@ -54,7 +64,28 @@ public struct Uploader {
                 outcome.failed += 1
                 continue
             }
-            var event: Event?
+            let unsent = destinations.contains { state.destinations[$0.key]?.status ?? .pending == .pending }
+            guard unsent else {
+                outcome.done += destinations.count
+                continue
+            }
+            guard let event = try? store.event(id: id) else {
+                say("\(id): its event.json cannot be read; not sending it")
+                outcome.failed += 1
+                continue
+            }
+            // The user's say first: never, discarded, or asked and not answered yet.
+            let choice = consent.choice(for: event.process?.executable)
+            if state.consent == .denied || choice == .never {
+                if dryRun { say("\(id): kept here (\(state.consent == .denied ? "discarded" : "consent: never"))") }
+                outcome.keptLocally += 1
+                continue
+            }
+            if choice == .ask && state.consent != .granted {
+                say("\(id): awaiting consent (crashport send \(id), or crashport discard \(id))")
+                outcome.awaitingConsent += 1
+                continue
+            }
             for destination in destinations {
                 var entry = state.destinations[destination.key] ?? UploadState.Entry()
                 let time = clock().timeIntervalSince1970
@@ -70,12 +101,6 @@ public struct Uploader {
                 if !now, let next = entry.nextAttempt, next > time {
                     outcome.notDue += 1
                     continue
-                }
-                if event == nil { event = try? store.event(id: id) }
-                guard let event else {
-                    say("\(id): its event.json cannot be read; not sending it")
-                    outcome.failed += 1
-                    break
                 }
                 if let age = Self.age(of: event, now: time), age > policy.maximumAge {
                     entry.status = .failed

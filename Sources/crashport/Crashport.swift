@@ -24,7 +24,10 @@ struct Crashport: ParsableCommand {
               other  run: the program's own exit status, or killed by its signal
             """,
         version: "crashport \(crashportVersion)",
-        subcommands: [Run.self, Watch.self, List.self, Show.self, Stats.self, Symbolicate.self, Upload.self, Doctor.self]
+        subcommands: [
+            Run.self, Watch.self, List.self, Show.self, Stats.self, Symbolicate.self, Upload.self, Consent.self, Send.self,
+            Discard.self, Doctor.self,
+        ]
     )
 }
 
@@ -408,6 +411,7 @@ struct List: ParsableCommand {
             }
         }
         var entries: [Entry] = []
+        let consent = (try? ConsentSettings.read(root: store.root)) ?? ConsentSettings()
         for id in store.ids() {
             do {
                 let event = try store.event(id: id)
@@ -422,7 +426,9 @@ struct List: ParsableCommand {
                             CrashLog.describe(FrameRecord(module: $0.module, function: $0.function, file: $0.file, line: $0.line))
                         },
                         topFrame: event.crashedThreadRecord?.frames?.first.map { CrashLog.describe($0) },
-                        upload: Self.uploadStates(directory: store.path(of: id))))
+                        upload: Self.uploadStates(
+                            directory: store.path(of: id),
+                            asked: consent.choice(for: event.process?.executable) == .ask)))
             } catch {
                 FileHandle.standardError.write(Data("crashport: \(error)\n".utf8))
             }
@@ -459,36 +465,13 @@ struct List: ParsableCommand {
     }
 }
 
-struct Upload: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Send reports to Sentry and to Crashpad or Breakpad collectors.",
-        discussion: """
-            Destinations: --sentry-dsn (or CRASHPORT_SENTRY_DSN): an envelope with the event in
-            Sentry's shape and the minidump as event.minidump; --url (or CRASHPORT_UPLOAD_URL): a
-            Crashpad/Breakpad collector, sent Crashpad's multipart (the minidump as
-            upload_file_minidump; annotations, prod, ver, guid as fields). Both at once if both are
-            given; nothing is sent unless one is. Bodies are gzipped. Every report not sent yet goes,
-            oldest first, and keeps its state per destination in upload.json beside it (pending,
-            sent with the server's id, failed), so nothing is sent twice. A transport failure, a
-            429 or a 5xx is tried again after 15 min, doubling up to 8 h, at most 6 times; a
-            server's Retry-After or X-Sentry-Rate-Limits is kept even by --now; a 413 or another
-            4xx is not retried; reports older than 7 days are not sent. Runs by hand or from a
-            timer (crashport-upload.timer).
-            """)
-
-    @OptionGroup var reportsOption: ReportsOption
-
+/// Where reports go and how: shared by upload and send.
+struct UploadOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("A Crashpad/Breakpad collector (default: $CRASHPORT_UPLOAD_URL).", valueName: "URL"))
     var url: String?
 
     @Option(name: .long, help: ArgumentHelp("A Sentry project (default: $CRASHPORT_SENTRY_DSN).", valueName: "DSN"))
     var sentryDsn: String?
-
-    @Flag(name: .long, help: "Do not wait for crashport's backoff (a server's Retry-After still holds).")
-    var now = false
-
-    @Flag(name: .long, help: "Print what would be sent where; send nothing.")
-    var dryRun = false
 
     @Option(name: .long, help: ArgumentHelp("Trust this CA file (a private CA) instead of the system's.", valueName: "FILE"))
     var caFile: String?
@@ -508,7 +491,9 @@ struct Upload: ParsableCommand {
             valueName: "PROGRAM"))
     var beforeSend: String?
 
-    func run() throws {
+    /// The uploader these options describe, nil when no destination is given (a usage error
+    /// for anything else wrong).
+    func uploader(store: ReportStore, command: String) -> Uploader? {
         let environment = ProcessInfo.processInfo.environment
         func given(_ option: String?, _ variable: String) -> String? {
             option ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
@@ -518,48 +503,232 @@ struct Upload: ParsableCommand {
             if let dsn = given(sentryDsn, "CRASHPORT_SENTRY_DSN") { destinations.append(try .sentry(checking: dsn)) }
             if let url = given(url, "CRASHPORT_UPLOAD_URL") { destinations.append(try .crashpad(checking: url)) }
         } catch {
-            usageError("upload: \(error)")
+            usageError("\(command): \(error)")
         }
-        guard !destinations.isEmpty else {
-            usageError(
-                "upload: no destination: give --sentry-dsn or --url, or set CRASHPORT_SENTRY_DSN or CRASHPORT_UPLOAD_URL (nothing is sent without one)"
-            )
-        }
+        guard !destinations.isEmpty else { return nil }
         if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
-            fail("upload: --ca-file \(caFile) cannot be read", status: ExitStatus.failure)
+            fail("\(command): --ca-file \(caFile) cannot be read", status: ExitStatus.failure)
         }
-        var uploader = Uploader(store: reportsOption.store, destinations: destinations, clientVersion: crashportVersion)
-        uploader.now = now
-        uploader.dryRun = dryRun
+        var uploader = Uploader(store: store, destinations: destinations, clientVersion: crashportVersion)
         uploader.caFile = caFile
         uploader.environment = given(nil, "CRASHPORT_ENVIRONMENT")
         uploader.sendPII = sendPii
         if let hook = given(beforeSend, "CRASHPORT_BEFORE_SEND") {
             guard FileManager.default.isExecutableFile(atPath: hook) else {
-                usageError("upload: --before-send \(hook) is not an executable file")
+                usageError("\(command): --before-send \(hook) is not an executable file")
             }
             uploader.beforeSend = hook
         }
         if let timeoutMs {
-            guard timeoutMs > 0 else { usageError("upload: --timeout-ms must be positive") }
+            guard timeoutMs > 0 else { usageError("\(command): --timeout-ms must be positive") }
             uploader.timeoutMilliseconds = timeoutMs
         }
-        let outcome = uploader.run()
-        if !dryRun {
-            FileHandle.standardError.write(
-                Data(
-                    "crashport: upload: \(outcome.sent) sent, \(outcome.retrying) to retry, \(outcome.failed) failed, \(outcome.notDue) waiting, \(outcome.done) done before\n"
-                        .utf8))
+        return uploader
+    }
+
+    static func summary(_ outcome: Uploader.Outcome) -> String {
+        var line =
+            "crashport: upload: \(outcome.sent) sent, \(outcome.retrying) to retry, \(outcome.failed) failed, \(outcome.notDue) waiting, \(outcome.done) done before"
+        if outcome.awaitingConsent > 0 { line += ", \(outcome.awaitingConsent) awaiting consent" }
+        if outcome.keptLocally > 0 { line += ", \(outcome.keptLocally) kept here by consent" }
+        return line + "\n"
+    }
+}
+
+struct Upload: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send reports to Sentry and to Crashpad or Breakpad collectors.",
+        discussion: """
+            Destinations: --sentry-dsn (or CRASHPORT_SENTRY_DSN): an envelope with the event in
+            Sentry's shape and the minidump as event.minidump; --url (or CRASHPORT_UPLOAD_URL): a
+            Crashpad/Breakpad collector, sent Crashpad's multipart (the minidump as
+            upload_file_minidump; annotations, prod, ver, guid as fields). Both at once if both are
+            given; nothing is sent unless one is. Bodies are gzipped. Every report not sent yet goes,
+            oldest first, and keeps its state per destination in upload.json beside it (pending,
+            sent with the server's id, failed), so nothing is sent twice. A transport failure, a
+            429 or a 5xx is tried again after 15 min, doubling up to 8 h, at most 6 times; a
+            server's Retry-After or X-Sentry-Rate-Limits is kept even by --now; a 413 or another
+            4xx is not retried; reports older than 7 days are not sent. What crashport consent
+            says holds: never sends nothing, ask sends only what crashport send decided. Runs by
+            hand or from a timer (crashport-upload.timer).
+            """)
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    @OptionGroup var uploadOptions: UploadOptions
+
+    @Flag(name: .long, help: "Do not wait for crashport's backoff (a server's Retry-After still holds).")
+    var now = false
+
+    @Flag(name: .long, help: "Print what would be sent where; send nothing.")
+    var dryRun = false
+
+    func run() throws {
+        guard var uploader = uploadOptions.uploader(store: reportsOption.store, command: "upload") else {
+            usageError(
+                "upload: no destination: give --sentry-dsn or --url, or set CRASHPORT_SENTRY_DSN or CRASHPORT_UPLOAD_URL (nothing is sent without one)"
+            )
         }
+        uploader.now = now
+        uploader.dryRun = dryRun
+        let outcome = uploader.run()
+        if !dryRun { FileHandle.standardError.write(Data(UploadOptions.summary(outcome).utf8)) }
+    }
+}
+
+struct Consent: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Whether reports may leave this machine: ask, always or never.",
+        discussion: """
+            always (the default once a destination is configured): crashport upload sends them.
+            never: they are kept here and never sent. ask: each waits until crashport send or
+            crashport discard decides (App Center's "send / don't send / always send"). With
+            --program, for that executable only. Kept in the reports directory (per user). With no
+            choice, prints the settings.
+            """)
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    @Argument(help: "ask, always or never.")
+    var choice: ConsentSettings.Choice?
+
+    @Option(name: .long, help: ArgumentHelp("For this executable only.", valueName: "PATH"))
+    var program: String?
+
+    func run() throws {
+        let store = reportsOption.store
+        var settings: ConsentSettings
+        do {
+            settings = try ConsentSettings.read(root: store.root)
+        } catch {
+            guard choice != nil else { fail("consent: \(error)", status: ExitStatus.failure) }
+            settings = ConsentSettings()  // a choice made now replaces what cannot be read
+        }
+        guard let choice else {
+            print("every program: \(settings.choice.rawValue)")
+            for (path, choice) in settings.programs.sorted(by: { $0.key < $1.key }) { print("\(path): \(choice.rawValue)") }
+            return
+        }
+        if let program {
+            settings.programs[RunHistory.realPath(program)] = choice
+        } else {
+            settings.choice = choice
+        }
+        do {
+            try store.prepare()
+            try settings.write(root: store.root)
+        } catch {
+            fail("consent: \(error)", status: ExitStatus.failure)
+        }
+        print("\(program.map(RunHistory.realPath) ?? "every program"): \(choice.rawValue)")
+    }
+}
+
+extension ConsentSettings.Choice: ExpressibleByArgument {}
+
+/// `crashport send` and `crashport discard`: the user's decision on reports held under `ask`.
+struct ConsentDecision {
+    static func decide(
+        _ decision: ReportConsent, ids: [String], all: Bool, store: ReportStore, command: String
+    ) -> [String] {
+        guard all || !ids.isEmpty else { usageError("\(command): give report ids, or --all") }
+        guard !all || ids.isEmpty else { usageError("\(command): give report ids or --all, not both") }
+        var chosen: [String] = []
+        if all {
+            let settings = (try? ConsentSettings.read(root: store.root)) ?? ConsentSettings()
+            for id in store.ids() {
+                let state = (try? UploadState.read(directory: store.path(of: id))) ?? UploadState()
+                let executable = (try? store.event(id: id))?.process?.executable
+                if state.consent == nil && settings.choice(for: executable) == .ask { chosen.append(id) }
+            }
+        } else {
+            for reference in ids {
+                do {
+                    chosen.append(try store.resolve(reference))
+                } catch {
+                    fail("\(command): \(error)", status: ExitStatus.failure)
+                }
+            }
+        }
+        for id in chosen {
+            let directory = store.path(of: id)
+            do {
+                var state = try UploadState.read(directory: directory)
+                state.consent = decision
+                try state.write(directory: directory)
+            } catch {
+                fail("\(command): \(id): \(error)", status: ExitStatus.failure)
+            }
+        }
+        return chosen
+    }
+}
+
+struct Send: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Allow reports held by crashport consent ask to be sent, and send them now.",
+        discussion: """
+            Records the decision beside each report; with a destination (as for crashport upload),
+            sends them at once, else the next crashport upload does.
+            """)
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    @OptionGroup var uploadOptions: UploadOptions
+
+    @Argument(help: "Report ids (or unique prefixes).")
+    var ids: [String] = []
+
+    @Flag(name: .long, help: "Every report awaiting consent.")
+    var all = false
+
+    func run() throws {
+        let store = reportsOption.store
+        let chosen = ConsentDecision.decide(.granted, ids: ids, all: all, store: store, command: "send")
+        print("\(chosen.count) report(s) allowed to be sent\(chosen.isEmpty ? "" : ": " + chosen.joined(separator: ", "))")
+        guard !chosen.isEmpty, var uploader = uploadOptions.uploader(store: store, command: "send") else { return }
+        uploader.now = true
+        let outcome = uploader.run()
+        FileHandle.standardError.write(Data(UploadOptions.summary(outcome).utf8))
+    }
+}
+
+struct Discard: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Never send reports held by crashport consent ask (they stay here).")
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    @Argument(help: "Report ids (or unique prefixes).")
+    var ids: [String] = []
+
+    @Flag(name: .long, help: "Every report awaiting consent.")
+    var all = false
+
+    func run() throws {
+        let chosen = ConsentDecision.decide(.denied, ids: ids, all: all, store: reportsOption.store, command: "discard")
+        print("\(chosen.count) report(s) will never be sent\(chosen.isEmpty ? "" : ": " + chosen.joined(separator: ", "))")
     }
 }
 
 extension List {
     /// A report's upload state per destination ("sent bp-…", "pending (2 attempts)", "failed:
-    /// HTTP 413…"); nil when it has none.
-    static func uploadStates(directory: String) -> [String: String]? {
-        guard let state = try? UploadState.read(directory: directory), !state.destinations.isEmpty else { return nil }
-        return state.destinations.mapValues { entry in
+    /// HTTP 413…"), and under `consent` the user's decision, or that it awaits one (`asked`:
+    /// crashport consent ask applies to it); nil when there is nothing to say.
+    static func uploadStates(directory: String, asked: Bool) -> [String: String]? {
+        let state = (try? UploadState.read(directory: directory)) ?? UploadState()
+        var states: [String: String] = [:]
+        switch state.consent {
+        case .granted?: states["consent"] = "granted"
+        case .denied?: states["consent"] = "discarded"
+        case nil where asked: states["consent"] = "awaiting"
+        case nil: break
+        }
+        return states.merging(uploadedStates(state), uniquingKeysWith: { first, _ in first }).nilIfEmpty
+    }
+
+    static func uploadedStates(_ state: UploadState) -> [String: String] {
+        state.destinations.mapValues { entry in
             switch entry.status {
             case .sent: return "sent" + (entry.serverID.map { " \($0)" } ?? "")
             case .pending: return "pending (\(entry.attempts) attempt\(entry.attempts == 1 ? "" : "s"))"
@@ -567,6 +736,10 @@ extension List {
             }
         }
     }
+}
+
+extension Dictionary {
+    var nilIfEmpty: Self? { isEmpty ? nil : self }
 }
 
 struct Show: ParsableCommand {

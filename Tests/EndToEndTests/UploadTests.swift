@@ -335,6 +335,55 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(try state(dropped, droppedID)["status"] as? String, "failed")
     }
 
+    /// crashport consent: never keeps reports here; ask holds each until crashport send (which
+    /// sends it at once) or crashport discard (never sent, even after consent becomes always);
+    /// list says which; a consent for one program leaves the others to the general one.
+    func testConsent() throws {
+        let (reports, first) = try crashed()
+        let collector = try Collector(answers: [["status": 200, "body": "CrashID=bp-consent\n"]], directory: Self.directory)
+        func crashport(_ arguments: [String]) throws -> RunResult {
+            try TestSupport.run([TestSupport.crashport] + arguments + ["--reports", reports])
+        }
+        XCTAssertEqual(try crashport(["consent", "never"]).status, .exited(0))
+        let kept = try upload(reports, collector.url)
+        XCTAssertTrue(kept.stderr.contains("1 kept here by consent"), kept.stderr)
+        XCTAssertTrue(collector.requests.isEmpty)
+
+        XCTAssertEqual(try crashport(["consent", "ask"]).status, .exited(0))
+        let held = try upload(reports, collector.url)
+        XCTAssertTrue(held.stdout.contains("\(first): awaiting consent (crashport send \(first)"), held.stdout)
+        XCTAssertTrue(collector.requests.isEmpty)
+        XCTAssertTrue(try crashport(["list"]).stdout.contains("[consent: awaiting]"))
+
+        let sent = try TestSupport.run(
+            [TestSupport.crashport, "send", "--all", "--reports", reports, "--url", collector.url])
+        XCTAssertTrue(sent.stdout.contains("1 report(s) allowed to be sent: \(first)"), sent.stdout)
+        XCTAssertTrue(sent.stdout.contains("\(first): sent to"), sent.stdout + sent.stderr)
+        XCTAssertEqual(collector.requests.count, 1)
+
+        // A second crash, discarded: never sent, not even once consent is always.
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O1", "-g"])
+        _ = try TestSupport.crashportRun([program, "null"], reports: reports)
+        let second = try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") && $0 != first }
+        XCTAssertEqual(second.count, 1)
+        XCTAssertTrue(try crashport(["discard", second[0]]).stdout.contains("1 report(s) will never be sent"))
+        XCTAssertEqual(try crashport(["consent", "always"]).status, .exited(0))
+        _ = try upload(reports, collector.url, ["--now"])
+        XCTAssertEqual(collector.requests.count, 1, "discarded")
+        XCTAssertTrue(try crashport(["list"]).stdout.contains("[consent: discarded]"))
+
+        // never for this program only: a third crash of it stays here.
+        XCTAssertEqual(try crashport(["consent", "never", "--program", program]).status, .exited(0))
+        let settings = try crashport(["consent"]).stdout
+        XCTAssertTrue(settings.contains("every program: always") && settings.contains("\(program): never"), settings)
+        _ = try TestSupport.crashportRun([program, "null"], reports: reports)
+        let third = try upload(reports, collector.url)
+        XCTAssertTrue(third.stderr.contains("2 kept here by consent"), third.stderr)
+        XCTAssertEqual(collector.requests.count, 1)
+        XCTAssertEqual(try crashport(["send"]).status, .exited(64), "ids or --all")
+    }
+
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
     func testTimerUnitsVerify() throws {
         guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {
