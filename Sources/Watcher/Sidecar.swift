@@ -55,6 +55,11 @@ public final class Sidecar {
     let traced = TraceGroup()
     /// The hang reports written, for the kill that may follow.
     let hangReports = HangReports()
+    /// `crashport upload` processes started after reports, until reaped.
+    final class Children: Sendable {
+        let pids = Mutex<Set<pid_t>>([])
+    }
+    let uploadProcesses = Children()
 
     struct Client {
         var peer: Sender
@@ -202,6 +207,7 @@ public final class Sidecar {
                 serve(fd)
             }
             handleTraceEvents()
+            reapUploads()
             let now = monotonicNanoseconds()
             checkHeartbeats(now: now)
             settleEndings(now: now)
@@ -486,7 +492,13 @@ public final class Sidecar {
         server.sessionID = { [crashedSessions] pid in crashedSessions.id(of: pid) }
         server.holderFor = { [traced] pid in traced.tracer(of: pid) }
         server.amend = { [hangReports] event, record in hangReports.amend(&event, record) }
-        server.onReport = { [crashedSessions] report, _ in
+        // A user's sidecar with a destination in its environment starts an upload after each
+        // report (root's runs sandboxed without network: its users' timers send theirs).
+        let uploads = isRoot || !UploadSpawner.isConfigured() ? nil : uploadProcesses
+        server.onReport = { [crashedSessions, log, uploads] report, store in
+            if let uploads, let child = UploadSpawner.spawn(reports: store.root, log: { log.say($0) }) {
+                uploads.pids.withLock { _ = $0.insert(child) }
+            }
             guard let pid = report.event.process?.pid, report.event.kind == .crash,
                 let session = crashedSessions.take(pid)
             else { return }
@@ -566,6 +578,18 @@ public final class Sidecar {
             log.say("SIGHUP: log reopened, \(path) reread")
         } catch {
             log.say("SIGHUP: \(path): \(error); keeping the configuration in effect")
+        }
+    }
+
+    /// Reaps the upload processes that have ended (by pid: a waitpid(-1) could take a traced
+    /// thread's status from its tracer).
+    func reapUploads() {
+        uploadProcesses.pids.withLock { children in
+            for child in children {
+                var status: Int32 = 0
+                let result = waitpid(child, &status, WNOHANG)
+                if result == child || (result < 0 && errno == ECHILD) { children.remove(child) }
+            }
         }
     }
 

@@ -3,8 +3,13 @@
 // has the destinations, the state file and the policy).
 
 import Foundation
+import LiveProcess
 import ReportModel
 import Reports
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 public struct Uploader {
     public var store: ReportStore
@@ -47,6 +52,13 @@ public struct Uploader {
     /// Sends what is due, oldest report first.
     public func run() -> Outcome {
         var outcome = Outcome()
+        // One pass at a time per reports directory: two would send the same report twice.
+        let lock = open(store.root + "/.crashport-upload.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        defer { if lock >= 0 { close(lock) } }
+        guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            say("another crashport upload is working on \(store.root); it sends what is due")
+            return outcome
+        }
         let consent: ConsentSettings
         do {
             consent = try ConsentSettings.read(root: store.root)
@@ -54,7 +66,19 @@ public struct Uploader {
             say("\(error); nothing is sent until it is fixed (crashport consent writes it anew)")
             return outcome
         }
-        for id in store.ids().reversed() {
+        // Reports written while a pass runs are taken too: a watcher starts an upload after each
+        // report, and one that finds this pass holding the lock leaves its report to it.
+        var seen = Set<String>()
+        while case let fresh = store.ids().reversed().filter({ !seen.contains($0) }), !fresh.isEmpty {
+            seen.formUnion(fresh)
+            pass(over: fresh, consent: consent, outcome: &outcome)
+        }
+        return outcome
+    }
+
+    /// Sends what is due of these reports.
+    func pass(over ids: [String], consent: ConsentSettings, outcome: inout Outcome) {
+        for id in ids {
             let directory = store.path(of: id)
             var state: UploadState
             do {
@@ -139,7 +163,6 @@ public struct Uploader {
                 }
             }
         }
-        return outcome
     }
 
     /// One request, ready to send.
@@ -332,5 +355,47 @@ extension ISO8601DateFormatter {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return formatter
+    }
+}
+
+/// Starts `crashport upload` for a reports directory in the background, after a report is
+/// written (crashport run, a user's sidecar), when a destination is configured in the
+/// environment: its own session, stdin from /dev/null, its output appended to
+/// .crashport-upload.log there. The watcher does not wait for it.
+public enum UploadSpawner {
+    /// Whether the environment names a destination.
+    public static func isConfigured(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        ["CRASHPORT_SENTRY_DSN", "CRASHPORT_UPLOAD_URL"].contains { !(environment[$0] ?? "").isEmpty }
+    }
+
+    /// Spawns the upload; its pid, or nil (and why, through `log`) when it could not be started.
+    /// A watcher that lives on reaps it (`reap`).
+    @discardableResult
+    public static func spawn(reports: String, log: (String) -> Void) -> pid_t? {
+        let executable = ProcFiles.executable(of: ProcessID(getpid())) ?? CommandLine.arguments[0]
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        let setsid: Int32 = 0x80  // POSIX_SPAWN_SETSID (glibc, under _GNU_SOURCE)
+        posix_spawnattr_setflags(&attributes, Int16(setsid | POSIX_SPAWN_SETSIGMASK))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, reports + "/.crashport-upload.log", O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let words: [String] = [executable, "upload", "--reports", reports]
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, executable, &actions, &attributes, argv, environ)
+        guard result == 0 else {
+            log("could not start crashport upload for \(reports): \(String(cString: strerror(result)))")
+            return nil
+        }
+        return child
     }
 }

@@ -242,6 +242,14 @@ struct Run: ParsableCommand {
         }
         do {
             let result = try launcher.run()
+            // With a destination in the environment, the reports go now, in the background.
+            if !result.reports.isEmpty, UploadSpawner.isConfigured(),
+                UploadSpawner.spawn(reports: store.root, log: { FileHandle.standardError.write(Data("crashport: \($0)\n".utf8)) })
+                    != nil
+            {
+                FileHandle.standardError.write(
+                    Data("crashport: uploading in the background (log: \(store.root)/.crashport-upload.log)\n".utf8))
+            }
             Launcher.exit(like: result.termination)
         } catch let error as LaunchError {
             fail("\(error)", status: error.exitStatus)

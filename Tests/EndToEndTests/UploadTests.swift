@@ -384,6 +384,25 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(try crashport(["send"]).status, .exited(64), "ids or --all")
     }
 
+    /// crashport run with a destination in its environment starts the upload itself, in the
+    /// background, after the report is written; the program's exit is not delayed by it.
+    func testCrashportRunUploadsInTheBackground() throws {
+        let collector = try Collector(answers: [["status": 200, "body": "CrashID=bp-background\n"]], directory: Self.directory)
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O1", "-g"])
+        let run = try TestSupport.crashportRun(
+            [program, "null"], reports: Self.directory + "/background-\(UUID().uuidString.prefix(6))",
+            environment: ["CRASHPORT_UPLOAD_URL": collector.url, "CRASHPORT_SENTRY_DSN": ""])
+        XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
+        XCTAssertTrue(run.result.stderr.contains("crashport: uploading in the background (log: "), run.result.stderr)
+        try waitUntil("the background upload reaches the collector", timeout: 60) { collector.requests.count == 1 }
+        try waitUntil("its state is recorded", timeout: 60) {
+            (try? state(run.reportsDirectory, run.reportIDs[0]))?["status"] as? String == "sent"
+        }
+        let log = try String(contentsOfFile: run.reportsDirectory + "/.crashport-upload.log", encoding: .utf8)
+        XCTAssertTrue(log.contains("sent to \(collector.url) (bp-background)"), log)
+    }
+
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
     func testTimerUnitsVerify() throws {
         guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {
