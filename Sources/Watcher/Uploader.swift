@@ -30,6 +30,8 @@ public struct Uploader {
     public var beforeSend: String?
     public var say: (String) -> Void = { print($0) }
     public var clock: () -> Date = Date.init
+    /// The runs on record (RunHistory), by session id: a crash's envelope carries its run's end.
+    var sessions: [String: SessionRecord] = [:]
 
     public init(store: ReportStore, destinations: [UploadDestination], clientVersion: String) {
         self.store = store
@@ -50,7 +52,7 @@ public struct Uploader {
     }
 
     /// Sends what is due, oldest report first.
-    public func run() -> Outcome {
+    public mutating func run() -> Outcome {
         var outcome = Outcome()
         // One pass at a time per reports directory: two would send the same report twice.
         let lock = open(store.root + "/.crashport-upload.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -71,6 +73,7 @@ public struct Uploader {
         var seen = Set<String>()
         while case let fresh = store.ids().reversed().filter({ !seen.contains($0) }), !fresh.isEmpty {
             seen.formUnion(fresh)
+            sessions = Dictionary(RunHistory(store: store).sessions().map { ($0.sid, $0) }, uniquingKeysWith: { _, last in last })
             pass(over: fresh, consent: consent, outcome: &outcome)
         }
         return outcome
@@ -225,7 +228,7 @@ public struct Uploader {
                 let envelope = try SentryEnvelope.report(
                     eventJSON: eventJSON, eventID: eventID,
                     sentAt: Self.format(clock().timeIntervalSince1970), dsn: dsn, sdkVersion: clientVersion,
-                    minidump: minidump)
+                    minidump: minidump, session: session(for: event, reportID: id))
                 return .success(
                     gzipped(
                         Request(
@@ -240,6 +243,28 @@ public struct Uploader {
                 return .failure(UploadError("cannot make its Sentry envelope: \(error)"))
             }
         }
+    }
+
+    /// The end of the run this report ended, as Sentry's session update: only in the envelope of
+    /// the report the run's record names (so a run is counted once), and only with a release
+    /// (Sentry drops a session without one).
+    func session(for event: Event, reportID: String) -> SentrySession? {
+        guard let sid = event.session, let record = sessions[sid], record.reportID == reportID,
+            let release = record.release ?? event.release, UUID(uuidString: sid) != nil,
+            let started = ISO8601DateFormatter.withFractions.date(from: record.started)
+                ?? ISO8601DateFormatter().date(from: record.started)
+        else { return nil }
+        let status: SentrySession.Status
+        switch record.status {
+        case .crashed: status = .crashed
+        case .abnormal: status = .abnormal
+        case .exited: status = .exited
+        }
+        return SentrySession(
+            sid: sid, status: status, started: Self.format(started.timeIntervalSince1970),
+            timestamp: Self.format(started.timeIntervalSince1970 + record.duration),
+            duration: status == .exited ? record.duration : nil, errors: record.errors, release: release,
+            environment: environment)
     }
 
     /// gzip, as Crashpad and sentry-native send their bodies (the plain body if zlib fails).

@@ -235,9 +235,15 @@ final class UploadTests: XCTestCase {
             "\(headers)")
         XCTAssertEqual(headers["content-encoding"], "gzip")
         let items = request["items"] as? [[String: Any]] ?? []
-        XCTAssertEqual(items.map { $0["type"] as? String }, ["event", "attachment"])
-        XCTAssertEqual(items.last?["attachment_type"] as? String, "event.minidump")
-        XCTAssertEqual(items.last?["magic"] as? String, "MDMP")
+        XCTAssertEqual(items.map { $0["type"] as? String }, ["event", "attachment", "session"])
+        XCTAssertEqual(items[1]["attachment_type"] as? String, "event.minidump")
+        XCTAssertEqual(items[1]["magic"] as? String, "MDMP")
+        // The run's end, from the run history: crashed, with the release, counted once.
+        let session = items.last?["session"] as? [String: Any] ?? [:]
+        XCTAssertEqual(session["status"] as? String, "crashed")
+        XCTAssertEqual(session["init"] as? Bool, true)
+        XCTAssertEqual((session["attrs"] as? [String: String])?["release"], "ledger@2.1")
+        XCTAssertNotNil(UUID(uuidString: session["sid"] as? String ?? ""), "\(session)")
         if relay {
             XCTAssertEqual((items.first?["relay_errors"] as? [Any])?.count, 0, "\(items.first ?? [:])")
         } else {

@@ -46,6 +46,8 @@ def envelope(body):
         item["saved"] = f"{log_path}.{served[0]}.{len(items)}.{item['type']}"
         with open(item["saved"], "wb") as copy:
             copy.write(payload)
+        if item["type"] == "session":
+            item["session"] = json.loads(payload)
         if item["type"] == "event":
             event = json.loads(payload)
             item["exception_type"] = event.get("exception", {}).get("values", [{}])[-1].get("type")
