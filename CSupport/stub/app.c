@@ -403,7 +403,8 @@ CP_HIDDEN void cp_app_set_last_run(const cp_last_run *run)
     if (run->disabled) __atomic_store_n(&cp_state.disabled, 1u, __ATOMIC_RELAXED);
 }
 
-/* CRASHPORT_LAST_RUN="known crashed during_launch consecutive disabled ID" (ID "-": none). */
+/* CRASHPORT_LAST_RUN="known crashed during_launch consecutive disabled ID [pending]" (ID "-":
+ * none). */
 static void cp_app_last_run_from_environment(void)
 {
     const char *text = getenv("CRASHPORT_LAST_RUN");
@@ -411,8 +412,11 @@ static void cp_app_last_run_from_environment(void)
     cp_last_run run;
     memset(&run, 0, sizeof run);
     char id[sizeof run.report_id];
-    unsigned known = 0, crashed = 0, during = 0, consecutive = 0, disabled = 0;
-    if (sscanf(text, "%u %u %u %u %u %63s", &known, &crashed, &during, &consecutive, &disabled, id) != 6) return;
+    unsigned known = 0, crashed = 0, during = 0, consecutive = 0, disabled = 0, pending = 0;
+    if (sscanf(text, "%u %u %u %u %u %63s %u", &known, &crashed, &during, &consecutive, &disabled, id, &pending) < 6) {
+        return;
+    }
+    run.pending_reports = pending;
     run.known = known != 0;
     run.crashed = crashed != 0;
     run.crashed_during_launch = during != 0;
@@ -471,6 +475,44 @@ __attribute__((visibility("default"))) int crashport_set_enabled(int enabled)
     ssize_t sent = send(fd, &setting, sizeof setting, MSG_NOSIGNAL | MSG_DONTWAIT);
     return sent == (ssize_t)sizeof setting ? 0 : -errno;
 }
+
+static int cp_app_consent(uint32_t action, uint32_t value)
+{
+    int fd = cp_state.fd;
+    if (!cp_app_installed || fd < 0) return -ENOTCONN;
+    cp_consent consent;
+    memset(&consent, 0, sizeof consent);
+    consent.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof consent, CP_MSG_CONSENT};
+    consent.action = action;
+    consent.value = value;
+    ssize_t sent = send(fd, &consent, sizeof consent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return sent == (ssize_t)sizeof consent ? 0 : -errno;
+}
+
+__attribute__((visibility("default"))) int crashport_set_consent(int consent)
+{
+    if (consent != CRASHPORT_CONSENT_ASK && consent != CRASHPORT_CONSENT_ALWAYS && consent != CRASHPORT_CONSENT_NEVER) {
+        return -EINVAL;
+    }
+    return cp_app_consent(CP_CONSENT_SET, (uint32_t)consent);
+}
+
+__attribute__((visibility("default"))) int crashport_pending_reports(void)
+{
+    if (!cp_app_installed) return -ENOTCONN;
+    return (int)__atomic_load_n(&cp_previous_run.pending_reports, __ATOMIC_RELAXED);
+}
+
+static int cp_app_decide(uint32_t action)
+{
+    int result = cp_app_consent(action, 0);
+    if (result == 0) __atomic_store_n(&cp_previous_run.pending_reports, 0u, __ATOMIC_RELAXED);
+    return result;
+}
+
+__attribute__((visibility("default"))) int crashport_send_pending(void) { return cp_app_decide(CP_CONSENT_SEND); }
+
+__attribute__((visibility("default"))) int crashport_discard_pending(void) { return cp_app_decide(CP_CONSENT_DISCARD); }
 
 /* Called once by crashport_install: marks the area in use and finds the runtimes' messages. */
 CP_HIDDEN void cp_app_install(void)

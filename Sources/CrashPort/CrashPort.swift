@@ -141,6 +141,33 @@ public enum CrashPort {
         set { _ = crashport_set_enabled(newValue ? 1 : 0) }
     }
 
+    /// Whether this program's reports may leave the machine (crashport consent): `ask` holds
+    /// each until the user decides (`sendPending()` or `discardPending()`), App Center style.
+    public enum Consent: Int32, Sendable {
+        case ask = 0, always = 1, never = 2
+    }
+
+    /// Sets this program's consent, kept by the watcher for its next runs.
+    public static func setConsent(_ consent: Consent) throws {
+        let result = crashport_set_consent(consent.rawValue)
+        if result < 0 { throw Failure(code: -result) }
+    }
+
+    /// This program's reports awaiting consent, as counted when it started (0 after a decision).
+    public static var pendingReports: Int { max(0, Int(crashport_pending_reports())) }
+
+    /// The reports awaiting consent may be sent.
+    public static func sendPending() throws {
+        let result = crashport_send_pending()
+        if result < 0 { throw Failure(code: -result) }
+    }
+
+    /// The reports awaiting consent are never sent (they stay on the machine).
+    public static func discardPending() throws {
+        let result = crashport_discard_pending()
+        if result < 0 { throw Failure(code: -result) }
+    }
+
     private static func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
         guard let text else { return body(nil) }
         return text.withCString { body($0) }

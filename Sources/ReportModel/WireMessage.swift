@@ -417,14 +417,17 @@ public struct LastRunInfo: Sendable, Equatable {
     public var disabled = false
     /// A report id (only the id's shape is sent), nil if none.
     public var reportID: String?
+    /// The program's reports awaiting consent (crashport_pending_reports).
+    public var pendingReports: UInt32 = 0
 
     public init() {}
 
-    /// CRASHPORT_LAST_RUN's text: "known crashed during_launch consecutive disabled ID" ("-": none).
+    /// CRASHPORT_LAST_RUN's text: "known crashed during_launch consecutive disabled ID pending"
+    /// ("-": no ID).
     public var environmentText: String {
         func bit(_ flag: Bool) -> String { flag ? "1" : "0" }
         return
-            "\(bit(known)) \(bit(crashed)) \(bit(crashedDuringLaunch)) \(consecutiveLaunchCrashes) \(bit(disabled)) \(reportID ?? "-")"
+            "\(bit(known)) \(bit(crashed)) \(bit(crashedDuringLaunch)) \(consecutiveLaunchCrashes) \(bit(disabled)) \(reportID ?? "-") \(pendingReports)"
     }
 }
 
@@ -452,6 +455,7 @@ public enum HelloReplyMessage {
         reply.put32(lastRun.crashedDuringLaunch ? 1 : 0, at: at(\cp_last_run.crashed_during_launch))
         reply.put32(lastRun.consecutiveLaunchCrashes, at: at(\cp_last_run.consecutive_launch_crashes))
         reply.put32(lastRun.disabled ? 1 : 0, at: at(\cp_last_run.disabled))
+        reply.put32(lastRun.pendingReports, at: at(\cp_last_run.pending_reports))
         put(lastRun.reportID ?? "", at: at(\cp_last_run.report_id), capacity: 64)
         return reply.bytes
     }
@@ -508,5 +512,43 @@ extension SpooledRecord {
         header.put32(UInt32(executable.count), at: Layout.offset(\cp_spool_header.exe_size))
         header.put32(UInt32(maps.count), at: Layout.offset(\cp_spool_header.maps_size))
         return header.bytes + record + executable + maps
+    }
+}
+
+/// crashport_set_consent, crashport_send_pending or crashport_discard_pending (cp_consent).
+public enum ConsentMessage: Equatable, Sendable {
+    /// The program's consent: 0 ask, 1 always, 2 never (CP_CONSENT_*).
+    case set(UInt32)
+    case sendPending
+    case discardPending
+
+    public init(bytes: [UInt8]) throws {
+        let header = try WireHeader(bytes: bytes)
+        guard header.type == CP_MSG_CONSENT.rawValue else { throw WireError.unexpectedType(header.type) }
+        guard bytes.count == MemoryLayout<cp_consent>.size else {
+            throw WireError.badField("a consent message of \(bytes.count) bytes (expected \(MemoryLayout<cp_consent>.size))")
+        }
+        let wire = WireBytes(bytes: bytes)
+        let action = wire.u32(Layout.offset(\cp_consent.action))
+        let value = wire.u32(Layout.offset(\cp_consent.value))
+        switch action {
+        case CP_CONSENT_SET where value <= CP_CONSENT_NEVER: self = .set(value)
+        case CP_CONSENT_SEND where value == 0: self = .sendPending
+        case CP_CONSENT_DISCARD where value == 0: self = .discardPending
+        default: throw WireError.badField("a consent message with action \(action) and value \(value)")
+        }
+    }
+
+    public static func encode(_ message: ConsentMessage) -> [UInt8] {
+        var bytes = MessageEncoder(type: CP_MSG_CONSENT.rawValue, size: MemoryLayout<cp_consent>.size)
+        let (action, value): (UInt32, UInt32) =
+            switch message {
+            case .set(let choice): (CP_CONSENT_SET, choice)
+            case .sendPending: (CP_CONSENT_SEND, 0)
+            case .discardPending: (CP_CONSENT_DISCARD, 0)
+            }
+        bytes.put32(action, at: Layout.offset(\cp_consent.action))
+        bytes.put32(value, at: Layout.offset(\cp_consent.value))
+        return bytes.bytes
     }
 }

@@ -67,6 +67,9 @@ public final class CrashServer: @unchecked Sendable {
     public var onHello: (HelloMessage, Sender) -> Void = { _, _ in }
     /// crashport_set_enabled from a client: whether it wants crashes reported from now on.
     public var onSetting: (Bool, Sender) -> Void = { _, _ in }
+    /// crashport_set_consent, crashport_send_pending or crashport_discard_pending from a client:
+    /// for its program's reports.
+    public var onConsent: (ConsentMessage, Sender) -> Void = { _, _ in }
     /// Called for a valid GOODBYE: the sender exits normally (the sidecar ends its session as
     /// exited; a connection that closes without one ended abnormally).
     public var onGoodbye: (GoodbyeMessage, Sender) -> Void = { _, _ in }
@@ -229,6 +232,19 @@ public final class CrashServer: @unchecked Sendable {
             }
             log("pid \(senderPID) turned crash reporting \(enabled == 1 ? "on" : "off") for its program")
             onSetting(enabled == 1, sender)
+        case CP_MSG_CONSENT.rawValue:
+            let message: ConsentMessage
+            do {
+                message = try ConsentMessage(bytes: bytes)
+            } catch {
+                return reject("a consent message from pid \(senderPID): \(error)")
+            }
+            // Past the limit it is ignored, not rejected, as a setting is.
+            guard settingTimes.allows(senderPID) else {
+                log("ignored a consent message from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
+                return nil
+            }
+            onConsent(message, sender)
         case CP_MSG_GOODBYE.rawValue:
             do {
                 onGoodbye(try GoodbyeMessage(bytes: bytes), sender)
@@ -267,6 +283,7 @@ public final class CrashServer: @unchecked Sendable {
         case CP_MSG_ERROR.rawValue: return "an error record"
         case CP_MSG_SETTING.rawValue: return "a setting"
         case CP_MSG_GOODBYE.rawValue: return "a GOODBYE"
+        case CP_MSG_CONSENT.rawValue: return "a consent message"
         default: return "a message"
         }
     }

@@ -177,7 +177,8 @@ public struct Launcher {
         let history = RunHistory(store: store)
         let runKey = (executable: RunHistory.realPath(executable), buildID: elf?.buildID?.hex)
         var environment = preloadEnvironment(stub: stub, sanitizers: sanitizers, socket: theirs)
-        let lastRun = history.lastRun(executable: runKey.executable, buildID: runKey.buildID)
+        var lastRun = history.lastRun(executable: runKey.executable, buildID: runKey.buildID)
+        lastRun.pendingReports = UInt32(ConsentDecisions.awaiting(store: store, program: runKey.executable).count)
         environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
         // crashport_set_enabled(0), kept from an earlier run or said during this one: no report.
         let disabled = Mutex(lastRun.disabled)
@@ -210,6 +211,15 @@ public struct Launcher {
             }
             // The SIGABRT of --hang-kill, or of a watchdog: linked to the hang report before it.
             watch.hangs.amend(&event, record)
+        }
+        server.onConsent = { message, sender in
+            let key = sender.pid == ProcessID(child) ? runKey : RunHistory.programKey(pid: sender.pid)
+            do {
+                log("pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: key.executable, store: store)))
+                if message == .sendPending, UploadSpawner.isConfigured() { UploadSpawner.spawn(reports: store.root, log: log) }
+            } catch {
+                log("pid \(sender.pid): its consent could not be kept: \(error)")
+            }
         }
         server.onSetting = { enabled, sender in
             let key = sender.pid == ProcessID(child) ? runKey : RunHistory.programKey(pid: sender.pid)

@@ -462,6 +462,7 @@ public final class Sidecar {
             {
                 let buildID = BuildID(hello.buildID)?.hex
                 lastRun = RunHistory(store: store).lastRun(executable: executable, buildID: buildID)
+                lastRun.pendingReports = UInt32(ConsentDecisions.awaiting(store: store, program: executable).count)
                 let session = ClientSession(
                     executable: executable, buildID: buildID, release: Self.release(of: sender.pid), pid: sender.pid,
                     started: Date(), store: store)
@@ -483,6 +484,22 @@ public final class Sidecar {
             let key = session.map { ($0.executable, $0.buildID) } ?? RunHistory.programKey(pid: sender.pid)
             RunHistory(store: store).setEnabled(enabled, executable: key.0, buildID: key.1)
             for (fd, client) in clients where client.peer.pid == sender.pid { clients[fd]?.watch?.disabled = !enabled }
+        }
+        server.onConsent = { [unowned self] message, sender in
+            guard let store = store(for: sender) else { return }
+            let program =
+                clients.values.first { $0.peer.pid == sender.pid }?.session?.executable
+                ?? RunHistory.programKey(pid: sender.pid).executable
+            do {
+                log.say("pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: program, store: store)))
+                if message == .sendPending, !isRoot, UploadSpawner.isConfigured(),
+                    let child = UploadSpawner.spawn(reports: store.root, log: { [log] in log.say($0) })
+                {
+                    uploadProcesses.pids.withLock { _ = $0.insert(child) }
+                }
+            } catch {
+                log.say("pid \(sender.pid): its consent could not be kept: \(error)")
+            }
         }
         server.onGoodbye = { [unowned self] goodbye, sender in
             // Only the connection's own process: a forked child shares it, and says nothing.

@@ -617,14 +617,8 @@ struct Consent: ParsableCommand {
             for (path, choice) in settings.programs.sorted(by: { $0.key < $1.key }) { print("\(path): \(choice.rawValue)") }
             return
         }
-        if let program {
-            settings.programs[RunHistory.realPath(program)] = choice
-        } else {
-            settings.choice = choice
-        }
         do {
-            try store.prepare()
-            try settings.write(root: store.root)
+            try ConsentDecisions.set(choice, program: program.map(RunHistory.realPath), store: store)
         } catch {
             fail("consent: \(error)", status: ExitStatus.failure)
         }
@@ -641,32 +635,18 @@ struct ConsentDecision {
     ) -> [String] {
         guard all || !ids.isEmpty else { usageError("\(command): give report ids, or --all") }
         guard !all || ids.isEmpty else { usageError("\(command): give report ids or --all, not both") }
-        var chosen: [String] = []
-        if all {
-            let settings = (try? ConsentSettings.read(root: store.root)) ?? ConsentSettings()
-            for id in store.ids() {
-                let state = (try? UploadState.read(directory: store.path(of: id))) ?? UploadState()
-                let executable = (try? store.event(id: id))?.process?.executable
-                if state.consent == nil && settings.choice(for: executable) == .ask { chosen.append(id) }
-            }
-        } else {
-            for reference in ids {
-                do {
-                    chosen.append(try store.resolve(reference))
-                } catch {
-                    fail("\(command): \(error)", status: ExitStatus.failure)
-                }
+        var chosen: [String] = all ? ConsentDecisions.awaiting(store: store) : []
+        for reference in ids {
+            do {
+                chosen.append(try store.resolve(reference))
+            } catch {
+                fail("\(command): \(error)", status: ExitStatus.failure)
             }
         }
-        for id in chosen {
-            let directory = store.path(of: id)
-            do {
-                var state = try UploadState.read(directory: directory)
-                state.consent = decision
-                try state.write(directory: directory)
-            } catch {
-                fail("\(command): \(id): \(error)", status: ExitStatus.failure)
-            }
+        do {
+            try ConsentDecisions.decide(decision, ids: chosen, store: store)
+        } catch {
+            fail("\(command): \(error)", status: ExitStatus.failure)
         }
         return chosen
     }

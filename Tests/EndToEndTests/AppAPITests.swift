@@ -394,6 +394,56 @@ final class AppAPITests: XCTestCase {
         XCTAssertEqual(try start("clean"), "last_run 0 crashed 0 during_launch 0 consecutive 0 report - enabled 1")
     }
 
+    /// The consent API, App Center style, under crashport run and under a sidecar: with consent
+    /// ask, a program's next start learns how many of its reports wait (crashport_pending_reports)
+    /// and answers with the user's choice (send or discard), which the watcher keeps beside each
+    /// report; crashport_set_consent keeps the program's own choice.
+    func testConsentFromTheProgram() throws {
+        let work = fresh("consent")
+        let program = try program(in: work)
+        try FileManager.default.createDirectory(atPath: work + "/sidecar", withIntermediateDirectories: true)
+        let sidecar = try SidecarProcess(directory: work + "/sidecar")
+        defer { sidecar.stop() }
+        for viaSidecar in [false, true] {
+            let reports = viaSidecar ? sidecar.reportsDirectory() : work + "/reports"
+            func run(_ answer: String) throws -> RunResult {
+                viaSidecar
+                    ? try TestSupport.run([program, "consent", answer], environment: ["CRASHPORT_SOCKET": sidecar.socket])
+                    : try TestSupport.crashportRun([program, "consent", answer], reports: reports).result
+            }
+            func consentStates() throws -> [String] {
+                try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }.sorted().map {
+                    let path = reports + "/" + $0 + "/upload.json"
+                    let data = FileManager.default.contents(atPath: path) ?? Data("{}".utf8)
+                    return (try JSONSerialization.jsonObject(with: data) as? [String: Any])?["consent"] as? String ?? "-"
+                }
+            }
+            try FileManager.default.createDirectory(atPath: reports, withIntermediateDirectories: true)
+            XCTAssertEqual(
+                try TestSupport.run([TestSupport.crashport, "consent", "ask", "--reports", reports]).status, .exited(0))
+            for _ in 0..<2 { _ = try run("crash") }
+            if viaSidecar { _ = try sidecar.waitForReports(2) }
+
+            let sent = try run("send")
+            XCTAssertTrue(sent.stdout.contains("pending 2\nanswer send 0 pending 0"), "sidecar \(viaSidecar): \(sent.stdout)")
+            try waitUntil("both are allowed to be sent", timeout: 30) { try consentStates() == ["granted", "granted"] }
+
+            _ = try run("crash")
+            if viaSidecar { _ = try sidecar.waitForReports(3) }
+            let discarded = try run("discard")
+            XCTAssertTrue(discarded.stdout.contains("pending 1\nanswer discard 0 pending 0"), discarded.stdout)
+            try waitUntil("the third is never to be sent", timeout: 30) {
+                try consentStates() == ["granted", "granted", "denied"]
+            }
+            XCTAssertTrue(try run("bogus").stdout.contains("answer bogus -22"), "EINVAL")
+
+            XCTAssertTrue(try run("never").stdout.contains("answer never 0"))
+            try waitUntil("the program's own choice is kept", timeout: 30) {
+                try TestSupport.run([TestSupport.crashport, "consent", "--reports", reports]).stdout.contains(": never")
+            }
+        }
+    }
+
     /// The CrashPort Swift module, from the example package a user copies (examples/swift-api),
     /// built against this tree's stub: its annotations, breadcrumbs and handled error are in its
     /// reports, and its next start knows the last run crashed.

@@ -147,6 +147,26 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertThrowsError(try HelloMessage(bytes: odd)) { XCTAssertTrue("\($0)".contains("a HELLO of 84 bytes"), "\($0)") }
     }
 
+    /// crashport_set_consent and friends: the three actions round-trip; anything else, and any
+    /// other size, is refused with a reason.
+    func testConsentMessages() throws {
+        XCTAssertEqual(MemoryLayout<cp_consent>.size, 24)
+        for message in [ConsentMessage.set(0), .set(2), .sendPending, .discardPending] {
+            XCTAssertEqual(try ConsentMessage(bytes: ConsentMessage.encode(message)), message)
+        }
+        var bytes = ConsentMessage.encode(.set(1))
+        bytes[20] = 3  // value 3: no such choice
+        XCTAssertThrowsError(try ConsentMessage(bytes: bytes)) {
+            XCTAssertTrue("\($0)".contains("action 1 and value 3"), "\($0)")
+        }
+        bytes = ConsentMessage.encode(.sendPending)
+        bytes[16] = 9
+        XCTAssertThrowsError(try ConsentMessage(bytes: bytes))
+        var long = ConsentMessage.encode(.sendPending) + [0, 0, 0, 0]
+        long[8] = 28
+        XCTAssertThrowsError(try ConsentMessage(bytes: long)) { XCTAssertTrue("\($0)".contains("28 bytes"), "\($0)") }
+    }
+
     func testVerdictEncoding() throws {
         let bytes = VerdictMessage.encode(captureNanoseconds: 77)
         XCTAssertEqual(bytes.count, 32)

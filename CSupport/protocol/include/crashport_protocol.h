@@ -43,6 +43,8 @@ enum cp_message_type {
     CP_MSG_GOODBYE = 9,   /* stub -> watcher, as the process exits normally (exit, _exit):
                              never answered; a connection that ends without it and without a
                              crash record ended abnormally */
+    CP_MSG_CONSENT = 10,  /* stub -> watcher, from crashport_set_consent, crashport_send_pending
+                             and crashport_discard_pending: never answered */
 };
 
 /* First 16 bytes of every message. */
@@ -89,7 +91,7 @@ typedef struct cp_last_run {
     uint32_t crashed_during_launch;
     uint32_t consecutive_launch_crashes;
     uint32_t disabled; /* crashport_set_enabled(0) is on record for the program */
-    uint32_t reserved;
+    uint32_t pending_reports; /* its reports awaiting consent (crashport consent ask) */
     char report_id[64]; /* NUL-terminated: the crash's report, "" if none */
 } cp_last_run;
 
@@ -110,6 +112,20 @@ typedef struct cp_setting {
     uint32_t enabled; /* 0 or 1 */
     uint32_t reserved;
 } cp_setting;
+
+/* The program's say over uploading (crashport_set_consent and friends): for its own reports. */
+#define CP_CONSENT_SET 1u     /* value: CP_CONSENT_ASK, _ALWAYS or _NEVER, for this program */
+#define CP_CONSENT_SEND 2u    /* its reports awaiting consent may be sent */
+#define CP_CONSENT_DISCARD 3u /* its reports awaiting consent are never sent */
+#define CP_CONSENT_ASK 0u
+#define CP_CONSENT_ALWAYS 1u
+#define CP_CONSENT_NEVER 2u
+
+typedef struct cp_consent {
+    cp_header header;
+    uint32_t action; /* CP_CONSENT_SET, _SEND, _DISCARD */
+    uint32_t value;  /* with SET: the choice; else 0 */
+} cp_consent;
 
 /* Said once by the process that said HELLO, as it exits normally: from exit() (the stub's
  * on_exit hook records the status, its destructor sends it, after the program's own atexit
@@ -356,6 +372,7 @@ typedef struct cp_heartbeat {
 
 #ifndef __cplusplus
 _Static_assert(sizeof(cp_header) == 16, "cp_header is 16 bytes");
+_Static_assert(sizeof(cp_consent) == 24, "cp_consent is 24 bytes");
 _Static_assert(sizeof(cp_hello) == 88, "cp_hello is 88 bytes");
 _Static_assert(sizeof(cp_last_run) == 88, "cp_last_run is 88 bytes");
 _Static_assert(sizeof(cp_hello_reply) == 496, "cp_hello_reply is 496 bytes");

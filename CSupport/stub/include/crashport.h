@@ -206,6 +206,28 @@ __attribute__((visibility("default"))) int crashport_set_enabled(int enabled);
 /* 1 when crashport is installed and enabled, else 0. No system call. */
 __attribute__((visibility("default"))) int crashport_is_enabled(void);
 
+/*
+ * Consent over uploading (crashport consent, App Center's "send / don't send / always send"), for
+ * this program's reports: ask holds each report until the user decides, always sends, never keeps
+ * them on the machine. A program with consent ask asks its user at its next start:
+ *
+ *     int pending = crashport_pending_reports();
+ *     if (pending > 0) user_says_yes() ? crashport_send_pending() : crashport_discard_pending();
+ *
+ * Each returns 0, or -ENOTCONN / -errno when it could not be sent to the watcher (one system
+ * call, send, non-blocking); -EINVAL for an unknown choice.
+ */
+#define CRASHPORT_CONSENT_ASK 0
+#define CRASHPORT_CONSENT_ALWAYS 1
+#define CRASHPORT_CONSENT_NEVER 2
+__attribute__((visibility("default"))) int crashport_set_consent(int consent);
+/* This program's reports awaiting consent, as the watcher counted them at install (0 after
+ * crashport_send_pending or crashport_discard_pending); -ENOTCONN when not installed. No system
+ * call. */
+__attribute__((visibility("default"))) int crashport_pending_reports(void);
+__attribute__((visibility("default"))) int crashport_send_pending(void);
+__attribute__((visibility("default"))) int crashport_discard_pending(void);
+
 #ifdef __cplusplus
 }
 #endif

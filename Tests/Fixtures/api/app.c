@@ -163,6 +163,19 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
         crash_after_telling();
+    } else if (strcmp(mode, "consent") == 0 && argc > 2) {
+        /* What a program asking its user at start does: how many wait, then the user's answer. */
+        printf("pending %d\n", crashport_pending_reports());
+        const char *answer = argv[2];
+        int result = 0;
+        if (strcmp(answer, "send") == 0) result = crashport_send_pending();
+        if (strcmp(answer, "discard") == 0) result = crashport_discard_pending();
+        if (strcmp(answer, "never") == 0) result = crashport_set_consent(CRASHPORT_CONSENT_NEVER);
+        if (strcmp(answer, "bogus") == 0) result = crashport_set_consent(7);
+        printf("answer %s %d pending %d\n", answer, result, crashport_pending_reports());
+        fflush(stdout);
+        if (strcmp(answer, "crash") == 0) crash_after_telling();
+        return 0;
     } else if (strcmp(mode, "doublefree") == 0) {
         char *volatile block = malloc(16);
         free(block);
