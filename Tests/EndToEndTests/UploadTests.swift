@@ -20,7 +20,8 @@ final class Collector {
     let log: String
 
     /// With `relay`, Sentry Relay's normalizer (tools/fetch-validators) judges each envelope's event.
-    init(answers: [[String: Any]], directory: String, relay: Bool = false) throws {
+    init(answers: [[String: Any]], directory: String, relay: Bool = false, tls: (certificate: String, key: String)? = nil) throws
+    {
         let answersPath = directory + "/answers-\(UUID().uuidString.prefix(6)).json"
         log = directory + "/requests-\(UUID().uuidString.prefix(6)).jsonl"
         try JSONSerialization.data(withJSONObject: answers).write(to: URL(fileURLWithPath: answersPath))
@@ -29,11 +30,10 @@ final class Collector {
         process.arguments = ["python3", TestSupport.fixture("upload/collector.py"), answersPath, log]
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        if relay {
-            var environment = ProcessInfo.processInfo.environment
-            environment["PYTHONPATH"] = TestSupport.repositoryRoot + "/tools/.cache/relay"
-            process.environment = environment
-        }
+        var environment = ProcessInfo.processInfo.environment
+        if relay { environment["PYTHONPATH"] = TestSupport.repositoryRoot + "/tools/.cache/relay" }
+        if let tls { environment["COLLECTOR_TLS"] = tls.certificate + ":" + tls.key }
+        process.environment = environment
         try process.run()
         let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
         guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
@@ -407,6 +407,42 @@ final class UploadTests: XCTestCase {
         }
         let log = try String(contentsOfFile: run.reportsDirectory + "/.crashport-upload.log", encoding: .utf8)
         XCTAssertTrue(log.contains("sent to \(collector.url) (bp-background)"), log)
+    }
+
+    /// TLS against a private CA: refused without it (the system's CAs do not know it: pending,
+    /// with the TLS error), accepted with --ca-file. The certificate is made here with openssl.
+    func testTLSWithAPrivateCA() throws {
+        guard let openssl = TestSupport.which("openssl", also: ["/usr/bin"]) else { throw XCTSkip("no openssl") }
+        let directory = Self.directory + "/tls-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let made = try TestSupport.run([
+            openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem",
+        ])
+        XCTAssertEqual(made.status, .exited(0), made.stderr)
+        let (reports, id) = try crashed()
+        let collector = try Collector(
+            answers: [["status": 200, "body": "CrashID=bp-tls\n"]], directory: Self.directory,
+            tls: (directory + "/cert.pem", directory + "/key.pem"))
+        let url = "https://127.0.0.1:\(collector.port)/submit"
+        let refused = try upload(reports, url)
+        XCTAssertEqual(try state(reports, id)["status"] as? String, "pending", refused.stdout)
+        XCTAssertTrue(
+            (try state(reports, id)["last_error"] as? String ?? "").lowercased().contains("certificate"), refused.stdout)
+        let accepted = try upload(reports, url, ["--now", "--ca-file", directory + "/cert.pem"])
+        XCTAssertTrue(accepted.stdout.contains("\(id): sent to \(url) (bp-tls)"), accepted.stdout + accepted.stderr)
+    }
+
+    /// A proxy from the environment (http_proxy, as libcurl reads it): the collector, acting as
+    /// the proxy, gets the request for the absolute URL of a host that does not exist.
+    func testProxyFromTheEnvironment() throws {
+        let (reports, id) = try crashed()
+        let proxy = try Collector(answers: [["status": 200, "body": "CrashID=bp-proxied\n"]], directory: Self.directory)
+        let result = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", reports, "--url", "http://collector.invalid/submit"],
+            environment: ["http_proxy": "http://127.0.0.1:\(proxy.port)", "no_proxy": ""])
+        XCTAssertTrue(result.stdout.contains("\(id): sent to http://collector.invalid/submit (bp-proxied)"), result.stdout)
+        XCTAssertEqual(proxy.requests.first?["path"] as? String, "http://collector.invalid/submit")
     }
 
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.

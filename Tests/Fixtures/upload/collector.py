@@ -6,12 +6,15 @@ repeated; "$EVENT_ID" in a body is the envelope's event id. Every request is par
 collector would (gunzipped when Content-Encoding says gzip; a multipart form split into text
 fields and file parts; a Sentry envelope split into its items by their lengths, strictly, and its
 event passed through Sentry Relay's own normalizer when sentry_relay can be imported, its
-`errors` recorded) and appended to LOG as one JSON line; each file part and envelope item is
+`errors` recorded; a request for an absolute URI, as a client sends it to a proxy, keeps that
+URI as its path) and appended to LOG as one JSON line; each file part and envelope item is
 saved beside LOG, named in the line, for the test to read."""
 import email.parser
 import email.policy
 import gzip
 import json
+import os
+import ssl
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -109,5 +112,11 @@ class Collector(BaseHTTPRequestHandler):
 
 
 server = HTTPServer(("127.0.0.1", 0), Collector)
+# COLLECTOR_TLS=CERT:KEY: HTTPS with that certificate (a private CA's, made by the test).
+if os.environ.get("COLLECTOR_TLS"):
+    certificate, key = os.environ["COLLECTOR_TLS"].split(":")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
 print(server.server_address[1], flush=True)
 server.serve_forever()
