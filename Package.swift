@@ -22,7 +22,9 @@ let package = Package(
         .library(name: "CrashPort", targets: ["CrashPort"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        // crashport.toml (upload's settings): toml++ through TOMLKit, a kept TOML 1.0 parser.
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         // C modules.
@@ -83,6 +85,7 @@ let package = Package(
             name: "Watcher",
             dependencies: [
                 "CCrashPortProtocol", "CShims", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Symbolication",
+                .product(name: "TOMLKit", package: "TOMLKit"),
             ]
         ),
         // The command line, thin: parses arguments and calls the layers below.

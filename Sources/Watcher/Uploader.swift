@@ -388,9 +388,16 @@ extension ISO8601DateFormatter {
 /// environment: its own session, stdin from /dev/null, its output appended to
 /// .crashport-upload.log there. The watcher does not wait for it.
 public enum UploadSpawner {
-    /// Whether the environment names a destination.
+    /// Whether the environment names a destination, or crashport.toml does (CRASHPORT_CONFIG,
+    /// else the user's default file).
     public static func isConfigured(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
-        ["CRASHPORT_SENTRY_DSN", "CRASHPORT_UPLOAD_URL"].contains { !(environment[$0] ?? "").isEmpty }
+        if ["CRASHPORT_SENTRY_DSN", "CRASHPORT_UPLOAD_URL"].contains(where: { !(environment[$0] ?? "").isEmpty }) {
+            return true
+        }
+        let named = environment["CRASHPORT_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+        let path = named ?? UploadConfiguration.defaultPath(environment: environment, uid: getuid())
+        guard let file = try? UploadConfiguration.load(path: path, explicit: named != nil) else { return false }
+        return !file.sentryDSNs.isEmpty || !file.urls.isEmpty
     }
 
     /// Spawns the upload; its pid, or nil (and why, through `log`) when it could not be started.

@@ -499,29 +499,49 @@ struct UploadOptions: ParsableArguments {
             valueName: "PROGRAM"))
     var beforeSend: String?
 
-    /// The uploader these options describe, nil when no destination is given (a usage error
-    /// for anything else wrong).
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "crashport.toml to read (default: $CRASHPORT_CONFIG, else ~/.config/crashport/crashport.toml; /etc/crashport/crashport.toml as root).",
+            valueName: "FILE"))
+    var config: String?
+
+    /// The uploader these options describe (flags, then the environment, then crashport.toml),
+    /// nil when no destination is given (a usage error for anything else wrong).
     func uploader(store: ReportStore, command: String) -> Uploader? {
         let environment = ProcessInfo.processInfo.environment
-        func given(_ option: String?, _ variable: String) -> String? {
-            option ?? environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+        func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        let named = config ?? variable("CRASHPORT_CONFIG")
+        let file: UploadConfiguration
+        do {
+            file = try UploadConfiguration.load(
+                path: named ?? UploadConfiguration.defaultPath(environment: environment, uid: getuid()), explicit: named != nil)
+        } catch {
+            fail("\(command): \(error)", status: ExitStatus.failure)
+        }
+        func given(_ option: String?, _ name: String, _ configured: String? = nil) -> String? {
+            option ?? variable(name) ?? configured
         }
         var destinations: [UploadDestination] = []
         do {
-            if let dsn = given(sentryDsn, "CRASHPORT_SENTRY_DSN") { destinations.append(try .sentry(checking: dsn)) }
-            if let url = given(url, "CRASHPORT_UPLOAD_URL") { destinations.append(try .crashpad(checking: url)) }
+            let dsns = (sentryDsn ?? variable("CRASHPORT_SENTRY_DSN")).map { [$0] } ?? file.sentryDSNs
+            let urls = (url ?? variable("CRASHPORT_UPLOAD_URL")).map { [$0] } ?? file.urls
+            destinations += try dsns.map { try UploadDestination.sentry(checking: $0) }
+            destinations += try urls.map { try UploadDestination.crashpad(checking: $0) }
         } catch {
-            usageError("\(command): \(error)")
+            usageError("\(command): \(file.file.map { "\($0): " } ?? "")\(error)")
         }
         guard !destinations.isEmpty else { return nil }
+        let caFile = caFile ?? file.caFile
         if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
             fail("\(command): --ca-file \(caFile) cannot be read", status: ExitStatus.failure)
         }
         var uploader = Uploader(store: store, destinations: destinations, clientVersion: crashportVersion)
         uploader.caFile = caFile
-        uploader.environment = given(nil, "CRASHPORT_ENVIRONMENT")
-        uploader.sendPII = sendPii
-        if let hook = given(beforeSend, "CRASHPORT_BEFORE_SEND") {
+        uploader.environment = given(nil, "CRASHPORT_ENVIRONMENT", file.environment)
+        uploader.sendPII = sendPii || file.sendPII == true
+        if let milliseconds = file.timeoutMilliseconds { uploader.timeoutMilliseconds = milliseconds }
+        if let hook = given(beforeSend, "CRASHPORT_BEFORE_SEND", file.beforeSend) {
             guard FileManager.default.isExecutableFile(atPath: hook) else {
                 usageError("\(command): --before-send \(hook) is not an executable file")
             }
@@ -574,7 +594,7 @@ struct Upload: ParsableCommand {
     func run() throws {
         guard var uploader = uploadOptions.uploader(store: reportsOption.store, command: "upload") else {
             usageError(
-                "upload: no destination: give --sentry-dsn or --url, or set CRASHPORT_SENTRY_DSN or CRASHPORT_UPLOAD_URL (nothing is sent without one)"
+                "upload: no destination: give --sentry-dsn or --url, set CRASHPORT_SENTRY_DSN or CRASHPORT_UPLOAD_URL, or write them in crashport.toml's [upload] table (nothing is sent without one)"
             )
         }
         uploader.now = now

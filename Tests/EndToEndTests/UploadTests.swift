@@ -445,6 +445,33 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(proxy.requests.first?["path"] as? String, "http://collector.invalid/submit")
     }
 
+    /// Destinations from crashport.toml (--config, or CRASHPORT_CONFIG): a Sentry project and a
+    /// collector at once; a broken file is an error that names it.
+    func testDestinationsFromCrashportToml() throws {
+        let (reports, id) = try crashed()
+        let sentry = try Collector(answers: [["status": 200, "body": "{\"id\":\"$EVENT_ID\"}"]], directory: Self.directory)
+        let crashpad = try Collector(answers: [["status": 200, "body": "CrashID=bp-toml\n"]], directory: Self.directory)
+        let file = Self.directory + "/crashport-\(UUID().uuidString.prefix(6)).toml"
+        try """
+        [upload]
+        sentry_dsn = "http://publickey@127.0.0.1:\(sentry.port)/42"
+        url = "\(crashpad.url)"
+        environment = "staging"
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", reports],
+            environment: ["CRASHPORT_CONFIG": file, "CRASHPORT_UPLOAD_URL": "", "CRASHPORT_SENTRY_DSN": ""])
+        XCTAssertTrue(result.stderr.contains("2 sent"), result.stdout + result.stderr)
+        XCTAssertEqual(try state(reports, id, "crashpad")["server_id"] as? String, "bp-toml")
+        XCTAssertEqual(sentry.requests.count, 1)
+
+        let broken = Self.directory + "/broken-\(UUID().uuidString.prefix(6)).toml"
+        try "[upload]\nurl = 7\n".write(toFile: broken, atomically: true, encoding: .utf8)
+        let refused = try TestSupport.run([TestSupport.crashport, "upload", "--reports", reports, "--config", broken])
+        XCTAssertEqual(refused.status, .exited(1), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("\(broken): upload.url must be a string or a list of strings"), refused.stderr)
+    }
+
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
     func testTimerUnitsVerify() throws {
         guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {

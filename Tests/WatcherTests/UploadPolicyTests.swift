@@ -126,3 +126,47 @@ final class UploadPrivacyTests: XCTestCase {
         XCTAssertEqual(UploadPrivacy.scrubbed(minidump: Array("not a minidump".utf8)), Array("not a minidump".utf8))
     }
 }
+
+/// crashport.toml: what it may say, and a clear error, naming the file and key, for the rest.
+final class UploadConfigurationTests: XCTestCase {
+    func testSettings() throws {
+        let text = """
+            # where reports go
+            [upload]
+            sentry_dsn = ["https://a@o1.example/1", "https://b@o2.example/2"]
+            url = "https://crashes.example/submit"
+            environment = "production"
+            ca_file = "/etc/ssl/ca.pem"
+            timeout_ms = 5000
+            send_pii = true
+            before_send = "/usr/local/bin/scrub"
+            """
+        let configuration = try UploadConfiguration.parse(text, file: "c.toml")
+        XCTAssertEqual(configuration.sentryDSNs, ["https://a@o1.example/1", "https://b@o2.example/2"])
+        XCTAssertEqual(configuration.urls, ["https://crashes.example/submit"])
+        XCTAssertEqual(configuration.environment, "production")
+        XCTAssertEqual(configuration.caFile, "/etc/ssl/ca.pem")
+        XCTAssertEqual(configuration.timeoutMilliseconds, 5000)
+        XCTAssertEqual(configuration.sendPII, true)
+        XCTAssertEqual(configuration.beforeSend, "/usr/local/bin/scrub")
+        XCTAssertEqual(try UploadConfiguration.parse("", file: "empty.toml"), UploadConfiguration())
+    }
+
+    func testErrorsNameTheFileAndKey() {
+        for (text, expected) in [
+            ("[upload]\nurl = 7\n", "c.toml: upload.url must be a string or a list of strings"),
+            ("[upload]\nsentry = \"x\"\n", "c.toml: unknown key upload.sentry"),
+            ("[uploads]\nurl = \"x\"\n", "c.toml: unknown table or key 'uploads'"),
+            ("[upload]\ntimeout_ms = -1\n", "c.toml: upload.timeout_ms must be a positive integer"),
+            ("[upload]\nsend_pii = \"yes\"\n", "c.toml: upload.send_pii must be true or false"),
+            ("[upload]\nurl = \"unterminated\n", "c.toml:2: not TOML"),
+            ("upload = 3\n", "c.toml: upload must be a table"),
+        ] {
+            XCTAssertThrowsError(try UploadConfiguration.parse(text, file: "c.toml"), text) {
+                XCTAssertTrue("\($0)".hasPrefix(expected), "\(text): \($0)")
+            }
+        }
+        XCTAssertThrowsError(try UploadConfiguration.load(path: "/nonexistent/crashport.toml", explicit: true))
+        XCTAssertEqual(try UploadConfiguration.load(path: "/nonexistent/crashport.toml", explicit: false), UploadConfiguration())
+    }
+}

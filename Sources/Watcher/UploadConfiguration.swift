@@ -1,0 +1,108 @@
+// UploadConfiguration: crashport.toml, the file that says where reports go when neither flags nor
+// the environment do (flags first, then the environment, then the file). TOML 1.0, read by
+// TOMLKit (toml++), in an [upload] table:
+//
+//     [upload]
+//     sentry_dsn = "https://KEY@o1.ingest.sentry.io/42"     # or a list of DSNs
+//     url = "https://crashes.example.com/submit"           # or a list of collectors
+//     environment = "production"
+//     ca_file = "/etc/ssl/private-ca.pem"
+//     timeout_ms = 30000
+//     send_pii = false
+//     before_send = "/usr/local/bin/scrub-report"
+//
+// Where: --config FILE, else CRASHPORT_CONFIG, else $XDG_CONFIG_HOME/crashport/crashport.toml
+// (~/.config/…) for a user and /etc/crashport/crashport.toml for root; a missing default file is
+// no configuration. Every error names the file, and the key where there is one: an unknown key
+// or table, a value of the wrong type, a file that is not TOML.
+
+import Foundation
+import TOMLKit
+
+public struct UploadConfiguration: Equatable, Sendable {
+    public var sentryDSNs: [String] = []
+    public var urls: [String] = []
+    public var environment: String?
+    public var caFile: String?
+    public var timeoutMilliseconds: Int?
+    public var sendPII: Bool?
+    public var beforeSend: String?
+    /// The file it came from, nil when none was read.
+    public var file: String?
+
+    public init() {}
+
+    /// The default file for this user.
+    public static func defaultPath(environment: [String: String], uid: UInt32) -> String {
+        if uid == 0 { return "/etc/crashport/crashport.toml" }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        let config = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? home + "/.config"
+        return config + "/crashport/crashport.toml"
+    }
+
+    /// The configuration in `path` (`explicit`: named by --config or CRASHPORT_CONFIG, so a
+    /// missing file is an error; the default file may be missing).
+    public static func load(path: String, explicit: Bool) throws -> UploadConfiguration {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            if !explicit && !FileManager.default.fileExists(atPath: path) { return UploadConfiguration() }
+            throw UploadError("\(path) cannot be read")
+        }
+        guard data.count <= 1 << 20 else { throw UploadError("\(path) is larger than any configuration (1 MiB)") }
+        var configuration = try parse(String(decoding: data, as: UTF8.self), file: path)
+        configuration.file = path
+        return configuration
+    }
+
+    /// The configuration in TOML `text`; errors name `file`.
+    public static func parse(_ text: String, file: String) throws -> UploadConfiguration {
+        let table: TOMLTable
+        do {
+            table = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw UploadError("\(file):\(error.source.begin.line): not TOML: \(error.description)")
+        } catch {
+            throw UploadError("\(file): not TOML: \(error)")
+        }
+        var configuration = UploadConfiguration()
+        for key in table.keys where key != "upload" {
+            throw UploadError("\(file): unknown table or key '\(key)' (crashport.toml has an [upload] table)")
+        }
+        guard let upload = table["upload"] else { return configuration }
+        guard let settings = upload.table else { throw UploadError("\(file): upload must be a table ([upload])") }
+        func bad(_ key: String, _ what: String) -> UploadError { UploadError("\(file): upload.\(key) must be \(what)") }
+        func strings(_ key: String) throws -> [String] {
+            guard let value = settings[key] else { return [] }
+            if let text = value.string { return [text] }
+            guard let array = value.array else { throw bad(key, "a string or a list of strings") }
+            return try array.map { item in
+                guard let text = item.string else { throw bad(key, "a string or a list of strings") }
+                return text
+            }
+        }
+        func string(_ key: String) throws -> String? {
+            guard let value = settings[key] else { return nil }
+            guard let text = value.string else { throw bad(key, "a string") }
+            return text
+        }
+        for key in settings.keys {
+            switch key {
+            case "sentry_dsn": configuration.sentryDSNs = try strings(key)
+            case "url": configuration.urls = try strings(key)
+            case "environment": configuration.environment = try string(key)
+            case "ca_file": configuration.caFile = try string(key)
+            case "before_send": configuration.beforeSend = try string(key)
+            case "timeout_ms":
+                guard let milliseconds = settings[key]?.int, milliseconds > 0 else { throw bad(key, "a positive integer") }
+                configuration.timeoutMilliseconds = milliseconds
+            case "send_pii":
+                guard let flag = settings[key]?.bool else { throw bad(key, "true or false") }
+                configuration.sendPII = flag
+            default:
+                throw UploadError(
+                    "\(file): unknown key upload.\(key) (known: sentry_dsn, url, environment, ca_file, timeout_ms, send_pii, before_send)"
+                )
+            }
+        }
+        return configuration
+    }
+}
