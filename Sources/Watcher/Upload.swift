@@ -32,6 +32,9 @@ import Glibc
 public enum UploadDestination: Sendable, Equatable {
     case crashpad(url: String)
     case sentry(SentryDSN)
+    /// Sentry's minidump endpoint instead of its envelopes (where asked: a Sentry that takes
+    /// Crashpad's uploads and processes the minidump itself), sent Crashpad's multipart.
+    case sentryMinidump(SentryDSN)
 
     public static func crashpad(checking url: String) throws -> UploadDestination {
         guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
@@ -56,6 +59,8 @@ public enum UploadDestination: Sendable, Equatable {
         switch self {
         case .crashpad(let url): return "crashpad " + (url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url)
         case .sentry(let dsn): return "sentry " + dsn.envelopeURL
+        case .sentryMinidump(let dsn):
+            return "sentry-minidump " + (dsn.minidumpURL.split(separator: "?").first.map(String.init) ?? "")
         }
     }
 
@@ -64,6 +69,7 @@ public enum UploadDestination: Sendable, Equatable {
         switch self {
         case .crashpad(let url): return url
         case .sentry(let dsn): return dsn.envelopeURL
+        case .sentryMinidump(let dsn): return dsn.minidumpURL
         }
     }
 }

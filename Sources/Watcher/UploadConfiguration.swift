@@ -9,6 +9,7 @@
 //     ca_file = "/etc/ssl/private-ca.pem"
 //     timeout_ms = 30000
 //     send_pii = false
+//     sentry_minidump = false      # Sentry's minidump endpoint instead of envelopes
 //     before_send = "/usr/local/bin/scrub-report"
 //
 // Where: --config FILE, else CRASHPORT_CONFIG, else $XDG_CONFIG_HOME/crashport/crashport.toml
@@ -27,6 +28,8 @@ public struct UploadConfiguration: Equatable, Sendable {
     public var timeoutMilliseconds: Int?
     public var sendPII: Bool?
     public var beforeSend: String?
+    /// Send to Sentry's minidump endpoint instead of its envelopes.
+    public var sentryMinidump: Bool?
     /// The file it came from, nil when none was read.
     public var file: String?
 
@@ -94,12 +97,12 @@ public struct UploadConfiguration: Equatable, Sendable {
             case "timeout_ms":
                 guard let milliseconds = settings[key]?.int, milliseconds > 0 else { throw bad(key, "a positive integer") }
                 configuration.timeoutMilliseconds = milliseconds
-            case "send_pii":
+            case "send_pii", "sentry_minidump":
                 guard let flag = settings[key]?.bool else { throw bad(key, "true or false") }
-                configuration.sendPII = flag
+                if key == "send_pii" { configuration.sendPII = flag } else { configuration.sentryMinidump = flag }
             default:
                 throw UploadError(
-                    "\(file): unknown key upload.\(key) (known: sentry_dsn, url, environment, ca_file, timeout_ms, send_pii, before_send)"
+                    "\(file): unknown key upload.\(key) (known: sentry_dsn, sentry_minidump, url, environment, ca_file, timeout_ms, send_pii, before_send)"
                 )
             }
         }

@@ -185,11 +185,18 @@ public struct Uploader {
         let captured = FileManager.default.contents(atPath: directory + "/minidump.dmp").map(Array.init)
         let minidump = sendPII ? captured : captured.map(UploadPrivacy.scrubbed(minidump:))
         switch destination {
-        case .crashpad:
+        case .crashpad, .sentryMinidump:
             guard let minidump else {
                 return .failure(UploadError("no minidump.dmp to send (a collector takes minidumps only)"))
             }
             var fields = CrashpadUpload.fields(for: event, reportID: id)
+            if case .sentryMinidump = destination {
+                // Sentry merges a `sentry` field's JSON into the event it makes of the minidump.
+                let fragment = ["release": event.release, "environment": environment].compactMapValues { $0 }
+                if !fragment.isEmpty, let json = try? JSONSerialization.data(withJSONObject: fragment, options: [.sortedKeys]) {
+                    fields.append(("sentry", String(decoding: json, as: UTF8.self)))
+                }
+            }
             if !sendPII { fields = fields.map { ($0.0, UploadPrivacy.scrubbed($0.1)) } }
             if let beforeSend {
                 // The hook sees the fields as one JSON object, and answers with the ones to send.

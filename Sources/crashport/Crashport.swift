@@ -499,6 +499,9 @@ struct UploadOptions: ParsableArguments {
             valueName: "PROGRAM"))
     var beforeSend: String?
 
+    @Flag(name: .long, help: "Send to Sentry's minidump endpoint (Crashpad's multipart) instead of envelopes.")
+    var sentryMinidump = false
+
     @Option(
         name: .long,
         help: ArgumentHelp(
@@ -526,7 +529,12 @@ struct UploadOptions: ParsableArguments {
         do {
             let dsns = (sentryDsn ?? variable("CRASHPORT_SENTRY_DSN")).map { [$0] } ?? file.sentryDSNs
             let urls = (url ?? variable("CRASHPORT_UPLOAD_URL")).map { [$0] } ?? file.urls
-            destinations += try dsns.map { try UploadDestination.sentry(checking: $0) }
+            let minidumpEndpoint = sentryMinidump || file.sentryMinidump == true
+            destinations += try dsns.map { dsn in
+                let destination = try UploadDestination.sentry(checking: dsn)
+                guard minidumpEndpoint, case .sentry(let parsed) = destination else { return destination }
+                return .sentryMinidump(parsed)
+            }
             destinations += try urls.map { try UploadDestination.crashpad(checking: $0) }
         } catch {
             usageError("\(command): \(file.file.map { "\($0): " } ?? "")\(error)")

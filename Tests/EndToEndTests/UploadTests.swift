@@ -472,6 +472,26 @@ final class UploadTests: XCTestCase {
         XCTAssertTrue(refused.stderr.contains("\(broken): upload.url must be a string or a list of strings"), refused.stderr)
     }
 
+    /// Sentry's minidump endpoint, where asked (--sentry-minidump): Crashpad's multipart to
+    /// /api/PROJECT/minidump/?sentry_key=KEY, with the release in a `sentry` field; Sentry's
+    /// answer (the event id, as text) kept.
+    func testSentryMinidumpEndpoint() throws {
+        let (reports, id) = try crashed()
+        let sentry = try Collector(
+            answers: [["status": 200, "body": "6fe3a5b2c1d04e0f8a9b7c6d5e4f3a2b"]], directory: Self.directory)
+        let dsn = "http://publickey@127.0.0.1:\(sentry.port)/42"
+        let result = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", reports, "--sentry-dsn", dsn, "--sentry-minidump"])
+        XCTAssertTrue(result.stdout.contains("\(id): sent to"), result.stdout + result.stderr)
+        let request = sentry.requests.first ?? [:]
+        XCTAssertEqual(request["path"] as? String, "/api/42/minidump/?sentry_key=publickey")
+        let fields = request["fields"] as? [String: String] ?? [:]
+        XCTAssertEqual(fields["sentry"], "{\"release\":\"ledger@2.1\"}")
+        XCTAssertEqual(
+            ((request["files"] as? [String: Any])?["upload_file_minidump"] as? [String: Any])?["magic"] as? String, "MDMP")
+        XCTAssertEqual(try state(reports, id, "sentry-minidump")["server_id"] as? String, "6fe3a5b2c1d04e0f8a9b7c6d5e4f3a2b")
+    }
+
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
     func testTimerUnitsVerify() throws {
         guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {
