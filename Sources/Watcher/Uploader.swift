@@ -235,7 +235,8 @@ public struct Uploader {
                 let envelope = try SentryEnvelope.report(
                     eventJSON: eventJSON, eventID: eventID,
                     sentAt: Self.format(clock().timeIntervalSince1970), dsn: dsn, sdkVersion: clientVersion,
-                    minidump: minidump, session: session(for: event, reportID: id))
+                    minidump: minidump, attachments: attachments(of: event, directory: directory),
+                    session: session(for: event, reportID: id))
                 return .success(
                     gzipped(
                         Request(
@@ -250,6 +251,38 @@ public struct Uploader {
                 return .failure(UploadError("cannot make its Sentry envelope: \(error)"))
             }
         }
+    }
+
+    /// The files the program attached (crashport_attach_file), as copied into the report: read
+    /// from inside the report directory only (a name that leads out of it, or a symlink, is
+    /// skipped: the directory is its owner's to edit), at most 20 MB in all, by name.
+    func attachments(of event: Event, directory: String) -> [(filename: String, bytes: [UInt8])] {
+        var left = 20 << 20
+        return (event.attachments ?? []).compactMap { record in
+            guard let file = record.file, !file.hasPrefix("/"), !file.split(separator: "/").contains(".."),
+                let bytes = Self.readRegularFile(directory + "/" + file, limit: left)
+            else { return nil }
+            left -= bytes.count
+            return ((file as NSString).lastPathComponent, bytes)
+        }
+    }
+
+    /// A regular file's bytes, not through a symlink, when it holds at most `limit`.
+    static func readRegularFile(_ path: String, limit: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= limit else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var offset = 0
+        while offset < bytes.count {
+            let count = bytes[offset...].withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return nil }
+            offset += count
+        }
+        return bytes
     }
 
     /// The end of the run this report ended, as Sentry's session update: only in the envelope of

@@ -492,6 +492,31 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(try state(reports, id, "sentry-minidump")["server_id"] as? String, "6fe3a5b2c1d04e0f8a9b7c6d5e4f3a2b")
     }
 
+    /// The files a program attached (crashport_attach_file) go to Sentry as event.attachment
+    /// items beside the minidump.
+    func testAttachmentsGoToSentry() throws {
+        let libraries = (try TestSupport.stub() as NSString).deletingLastPathComponent
+        let directory = Self.directory + "/attach-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("api/app.c")], output: directory + "/app",
+            flags: ["-O1", "-g", "-pthread", "-I", TestSupport.repositoryRoot + "/CSupport/stub/include"],
+            linkFlags: ["-L", libraries, "-Wl,-rpath," + libraries, "-lcrashport"])
+        let run = try TestSupport.crashportRun([program, "tell", directory], reports: directory + "/reports")
+        XCTAssertEqual(run.reportIDs.count, 1, run.result.stderr)
+        let sentry = try Collector(answers: [["status": 200, "body": "{\"id\":\"$EVENT_ID\"}"]], directory: Self.directory)
+        _ = try TestSupport.run(
+            [
+                TestSupport.crashport, "upload", "--reports", run.reportsDirectory, "--sentry-dsn",
+                "http://publickey@127.0.0.1:\(sentry.port)/42",
+            ])
+        let items = sentry.requests.first?["items"] as? [[String: Any]] ?? []
+        let attached = items.first { $0["attachment_type"] as? String == "event.attachment" }
+        XCTAssertEqual(attached?["filename"] as? String, "app.log", "\(items)")
+        let text = try String(contentsOfFile: attached?["saved"] as? String ?? "", encoding: .utf8)
+        XCTAssertEqual(text, "started\nconfig loaded\n")
+    }
+
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
     func testTimerUnitsVerify() throws {
         guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {
