@@ -347,6 +347,10 @@ public struct Uploader {
                 entry.nextAttempt = nil
             case 429, 500..<600:
                 retryLater(&entry, because: "HTTP \(response.status)\(Self.excerpt(response.body))", now: after)
+            case 300..<400:
+                entry.status = .failed
+                entry.lastError =
+                    "HTTP \(response.status), a redirect to \(response.headers["location"] ?? "nowhere"), which crashport does not follow (give the final URL): not retried"
             default:
                 entry.status = .failed
                 entry.lastError =

@@ -517,6 +517,104 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(text, "started\nconfig loaded\n")
     }
 
+    /// A server that misbehaves: one that drops the connection without answering, one slower
+    /// than the timeout (both pending, with the transport's reason), a bare 429 (a minute, the
+    /// server's), a redirect (not followed, not retried).
+    func testServersThatMisbehave() throws {
+        for (answer, extra, expectation) in [
+            (["close": true] as [String: Any], [String](), "empty reply"),
+            (["status": 200, "delay": 4, "body": "CrashID=bp-late\n"], ["--timeout-ms", "1000"], "timed out"),
+        ] {
+            let (reports, id) = try crashed()
+            let collector = try Collector(answers: [answer], directory: Self.directory)
+            let result = try upload(reports, collector.url, extra)
+            let recorded = try state(reports, id)
+            XCTAssertEqual(recorded["status"] as? String, "pending", result.stdout)
+            XCTAssertTrue((recorded["last_error"] as? String ?? "").lowercased().contains(expectation), "\(recorded)")
+        }
+        let (reports, id) = try crashed()
+        let bare = try Collector(answers: [["status": 429]], directory: Self.directory)
+        _ = try upload(reports, bare.url)
+        let wait = (try state(reports, id)["not_before"] as? Double ?? 0) - Date().timeIntervalSince1970
+        XCTAssertTrue((50...60).contains(wait), "a bare 429 is a minute: \(wait)")
+
+        let (moved, movedID) = try crashed()
+        let redirecting = try Collector(
+            answers: [["status": 302, "headers": ["Location": "https://elsewhere.example/submit"]]], directory: Self.directory)
+        let result = try upload(moved, redirecting.url)
+        XCTAssertEqual(try state(moved, movedID)["status"] as? String, "failed", result.stdout)
+        XCTAssertTrue(result.stdout.contains("a redirect to https://elsewhere.example/submit"), result.stdout)
+        XCTAssertEqual(redirecting.requests.count, 1, "not followed")
+    }
+
+    /// Two uploads at once: the second finds the first's lock and sends nothing.
+    func testOneUploadAtATime() throws {
+        let (reports, id) = try crashed()
+        let collector = try Collector(answers: [["status": 200, "body": "CrashID=bp-locked\n"]], directory: Self.directory)
+        let lock = open(reports + "/.crashport-upload.lock", O_RDWR | O_CREAT, 0o600)
+        XCTAssertEqual(flock(lock, LOCK_EX), 0)
+        let blocked = try upload(reports, collector.url)
+        XCTAssertTrue(blocked.stdout.contains("another crashport upload is working on"), blocked.stdout)
+        XCTAssertTrue(collector.requests.isEmpty)
+        close(lock)
+        _ = try upload(reports, collector.url)
+        XCTAssertEqual(try state(reports, id)["status"] as? String, "sent")
+    }
+
+    /// An upload killed mid-queue and run again: every report ends sent; only the one whose
+    /// request was in flight can reach the server twice, with the same guid (a collector, and
+    /// Sentry by its event id, takes it once).
+    func testUploadKilledMidQueueLosesNothing() throws {
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O1", "-g"])
+        let reports = Self.directory + "/queue-\(UUID().uuidString.prefix(6))"
+        for _ in 0..<4 { _ = try TestSupport.crashportRun([program, "null"], reports: reports) }
+        let ids = try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }.sorted()
+        XCTAssertEqual(ids.count, 4)
+        let collector = try Collector(
+            answers: [["status": 200, "delay": 0.5, "body": "CrashID=bp-queue\n"]], directory: Self.directory)
+        let first = Process()
+        first.executableURL = URL(fileURLWithPath: TestSupport.crashport)
+        first.arguments = ["upload", "--reports", reports, "--url", collector.url]
+        first.standardOutput = FileHandle.nullDevice
+        first.standardError = FileHandle.nullDevice
+        try first.run()
+        try waitUntil("two requests reach the collector", timeout: 60) { collector.requests.count >= 2 }
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        let second = try upload(reports, collector.url)
+        XCTAssertEqual(second.status, .exited(0), second.stderr)
+        for id in ids { XCTAssertEqual(try state(reports, id)["status"] as? String, "sent", id) }
+        let sent = collector.requests.compactMap { ($0["fields"] as? [String: String])?["crashport_report_id"] }
+        XCTAssertEqual(Set(sent), Set(ids))
+        XCTAssertLessThanOrEqual(sent.count, ids.count + 1, "\(sent)")
+        let guids = collector.requests.compactMap {
+            ($0["fields"] as? [String: String]).map { ($0["crashport_report_id"] ?? "", $0["guid"] ?? "") }
+        }
+        XCTAssertEqual(Set(guids.map { "\($0.0) \($0.1)" }).count, ids.count, "a report sent twice has the same guid")
+    }
+
+    /// before_send that hangs (killed after 10 s) or prints something that is not JSON: the
+    /// report is not sent, and the reason is kept.
+    func testBeforeSendThatHangsOrPrintsGarbage() throws {
+        let collector = try Collector(answers: [["status": 200, "body": "CrashID=bp-hook\n"]], directory: Self.directory)
+        for (script, expectation) in [
+            ("#!/bin/sh\nexec sleep 60\n", "took longer than 10 s"),
+            ("#!/bin/sh\ncat >/dev/null\necho garbage\n", "did not answer with a JSON object"),
+        ] {
+            let (reports, id) = try crashed()
+            let hook = Self.directory + "/hook-\(UUID().uuidString.prefix(6)).sh"
+            try script.write(toFile: hook, atomically: true, encoding: .utf8)
+            chmod(hook, 0o755)
+            let result = try TestSupport.run(
+                [TestSupport.crashport, "upload", "--reports", reports, "--url", collector.url, "--before-send", hook],
+                timeout: 60)
+            XCTAssertTrue(result.stdout.contains(expectation), result.stdout)
+            XCTAssertEqual(try state(reports, id)["status"] as? String, "failed")
+        }
+        XCTAssertTrue(collector.requests.isEmpty)
+    }
+
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
     func testTimerUnitsVerify() throws {
         guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {

@@ -14,6 +14,8 @@ import email.policy
 import gzip
 import json
 import os
+import socket
+import time
 import ssl
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -99,6 +101,13 @@ class Collector(BaseHTTPRequestHandler):
             log.write(json.dumps(record) + "\n")
         answer = answers[min(served[0], len(answers) - 1)]
         served[0] += 1
+        # "delay": seconds before answering (a slow server); "close": no answer at all, the
+        # connection dropped (a reset mid-request).
+        time.sleep(answer.get("delay", 0))
+        if answer.get("close"):
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         payload = answer.get("body", "").replace("$EVENT_ID", record.get("event_id", "")).encode()
         self.send_response(answer.get("status", 200))
         for name, value in answer.get("headers", {}).items():
