@@ -19,6 +19,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ptrace.h>
@@ -120,4 +122,47 @@ int cp_spawn_release(pid_t child, int release_fd, int error_fd) {
         ptrace(PTRACE_CONT, child, NULL, NULL);
     }
     return failure != 0 ? failure : EIO;
+}
+
+/* Starts a program in the background, in a session of its own, as uid/gid (when they differ
+ * from ours: a root sidecar starting a user's upload), stdin from /dev/null and stdout/stderr
+ * appended to log_path, opened by the child after it took the user's ids (so the file is the
+ * user's). The child calls only async-signal-safe functions before execve. Returns its pid or
+ * -1; the caller reaps it. */
+pid_t cp_spawn_detached(const char *path, char *const argv[], char *const envp[], const char *log_path, unsigned uid,
+                        unsigned gid) {
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    pid_t child = fork();
+    if (child == 0) {
+        for (int signal = 1; signal < NSIG; signal++) {
+            struct sigaction action;
+            if (sigaction(signal, NULL, &action) != 0) continue;
+            if (action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN) {
+                action.sa_handler = SIG_DFL;
+                action.sa_flags = 0;
+                sigaction(signal, &action, NULL);
+            }
+        }
+        setsid();
+        if (uid != (unsigned)getuid() || gid != (unsigned)getgid()) {
+            if (setgroups(0, NULL) != 0 || setgid((gid_t)gid) != 0 || setuid((uid_t)uid) != 0) _exit(126);
+        }
+        int input = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        int output = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (input < 0 || output < 0) _exit(125);
+        dup2(input, 0);
+        dup2(output, 1);
+        dup2(output, 2);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execve(path, argv, envp);
+        _exit(127);
+    }
+    int saved = errno;
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    errno = saved;
+    return child;
 }

@@ -492,8 +492,8 @@ public final class Sidecar {
                 ?? RunHistory.programKey(pid: sender.pid).executable
             do {
                 log.say("pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: program, store: store)))
-                if message == .sendPending, !isRoot, UploadSpawner.isConfigured(),
-                    let child = UploadSpawner.spawn(reports: store.root, log: { [log] in log.say($0) })
+                if message == .sendPending, UploadSpawner.isConfigured(),
+                    let child = UploadSpawner.spawn(reports: store.root, owner: store.owner, log: { [log] in log.say($0) })
                 {
                     uploadProcesses.pids.withLock { _ = $0.insert(child) }
                 }
@@ -509,11 +509,10 @@ public final class Sidecar {
         server.sessionID = { [crashedSessions] pid in crashedSessions.id(of: pid) }
         server.holderFor = { [traced] pid in traced.tracer(of: pid) }
         server.amend = { [hangReports] event, record in hangReports.amend(&event, record) }
-        // A user's sidecar with a destination in its environment starts an upload after each
-        // report (root's runs sandboxed without network: its users' timers send theirs).
-        let uploads = isRoot || !UploadSpawner.isConfigured() ? nil : uploadProcesses
+        // With a destination configured, an upload after each report, as the report's owner.
+        let uploads = UploadSpawner.isConfigured() ? uploadProcesses : nil
         server.onReport = { [crashedSessions, log, uploads] report, store in
-            if let uploads, let child = UploadSpawner.spawn(reports: store.root, log: { log.say($0) }) {
+            if let uploads, let child = UploadSpawner.spawn(reports: store.root, owner: store.owner, log: { log.say($0) }) {
                 uploads.pids.withLock { _ = $0.insert(child) }
             }
             guard let pid = report.event.process?.pid, report.event.kind == .crash,

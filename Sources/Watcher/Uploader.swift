@@ -2,6 +2,7 @@
 // for a destination is sent there, and its state recorded before the next request (Upload.swift
 // has the destinations, the state file and the policy).
 
+import CShims
 import Foundation
 import LiveProcess
 import ReportModel
@@ -428,9 +429,9 @@ extension ISO8601DateFormatter {
 }
 
 /// Starts `crashport upload` for a reports directory in the background, after a report is
-/// written (crashport run, a user's sidecar), when a destination is configured in the
-/// environment: its own session, stdin from /dev/null, its output appended to
-/// .crashport-upload.log there. The watcher does not wait for it.
+/// written (crashport run, the sidecar), when a destination is configured: its own session,
+/// stdin from /dev/null, its output appended to .crashport-upload.log there. The watcher does not
+/// wait for it.
 public enum UploadSpawner {
     /// Whether the environment names a destination, or crashport.toml does (CRASHPORT_CONFIG,
     /// else the user's default file).
@@ -444,32 +445,22 @@ public enum UploadSpawner {
         return !file.sentryDSNs.isEmpty || !file.urls.isEmpty
     }
 
-    /// Spawns the upload; its pid, or nil (and why, through `log`) when it could not be started.
-    /// A watcher that lives on reaps it (`reap`).
+    /// Spawns the upload of `reports` (as `owner` when given: a root sidecar starts its users'
+    /// uploads with their ids, so what the upload writes there is theirs); its pid, or nil (and
+    /// why, through `log`) when it could not be started. A watcher that lives on reaps it.
     @discardableResult
-    public static func spawn(reports: String, log: (String) -> Void) -> pid_t? {
+    public static func spawn(reports: String, owner: ReportStore.Owner? = nil, log: (String) -> Void) -> pid_t? {
         let executable = ProcFiles.executable(of: ProcessID(getpid())) ?? CommandLine.arguments[0]
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        let setsid: Int32 = 0x80  // POSIX_SPAWN_SETSID (glibc, under _GNU_SOURCE)
-        posix_spawnattr_setflags(&attributes, Int16(setsid | POSIX_SPAWN_SETSIGMASK))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, reports + "/.crashport-upload.log", O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let words: [String] = [executable, "upload", "--reports", reports]
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
-        var child: pid_t = 0
-        let result = posix_spawn(&child, executable, &actions, &attributes, argv, environ)
-        guard result == 0 else {
-            log("could not start crashport upload for \(reports): \(String(cString: strerror(result)))")
+        let child = argv.withUnsafeBufferPointer { arguments in
+            cp_spawn_detached(
+                executable, arguments.baseAddress, environ, reports + "/.crashport-upload.log", owner?.uid ?? getuid(),
+                owner?.gid ?? getgid())
+        }
+        guard child > 0 else {
+            log("could not start crashport upload for \(reports): \(String(cString: strerror(errno)))")
             return nil
         }
         return child

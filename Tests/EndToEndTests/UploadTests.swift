@@ -615,6 +615,33 @@ final class UploadTests: XCTestCase {
         XCTAssertTrue(collector.requests.isEmpty)
     }
 
+    /// The sidecar with a destination configured starts an upload after a client's report,
+    /// as the report's owner: the crash arrives at the collector without anyone running upload.
+    func testSidecarUploadsAfterAReport() throws {
+        let collector = try Collector(answers: [["status": 200, "body": "CrashID=bp-sidecar\n"]], directory: Self.directory)
+        let directory = Self.directory + "/sidecar-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let sidecar = try SidecarProcess(
+            directory: directory, environment: ["CRASHPORT_UPLOAD_URL": collector.url, "CRASHPORT_SENTRY_DSN": ""])
+        defer { sidecar.stop() }
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O1", "-g"])
+        let result = try TestSupport.run(
+            [program, "null"], environment: ["LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": sidecar.socket])
+        XCTAssertEqual(result.status, .signaled(SIGSEGV), result.stderr)
+        let id = try sidecar.waitForReports(1)[0].id ?? ""
+        try waitUntil("the upload the sidecar started reaches the collector:\n\(sidecar.log)", timeout: 60) {
+            collector.requests.count == 1
+        }
+        try waitUntil("its state is recorded", timeout: 60) {
+            (try? state(sidecar.reportsDirectory(), id))?["server_id"] as? String == "bp-sidecar"
+        }
+        let log = sidecar.reportsDirectory() + "/.crashport-upload.log"
+        var info = stat()
+        XCTAssertEqual(stat(log, &info), 0)
+        XCTAssertEqual(info.st_uid, getuid(), "written with the report owner's ids")
+    }
+
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
     func testTimerUnitsVerify() throws {
         guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {

@@ -185,4 +185,10 @@ void cp_http_free(void *bytes);
 /* gzip (RFC 1952) of size bytes: *output is malloc'd (free with cp_http_free). 0, or -1. */
 int cp_gzip(const void *input, size_t size, void **output, size_t *output_size);
 
+/* Starts path in the background: its own session, as uid/gid when they differ from ours, stdin
+ * from /dev/null, stdout and stderr appended to log_path (opened by the child, with its ids).
+ * Its pid, or -1; the caller reaps it (CSupport/shims/spawn.c). */
+pid_t cp_spawn_detached(const char *path, char *const argv[], char *const envp[], const char *log_path, unsigned uid,
+                        unsigned gid);
+
 #endif
