@@ -27,6 +27,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* In a forked child: every handler crashport (or its runtime) installed back to SIG_DFL, so a
+ * signal before the exec never runs crashport's code there (sigaction only: async-signal-safe). */
+static void spawn_reset_handlers(void) {
+    for (int signal = 1; signal < NSIG; signal++) {
+        struct sigaction action;
+        if (sigaction(signal, NULL, &action) != 0) continue;
+        if (action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN) {
+            action.sa_handler = SIG_DFL;
+            action.sa_flags = 0;
+            sigaction(signal, &action, NULL);
+        }
+    }
+}
+
 /* Writes all of a small buffer (async-signal-safe: write and errno only). */
 static void spawn_write_all(int fd, const void *bytes, size_t size) {
     const char *next = bytes;
@@ -58,15 +72,7 @@ pid_t cp_spawn_held(const char *path, char *const argv[], char *const envp[], co
         /* The child: async-signal-safe calls only, from here to execve. */
         close(release[1]);
         close(report[0]);
-        for (int signal = 1; signal < NSIG; signal++) {
-            struct sigaction action;
-            if (sigaction(signal, NULL, &action) != 0) continue;
-            if (action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN) {
-                action.sa_handler = SIG_DFL;
-                action.sa_flags = 0;
-                sigaction(signal, &action, NULL);
-            }
-        }
+        spawn_reset_handlers();
         char go = 0;
         ssize_t got;
         do {
@@ -136,15 +142,7 @@ pid_t cp_spawn_detached(const char *path, char *const argv[], char *const envp[]
     pthread_sigmask(SIG_SETMASK, &all, &previous);
     pid_t child = fork();
     if (child == 0) {
-        for (int signal = 1; signal < NSIG; signal++) {
-            struct sigaction action;
-            if (sigaction(signal, NULL, &action) != 0) continue;
-            if (action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN) {
-                action.sa_handler = SIG_DFL;
-                action.sa_flags = 0;
-                sigaction(signal, &action, NULL);
-            }
-        }
+        spawn_reset_handlers();
         setsid();
         if (uid != (unsigned)getuid() || gid != (unsigned)getgid()) {
             if (setgroups(0, NULL) != 0 || setgid((gid_t)gid) != 0 || setuid((uid_t)uid) != 0) _exit(126);

@@ -114,14 +114,7 @@ public struct UploadState: Codable, Sendable, Equatable {
     /// The state kept in a report directory; an empty state when there is none. A file that does
     /// not decode is an error (never silently replaced: it may say "sent").
     public static func read(directory: String) throws -> UploadState {
-        let path = directory + "/" + fileName
-        guard let data = FileManager.default.contents(atPath: path) else { return UploadState() }
-        guard data.count <= 1 << 20 else { throw UploadError("\(path) is larger than any upload state") }
-        do {
-            return try JSONDecoder().decode(UploadState.self, from: data)
-        } catch {
-            throw UploadError("\(path) is not an upload state: \(error)")
-        }
+        try readJSON(directory + "/" + fileName, what: "an upload state") ?? UploadState()
     }
 
     /// Replaces the state in `directory` atomically: a temporary file written and fsynced, then
@@ -130,6 +123,18 @@ public struct UploadState: Codable, Sendable, Equatable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
         try replaceFile(directory: directory, name: Self.fileName, bytes: Array(try encoder.encode(self)))
+    }
+}
+
+/// The JSON file at `path` decoded, nil when there is none; a file that does not decode (or is
+/// larger than any of ours) is an error, never silently replaced: it may say "sent".
+func readJSON<T: Decodable>(_ path: String, what: String) throws -> T? {
+    guard let data = FileManager.default.contents(atPath: path) else { return nil }
+    guard data.count <= 1 << 20 else { throw UploadError("\(path) is larger than \(what) can be") }
+    do {
+        return try JSONDecoder().decode(T.self, from: data)
+    } catch {
+        throw UploadError("\(path) is not \(what): \(error)")
     }
 }
 
@@ -194,13 +199,7 @@ public struct ConsentSettings: Codable, Sendable, Equatable {
     }
 
     public static func read(root: String) throws -> ConsentSettings {
-        let path = root + "/" + fileName
-        guard let data = FileManager.default.contents(atPath: path) else { return ConsentSettings() }
-        do {
-            return try JSONDecoder().decode(ConsentSettings.self, from: data)
-        } catch {
-            throw UploadError("\(path) is not crashport's consent settings: \(error)")
-        }
+        try readJSON(root + "/" + fileName, what: "crashport's consent settings") ?? ConsentSettings()
     }
 
     public func write(root: String) throws {
