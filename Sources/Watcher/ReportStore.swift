@@ -162,7 +162,7 @@ public struct ReportStore: Sendable {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
         return names.filter { name in
             !(name.hasPrefix(".tmp-") && Self.isReportIDShape(String(name.dropFirst(5)))) && !isReport(name)
-                && !RunHistory.fileNames.contains(name)
+                && !RunHistory.fileNames.contains(name) && !Uploader.fileNames.contains(name)
         }.sorted()
     }
 

@@ -53,12 +53,21 @@ public struct Uploader {
     }
 
     /// Sends what is due, oldest report first.
+    /// The files upload keeps in a reports directory beside the reports (not reports, not foreign).
+    public static let fileNames: Set<String> = [ConsentSettings.fileName, lockName, logName]
+    static let lockName = ".crashport-upload.lock"
+    public static let logName = ".crashport-upload.log"
+
     public mutating func run() -> Outcome {
         var outcome = Outcome()
         // One pass at a time per reports directory: two would send the same report twice.
-        let lock = open(store.root + "/.crashport-upload.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let lock = open(store.root + "/" + Self.lockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         defer { if lock >= 0 { close(lock) } }
-        guard lock >= 0, flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+        guard lock >= 0 else {
+            say("cannot use \(store.root) (\(String(cString: strerror(errno)))): nothing sent")
+            return outcome
+        }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
             say("another crashport upload is working on \(store.root); it sends what is due")
             return outcome
         }
@@ -456,7 +465,7 @@ public enum UploadSpawner {
         defer { argv.forEach { free($0) } }
         let child = argv.withUnsafeBufferPointer { arguments in
             cp_spawn_detached(
-                executable, arguments.baseAddress, environ, reports + "/.crashport-upload.log", owner?.uid ?? getuid(),
+                executable, arguments.baseAddress, environ, reports + "/" + Uploader.logName, owner?.uid ?? getuid(),
                 owner?.gid ?? getgid())
         }
         guard child > 0 else {

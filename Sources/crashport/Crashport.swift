@@ -248,7 +248,7 @@ struct Run: ParsableCommand {
                     != nil
             {
                 FileHandle.standardError.write(
-                    Data("crashport: uploading in the background (log: \(store.root)/.crashport-upload.log)\n".utf8))
+                    Data("crashport: uploading in the background (log: \(store.root)/\(Uploader.logName))\n".utf8))
             }
             Launcher.exit(like: result.termination)
         } catch let error as LaunchError {

@@ -127,6 +127,14 @@ final class UploadTests: XCTestCase {
 
         let list = try TestSupport.run([TestSupport.crashport, "list", "--reports", reports])
         XCTAssertTrue(list.stdout.contains("[crashpad: sent bp-6fe3a5b2-0000-4000-8000-000000241124]"), list.stdout)
+        // What upload keeps beside the reports is crashport's own: no "not crashport reports".
+        _ = try TestSupport.run([TestSupport.crashport, "consent", "always", "--reports", reports])
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O1", "-g"])
+        let next = try TestSupport.crashportRun([program, "null"], reports: reports)
+        XCTAssertFalse(next.result.stderr.contains("not crashport reports"), next.result.stderr)
+        let nowhere = try upload(Self.directory + "/no-such-directory", collector.url)
+        XCTAssertTrue(nowhere.stdout.contains("cannot use"), nowhere.stdout)
     }
 
     /// A 500: pending, its next attempt after crashport's backoff (15 min ± 10%), so a second
