@@ -61,8 +61,9 @@ public struct OfflineSymbolicator {
         guard let buildID else {
             return "no binary for \(name) at \(path), and no build-id to look for another: its frames keep module+offset"
         }
+        let asked = locator.useDebuginfod ? Debuginfod.outcome(for: buildID).map { " (\($0))" } ?? "" : ""
         return
-            "no binary or debug file for \(name) with build-id \(buildID.hex): its frames keep module+offset; --debug-dir DIR adds a place, --verbose lists where crashport looked"
+            "no binary or debug file for \(name) with build-id \(buildID.hex)\(asked): its frames keep module+offset; --debug-dir DIR adds a place, --debuginfod asks debuginfod, --verbose lists where crashport looked"
     }
 
     /// `symbolicate --verbose`: for each module of `event`, the build-id looked for, every place

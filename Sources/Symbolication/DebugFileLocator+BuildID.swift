@@ -15,7 +15,7 @@ extension DebugFileLocator {
         return debugDirectories.map { $0 + "/" + relative }
             + debugDirectories.filter { $0 != DebugFileLocator.systemDebugDirectory }.map {
                 $0 + "/* (any ELF file with that build-id)"
-            }
+            } + (useDebuginfod ? ["debuginfod (\(Debuginfod.outcome(for: buildID) ?? "not asked: found here first"))"] : [])
     }
 
     public func file(forBuildID buildID: BuildID) -> ELFFile? {
@@ -34,6 +34,7 @@ extension DebugFileLocator {
                 if let candidate = try? ELFFile(path: path), candidate.buildID == buildID { return candidate }
             }
         }
+        if useDebuginfod, case .success(let fetched) = Debuginfod.fetch(buildID) { return fetched }
         return nil
     }
 }

@@ -30,6 +30,8 @@ public struct DebugFileLocator: Sendable {
 
     /// The directories searched, in order: the user's (e.g. --debug-dir), then /usr/lib/debug.
     public var debugDirectories: [String]
+    /// Whether a debug file found nowhere here is asked of debuginfod (offline only).
+    public var useDebuginfod = false
 
     public init(debugDirectories: [String] = []) {
         var directories = debugDirectories.filter { !$0.isEmpty }
@@ -74,6 +76,7 @@ public struct DebugFileLocator: Sendable {
                 if SectionCompression.crc32(candidate.file.bytes) == link.crc { return candidate }
             }
         }
+        if useDebuginfod, let buildID, case .success(let fetched) = Debuginfod.fetch(buildID) { return fetched }
         return nil
     }
 

@@ -162,7 +162,31 @@ public struct Doctor {
                         ? "libc debug symbols: found (libc's own frames get names and lines)"
                         : "libc debug symbols: missing (install libc6-dbg to name libc's internal frames)"))
         }
+        findings.append(debuginfodFinding())
         return findings
+    }
+
+    /// What `crashport symbolicate --debuginfod` would ask (never the watcher: capture stays
+    /// local): the servers, and whether elfutils' client is there to ask them.
+    func debuginfodFinding() -> Finding {
+        let servers = ProcessInfo.processInfo.environment["DEBUGINFOD_URLS"] ?? ""
+        let client =
+            dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_NOLOAD) != nil
+            || ["/usr/lib/x86_64-linux-gnu/libdebuginfod.so.1", "/lib/x86_64-linux-gnu/libdebuginfod.so.1"].contains {
+                FileManager.default.fileExists(atPath: $0)
+            }
+        if servers.isEmpty {
+            return Finding(
+                level: .ok,
+                text:
+                    "debuginfod: DEBUGINFOD_URLS is not set; crashport symbolicate --debuginfod asks the servers it names for missing debug files"
+            )
+        }
+        return Finding(
+            level: client ? .ok : .warning,
+            text: client
+                ? "debuginfod: crashport symbolicate --debuginfod asks \(servers) for debug files not found here (offline only; the watcher never does)"
+                : "debuginfod: DEBUGINFOD_URLS is set but libdebuginfod.so.1 is missing (Debian: apt-get install libdebuginfod1)")
     }
 
     func hasPtraceCapability() -> Bool {

@@ -902,6 +902,13 @@ struct Symbolicate: ParsableCommand {
     @Flag(name: .long, help: "List, per module, the build-id looked for, where, and what was used (on stderr).")
     var verbose = false
 
+    @Flag(
+        name: .long,
+        help:
+            "Ask the debuginfod servers in $DEBUGINFOD_URLS for the debug files not found here (fetched into debuginfod's cache)."
+    )
+    var debuginfod = false
+
     @Argument(help: "FILE, or with --obj the addresses.")
     var inputs: [String] = []
 
@@ -941,7 +948,11 @@ struct Symbolicate: ParsableCommand {
             file = inside
         }
         do {
-            let symbolicator = OfflineSymbolicator(debugDirectories: debugDir)
+            var symbolicator = OfflineSymbolicator(debugDirectories: debugDir)
+            symbolicator.locator.useDebuginfod = debuginfod
+            if debuginfod, (ProcessInfo.processInfo.environment["DEBUGINFOD_URLS"] ?? "").isEmpty {
+                usageError("symbolicate: --debuginfod needs DEBUGINFOD_URLS (the servers to ask, space-separated)")
+            }
             let event = try symbolicator.symbolicate(path: file)
             if verbose {
                 for line in symbolicator.searchLog(for: event) {

@@ -191,4 +191,11 @@ int cp_gzip(const void *input, size_t size, void **output, size_t *output_size);
 pid_t cp_spawn_detached(const char *path, char *const argv[], char *const envp[], const char *log_path, unsigned uid,
                         unsigned gid);
 
+/* A debug file (executable != 0: the binary) for a build-id from the debuginfod servers in
+ * DEBUGINFOD_URLS, through libdebuginfod (loaded at the first call), into its cache, given at
+ * most `seconds`: an open fd (the caller closes it) and *path (malloc'd, the caller frees it),
+ * or -errno with *why when the library says nothing more (CSupport/shims/debuginfod.c). */
+int cp_debuginfod_find(const unsigned char *build_id, int length, int executable, double seconds, char **path,
+                       const char **why);
+
 #endif

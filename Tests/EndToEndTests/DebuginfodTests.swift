@@ -1,0 +1,129 @@
+// End-to-end: `crashport symbolicate --debuginfod`. A stripped program crashes under the real
+// watcher; its debug file is served, as a debuginfod server lays it out
+// (buildid/<hex>/debuginfo), by an HTTP server on 127.0.0.1 started here, and fetched by
+// elfutils' own client (libdebuginfod) into its cache. Also: without --debuginfod nothing is
+// asked; a served file of another build is refused; a server that is not there is said.
+
+import Foundation
+import ReportModel
+import TestSupport
+import XCTest
+
+final class DebuginfodTests: XCTestCase {
+    static let directory = TestSupport.temporaryDirectory("debuginfod")
+
+    /// A stripped build of the crash corpus, its separate debug file, and its build-id.
+    func strippedProgram(
+        _ name: String, flags: [String] = ["-O1", "-g"]
+    ) throws -> (binary: String, debug: String, buildID: String) {
+        let binary = Self.directory + "/" + name
+        _ = try TestSupport.compile([TestSupport.fixture("corpus/crash.c")], output: binary, flags: flags)
+        for command in [["objcopy", "--only-keep-debug", binary, binary + ".debug"], ["strip", "--strip-all", binary]] {
+            let result = try TestSupport.run(command)
+            XCTAssertEqual(result.status, .exited(0), result.stderr)
+        }
+        let notes = try TestSupport.run(["readelf", "-n", binary]).stdout
+        guard let line = notes.split(separator: "\n").first(where: { $0.contains("Build ID:") }),
+            let id = line.split(separator: " ").last
+        else { throw TestFailure("no build-id in \(binary)") }
+        return (binary, binary + ".debug", String(id))
+    }
+
+    /// An HTTP server on 127.0.0.1 over `root`; its port.
+    func serve(_ root: String) throws -> (Process, Int) {
+        let process = Process()
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "python3", "-c",
+            "import functools,http.server,sys;h=functools.partial(http.server.SimpleHTTPRequestHandler,directory=sys.argv[1]);h.log_message=lambda *a:None;s=http.server.HTTPServer(('127.0.0.1',0),h);print(s.server_address[1],flush=True);s.serve_forever()",
+            root,
+        ]
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            process.terminate()
+            throw TestFailure("the server did not start: \(line)")
+        }
+        return (process, port)
+    }
+
+    func symbolicate(_ event: String, servers: String, cache: String, _ extra: [String]) throws -> RunResult {
+        try TestSupport.run(
+            [TestSupport.crashport, "symbolicate", "--verbose"] + extra + [event],
+            environment: ["DEBUGINFOD_URLS": servers, "DEBUGINFOD_CACHE_PATH": cache], timeout: 120)
+    }
+
+    func testDebugFileFetchedByBuildID() throws {
+        let program = try strippedProgram("stripped")
+        let run = try TestSupport.crashportRun([program.binary, "null"])
+        XCTAssertEqual(run.reportIDs.count, 1, run.result.stderr)
+        let event = run.reportsDirectory + "/" + run.reportIDs[0] + "/event.json"
+        XCTAssertFalse(try run.event().crashedThreadRecord?.frames?.contains { $0.function == "crash_null" } ?? true, "stripped")
+
+        let root = Self.directory + "/tree-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: root + "/buildid/" + program.buildID, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: program.debug, toPath: root + "/buildid/\(program.buildID)/debuginfo")
+        let (server, port) = try serve(root)
+        defer { server.terminate() }
+        let cache = Self.directory + "/cache-\(UUID().uuidString.prefix(6))"
+
+        let without = try symbolicate(event, servers: "http://127.0.0.1:\(port)", cache: cache, [])
+        XCTAssertFalse(without.stdout.contains("crash_null"), "nothing asked without --debuginfod: \(without.stdout)")
+
+        let with = try symbolicate(event, servers: "http://127.0.0.1:\(port)", cache: cache, ["--debuginfod"])
+        XCTAssertEqual(with.status, .exited(0), with.stderr)
+        XCTAssertTrue(with.stdout.contains("crash_null (crash.c:"), with.stdout)
+        XCTAssertTrue(with.stderr.contains("fetched by debuginfod into \(cache)/\(program.buildID)/debuginfo"), with.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: "\(cache)/\(program.buildID)/debuginfo"), "the client's own cache")
+        let doctor = try TestSupport.run(
+            [TestSupport.crashport, "doctor", "--reports", Self.directory + "/doctor"],
+            environment: ["DEBUGINFOD_URLS": "http://127.0.0.1:\(port)"])
+        XCTAssertTrue(
+            doctor.stdout.contains("debuginfod: crashport symbolicate --debuginfod asks http://127.0.0.1:\(port)"), doctor.stdout)
+    }
+
+    func testAnotherBuildsFileOrNoServerIsSaid() throws {
+        let program = try strippedProgram("refused")
+        let other = try strippedProgram("other", flags: ["-O2", "-g"])  // another build-id
+        XCTAssertNotEqual(program.buildID, other.buildID)
+        let run = try TestSupport.crashportRun([program.binary, "null"])
+        let event = run.reportsDirectory + "/" + run.reportIDs[0] + "/event.json"
+
+        // A server that answers for this build-id with another build's debug file.
+        let root = Self.directory + "/lying-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: root + "/buildid/" + program.buildID, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: other.debug, toPath: root + "/buildid/\(program.buildID)/debuginfo")
+        let (server, port) = try serve(root)
+        defer { server.terminate() }
+        let lied = try symbolicate(
+            event, servers: "http://127.0.0.1:\(port)", cache: Self.directory + "/cache-\(UUID().uuidString.prefix(6))",
+            ["--debuginfod"])
+        XCTAssertFalse(lied.stdout.contains("crash_null"), lied.stdout)
+        XCTAssertTrue(lied.stderr.contains("with build-id \(other.buildID), not \(program.buildID): not used"), lied.stderr)
+
+        // Nobody listening: said, and symbolicate still prints what it has.
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(probe, $0, length) == 0 && getsockname(probe, $0, &length) == 0
+            }
+        }
+        close(probe)
+        let down = try symbolicate(
+            event, servers: "http://127.0.0.1:\(Int(UInt16(bigEndian: address.sin_port)))",
+            cache: Self.directory + "/cache-\(UUID().uuidString.prefix(6))", ["--debuginfod"])
+        XCTAssertEqual(down.status, .exited(0), down.stderr)
+        XCTAssertTrue(down.stderr.contains("debuginfod (http://127.0.0.1:"), down.stderr)
+
+        let unset = try TestSupport.run(
+            [TestSupport.crashport, "symbolicate", "--debuginfod", event], environment: ["DEBUGINFOD_URLS": ""])
+        XCTAssertEqual(unset.status, .exited(64), unset.stderr)
+    }
+}
