@@ -509,11 +509,18 @@ public final class Sidecar {
         server.sessionID = { [crashedSessions] pid in crashedSessions.id(of: pid) }
         server.holderFor = { [traced] pid in traced.tracer(of: pid) }
         server.amend = { [hangReports] event, record in hangReports.amend(&event, record) }
-        // With a destination configured, an upload after each report, as the report's owner.
+        // With a destination configured, an upload after a report, as the report's owner; not
+        // while one still runs (a storm of crashes starts one pass, which takes the reports
+        // written while it runs; the timer takes what comes after its last look).
         let uploads = UploadSpawner.isConfigured() ? uploadProcesses : nil
         server.onReport = { [crashedSessions, log, uploads] report, store in
-            if let uploads, let child = UploadSpawner.spawn(reports: store.root, owner: store.owner, log: { log.say($0) }) {
-                uploads.pids.withLock { _ = $0.insert(child) }
+            if let uploads {
+                uploads.pids.withLock { running in
+                    guard running.isEmpty,
+                        let child = UploadSpawner.spawn(reports: store.root, owner: store.owner, log: { log.say($0) })
+                    else { return }
+                    running.insert(child)
+                }
             }
             guard let pid = report.event.process?.pid, report.event.kind == .crash,
                 let session = crashedSessions.take(pid)
