@@ -6,20 +6,51 @@
 
 import Foundation
 import ReportModel
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 public enum ConsentDecisions {
     /// The reports awaiting a decision: consent `ask` applies to their program and none was
-    /// made. Only `program`'s (an executable's real path) when given.
+    /// made. Only `program`'s (an executable's real path) when given. A sidecar asks at every
+    /// HELLO, so the scan (every report's event) is kept per reports directory until the
+    /// directory changes: a report written or removed, the consent settings replaced, or a
+    /// decision made (`decide` touches the directory).
     public static func awaiting(store: ReportStore, program: String? = nil) -> [String] {
+        let byProgram = awaitingByProgram(store: store)
+        guard let program else { return byProgram.values.flatMap { $0 }.sorted() }
+        return byProgram[program] ?? []
+    }
+
+    static let scans = Mutex<[String: (stamp: Int, byProgram: [String: [String]])]>([:])
+
+    /// The directory's modification time in nanoseconds (0 when it cannot be read).
+    static func stamp(_ path: String) -> Int {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return 0 }
+        return info.st_mtim.tv_sec * 1_000_000_000 + info.st_mtim.tv_nsec
+    }
+
+    static func awaitingByProgram(store: ReportStore) -> [String: [String]] {
         let settings = (try? ConsentSettings.read(root: store.root)) ?? ConsentSettings()
-        guard settings.choice == .ask || settings.programs.values.contains(.ask) else { return [] }
-        return store.ids().filter { id in
-            guard let executable = (try? store.event(id: id))?.process?.executable,
-                program.map({ RunHistory.realPath(executable) == $0 }) ?? true,
-                settings.choice(for: RunHistory.realPath(executable)) == .ask
-            else { return false }
-            return ((try? UploadState.read(directory: store.path(of: id))) ?? UploadState()).consent == nil
+        guard settings.choice == .ask || settings.programs.values.contains(.ask) else { return [:] }
+        let now = stamp(store.root)
+        if let scan = scans.withLock({ $0[store.root] }), scan.stamp == now, now != 0 { return scan.byProgram }
+        var byProgram: [String: [String]] = [:]
+        for id in store.ids() {
+            guard let executable = (try? store.event(id: id))?.process?.executable.map(RunHistory.realPath),
+                settings.choice(for: executable) == .ask,
+                ((try? UploadState.read(directory: store.path(of: id))) ?? UploadState()).consent == nil
+            else { continue }
+            byProgram[executable, default: []].append(id)
         }
+        scans.withLock { scans in
+            if scans.count > 4096 { scans.removeAll() }
+            scans[store.root] = (now, byProgram)
+        }
+        return byProgram
     }
 
     /// Records `decision` beside each report.
@@ -31,6 +62,8 @@ public enum ConsentDecisions {
                 state.consent = decision
                 try state.write(directory: directory)
             }
+            // What awaits a decision has changed: so has the directory, for every scan kept.
+            _ = utimensat(AT_FDCWD, store.root, nil, 0)
         }
     }
 
