@@ -159,8 +159,6 @@ public struct Annotation: Sendable, Equatable, Codable {
     }
 }
 
-/// A crash as captured: the snapshot, with what the capture learned about the process and
-/// about itself (its gaps, its timings). Built by LiveProcess, read by Reports and the Watcher.
 /// A text the crashed thread's stack pointed at (a (pointer, length) pair at `slot`), read while
 /// the process was held: where a Rust panic's message is found (StackStrings, RustPanic).
 public struct StackString: Sendable, Equatable {
@@ -176,6 +174,8 @@ public struct StackString: Sendable, Equatable {
     }
 }
 
+/// A crash as captured: the snapshot, with what the capture learned about the process and
+/// about itself (its gaps, its timings). Built by LiveProcess, read by Reports and the Watcher.
 public struct Capture: Sendable {
     public var snapshot: ProcessSnapshot
     public var executable: String?

@@ -31,8 +31,6 @@ public struct Uploader {
     public var beforeSend: String?
     public var say: (String) -> Void = { print($0) }
     public var clock: () -> Date = Date.init
-    /// The runs on record (RunHistory), by session id: a crash's envelope carries its run's end.
-    var sessions: [String: SessionRecord] = [:]
 
     public init(store: ReportStore, destinations: [UploadDestination], clientVersion: String) {
         self.store = store
@@ -58,7 +56,7 @@ public struct Uploader {
     static let lockName = ".crashport-upload.lock"
     public static let logName = ".crashport-upload.log"
 
-    public mutating func run() -> Outcome {
+    public func run() -> Outcome {
         var outcome = Outcome()
         // One pass at a time per reports directory: two would send the same report twice.
         let lock = open(store.root + "/" + Self.lockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -83,14 +81,16 @@ public struct Uploader {
         var seen = Set<String>()
         while case let fresh = store.ids().reversed().filter({ !seen.contains($0) }), !fresh.isEmpty {
             seen.formUnion(fresh)
-            sessions = Dictionary(RunHistory(store: store).sessions().map { ($0.sid, $0) }, uniquingKeysWith: { _, last in last })
-            pass(over: fresh, consent: consent, outcome: &outcome)
+            // The runs on record, by session id: a crash's envelope carries its run's end.
+            let sessions = Dictionary(
+                RunHistory(store: store).sessions().map { ($0.sid, $0) }, uniquingKeysWith: { _, last in last })
+            pass(over: fresh, consent: consent, sessions: sessions, outcome: &outcome)
         }
         return outcome
     }
 
     /// Sends what is due of these reports.
-    func pass(over ids: [String], consent: ConsentSettings, outcome: inout Outcome) {
+    func pass(over ids: [String], consent: ConsentSettings, sessions: [String: SessionRecord], outcome: inout Outcome) {
         for id in ids {
             let directory = store.path(of: id)
             var state: UploadState
@@ -143,7 +143,7 @@ public struct Uploader {
                     entry.status = .failed
                     entry.lastError = "older than \(Int(policy.maximumAge / 86400)) days: not sent"
                 } else {
-                    switch request(to: destination, id: id, directory: directory, event: event) {
+                    switch request(to: destination, id: id, directory: directory, event: event, sessions: sessions) {
                     case .failure(let why):
                         entry.status = .failed
                         entry.lastError = why.description
@@ -188,7 +188,8 @@ public struct Uploader {
 
     /// The request that delivers a report to a destination, or why there is none.
     func request(
-        to destination: UploadDestination, id: String, directory: String, event: Event
+        to destination: UploadDestination, id: String, directory: String, event: Event,
+        sessions: [String: SessionRecord]
     ) -> Result<
         Request, UploadError
     > {
@@ -246,7 +247,7 @@ public struct Uploader {
                     eventJSON: eventJSON, eventID: eventID,
                     sentAt: Self.format(clock().timeIntervalSince1970), dsn: dsn, sdkVersion: clientVersion,
                     minidump: minidump, attachments: attachments(of: event, directory: directory),
-                    session: session(for: event, reportID: id))
+                    session: session(for: event, reportID: id, in: sessions))
                 return .success(
                     gzipped(
                         Request(
@@ -298,7 +299,7 @@ public struct Uploader {
     /// The end of the run this report ended, as Sentry's session update: only in the envelope of
     /// the report the run's record names (so a run is counted once), and only with a release
     /// (Sentry drops a session without one).
-    func session(for event: Event, reportID: String) -> SentrySession? {
+    func session(for event: Event, reportID: String, in sessions: [String: SessionRecord]) -> SentrySession? {
         guard let sid = event.session, let record = sessions[sid], record.reportID == reportID,
             let release = record.release ?? event.release, UUID(uuidString: sid) != nil,
             let started = ISO8601DateFormatter.withFractions.date(from: record.started)

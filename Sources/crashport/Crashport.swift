@@ -656,8 +656,9 @@ struct Consent: ParsableCommand {
 
 extension ConsentSettings.Choice: ExpressibleByArgument {}
 
-/// `crashport send` and `crashport discard`: the user's decision on reports held under `ask`.
-struct ConsentDecision {
+/// `crashport send` and `crashport discard`: the user's decision on reports held under `ask`,
+/// from the command line's ids or --all.
+extension ConsentDecisions {
     static func decide(
         _ decision: ReportConsent, ids: [String], all: Bool, store: ReportStore, command: String
     ) -> [String] {
@@ -700,7 +701,7 @@ struct Send: ParsableCommand {
 
     func run() throws {
         let store = reportsOption.store
-        let chosen = ConsentDecision.decide(.granted, ids: ids, all: all, store: store, command: "send")
+        let chosen = ConsentDecisions.decide(.granted, ids: ids, all: all, store: store, command: "send")
         print("\(chosen.count) report(s) allowed to be sent\(chosen.isEmpty ? "" : ": " + chosen.joined(separator: ", "))")
         guard !chosen.isEmpty, var uploader = uploadOptions.uploader(store: store, command: "send") else { return }
         uploader.now = true
@@ -722,7 +723,7 @@ struct Discard: ParsableCommand {
     var all = false
 
     func run() throws {
-        let chosen = ConsentDecision.decide(.denied, ids: ids, all: all, store: reportsOption.store, command: "discard")
+        let chosen = ConsentDecisions.decide(.denied, ids: ids, all: all, store: reportsOption.store, command: "discard")
         print("\(chosen.count) report(s) will never be sent\(chosen.isEmpty ? "" : ": " + chosen.joined(separator: ", "))")
     }
 }

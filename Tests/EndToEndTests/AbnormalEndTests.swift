@@ -36,28 +36,6 @@ final class AbnormalEndTests: XCTestCase {
         ["LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": sidecar.socket]
     }
 
-    /// The session records of the sidecar's reports directory (one JSON object per line).
-    func sessions(_ sidecar: SidecarProcess) -> [[String: Any]] {
-        let path = sidecar.reportsDirectory() + "/.crashport-sessions.jsonl"
-        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").compactMap {
-            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
-        }
-    }
-
-    /// Waits for the session of `pid` running `executable` to be recorded; returns it. (A
-    /// shell that execs the program has a session of its own first: same pid, the shell's path.)
-    func session(of pid: Int32, _ sidecar: SidecarProcess, executable: String? = nil) throws -> [String: Any] {
-        var found: [String: Any]?
-        try waitUntil("the session of pid \(pid) is recorded; log:\n\(sidecar.log)", timeout: 60) {
-            found = sessions(sidecar).first {
-                ($0["pid"] as? Int).map(Int32.init) == pid && (executable == nil || $0["executable"] as? String == executable)
-            }
-            return found != nil
-        }
-        return found!
-    }
-
     /// SIGKILL from outside, after the program added breadcrumbs and an annotation and the
     /// sidecar logged that it read them: the session is abnormal, and a termination report says
     /// killed by SIGKILL (from the kernel, through the pidfd: the test reaps the program right
@@ -86,7 +64,7 @@ final class AbnormalEndTests: XCTestCase {
         XCTAssertTrue(notes.contains { $0.contains("as read from the process's memory while it ran, last checked") }, "\(notes)")
         XCTAssertTrue(sidecar.log.contains("(pid \(program.pid)) was killed by SIGKILL"), sidecar.log)
 
-        let session = try session(of: program.pid, sidecar)
+        let session = try sidecar.session(of: program.pid)
         XCTAssertEqual(session["status"] as? String, "abnormal")
         XCTAssertEqual(session["report_id"] as? String, event.id)
         XCTAssertEqual(event.session, session["sid"] as? String)
@@ -106,7 +84,7 @@ final class AbnormalEndTests: XCTestCase {
         for client in clients { kill(client.pid, SIGKILL) }
         for client in clients { XCTAssertEqual(try client.wait().status, .signaled(SIGKILL)) }
         for client in clients {
-            XCTAssertEqual(try session(of: client.pid, sidecar)["status"] as? String, "abnormal")
+            XCTAssertEqual(try sidecar.session(of: client.pid)["status"] as? String, "abnormal")
         }
         let reports = sidecar.reportIDs()
         XCTAssertLessThanOrEqual(reports.count, 10, sidecar.log)
@@ -186,7 +164,7 @@ final class AbnormalEndTests: XCTestCase {
                     },
                     "\(event.notes ?? [])")
             }
-            let session = try session(of: program.pid, sidecar, executable: event.process?.executable)
+            let session = try sidecar.session(of: program.pid, executable: event.process?.executable)
             XCTAssertEqual(session["status"] as? String, "abnormal")
             XCTAssertEqual(session["report_id"] as? String, event.id)
             XCTAssertEqual(sidecar.reportIDs().count, 1, "one report per death:\n\(sidecar.log)")
@@ -204,12 +182,12 @@ final class AbnormalEndTests: XCTestCase {
         for (mode, code) in [("exit", Int32(3)), ("_exit", Int32(4)), ("exec", Int32(0))] {
             let client = try Waiter(program, arguments: [mode, String(code)], environment: preloaded(sidecar))
             XCTAssertEqual(try client.crash().status, .exited(code), mode)
-            XCTAssertEqual(try session(of: client.pid, sidecar)["status"] as? String, "exited", "\(mode):\n\(sidecar.log)")
+            XCTAssertEqual(try sidecar.session(of: client.pid)["status"] as? String, "exited", "\(mode):\n\(sidecar.log)")
             if mode == "exec" {
                 try waitUntil("both runs of pid \(client.pid) have a session:\n\(sidecar.log)", timeout: 60) {
-                    sessions(sidecar).filter { ($0["pid"] as? Int).map(Int32.init) == client.pid }.count == 2
+                    sidecar.sessions().filter { ($0["pid"] as? Int).map(Int32.init) == client.pid }.count == 2
                 }
-                let statuses = sessions(sidecar).filter { ($0["pid"] as? Int).map(Int32.init) == client.pid }.map {
+                let statuses = sidecar.sessions().filter { ($0["pid"] as? Int).map(Int32.init) == client.pid }.map {
                     $0["status"] as? String
                 }
                 XCTAssertEqual(statuses, ["exited", "exited"])
@@ -226,7 +204,7 @@ final class AbnormalEndTests: XCTestCase {
         XCTAssertEqual(event.exitCode, 5)
         XCTAssertNil(event.signal)
         XCTAssertEqual(event.title, "exited with status 5 without saying goodbye", "\(event.notes ?? [])\n\(sidecar.log)")
-        XCTAssertEqual(try session(of: raw.pid, sidecar)["status"] as? String, "abnormal")
+        XCTAssertEqual(try sidecar.session(of: raw.pid)["status"] as? String, "abnormal")
         XCTAssertEqual(sidecar.stop(), 0)
     }
 

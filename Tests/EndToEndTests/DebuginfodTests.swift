@@ -105,19 +105,8 @@ final class DebuginfodTests: XCTestCase {
         XCTAssertTrue(lied.stderr.contains("with build-id \(other.buildID), not \(program.buildID): not used"), lied.stderr)
 
         // Nobody listening: said, and symbolicate still prints what it has.
-        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(probe, $0, length) == 0 && getsockname(probe, $0, &length) == 0
-            }
-        }
-        close(probe)
         let down = try symbolicate(
-            event, servers: "http://127.0.0.1:\(Int(UInt16(bigEndian: address.sin_port)))",
+            event, servers: "http://127.0.0.1:\(TestSupport.closedPort())",
             cache: Self.directory + "/cache-\(UUID().uuidString.prefix(6))", ["--debuginfod"])
         XCTAssertEqual(down.status, .exited(0), down.stderr)
         XCTAssertTrue(down.stderr.contains("debuginfod (http://127.0.0.1:"), down.stderr)

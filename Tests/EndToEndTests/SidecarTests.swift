@@ -117,6 +117,27 @@ final class SidecarProcess {
         return try events(uid: uid)
     }
 
+    /// The session records of the reports directory (one JSON object per line).
+    func sessions() -> [[String: Any]] {
+        let text = (try? String(contentsOfFile: reportsDirectory() + "/.crashport-sessions.jsonl", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    /// Waits for the session of `pid` running `executable` to be recorded; returns it. (A
+    /// shell that execs the program has a session of its own first: same pid, the shell's path.)
+    func session(of pid: Int32, executable: String? = nil) throws -> [String: Any] {
+        var found: [String: Any]?
+        try waitUntil("the session of pid \(pid) is recorded; log:\n\(log)", timeout: 60) {
+            found = sessions().first {
+                ($0["pid"] as? Int).map(Int32.init) == pid && (executable == nil || $0["executable"] as? String == executable)
+            }
+            return found != nil
+        }
+        return found!
+    }
+
     deinit {
         if isRunning {
             kill(pid, SIGKILL)

@@ -34,20 +34,6 @@ final class SidecarTraceTests: XCTestCase {
         return environment
     }
 
-    /// The session of `pid`, once recorded (the sidecar records it after its end is settled).
-    func session(of pid: Int32, _ sidecar: SidecarProcess) throws -> [String: Any] {
-        let path = sidecar.reportsDirectory() + "/.crashport-sessions.jsonl"
-        var found: [String: Any]?
-        try waitUntil("the session of pid \(pid) is recorded; log:\n\(sidecar.log)", timeout: 60) {
-            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-            found = text.split(separator: "\n").compactMap {
-                try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
-            }.first { ($0["pid"] as? Int).map(Int32.init) == pid }
-            return found != nil
-        }
-        return found!
-    }
-
     /// SIGKILL from outside, traced by the sidecar: because the client asked, and because the
     /// sidecar traces everyone. One termination report each, with every thread where it was,
     /// and the session ends abnormal with that report (SidecarEnds writes no second one).
@@ -71,7 +57,7 @@ final class SidecarTraceTests: XCTestCase {
             for _ in 0..<200 where !sidecar.log.contains("was killed by SIGKILL") { usleep(25_000) }
             XCTAssertTrue(sidecar.log.contains("was killed by SIGKILL in wait_for_kill (trace.c:"), sidecar.log)
 
-            let session = try session(of: pid, sidecar)
+            let session = try sidecar.session(of: pid)
             XCTAssertEqual(session["status"] as? String, "abnormal")
             XCTAssertEqual(session["report_id"] as? String, event.id)
             XCTAssertEqual(sidecar.reportIDs().count, 1, "one report per death:\n\(sidecar.log)")

@@ -197,19 +197,7 @@ final class UploadTests: XCTestCase {
     /// Nobody listening: pending, with the transport's reason, for the next attempt.
     func testUnreachableCollectorIsRetried() throws {
         let (reports, id) = try crashed()
-        // A port that was just free: bound, then closed.
-        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(probe, $0, length) == 0 && getsockname(probe, $0, &length) == 0
-            }
-        }
-        let port = Int(UInt16(bigEndian: address.sin_port))
-        close(probe)
+        let port = TestSupport.closedPort()
         let result = try upload(reports, "http://127.0.0.1:\(port)/submit", ["--timeout-ms", "5000"])
         XCTAssertEqual(result.status, .exited(0), result.stderr)
         let recorded = try state(reports, id)

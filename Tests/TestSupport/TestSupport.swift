@@ -173,3 +173,22 @@ func TestSupport_run(
     return RunResult(
         status: status, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
 }
+
+extension TestSupport {
+    /// A TCP port on 127.0.0.1 that was free a moment ago (bound, then closed): a server that
+    /// is not there.
+    public static func closedPort() -> Int {
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(probe) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(probe, $0, length) == 0 && getsockname(probe, $0, &length) == 0
+            }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
