@@ -252,16 +252,23 @@ public enum CaptureSession {
     /// Reads a thread's stack from its stack pointer (less the red zone) towards the end of its
     /// mapping.
     struct StackReader {
+        /// How far below its stack's mapping an overflowed thread's sp may lie: a guard page
+        /// (glibc's default is one page, Rust's and Go's runtimes use up to 64 KiB) plus a
+        /// stack probe's step into it.
+        static let guardReach: UInt64 = 128 << 10
+
         let mappings: [MemoryMapping]
         let memory: ProcessMemory
 
         /// At most `limit` bytes, and none from `below` on.
         func stack(from sp: UInt64, limit: Int, below: UInt64? = nil) -> MemoryRegion? {
             let start = sp &- 128
-            // After a stack overflow sp lies in the guard page just below the stack mapping.
+            // After a stack overflow sp lies below the stack mapping: in the gap the kernel keeps
+            // under a main stack, or in a thread's guard page (a PROT_NONE mapping of its own,
+            // up to a probe's reach into it). The stack is the readable mapping just above.
             guard
-                let mapping = mappings.first(where: { $0.contains(start) || $0.contains(sp) })
-                    ?? mappings.first(where: { $0.start > sp && $0.start - sp <= 4 * 4096 && $0.readable })
+                let mapping = mappings.first(where: { $0.readable && ($0.contains(start) || $0.contains(sp)) })
+                    ?? mappings.first(where: { $0.start > sp && $0.start - sp <= Self.guardReach && $0.readable })
             else { return nil }
             let from = max(start, mapping.start)
             let end = min(mapping.end, below ?? mapping.end)
