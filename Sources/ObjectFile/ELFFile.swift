@@ -518,9 +518,26 @@ public final class ELFFile: Sendable {
 
     static func readEHFrameTable(view: ByteView, segments: [ELFSegment]) -> EHFrameTable? {
         guard let segment = segments.first(where: { $0.type == ELFSegment.gnuEHFrame }),
-            let header = view.slice(segment.offset, segment.fileSize),
-            header.u8(0) == 1
+            let header = view.slice(segment.offset, segment.fileSize)
         else { return nil }
+        return parseEHFrameHeader(header, at: segment.vaddr, segmentSize: segment.fileSize)
+    }
+
+    /// The `.eh_frame_hdr` table of this image, its header read from `memory` at the image's
+    /// runtime addresses (ELF virtual address + `bias`): for a separate debug file, which keeps
+    /// the PT_GNU_EH_FRAME segment's place but not its bytes, with a minidump that holds them.
+    /// In ELF virtual addresses, like `ehFrameTable`.
+    public func ehFrameTable(headerFrom memory: some MemoryReader, bias: UInt64) -> EHFrameTable? {
+        guard let segment = segments.first(where: { $0.type == ELFSegment.gnuEHFrame }) else { return nil }
+        // version, three encodings, a pointer and a count of at most 8 bytes each.
+        let bytes = memory.bytes(at: segment.vaddr &+ bias, count: Int(min(segment.memorySize, 20)))
+        return bytes.withUnsafeBytes { Self.parseEHFrameHeader(ByteView($0), at: segment.vaddr, segmentSize: segment.memorySize) }
+    }
+
+    /// Parses an `.eh_frame_hdr` header (`header` holds at least its fixed part) of a segment of
+    /// `segmentSize` bytes at virtual address `vaddr`.
+    static func parseEHFrameHeader(_ header: ByteView, at vaddr: UInt64, segmentSize: UInt64) -> EHFrameTable? {
+        guard header.u8(0) == 1 else { return nil }
         // version 1, eh_frame_ptr_enc, fde_count_enc, table_enc; libunwind's remote search
         // supports the standard table encoding only: DW_EH_PE_datarel | DW_EH_PE_sdata4.
         guard let framePointerEncoding = header.u8(1), let countEncoding = header.u8(2),
@@ -543,11 +560,11 @@ public final class ELFFile: Sendable {
         let tableOffset = countOffset + countSize
         // The count and the segment's address are the file's word: a table that does not fit
         // in the segment, or an address that wraps, means no table (libunwind then falls back).
-        guard count > 0, let tableSize = count.checkedMultiplying(8), header.has(tableOffset, tableSize),
-            let tableAddress = segment.vaddr.checkedAdding(tableOffset),
+        guard count > 0, let tableSize = count.checkedMultiplying(8), let tableEnd = tableOffset.checkedAdding(tableSize),
+            tableEnd <= segmentSize, let tableAddress = vaddr.checkedAdding(tableOffset),
             tableAddress.checkedAdding(tableSize) != nil
         else { return nil }
-        return EHFrameTable(headerAddress: segment.vaddr, tableAddress: tableAddress, entries: count)
+        return EHFrameTable(headerAddress: vaddr, tableAddress: tableAddress, entries: count)
     }
 
     /// The function symbols, built on first use (one pass through gelf_getsym and a sort), then

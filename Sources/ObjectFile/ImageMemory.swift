@@ -60,6 +60,22 @@ extension ELFFile {
         // a live process), and anything past it from the target.
         let firstPage = MemoryRegion(start: base, bytes: target.bytes(at: base, count: 4096))
         let memory = LayeredMemory([RegionMemory(regions: [firstPage]), target])
+        guard let (headers, imageBase) = programHeaders(ofImageAt: base, in: memory) else { return nil }
+        for note in headers where note.p_type == UInt32(PT_NOTE) && note.p_filesz <= 4096 {
+            let bytes = memory.bytes(at: base &+ (note.p_vaddr &- imageBase), count: Int(note.p_filesz))
+            guard bytes.count == Int(note.p_filesz) else { continue }
+            if let found = bytes.withUnsafeBytes({ buildID(inNotes: ByteView($0)) }) { return found }
+        }
+        return nil
+    }
+
+    /// The program headers of the ELF image loaded at `base` in `memory`, and the virtual address
+    /// its first PT_LOAD maps to `base` from (runtime address = vaddr − imageBase + base).
+    public static func programHeaders(
+        ofImageAt base: UInt64, in memory: some MemoryReader
+    ) -> (
+        headers: [Elf64_Phdr], imageBase: UInt64
+    )? {
         guard let header = try? memory.fetch(Elf64_Ehdr.self, from: base),
             header.e_ident.0 == 0x7F, header.e_ident.1 == UInt8(ascii: "E"), header.e_ident.2 == UInt8(ascii: "L"),
             header.e_ident.3 == UInt8(ascii: "F"), header.e_ident.4 == UInt8(ELFCLASS64),
@@ -77,12 +93,31 @@ extension ELFFile {
         guard let first = headers.filter({ $0.p_type == UInt32(PT_LOAD) }).min(by: { $0.p_vaddr < $1.p_vaddr }) else {
             return nil
         }
-        let imageBase = first.p_vaddr &- first.p_offset
-        for note in headers where note.p_type == UInt32(PT_NOTE) && note.p_filesz <= 4096 {
-            let bytes = memory.bytes(at: base &+ (note.p_vaddr &- imageBase), count: Int(note.p_filesz))
-            guard bytes.count == Int(note.p_filesz) else { continue }
-            if let found = bytes.withUnsafeBytes({ buildID(inNotes: ByteView($0)) }) { return found }
+        return (headers, first.p_vaddr &- first.p_offset)
+    }
+
+    /// The `.eh_frame_hdr` table and executable ranges of the image loaded at `base`, read from
+    /// `memory` alone (its headers, then PT_GNU_EH_FRAME's header): for a module whose file is
+    /// found nowhere, from a minidump that holds what the unwind read online. Runtime addresses.
+    public static func unwindTable(
+        ofImageAt base: UInt64, in memory: some MemoryReader
+    ) -> (
+        table: EHFrameTable, executable: [Range<UInt64>]
+    )? {
+        guard let (headers, imageBase) = programHeaders(ofImageAt: base, in: memory),
+            let frameHeader = headers.first(where: { $0.p_type == UInt32(PT_GNU_EH_FRAME) })
+        else { return nil }
+        let bias = base &- imageBase
+        let bytes = memory.bytes(at: frameHeader.p_vaddr &+ bias, count: Int(min(frameHeader.p_memsz, 20)))
+        guard
+            let table = bytes.withUnsafeBytes({
+                parseEHFrameHeader(ByteView($0), at: frameHeader.p_vaddr &+ bias, segmentSize: frameHeader.p_memsz)
+            })
+        else { return nil }
+        let executable = headers.compactMap { header -> Range<UInt64>? in
+            guard header.p_type == UInt32(PT_LOAD), header.p_flags & UInt32(PF_X) != 0 else { return nil }
+            return UInt64.checkedRange(start: header.p_vaddr &+ bias, count: header.p_memsz)
         }
-        return nil
+        return (table, executable)
     }
 }

@@ -254,8 +254,11 @@ extension CrashLog {
     ) -> [String] {
         struct Key: Equatable {
             var function: String?, file: String?, line: Int?, module: String?
+            /// A frame without a name is told apart by where it is.
+            var offset: UInt64?
             init(_ frame: FrameRecord) {
                 (function, file, line, module) = (frame.function, frame.file, frame.line, frame.module)
+                if function == nil { offset = frame.moduleOffset?.value ?? frame.pc?.value }
             }
         }
         enum Item {

@@ -14,10 +14,18 @@ import Glibc
 #endif
 
 public enum ReportBuilder {
-    public static func event(for capture: Capture, id: String, timestamp: String, rules: InAppRules = InAppRules()) -> Event {
+    ///
+    /// `fileBytes`, when given, receives the bytes of the modules' files the unwind read (code,
+    /// CFI): the minidump holds them, so an offline unwind without the files finds the same
+    /// frames (Unwinder.fileBytesRead).
+    public static func event(
+        for capture: Capture, id: String, timestamp: String, rules: InAppRules = InAppRules(),
+        fileBytes: UnwindFileBytes? = nil
+    ) -> Event {
         var event = event(
             snapshot: capture.snapshot, executable: capture.executable,
-            arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: DebugFileLocator())
+            arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: DebugFileLocator(),
+            fileBytes: fileBytes)
         let symbolizer = Symbolizer(modules: capture.snapshot.modules)
         let reraised = capture.record.reraise.map { reraiseRecord($0, symbolizer: symbolizer) }
         event.handlerChain = handlerChain(capture.record, reraised: reraised, symbolizer: symbolizer)
@@ -116,7 +124,7 @@ public enum ReportBuilder {
     /// unwound, every frame symbolicated with what `locator` finds.
     public static func event(
         snapshot: ProcessSnapshot, executable: String?, arguments: [String], notes: [String],
-        id: String, timestamp: String, locator: DebugFileLocator
+        id: String, timestamp: String, locator: DebugFileLocator, fileBytes: UnwindFileBytes? = nil
     ) -> Event {
         let modules = snapshot.modules
         let captured = RegionMemory(regions: snapshot.threads.compactMap(\.stack) + snapshot.extraMemory)
@@ -150,6 +158,7 @@ public enum ReportBuilder {
             event.notes = (event.notes ?? []) + [original.note]
         }
         event.threads = threads
+        fileBytes?.regions = unwinder.fileBytesRead()
         // Swift traps carry their reason as an artificial inlined frame at the trap.
         if let top = threads.first(where: { $0.crashed == true })?.frames?.first, top.inlined == true,
             let reason = top.function, reason.hasPrefix("Swift runtime failure: ")
@@ -322,4 +331,10 @@ extension FrameTrust {
         case .scan: self = .scan
         }
     }
+}
+
+/// Receives the bytes of the modules' files an unwind read (ReportBuilder.event).
+public final class UnwindFileBytes {
+    public var regions: [MemoryRegion] = []
+    public init() {}
 }

@@ -59,6 +59,8 @@ public final class Unwinder {
     let memory: LayeredMemory
     /// Executable ranges, runtime addresses, sorted; for scan candidates.
     let codeRanges: [Range<UInt64>]
+    /// The first layer of `memory`, recording what it serves.
+    let fileBytes: FileReads
 
     /// At most this many frames per thread (a deep recursion is kept whole up to here, the crash
     /// log folds it); past it, the first `headFrames` and the last ones are kept and the count
@@ -85,11 +87,15 @@ public final class Unwinder {
             }
         }
         codeRanges = ranges.sorted { $0.lowerBound < $1.lowerBound }
-        self.memory = LayeredMemory([
-            ImageMemory(modules: self.modules, segments: .readOnly), memory,
-            ImageMemory(modules: self.modules, segments: .all),
-        ])
+        fileBytes = FileReads(ImageMemory(modules: self.modules, segments: .readOnly))
+        self.memory = LayeredMemory([fileBytes, memory, ImageMemory(modules: self.modules, segments: .all)])
     }
+
+    /// The read-only bytes of the modules' files this unwinder has read (code, .eh_frame_hdr,
+    /// .eh_frame), at their runtime addresses: for the minidump, so that an unwind offline,
+    /// where only a module's debug file is found (which keeps its code and CFI sections' places
+    /// but not their bytes), reads the same bytes and finds the same frames.
+    public func fileBytesRead() -> [MemoryRegion] { fileBytes.regions() }
 
     func isCode(_ address: UInt64) -> Bool {
         guard let found = codeRanges.lastIndex(atOrBelow: address, key: \.lowerBound) else { return false }
@@ -132,13 +138,32 @@ public final class Unwinder {
         return found
     }
 
+    /// Each module's .eh_frame_hdr table, its header read through `memory` (the file's bytes
+    /// online, recorded for the minidump; the minidump's offline where only a debug file is
+    /// found).
+    private var headerTables: [Int: ELFFile.EHFrameTable?] = [:]
+
+    /// The tables of modules whose file is found nowhere, from their headers in `memory`.
+    private var imageTables: [Int: cp_unwind_table?] = [:]
+
     func table(for ip: UInt64) -> cp_unwind_table? {
-        guard let index = moduleIndex(containing: ip), let elf = modules[index].object else { return nil }
+        guard let index = moduleIndex(containing: ip) else { return nil }
+        guard let elf = modules[index].object else { return imageTable(moduleIndex: index) }
         let bias = modules[index].loadBias
         let text = elf.executableRanges
         let start = (text.map(\.lowerBound).min() ?? 0) &+ bias
         let end = (text.map(\.upperBound).max() ?? 0) &+ bias
-        if let table = elf.ehFrameTable {
+        let headerTable: ELFFile.EHFrameTable?
+        if let known = headerTables[index] {
+            headerTable = known
+        } else {
+            headerTable = elf.ehFrameTable(headerFrom: memory, bias: bias)
+            headerTables[index] = headerTable
+            // Read through `memory` too, so the minidump holds them: offline, a module found
+            // nowhere is unwound from its headers there (imageTable).
+            _ = ELFFile.programHeaders(ofImageAt: modules[index].base, in: memory)
+        }
+        if let table = headerTable {
             return cp_unwind_table(
                 start_ip: start, end_ip: end, eh_frame_hdr: table.headerAddress &+ bias,
                 table_data: table.tableAddress &+ bias, table_entries: table.entries)
@@ -147,6 +172,20 @@ public final class Unwinder {
         return cp_unwind_table(
             start_ip: start, end_ip: end, eh_frame_hdr: built.index.base &+ bias,
             table_data: built.address, table_entries: UInt64(built.index.entries))
+    }
+
+    /// The unwind table of a module with no file here, read from its image in `memory` (a
+    /// minidump holding the headers and tables the unwind read online).
+    func imageTable(moduleIndex index: Int) -> cp_unwind_table? {
+        if let known = imageTables[index] { return known }
+        let found = ELFFile.unwindTable(ofImageAt: modules[index].base, in: memory).map { image in
+            cp_unwind_table(
+                start_ip: image.executable.map(\.lowerBound).min() ?? 0,
+                end_ip: image.executable.map(\.upperBound).max() ?? 0, eh_frame_hdr: image.table.headerAddress,
+                table_data: image.table.tableAddress, table_entries: image.table.entries)
+        }
+        imageTables[index] = found
+        return found
     }
 
     /// libunwind's address space for this source, created on first use and kept for every
@@ -262,9 +301,13 @@ public final class Unwinder {
                         last.signalInfo = SignalFrame.signalInfo(ucontext: last.sp, memory: memory)
                     }
                 }
-                frame = UnwoundFrame(
-                    pc: step.pc, sp: step.sp, method: hasCFI ? .cfi : .framePointer, isSignalFrame: isSignalFrame)
-                continue
+                // libunwind's rbp-chain fallback takes whatever rbp points at: a caller found so
+                // is kept only when it returns into code (-O2 code keeps data in rbp).
+                if hasCFI || isSignalFrame || isCode(step.pc) {
+                    frame = UnwoundFrame(
+                        pc: step.pc, sp: step.sp, method: hasCFI ? .cfi : .framePointer, isSignalFrame: isSignalFrame)
+                    continue
+                }
             }
             // CFI that says "no caller" is the real end of the stack (_start, clone).
             if step.step == 0 && hasCFI { return }

@@ -500,7 +500,9 @@ public final class CrashServer: @unchecked Sendable {
         }
         let id = chosen ?? ReportStore.newID(pid: record.pid.rawValue)
         let buildStarted = monotonicNanoseconds()
-        var event = ReportBuilder.event(for: capture, id: id, timestamp: Event.timestamp(), rules: inAppRules)
+        let fileBytes = UnwindFileBytes()
+        var event = ReportBuilder.event(
+            for: capture, id: id, timestamp: Event.timestamp(), rules: inAppRules, fileBytes: fileBytes)
         event.capturedFrom = capturedFrom
         event.session = sessionID?(record.pid)
         amend?(&event, record)
@@ -520,8 +522,11 @@ public final class CrashServer: @unchecked Sendable {
                 encoded = monotonicNanoseconds() - started
                 try ReportStore.writeFile(directory + "/event.json", json)
                 started = monotonicNanoseconds()
+                // With the code and CFI the unwind read, after the process's own memory.
+                var snapshot = capture.snapshot
+                snapshot.extraMemory += fileBytes.regions
                 try MinidumpWriter(includeEnvironment: options.captureEnvironment)
-                    .write(capture.snapshot, to: directory + "/minidump.dmp")
+                    .write(snapshot, to: directory + "/minidump.dmp")
                 dumped = monotonicNanoseconds() - started
             }
             let phases = "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)"

@@ -74,6 +74,47 @@ final class SymbolicateTests: XCTestCase {
         XCTAssertNotEqual(try Event.decode(Data(bare.stdout.utf8)).crashedFunctions.first, "crash_null")
     }
 
+    /// The program moved away after its crash, its debug file found by build-id: the minidump,
+    /// unwound again offline, gives the frames the event's do (main and its inline frames too):
+    /// the code and CFI the unwind read online are in the minidump, where the debug file has
+    /// only their places. With nothing found at all, the frames are still those, unnamed.
+    func testMinidumpOfAProgramMovedAwayUnwindsAsOnline() throws {
+        let stripped = try strippedCrash()
+        defer { try? FileManager.default.removeItem(atPath: stripped.run.reportsDirectory) }
+        let moved = stripped.program + ".moved"
+        try? FileManager.default.removeItem(atPath: moved)
+        try FileManager.default.moveItem(atPath: stripped.program, toPath: moved)
+        defer { try? FileManager.default.moveItem(atPath: moved, toPath: stripped.program) }
+        let directory = stripped.run.reportsDirectory + "/" + stripped.run.reportIDs[0]
+
+        struct Frame: Equatable {
+            var function: String?, file: String?, line: Int?, pc: UInt64?, module: String?, offset: UInt64?
+            var inlined: Bool?
+        }
+        func frames(_ arguments: [String]) throws -> [[Frame]] {
+            let result = try symbolicate(["--format", "json"] + arguments)
+            XCTAssertEqual(result.status, .exited(0), result.stderr)
+            let event = try Event.decode(Data(result.stdout.utf8))
+            return (event.threads ?? []).map { thread in
+                (thread.frames ?? []).map {
+                    Frame(
+                        function: $0.function, file: $0.file, line: $0.line, pc: $0.pc?.value, module: $0.module,
+                        offset: $0.moduleOffset?.value, inlined: $0.inlined)
+                }
+            }
+        }
+        let fromEvent = try frames(["--debug-dir", stripped.debugDirectory, directory + "/event.json"])
+        let fromDump = try frames(["--debug-dir", stripped.debugDirectory, directory + "/minidump.dmp"])
+        XCTAssertEqual(fromDump, fromEvent)
+        XCTAssertEqual(fromDump.first?.compactMap(\.function).prefix(4), ["crash_null", "level_two", "level_one", "main"])
+
+        let bareEvent = try frames([directory + "/event.json"]).map { $0.map { [$0.module, $0.offset.map { String($0) }] } }
+        let bareDump = try frames([directory + "/minidump.dmp"]).map { $0.map { [$0.module, $0.offset.map { String($0) }] } }
+        XCTAssertEqual(bareDump, bareEvent, "found nowhere: the same frames, as module+offset")
+        let text = try symbolicate([directory + "/minidump.dmp"]).stdout
+        XCTAssertFalse(text.contains(" × "), "distinct unnamed frames are not folded as a recursion: \(text)")
+    }
+
     /// A frame left without a name says which build-id was looked for; --verbose lists, per
     /// module, every place looked at and what was used.
     func testVerboseSaysWhereItLooked() throws {

@@ -56,4 +56,57 @@ final class CapturedSnapshotTests: XCTestCase {
         let flagged = stack.frames.indices.filter { stack.frames[$0].isSignalFrame }
         XCTAssertEqual(flagged, [faulting], "\(names) \(stack.frames)")
     }
+    /// What an unwind read of the modules' files (Unwinder.fileBytesRead: the minidump carries
+    /// it) unwinds the same stack again where the files are not: with no file at all, or with
+    /// only the program's debug file, whose code and CFI sections are NOBITS.
+    func testUnwindsAgainFromTheFileBytesItReadWhereTheFilesAreNot() throws {
+        let snapshot = try CapturedSnapshot.take(label: "unwind-again")
+        let online = Unwinder(memory: RegionMemory(regions: [snapshot.stack]), modules: snapshot.loadedModules())
+        let stack = online.unwind(registers: snapshot.registers)
+        let read = online.fileBytesRead()
+        XCTAssertFalse(read.isEmpty)
+        XCTAssertLessThan(read.reduce(0) { $0 + $1.bytes.count }, 64 << 10, "only what the unwind read")
+        let kept = RegionMemory(regions: [snapshot.stack] + read)
+
+        let nowhere = snapshot.loadedModules().map { module in
+            var module = module
+            module.object = nil
+            return module
+        }
+        let bare = Unwinder(memory: kept, modules: nowhere).unwind(registers: snapshot.registers)
+        XCTAssertEqual(bare.frames.map(\.pc), stack.frames.map(\.pc), "no file at all")
+        XCTAssertEqual(bare.frames.map(\.method), stack.frames.map(\.method), "no file at all")
+
+        let debug = snapshot.executable + ".debug"
+        let copied = try TestSupport.run(["objcopy", "--only-keep-debug", snapshot.executable, debug])
+        XCTAssertEqual(copied.status, .exited(0), copied.stderr)
+        let debugOnly = snapshot.loadedModules(replacing: snapshot.executable, with: try ELFFile(path: debug))
+        let fromDebug = Unwinder(memory: kept, modules: debugOnly).unwind(registers: snapshot.registers)
+        XCTAssertEqual(fromDebug.frames.map(\.pc), stack.frames.map(\.pc), "only the debug file")
+        XCTAssertEqual(snapshot.functionNames(of: fromDebug).prefix(4), ["inner", "middle", "outer", "main"])
+
+        // Without those bytes (a minidump another writer made) and without files, the walk falls
+        // back to frame pointers and scanning: a caller found so returns into a module's code,
+        // never into the stack or nowhere.
+        let blind = Unwinder(memory: RegionMemory(regions: [snapshot.stack]), modules: nowhere)
+            .unwind(registers: snapshot.registers)
+        // rbp, which -O2 code uses for anything, is made to point into the stack at a "frame"
+        // whose return address is a stack address.
+        var registers = snapshot.registers
+        var stackBytes = snapshot.stack.bytes
+        let slot = 256
+        registers[4] = snapshot.stack.start + UInt64(slot)  // rbp (user_regs_struct)
+        withUnsafeBytes(of: (snapshot.stack.start + 512).littleEndian) {
+            stackBytes.replaceSubrange((slot + 8)..<(slot + 16), with: $0)
+        }
+        let forged = Unwinder(
+            memory: RegionMemory(regions: [MemoryRegion(start: snapshot.stack.start, bytes: stackBytes)]), modules: nowhere)
+        for stack in [blind, forged.unwind(registers: registers)] {
+            for frame in stack.frames.dropFirst() {
+                XCTAssertTrue(
+                    snapshot.modules.contains { frame.pc >= $0.base && frame.pc - $0.base < $0.size },
+                    "0x\(String(frame.pc, radix: 16)) (\(frame.method)) lies in no module: \(stack.frames)")
+            }
+        }
+    }
 }
