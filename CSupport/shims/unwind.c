@@ -29,6 +29,7 @@ typedef struct session {
     /* Set by find_proc_info during a step: 1 FDE found, 0 not found; -1 when libunwind did not
      * look (its cache answered, and it caches only CFI-derived states). */
     int lookup;
+    int table; /* when lookup is 1: the kind of the table that had the FDE */
 } session;
 
 /* libunwind x86_64 register number (UNW_X86_64_RAX..UNW_X86_64_RIP) -> index in struct
@@ -81,22 +82,34 @@ static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dil, void *ar
     return -UNW_ENOINFO;
 }
 
+/* The tables of the module holding ip, in the order the source prefers them (.eh_frame's, then
+ * .debug_frame's): the first with an FDE covering ip wins. */
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need_unwind_info, void *arg) {
     session *s = arg;
-    cp_unwind_table table;
     s->lookup = 0;
-    if (s->source->find_table(s->source->context, ip, &table) != 0) return -UNW_ENOINFO;
-    unw_dyn_info_t di;
-    memset(&di, 0, sizeof di);
-    di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
-    di.start_ip = table.start_ip;
-    di.end_ip = table.end_ip;
-    di.u.rti.segbase = table.eh_frame_hdr;
-    di.u.rti.table_data = table.table_data;
-    /* In words: each entry is two int32 (8 bytes). */
-    di.u.rti.table_len = table.table_entries * 8 / sizeof(unw_word_t);
-    int found = _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
-    s->lookup = found >= 0;
+    int found = -UNW_ENOINFO;
+    for (int index = 0; index < 4; index++) {
+        cp_unwind_table table;
+        memset(&table, 0, sizeof table);
+        if (s->source->find_table(s->source->context, ip, index, &table) != 0) break;
+        if (ip < table.start_ip || ip >= table.end_ip) continue;
+        unw_dyn_info_t di;
+        memset(&di, 0, sizeof di);
+        di.format = table.ip_relative ? UNW_INFO_FORMAT_IP_OFFSET : UNW_INFO_FORMAT_REMOTE_TABLE;
+        di.start_ip = table.start_ip;
+        di.end_ip = table.end_ip;
+        di.u.rti.segbase = table.eh_frame_hdr;
+        di.u.rti.table_data = table.table_data;
+        /* In words: each entry is two int32 (8 bytes). */
+        di.u.rti.table_len = table.table_entries * 8 / sizeof(unw_word_t);
+        found = _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+        if (found >= 0) {
+            s->lookup = 1;
+            s->table = table.kind;
+            return found;
+        }
+        if (found != -UNW_ENOINFO) return found;
+    }
     return found;
 }
 
@@ -158,6 +171,7 @@ int cp_unwind_step(cp_unwinder *unwinder, cp_step_result *out) {
     int step = unw_step(&unwinder->cursor);
     out->step = step;
     out->lookup = unwinder->session.lookup;
+    out->table = unwinder->session.table;
     if (step > 0) {
         unw_word_t pc = 0, sp = 0;
         unw_get_reg(&unwinder->cursor, UNW_REG_IP, &pc);

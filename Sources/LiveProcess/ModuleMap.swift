@@ -83,7 +83,7 @@ enum ModuleMap {
                 pending.file = Result {
                     guard let pid else { return try MappedFile(path: Self.filePath(first.path)) }
                     let mapFile = "/proc/\(pid)/map_files/\(String(first.start, radix: 16))-\(String(first.end, radix: 16))"
-                    if let file = try? MappedFile(path: mapFile) { return file }
+                    if let file = try? MappedFile(path: mapFile, name: Self.filePath(first.path)) { return file }
                     return try MappedFile(path: Self.filePath(first.path))
                 }
             }

@@ -34,8 +34,11 @@ public final class MappedFile: @unchecked Sendable {
     public let path: String
     public let bytes: UnsafeRawBufferPointer
 
-    public init(path: String) throws {
-        self.path = path
+    /// Maps the file at `path`; `name`, when given, is the path it goes by (a module opened
+    /// through /proc/PID/map_files is named by its path in the maps), where files that go with
+    /// it are looked for (a .gnu_debuglink's) and what reports say.
+    public init(path: String, name: String? = nil) throws {
+        self.path = name ?? path
         owned = false
         fileBacked = true
         let fd = open(path, O_RDONLY | O_CLOEXEC)

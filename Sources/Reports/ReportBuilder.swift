@@ -129,6 +129,9 @@ public enum ReportBuilder {
         let modules = snapshot.modules
         let captured = RegionMemory(regions: snapshot.threads.compactMap(\.stack) + snapshot.extraMemory)
         let unwinder = Unwinder(memory: captured, modules: modules)
+        unwinder.debugFile = { module in
+            module.object.flatMap { DebugImageCache.shared.image(for: $0, locator: locator).debugFile }
+        }
         let symbolizer = Symbolizer(modules: modules, locator: locator)
 
         var event = Event()
@@ -159,6 +162,11 @@ public enum ReportBuilder {
         }
         event.threads = threads
         fileBytes?.regions = unwinder.fileBytesRead()
+        for (path, file) in unwinder.debugFrameUse.sorted(by: { $0.key < $1.key }) {
+            let name = path.split(separator: "/").last.map(String.init) ?? path
+            let source = file.map { ".debug_frame of its debug file \($0)" } ?? "its own .debug_frame"
+            event.notes = (event.notes ?? []) + ["frames in \(name) were unwound with \(source): no .eh_frame covers them"]
+        }
         // Swift traps carry their reason as an artificial inlined frame at the trap.
         if let top = threads.first(where: { $0.crashed == true })?.frames?.first, top.inlined == true,
             let reason = top.function, reason.hasPrefix("Swift runtime failure: ")

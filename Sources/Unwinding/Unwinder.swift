@@ -117,6 +117,18 @@ public final class Unwinder {
     }
 
     func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        if address >= Self.debugFrameBase {
+            let moduleIndex = Int((address - Self.debugFrameBase) >> 32)
+            guard let image = debugFrames[moduleIndex] ?? nil else { return false }
+            let offset = address - image.address
+            guard offset <= UInt64(image.bytes.count), UInt64(buffer.count) <= UInt64(image.bytes.count) - offset else {
+                return false
+            }
+            image.bytes.withUnsafeBytes {
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[Int(offset)..<Int(offset) + buffer.count]))
+            }
+            return true
+        }
         if address >= Self.syntheticTableBase {
             let moduleIndex = Int((address - Self.syntheticTableBase) >> 32)
             guard let built = builtTables[moduleIndex] ?? nil else { return false }
@@ -146,13 +158,31 @@ public final class Unwinder {
     /// The tables of modules whose file is found nowhere, from their headers in `memory`.
     private var imageTables: [Int: cp_unwind_table?] = [:]
 
-    func table(for ip: UInt64) -> cp_unwind_table? {
-        guard let index = moduleIndex(containing: ip) else { return nil }
-        guard let elf = modules[index].object else { return imageTable(moduleIndex: index) }
-        let bias = modules[index].loadBias
+    /// The kinds of table (cp_unwind_table.kind) a module's CFI comes from.
+    enum TableKind: Int32 {
+        case ehFrameHeader = 0, ehFrame, debugFrame, debugFileDebugFrame
+    }
+
+    /// The `index`-th table for `ip`, in the order they are tried: the module's .eh_frame (by
+    /// its .eh_frame_hdr, else a table built from it), then its .debug_frame (the file's own,
+    /// else its debug file's), where the first has no FDE for `ip`.
+    func table(for ip: UInt64, index: Int) -> cp_unwind_table? {
+        guard let module = moduleIndex(containing: ip) else { return nil }
+        guard let elf = modules[module].object else { return index == 0 ? imageTable(moduleIndex: module) : nil }
+        let bias = modules[module].loadBias
         let text = elf.executableRanges
         let start = (text.map(\.lowerBound).min() ?? 0) &+ bias
         let end = (text.map(\.upperBound).max() ?? 0) &+ bias
+        let ehFrame = ehFrameTable(moduleIndex: module, object: elf, start: start, end: end)
+        switch (index, ehFrame) {
+        case (0, let table?): return table
+        case (0, nil), (1, _?): return debugFrameTable(moduleIndex: module, object: elf, start: start, end: end)
+        default: return nil
+        }
+    }
+
+    func ehFrameTable(moduleIndex index: Int, object elf: ELFFile, start: UInt64, end: UInt64) -> cp_unwind_table? {
+        let bias = modules[index].loadBias
         let headerTable: ELFFile.EHFrameTable?
         if let known = headerTables[index] {
             headerTable = known
@@ -166,13 +196,48 @@ public final class Unwinder {
         if let table = headerTable {
             return cp_unwind_table(
                 start_ip: start, end_ip: end, eh_frame_hdr: table.headerAddress &+ bias,
-                table_data: table.tableAddress &+ bias, table_entries: table.entries)
+                table_data: table.tableAddress &+ bias, table_entries: table.entries, ip_relative: 0,
+                kind: TableKind.ehFrameHeader.rawValue)
         }
         guard let built = builtTable(moduleIndex: index, object: elf) else { return nil }
         return cp_unwind_table(
             start_ip: start, end_ip: end, eh_frame_hdr: built.index.base &+ bias,
-            table_data: built.address, table_entries: UInt64(built.index.entries))
+            table_data: built.address, table_entries: UInt64(built.index.entries), ip_relative: 0,
+            kind: TableKind.ehFrame.rawValue)
     }
+
+    /// .debug_frame images, each served at its own synthetic address (debugFrameBase + module
+    /// index << 32), with its table after it.
+    private var debugFrames: [Int: (address: UInt64, bytes: [UInt8], table: cp_unwind_table)?] = [:]
+    static let debugFrameBase: UInt64 = 0xFFFF_D000_0000_0000
+
+    func debugFrameTable(moduleIndex index: Int, object elf: ELFFile, start: UInt64, end: UInt64) -> cp_unwind_table? {
+        if let known = debugFrames[index] { return known?.table }
+        let code = elf.executableRanges
+        var kind = TableKind.debugFrame
+        var found = elf.debugFrame(code: code)
+        if found == nil, let debugFile = debugFile?(modules[index]) {
+            found = debugFile.debugFrame(code: code)
+            kind = .debugFileDebugFrame
+        }
+        let address = Self.debugFrameBase + UInt64(index) << 32
+        let made = found.flatMap { $0.image(at: address, bias: modules[index].loadBias, startIP: start) }.map { image in
+            let entries = (image.bytes.count - image.tableOffset - 8) / 8
+            let table = cp_unwind_table(
+                start_ip: start, end_ip: end, eh_frame_hdr: address, table_data: address + UInt64(image.tableOffset),
+                table_entries: UInt64(entries), ip_relative: 1, kind: kind.rawValue)
+            return (address: address, bytes: image.bytes, table: table)
+        }
+        debugFrames[index] = made
+        return made?.table
+    }
+
+    /// Where a module's separate debug file is (ReportBuilder asks the DebugFileLocator): its
+    /// .debug_frame unwinds code that has no .eh_frame.
+    public var debugFile: ((LoadedModule) -> ELFFile?)?
+    /// The modules (paths) some frame was unwound with .debug_frame for, and the debug file it
+    /// came from (nil: the module's own).
+    public private(set) var debugFrameUse: [String: String?] = [:]
 
     /// The unwind table of a module with no file here, read from its image in `memory` (a
     /// minidump holding the headers and tables the unwind read online).
@@ -182,7 +247,8 @@ public final class Unwinder {
             cp_unwind_table(
                 start_ip: image.executable.map(\.lowerBound).min() ?? 0,
                 end_ip: image.executable.map(\.upperBound).max() ?? 0, eh_frame_hdr: image.table.headerAddress,
-                table_data: image.table.tableAddress, table_entries: image.table.entries)
+                table_data: image.table.tableAddress, table_entries: image.table.entries, ip_relative: 0,
+                kind: TableKind.ehFrameHeader.rawValue)
         }
         imageTables[index] = found
         return found
@@ -208,9 +274,9 @@ public final class Unwinder {
             guard size <= 1 << 20, let buffer else { return -1 }
             return unwinder.read(address, into: UnsafeMutableRawBufferPointer(start: buffer, count: Int(size))) ? 0 : -1
         }
-        source.pointee.find_table = { context, ip, table in
+        source.pointee.find_table = { context, ip, index, table in
             let unwinder = Unmanaged<Unwinder>.fromOpaque(context!).takeUnretainedValue()
-            guard let found = unwinder.table(for: ip) else { return -1 }
+            guard let found = unwinder.table(for: ip, index: Int(index)) else { return -1 }
             table!.pointee = found
             return 0
         }
@@ -285,6 +351,7 @@ public final class Unwinder {
 
             var step = cp_step_result()
             cp_unwind_step(handle, &step)
+            if step.lookup == 1 && step.table >= TableKind.debugFrame.rawValue { noteDebugFrame(at: frame.pc) }
             // A cache hit (no lookup) replays a state libunwind derived from CFI.
             let hasCFI = step.lookup != 0
             let isSignalFrame = step.step > 0 && step.signal_frame != 0
@@ -317,6 +384,14 @@ public final class Unwinder {
             frame = UnwoundFrame(pc: found.value, sp: found.slot &+ 8, method: .scan)
             restart = true
         }
+    }
+
+    private func noteDebugFrame(at pc: UInt64) {
+        guard let index = moduleIndex(containing: pc) else { return }
+        let path = modules[index].path
+        guard debugFrameUse[path] == nil else { return }
+        let fromDebugFile = debugFrames[index]??.table.kind == TableKind.debugFileDebugFrame.rawValue
+        debugFrameUse[path] = fromDebugFile ? debugFile?(modules[index])?.path : nil
     }
 
     /// Whether the code at `pc` is an rt_sigreturn trampoline; remembered per address.

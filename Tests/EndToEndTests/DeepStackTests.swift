@@ -53,20 +53,24 @@ final class DeepStackTests: XCTestCase {
         XCTAssertEqual(json.status, .exited(0), json.stderr, file: file, line: line)
         let offline = try Event.decode(Data(json.stdout.utf8))
 
-        // Thousands of frames, each one a real call: more than the stub's stack copy holds.
+        // Thousands of frames, each one a real call: more than the stub's stack copy holds. How
+        // many depends on where the stack begins (the environment, ASLR: gdb runs the program
+        // otherwise), so the recursion's count may differ by a few from gdb's on the main
+        // thread; every other frame is compared one for one.
         let recursion = reference.filter { $0.function == recursing }.count
         XCTAssertGreaterThan(recursion, 30, "gdb: \(reference.prefix(5))", file: file, line: line)
         for (label, event) in [("online", online), ("offline", offline)] {
             let ours = functions(event)
             XCTAssertNil(event.crashedThreadRecord?.truncated, label, file: file, line: line)
-            XCTAssertEqual(ours.count, reference.count, "\(label): every frame gdb shows", file: file, line: line)
-            let differing = zip(reference, ours).enumerated().filter { !$0.element.0.isNamed($0.element.1) }
+            let ourRecursion = ours.filter { $0 == recursing }.count
+            XCTAssertLessThanOrEqual(abs(ourRecursion - recursion), recursion / 50, label, file: file, line: line)
+            let keptReference = reference.filter { $0.function != recursing }
+            XCTAssertNil(
+                GDBFrame.differences(keptReference, ours.filter { $0 != recursing }), label, file: file, line: line)
             XCTAssertTrue(
-                differing.isEmpty,
-                "\(label): frames named otherwise than gdb's: "
-                    + differing.prefix(5).map { "#\($0.offset) gdb \($0.element.0) crashport \($0.element.1 ?? "?")" }
-                    .joined(separator: "; "), file: file, line: line)
-            XCTAssertEqual(ours.filter { $0 == recursing }.count, recursion, label, file: file, line: line)
+                ours.prefix(ourRecursion).allSatisfy { $0 == recursing }
+                    || ours.dropFirst().prefix(ourRecursion).allSatisfy { $0 == recursing },
+                "\(label): the recursion is one run from the top", file: file, line: line)
         }
         XCTAssertEqual(functions(offline), functions(online), "offline as online", file: file, line: line)
     }

@@ -21,13 +21,28 @@ public struct GDBFrame: Equatable, CustomStringConvertible {
     }
 }
 
+extension GDBFrame {
+    /// How crashport's frames (`names`, innermost first, inline ones too) differ from gdb's
+    /// `reference`: a count that is not gdb's, or frames named otherwise; nil when they agree.
+    public static func differences(_ reference: [GDBFrame], _ names: [String?]) -> String? {
+        var problems: [String] = []
+        if names.count != reference.count { problems.append("\(names.count) frames where gdb shows \(reference.count)") }
+        let differing = zip(reference, names).enumerated().filter { !$0.element.0.isNamed($0.element.1) }
+        problems += differing.prefix(5).map { "#\($0.offset) gdb \($0.element.0) crashport \($0.element.1 ?? "?")" }
+        return problems.isEmpty ? nil : problems.joined(separator: "; ")
+    }
+}
+
 extension TestSupport {
     /// gdb's backtrace of the crashing thread at the program's first fatal signal, innermost
     /// first. Callers skip, saying so, where `which("gdb")` finds none.
     public static func gdbBacktrace(_ command: [String]) throws -> [GDBFrame] {
         guard let gdb = which("gdb") else { throw TestFailure("gdb is not installed") }
         let result = try run(
-            [gdb, "-q", "-batch", "-nx", "-ex", "set pagination off", "-ex", "run", "-ex", "bt", "--args"] + command,
+            [
+                gdb, "-q", "-batch", "-nx", "-ex", "set pagination off", "-ex", "set backtrace past-main on", "-ex", "run", "-ex",
+                "bt", "--args",
+            ] + command,
             timeout: 300)
         // "#12 0x00007f… in name (args) at file:line" or, for frame 0, "#0  name (args) at …".
         let pattern = try NSRegularExpression(pattern: #"^#\d+\s+(?:0x[0-9a-f]+ in )?(.+?) \(.*\)(?: at (\S+))?(?: from \S+)?$"#)

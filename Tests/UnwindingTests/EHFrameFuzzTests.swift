@@ -1,7 +1,8 @@
-// Fuzz: hostile .eh_frame, for a bounded number of rounds. A real -O2 executable linked without
-// .eh_frame_hdr (so EHFrameIndex parses .eh_frame itself) has its .eh_frame bytes mutated, and
-// the registers and stack it captured of itself are unwound over the mutated file: whatever the
-// frames, the unwinder must return, never trap or run away.
+// Fuzz: hostile .eh_frame and .debug_frame, for a bounded number of rounds. A real -O2
+// executable linked without .eh_frame_hdr (so EHFrameIndex parses .eh_frame itself), or built
+// without unwind tables (so its CFI is .debug_frame's, which DebugFrame rewrites), has that
+// section's bytes mutated, and the registers and stack it captured of itself are unwound over the
+// mutated file: whatever the frames, the unwinder must return, never trap or run away.
 
 import Foundation
 import TestSupport
@@ -13,10 +14,23 @@ import XCTest
 final class EHFrameFuzzTests: XCTestCase {
     func testMutatedEHFrameNeverTraps() throws {
         let snapshot = try CapturedSnapshot.take(label: "unwind-fuzz", linkFlags: ["-Wl,--no-eh-frame-hdr"])
+        XCTAssertNil(try ELFFile(path: snapshot.executable).ehFrameTable)
+        try fuzz(".eh_frame", of: snapshot)
+    }
+
+    func testMutatedDebugFrameNeverTraps() throws {
+        // (-fno-asynchronous-unwind-tables goes to the one cc that compiles and links.)
+        let snapshot = try CapturedSnapshot.take(label: "unwind-fuzz-debug-frame", linkFlags: ["-fno-asynchronous-unwind-tables"])
+        let clean = try ELFFile(path: snapshot.executable)
+        let code = clean.executableRanges
+        XCTAssertNotNil(clean.debugFrame(code: code), "built with -g and no unwind tables: its CFI is .debug_frame's")
+        try fuzz(".debug_frame", of: snapshot)
+    }
+
+    func fuzz(_ name: String, of snapshot: CapturedSnapshot) throws {
         let original = try Array(Data(contentsOf: URL(fileURLWithPath: snapshot.executable)))
         let clean = try ELFFile(path: snapshot.executable)
-        XCTAssertNil(clean.ehFrameTable)
-        let section = try XCTUnwrap(clean.section(named: ".eh_frame"))
+        let section = try XCTUnwrap(clean.section(named: name))
         let start = Int(section.offset), count = Int(section.size)
         XCTAssertGreaterThan(count, 16)
         XCTAssertLessThanOrEqual(start + count, original.count)

@@ -43,6 +43,12 @@ typedef struct cp_unwind_table {
     uint64_t eh_frame_hdr;   /* address of .eh_frame_hdr: the segbase of its encodings */
     uint64_t table_data;     /* address of the sorted (initial_location, fde) pairs */
     uint64_t table_entries;  /* number of pairs */
+    /* 0: each pair's initial location is relative to eh_frame_hdr, as in .eh_frame_hdr
+     * (UNW_INFO_FORMAT_REMOTE_TABLE); 1: relative to start_ip, the FDEs to eh_frame_hdr
+     * (UNW_INFO_FORMAT_IP_OFFSET): a table whose FDEs lie far from the code they describe. */
+    int32_t ip_relative;
+    /* The caller's name for this table, reported back in cp_step_result.table. */
+    int32_t kind;
 } cp_unwind_table;
 
 /* The source an unwind runs against: registers come in cp_unwind_begin's argument; memory and
@@ -52,8 +58,9 @@ typedef struct cp_unwind_source {
     void *context;
     /* Copy size bytes at address into buffer; 0 on success, -1 when not readable. */
     int (*read_memory)(void *context, uint64_t address, void *buffer, uint64_t size);
-    /* Fill table for the module containing ip; 0 on success, -1 when no module/table covers it. */
-    int (*find_table)(void *context, uint64_t ip, cp_unwind_table *table);
+    /* Fill the index-th table (0, 1, ...) for the module containing ip, tried in that order
+     * until one has an FDE for ip; 0 on success, -1 when there is no such table. */
+    int (*find_table)(void *context, uint64_t ip, int index, cp_unwind_table *table);
 } cp_unwind_source;
 
 /* An unwinder bound to one source: libunwind's address space with its FDE cache, reused for
@@ -82,6 +89,8 @@ typedef struct cp_step_result {
      * through the kernel's signal trampoline and restored the registers of the frame the signal
      * interrupted (whose pc is the interrupted instruction, not a return address). */
     int32_t signal_frame;
+    /* When lookup is 1: the kind of the table whose FDE was used (cp_unwind_table.kind). */
+    int32_t table;
 } cp_step_result;
 
 /* Steps the cursor once and fills *out; returns out->step (< 0 too when no cp_unwind_begin
