@@ -117,13 +117,13 @@ public struct OfflineSymbolicator {
                 template.moduleOffset = offset
                 let isReturnAddress = position > 0 && frame.trust != .context
                 // Functions that left the stack by a tail call between the callee and this
-                // frame, found as the watcher finds them (TailCalls).
+                // frame, found as the watcher finds them (TailCalls; not after a scanned frame).
                 let end = frame.pc.map {
                     TailCallEnd(
                         image: debug, module: module, pc: $0.value, virtualPC: offset &+ elf.imageVirtualBase,
                         isReturnAddress: isReturnAddress)
                 }
-                if let callee, let end, isReturnAddress, frame.trust != .signalFrame {
+                if let callee, let end, isReturnAddress, frame.trust != .signalFrame, frame.trust != .scan {
                     for elided in TailCalls.frames(callee: callee, caller: end) {
                         frames.append(
                             FrameRecord(index: frames.count, pc: HexAddress(elided.pc), symbol: elided.frame, trust: frame.trust))

@@ -231,8 +231,9 @@ public enum ReportBuilder {
             }
             // Every caller's pc is a return address, except a frame a signal interrupted.
             let isReturnAddress = position > 0 && frame.method != .context && !frame.isSignalFrame
-            // Functions that left the stack by a tail call between the callee and this frame.
-            if let callee, isReturnAddress {
+            // Functions that left the stack by a tail call between the callee and this frame (not
+            // after a frame found by stack scanning: the two need not be callee and caller).
+            if let callee, isReturnAddress, frame.method != .scan {
                 for elided in symbolizer.tailCallFrames(
                     calleePC: callee.pc, calleeIsReturnAddress: callee.isReturnAddress, callerPC: frame.pc)
                 {
