@@ -226,6 +226,25 @@ final class TailCallTests: XCTestCase {
         }
     }
 
+    /// Where the two paths share their start (outer → dispatch → left or right → crash_here),
+    /// only the shared part is put back, as gdb keeps it: outer, not dispatch, left or right.
+    func testTwoTailCallPathsPutBackOnlyWhatTheyShare() throws {
+        let program = try build("shared_prefix")
+        let disassembly = try TestSupport.run(["objdump", "-d", "--no-show-raw-insn", program]).stdout
+        XCTAssertTrue(Self.body(of: "outer", in: disassembly).contains { $0.contains("jmp") && $0.contains("<dispatch>") })
+        let (run, event) = try crash(program)
+        defer { try? FileManager.default.removeItem(atPath: run.reportsDirectory) }
+        let frames = try XCTUnwrap(event.crashedThreadRecord?.frames)
+        XCTAssertEqual(frames.prefix(3).map { $0.function ?? "?" }, ["crash_here", "outer", "main"], "\(Self.projection(event))")
+        XCTAssertEqual(frames.prefix(3).map { $0.tailCall == true }, [false, true, false])
+        XCTAssertEqual(frames.filter { $0.tailCall == true }.count, 1, "\(Self.projection(event))")
+        XCTAssertEqual(frames[1].line, 36)
+        if let gdb = try gdbBacktrace(program) {
+            XCTAssertEqual(gdb.prefix(3).map(\.function), ["crash_here", "outer", "main"])
+            assertShowsGDBFrames(gdb, frames, "shared prefix")
+        }
+    }
+
     // MARK: - Offline
 
     func testSymbolicateOfEventAndMinidumpGivesTheSameTailCallFrames() throws {
