@@ -603,4 +603,37 @@ public final class ELFFile: Sendable {
             return false
         }
     }
+
+    /// The addresses of the defined functions (STT_FUNC, STT_GNU_IFUNC) named `name` in the
+    /// first symbol table that has any (.symtab, else .dynsym), each with whether it is global
+    /// or weak. A .symtab name with a default version (`pthread_kill@@GLIBC_2.34`) matches its
+    /// bare name; other versions do not. One pass over the table, names compared in place.
+    public func functionAddresses(named name: String) -> [(address: UInt64, global: Bool)] {
+        let wanted = Array(name.utf8)
+        guard let first = wanted.first else { return [] }
+        let length = UInt64(wanted.count)
+        return state.withLock { state in
+            var found: [(address: UInt64, global: Bool)] = []
+            for table in SymbolTable.tables(in: sections) {
+                guard let strings = SymbolTable.strings(for: table, sections: sections, view: view) else { continue }
+                SymbolTable.forEachSymbol(libelf: state.elf, table: table, view: view) { symbol in
+                    // A u32 offset plus a name's length: no overflow. The byte after the name
+                    // and its first byte reject nearly every symbol before a full compare.
+                    let start = UInt64(symbol.st_name)
+                    let next = strings.u8(start + length)
+                    guard next == 0 || next == UInt8(ascii: "@"), strings.u8(start) == first else { return true }
+                    let type = Int32(symbol.st_info & 0x0F), binding = Int32(symbol.st_info >> 4)
+                    guard type == STT_FUNC || type == STT_GNU_IFUNC, symbol.st_shndx != UInt16(SHN_UNDEF),
+                        symbol.st_value != 0, let candidate = strings.slice(start, length),
+                        (0..<wanted.count).allSatisfy({ candidate.u8(UInt64($0)) == wanted[$0] }),
+                        next == 0 || strings.u8(start + length + 1) == UInt8(ascii: "@")
+                    else { return true }
+                    found.append((symbol.st_value, binding == STB_GLOBAL || binding == STB_WEAK))
+                    return true
+                }
+                if !found.isEmpty { break }
+            }
+            return found
+        }
+    }
 }

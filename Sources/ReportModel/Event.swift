@@ -447,6 +447,10 @@ public struct FrameRecord: Codable, Sendable, Equatable {
     public var line: Int?
     public var column: Int?
     public var inlined: Bool?
+    /// A function that had left the stack by a tail call (its last act was a jump, not a
+    /// call), put back from the DWARF call sites as gdb shows it: its pc is the tail call's
+    /// return address, its file and line the jump's.
+    public var tailCall: Bool?
     public var trust: FrameTrust?
     /// On a `<signal handler called>` frame: the signal the kernel delivered there, from the
     /// siginfo in its signal frame.
@@ -458,7 +462,7 @@ public struct FrameRecord: Codable, Sendable, Equatable {
     public init(
         index: Int? = nil, pc: HexAddress? = nil, module: String? = nil, moduleOffset: HexAddress? = nil,
         function: String? = nil, mangled: String? = nil, functionOffset: HexAddress? = nil, file: String? = nil,
-        line: Int? = nil, column: Int? = nil, inlined: Bool? = nil, trust: FrameTrust? = nil
+        line: Int? = nil, column: Int? = nil, inlined: Bool? = nil, tailCall: Bool? = nil, trust: FrameTrust? = nil
     ) {
         self.index = index
         self.pc = pc
@@ -471,6 +475,7 @@ public struct FrameRecord: Codable, Sendable, Equatable {
         self.line = line
         self.column = column
         self.inlined = inlined
+        self.tailCall = tailCall
         self.trust = trust
     }
 
@@ -479,7 +484,9 @@ public struct FrameRecord: Codable, Sendable, Equatable {
         case moduleOffset = "module_offset"
         case function, mangled
         case functionOffset = "function_offset"
-        case file, line, column, inlined, trust, delivered
+        case file, line, column, inlined
+        case tailCall = "tail_call"
+        case trust, delivered
         case inApp = "in_app"
     }
 }

@@ -169,6 +169,7 @@ public enum CrashLog {
             let pc = (frame.pc?.description ?? "").padding(toLength: 18)
             var line = "  \(index) \(pc) \(describe(frame, fullPath: true))"
             if frame.inlined == true { line += " [inlined]" }
+            if frame.tailCall == true { line += " [tail call]" }
             if let trust = frame.trust, trust != .context, trust != .cfi, trust != .signalFrame { line += " [\(trust.rawValue)]" }
             return dim(line, colour && frame.inApp == false)
         }

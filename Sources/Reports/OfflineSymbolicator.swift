@@ -100,12 +100,15 @@ public struct OfflineSymbolicator {
         event.threads = event.threads?.map { thread in
             var thread = thread
             var frames: [FrameRecord] = []
-            let physical = (thread.frames ?? []).filter { $0.inlined != true }
+            // Inlined and tail-call frames are derived: drop them, derive them again.
+            let physical = (thread.frames ?? []).filter { $0.inlined != true && $0.tailCall != true }
+            var callee: TailCallEnd?
             for (position, frame) in physical.enumerated() {
                 guard let module = frame.module, let offset = frame.moduleOffset?.value, let elf = images[module] ?? nil else {
                     var kept = frame
                     kept.index = frames.count
                     frames.append(kept)
+                    callee = nil
                     continue
                 }
                 let debug = DebugImageCache.shared.image(for: elf, locator: locator)
@@ -113,6 +116,20 @@ public struct OfflineSymbolicator {
                 template.module = module
                 template.moduleOffset = offset
                 let isReturnAddress = position > 0 && frame.trust != .context
+                // Functions that left the stack by a tail call between the callee and this
+                // frame, found as the watcher finds them (TailCalls; not after a scanned frame).
+                let end = frame.pc.map {
+                    TailCallEnd(
+                        image: debug, module: module, pc: $0.value, virtualPC: offset &+ elf.imageVirtualBase,
+                        isReturnAddress: isReturnAddress)
+                }
+                if let callee, let end, isReturnAddress, frame.trust != .signalFrame, frame.trust != .scan {
+                    for elided in TailCalls.frames(callee: callee, caller: end) {
+                        frames.append(
+                            FrameRecord(index: frames.count, pc: HexAddress(elided.pc), symbol: elided.frame, trust: frame.trust))
+                    }
+                }
+                callee = frame.trust == .signalFrame ? nil : end
                 for symbol in Symbolizer.frames(
                     in: debug, virtualAddress: offset &+ elf.imageVirtualBase,
                     isReturnAddress: isReturnAddress, template: template)

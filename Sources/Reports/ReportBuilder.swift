@@ -225,6 +225,8 @@ public enum ReportBuilder {
     {
         let stack = unwinder.unwind(registers: thread.registers.gpr)
         var frames: [FrameRecord] = []
+        // The frame below this one (its callee), when tail calls may have been elided between.
+        var callee: (pc: UInt64, isReturnAddress: Bool)?
         for (position, frame) in stack.frames.enumerated() {
             if frame.isSignalTrampoline {
                 var record = signalFrameRecord(index: frames.count, pc: frame.pc, symbolizer: symbolizer)
@@ -232,10 +234,24 @@ public enum ReportBuilder {
                     DeliveredSignal(number: $0.signal, code: $0.code, address: $0.code > 0 ? HexAddress($0.address) : nil)
                 }
                 frames.append(record)
+                callee = nil
                 continue
             }
             // Every caller's pc is a return address, except a frame a signal interrupted.
             let isReturnAddress = position > 0 && frame.method != .context && !frame.isSignalFrame
+            // Functions that left the stack by a tail call between the callee and this frame (not
+            // after a frame found by stack scanning: the two need not be callee and caller).
+            if let callee, isReturnAddress, frame.method != .scan {
+                for elided in symbolizer.tailCallFrames(
+                    calleePC: callee.pc, calleeIsReturnAddress: callee.isReturnAddress, callerPC: frame.pc)
+                {
+                    frames.append(
+                        FrameRecord(
+                            index: frames.count, pc: HexAddress(elided.pc), symbol: elided.frame, trust: FrameTrust(frame.method))
+                    )
+                }
+            }
+            callee = (frame.pc, isReturnAddress)
             for symbol in symbolizer.symbolicate(pc: frame.pc, isReturnAddress: isReturnAddress) {
                 frames.append(
                     FrameRecord(index: frames.count, pc: HexAddress(frame.pc), symbol: symbol, trust: FrameTrust(frame.method)))
@@ -320,7 +336,8 @@ extension FrameRecord {
         self.init(
             index: index, pc: pc, module: symbol.module, moduleOffset: symbol.moduleOffset.map(HexAddress.init),
             function: symbol.function, mangled: symbol.mangled, functionOffset: symbol.functionOffset.map(HexAddress.init),
-            file: symbol.file, line: symbol.line, column: symbol.column, inlined: symbol.inlined ? true : nil, trust: trust)
+            file: symbol.file, line: symbol.line, column: symbol.column, inlined: symbol.inlined ? true : nil,
+            tailCall: symbol.tailCall ? true : nil, trust: trust)
     }
 }
 

@@ -48,9 +48,9 @@ public final class DWARFInfo: @unchecked Sendable {
     public let symbolFile: ELFFile
     let sections: DWARFSections
     let units: [DWARFUnit]
-    private let unitMap: DWARFAddressMap
+    let unitMap: DWARFAddressMap
     private let usesSymbolTable: Bool
-    private let lock = DWARFLock()
+    let lock = DWARFLock()
     // Guarded by `lock`:
     private var symbolNames: DWARFSymbolNames?
     private var nameCache: [UInt64: String?] = [:]
@@ -236,7 +236,7 @@ public final class DWARFInfo: @unchecked Sendable {
     // MARK: - Names
 
     /// The unit whose DIEs span `offset` of .debug_info.
-    private func unit(containing offset: UInt64) -> DWARFUnit? {
+    func unit(containing offset: UInt64) -> DWARFUnit? {
         var low = 0, high = units.count
         while low < high {
             let middle = (low + high) >> 1

@@ -47,6 +47,8 @@ final class DWARFUnit: @unchecked Sendable {
     var lineTableLoaded = false
     var lineTable: DWARFLineTable?
     var tree: DWARFInlineTree?
+    /// Call sites, for tail-call frames (DWARFInfo+CallSites), built on first use.
+    var callSites: DWARFCallSites?
 
     var isCodeUnit: Bool {
         (unitType == DW_UT_compile || unitType == DW_UT_partial || unitType == DW_UT_skeleton)

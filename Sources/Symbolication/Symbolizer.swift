@@ -21,6 +21,8 @@ public struct SymbolicatedFrame: Sendable, Equatable {
     public var line: Int?
     public var column: Int?
     public var inlined = false
+    /// A function that left the stack by a tail call, put back from call-site information.
+    public var tailCall = false
 
     public init() {}
 }
@@ -38,6 +40,8 @@ public final class DebugImage: Sendable {
     /// Debug data of this image that was not decompressed because it would inflate past its cap
     /// (SectionCompression): reports and symbolicate say so, "module X: debug data refused: …".
     public let refusals: [DebugDataRefusal]
+    /// Function entries by name, for calls to functions declared elsewhere (TailCalls).
+    let functionAddresses = Mutex<[String: UInt64?]>([:])
 
     init(elf: ELFFile, locator: DebugFileLocator) {
         self.elf = elf

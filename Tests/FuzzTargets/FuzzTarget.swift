@@ -177,6 +177,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         for address in probeAddresses(elf, count: 32) {
             _ = info.frames(at: address)
             _ = info.frames(at: address &+ 1)
+            _ = info.callSite(returningTo: address)
+            if let entry = info.functionEntry(containing: address) { _ = info.tailCalls(ofFunctionAt: entry, limit: 64) }
         }
     }
 

@@ -1,4 +1,4 @@
-// DWARFFuzzTests: DWARFInfo over thousands of corrupted copies of real programs' debug
+// DWARFFuzzTests: DWARFInfo (lookups and call sites) over thousands of corrupted copies of real programs' debug
 // sections (flipped bits, runs of 0xFF/0x80 that make endless LEB128s, random bytes, sections
 // truncated or moved through their header, zlib streams damaged), from C and C++ programs. The files are built in memory with
 // MappedFile(bytes:), with a fixed seed so a failure reproduces. It passes by not trapping,
@@ -113,7 +113,12 @@ final class DWARFFuzzTests: XCTestCase {
             let file = MappedFile(bytes: bytes, name: "fuzz-\(iterations)")
             guard let elf = try? ELFFile(file: file), let info = DWARFInfo(elf: elf) else { continue }
             parsed += 1
-            for address in subject.addresses { frames += info.frames(at: address).count }
+            for address in subject.addresses {
+                frames += info.frames(at: address).count
+                // The call sites of tail-call frames (DWARFCallSites), read from the same units.
+                _ = info.callSite(returningTo: address)
+                if let entry = info.functionEntry(containing: address) { _ = info.tailCalls(ofFunctionAt: entry, limit: 64) }
+            }
             slowest = max(slowest, Date().timeIntervalSince(variantStart))
         }
         print(
