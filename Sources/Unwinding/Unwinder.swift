@@ -117,28 +117,22 @@ public final class Unwinder {
     }
 
     func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
-        if address >= Self.debugFrameBase {
-            let moduleIndex = Int((address - Self.debugFrameBase) >> 32)
-            guard let image = debugFrames[moduleIndex] ?? nil else { return false }
-            let offset = address - image.address
-            guard offset <= UInt64(image.bytes.count), UInt64(buffer.count) <= UInt64(image.bytes.count) - offset else {
-                return false
-            }
-            image.bytes.withUnsafeBytes {
+        /// `buffer.count` bytes of `bytes`, served at `base`, from `address`.
+        func copy(_ bytes: [UInt8], servedAt base: UInt64) -> Bool {
+            let offset = address - base
+            guard offset <= UInt64(bytes.count), UInt64(buffer.count) <= UInt64(bytes.count) - offset else { return false }
+            bytes.withUnsafeBytes {
                 buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[Int(offset)..<Int(offset) + buffer.count]))
             }
             return true
         }
+        if address >= Self.debugFrameBase {
+            guard let image = debugFrames[Int((address - Self.debugFrameBase) >> 32)] ?? nil else { return false }
+            return copy(image.bytes, servedAt: image.address)
+        }
         if address >= Self.syntheticTableBase {
-            let moduleIndex = Int((address - Self.syntheticTableBase) >> 32)
-            guard let built = builtTables[moduleIndex] ?? nil else { return false }
-            let offset = address - built.address
-            guard offset <= UInt64(built.index.table.count), UInt64(buffer.count) <= UInt64(built.index.table.count) - offset
-            else { return false }
-            built.index.table.withUnsafeBytes {
-                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[Int(offset)..<Int(offset) + buffer.count]))
-            }
-            return true
+            guard let built = builtTables[Int((address - Self.syntheticTableBase) >> 32)] ?? nil else { return false }
+            return copy(built.index.table, servedAt: built.address)
         }
         return memory.readUpTo(from: address, into: buffer) == buffer.count
     }
