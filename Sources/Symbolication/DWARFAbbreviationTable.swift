@@ -22,11 +22,15 @@ struct DWARFAttributeSpec: Sendable {
         case fixed, uleb, sleb, cString, block1, block2, block4, blockULEB, indirect, invalid
     }
 
-    var attribute: UInt64
-    var form: UInt64
-    var implicitConst: Int64
+    /// DW_AT_* and DW_FORM_*, 16 bits (12 bytes a spec instead of 32: libc's debug file has
+    /// 400,000 of them). Every attribute and form crashport knows fits; a larger value from a
+    /// file reads as 0xFFFF, which matches none (an unknown form is `.invalid`, as before).
+    var attribute: UInt16
+    var form: UInt16
     var skip: Skip
     var size: UInt8
+    /// DW_FORM_implicit_const: the index of its value in the table's `implicitConsts`.
+    var constIndex: UInt32
 
     /// How to step over a value of `form` in a unit of `format`; `.invalid` for unknown forms,
     /// which end the walk of the unit (its values' sizes are unknowable).
@@ -74,6 +78,7 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
     let format: DWARFFormat
     let abbreviations: [DWARFAbbreviation]
     let specs: [DWARFAttributeSpec]
+    private let implicitConsts: [Int64]
     /// Codes are usually 1, 2, 3, … in order; then `codes` is nil and lookup is an index.
     private let codes: [UInt64: Int]?
 
@@ -84,6 +89,7 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
         self.format = format
         var abbreviations: [DWARFAbbreviation] = []
         var specs: [DWARFAttributeSpec] = []
+        var implicitConsts: [Int64] = []
         var cursor = DWARFCursor(section, offset: offset)
         var sparse: [UInt64: Int] = [:]
         var dense = true
@@ -96,16 +102,18 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
             var complete = false
             while let attribute = cursor.uleb(), let form = cursor.uleb() {
                 if attribute == 0 && form == 0 { complete = true; break }
-                var implicitConst: Int64 = 0
+                var constIndex: UInt32 = 0
                 if form == DW_FORM_implicit_const {
                     guard let value = cursor.sleb() else { break }
-                    implicitConst = value
+                    constIndex = UInt32(truncatingIfNeeded: implicitConsts.count)
+                    implicitConsts.append(value)
                 }
                 let (skip, size) = DWARFAttributeSpec.skip(for: form, format: format)
                 if skip == .fixed && fixedSize >= 0 { fixedSize += Int(size) } else { fixedSize = -1 }
                 specs.append(
                     DWARFAttributeSpec(
-                        attribute: attribute, form: form, implicitConst: implicitConst, skip: skip, size: size))
+                        attribute: UInt16(clamping: attribute), form: UInt16(clamping: form), skip: skip, size: size,
+                        constIndex: constIndex))
             }
             guard complete else { specs.removeSubrange(first...); break }
             if dense && code != UInt64(abbreviations.count) + 1 {
@@ -121,7 +129,15 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
         }
         self.abbreviations = abbreviations
         self.specs = specs
+        self.implicitConsts = implicitConsts
         codes = dense ? nil : sparse
+    }
+
+    /// The value of a DW_FORM_implicit_const attribute (0 for other forms).
+    @inline(__always)
+    func implicitConst(of spec: DWARFAttributeSpec) -> Int64 {
+        guard UInt64(spec.form) == DW_FORM_implicit_const, Int(spec.constIndex) < implicitConsts.count else { return 0 }
+        return implicitConsts[Int(spec.constIndex)]
     }
 
     @inline(__always)
@@ -129,5 +145,33 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
         if let codes { return codes[code] }
         guard code >= 1 && code <= UInt64(abbreviations.count) else { return nil }
         return Int(code - 1)
+    }
+}
+
+/// The abbreviation tables of one DWARFInfo, decoded on first use and shared by the units that
+/// name the same (offset, format). Used only under DWARFInfo's lock (or during its init). The
+/// bytes decoded over all tables are bounded by a budget derived from .debug_abbrev's size, so
+/// units naming many distinct hostile offsets cannot multiply the work.
+final class DWARFAbbreviationTables: @unchecked Sendable {
+    private struct Key: Hashable {
+        var offset: UInt64
+        var format: DWARFFormat
+    }
+
+    private let section: ByteView
+    private var tables: [Key: DWARFAbbreviationTable] = [:]
+    private var budget: Int
+
+    init(section: ByteView) {
+        self.section = section
+        budget = 4 * section.count + (1 << 20)
+    }
+
+    func table(offset: UInt64, format: DWARFFormat) -> DWARFAbbreviationTable {
+        let key = Key(offset: offset, format: format)
+        if let table = tables[key] { return table }
+        let table = DWARFAbbreviationTable(section: section, offset: offset, format: format, budget: &budget)
+        tables[key] = table
+        return table
     }
 }

@@ -58,9 +58,11 @@ final class DWARFInlineTree: @unchecked Sendable {
                 var callFile: UInt64 = 0, callLine: UInt64 = 0, callColumn: UInt64 = 0
                 for specIndex in abbreviation.attributes {
                     let spec = table.specs[specIndex]
-                    guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
+                    guard
+                        let value = unit.readValue(
+                            form: UInt64(spec.form), implicitConst: table.implicitConst(of: spec), cursor: &cursor)
                     else { break walk }
-                    switch spec.attribute {
+                    switch UInt64(spec.attribute) {
                     case DW_AT_low_pc: lowPC = value
                     case DW_AT_high_pc: highPC = value
                     case DW_AT_ranges: rangesValue = value

@@ -78,16 +78,7 @@ public final class DWARFInfo: @unchecked Sendable {
         let sections = DWARFSections(elf: elf)
         guard sections.info.count > 0 else { return nil }
         self.sections = sections
-        var tables: [TableKey: DWARFAbbreviationTable] = [:]
-        var abbreviationBudget = 4 * sections.abbrev.count + (1 << 20)
-        let units = DWARFUnit.parseUnits(sections: sections) { offset, format in
-            let key = TableKey(offset: offset, format: format)
-            if let table = tables[key] { return table }
-            let table = DWARFAbbreviationTable(
-                section: sections.abbrev, offset: offset, format: format, budget: &abbreviationBudget)
-            tables[key] = table
-            return table
-        }
+        let units = DWARFUnit.parseUnits(sections: sections, tables: DWARFAbbreviationTables(section: sections.abbrev))
         guard !units.isEmpty else { return nil }
         self.units = units
         // What a well-formed file can hold at most (see DWARFInfo's budgets); beyond it, a file
@@ -97,11 +88,6 @@ public final class DWARFInfo: @unchecked Sendable {
             + sections.aranges.count / 8 + 4096
         lineBudget = 4 * sections.line.count + (1 << 20)
         unitMap = DWARFInfo.buildUnitMap(units: units, sections: sections, budget: &rangeBudget)
-    }
-
-    private struct TableKey: Hashable {
-        var offset: UInt64
-        var format: DWARFFormat
     }
 
     private struct LineTableKey: Hashable {
@@ -263,8 +249,11 @@ public final class DWARFInfo: @unchecked Sendable {
         var result = NameAttributes(unit: unit)
         for specIndex in table.abbreviations[index].attributes {
             let spec = table.specs[specIndex]
-            guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor) else { break }
-            switch spec.attribute {
+            guard
+                let value = unit.readValue(
+                    form: UInt64(spec.form), implicitConst: table.implicitConst(of: spec), cursor: &cursor)
+            else { break }
+            switch UInt64(spec.attribute) {
             case DW_AT_name: if result.name == nil { result.name = value }
             case DW_AT_linkage_name, DW_AT_MIPS_linkage_name: if result.linkageName == nil { result.linkageName = value }
             case DW_AT_abstract_origin: result.abstractOrigin = unit.reference(value)

@@ -182,18 +182,25 @@ public final class Symbolizer: Sendable {
     ) -> [SymbolicatedFrame] {
         var frame = template
         let lookup = virtualAddress &- (isReturnAddress ? 1 : 0)
-        let symbol = debug.symbolsMatch ? debug.symbolSource.symbols.lookup(lookup) : nil
-        if let symbol {
-            let demangled = demangle ? Demangler.demangle(symbol.name) : nil
-            frame.function = demangled ?? symbol.name
-            frame.mangled = demangled == nil ? nil : symbol.name
-            frame.functionOffset = virtualAddress &- symbol.address
-        }
         let sources = debug.dwarf?.frames(at: lookup) ?? []
-        guard !sources.isEmpty else {
-            if symbolFile, let file = symbol?.symbolFile { frame.file = file }
-            return [frame]
+        let symbols = debug.symbolsMatch ? debug.symbolSource.symbols : nil
+        // The symbol's name (a string made, maybe demangled) only when a frame will show it:
+        // DWARF usually names every frame, and then only the symbol's start is needed.
+        if sources.isEmpty || sources.contains(where: { $0.function == nil }) {
+            if let symbol = symbols?.lookup(lookup) {
+                let demangled = demangle ? Demangler.demangle(symbol.name) : nil
+                frame.function = demangled ?? symbol.name
+                frame.mangled = demangled == nil ? nil : symbol.name
+                frame.functionOffset = virtualAddress &- symbol.address
+                if sources.isEmpty {
+                    if symbolFile, let file = symbol.symbolFile { frame.file = file }
+                    return [frame]
+                }
+            }
+        } else if let start = symbols?.start(containing: lookup) {
+            frame.functionOffset = virtualAddress &- start
         }
+        guard !sources.isEmpty else { return [frame] }
         var result: [SymbolicatedFrame] = []
         for (position, source) in sources.enumerated() {
             var entry = frame
