@@ -69,6 +69,22 @@ public final class DebugImage: Sendable {
         provenance = debugFile.map { "debug file \($0.path)" } ?? (hasDWARF ? "DWARF in the file" : "symbol table only")
     }
 
+    /// Demangled names already asked for (nil: not a mangled name), so that 20,000 addresses in
+    /// 5,000 functions demangle 5,000 names. Bounded: emptied when it reaches `demangledLimit`.
+    private let demangledNames = Mutex<[String: String?]>([:])
+    static let demangledLimit = 1 << 16
+
+    /// `Demangler.demangle(name)`, remembered for this image.
+    func demangled(_ name: String) -> String? {
+        if let known = demangledNames.withLock({ $0[name] }) { return known }
+        let result = Demangler.demangle(name)
+        demangledNames.withLock { names in
+            if names.count >= Self.demangledLimit { names.removeAll() }
+            names[name] = .some(result)
+        }
+        return result
+    }
+
     /// Whether the symbol source agrees with the image's own layout (same build-id or none).
     var symbolsMatch: Bool {
         symbolSource === elf || symbolSource.buildID == nil || symbolSource.buildID == elf.buildID
@@ -188,7 +204,7 @@ public final class Symbolizer: Sendable {
         // DWARF usually names every frame, and then only the symbol's start is needed.
         if sources.isEmpty || sources.contains(where: { $0.function == nil }) {
             if let symbol = symbols?.lookup(lookup) {
-                let demangled = demangle ? Demangler.demangle(symbol.name) : nil
+                let demangled = demangle ? debug.demangled(symbol.name) : nil
                 frame.function = demangled ?? symbol.name
                 frame.mangled = demangled == nil ? nil : symbol.name
                 frame.functionOffset = virtualAddress &- symbol.address
@@ -208,7 +224,7 @@ public final class Symbolizer: Sendable {
             // DWARFInfo already names the outermost frame from the symbol covering the address
             // (f.cold, f.constprop.0, the right constructor alias), as llvm-symbolizer does.
             if let name = source.function {
-                let demangled = demangle ? Demangler.demangle(name) : nil
+                let demangled = demangle ? debug.demangled(name) : nil
                 entry.function = demangled ?? name
                 entry.mangled = demangled == nil ? nil : name
                 if !outermost { entry.functionOffset = nil }
