@@ -158,18 +158,27 @@ final class DWARFAbbreviationTables: @unchecked Sendable {
         var format: DWARFFormat
     }
 
-    private let section: ByteView
+    private let sections: DWARFSections
     private var tables: [Key: DWARFAbbreviationTable] = [:]
     private var budget: Int
+    /// The tables' offsets named by the units, sorted: where a table of an on-demand
+    /// .debug_abbrev ends at the latest (the next one's start).
+    var starts: [UInt64] = []
 
-    init(section: ByteView) {
-        self.section = section
-        budget = 4 * section.count + (1 << 20)
+    init(sections: DWARFSections) {
+        self.sections = sections
+        budget = 4 * sections.abbrev.count + (1 << 20)
     }
 
     func table(offset: UInt64, format: DWARFFormat) -> DWARFAbbreviationTable {
         let key = Key(offset: offset, format: format)
         if let table = tables[key] { return table }
+        if sections.abbrevOnDemand != nil {
+            let next = starts.lastIndex(atOrBelow: offset, key: { $0 }).map { $0 + 1 } ?? 0
+            let end = next < starts.count && starts[next] > offset ? starts[next] : UInt64(sections.abbrev.count)
+            sections.prepareAbbreviations(offset..<max(end, offset))
+        }
+        let section = sections.abbrev
         let table = DWARFAbbreviationTable(section: section, offset: offset, format: format, budget: &budget)
         tables[key] = table
         return table

@@ -78,7 +78,9 @@ public final class DWARFInfo: @unchecked Sendable {
         let sections = DWARFSections(elf: elf)
         guard sections.info.count > 0 else { return nil }
         self.sections = sections
-        let units = DWARFUnit.parseUnits(sections: sections, tables: DWARFAbbreviationTables(section: sections.abbrev))
+        let tables = DWARFAbbreviationTables(sections: sections)
+        let units = DWARFUnit.parseUnits(sections: sections, tables: tables)
+        tables.starts = Array(Set(units.map(\.abbrevOffset))).sorted()
         guard !units.isEmpty else { return nil }
         self.units = units
         // What a well-formed file can hold at most (see DWARFInfo's budgets); beyond it, a file

@@ -57,6 +57,8 @@ final class DWARFUnit: @unchecked Sendable {
     /// same table).
     var abbreviations: DWARFAbbreviationTable {
         if let loadedAbbreviations { return loadedAbbreviations }
+        // Whoever reads the unit's DIEs asks for its table first: the unit's bytes come with it.
+        sections.prepareInfo(offset..<endOffset)
         let table = tables.table(offset: abbrevOffset, format: format)
         loadedAbbreviations = table
         return table
@@ -105,10 +107,13 @@ final class DWARFUnit: @unchecked Sendable {
         let info = sections.info
         var units: [DWARFUnit] = []
         var offset: UInt64 = 0
-        while offset < UInt64(info.count) {
-            var cursor = DWARFCursor(info, offset: offset)
+        // Each header is read from its first bytes (DWARFSections.unitHeader: the section's, or
+        // those collected while an on-demand section streamed by); offsets below are relative
+        // to the header, `offset` is its place in the section.
+        while offset < UInt64(info.count), let header = sections.unitHeader(at: offset) {
+            var cursor = DWARFCursor(header)
             guard let (length, offsetSize) = cursor.initialLength() else { break }
-            let contentStart = UInt64(cursor.offset)
+            let contentStart = offset + UInt64(cursor.offset)
             guard length <= UInt64(info.count) - contentStart else { break }
             let end = contentStart + length
             defer { offset = end }
@@ -133,11 +138,12 @@ final class DWARFUnit: @unchecked Sendable {
                 abbrevOffset = abbrev
                 addressSize = size
             }
-            guard addressSize == 4 || addressSize == 8, UInt64(cursor.offset) < end else { continue }
+            let dieOffset = offset + UInt64(cursor.offset)
+            guard addressSize == 4 || addressSize == 8, dieOffset < end else { continue }
             let format = DWARFFormat(version: version, addressSize: addressSize, offsetSize: UInt8(offsetSize))
             units.append(
                 DWARFUnit(
-                    index: units.count, offset: offset, endOffset: end, dieOffset: UInt64(cursor.offset), format: format,
+                    index: units.count, offset: offset, endOffset: end, dieOffset: dieOffset, format: format,
                     unitType: unitType, abbrevOffset: abbrevOffset, sections: sections, tables: tables))
         }
         return units
