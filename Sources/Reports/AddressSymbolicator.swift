@@ -17,7 +17,10 @@ public struct AddressSymbolicator {
     /// Debug data of the object that was not decompressed (SectionCompression's caps).
     public var refusals: [DebugDataRefusal] { debug.refusals }
 
-    public init(object path: String, debugDirectories: [String], demangle: Bool) throws {
+    /// `batch`: the addresses will be many (stdin), so a compressed debug file's DWARF is
+    /// inflated whole at once rather than unit by unit (DWARFInfo.inflateCompressedSectionsOnDemand).
+    public init(object path: String, debugDirectories: [String], demangle: Bool, batch: Bool = false) throws {
+        DWARFInfo.inflateCompressedSectionsOnDemand(!batch)
         let elf = try ELFFile(path: path)
         debug = DebugImageCache.shared.image(for: elf, locator: DebugFileLocator(debugDirectories: debugDirectories))
         self.demangle = demangle

@@ -92,6 +92,13 @@ public final class DWARFInfo: @unchecked Sendable {
         unitMap = DWARFInfo.buildUnitMap(units: units, sections: sections, budget: &rangeBudget)
     }
 
+    /// Whether large zlib DWARF sections of the files opened from now on are inflated on
+    /// demand (the default, for reports: only the units their frames fall in) or whole at open
+    /// (for a batch that will visit most units: one pass instead of two). Process-wide.
+    public static func inflateCompressedSectionsOnDemand(_ onDemand: Bool) {
+        DWARFSections.inflatesOnDemand.store(onDemand, ordering: .relaxed)
+    }
+
     private struct LineTableKey: Hashable {
         var offset: UInt64
         var compDir: String?

@@ -10,6 +10,7 @@
 
 import ObjectFile
 import BoundedBytes
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -42,11 +43,19 @@ final class DWARFSections: Sendable {
     /// range lists, aranges) are inflated whole as before.
     static let onDemandThreshold = 256 << 10
 
+    /// Whether large compressed sections are inflated on demand (the default: a watcher's
+    /// reports touch a few units of each library) or whole at open (a batch over a whole file,
+    /// `symbolicate --obj` reading addresses from stdin, which would otherwise inflate them
+    /// twice: once streaming at open, once whole when its lookups have covered enough units).
+    /// Process-wide; read when a file's DWARF is opened.
+    static let inflatesOnDemand = Atomic<Bool>(true)
+
     init(elf: ELFFile) {
         self.elf = elf
         func load(_ name: String) -> ByteView { DWARFSections.contents(of: name, in: elf) ?? DWARFSections.empty }
         func onDemand(_ name: String, scan: (UnsafeRawBufferPointer, Int) -> Void = { _, _ in }) -> InflatedSection? {
-            guard let section = elf.section(named: ".debug_" + name), let header = elf.compressionHeader(of: section),
+            guard DWARFSections.inflatesOnDemand.load(ordering: .relaxed),
+                let section = elf.section(named: ".debug_" + name), let header = elf.compressionHeader(of: section),
                 header.declaredSize >= UInt64(DWARFSections.onDemandThreshold)
             else { return nil }
             return elf.inflatedOnDemand(section, scan: scan)

@@ -283,12 +283,15 @@ final class SymbolicateTests: XCTestCase {
             return fields.count == 3 && fields[1] == "T" && fields[2].contains("f") ? "0x" + fields[0] : nil
         }
         XCTAssertGreaterThan(symbols.count, 1000)
+        // A few addresses as arguments (inflated on demand), then all on stdin (a batch: whole).
         for count in [3, symbols.count] {
-            let input = symbols.prefix(count).joined(separator: "\n") + "\n"
+            let few = count <= 64
+            let input = few ? "" : symbols.prefix(count).joined(separator: "\n") + "\n"
+            let addresses = few ? Array(symbols.prefix(count)) : []
             let expected = try TestSupport.run(
-                [TestSupport.crashport, "symbolicate", "--obj", plain, "--no-demangle"], input: input)
+                [TestSupport.crashport, "symbolicate", "--obj", plain, "--no-demangle"] + addresses, input: input)
             let answered = try TestSupport.run(
-                [TestSupport.crashport, "symbolicate", "--obj", compressed, "--no-demangle"], input: input)
+                [TestSupport.crashport, "symbolicate", "--obj", compressed, "--no-demangle"] + addresses, input: input)
             XCTAssertEqual(answered.status, .exited(0))
             XCTAssertEqual(answered.stdout, expected.stdout, "\(count) addresses")
             XCTAssertTrue(expected.stdout.contains("part"), expected.stdout)
@@ -302,9 +305,8 @@ final class SymbolicateTests: XCTestCase {
         for index in (offset + size / 2)..<(offset + size / 2 + 64) { bytes[index] = 0 }
         let damaged = Self.directory + "/parts-damaged"
         try Data(bytes).write(to: URL(fileURLWithPath: damaged))
-        let input = symbols.prefix(3).joined(separator: "\n") + "\n"
         let answered = try TestSupport.run(
-            [TestSupport.crashport, "symbolicate", "--obj", damaged, "--no-demangle"], input: input)
+            [TestSupport.crashport, "symbolicate", "--obj", damaged, "--no-demangle"] + symbols.prefix(3))
         XCTAssertEqual(answered.status, .exited(0), answered.stderr)
         XCTAssertEqual(answered.stdout.components(separatedBy: "\n\n").filter { !$0.isEmpty }.count, 3, answered.stdout)
         XCTAssertTrue(answered.stdout.contains("p0f0") || answered.stdout.contains("f"), answered.stdout)
