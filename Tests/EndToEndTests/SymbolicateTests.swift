@@ -296,6 +296,15 @@ final class SymbolicateTests: XCTestCase {
             XCTAssertEqual(answered.stdout, expected.stdout, "\(count) addresses")
             XCTAssertTrue(expected.stdout.contains("part"), expected.stdout)
         }
+        // And the reference reads the compressed file the same way.
+        let llvm = "/opt/swift/usr/bin/llvm-symbolizer"
+        if FileManager.default.isExecutableFile(atPath: llvm) {
+            let addresses = Array(symbols.prefix(3))
+            let theirs = try TestSupport.run([llvm, "--obj=" + compressed, "--no-demangle"] + addresses)
+            let ours = try TestSupport.run(
+                [TestSupport.crashport, "symbolicate", "--obj", compressed, "--no-demangle"] + addresses)
+            XCTAssertEqual(ours.stdout, theirs.stdout)
+        }
 
         // The same file with its .debug_info stream damaged in the middle.
         var bytes = try Array(Data(contentsOf: URL(fileURLWithPath: compressed)))

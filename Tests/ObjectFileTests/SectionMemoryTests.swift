@@ -133,7 +133,10 @@ final class SectionMemoryTests: XCTestCase {
         var corrupt = original
         for index in (streamStart + Int(info.size) / 2)..<(streamStart + Int(info.size) / 2 + 64) { corrupt[index] = 0 }
         cases.append(("corrupt stream", corrupt))
-        for (label, delta) in [("declares more than it holds", 4096), ("declares less than it holds", -4096)] {
+        for (label, delta) in [
+            ("declares more than it holds", 4096), ("declares less than it holds", -4096),
+            ("declares 3 GiB, past the cap", 3 << 30),
+        ] {
             var misdeclared = original
             let declared = original[declaredAt..<(declaredAt + 8)].reversed().reduce(0) { $0 << 8 | Int($1) } + delta
             for byte in 0..<8 { misdeclared[declaredAt + byte] = UInt8(truncatingIfNeeded: declared >> (8 * byte)) }
