@@ -22,15 +22,25 @@ struct DWARFAttributeSpec: Sendable {
         case fixed, uleb, sleb, cString, block1, block2, block4, blockULEB, indirect, invalid
     }
 
-    /// DW_AT_* and DW_FORM_*, 16 bits (12 bytes a spec instead of 32: libc's debug file has
-    /// 400,000 of them). Every attribute and form crashport knows fits; a larger value from a
-    /// file reads as 0xFFFF, which matches none (an unknown form is `.invalid`, as before).
-    var attribute: UInt16
-    var form: UInt16
+    /// DW_AT_* and DW_FORM_*, kept in 16 bits (16 bytes a spec instead of 32: libc's debug file
+    /// has 400,000 of them). Every attribute and form crashport knows fits; a larger value from
+    /// a file reads as 0xFFFF, which matches none (an unknown form is `.invalid`, as before).
+    private var attributeCode: UInt16
+    private var formCode: UInt16
     var skip: Skip
     var size: UInt8
-    /// DW_FORM_implicit_const: the index of its value in the table's `implicitConsts`.
-    var constIndex: UInt32
+    var implicitConst: Int64
+
+    var attribute: UInt64 { UInt64(attributeCode) }
+    var form: UInt64 { UInt64(formCode) }
+
+    init(attribute: UInt64, form: UInt64, implicitConst: Int64, skip: Skip, size: UInt8) {
+        attributeCode = UInt16(clamping: attribute)
+        formCode = UInt16(clamping: form)
+        self.implicitConst = implicitConst
+        self.skip = skip
+        self.size = size
+    }
 
     /// How to step over a value of `form` in a unit of `format`; `.invalid` for unknown forms,
     /// which end the walk of the unit (its values' sizes are unknowable).
@@ -78,7 +88,6 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
     let format: DWARFFormat
     let abbreviations: [DWARFAbbreviation]
     let specs: [DWARFAttributeSpec]
-    private let implicitConsts: [Int64]
     /// Codes are usually 1, 2, 3, … in order; then `codes` is nil and lookup is an index.
     private let codes: [UInt64: Int]?
 
@@ -89,7 +98,6 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
         self.format = format
         var abbreviations: [DWARFAbbreviation] = []
         var specs: [DWARFAttributeSpec] = []
-        var implicitConsts: [Int64] = []
         var cursor = DWARFCursor(section, offset: offset)
         var sparse: [UInt64: Int] = [:]
         var dense = true
@@ -102,18 +110,16 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
             var complete = false
             while let attribute = cursor.uleb(), let form = cursor.uleb() {
                 if attribute == 0 && form == 0 { complete = true; break }
-                var constIndex: UInt32 = 0
+                var implicitConst: Int64 = 0
                 if form == DW_FORM_implicit_const {
                     guard let value = cursor.sleb() else { break }
-                    constIndex = UInt32(truncatingIfNeeded: implicitConsts.count)
-                    implicitConsts.append(value)
+                    implicitConst = value
                 }
                 let (skip, size) = DWARFAttributeSpec.skip(for: form, format: format)
                 if skip == .fixed && fixedSize >= 0 { fixedSize += Int(size) } else { fixedSize = -1 }
                 specs.append(
                     DWARFAttributeSpec(
-                        attribute: UInt16(clamping: attribute), form: UInt16(clamping: form), skip: skip, size: size,
-                        constIndex: constIndex))
+                        attribute: attribute, form: form, implicitConst: implicitConst, skip: skip, size: size))
             }
             guard complete else { specs.removeSubrange(first...); break }
             if dense && code != UInt64(abbreviations.count) + 1 {
@@ -129,15 +135,7 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
         }
         self.abbreviations = abbreviations
         self.specs = specs
-        self.implicitConsts = implicitConsts
         codes = dense ? nil : sparse
-    }
-
-    /// The value of a DW_FORM_implicit_const attribute (0 for other forms).
-    @inline(__always)
-    func implicitConst(of spec: DWARFAttributeSpec) -> Int64 {
-        guard UInt64(spec.form) == DW_FORM_implicit_const, Int(spec.constIndex) < implicitConsts.count else { return 0 }
-        return implicitConsts[Int(spec.constIndex)]
     }
 
     @inline(__always)

@@ -60,9 +60,9 @@ final class DWARFInlineTree: @unchecked Sendable {
                     let spec = table.specs[specIndex]
                     guard
                         let value = unit.readValue(
-                            form: UInt64(spec.form), implicitConst: table.implicitConst(of: spec), cursor: &cursor)
+                            form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
                     else { break walk }
-                    switch UInt64(spec.attribute) {
+                    switch spec.attribute {
                     case DW_AT_low_pc: lowPC = value
                     case DW_AT_high_pc: highPC = value
                     case DW_AT_ranges: rangesValue = value

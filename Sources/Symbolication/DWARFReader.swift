@@ -260,9 +260,9 @@ public final class DWARFInfo: @unchecked Sendable {
             let spec = table.specs[specIndex]
             guard
                 let value = unit.readValue(
-                    form: UInt64(spec.form), implicitConst: table.implicitConst(of: spec), cursor: &cursor)
+                    form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
             else { break }
-            switch UInt64(spec.attribute) {
+            switch spec.attribute {
             case DW_AT_name: if result.name == nil { result.name = value }
             case DW_AT_linkage_name, DW_AT_MIPS_linkage_name: if result.linkageName == nil { result.linkageName = value }
             case DW_AT_abstract_origin: result.abstractOrigin = unit.reference(value)

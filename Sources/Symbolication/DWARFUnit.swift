@@ -165,9 +165,9 @@ final class DWARFUnit: @unchecked Sendable {
             let spec = abbreviations.specs[specIndex]
             guard
                 let value = readValue(
-                    form: UInt64(spec.form), implicitConst: abbreviations.implicitConst(of: spec), cursor: &cursor)
+                    form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
             else { break }
-            switch UInt64(spec.attribute) {
+            switch spec.attribute {
             case DW_AT_comp_dir: dir = value
             case DW_AT_stmt_list: die.stmtList = value.value
             case DW_AT_low_pc: die.lowPC = value
@@ -271,7 +271,7 @@ final class DWARFUnit: @unchecked Sendable {
             case .block4: guard let length = cursor.u32(), cursor.skip(UInt64(length)) else { return false }
             case .blockULEB: guard let length = cursor.uleb(), cursor.skip(length) else { return false }
             case .indirect:
-                guard readValue(form: UInt64(spec.form), implicitConst: 0, cursor: &cursor) != nil else { return false }
+                guard readValue(form: spec.form, implicitConst: 0, cursor: &cursor) != nil else { return false }
             case .invalid: return false
             }
         }
