@@ -371,6 +371,22 @@ public final class ELFFile: Sendable {
         }
     }
 
+    /// A zlib section (SHF_COMPRESSED, ELFCOMPRESS_ZLIB) as an InflatedSection: inflated in
+    /// one streaming pass that hands each chunk to `scan`, then page by page as asked. The same
+    /// caps as `sectionData` first; nil for any other section, a refused one, or a stream that
+    /// does not inflate to its declared size. Does not touch libelf's descriptor.
+    public func inflatedOnDemand(
+        _ section: ELFSection, scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
+    ) -> InflatedSection? {
+        guard section.index < sections.count, sections[section.index] == section, let raw = contents(of: section),
+            let header = compression[section.index], header.kind == .gabi(type: UInt32(ELFCOMPRESS_ZLIB)),
+            SectionCompression.sectionRefusalReason(declared: header.declaredSize, compressed: header.streamSize) == nil,
+            header.streamSize <= raw.count, let size = Int(exactly: header.declaredSize),
+            let input = raw.slice(UInt64(raw.count - header.streamSize), UInt64(header.streamSize))
+        else { return nil }
+        return InflatedSection(input: input, size: size, release: { self.releaseCompressedPages(of: section) }, scan: scan)
+    }
+
     /// A compressed section once inflated: the stream is used up, so the memory of its pages goes
     /// back (the inflated copy stays), unless a page also holds a header table libelf rewrites.
     /// A hostile file can overlap them; then nothing is released (one page too many is only memory).

@@ -20,9 +20,17 @@
 //   writes past; a stream that does not inflate to the declared size is rejected.
 // A refusal is a `DebugDataRefusal`, which reaches the report's notes and symbolicate's output
 // through DebugImage. All functions are thread-safe.
+//
+// Large zlib sections that a reader visits sparsely (the DWARF of a debug file) can instead be
+// inflated on demand (InflatedSection, below, through ELFFile.inflatedOnDemand): one streaming
+// pass through a 64 KB buffer at open, then only the pages asked for.
 
 import BoundedBytes
 import CShims
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Debug data of one module that crashport would not decompress: a bomb, or a header that
 /// claims more than the cap. Reported as "module NAME: debug data refused: SECTION REASON".
@@ -142,6 +150,159 @@ public enum SectionCompression {
         case LZMA_MEMLIMIT_ERROR:
             return .failure(.refused("needs more than \(describeSize(xzMemoryLimit)) of decoder memory"))
         default: return .failure(.corrupt)
+        }
+    }
+}
+
+/// A zlib-compressed section (SHF_COMPRESSED, ELFCOMPRESS_ZLIB) inflated on demand, so that
+/// symbolicating a few addresses in libc costs the pages of the few units they fall in, not the
+/// 8 MB of its debug file's inflated DWARF.
+///
+/// `view` spans the whole declared size: an anonymous reservation (MAP_NORESERVE) whose pages
+/// cost memory only once written. `materialize(_:)` writes the section's bytes into the pages
+/// of a range; the other pages read as zeros, which a parser must not be asked to read (the
+/// DWARF reader materializes a unit, its abbreviations and its line program before reading
+/// them). zlib cannot seek, so init inflates the stream once, keeping nothing but an inflate
+/// state every `checkpointInterval` bytes of output (a copy of zlib's state with its 32 KB
+/// window, inflateCopy) and handing each chunk of output to `scan` (the unit headers); a later
+/// range is inflated from the checkpoint at or before it, at most `checkpointInterval` bytes
+/// too many. The compressed stream's pages are given back after each pass (`release`).
+///
+/// Hostile streams: nothing is written past the declared size; a stream that ends early, goes
+/// on past its declared size or is corrupt fails init (nil), as libelf's inflating would.
+/// Threads: materialize takes the object's own lock; `view` may be read from any thread once
+/// the range read has been materialized.
+public final class InflatedSection: @unchecked Sendable {
+    /// Output between two kept inflate states (each about 44 KB).
+    public static let checkpointInterval = 512 << 10
+    static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    public let view: ByteView
+    private let input: ByteView
+    private let release: () -> Void
+    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    // Guarded by `lock`:
+    private var checkpoints: [(offset: Int, stream: UnsafeMutablePointer<z_stream>)] = []
+    private var pages: [UInt64]  // one bit per page of `view`: its bytes are in place
+    private var passes = 0
+    /// Partial passes after which the next one inflates the whole section: a batch touching
+    /// many units (symbolicate --obj over all of libc) pays one full pass, as it did before,
+    /// rather than a checkpoint's worth of inflating per unit.
+    static let partialPasses = 8
+
+    /// Inflates `input` (the stream after the Elf64_Chdr) once, checking that it yields exactly
+    /// `size` bytes; nil when it does not or memory cannot be reserved.
+    public init?(
+        input: ByteView, size: Int, release: @escaping () -> Void,
+        scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
+    ) {
+        guard size > 0, input.count > 0,
+            let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
+            base != MAP_FAILED
+        else { return nil }
+        view = ByteView(UnsafeRawBufferPointer(start: base, count: size))
+        self.input = input
+        self.release = release
+        pages = [UInt64](repeating: 0, count: (size / Self.pageSize + 1) / 64 + 1)
+        pthread_mutex_init(lock, nil)
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+        defer { scratch.deallocate() }
+        var stream = z_stream()
+        guard Self.start(&stream, input: input) else { return nil }
+        defer { inflateEnd(&stream) }
+        var produced = 0
+        var ended = false
+        while !ended {
+            // Stop exactly at each checkpoint's offset to copy the state there.
+            let nextCheckpoint = (produced / Self.checkpointInterval + 1) * Self.checkpointInterval
+            let room = min(scratch.count, nextCheckpoint - produced, size - produced + 1)
+            stream.next_out = scratch.baseAddress?.assumingMemoryBound(to: Bytef.self)
+            stream.avail_out = uInt(room)
+            let status = inflate(&stream, Z_NO_FLUSH)
+            let count = room - Int(stream.avail_out)
+            guard status == Z_OK || status == Z_STREAM_END, produced + count <= size else { break }
+            if count > 0 { scan(UnsafeRawBufferPointer(rebasing: scratch[0..<count]), produced) }
+            produced += count
+            if status == Z_STREAM_END {
+                ended = true
+            } else if count == 0 {
+                break  // no progress: the input ran out before the end of the stream
+            } else if produced == nextCheckpoint && produced < size {
+                let copy = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
+                copy.initialize(to: z_stream())
+                guard inflateCopy(copy, &stream) == Z_OK else {
+                    copy.deallocate()
+                    break
+                }
+                checkpoints.append((produced, copy))
+            }
+        }
+        release()
+        guard ended, produced == size else { return nil }
+    }
+
+    deinit {
+        for checkpoint in checkpoints {
+            inflateEnd(checkpoint.stream)
+            checkpoint.stream.deallocate()
+        }
+        munmap(UnsafeMutableRawPointer(mutating: view.bytes.baseAddress), view.count)
+        pthread_mutex_destroy(lock)
+        lock.deallocate()
+    }
+
+    private static func start(_ stream: inout z_stream, input: ByteView) -> Bool {
+        stream.next_in = UnsafeMutablePointer(mutating: input.bytes.baseAddress?.assumingMemoryBound(to: Bytef.self))
+        stream.avail_in = uInt(clamping: input.count)
+        return inflateInit_(&stream, zlibVersion(), Int32(MemoryLayout<z_stream>.size)) == Z_OK
+    }
+
+    /// Puts the section's bytes in `range` (clamped to the section) in place: every page the
+    /// range touches, inflated from the nearest checkpoint before it.
+    public func materialize(_ range: Range<Int>) {
+        let lower = max(range.lowerBound, 0), upper = min(range.upperBound, view.count)
+        guard lower < upper else { return }
+        var firstPage = lower / Self.pageSize, lastPage = (upper - 1) / Self.pageSize
+        pthread_mutex_lock(lock)
+        defer { pthread_mutex_unlock(lock) }
+        guard (firstPage...lastPage).contains(where: { pages[$0 >> 6] & (1 << UInt64($0 & 63)) == 0 }) else { return }
+        passes += 1
+        if passes > Self.partialPasses {
+            firstPage = 0
+            lastPage = (view.count - 1) / Self.pageSize
+        }
+        let start = firstPage * Self.pageSize, end = min((lastPage + 1) * Self.pageSize, view.count)
+        var stream = z_stream()
+        var produced = 0
+        if let checkpoint = checkpoints.last(where: { $0.offset <= start }) {
+            guard inflateCopy(&stream, checkpoint.stream) == Z_OK else { return }
+            produced = checkpoint.offset
+        } else {
+            guard Self.start(&stream, input: input) else { return }
+        }
+        defer {
+            inflateEnd(&stream)
+            release()
+        }
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+        defer { scratch.deallocate() }
+        let target = UnsafeMutableRawPointer(mutating: view.bytes.baseAddress!)
+        while produced < end {
+            // Bytes before the range go to the scratch buffer; the range's straight into place.
+            let direct = produced >= start
+            let room = direct ? end - produced : min(scratch.count, start - produced)
+            stream.next_out = (direct ? target + produced : scratch.baseAddress!).assumingMemoryBound(to: Bytef.self)
+            stream.avail_out = uInt(room)
+            let status = inflate(&stream, Z_NO_FLUSH)
+            let count = room - Int(stream.avail_out)
+            produced += count
+            guard status == Z_OK || status == Z_STREAM_END, count > 0 || status == Z_STREAM_END else { break }
+            if status == Z_STREAM_END { break }
+        }
+        // init checked that the stream yields the whole section: only a page fully inflated
+        // is marked (a failure here leaves zeros, which read as no data).
+        if produced >= end {
+            for page in firstPage...lastPage { pages[page >> 6] |= 1 << UInt64(page & 63) }
         }
     }
 }

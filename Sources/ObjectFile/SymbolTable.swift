@@ -108,20 +108,49 @@ public struct SymbolTable: Sendable {
     /// The function containing `address` (an ELF virtual address). A sized symbol covers its
     /// size; an unsized one covers up to the next symbol.
     public func lookup(_ address: UInt64) -> Match? {
+        guard let found = entryIndex(containing: address) else { return nil }
+        let entry = entries[found]
+        let strings = self.strings[Int(entry.table)]
+        let file = entry.fileNameOffset == 0 ? nil : strings.cString(UInt64(entry.fileNameOffset))
+        return Match(
+            name: Self.name(at: entry.nameOffset, in: strings) ?? "?", address: entry.address,
+            offset: address - entry.address, size: entry.size, symbolFile: file)
+    }
+
+    /// The start of the function containing `address`, without reading its name (the lookups
+    /// whose name DWARF gives anyway).
+    public func start(containing address: UInt64) -> UInt64? {
+        entryIndex(containing: address).map { entries[$0].address }
+    }
+
+    @inline(__always)
+    private func entryIndex(containing address: UInt64) -> Int? {
         guard let found = entries.lastIndex(atOrBelow: address, key: \.address) else { return nil }
         let entry = entries[found]
-        let low = found + 1
         let offset = address - entry.address
         if entry.size > 0 {
             guard offset < entry.size else { return nil }
-        } else if low < entries.count, address >= entries[low].address {
+        } else if found + 1 < entries.count, address >= entries[found + 1].address {
             return nil
         }
-        var name = strings[Int(entry.table)].cString(UInt64(entry.nameOffset)) ?? "?"
-        // Versioned names in a .symtab ("__libc_start_main@@GLIBC_2.34"): the version is not
-        // part of the function's name.
-        if let at = name.firstIndex(of: "@"), at != name.startIndex { name = String(name[..<at]) }
-        let file = entry.fileNameOffset == 0 ? nil : strings[Int(entry.table)].cString(UInt64(entry.fileNameOffset))
-        return Match(name: name, address: entry.address, offset: offset, size: entry.size, symbolFile: file)
+        return found
+    }
+
+    /// The NUL-terminated name at `offset`, bounded by the table, without the version of a
+    /// versioned name in a .symtab ("__libc_start_main@@GLIBC_2.34": the version is not part of
+    /// the function's name). One pass over the bytes.
+    static func name(at offset: UInt32, in strings: ByteView) -> String? {
+        let bytes = strings.bytes
+        let start = Int(offset)
+        guard start < bytes.count else { return nil }
+        var end = start
+        var version = -1
+        while end < bytes.count {
+            let byte = bytes[end]
+            if byte == 0 { break }
+            if byte == 0x40 && version < 0 && end != start { version = end }
+            end += 1
+        }
+        return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<(version >= 0 ? version : end)]), as: UTF8.self)
     }
 }

@@ -17,7 +17,10 @@ public struct AddressSymbolicator {
     /// Debug data of the object that was not decompressed (SectionCompression's caps).
     public var refusals: [DebugDataRefusal] { debug.refusals }
 
-    public init(object path: String, debugDirectories: [String], demangle: Bool) throws {
+    /// `batch`: the addresses will be many (stdin), so a compressed debug file's DWARF is
+    /// inflated whole at once rather than unit by unit (DWARFInfo.inflateCompressedSectionsOnDemand).
+    public init(object path: String, debugDirectories: [String], demangle: Bool, batch: Bool = false) throws {
+        DWARFInfo.inflateCompressedSectionsOnDemand(!batch)
         let elf = try ELFFile(path: path)
         debug = DebugImageCache.shared.image(for: elf, locator: DebugFileLocator(debugDirectories: debugDirectories))
         self.demangle = demangle
@@ -31,19 +34,71 @@ public struct AddressSymbolicator {
         return UInt64(trimmed)
     }
 
+    /// `parse` straight from the bytes of one input line, without making a String: plain hex
+    /// after 0x and plain decimal digits are decoded here (overflow is nil, as UInt64(_:) says);
+    /// anything else (a sign, say) goes through `parse`.
+    static func parse(line: UnsafeRawBufferPointer) -> UInt64? {
+        var start = 0, end = line.count
+        while start < end && (line[start] == 0x20 || line[start] == 0x09) { start += 1 }
+        var stop = start
+        while stop < end && line[stop] != 0x20 && line[stop] != 0x09 && line[stop] != 0x0D { stop += 1 }
+        end = stop
+        var value: UInt64 = 0
+        if end - start > 2 && line[start] == 0x30 && (line[start + 1] | 0x20) == 0x78 {
+            for index in (start + 2)..<end {
+                let byte = line[index]
+                let digit: UInt8
+                switch byte {
+                case 0x30...0x39: digit = byte - 0x30
+                case 0x61...0x66: digit = byte - 0x61 + 10
+                case 0x41...0x46: digit = byte - 0x41 + 10
+                default: return parse(Substring(String(decoding: line, as: UTF8.self)))
+                }
+                guard value >> 60 == 0 else { return nil }
+                value = value << 4 | UInt64(digit)
+            }
+            return value
+        }
+        guard end > start else { return nil }
+        for index in start..<end {
+            let byte = line[index]
+            guard byte >= 0x30 && byte <= 0x39 else { return parse(Substring(String(decoding: line, as: UTF8.self))) }
+            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times10.addingReportingOverflow(UInt64(byte - 0x30))
+            guard !overflow1, !overflow2 else { return nil }
+            value = sum
+        }
+        return value
+    }
+
+    /// Appends a decimal number (0 for a negative one: lines and columns are positive).
+    @inline(__always)
+    static func appendDecimal(_ number: Int, to output: inout [UInt8]) {
+        let first = output.count
+        var rest = max(number, 0)
+        repeat {
+            output.append(UInt8(truncatingIfNeeded: 0x30 + rest % 10))
+            rest /= 10
+        } while rest > 0
+        output[first...].reverse()
+    }
+
     func append(_ address: UInt64?, to output: inout [UInt8]) {
         guard let address else {
-            output.append(contentsOf: Array("??\n??:0:0\n\n".utf8))
+            output.append(contentsOf: "??\n??:0:0\n\n".utf8)
             return
         }
         for frame in Symbolizer.frames(
             in: debug, virtualAddress: address, isReturnAddress: false, demangle: demangle, symbolFile: true)
         {
-            let name = frame.function
-            output.append(contentsOf: Array((name ?? "??").utf8))
+            output.append(contentsOf: (frame.function ?? "??").utf8)
             output.append(10)
-            let location = "\(frame.file ?? "??"):\(frame.line ?? 0):\(frame.column ?? 0)\n"
-            output.append(contentsOf: Array(location.utf8))
+            output.append(contentsOf: (frame.file ?? "??").utf8)
+            output.append(0x3A)
+            Self.appendDecimal(frame.line ?? 0, to: &output)
+            output.append(0x3A)
+            Self.appendDecimal(frame.column ?? 0, to: &output)
+            output.append(10)
         }
         output.append(10)
     }
@@ -73,8 +128,12 @@ public struct AddressSymbolicator {
             if count <= 0 { break }
             pending.append(contentsOf: chunk[0..<count])
             guard let lastNewline = pending.lastIndex(of: 10) else { continue }
-            for line in pending[...lastNewline].split(separator: 10, omittingEmptySubsequences: false).dropLast() {
-                append(Self.parse(Substring(String(decoding: line, as: UTF8.self))), to: &output)
+            pending.withUnsafeBytes { bytes in
+                var start = 0
+                for index in 0...lastNewline where bytes[index] == 10 {
+                    append(Self.parse(line: UnsafeRawBufferPointer(rebasing: bytes[start..<index])), to: &output)
+                    start = index + 1
+                }
             }
             pending.removeSubrange(...lastNewline)
             Self.write(output)

@@ -22,11 +22,25 @@ struct DWARFAttributeSpec: Sendable {
         case fixed, uleb, sleb, cString, block1, block2, block4, blockULEB, indirect, invalid
     }
 
-    var attribute: UInt64
-    var form: UInt64
-    var implicitConst: Int64
+    /// DW_AT_* and DW_FORM_*, kept in 16 bits (16 bytes a spec instead of 32: libc's debug file
+    /// has 400,000 of them). Every attribute and form crashport knows fits; a larger value from
+    /// a file reads as 0xFFFF, which matches none (an unknown form is `.invalid`, as before).
+    private var attributeCode: UInt16
+    private var formCode: UInt16
     var skip: Skip
     var size: UInt8
+    var implicitConst: Int64
+
+    var attribute: UInt64 { UInt64(attributeCode) }
+    var form: UInt64 { UInt64(formCode) }
+
+    init(attribute: UInt64, form: UInt64, implicitConst: Int64, skip: Skip, size: UInt8) {
+        attributeCode = UInt16(clamping: attribute)
+        formCode = UInt16(clamping: form)
+        self.implicitConst = implicitConst
+        self.skip = skip
+        self.size = size
+    }
 
     /// How to step over a value of `form` in a unit of `format`; `.invalid` for unknown forms,
     /// which end the walk of the unit (its values' sizes are unknowable).
@@ -129,5 +143,42 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
         if let codes { return codes[code] }
         guard code >= 1 && code <= UInt64(abbreviations.count) else { return nil }
         return Int(code - 1)
+    }
+}
+
+/// The abbreviation tables of one DWARFInfo, decoded on first use and shared by the units that
+/// name the same (offset, format). Used only under DWARFInfo's lock (or during its init). The
+/// bytes decoded over all tables are bounded by a budget derived from .debug_abbrev's size, so
+/// units naming many distinct hostile offsets cannot multiply the work.
+final class DWARFAbbreviationTables: @unchecked Sendable {
+    private struct Key: Hashable {
+        var offset: UInt64
+        var format: DWARFFormat
+    }
+
+    private let sections: DWARFSections
+    private var tables: [Key: DWARFAbbreviationTable] = [:]
+    private var budget: Int
+    /// The tables' offsets named by the units, sorted: where a table of an on-demand
+    /// .debug_abbrev ends at the latest (the next one's start).
+    var starts: [UInt64] = []
+
+    init(sections: DWARFSections) {
+        self.sections = sections
+        budget = 4 * sections.abbrev.count + (1 << 20)
+    }
+
+    func table(offset: UInt64, format: DWARFFormat) -> DWARFAbbreviationTable {
+        let key = Key(offset: offset, format: format)
+        if let table = tables[key] { return table }
+        if sections.abbrevOnDemand != nil {
+            let next = starts.lastIndex(atOrBelow: offset, key: { $0 }).map { $0 + 1 } ?? 0
+            let end = next < starts.count && starts[next] > offset ? starts[next] : UInt64(sections.abbrev.count)
+            sections.prepareAbbreviations(offset..<max(end, offset))
+        }
+        let section = sections.abbrev
+        let table = DWARFAbbreviationTable(section: section, offset: offset, format: format, budget: &budget)
+        tables[key] = table
+        return table
     }
 }

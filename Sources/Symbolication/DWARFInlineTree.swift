@@ -58,7 +58,9 @@ final class DWARFInlineTree: @unchecked Sendable {
                 var callFile: UInt64 = 0, callLine: UInt64 = 0, callColumn: UInt64 = 0
                 for specIndex in abbreviation.attributes {
                     let spec = table.specs[specIndex]
-                    guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
+                    guard
+                        let value = unit.readValue(
+                            form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
                     else { break walk }
                     switch spec.attribute {
                     case DW_AT_low_pc: lowPC = value

@@ -64,6 +64,7 @@ final class DWARFLineTable: @unchecked Sendable {
         compDir = unit.compDir
         let data = unit.sections.line
         guard offset < UInt64(data.count) else { return nil }
+        unit.sections.prepareLineProgram(at: offset)
         var cursor = DWARFCursor(data, offset: offset)
         guard let (length, offsetSize) = cursor.initialLength() else { return nil }
         let end = cursor.offset + Int(min(length, UInt64(cursor.remaining)))

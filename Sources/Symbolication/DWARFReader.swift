@@ -78,16 +78,9 @@ public final class DWARFInfo: @unchecked Sendable {
         let sections = DWARFSections(elf: elf)
         guard sections.info.count > 0 else { return nil }
         self.sections = sections
-        var tables: [TableKey: DWARFAbbreviationTable] = [:]
-        var abbreviationBudget = 4 * sections.abbrev.count + (1 << 20)
-        let units = DWARFUnit.parseUnits(sections: sections) { offset, format in
-            let key = TableKey(offset: offset, format: format)
-            if let table = tables[key] { return table }
-            let table = DWARFAbbreviationTable(
-                section: sections.abbrev, offset: offset, format: format, budget: &abbreviationBudget)
-            tables[key] = table
-            return table
-        }
+        let tables = DWARFAbbreviationTables(sections: sections)
+        let units = DWARFUnit.parseUnits(sections: sections, tables: tables)
+        tables.starts = Array(Set(units.map(\.abbrevOffset))).sorted()
         guard !units.isEmpty else { return nil }
         self.units = units
         // What a well-formed file can hold at most (see DWARFInfo's budgets); beyond it, a file
@@ -99,9 +92,11 @@ public final class DWARFInfo: @unchecked Sendable {
         unitMap = DWARFInfo.buildUnitMap(units: units, sections: sections, budget: &rangeBudget)
     }
 
-    private struct TableKey: Hashable {
-        var offset: UInt64
-        var format: DWARFFormat
+    /// Whether large zlib DWARF sections of the files opened from now on are inflated on
+    /// demand (the default, for reports: only the units their frames fall in) or whole at open
+    /// (for a batch that will visit most units: one pass instead of two). Process-wide.
+    public static func inflateCompressedSectionsOnDemand(_ onDemand: Bool) {
+        DWARFSections.inflatesOnDemand.store(onDemand, ordering: .relaxed)
     }
 
     private struct LineTableKey: Hashable {
@@ -263,7 +258,10 @@ public final class DWARFInfo: @unchecked Sendable {
         var result = NameAttributes(unit: unit)
         for specIndex in table.abbreviations[index].attributes {
             let spec = table.specs[specIndex]
-            guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor) else { break }
+            guard
+                let value = unit.readValue(
+                    form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
+            else { break }
             switch spec.attribute {
             case DW_AT_name: if result.name == nil { result.name = value }
             case DW_AT_linkage_name, DW_AT_MIPS_linkage_name: if result.linkageName == nil { result.linkageName = value }

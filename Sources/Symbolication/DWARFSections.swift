@@ -10,6 +10,7 @@
 
 import ObjectFile
 import BoundedBytes
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -27,15 +28,46 @@ final class DWARFSections: Sendable {
     let ranges: ByteView
     let rnglists: ByteView
     let aranges: ByteView
+    /// The large sections inflated on demand (see `onDemandThreshold`): their views read as
+    /// zeros until `prepare…` has put a range in place. nil for sections read whole.
+    let infoOnDemand: InflatedSection?
+    let abbrevOnDemand: InflatedSection?
+    let lineOnDemand: InflatedSection?
+    /// The unit headers of an on-demand .debug_info, collected while it streamed by once.
+    private let unitHeaders: DWARFUnitHeaders?
 
     static let empty = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
+
+    /// A zlib .debug_info, .debug_abbrev or .debug_line declaring at least this much is inflated
+    /// on demand rather than whole (libc6-dbg's: 5.8, 1.0 and 1.3 MB); the small ones (strings,
+    /// range lists, aranges) are inflated whole as before.
+    static let onDemandThreshold = 256 << 10
+
+    /// Whether large compressed sections are inflated on demand (the default: a watcher's
+    /// reports touch a few units of each library) or whole at open (a batch over a whole file,
+    /// `symbolicate --obj` reading addresses from stdin, which would otherwise inflate them
+    /// twice: once streaming at open, once whole when its lookups have covered enough units).
+    /// Process-wide; read when a file's DWARF is opened.
+    static let inflatesOnDemand = Atomic<Bool>(true)
 
     init(elf: ELFFile) {
         self.elf = elf
         func load(_ name: String) -> ByteView { DWARFSections.contents(of: name, in: elf) ?? DWARFSections.empty }
-        info = load("info")
-        abbrev = load("abbrev")
-        line = load("line")
+        func onDemand(_ name: String, scan: (UnsafeRawBufferPointer, Int) -> Void = { _, _ in }) -> InflatedSection? {
+            guard DWARFSections.inflatesOnDemand.load(ordering: .relaxed),
+                let section = elf.section(named: ".debug_" + name), let header = elf.compressionHeader(of: section),
+                header.declaredSize >= UInt64(DWARFSections.onDemandThreshold)
+            else { return nil }
+            return elf.inflatedOnDemand(section, scan: scan)
+        }
+        var collector = DWARFUnitHeaders.Collector()
+        infoOnDemand = onDemand("info") { collector.consume($0, at: $1) }
+        unitHeaders = infoOnDemand == nil ? nil : collector.finish()
+        abbrevOnDemand = onDemand("abbrev")
+        lineOnDemand = onDemand("line")
+        info = infoOnDemand?.view ?? load("info")
+        abbrev = abbrevOnDemand?.view ?? load("abbrev")
+        line = lineOnDemand?.view ?? load("line")
         lineStr = load("line_str")
         str = load("str")
         strOffsets = load("str_offsets")
@@ -55,6 +87,119 @@ final class DWARFSections: Sendable {
             return try? elf.sectionData(section).get()
         }
         return nil
+    }
+
+    /// The first bytes (at most DWARFUnitHeaders.slot) of the unit header at `offset` of
+    /// .debug_info; nil past the end. From the section, or from the headers collected while an
+    /// on-demand section streamed by.
+    func unitHeader(at offset: UInt64) -> ByteView? {
+        if let unitHeaders { return unitHeaders.header(at: offset) }
+        guard offset < UInt64(info.count) else { return nil }
+        return info.slice(offset, min(UInt64(DWARFUnitHeaders.slot), UInt64(info.count) - offset))
+    }
+
+    /// Puts .debug_info's bytes in `range` in place (a unit, before it is read).
+    func prepareInfo(_ range: Range<UInt64>) {
+        guard let infoOnDemand else { return }
+        infoOnDemand.materialize(Int(clamping: range.lowerBound)..<Int(clamping: range.upperBound))
+    }
+
+    /// Puts .debug_abbrev's bytes in `range` in place (a table, before it is decoded).
+    func prepareAbbreviations(_ range: Range<UInt64>) {
+        guard let abbrevOnDemand else { return }
+        abbrevOnDemand.materialize(Int(clamping: range.lowerBound)..<Int(clamping: range.upperBound))
+    }
+
+    /// Puts the line program at `offset` of .debug_line in place: its initial length, then as
+    /// much as that says (bounded by the section).
+    func prepareLineProgram(at offset: UInt64) {
+        guard let lineOnDemand else { return }
+        let start = Int(clamping: offset)
+        lineOnDemand.materialize(start..<start.addingReportingOverflow(12).partialValue)
+        var cursor = DWARFCursor(line, offset: offset)
+        guard let (length, _) = cursor.initialLength() else { return }
+        let end = UInt64(cursor.offset).checkedAdding(length) ?? UInt64(line.count)
+        lineOnDemand.materialize(start..<Int(clamping: min(end, UInt64(line.count))))
+    }
+}
+
+/// The unit headers of a .debug_info that was streamed rather than kept: the first `slot`
+/// bytes of each (every header DWARF 2–5 defines fits), at the offsets the headers' own
+/// lengths lead to, as DWARFUnit.parseUnits walks them. Immutable once collected.
+final class DWARFUnitHeaders: @unchecked Sendable {
+    static let slot = 40
+
+    private let offsets: [UInt64]
+    private let counts: [UInt8]
+    private let bytes: UnsafeMutableRawBufferPointer
+
+    fileprivate init(offsets: [UInt64], counts: [UInt8], bytes: [UInt8]) {
+        self.offsets = offsets
+        self.counts = counts
+        self.bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 8)
+        _ = self.bytes.initializeMemory(as: UInt8.self, from: bytes)
+    }
+
+    deinit { bytes.deallocate() }
+
+    func header(at offset: UInt64) -> ByteView? {
+        guard let index = offsets.lastIndex(atOrBelow: offset, key: { $0 }), offsets[index] == offset else { return nil }
+        let start = index * Self.slot
+        return ByteView(UnsafeRawBufferPointer(rebasing: bytes[start..<(start + Int(counts[index]))]))
+    }
+
+    /// Follows the headers through chunks of the inflated section as they stream by.
+    struct Collector {
+        private var offsets: [UInt64] = []
+        private var counts: [UInt8] = []
+        private var bytes: [UInt8] = []
+        /// Where the header being collected starts; .max once a header ends the walk.
+        private var next: UInt64 = 0
+        private var current: [UInt8] = []
+
+        mutating func consume(_ chunk: UnsafeRawBufferPointer, at base: Int) {
+            var position = UInt64(base)
+            let end = UInt64(base + chunk.count)
+            while position < end && next != .max {
+                // Invariant: position == next + current.count once position reaches next.
+                if position < next {
+                    position = min(next, end)
+                    continue
+                }
+                let index = Int(position) - base
+                let take = min(DWARFUnitHeaders.slot - current.count, Int(end - position))
+                current.append(contentsOf: chunk[index..<(index + take)])
+                position += UInt64(take)
+                if current.count == DWARFUnitHeaders.slot { finishHeader() }
+            }
+        }
+
+        /// Records the header in `current` and finds the next one from its initial length. A
+        /// next header inside the bytes already taken (a unit shorter than a slot) keeps them.
+        private mutating func finishHeader() {
+            let start = next
+            offsets.append(start)
+            counts.append(UInt8(current.count))
+            bytes.append(contentsOf: current)
+            bytes.append(contentsOf: repeatElement(0, count: DWARFUnitHeaders.slot - current.count))
+            var after: UInt64 = .max
+            current.withUnsafeBytes { raw in
+                var cursor = DWARFCursor(ByteView(raw))
+                if let (length, _) = cursor.initialLength() {
+                    after = start.checkedAdding(UInt64(cursor.offset))?.checkedAdding(length) ?? .max
+                }
+            }
+            let taken = current
+            current = []
+            next = after
+            if after != .max, after < start + UInt64(taken.count) { current = Array(taken[Int(after - start)...]) }
+            if current.count == DWARFUnitHeaders.slot { finishHeader() }
+        }
+
+        mutating func finish() -> DWARFUnitHeaders {
+            if !current.isEmpty && next != .max { finishHeader() }
+            return DWARFUnitHeaders(offsets: offsets, counts: counts, bytes: bytes)
+        }
     }
 }
 

@@ -31,24 +31,57 @@ final class DWARFUnit: @unchecked Sendable {
     let unitType: UInt8
     let abbrevOffset: UInt64
     let sections: DWARFSections
-    let abbreviations: DWARFAbbreviationTable
+    private let tables: DWARFAbbreviationTables
 
-    // From the unit DIE.
-    private(set) var tag: UInt64 = 0
-    private(set) var compDir: String?
-    private(set) var stmtList: UInt64?
-    private(set) var baseAddress: UInt64?
-    private(set) var addrBase: UInt64?
-    private(set) var strOffsetsBase: UInt64?
-    private(set) var rnglistsBase: UInt64?
-    private var unitLowPC: DWARFFormValue?, unitHighPC: DWARFFormValue?, unitRanges: DWARFFormValue?
+    /// What the unit DIE says, read on first use: a file of a thousand units (libc) decodes
+    /// only the abbreviation tables and unit DIEs of the units its lookups fall in.
+    struct UnitDIE {
+        var tag: UInt64 = 0
+        var compDir: String?
+        var stmtList: UInt64?
+        var baseAddress: UInt64?
+        var addrBase: UInt64?
+        var strOffsetsBase: UInt64?
+        var rnglistsBase: UInt64?
+        var lowPC: DWARFFormValue?, highPC: DWARFFormValue?, ranges: DWARFFormValue?
+    }
 
-    // Lazily, under DWARFInfo's lock.
+    // Lazily, under DWARFInfo's lock (or during its init).
+    private var loadedAbbreviations: DWARFAbbreviationTable?
+    private var loadedDIE: UnitDIE?
     var lineTableLoaded = false
     var lineTable: DWARFLineTable?
     var tree: DWARFInlineTree?
     /// Call sites, for tail-call frames (DWARFInfo+CallSites), built on first use.
     var callSites: DWARFCallSites?
+
+    /// The unit's abbreviation table, decoded on first use (shared with the units that use the
+    /// same table).
+    var abbreviations: DWARFAbbreviationTable {
+        if let loadedAbbreviations { return loadedAbbreviations }
+        // Whoever reads the unit's DIEs asks for its table first: the unit's bytes come with it.
+        sections.prepareInfo(offset..<endOffset)
+        let table = tables.table(offset: abbrevOffset, format: format)
+        loadedAbbreviations = table
+        return table
+    }
+
+    var unitDIE: UnitDIE {
+        if let loadedDIE { return loadedDIE }
+        // The DIE's own decoding reads bases through `unitDIE`: start from an empty one.
+        loadedDIE = UnitDIE()
+        let die = readUnitDIE()
+        loadedDIE = die
+        return die
+    }
+
+    var tag: UInt64 { unitDIE.tag }
+    var compDir: String? { unitDIE.compDir }
+    var stmtList: UInt64? { unitDIE.stmtList }
+    var baseAddress: UInt64? { unitDIE.baseAddress }
+    var addrBase: UInt64? { unitDIE.addrBase }
+    var strOffsetsBase: UInt64? { unitDIE.strOffsetsBase }
+    var rnglistsBase: UInt64? { unitDIE.rnglistsBase }
 
     var isCodeUnit: Bool {
         (unitType == DW_UT_compile || unitType == DW_UT_partial || unitType == DW_UT_skeleton)
@@ -57,7 +90,7 @@ final class DWARFUnit: @unchecked Sendable {
 
     private init(
         index: Int, offset: UInt64, endOffset: UInt64, dieOffset: UInt64, format: DWARFFormat, unitType: UInt8,
-        abbrevOffset: UInt64, sections: DWARFSections, abbreviations: DWARFAbbreviationTable
+        abbrevOffset: UInt64, sections: DWARFSections, tables: DWARFAbbreviationTables
     ) {
         self.index = index
         self.offset = offset
@@ -67,21 +100,22 @@ final class DWARFUnit: @unchecked Sendable {
         self.unitType = unitType
         self.abbrevOffset = abbrevOffset
         self.sections = sections
-        self.abbreviations = abbreviations
+        self.tables = tables
     }
 
     /// Every unit header of .debug_info, in order; stops at the first header that does not fit.
-    /// `abbreviationTable` supplies (cached) tables.
-    static func parseUnits(
-        sections: DWARFSections, abbreviationTable: (UInt64, DWARFFormat) -> DWARFAbbreviationTable
-    ) -> [DWARFUnit] {
+    /// Reads headers only: `tables` decodes a unit's abbreviations when it is first used.
+    static func parseUnits(sections: DWARFSections, tables: DWARFAbbreviationTables) -> [DWARFUnit] {
         let info = sections.info
         var units: [DWARFUnit] = []
         var offset: UInt64 = 0
-        while offset < UInt64(info.count) {
-            var cursor = DWARFCursor(info, offset: offset)
+        // Each header is read from its first bytes (DWARFSections.unitHeader: the section's, or
+        // those collected while an on-demand section streamed by); offsets below are relative
+        // to the header, `offset` is its place in the section.
+        while offset < UInt64(info.count), let header = sections.unitHeader(at: offset) {
+            var cursor = DWARFCursor(header)
             guard let (length, offsetSize) = cursor.initialLength() else { break }
-            let contentStart = UInt64(cursor.offset)
+            let contentStart = offset + UInt64(cursor.offset)
             guard length <= UInt64(info.count) - contentStart else { break }
             let end = contentStart + length
             defer { offset = end }
@@ -106,50 +140,59 @@ final class DWARFUnit: @unchecked Sendable {
                 abbrevOffset = abbrev
                 addressSize = size
             }
-            guard addressSize == 4 || addressSize == 8, UInt64(cursor.offset) < end else { continue }
+            let dieOffset = offset + UInt64(cursor.offset)
+            guard addressSize == 4 || addressSize == 8, dieOffset < end else { continue }
             let format = DWARFFormat(version: version, addressSize: addressSize, offsetSize: UInt8(offsetSize))
-            let unit = DWARFUnit(
-                index: units.count, offset: offset, endOffset: end, dieOffset: UInt64(cursor.offset), format: format,
-                unitType: unitType, abbrevOffset: abbrevOffset, sections: sections,
-                abbreviations: abbreviationTable(abbrevOffset, format))
-            unit.readUnitDIE()
-            units.append(unit)
+            units.append(
+                DWARFUnit(
+                    index: units.count, offset: offset, endOffset: end, dieOffset: dieOffset, format: format,
+                    unitType: unitType, abbrevOffset: abbrevOffset, sections: sections, tables: tables))
         }
         return units
     }
 
     /// Reads the attributes of the unit DIE that the rest of the unit is decoded against.
-    private func readUnitDIE() {
+    private func readUnitDIE() -> UnitDIE {
+        var die = UnitDIE()
+        let abbreviations = self.abbreviations
         var cursor = DWARFCursor(sections.info, offset: dieOffset)
         guard let code = cursor.uleb(),
             let abbreviation = abbreviations.index(of: code).map({
                 abbreviations.abbreviations[$0]
             })
-        else { return }
-        tag = abbreviation.tag
+        else { return die }
+        die.tag = abbreviation.tag
         var dir: DWARFFormValue?, entryPC: DWARFFormValue?
-        for spec in abbreviations.specs[abbreviation.attributes] {
-            guard let value = readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor) else { return }
+        for specIndex in abbreviation.attributes {
+            let spec = abbreviations.specs[specIndex]
+            guard
+                let value = readValue(
+                    form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
+            else { break }
             switch spec.attribute {
             case DW_AT_comp_dir: dir = value
-            case DW_AT_stmt_list: stmtList = value.value
-            case DW_AT_low_pc: unitLowPC = value
+            case DW_AT_stmt_list: die.stmtList = value.value
+            case DW_AT_low_pc: die.lowPC = value
             case DW_AT_entry_pc: entryPC = value
-            case DW_AT_high_pc: unitHighPC = value
-            case DW_AT_ranges: unitRanges = value
-            case DW_AT_addr_base, DW_AT_GNU_addr_base: addrBase = value.value
-            case DW_AT_str_offsets_base: strOffsetsBase = value.value
-            case DW_AT_rnglists_base: rnglistsBase = value.value
+            case DW_AT_high_pc: die.highPC = value
+            case DW_AT_ranges: die.ranges = value
+            case DW_AT_addr_base, DW_AT_GNU_addr_base: die.addrBase = value.value
+            case DW_AT_str_offsets_base: die.strOffsetsBase = value.value
+            case DW_AT_rnglists_base: die.rnglistsBase = value.value
             default: break
             }
         }
-        if let dir { compDir = string(dir) }
-        baseAddress = (unitLowPC ?? entryPC).flatMap { address($0) }
+        // Strings and addresses are read against the bases just found.
+        loadedDIE = die
+        if let dir { die.compDir = string(dir) }
+        die.baseAddress = (die.lowPC ?? entryPC).flatMap { address($0) }
+        return die
     }
 
     /// The unit DIE's own address ranges (low/high pc, else DW_AT_ranges), as LLVM reads them.
     func unitRanges(into ranges: inout [DWARFRange], budget: inout Int) {
-        addressRanges(lowPC: unitLowPC, highPC: unitHighPC, ranges: unitRanges, into: &ranges, budget: &budget)
+        let die = unitDIE
+        addressRanges(lowPC: die.lowPC, highPC: die.highPC, ranges: die.ranges, into: &ranges, budget: &budget)
     }
 
     // MARK: - Attribute values
@@ -217,6 +260,7 @@ final class DWARFUnit: @unchecked Sendable {
     @inline(__always)
     func skipAttributes(_ abbreviation: DWARFAbbreviation, cursor: inout DWARFCursor) -> Bool {
         if abbreviation.fixedSize >= 0 { return cursor.skip(abbreviation.fixedSize) }
+        let abbreviations = self.abbreviations
         for index in abbreviation.attributes {
             let spec = abbreviations.specs[index]
             switch spec.skip {

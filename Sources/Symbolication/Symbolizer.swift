@@ -73,6 +73,22 @@ public final class DebugImage: Sendable {
         provenance = debugFile.map { "debug file \($0.path)" } ?? (hasDWARF ? "DWARF in the file" : "symbol table only")
     }
 
+    /// Demangled names already asked for (nil: not a mangled name), so that 20,000 addresses in
+    /// 5,000 functions demangle 5,000 names. Bounded: emptied when it reaches `demangledLimit`.
+    private let demangledNames = Mutex<[String: String?]>([:])
+    static let demangledLimit = 1 << 16
+
+    /// `Demangler.demangle(name)`, remembered for this image.
+    func demangled(_ name: String) -> String? {
+        if let known = demangledNames.withLock({ $0[name] }) { return known }
+        let result = Demangler.demangle(name)
+        demangledNames.withLock { names in
+            if names.count >= Self.demangledLimit { names.removeAll() }
+            names[name] = .some(result)
+        }
+        return result
+    }
+
     /// Whether the symbol source agrees with the image's own layout (same build-id or none).
     var symbolsMatch: Bool {
         symbolSource === elf || symbolSource.buildID == nil || symbolSource.buildID == elf.buildID
@@ -186,18 +202,25 @@ public final class Symbolizer: Sendable {
     ) -> [SymbolicatedFrame] {
         var frame = template
         let lookup = virtualAddress &- (isReturnAddress ? 1 : 0)
-        let symbol = debug.symbolsMatch ? debug.symbolSource.symbols.lookup(lookup) : nil
-        if let symbol {
-            let demangled = demangle ? Demangler.demangle(symbol.name) : nil
-            frame.function = demangled ?? symbol.name
-            frame.mangled = demangled == nil ? nil : symbol.name
-            frame.functionOffset = virtualAddress &- symbol.address
-        }
         let sources = debug.dwarf?.frames(at: lookup) ?? []
-        guard !sources.isEmpty else {
-            if symbolFile, let file = symbol?.symbolFile { frame.file = file }
-            return [frame]
+        let symbols = debug.symbolsMatch ? debug.symbolSource.symbols : nil
+        // The symbol's name (a string made, maybe demangled) only when a frame will show it:
+        // DWARF usually names every frame, and then only the symbol's start is needed.
+        if sources.isEmpty || sources.contains(where: { $0.function == nil }) {
+            if let symbol = symbols?.lookup(lookup) {
+                let demangled = demangle ? debug.demangled(symbol.name) : nil
+                frame.function = demangled ?? symbol.name
+                frame.mangled = demangled == nil ? nil : symbol.name
+                frame.functionOffset = virtualAddress &- symbol.address
+                if sources.isEmpty {
+                    if symbolFile, let file = symbol.symbolFile { frame.file = file }
+                    return [frame]
+                }
+            }
+        } else if let start = symbols?.start(containing: lookup) {
+            frame.functionOffset = virtualAddress &- start
         }
+        guard !sources.isEmpty else { return [frame] }
         var result: [SymbolicatedFrame] = []
         for (position, source) in sources.enumerated() {
             var entry = frame
@@ -205,7 +228,7 @@ public final class Symbolizer: Sendable {
             // DWARFInfo already names the outermost frame from the symbol covering the address
             // (f.cold, f.constprop.0, the right constructor alias), as llvm-symbolizer does.
             if let name = source.function {
-                let demangled = demangle ? Demangler.demangle(name) : nil
+                let demangled = demangle ? debug.demangled(name) : nil
                 entry.function = demangled ?? name
                 entry.mangled = demangled == nil ? nil : name
                 if !outermost { entry.functionOffset = nil }

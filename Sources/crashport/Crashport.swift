@@ -925,7 +925,8 @@ struct Symbolicate: ParsableCommand {
         }
         if let obj {
             do {
-                let symbolicator = try AddressSymbolicator(object: obj, debugDirectories: debugDir, demangle: !noDemangle)
+                let symbolicator = try AddressSymbolicator(
+                    object: obj, debugDirectories: debugDir, demangle: !noDemangle, batch: inputs.isEmpty || inputs.count > 64)
                 for refusal in symbolicator.refusals {
                     FileHandle.standardError.write(Data("crashport: symbolicate: \(refusal)\n".utf8))
                 }

@@ -289,4 +289,76 @@ final class SymbolicateTests: XCTestCase {
                 "\(binary): \(same)/\(addresses.count) agree; first differences:\n\(disagreements.joined(separator: "\n"))")
         }
     }
+
+    /// A debug file whose DWARF is zlib-compressed (as libc6-dbg's is) and large enough to be
+    /// inflated on demand gives the same answers as the same program's uncompressed DWARF, on a
+    /// few addresses (only the units they fall in inflated) and on thousands (the whole section,
+    /// once); a corrupt stream gives the symbol table's answers, not a crash.
+    func testCompressedDebugInfoInflatedOnDemandAnswersTheSame() throws {
+        var source = ""
+        for index in 0..<400 {
+            source += "struct s\(index) { int a\(index); long b\(index); const char *c\(index); };\n"
+            source +=
+                "__attribute__((noinline)) long f\(index)(struct s\(index) *p) { return p->a\(index) + p->b\(index) + (long)p->c\(index); }\n"
+        }
+        source += "int main(void) { return 0; }\n"
+        var files: [String] = []
+        // Many units, so that a few addresses touch a few of them.
+        for part in 0..<8 {
+            let file = Self.directory + "/part\(part).c"
+            try source.replacingOccurrences(of: "struct s", with: "struct p\(part)s")
+                .replacingOccurrences(of: " f", with: " p\(part)f")
+                .replacingOccurrences(
+                    of: "int main(void) { return 0; }\n", with: part == 0 ? "int main(void) { return 0; }\n" : ""
+                )
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            files.append(file)
+        }
+        let plain = try TestSupport.compile(files, output: Self.directory + "/parts", flags: ["-O1", "-g"])
+        let compressed = try TestSupport.compile(files, output: Self.directory + "/parts-gz", flags: ["-O1", "-g", "-gz=zlib"])
+        let sections = try TestSupport.run(["readelf", "-SW", compressed]).stdout
+        XCTAssertTrue(sections.split(separator: "\n").contains { $0.contains(".debug_info") && $0.contains(" C ") }, sections)
+
+        let symbols = try TestSupport.run(["nm", plain]).stdout.split(separator: "\n").compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            return fields.count == 3 && fields[1] == "T" && fields[2].contains("f") ? "0x" + fields[0] : nil
+        }
+        XCTAssertGreaterThan(symbols.count, 1000)
+        // A few addresses as arguments (inflated on demand), then all on stdin (a batch: whole).
+        for count in [3, symbols.count] {
+            let few = count <= 64
+            let input = few ? "" : symbols.prefix(count).joined(separator: "\n") + "\n"
+            let addresses = few ? Array(symbols.prefix(count)) : []
+            let expected = try TestSupport.run(
+                [TestSupport.crashport, "symbolicate", "--obj", plain, "--no-demangle"] + addresses, input: input)
+            let answered = try TestSupport.run(
+                [TestSupport.crashport, "symbolicate", "--obj", compressed, "--no-demangle"] + addresses, input: input)
+            XCTAssertEqual(answered.status, .exited(0))
+            XCTAssertEqual(answered.stdout, expected.stdout, "\(count) addresses")
+            XCTAssertTrue(expected.stdout.contains("part"), expected.stdout)
+        }
+        // And the reference reads the compressed file the same way.
+        let llvm = "/opt/swift/usr/bin/llvm-symbolizer"
+        if FileManager.default.isExecutableFile(atPath: llvm) {
+            let addresses = Array(symbols.prefix(3))
+            let theirs = try TestSupport.run([llvm, "--obj=" + compressed, "--no-demangle"] + addresses)
+            let ours = try TestSupport.run(
+                [TestSupport.crashport, "symbolicate", "--obj", compressed, "--no-demangle"] + addresses)
+            XCTAssertEqual(ours.stdout, theirs.stdout)
+        }
+
+        // The same file with its .debug_info stream damaged in the middle.
+        var bytes = try Array(Data(contentsOf: URL(fileURLWithPath: compressed)))
+        let header = try XCTUnwrap(sections.split(separator: "\n").first { $0.contains(" .debug_info ") })
+        let fields = header.split(separator: "]").last!.split(separator: " ")
+        let offset = Int(fields[2], radix: 16)!, size = Int(fields[3], radix: 16)!
+        for index in (offset + size / 2)..<(offset + size / 2 + 64) { bytes[index] = 0 }
+        let damaged = Self.directory + "/parts-damaged"
+        try Data(bytes).write(to: URL(fileURLWithPath: damaged))
+        let answered = try TestSupport.run(
+            [TestSupport.crashport, "symbolicate", "--obj", damaged, "--no-demangle"] + symbols.prefix(3))
+        XCTAssertEqual(answered.status, .exited(0), answered.stderr)
+        XCTAssertEqual(answered.stdout.components(separatedBy: "\n\n").filter { !$0.isEmpty }.count, 3, answered.stdout)
+        XCTAssertTrue(answered.stdout.contains("p0f0") || answered.stdout.contains("f"), answered.stdout)
+    }
 }

@@ -86,6 +86,16 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         }
         // The DWARF sections, inflated when compressed (no lookups: that is the dwarf target).
         _ = DWARFInfo(elf: elf)
+        // Compressed sections inflated on demand as well (DWARFSections does it for large ones
+        // only): the streaming pass, then ranges from the start, the middle and the whole.
+        for section in elf.sections.prefix(64) where elf.compressionHeader(of: section) != nil {
+            guard let inflated = elf.inflatedOnDemand(section, scan: { _, _ in }) else { continue }
+            let size = inflated.view.count
+            for range in [0..<min(size, 64), (size / 2)..<size, 0..<size] {
+                inflated.materialize(range)
+                _ = inflated.view.u64(UInt64(range.lowerBound))
+            }
+        }
         if depth == 0, let mini = DebugFileLocator(debugDirectories: []).miniDebugInfo(for: elf) {
             exerciseELF(mini, depth: 1)
         }

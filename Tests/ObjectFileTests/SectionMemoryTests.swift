@@ -68,4 +68,88 @@ final class SectionMemoryTests: XCTestCase {
         _ = try elf.sectionData(info).get()
         XCTAssertEqual(elf.contents(of: info).flatMap { $0.array(0, UInt64($0.count)) }, before)
     }
+
+    /// A program whose zlib .debug_info spans several of InflatedSection's checkpoints.
+    func bigCompressedProgram(_ directory: String) throws -> String {
+        var source = ""
+        for index in 0..<8000 {
+            source += "struct s\(index) { int a\(index); long b\(index); const char *c\(index); };\n"
+            source += "long f\(index)(struct s\(index) *p) { return p->a\(index) + p->b\(index) + (long)p->c\(index); }\n"
+        }
+        source += "int main(void) { return 0; }\n"
+        try source.write(toFile: directory + "/big.c", atomically: true, encoding: .utf8)
+        return try TestSupport.compile([directory + "/big.c"], output: directory + "/big", flags: ["-O0", "-g", "-gz=zlib"])
+    }
+
+    func testOnDemandInflationGivesLibelfsBytesForThePagesAskedOnly() throws {
+        let directory = TestSupport.temporaryDirectory("section-memory")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try bigCompressedProgram(directory)
+        let reference = try ELFFile(path: path)
+        let info = try XCTUnwrap(reference.section(named: ".debug_info"))
+        let whole = try reference.sectionData(info).get()
+        XCTAssertGreaterThan(whole.count, InflatedSection.checkpointInterval + 4096, "the test needs a checkpoint")
+
+        let elf = try ELFFile(path: path)
+        var scanned = 0
+        let section = try XCTUnwrap(
+            elf.inflatedOnDemand(info) { chunk, offset in
+                XCTAssertEqual(offset, scanned)
+                XCTAssertEqual(Array(chunk), whole.array(UInt64(offset), UInt64(chunk.count)))
+                scanned += chunk.count
+            })
+        XCTAssertEqual(scanned, whole.count)
+        XCTAssertEqual(section.view.count, whole.count)
+        // Nothing is in memory until asked for.
+        XCTAssertEqual(try residentPages(section.view.bytes).filter { $0 }.count, 0)
+
+        let page = 4096
+        let ranges = [
+            (whole.count / 2 + 100)..<(whole.count / 2 + 5000),  // after a checkpoint
+            0..<64,  // before the first
+            (whole.count - 10)..<whole.count,  // the end
+            (InflatedSection.checkpointInterval - 3)..<(InflatedSection.checkpointInterval + 3),  // across one
+        ]
+        var expected = 0
+        for range in ranges {
+            section.materialize(range)
+            expected += (range.upperBound - 1) / page - range.lowerBound / page + 1
+            XCTAssertEqual(
+                section.view.array(UInt64(range.lowerBound), UInt64(range.count)),
+                whole.array(UInt64(range.lowerBound), UInt64(range.count)), "\(range)")
+        }
+        XCTAssertLessThanOrEqual(try residentPages(section.view.bytes).filter { $0 }.count, expected)
+    }
+
+    func testACorruptOrMisdeclaredStreamIsNotInflatedOnDemand() throws {
+        let directory = TestSupport.temporaryDirectory("section-memory")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try bigCompressedProgram(directory)
+        let original = try Array(Data(contentsOf: URL(fileURLWithPath: path)))
+        let info = try XCTUnwrap(try ELFFile(path: path).section(named: ".debug_info"))
+        let streamStart = Int(info.offset) + 24  // after the Elf64_Chdr
+        let declaredAt = Int(info.offset) + 8  // ch_size
+        var cases: [(String, [UInt8])] = []
+        var corrupt = original
+        for index in (streamStart + Int(info.size) / 2)..<(streamStart + Int(info.size) / 2 + 64) { corrupt[index] = 0 }
+        cases.append(("corrupt stream", corrupt))
+        for (label, delta) in [
+            ("declares more than it holds", 4096), ("declares less than it holds", -4096),
+            ("declares 3 GiB, past the cap", 3 << 30),
+        ] {
+            var misdeclared = original
+            let declared = original[declaredAt..<(declaredAt + 8)].reversed().reduce(0) { $0 << 8 | Int($1) } + delta
+            for byte in 0..<8 { misdeclared[declaredAt + byte] = UInt8(truncatingIfNeeded: declared >> (8 * byte)) }
+            cases.append((label, misdeclared))
+        }
+        var truncated = original
+        truncated.removeSubrange((streamStart + 100)..<(streamStart + Int(info.size) - 24))
+        cases.append(("truncated stream", truncated))
+        for (label, bytes) in cases {
+            guard let elf = try? ELFFile(file: MappedFile(bytes: bytes, name: label)),
+                let section = elf.section(named: ".debug_info")
+            else { continue }  // a header the cut left unreadable: nothing to inflate
+            XCTAssertNil(elf.inflatedOnDemand(section) { _, _ in }, label)
+        }
+    }
 }
