@@ -89,7 +89,8 @@ public struct AddressSymbolicator {
             return
         }
         for frame in Symbolizer.frames(
-            in: debug, virtualAddress: address, isReturnAddress: false, demangle: demangle, symbolFile: true)
+            in: debug, virtualAddress: address, isReturnAddress: false, demangle: demangle, symbolFile: true,
+            asLLVMSymbolizer: true)
         {
             output.append(contentsOf: (frame.function ?? "??").utf8)
             output.append(10)

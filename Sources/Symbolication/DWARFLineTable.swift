@@ -325,13 +325,30 @@ final class DWARFLineTable: @unchecked Sendable {
         }
     }
 
-    /// The row covering `address`, or nil when no sequence contains it.
+    /// The row covering `address`, or nil when no sequence contains it. With `skippingLineZero`,
+    /// a row of line 0 (code no source line produced: a stack probe, a prologue's padding) gives
+    /// way to the nearest row before it in its sequence with a line, as gdb shows such code
+    /// (llvm-symbolizer and addr2line print line 0 and the row's file).
     @inline(__always)
-    func row(for address: UInt64) -> Row? {
+    func row(for address: UInt64, skippingLineZero: Bool = false) -> Row? {
+        guard var index = rowIndex(for: address) else { return nil }
+        if skippingLineZero {
+            var steps = 0
+            while rows[index].line == 0, index > 0, !rows[index - 1].isEndSequence, steps < 256 {
+                index -= 1
+                steps += 1
+            }
+        }
+        return rows[index]
+    }
+
+    /// The index of the row covering `address`.
+    @inline(__always)
+    private func rowIndex(for address: UInt64) -> Int? {
         if let rowIndex {
             let index = rowIndex.upperBound(address)
             guard index > 0, !rows[index - 1].isEndSequence else { return nil }
-            return rows[index - 1]
+            return index - 1
         }
         var low = 0, high = sequences.count
         while low < high {
@@ -346,7 +363,7 @@ final class DWARFLineTable: @unchecked Sendable {
             let middle = (first + last) >> 1
             if rows[middle].address <= address { first = middle + 1 } else { last = middle }
         }
-        return rows[first - 1]
+        return first - 1
     }
 
     /// The absolute path of file `index` (1-based before DWARF 5, 0-based from 5), cached.

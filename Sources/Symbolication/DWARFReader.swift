@@ -113,7 +113,11 @@ public final class DWARFInfo: @unchecked Sendable {
     /// file, line or column when there is none); a frame's function is its DIE's linkage name,
     /// else its name, searched through DW_AT_specification and DW_AT_abstract_origin; when no
     /// subroutine covers the address, one frame with the row alone.
-    public func frames(at address: UInt64) -> [SourceFrame] {
+    ///
+    /// With `skippingLineZero`, a row of line 0 takes the line before it, as gdb shows it
+    /// (DWARFLineTable.row(for:skippingLineZero:)): reports do; `symbolicate --obj` answers as
+    /// llvm-symbolizer.
+    public func frames(at address: UInt64, skippingLineZero: Bool = false) -> [SourceFrame] {
         lock.lock()
         defer { lock.unlock() }
         guard let unitIndex = unitMap.lookup(address), Int(unitIndex) < units.count else { return [] }
@@ -131,7 +135,8 @@ public final class DWARFInfo: @unchecked Sendable {
 
         var frames: [SourceFrame] = []
         if chain.isEmpty {
-            guard let lineTable, let row = lineTable.row(for: address), let file = lineTable.path(ofFile: UInt64(row.file))
+            guard let lineTable, let row = lineTable.row(for: address, skippingLineZero: skippingLineZero),
+                let file = lineTable.path(ofFile: UInt64(row.file))
             else { return [] }
             frames.append(SourceFrame(file: file, line: Int(row.line), column: Int(row.column)))
         } else {
@@ -141,7 +146,9 @@ public final class DWARFInfo: @unchecked Sendable {
                 var frame = SourceFrame(
                     function: tree.name(of: nodeIndex) { self.subroutineName(at: $0) }, inlined: node.isInlined)
                 if position == 0 {
-                    if let lineTable, let row = lineTable.row(for: address), let file = lineTable.path(ofFile: UInt64(row.file)) {
+                    if let lineTable, let row = lineTable.row(for: address, skippingLineZero: skippingLineZero),
+                        let file = lineTable.path(ofFile: UInt64(row.file))
+                    {
                         frame.file = file
                         frame.line = Int(row.line)
                         frame.column = Int(row.column)

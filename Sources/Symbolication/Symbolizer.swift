@@ -195,14 +195,16 @@ public final class Symbolizer: Sendable {
     /// Symbolicates an ELF virtual address of one image (the offline and addr2line paths).
     /// With `demangle` false, names stay as they are in the file (and cost nothing more);
     /// with `symbolFile`, a frame without DWARF takes its file from the preceding STT_FILE
-    /// symbol, as llvm-symbolizer does (line 0).
+    /// symbol, as llvm-symbolizer does (line 0). `asLLVMSymbolizer` keeps llvm-symbolizer's
+    /// answer for code of line 0 (its row's file, no line) where reports show gdb's (the line
+    /// before it).
     public static func frames(
         in debug: DebugImage, virtualAddress: UInt64, isReturnAddress: Bool, template: SymbolicatedFrame = SymbolicatedFrame(),
-        demangle: Bool = true, symbolFile: Bool = false
+        demangle: Bool = true, symbolFile: Bool = false, asLLVMSymbolizer: Bool = false
     ) -> [SymbolicatedFrame] {
         var frame = template
         let lookup = virtualAddress &- (isReturnAddress ? 1 : 0)
-        let sources = debug.dwarf?.frames(at: lookup) ?? []
+        let sources = debug.dwarf?.frames(at: lookup, skippingLineZero: !asLLVMSymbolizer) ?? []
         let symbols = debug.symbolsMatch ? debug.symbolSource.symbols : nil
         // The symbol's name (a string made, maybe demangled) only when a frame will show it:
         // DWARF usually names every frame, and then only the symbol's start is needed.

@@ -72,6 +72,13 @@ final class DeepStackTests: XCTestCase {
                     || ours.dropFirst().prefix(ourRecursion).allSatisfy { $0 == recursing },
                 "\(label): the recursion is one run from the top", file: file, line: line)
         }
+        // The faulting frame where gdb puts it, inside a probe too (code of line 0: the line before).
+        let gdbTop = reference.first?.location.map { ($0 as NSString).lastPathComponent }
+        for (label, event) in [("online", online), ("offline", offline)] {
+            let top = event.crashedThreadRecord?.frames?.first
+            let ours = top?.file.map { "\(($0 as NSString).lastPathComponent):\(top?.line.map(String.init) ?? "?")" }
+            XCTAssertEqual(ours, gdbTop, "\(label): the faulting frame's file:line", file: file, line: line)
+        }
         XCTAssertEqual(functions(offline), functions(online), "offline as online", file: file, line: line)
     }
 

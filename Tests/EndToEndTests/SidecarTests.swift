@@ -266,6 +266,29 @@ final class SidecarTests: XCTestCase {
         XCTAssertTrue(none.stdout.contains("sidecar: none listening"), none.stdout)
     }
 
+    /// A program rebuilt at the same path between two crashes: the sidecar keeps what it parsed
+    /// of a module by build-id (and, for a file without one, only for that very file), so the
+    /// second report names the second build's function, with and without a build-id.
+    func testRebuiltProgramIsSymbolicatedAnew() throws {
+        let sidecar = try SidecarProcess(directory: fresh("rebuilt"))
+        defer { _ = sidecar.stop() }
+        var expected: [String] = []
+        for (index, (name, linkFlags)) in [
+            ("first_build", []), ("second_build", []), ("third_build", ["-Wl,--build-id=none"]),
+            ("fourth_build", ["-Wl,--build-id=none"]),
+        ].enumerated() {
+            let program = try TestSupport.compile(
+                [TestSupport.fixture("sidecar/rebuilt.c")], output: sidecar.directory + "/rebuilt",
+                flags: ["-O1", "-g", "-DBUILD=\(name)"], linkFlags: linkFlags)
+            let run = try TestSupport.run([program], environment: preloaded(sidecar))
+            XCTAssertEqual(run.status, .signaled(SIGSEGV), run.stderr)
+            expected.append(name)
+            let events = try sidecar.waitForReports(index + 1)
+            let names = events.compactMap { crashFrames($0).first }
+            XCTAssertEqual(Set(names), Set(expected), "report \(index + 1)")
+        }
+    }
+
     /// A program in a pid namespace of its own (as in a container) connects to a sidecar outside
     /// it: its record names its pid and thread as it sees them (2 or so there), the kernel gives
     /// its pid here, and NSpid ties the two; it is reported under its pid here, with its frames.
