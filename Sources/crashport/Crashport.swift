@@ -9,7 +9,11 @@ import Watcher
 
 @main
 struct Crashport: ParsableCommand {
+    // Every command names itself: otherwise the argument parser derives each name with
+    // String(describing:) of the type, a dynamic cast that scans every protocol conformance in
+    // the binary, a fifth of crashport's start-up (and, cold, pages of it read from disk).
     static let configuration = CommandConfiguration(
+        commandName: "crashport",
         abstract: "An out-of-process crash reporter for Linux.",
         discussion: """
             Exit status, the same for every command:
@@ -29,6 +33,20 @@ struct Crashport: ParsableCommand {
             Discard.self, Doctor.self,
         ]
     )
+
+    /// `crashport symbolicate --obj FILE [--no-demangle] [ADDRESS...]`, the addr2line-style batch,
+    /// goes straight to its work: the argument parser's start (reflection over every command's
+    /// properties, each a dynamic cast that scans the binary's protocol conformances) is most of
+    /// what such a run costs before its first address. Any other command line, or anything more
+    /// in this one (--help, --debug-dir, an unknown option), is the parser's.
+    static func main() {
+        if let request = Symbolicate.AddressRequest(Array(CommandLine.arguments.dropFirst())) {
+            Symbolicate.symbolicateAddresses(
+                in: request.object, debugDirectories: [], demangle: request.demangle, addresses: request.addresses)
+            Glibc.exit(0)
+        }
+        main(nil)
+    }
 }
 
 func fail(_ message: String, status: Int32) -> Never {
@@ -156,6 +174,7 @@ struct DeathFlags: ParsableArguments {
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "run",
         abstract: "Run PROGRAM watched; end the way it ended (its exit code, or killed by the same signal).")
 
     @OptionGroup var reportsOption: ReportsOption
@@ -261,6 +280,7 @@ struct Run: ParsableCommand {
 
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "watch",
         abstract: "Serve every process that connects (CRASHPORT_SOCKET): the sidecar, for production.",
         discussion: """
             Defaults as root: --socket /run/crashport/crashport.sock, --reports /var/lib/crashport/reports
@@ -370,6 +390,7 @@ func describeLastRun(_ runs: ProgramRuns) -> String {
 
 struct List: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "list",
         abstract: "One line per report, newest first.",
         discussion: """
             With no reports, says so on stderr (naming the directory) and exits 0. --format json
@@ -573,6 +594,7 @@ struct UploadOptions: ParsableArguments {
 
 struct Upload: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "upload",
         abstract: "Send reports to Sentry and to Crashpad or Breakpad collectors.",
         discussion: """
             Destinations: --sentry-dsn (or CRASHPORT_SENTRY_DSN): an envelope with the event in
@@ -614,6 +636,7 @@ struct Upload: ParsableCommand {
 
 struct Consent: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "consent",
         abstract: "Whether reports may leave this machine: ask, always or never.",
         discussion: """
             always (the default once a destination is configured): crashport upload sends them.
@@ -683,6 +706,7 @@ extension ConsentDecisions {
 
 struct Send: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "send",
         abstract: "Allow reports held by crashport consent ask to be sent, and send them now.",
         discussion: """
             Records the decision beside each report; with a destination (as for crashport upload),
@@ -712,6 +736,7 @@ struct Send: ParsableCommand {
 
 struct Discard: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "discard",
         abstract: "Never send reports held by crashport consent ask (they stay here).")
 
     @OptionGroup var reportsOption: ReportsOption
@@ -761,6 +786,7 @@ extension Dictionary {
 
 struct Show: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "show",
         abstract: "Show one report.",
         discussion: """
             REPORT is an id (see crashport list), a prefix of exactly one id, latest (or last) for the
@@ -844,6 +870,7 @@ struct Show: ParsableCommand {
 
 struct Stats: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "stats",
         abstract: "Launches, crashes and crash-free sessions per program and release.")
 
     @OptionGroup var reportsOption: ReportsOption
@@ -874,6 +901,7 @@ struct Stats: ParsableCommand {
 
 struct Symbolicate: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "symbolicate",
         abstract: "Symbolicate a report offline, or addresses in one file (llvm-symbolizer's output format).",
         discussion: """
             crashport symbolicate FILE [--debug-dir DIR]... [--format text|json] [--verbose]
@@ -924,16 +952,7 @@ struct Symbolicate: ParsableCommand {
             }
         }
         if let obj {
-            do {
-                let symbolicator = try AddressSymbolicator(
-                    object: obj, debugDirectories: debugDir, demangle: !noDemangle, batch: inputs.isEmpty || inputs.count > 64)
-                for refusal in symbolicator.refusals {
-                    FileHandle.standardError.write(Data("crashport: symbolicate: \(refusal)\n".utf8))
-                }
-                symbolicator.run(addresses: inputs)
-            } catch {
-                fail("symbolicate: \(error)", status: ExitStatus.failure)
-            }
+            Self.symbolicateAddresses(in: obj, debugDirectories: debugDir, demangle: !noDemangle, addresses: inputs)
             return
         }
         guard inputs.count == 1, var file = inputs.first else {
@@ -976,8 +995,56 @@ struct Symbolicate: ParsableCommand {
     }
 }
 
+extension Symbolicate {
+    /// `--obj FILE`: ADDRESSes (stdin's lines when there are none) in llvm-symbolizer's format.
+    static func symbolicateAddresses(in object: String, debugDirectories: [String], demangle: Bool, addresses: [String]) {
+        do {
+            let symbolicator = try AddressSymbolicator(
+                object: object, debugDirectories: debugDirectories, demangle: demangle,
+                batch: addresses.isEmpty || addresses.count > 64)
+            for refusal in symbolicator.refusals {
+                FileHandle.standardError.write(Data("crashport: symbolicate: \(refusal)\n".utf8))
+            }
+            symbolicator.run(addresses: addresses)
+        } catch {
+            fail("symbolicate: \(error)", status: ExitStatus.failure)
+        }
+    }
+
+    /// The plainest `symbolicate --obj` command lines (Crashport.main): `symbolicate`, then
+    /// `--obj FILE` or `--obj=FILE`, `--no-demangle` at most once, and addresses that do not
+    /// start with '-'; nil for anything else.
+    struct AddressRequest {
+        var object: String
+        var demangle = true
+        var addresses: [String] = []
+
+        init?(_ arguments: [String]) {
+            guard arguments.first == "symbolicate" else { return nil }
+            var object: String?
+            var rest = arguments.dropFirst()
+            while let argument = rest.popFirst() {
+                if argument == "--obj", object == nil, let value = rest.popFirst(), !value.hasPrefix("-") {
+                    object = value
+                } else if argument.hasPrefix("--obj="), object == nil, argument.count > 6 {
+                    object = String(argument.dropFirst(6))
+                } else if argument == "--no-demangle", demangle {
+                    demangle = false
+                } else if !argument.hasPrefix("-"), !argument.isEmpty {
+                    addresses.append(argument)
+                } else {
+                    return nil
+                }
+            }
+            guard let object else { return nil }
+            self.object = object
+        }
+    }
+}
+
 struct Doctor: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Why capture would or would not work here.")
+    static let configuration = CommandConfiguration(
+        commandName: "doctor", abstract: "Why capture would or would not work here.")
 
     @OptionGroup var reportsOption: ReportsOption
 

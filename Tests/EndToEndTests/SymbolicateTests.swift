@@ -170,6 +170,24 @@ final class SymbolicateTests: XCTestCase {
             [TestSupport.crashport, "symbolicate", "--obj", program],
             input: addresses.joined(separator: "\n") + "\n0x1\njunk\n")
         XCTAssertEqual(piped.stdout, ours.stdout)
+        // The plainest command lines skip the argument parser (Crashport.main); any other goes
+        // through it: the answers and the statuses are the same either way.
+        for spelling in [
+            ["--obj=" + program] + addresses + ["0x1", "junk"],
+            ["--obj", program, "--debug-dir", Self.directory] + addresses + ["0x1", "junk"],
+        ] {
+            let answer = try symbolicate(spelling)
+            XCTAssertEqual(answer.status, .exited(0), answer.stderr)
+            XCTAssertEqual(answer.stdout, ours.stdout, spelling.joined(separator: " "))
+        }
+        for (spelling, status) in [
+            (["--obj", Self.directory + "/no-such-file", "0x1"], ExitStatus.exited(1)),
+            (["--obj", Self.directory + "/no-such-file", "--format", "json", "0x1"], .exited(1)),
+            (["--obj"], .exited(64)), (["--obj", program, "--no-demangle", "--no-demangle"], .exited(0)),
+            (["--obj", program, "--bogus"], .exited(64)),
+        ] {
+            XCTAssertEqual(try symbolicate(spelling).status, status, spelling.joined(separator: " "))
+        }
         if FileManager.default.isExecutableFile(atPath: "/opt/swift/usr/bin/llvm-symbolizer") {
             let llvm = try TestSupport.run(["/opt/swift/usr/bin/llvm-symbolizer", "--obj=" + program] + addresses)
             XCTAssertEqual(llvm.stdout, blocks.prefix(2).joined(separator: "\n\n") + "\n\n")
