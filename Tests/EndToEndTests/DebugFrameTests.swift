@@ -74,11 +74,7 @@ final class DebugFrameTests: XCTestCase {
         // Elsewhere: the program gone, its debug file found by build-id.
         let buildID = try XCTUnwrap(online.modules?.first?.buildID)
         let debugDirectory = Self.directory + "/debug"
-        let target = debugDirectory + "/.build-id/\(buildID.prefix(2))/\(buildID.dropFirst(2)).debug"
-        try FileManager.default.createDirectory(
-            atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try? FileManager.default.removeItem(atPath: target)
-        try FileManager.default.copyItem(atPath: debug, toPath: target)
+        try TestSupport.placeDebugFile(debug, buildID: buildID, in: debugDirectory)
         try FileManager.default.removeItem(atPath: program)
         try FileManager.default.removeItem(atPath: debug)
         let dump = try offline(watched.minidumpPath(), debugDirectory: debugDirectory)

@@ -22,11 +22,7 @@ final class DebuginfodTests: XCTestCase {
             let result = try TestSupport.run(command)
             XCTAssertEqual(result.status, .exited(0), result.stderr)
         }
-        let notes = try TestSupport.run(["readelf", "-n", binary]).stdout
-        guard let line = notes.split(separator: "\n").first(where: { $0.contains("Build ID:") }),
-            let id = line.split(separator: " ").last
-        else { throw TestFailure("no build-id in \(binary)") }
-        return (binary, binary + ".debug", String(id))
+        return (binary, binary + ".debug", try TestSupport.buildID(of: binary))
     }
 
     /// An HTTP server on 127.0.0.1 over `root`; its port.

@@ -24,16 +24,8 @@ final class SymbolicateTests: XCTestCase {
         for command in [["objcopy", "--only-keep-debug", program, debug], ["strip", "--strip-all", program]] {
             XCTAssertEqual(try TestSupport.run(command).status, .exited(0), command.joined(separator: " "))
         }
-        let notes = try TestSupport.run(["readelf", "-n", program]).stdout
-        guard let line = notes.split(separator: "\n").first(where: { $0.contains("Build ID") }),
-            let id = line.split(separator: " ").last.map(String.init)
-        else { throw TestFailure("no build-id") }
         let debugDirectory = Self.directory + "/debug"
-        let target = debugDirectory + "/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug"
-        try FileManager.default.createDirectory(
-            atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try? FileManager.default.removeItem(atPath: target)
-        try FileManager.default.moveItem(atPath: debug, toPath: target)
+        try TestSupport.placeDebugFile(debug, buildID: try TestSupport.buildID(of: program), in: debugDirectory, move: true)
         let run = try TestSupport.crashportRun([program, "null"])
         XCTAssertEqual(run.reportIDs.count, 1)
         return Stripped(program: program, debugDirectory: debugDirectory, run: run)
@@ -241,13 +233,7 @@ final class SymbolicateTests: XCTestCase {
             [TestSupport.fixture("corpus/threads.c")], output: Self.directory + "/other", flags: ["-O2", "-g", "-pthread"])
         let directory = stripped.run.reportsDirectory + "/" + stripped.run.reportIDs[0]
         let wrong = Self.directory + "/wrong-debug"
-        let notes = try TestSupport.run(["readelf", "-n", stripped.program]).stdout
-        let id = notes.split(separator: "\n").first { $0.contains("Build ID") }!.split(separator: " ").last!
-        let target = wrong + "/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug"
-        try FileManager.default.createDirectory(
-            atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try? FileManager.default.removeItem(atPath: target)
-        try FileManager.default.copyItem(atPath: other, toPath: target)
+        try TestSupport.placeDebugFile(other, buildID: try TestSupport.buildID(of: stripped.program), in: wrong)
         let result = try symbolicate(["--debug-dir", wrong, "--format", "json", directory + "/event.json"])
         XCTAssertEqual(result.status, .exited(0), result.stderr)
         let event = try Event.decode(Data(result.stdout.utf8))

@@ -192,3 +192,32 @@ extension TestSupport {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 }
+
+extension TestSupport {
+    /// The build-id of an ELF file, as `readelf -n` prints it (hex).
+    public static func buildID(of path: String) throws -> String {
+        let notes = try run(["readelf", "-n", path]).stdout
+        guard let line = notes.split(separator: "\n").first(where: { $0.contains("Build ID") }),
+            let id = line.split(separator: " ").last.map(String.init)
+        else { throw TestFailure("\(path) has no build-id") }
+        return id
+    }
+
+    /// Copies (or moves) `file` to `directory`/.build-id/xx/rest.debug for `buildID`, where
+    /// debug files are looked for by build-id (replacing what is there); returns its path.
+    @discardableResult
+    public static func placeDebugFile(_ file: String, buildID: String, in directory: String, move: Bool = false) throws
+        -> String
+    {
+        let target = directory + "/.build-id/\(buildID.prefix(2))/\(buildID.dropFirst(2)).debug"
+        try FileManager.default.createDirectory(
+            atPath: (target as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(atPath: target)
+        if move {
+            try FileManager.default.moveItem(atPath: file, toPath: target)
+        } else {
+            try FileManager.default.copyItem(atPath: file, toPath: target)
+        }
+        return target
+    }
+}
