@@ -14,10 +14,10 @@ import Glibc
 #endif
 
 public enum ReportBuilder {
-    ///
-    /// `fileBytes`, when given, receives the bytes of the modules' files the unwind read (code,
-    /// CFI): the minidump holds them, so an offline unwind without the files finds the same
-    /// frames (Unwinder.fileBytesRead).
+    /// The event of a capture: every thread unwound and symbolicated, with what the program and
+    /// the crash record say. `fileBytes`, when given, receives the bytes of the modules' files
+    /// the unwind read (code, CFI): the minidump holds them, so an offline unwind without the
+    /// files finds the same frames (Unwinder.fileBytesRead).
     public static func event(
         for capture: Capture, id: String, timestamp: String, rules: InAppRules = InAppRules(),
         fileBytes: UnwindFileBytes? = nil
