@@ -206,7 +206,9 @@ extension TestSupport {
     /// Copies (or moves) `file` to `directory`/.build-id/xx/rest.debug for `buildID`, where
     /// debug files are looked for by build-id (replacing what is there); returns its path.
     @discardableResult
-    public static func placeDebugFile(_ file: String, buildID: String, in directory: String, move: Bool = false) throws
+    public static func placeDebugFile(
+        _ file: String, buildID: String, in directory: String, move: Bool = false
+    ) throws
         -> String
     {
         let target = directory + "/.build-id/\(buildID.prefix(2))/\(buildID.dropFirst(2)).debug"
