@@ -19,6 +19,9 @@ import Glibc
 public struct CaptureOptions: Sendable {
     public var usePtrace = true
     public var captureEnvironment = false
+    /// Whether a report's symbolication asks debuginfod for debug files found nowhere here
+    /// (`--debuginfod`): after the verdict, when the process has gone on, never during capture.
+    public var debuginfod = false
     /// Stack bytes kept per thread, from the stack pointer up. The crashing thread's whole
     /// stack (a default 8 MiB main stack fits) is the evidence of a stack overflow: its
     /// outermost frames are kept only if its memory is.

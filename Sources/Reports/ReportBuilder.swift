@@ -17,16 +17,27 @@ public enum ReportBuilder {
     /// The event of a capture: every thread unwound and symbolicated, with what the program and
     /// the crash record say. `fileBytes`, when given, receives the bytes of the modules' files
     /// the unwind read (code, CFI): the minidump holds them, so an offline unwind without the
-    /// files finds the same frames (Unwinder.fileBytesRead).
+    /// files finds the same frames (Unwinder.fileBytesRead). With `debuginfod`, a debug file
+    /// found nowhere here is asked of the servers in DEBUGINFOD_URLS (the notes say which came
+    /// from there, or why none did).
     public static func event(
         for capture: Capture, id: String, timestamp: String, rules: InAppRules = InAppRules(),
-        fileBytes: UnwindFileBytes? = nil
+        fileBytes: UnwindFileBytes? = nil, debuginfod: Bool = false
     ) -> Event {
+        var locator = DebugFileLocator()
+        locator.useDebuginfod = debuginfod
         var event = event(
             snapshot: capture.snapshot, executable: capture.executable,
-            arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: DebugFileLocator(),
+            arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: locator,
             fileBytes: fileBytes)
-        let symbolizer = Symbolizer(modules: capture.snapshot.modules)
+        if debuginfod {
+            for module in capture.snapshot.modules {
+                guard let buildID = module.buildID, let outcome = Debuginfod.outcome(for: buildID) else { continue }
+                let name = module.path.split(separator: "/").last.map(String.init) ?? module.path
+                event.notes = (event.notes ?? []) + ["\(name) (build-id \(buildID.hex)): debug file \(outcome)"]
+            }
+        }
+        let symbolizer = Symbolizer(modules: capture.snapshot.modules, locator: locator)
         let reraised = capture.record.reraise.map { reraiseRecord($0, symbolizer: symbolizer) }
         event.handlerChain = handlerChain(capture.record, reraised: reraised, symbolizer: symbolizer)
         if capture.record.isError {

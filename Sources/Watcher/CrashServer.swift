@@ -502,7 +502,8 @@ public final class CrashServer: @unchecked Sendable {
         let buildStarted = monotonicNanoseconds()
         let fileBytes = UnwindFileBytes()
         var event = ReportBuilder.event(
-            for: capture, id: id, timestamp: Event.timestamp(), rules: inAppRules, fileBytes: fileBytes)
+            for: capture, id: id, timestamp: Event.timestamp(), rules: inAppRules, fileBytes: fileBytes,
+            debuginfod: options.debuginfod)
         event.capturedFrom = capturedFrom
         event.session = sessionID?(record.pid)
         amend?(&event, record)

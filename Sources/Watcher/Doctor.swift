@@ -166,8 +166,8 @@ public struct Doctor {
         return findings
     }
 
-    /// What `crashport symbolicate --debuginfod` would ask (never the watcher: capture stays
-    /// local): the servers, and whether elfutils' client is there to ask them.
+    /// What `--debuginfod` would ask (`symbolicate`, and `run`/`watch` after the verdict, never
+    /// during capture): the servers, and whether elfutils' client is there to ask them.
     func debuginfodFinding() -> Finding {
         let servers = ProcessInfo.processInfo.environment["DEBUGINFOD_URLS"] ?? ""
         let client =
@@ -179,13 +179,13 @@ public struct Doctor {
             return Finding(
                 level: .ok,
                 text:
-                    "debuginfod: DEBUGINFOD_URLS is not set; crashport symbolicate --debuginfod asks the servers it names for missing debug files"
+                    "debuginfod: DEBUGINFOD_URLS is not set; --debuginfod (symbolicate, run, watch) asks the servers it names for missing debug files"
             )
         }
         return Finding(
             level: client ? .ok : .warning,
             text: client
-                ? "debuginfod: crashport symbolicate --debuginfod asks \(servers) for debug files not found here (offline only; the watcher never does)"
+                ? "debuginfod: crashport symbolicate --debuginfod asks \(servers) for debug files not found here (run and watch with --debuginfod too, after the verdict, never during capture)"
                 : "debuginfod: DEBUGINFOD_URLS is set but libdebuginfod.so.1 is missing (Debian: apt-get install libdebuginfod1)")
     }
 

@@ -71,6 +71,13 @@ enum ExitStatus {
 /// A usage error found after parsing: message on stderr, exit 64 like ArgumentParser's own.
 func usageError(_ message: String) -> Never { fail(message, status: ExitStatus.usage) }
 
+/// `--debuginfod` asks the servers in DEBUGINFOD_URLS: a usage error where there are none.
+func requireDebuginfodServers(command: String) {
+    if (ProcessInfo.processInfo.environment["DEBUGINFOD_URLS"] ?? "").isEmpty {
+        usageError("\(command): --debuginfod needs DEBUGINFOD_URLS (the servers to ask, space-separated)")
+    }
+}
+
 /// Where reports are: every command that reads or writes them takes it, and means the same.
 struct ReportsOption: ParsableArguments {
     @Option(
@@ -111,6 +118,18 @@ struct CaptureFlags: ParsableArguments {
 
     @Flag(name: .long, help: "Also keep the process environment in the minidump (it may hold secrets).")
     var captureEnvironment = false
+
+    @Flag(
+        name: .long,
+        help:
+            "After the verdict, ask the debuginfod servers in $DEBUGINFOD_URLS for the debug files not found here.")
+    var debuginfod = false
+
+    /// --debuginfod, checked: it needs servers to ask.
+    func debuginfodWanted(command: String) -> Bool {
+        if debuginfod { requireDebuginfodServers(command: command) }
+        return debuginfod
+    }
 
     @Option(
         name: .long,
@@ -233,6 +252,7 @@ struct Run: ParsableCommand {
         launcher.inAppRules = captureFlags.inAppRules
         launcher.options.usePtrace = !captureFlags.noPtrace
         launcher.options.captureEnvironment = captureFlags.captureEnvironment
+        launcher.options.debuginfod = captureFlags.debuginfodWanted(command: "run")
         if !forwardFirst.isEmpty {
             var names: [String] = []
             for text in forwardFirst {
@@ -363,6 +383,7 @@ struct Watch: ParsableCommand {
         configuration.inAppRules = captureFlags.inAppRules
         if captureFlags.noPtrace { configuration.capture.usePtrace = false }
         if captureFlags.captureEnvironment { configuration.capture.captureEnvironment = true }
+        if captureFlags.debuginfodWanted(command: "watch") { configuration.capture.debuginfod = true }
         let deaths = deathFlags.validated(command: "watch", clientsNameTheirs: true)
         if deaths.traceExit { configuration.traceExit = true }
         if deaths.traceExitCodes { configuration.traceExitCodes = true }
@@ -971,9 +992,7 @@ struct Symbolicate: ParsableCommand {
         do {
             var symbolicator = OfflineSymbolicator(debugDirectories: debugDir)
             symbolicator.locator.useDebuginfod = debuginfod
-            if debuginfod, (ProcessInfo.processInfo.environment["DEBUGINFOD_URLS"] ?? "").isEmpty {
-                usageError("symbolicate: --debuginfod needs DEBUGINFOD_URLS (the servers to ask, space-separated)")
-            }
+            if debuginfod { requireDebuginfodServers(command: "symbolicate") }
             let event = try symbolicator.symbolicate(path: file)
             if verbose {
                 for line in symbolicator.searchLog(for: event) {

@@ -81,6 +81,40 @@ final class DebuginfodTests: XCTestCase {
             doctor.stdout.contains("debuginfod: crashport symbolicate --debuginfod asks http://127.0.0.1:\(port)"), doctor.stdout)
     }
 
+    /// The watcher asks too, with --debuginfod, after the verdict: the report of a stripped
+    /// program names its frames from the debug file fetched, and its notes say so; without the
+    /// flag nothing is asked; without servers the flag is a usage error.
+    func testWatcherAsksAfterTheVerdict() throws {
+        let program = try strippedProgram("watched")
+        let root = Self.directory + "/tree-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: root + "/buildid/" + program.buildID, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: program.debug, toPath: root + "/buildid/\(program.buildID)/debuginfo")
+        let (server, port) = try serve(root)
+        defer { server.terminate() }
+        let environment = [
+            "DEBUGINFOD_URLS": "http://127.0.0.1:\(port)",
+            "DEBUGINFOD_CACHE_PATH": Self.directory + "/cache-\(UUID().uuidString.prefix(6))",
+        ]
+        let asked = try TestSupport.crashportRun([program.binary, "null"], options: ["--debuginfod"], environment: environment)
+        defer { try? FileManager.default.removeItem(atPath: asked.reportsDirectory) }
+        XCTAssertEqual(asked.result.status, .signaled(SIGSEGV), asked.result.stderr)
+        let event = try asked.event()
+        XCTAssertEqual(Array(event.crashedFunctions.prefix(4)), ["crash_null", "level_two", "level_one", "main"])
+        XCTAssertTrue(
+            (event.notes ?? []).contains {
+                $0.hasPrefix("watched (build-id \(program.buildID)): debug file fetched by debuginfod into ")
+            },
+            "\(event.notes ?? [])")
+
+        let plain = try TestSupport.crashportRun([program.binary, "null"], environment: environment)
+        defer { try? FileManager.default.removeItem(atPath: plain.reportsDirectory) }
+        XCTAssertNotEqual(try plain.event().crashedFunctions.first, "crash_null", "nothing asked without --debuginfod")
+
+        let unset = try TestSupport.crashportRun(
+            [program.binary, "null"], options: ["--debuginfod"], environment: ["DEBUGINFOD_URLS": ""])
+        XCTAssertEqual(unset.result.status, .exited(64), unset.result.stderr)
+    }
+
     func testAnotherBuildsFileOrNoServerIsSaid() throws {
         let program = try strippedProgram("refused")
         let other = try strippedProgram("other", flags: ["-O2", "-g"])  // another build-id
