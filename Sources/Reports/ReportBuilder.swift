@@ -140,6 +140,7 @@ public enum ReportBuilder {
         let modules = snapshot.modules
         let captured = RegionMemory(regions: snapshot.threads.compactMap(\.stack) + snapshot.extraMemory)
         let unwinder = Unwinder(memory: captured, modules: modules)
+        unwinder.jitCode = jitCode(maps: snapshot.linuxFiles.maps, modules: modules)
         unwinder.debugFile = { module in
             module.object.flatMap { DebugImageCache.shared.image(for: $0, locator: locator).debugFile }
         }
@@ -365,6 +366,19 @@ extension FrameTrust {
         case .cfi: self = .cfi
         case .framePointer: self = .framePointer
         case .scan: self = .scan
+        }
+    }
+}
+
+extension ReportBuilder {
+    /// The executable mappings of the maps that no module covers: a JIT's code.
+    static func jitCode(maps: [UInt8]?, modules: [LoadedModule]) -> [Range<UInt64>] {
+        guard let maps else { return [] }
+        return MemoryMapping.parse(maps).compactMap { mapping in
+            guard mapping.executable, mapping.start < mapping.end,
+                !modules.contains(where: { $0.base <= mapping.start && mapping.start - $0.base < $0.size })
+            else { return nil }
+            return mapping.start..<mapping.end
         }
     }
 }

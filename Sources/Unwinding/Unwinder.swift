@@ -102,6 +102,18 @@ public final class Unwinder {
         return codeRanges[found].contains(address)
     }
 
+    /// Executable memory that is no module's (a JIT's code: the JVM's, V8's), from the process's
+    /// maps, sorted. A caller found by frame pointer may return into it (JIT code keeps rbp
+    /// chains); a stack scan never takes a word pointing there (anything may).
+    public var jitCode: [Range<UInt64>] = [] {
+        didSet { jitCode.sort { $0.lowerBound < $1.lowerBound } }
+    }
+
+    func isJITCode(_ address: UInt64) -> Bool {
+        guard let found = jitCode.lastIndex(atOrBelow: address, key: \.lowerBound) else { return false }
+        return jitCode[found].contains(address)
+    }
+
     /// Tables built from .eh_frame for modules without .eh_frame_hdr, each served at a
     /// synthetic address in the kernel half of the address space, which no capture contains.
     private var builtTables: [Int: (address: UInt64, index: EHFrameIndex)?] = [:]
@@ -363,8 +375,9 @@ public final class Unwinder {
                     }
                 }
                 // libunwind's rbp-chain fallback takes whatever rbp points at: a caller found so
-                // is kept only when it returns into code (-O2 code keeps data in rbp).
-                if hasCFI || isSignalFrame || isCode(step.pc) {
+                // is kept only when it returns into code (-O2 code keeps data in rbp), a
+                // module's or a JIT's.
+                if hasCFI || isSignalFrame || isCode(step.pc) || isJITCode(step.pc) {
                     frame = UnwoundFrame(
                         pc: step.pc, sp: step.sp, method: hasCFI ? .cfi : .framePointer, isSignalFrame: isSignalFrame)
                     continue

@@ -140,6 +140,16 @@ final class JVMTests: XCTestCase {
         XCTAssertTrue(
             containsInOrder(functions, ["crashport_jni_write_null", "Java_Crash_crash"]), "\(functions.prefix(12))")
 
+        // Through the JIT's frames (rbp chains in memory no module covers) to the JVM's own
+        // callers and the thread's start: no frame from a stack scan's guess.
+        let named = functions.map { $0.split(separator: "(").first.map(String.init) ?? $0 }
+        XCTAssertTrue(
+            containsInOrder(
+                named, ["Java_Crash_crash", "JavaCalls::call_helper", "jni_CallStaticVoidMethod", "JavaMain", "start_thread"]),
+            "\(named)")
+        let scanned = (event.crashedThreadRecord?.frames ?? []).filter { $0.trust == .scan }.map { $0.function ?? "?" }
+        XCTAssertEqual(scanned, [], "frames a stack scan guessed")
+
         // Offline, from the event and from the minidump (unwound again): the same frames.
         let report = watched.reportsDirectory + "/" + watched.reportIDs[0]
         for file in ["event.json", "minidump.dmp"] {
