@@ -78,28 +78,14 @@ final class DWARFCallSites: @unchecked Sendable {
 
     /// Walks the unit's DIEs once.
     init(unit: DWARFUnit) {
-        let info = unit.sections.info
         let table = unit.abbreviations
-        var cursor = DWARFCursor(info, offset: unit.dieOffset)
-        let end = Int(min(unit.endOffset, UInt64(info.count)))
         // Ranges a well-formed unit can hold at most (one per DIE is already generous).
-        var budget = max(0, end - cursor.offset) / 4 + 64
+        var budget = max(0, Int(min(unit.endOffset, UInt64(unit.sections.info.count))) - Int(unit.dieOffset)) / 4 + 64
         var sites: [DWARFCallSite] = []
         var functions: [DWARFCallSiteFunction] = []
         var ranges: [DWARFRange] = []
-        var parents: [Int32] = []
-        var current: Int32 = -1
 
-        walk: while cursor.offset < end {
-            let dieOffset = cursor.offset
-            guard let code = cursor.uleb() else { break }
-            if code == 0 {
-                if let parent = parents.popLast() { current = parent }
-                continue
-            }
-            guard let index = table.index(of: code) else { break }
-            let abbreviation = table.abbreviations[index]
-            var scope = current
+        unit.walkDIEs(root: -1) { dieOffset, abbreviation, current, cursor in
             switch abbreviation.tag {
             case DW_TAG_subprogram:
                 var lowPC: DWARFFormValue?, highPC: DWARFFormValue?, rangesValue: DWARFFormValue?
@@ -107,7 +93,7 @@ final class DWARFCallSites: @unchecked Sendable {
                 for specIndex in abbreviation.attributes {
                     let spec = table.specs[specIndex]
                     guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
-                    else { break walk }
+                    else { return nil }
                     switch spec.attribute {
                     case DW_AT_low_pc: lowPC = value
                     case DW_AT_high_pc: highPC = value
@@ -118,17 +104,14 @@ final class DWARFCallSites: @unchecked Sendable {
                 }
                 let before = ranges.count
                 unit.addressRanges(lowPC: lowPC, highPC: highPC, ranges: rangesValue, into: &ranges, budget: &budget)
-                if ranges.count > before {
-                    scope = Int32(truncatingIfNeeded: functions.count)
-                    functions.append(
-                        DWARFCallSiteFunction(
-                            dieOffset: UInt64(dieOffset), entry: ranges[before].low, abstractOrigin: abstractOrigin,
-                            ranges: before..<ranges.count))
-                } else {
-                    // A declaration or an abstract instance: no code, so nothing below it is a
-                    // call of this unit's code.
-                    scope = -1
-                }
+                // A declaration or an abstract instance has no code, so nothing below it is a
+                // call of this unit's code.
+                guard ranges.count > before else { return -1 }
+                functions.append(
+                    DWARFCallSiteFunction(
+                        dieOffset: UInt64(dieOffset), entry: ranges[before].low, abstractOrigin: abstractOrigin,
+                        ranges: before..<ranges.count))
+                return Int32(truncatingIfNeeded: functions.count - 1)
             case Self.DW_TAG_call_site, Self.DW_TAG_GNU_call_site:
                 var returnPC: UInt64?, callPC: UInt64?, lowPC: UInt64?
                 var site = DWARFCallSite(
@@ -137,7 +120,7 @@ final class DWARFCallSites: @unchecked Sendable {
                 for specIndex in abbreviation.attributes {
                     let spec = table.specs[specIndex]
                     guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
-                    else { break walk }
+                    else { return nil }
                     switch spec.attribute {
                     case Self.DW_AT_call_return_pc: returnPC = unit.address(value)
                     case DW_AT_low_pc: lowPC = unit.address(value)
@@ -158,15 +141,12 @@ final class DWARFCallSites: @unchecked Sendable {
                     site.pc = callPC
                     site.isReturnPC = false
                 } else {
-                    break
+                    return current
                 }
                 if Self.lies(site, in: functions, ranges: ranges) { sites.append(site) }
+                return current
             default:
-                guard unit.skipAttributes(abbreviation, cursor: &cursor) else { break walk }
-            }
-            if abbreviation.hasChildren {
-                parents.append(current)
-                current = scope
+                return unit.skipAttributes(abbreviation, cursor: &cursor) ? current : nil
             }
         }
 

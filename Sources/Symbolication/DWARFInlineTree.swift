@@ -32,62 +32,39 @@ final class DWARFInlineTree: @unchecked Sendable {
 
     /// Walks the unit's DIEs; collects at most `budget` ranges, deducting what it collects.
     init(unit: DWARFUnit, budget: inout Int) {
-        let sections = unit.sections
         let table = unit.abbreviations
-        var cursor = DWARFCursor(sections.info, offset: unit.dieOffset)
-        let end = Int(min(unit.endOffset, UInt64(sections.info.count)))
         var ranges: [DWARFRange] = []
         var owners: [Int32] = []
-        var parents: [Int32] = []
-        var current: Int32 = -1
         var nodes: [Node] = []
 
-        walk: while cursor.offset < end {
-            let dieOffset = cursor.offset
-            guard let code = cursor.uleb() else { break }
-            if code == 0 {
-                // End of a sibling list (trailing padding at depth 0 is tolerated).
-                if let parent = parents.popLast() { current = parent }
-                continue
-            }
-            guard let index = table.index(of: code) else { break }
-            let abbreviation = table.abbreviations[index]
-            var owner = current
-            if abbreviation.isSubroutine {
-                var lowPC: DWARFFormValue?, highPC: DWARFFormValue?, rangesValue: DWARFFormValue?
-                var callFile: UInt64 = 0, callLine: UInt64 = 0, callColumn: UInt64 = 0
-                for specIndex in abbreviation.attributes {
-                    let spec = table.specs[specIndex]
-                    guard
-                        let value = unit.readValue(
-                            form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
-                    else { break walk }
-                    switch spec.attribute {
-                    case DW_AT_low_pc: lowPC = value
-                    case DW_AT_high_pc: highPC = value
-                    case DW_AT_ranges: rangesValue = value
-                    case DW_AT_call_file: callFile = unit.constant(value) ?? 0
-                    case DW_AT_call_line: callLine = unit.constant(value) ?? 0
-                    case DW_AT_call_column: callColumn = unit.constant(value) ?? 0
-                    default: break
-                    }
+        unit.walkDIEs(root: -1) { dieOffset, abbreviation, current, cursor in
+            guard abbreviation.isSubroutine else { return unit.skipAttributes(abbreviation, cursor: &cursor) ? current : nil }
+            var lowPC: DWARFFormValue?, highPC: DWARFFormValue?, rangesValue: DWARFFormValue?
+            var callFile: UInt64 = 0, callLine: UInt64 = 0, callColumn: UInt64 = 0
+            for specIndex in abbreviation.attributes {
+                let spec = table.specs[specIndex]
+                guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
+                else { return nil }
+                switch spec.attribute {
+                case DW_AT_low_pc: lowPC = value
+                case DW_AT_high_pc: highPC = value
+                case DW_AT_ranges: rangesValue = value
+                case DW_AT_call_file: callFile = unit.constant(value) ?? 0
+                case DW_AT_call_line: callLine = unit.constant(value) ?? 0
+                case DW_AT_call_column: callColumn = unit.constant(value) ?? 0
+                default: break
                 }
-                owner = Int32(truncatingIfNeeded: nodes.count)
-                nodes.append(
-                    Node(
-                        dieOffset: UInt64(dieOffset), parent: current, isInlined: abbreviation.tag == DW_TAG_inlined_subroutine,
-                        callFile: UInt32(truncatingIfNeeded: callFile), callLine: UInt32(truncatingIfNeeded: callLine),
-                        callColumn: UInt32(truncatingIfNeeded: callColumn)))
-                let before = ranges.count
-                unit.addressRanges(lowPC: lowPC, highPC: highPC, ranges: rangesValue, into: &ranges, budget: &budget)
-                for _ in before..<ranges.count { owners.append(owner) }
-            } else {
-                guard unit.skipAttributes(abbreviation, cursor: &cursor) else { break }
             }
-            if abbreviation.hasChildren {
-                parents.append(current)
-                current = owner
-            }
+            let owner = Int32(truncatingIfNeeded: nodes.count)
+            nodes.append(
+                Node(
+                    dieOffset: UInt64(dieOffset), parent: current, isInlined: abbreviation.tag == DW_TAG_inlined_subroutine,
+                    callFile: UInt32(truncatingIfNeeded: callFile), callLine: UInt32(truncatingIfNeeded: callLine),
+                    callColumn: UInt32(truncatingIfNeeded: callColumn)))
+            let before = ranges.count
+            unit.addressRanges(lowPC: lowPC, highPC: highPC, ranges: rangesValue, into: &ranges, budget: &budget)
+            for _ in before..<ranges.count { owners.append(owner) }
+            return owner
         }
         self.nodes = nodes
         map = DWARFAddressMap(ranges: ranges, owners: owners, ownerCount: nodes.count, winner: .highest)

@@ -256,6 +256,39 @@ final class DWARFUnit: @unchecked Sendable {
         return nil
     }
 
+    /// Visits the unit's DIEs in order, each with `cursor` at its attribute values and the scope
+    /// its parent gave its children (`root` at the top). `visit` reads or skips the values and
+    /// returns the scope of the DIE's own children, or nil to stop (a value that does not
+    /// decode). The walk ends too at the unit's end, a truncated code or an unknown
+    /// abbreviation; an end-of-siblings entry at the top (padding) is stepped over.
+    @inline(__always)
+    func walkDIEs(
+        root: Int32,
+        _ visit: (_ dieOffset: Int, _ abbreviation: DWARFAbbreviation, _ scope: Int32, _ cursor: inout DWARFCursor) -> Int32?
+    ) {
+        let info = sections.info
+        let table = abbreviations
+        var cursor = DWARFCursor(info, offset: dieOffset)
+        let end = Int(min(endOffset, UInt64(info.count)))
+        var parents: [Int32] = []
+        var current = root
+        while cursor.offset < end {
+            let offset = cursor.offset
+            guard let code = cursor.uleb() else { return }
+            if code == 0 {
+                if let parent = parents.popLast() { current = parent }
+                continue
+            }
+            guard let index = table.index(of: code) else { return }
+            let abbreviation = table.abbreviations[index]
+            guard let scope = visit(offset, abbreviation, current, &cursor) else { return }
+            if abbreviation.hasChildren {
+                parents.append(current)
+                current = scope
+            }
+        }
+    }
+
     /// Steps over the attribute values of a DIE whose abbreviation is `abbreviation`.
     @inline(__always)
     func skipAttributes(_ abbreviation: DWARFAbbreviation, cursor: inout DWARFCursor) -> Bool {
