@@ -22,9 +22,7 @@ let package = Package(
         .library(name: "CrashPort", targets: ["CrashPort"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        // crashport.toml (upload's settings): toml++ through TOMLKit, a kept TOML 1.0 parser.
-        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0")
     ],
     targets: [
         // C modules.
@@ -43,6 +41,9 @@ let package = Package(
             path: "CSupport/shims",
             linkerSettings: [.linkedLibrary("unwind-generic"), .linkedLibrary("unwind"), .linkedLibrary("z")]
         ),
+        // crashport.toml (upload's settings): toml++, a kept TOML 1.0 parser (Debian's
+        // libtomlplusplus-dev), compiled in header-only behind a C function that gives JSON.
+        .target(name: "CTOML", path: "CSupport/toml", linkerSettings: [.linkedLibrary("stdc++")]),
         // libelf (Debian libelf-dev), found through pkg-config.
         .systemLibrary(name: "CLibELF", path: "CSupport/libelf", pkgConfig: "libelf", providers: [.apt(["libelf-dev"])]),
 
@@ -84,15 +85,15 @@ let package = Package(
         .target(
             name: "Watcher",
             dependencies: [
-                "CCrashPortProtocol", "CShims", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Symbolication",
-                .product(name: "TOMLKit", package: "TOMLKit"),
+                "CCrashPortProtocol", "CShims", "CTOML", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Symbolication",
             ]
         ),
         // The command line, thin: parses arguments and calls the layers below.
         .executableTarget(
             name: "crashport",
             dependencies: [
-                "ReportModel", "Reports", "Watcher", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "LiveProcess", "ReportModel", "Reports", "Symbolication", "Watcher",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
 

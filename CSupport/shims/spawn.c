@@ -164,3 +164,12 @@ pid_t cp_spawn_detached(const char *path, char *const argv[], char *const envp[]
     errno = saved;
     return child;
 }
+
+int cp_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
+void cp_name_thread(const char *name) {
+    char shown[16];
+    strncpy(shown, name, sizeof shown - 1);
+    shown[sizeof shown - 1] = 0;
+    pthread_setname_np(pthread_self(), shown);
+}

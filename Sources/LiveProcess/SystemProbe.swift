@@ -1,7 +1,8 @@
 // SystemProbe: the machine's description for SystemInfo (uname, CPU vendor/family/model) and
 // the machine's files a minidump keeps (cpuinfo, os-release), read once per watcher process.
 
-import Foundation
+import BoundedBytes
+import FoundationEssentials
 import ReportModel
 #if canImport(Glibc)
 import Glibc
@@ -31,7 +32,7 @@ enum SystemProbe {
         info.cpuCount = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         if let text = cpuInfo.map({ String(decoding: $0, as: UTF8.self) }) {
             for line in text.split(separator: "\n") {
-                let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmed }
                 guard parts.count == 2 else {
                     if line.isEmpty { break }
                     continue

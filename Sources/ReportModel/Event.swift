@@ -3,7 +3,8 @@
 // Readers treat every field as optional (a report from an older or newer crashport, or a partial
 // one, still decodes); writers fill what they know. Addresses are strings "0x…".
 
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A target-process address, encoded as a "0x…" string in JSON.
 public struct HexAddress: Codable, Sendable, Hashable, CustomStringConvertible {
@@ -180,7 +181,7 @@ public struct Event: Codable, Sendable, Equatable {
     public static func describe(decodingError error: Error) -> String {
         switch error {
         case DecodingError.dataCorrupted(let context):
-            return context.underlyingError.map { "\($0.localizedDescription)" } ?? context.debugDescription
+            return context.underlyingError.map { "\($0)" } ?? context.debugDescription
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
             DecodingError.keyNotFound(_, let context):
             return context.debugDescription + " at " + context.codingPath.map(\.stringValue).joined(separator: ".")

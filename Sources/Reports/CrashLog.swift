@@ -116,7 +116,7 @@ public enum CrashLog {
     /// The headline's part after "crashed: ": the signal in full (code, address, sender, re-raise).
     static func signalDetail(_ event: Event) -> String {
         let line = headline(event)
-        guard let range = line.range(of: " crashed: ") else { return line }
+        guard let range = line.firstRange(of: " crashed: ") else { return line }
         return String(line[range.upperBound...])
     }
 

@@ -4,7 +4,8 @@
 // (--debug-dir, /usr/lib/debug, or the module's own path when its build-id still matches) need
 // only match by build-id. Never touches a live process.
 
-import Foundation
+import BoundedBytes
+import FoundationEssentials
 import ObjectFile
 import ReportModel
 import Symbolication
@@ -192,7 +193,7 @@ public struct OfflineSymbolicator {
             } ?? []
         var event = ReportBuilder.event(
             snapshot: snapshot, executable: minidump.modules.first?.path, arguments: arguments,
-            notes: notes + minidump.warnings, id: (name as NSString).lastPathComponent,
+            notes: notes + minidump.warnings, id: name.pathBaseName,
             timestamp: Event.timestamp(Date(timeIntervalSince1970: TimeInterval(minidump.timeDateStamp))), locator: locator)
         event.minidump = name
         return event

@@ -10,7 +10,8 @@
 // end, headers must be JSON objects, and the envelope's `event_id` must be 32 hex digits. Items
 // of unknown type are kept, as the protocol asks.
 
-import Foundation
+import FoundationEssentials
+import ReportModel
 
 public struct SentryEnvelope: Sendable, Equatable {
     /// One item: its headers (`type`, `length` and the rest) and its payload bytes.
@@ -118,10 +119,10 @@ public struct SentryEnvelope: Sendable, Equatable {
         return bytes
     }
 
-    /// Compact JSON on one line. JSONSerialization escapes control characters, so a header can
-    /// never hold a raw newline.
+    /// Compact JSON on one line. Control characters are escaped, so a header can never hold a
+    /// raw newline.
     static func line(_ object: [String: Any]) throws -> [UInt8] {
-        Array(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+        try JSONObject.data(object)
     }
 
     // MARK: the strict parser
@@ -135,7 +136,7 @@ public struct SentryEnvelope: Sendable, Equatable {
             guard let end = bytes[position...].firstIndex(of: UInt8(ascii: "\n")) ?? (position < bytes.count ? bytes.count : nil)
             else { throw fail("a header line was expected, the envelope ended") }
             let line = bytes[position..<end]
-            guard !line.isEmpty, let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
+            guard !line.isEmpty, let object = JSONObject.parseObject(line) else {
                 throw fail("a header line is not a JSON object")
             }
             position = end
@@ -191,12 +192,8 @@ public struct SentryEnvelope: Sendable, Equatable {
         return envelope
     }
 
-    /// A JSON integer. JSONSerialization gives NSNumbers, and on Linux `true` casts to 1 (and
-    /// `is Bool` holds for 0 and 1), so a boolean is told apart by its Objective-C type code.
-    static func integer(_ value: Any?) -> Int? {
-        guard let number = value as? NSNumber, String(cString: number.objCType) != "c" else { return nil }
-        return value as? Int
-    }
+    /// A JSON integer (a JSON boolean is not one).
+    static func integer(_ value: Any?) -> Int? { value as? Int }
 
     static func string(_ object: [String: Any], _ key: String, _ fail: (String) -> SentryError) throws -> String? {
         guard let value = object[key] else { return nil }
@@ -262,7 +259,7 @@ public struct SentrySession: Sendable, Equatable {
     }
 
     public func jsonData() throws -> Data {
-        try JSONSerialization.data(withJSONObject: jsonObject, options: [.sortedKeys, .withoutEscapingSlashes])
+        Data(try JSONObject.data(jsonObject))
     }
 }
 

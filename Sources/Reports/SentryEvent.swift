@@ -30,7 +30,8 @@
 // Pure: an `Event` and options in, a JSON object out; the OS facts come from the caller (the
 // minidump's SystemInfo and os-release streams, `SentryOperatingSystem(minidump:)`).
 
-import Foundation
+import BoundedBytes
+import FoundationEssentials
 import ReportModel
 
 public enum SentryEvent {
@@ -59,7 +60,7 @@ public enum SentryEvent {
     /// Tag keys Relay fills from the event's own fields and drops when an SDK sends them.
     public static let reservedTagKeys: Set<String> = ["release", "environment", "user", "dist"]
 
-    /// The event as a JSON object (JSONSerialization types).
+    /// The event as a JSON object (`JSONObject`'s loose values).
     public static func payload(for event: Event, options: Options) -> [String: Any] {
         var payload: [String: Any] = ["platform": "native", "level": level(event.kind), "logger": "crashport"]
         payload["event_id"] = eventID(reportID: event.id ?? event.timestamp ?? "")
@@ -118,7 +119,7 @@ public enum SentryEvent {
             payload["breadcrumbs"] = ["values": breadcrumbs.map(breadcrumb)]
         }
         if let culprit = event.culprit, let function = culprit.function {
-            let file = culprit.file.map { ($0 as NSString).lastPathComponent }
+            let file = culprit.file.map { $0.pathBaseName }
             payload["culprit"] = function + (file.map { " (\($0)" + (culprit.line.map { ":\($0)" } ?? "") + ")" } ?? "")
         }
         return payload
@@ -126,8 +127,7 @@ public enum SentryEvent {
 
     /// The payload as compact JSON (sorted keys, so the same report gives the same bytes).
     public static func jsonData(for event: Event, options: Options) throws -> Data {
-        try JSONSerialization.data(
-            withJSONObject: payload(for: event, options: options), options: [.sortedKeys, .withoutEscapingSlashes])
+        Data(try JSONObject.data(payload(for: event, options: options)))
     }
 
     /// Sentry's `level` for a kind of report (see the file comment).
@@ -277,7 +277,7 @@ public enum SentryEvent {
             return found
         }
         guard let name = frame.module else { return nil }
-        return modules.first { ($0.path.map { ($0 as NSString).lastPathComponent }) == name }
+        return modules.first { ($0.path.map { $0.pathBaseName }) == name }
     }
 
     /// Sentry's names for how a frame was found (symbolicator's `FrameTrust`); a signal frame
@@ -324,7 +324,7 @@ public enum SentryEvent {
         }
         if let arch = os?.machine ?? architecture(event) { contexts["device"] = ["type": "device", "arch": arch] }
         var process: [String: Any] = ["type": "process"]
-        if let executable = event.process?.executable { process["name"] = (executable as NSString).lastPathComponent }
+        if let executable = event.process?.executable { process["name"] = executable.pathBaseName }
         if let pid = event.process?.pid { process["pid"] = Int(pid.rawValue) }
         if process.count > 1 { contexts["process"] = process }
         return contexts
@@ -361,7 +361,7 @@ public enum SentryEvent {
             extra["attachments"] = attachments.map { attachment -> [String: Any] in
                 var value: [String: Any] = [:]
                 if let file = attachment.file ?? attachment.path {
-                    value["name"] = (file as NSString).lastPathComponent
+                    value["name"] = file.pathBaseName
                 }
                 if let size = attachment.size { value["size"] = Int(clamping: size) }
                 if let copied = attachment.copied { value["copied"] = Int(clamping: copied) }
@@ -463,7 +463,7 @@ public struct SentryOperatingSystem: Sendable, Equatable {
         var fields: [String: String] = [:]
         for line in text.split(separator: "\n") {
             guard let equals = line.firstIndex(of: "="), !line.hasPrefix("#") else { continue }
-            var value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            var value = line[line.index(after: equals)...].trimmed
             if value.count >= 2, let first = value.first, first == "\"" || first == "'", value.last == first {
                 value = String(value.dropFirst().dropLast())
             }

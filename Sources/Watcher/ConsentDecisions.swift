@@ -4,7 +4,7 @@
 // live in the reports directory (Upload.swift: ConsentSettings, UploadState.consent); a
 // sidecar running as root writes them with the user's filesystem ids, as it writes reports.
 
-import Foundation
+import FoundationEssentials
 import ReportModel
 import Synchronization
 

@@ -8,7 +8,7 @@
 
 import CCrashPortProtocol
 import CShims
-import Foundation
+import FoundationEssentials
 import LiveProcess
 import ReportModel
 import Reports
@@ -54,7 +54,7 @@ public final class CrashServer: @unchecked Sendable {
     public let store: ReportStore
     public var options: CaptureOptions
     /// Where the watcher's own messages go (stderr); tests may redirect.
-    public var log: (String) -> Void = { FileHandle.standardError.write(Data(("crashport: " + $0 + "\n").utf8)) }
+    public var log: (String) -> Void = { StandardError.write(("crashport: " + $0 + "\n")) }
     public var printSummary = true
     /// One log line per report (the sidecar's journal) instead of the summary.
     public var reportLine = false

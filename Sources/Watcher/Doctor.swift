@@ -2,7 +2,8 @@
 // for real (a child is actually traced), not guessed from settings alone.
 
 import CShims
-import Foundation
+import BoundedBytes
+import FoundationEssentials
 import LiveProcess
 import ReportModel
 import ObjectFile
@@ -62,7 +63,7 @@ public struct Doctor {
         } else {
             findings.append(Finding(level: .warning, text: "sidecar: did not answer HELLO within 2 s"))
         }
-        let scope = ProcFiles.readText("/proc/sys/kernel/yama/ptrace_scope")?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let scope = ProcFiles.readText("/proc/sys/kernel/yama/ptrace_scope")?.trimmed
         let capture: (Level, String)
         switch scope {
         case nil, "0"?:
@@ -90,7 +91,7 @@ public struct Doctor {
         for entry in entries where entry.first?.isNumber == true {
             guard let status = ProcFiles.readText("/proc/\(entry)/status"),
                 let line = status.split(separator: "\n").first(where: { $0.hasPrefix("TracerPid:") }),
-                let tracer = Int32(line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces)), tracer > 0,
+                let tracer = Int32(line.dropFirst("TracerPid:".count).trimmed), tracer > 0,
                 let tracerPath = ProcFiles.executable(of: ProcessID(tracer)), tracerPath.hasSuffix("/crashport"),
                 ProcFiles.readText("/proc/\(tracer)/cmdline")?.contains("--trace-exit") == true
             else { continue }
@@ -113,7 +114,7 @@ public struct Doctor {
         let release = withUnsafeBytes(of: names.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         findings.append(Finding(level: .ok, text: "kernel \(release)"))
 
-        if let scope = ProcFiles.readText("/proc/sys/kernel/yama/ptrace_scope")?.trimmingCharacters(in: .whitespacesAndNewlines) {
+        if let scope = ProcFiles.readText("/proc/sys/kernel/yama/ptrace_scope")?.trimmed {
             let meaning =
                 [
                     "0": "classic: any process of the same user",
@@ -148,7 +149,7 @@ public struct Doctor {
         } catch {
             findings.append(Finding(level: .problem, text: "\(error)"))
         }
-        if let pattern = ProcFiles.readText("/proc/sys/kernel/core_pattern")?.trimmingCharacters(in: .whitespacesAndNewlines) {
+        if let pattern = ProcFiles.readText("/proc/sys/kernel/core_pattern")?.trimmed {
             findings.append(Finding(level: .ok, text: "core_pattern: \(pattern) (crashport leaves core dumps as they are)"))
         }
         let candidates: [String] = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
@@ -192,7 +193,7 @@ public struct Doctor {
     func hasPtraceCapability() -> Bool {
         guard let status = ProcFiles.readText("/proc/self/status"),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("CapEff:") }),
-            let mask = UInt64(line.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16)
+            let mask = UInt64(line.dropFirst(7).trimmed, radix: 16)
         else { return false }
         return mask & (1 << 19) != 0
     }

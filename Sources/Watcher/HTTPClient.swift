@@ -2,7 +2,9 @@
 // it is loaded, not linked). What a collector answered, or why it did not.
 
 import CShims
-import Foundation
+import BoundedBytes
+import FoundationEssentials
+import Glibc
 
 public struct HTTPResponse: Sendable {
     public var status: Int
@@ -20,8 +22,8 @@ public struct HTTPResponse: Sendable {
                 continue
             }
             guard let colon = line.firstIndex(of: ":") else { continue }
-            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-            headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let name = line[..<colon].trimmed.lowercased()
+            headers[name] = line[line.index(after: colon)...].trimmed
         }
         return headers
     }

@@ -16,7 +16,8 @@ import CShims
 import LiveProcess
 import ReportModel
 import Reports
-import Foundation
+import BoundedBytes
+import FoundationEssentials
 import ObjectFile
 import Synchronization
 #if canImport(Glibc)
@@ -132,7 +133,7 @@ public struct Launcher {
 
     /// Runs PROGRAM to completion; returns how it ended and the reports written meanwhile.
     public func run(
-        log: @escaping (String) -> Void = { FileHandle.standardError.write(Data(("crashport: " + $0 + "\n").utf8)) }
+        log: @escaping (String) -> Void = { StandardError.write(("crashport: " + $0 + "\n")) }
     )
         throws -> (termination: Termination, reports: [WrittenReport])
     {
@@ -363,9 +364,9 @@ public struct Launcher {
     static func tracer(of pid: pid_t) -> String? {
         guard let status = ProcFiles.readText("/proc/\(pid)/status"),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("TracerPid:") }),
-            let tracer = Int32(line.dropFirst("TracerPid:".count).trimmingCharacters(in: .whitespaces)), tracer > 0
+            let tracer = Int32(line.dropFirst("TracerPid:".count).trimmed), tracer > 0
         else { return nil }
-        let name = ProcFiles.readText("/proc/\(tracer)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let name = ProcFiles.readText("/proc/\(tracer)/comm")?.trimmed
         return "\(tracer)" + (name.map { " (\($0))" } ?? "")
     }
 

@@ -4,24 +4,19 @@
 // it; `capacity` bounds the captures held in memory, and a full queue makes the main thread
 // write one report itself before taking the next crash (back-pressure, not growth).
 
-import Foundation
+import Glibc
 
 public final class ReportPool: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var queue: [@Sendable () -> Void] = []
     private var running = 0
     private var stopping = false
     private let capacity: Int
-    private var threads: [Thread] = []
 
     public init(threads count: Int, capacity: Int = 32) {
         self.capacity = max(1, capacity)
         for index in 0..<max(1, count) {
-            let thread = Thread { [self] in work() }
-            thread.name = "crashport-report-\(index)"
-            thread.stackSize = 8 << 20
-            threads.append(thread)
-            thread.start()
+            startThread(name: "report-\(index)") { [self] in work() }
         }
     }
 

@@ -7,7 +7,8 @@
 // whatever --reports says. A miss names the directory searched and the ids closest to what was
 // typed, so a mistyped id can be corrected without listing the whole store.
 
-import Foundation
+import FoundationEssentials
+import Glibc
 
 extension ReportStore {
     /// The store and the name in it that `reference` designates: for a path, the report

@@ -14,7 +14,7 @@
 
 import BoundedBytes
 import CShims
-import Foundation
+import FoundationEssentials
 import ReportModel
 #if canImport(Glibc)
 import Glibc
@@ -151,7 +151,7 @@ public struct ReportStore: Sendable {
         let event = directory + "/event.json"
         guard lstat(event, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= 64 << 20,
             let data = FileManager.default.contents(atPath: event),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+            let object = JSONObject.parseObject(data)
         else { return false }
         return object["schema"] as? String == Event.schemaName
     }
@@ -170,8 +170,14 @@ public struct ReportStore: Sendable {
     public static func defaultRoot(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let path = environment["CRASHPORT_REPORTS"], !path.isEmpty { return path }
         if let state = environment["XDG_STATE_HOME"], !state.isEmpty { return state + "/crashport/reports" }
-        let home = environment["HOME"] ?? NSHomeDirectory()
+        let home = environment["HOME"] ?? userHome
         return home + "/.local/state/crashport/reports"
+    }
+
+    /// This user's home directory from the password database, for when HOME is unset.
+    public static var userHome: String {
+        guard let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir else { return "/" }
+        return String(cString: directory)
     }
 
     /// Creates the directory (0700) if needed and checks that a report could be written now.

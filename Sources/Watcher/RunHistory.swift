@@ -17,7 +17,7 @@
 // after launch keeps it; a run that ends without a crash sets it to 0. A run killed without a
 // crash report (SIGKILL, the OOM killer) keeps it too: crashport could not tell when it died.
 
-import Foundation
+import FoundationEssentials
 import LiveProcess
 import ObjectFile
 import ReportModel
@@ -124,7 +124,8 @@ public struct RunHistory: Sendable {
     /// taken as given).
     public static func realPath(_ path: String) -> String {
         var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        return realpath(path, &resolved) != nil ? String(cString: resolved) : path
+        guard realpath(path, &resolved) != nil else { return path }
+        return resolved.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
     /// A running process's program: /proc/PID/exe's target and build-id.

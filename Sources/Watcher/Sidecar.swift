@@ -15,7 +15,7 @@
 // this thread is their tracer too.
 
 import CShims
-import Foundation
+import FoundationEssentials
 import LiveProcess
 import CCrashPortProtocol
 import ObjectFile

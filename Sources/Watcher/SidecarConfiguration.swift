@@ -2,7 +2,8 @@
 // command line and an optional configuration file (`key = value` lines, the long option names
 // without dashes; reread on SIGHUP).
 
-import Foundation
+import BoundedBytes
+import FoundationEssentials
 import LiveProcess
 import Reports
 #if canImport(Glibc)
@@ -51,7 +52,7 @@ public struct SidecarConfiguration: Sendable {
                 reportsRoot: environment["CRASHPORT_REPORTS"].nonEmpty ?? "/var/lib/crashport/reports",
                 spoolDirectory: environment["CRASHPORT_SPOOL"].nonEmpty ?? "/var/spool/crashport")
         }
-        let home = environment["HOME"].nonEmpty ?? NSHomeDirectory()
+        let home = environment["HOME"].nonEmpty ?? ReportStore.userHome
         let state = environment["XDG_STATE_HOME"].nonEmpty ?? home + "/.local/state"
         let runtime = environment["XDG_RUNTIME_DIR"].nonEmpty.map { $0 + "/crashport" } ?? state + "/crashport"
         return SidecarConfiguration(
@@ -73,9 +74,9 @@ public struct SidecarConfiguration: Sendable {
         allowGroups = []
         for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            let trimmed = line.trimmed
             if trimmed.isEmpty { continue }
-            let parts = trimmed.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            let parts = trimmed.split(separator: "=", maxSplits: 1).map { $0.trimmed }
             let key = parts[0]
             let value = parts.count > 1 ? parts[1] : ""
             func bad(_ why: String) -> Problem { Problem(description: "\(file):\(number + 1): \(key): \(why)") }

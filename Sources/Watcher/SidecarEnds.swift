@@ -19,7 +19,7 @@
 //    exit with 0 or a death by another signal (SIGTERM, SIGINT...) is an ordinary end, as
 //    `crashport run` counts it.
 
-import Foundation
+import FoundationEssentials
 import LiveProcess
 import ReportModel
 import Reports

@@ -11,7 +11,7 @@
 
 import CCrashPortProtocol
 import CShims
-import Foundation
+import FoundationEssentials
 import LiveProcess
 import ReportModel
 import Synchronization

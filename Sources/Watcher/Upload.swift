@@ -19,7 +19,8 @@
 // server's and is kept even by `--now`, which skips only crashport's own backoff; a 413 or any
 // other 4xx is recorded and never retried.
 
-import Foundation
+import BoundedBytes
+import FoundationEssentials
 import ReportModel
 import Reports
 
@@ -229,15 +230,32 @@ public struct UploadPolicy: Sendable {
     /// Seconds a Retry-After value asks for: delta-seconds or an HTTP date; 60 when it is
     /// neither (as sentry-native reads it).
     public func serverWait(_ value: String, now: Date) -> Double {
-        if let seconds = Double(value.trimmingCharacters(in: .whitespaces)), seconds >= 0 {
+        if let seconds = Double(value.trimmed), seconds >= 0 {
             return min(seconds, longestServerWait)
         }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        if let date = formatter.date(from: value) { return min(max(0, date.timeIntervalSince(now)), longestServerWait) }
+        if let date = Self.httpDate(value) { return min(max(0, date.timeIntervalSince(now)), longestServerWait) }
         return 60
+    }
+
+    /// An HTTP date (RFC 9110's IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`), or nil.
+    static func httpDate(_ value: String) -> Date? {
+        let words = value.trimmed.split(separator: " ")
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard words.count == 6, words[0].count == 4, words[0].hasSuffix(","), words[5] == "GMT",
+            let day = Int32(words[1]), (1...31).contains(day), let month = months.firstIndex(of: String(words[2])),
+            let year = Int32(words[3]), (1970...9999).contains(year)
+        else { return nil }
+        let clock = words[4].split(separator: ":", omittingEmptySubsequences: false).compactMap { Int32($0) }
+        guard clock.count == 3, (0...23).contains(clock[0]), (0...59).contains(clock[1]), (0...60).contains(clock[2])
+        else { return nil }
+        var fields = tm()
+        fields.tm_year = year - 1900
+        fields.tm_mon = Int32(month)
+        fields.tm_mday = day
+        fields.tm_hour = clock[0]
+        fields.tm_min = clock[1]
+        fields.tm_sec = clock[2]
+        return Date(timeIntervalSince1970: Double(timegm(&fields)))
     }
 }
 
@@ -248,7 +266,7 @@ public enum CrashpadUpload {
     public static func fields(for event: Event, reportID: String) -> [(String, String)] {
         var fields: [(String, String)] = []
         for (key, value) in (event.annotations ?? [:]).sorted(by: { $0.key < $1.key }) { fields.append((key, value)) }
-        let program = event.process?.executable.map { ($0 as NSString).lastPathComponent } ?? "unknown"
+        let program = event.process?.executable.map { $0.pathBaseName } ?? "unknown"
         let own: [(String, String)] = [
             ("prod", event.annotations?["prod"] ?? program), ("ver", event.annotations?["ver"] ?? event.release ?? "0"),
             ("guid", guid(reportID)), ("plat", "Linux"), ("crashport_report_id", reportID),
@@ -287,7 +305,7 @@ public enum CrashpadUpload {
     ) -> (
         body: [UInt8], boundary: String
     ) {
-        let boundary = "---MultipartBoundary-" + UUID().uuidString.replacingOccurrences(of: "-", with: "") + "---"
+        let boundary = "---MultipartBoundary-" + String(UUID().uuidString.filter { $0 != "-" }) + "---"
         var body: [UInt8] = []
         for (name, value) in fields {
             body += Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"\(escape(name))\"\r\n\r\n".utf8)
@@ -304,10 +322,12 @@ public enum CrashpadUpload {
     /// first line when it looks like an id (Crashpad's and Sentry's minidump endpoint answer with
     /// one), else nil.
     public static func serverID(in body: String) -> String? {
-        let line = body.split(whereSeparator: \.isNewline).first.map(String.init)?.trimmingCharacters(in: .whitespaces) ?? ""
+        let line = body.split(whereSeparator: \.isNewline).first.map(String.init)?.trimmed ?? ""
         if line.hasPrefix("CrashID=") { return String(line.dropFirst("CrashID=".count)) }
-        let idCharacters = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-_"))
-        guard !line.isEmpty, line.count <= 128, line.unicodeScalars.allSatisfy(idCharacters.contains) else { return nil }
+        func isIDCharacter(_ scalar: Unicode.Scalar) -> Bool {
+            scalar.properties.isAlphabetic || scalar.properties.numericType != nil || scalar == "-" || scalar == "_"
+        }
+        guard !line.isEmpty, line.count <= 128, line.unicodeScalars.allSatisfy(isIDCharacter) else { return nil }
         return line
     }
 }

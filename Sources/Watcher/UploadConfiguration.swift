@@ -1,6 +1,6 @@
 // UploadConfiguration: crashport.toml, the file that says where reports go when neither flags nor
 // the environment do (flags first, then the environment, then the file). TOML 1.0, read by
-// TOMLKit (toml++), in an [upload] table:
+// toml++ (Debian's libtomlplusplus-dev, through CSupport/toml), in an [upload] table:
 //
 //     [upload]
 //     sentry_dsn = "https://KEY@o1.ingest.sentry.io/42"     # or a list of DSNs
@@ -17,8 +17,10 @@
 // no configuration. Every error names the file, and the key where there is one: an unknown key
 // or table, a value of the wrong type, a file that is not TOML.
 
-import Foundation
-import TOMLKit
+import CTOML
+import FoundationEssentials
+import Glibc
+import ReportModel
 
 public struct UploadConfiguration: Equatable, Sendable {
     public var sentryDSNs: [String] = []
@@ -38,7 +40,7 @@ public struct UploadConfiguration: Equatable, Sendable {
     /// The default file for this user.
     public static func defaultPath(environment: [String: String], uid: UInt32) -> String {
         if uid == 0 { return "/etc/crashport/crashport.toml" }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? ReportStore.userHome
         let config = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? home + "/.config"
         return config + "/crashport/crashport.toml"
     }
@@ -58,36 +60,40 @@ public struct UploadConfiguration: Equatable, Sendable {
 
     /// The configuration in TOML `text`; errors name `file`.
     public static func parse(_ text: String, file: String) throws -> UploadConfiguration {
-        let table: TOMLTable
-        do {
-            table = try TOMLTable(string: text)
-        } catch let error as TOMLParseError {
-            throw UploadError("\(file):\(error.source.begin.line): not TOML: \(error.description)")
-        } catch {
-            throw UploadError("\(file): not TOML: \(error)")
+        var json: UnsafeMutablePointer<CChar>?
+        let line = text.withCString { cp_toml_to_json($0, strlen($0), &json) }
+        defer { free(json) }
+        guard let json else { throw UploadError("\(file): out of memory reading it") }
+        guard line == 0 else {
+            throw UploadError("\(file)\(line > 0 ? ":\(line)" : ""): not TOML: \(String(cString: json))")
+        }
+        guard let table = JSONObject.parseObject(Array(UnsafeRawBufferPointer(start: json, count: strlen(json)))) else {
+            throw UploadError("\(file): not TOML: toml++ gave no table")
         }
         var configuration = UploadConfiguration()
-        for key in table.keys where key != "upload" {
+        for key in table.keys.sorted() where key != "upload" {
             throw UploadError("\(file): unknown table or key '\(key)' (crashport.toml has an [upload] table)")
         }
         guard let upload = table["upload"] else { return configuration }
-        guard let settings = upload.table else { throw UploadError("\(file): upload must be a table ([upload])") }
+        guard let settings = upload as? [String: Any] else {
+            throw UploadError("\(file): upload must be a table ([upload])")
+        }
         func bad(_ key: String, _ what: String) -> UploadError { UploadError("\(file): upload.\(key) must be \(what)") }
         func strings(_ key: String) throws -> [String] {
             guard let value = settings[key] else { return [] }
-            if let text = value.string { return [text] }
-            guard let array = value.array else { throw bad(key, "a string or a list of strings") }
+            if let text = value as? String { return [text] }
+            guard let array = value as? [Any] else { throw bad(key, "a string or a list of strings") }
             return try array.map { item in
-                guard let text = item.string else { throw bad(key, "a string or a list of strings") }
+                guard let text = item as? String else { throw bad(key, "a string or a list of strings") }
                 return text
             }
         }
         func string(_ key: String) throws -> String? {
             guard let value = settings[key] else { return nil }
-            guard let text = value.string else { throw bad(key, "a string") }
+            guard let text = value as? String else { throw bad(key, "a string") }
             return text
         }
-        for key in settings.keys {
+        for key in settings.keys.sorted() {
             switch key {
             case "sentry_dsn": configuration.sentryDSNs = try strings(key)
             case "url": configuration.urls = try strings(key)
@@ -95,10 +101,10 @@ public struct UploadConfiguration: Equatable, Sendable {
             case "ca_file": configuration.caFile = try string(key)
             case "before_send": configuration.beforeSend = try string(key)
             case "timeout_ms":
-                guard let milliseconds = settings[key]?.int, milliseconds > 0 else { throw bad(key, "a positive integer") }
+                guard let milliseconds = settings[key] as? Int, milliseconds > 0 else { throw bad(key, "a positive integer") }
                 configuration.timeoutMilliseconds = milliseconds
             case "send_pii", "sentry_minidump":
-                guard let flag = settings[key]?.bool else { throw bad(key, "true or false") }
+                guard let flag = settings[key] as? Bool else { throw bad(key, "true or false") }
                 if key == "send_pii" { configuration.sendPII = flag } else { configuration.sentryMinidump = flag }
             default:
                 throw UploadError(

@@ -11,7 +11,10 @@
 // or UTF-16, has NAME overwritten with `*` of the same length, so no offset or size moves. JSON and
 // form fields get `~/` for `/home/NAME/`.
 
-import Foundation
+import CShims
+import FoundationEssentials
+import LiveProcess
+import ReportModel
 import Synchronization
 
 #if canImport(Glibc)
@@ -24,7 +27,7 @@ public enum UploadPrivacy {
         guard text.contains("/home/") else { return text }
         var result = ""
         var rest = Substring(text)
-        while let range = rest.range(of: "/home/") {
+        while let range = rest.firstRange(of: "/home/") {
             result += rest[..<range.lowerBound]
             let after = rest[range.upperBound...]
             if let slash = after.firstIndex(of: "/"), after[..<slash].allSatisfy(isNameCharacter), slash != after.startIndex {
@@ -42,7 +45,7 @@ public enum UploadPrivacy {
         character.isLetter || character.isNumber || "._-".contains(character)
     }
 
-    /// Every string in a JSON value (JSONSerialization's types) scrubbed, keys too.
+    /// Every string in a JSON value (JSONObject's loose values) scrubbed, keys too.
     public static func scrubbed(json value: Any) -> Any {
         switch value {
         case let text as String: return scrubbed(text)
@@ -172,44 +175,104 @@ public enum UploadPrivacy {
     /// prints a JSON object; nil with why when it drops the report (non-zero exit), fails, or
     /// takes longer than `timeout` seconds (then it is killed).
     public static func beforeSend(_ program: String, json: Data, timeout: Double = 10) -> Result<Data, UploadError> {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        do {
-            try process.run()
-        } catch {
-            return .failure(UploadError("before_send \(program) cannot be run: \(error.localizedDescription)"))
+        var input: [Int32] = [-1, -1]
+        var output: [Int32] = [-1, -1]
+        guard cp_pipe(&input) == 0 else { return .failure(UploadError("before_send: pipe: \(String(cString: strerror(errno)))")) }
+        guard cp_pipe(&output) == 0 else {
+            input.forEach { close($0) }
+            return .failure(UploadError("before_send: pipe: \(String(cString: strerror(errno)))"))
         }
-        // Written from another thread: a hook that answers before reading all of it must not
-        // deadlock us on a full pipe. A hook past its time is killed, which ends the read.
-        let writer = input.fileHandleForWriting
-        Thread {
-            writer.write(json)
-            try? writer.close()
-        }.start()
-        let expired = Mutex(false)
-        let pid = process.processIdentifier
-        DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
-            if process.isRunning {
-                expired.withLock { $0 = true }
-                kill(pid, SIGKILL)
-            }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, input[0], STDIN_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, output[1], STDOUT_FILENO)
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(program), nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = argv.withUnsafeBufferPointer { posix_spawn(&pid, program, &actions, nil, $0.baseAddress!, environ) }
+        close(input[0])
+        close(output[1])
+        guard spawned == 0 else {
+            close(input[1])
+            close(output[0])
+            return .failure(UploadError("before_send \(program) cannot be run: \(String(cString: strerror(spawned)))"))
         }
-        let answer = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        if expired.withLock({ $0 }) {
-            return .failure(UploadError("before_send \(program) took longer than \(Int(timeout)) s; not sent"))
+        // Written and read in one poll loop: a hook that answers before reading all of its input
+        // must not deadlock us on a full pipe. A hook past its time is killed.
+        let answer = exchange(Array(json), writingTo: input[1], readingFrom: output[0], seconds: timeout)
+        close(output[0])
+        if answer == nil { kill(pid, SIGKILL) }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        guard let answer else {
+            return .failure(
+                UploadError(
+                    "before_send \(program) took longer than \(timeout == timeout.rounded() ? String(Int(timeout)) : String(timeout)) s; not sent"
+                ))
         }
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-            return .failure(UploadError("dropped by before_send \(program) (it exited \(process.terminationStatus))"))
+        let exited = status & 0x7f == 0
+        guard exited, (status >> 8) & 0xff == 0 else {
+            return .failure(
+                UploadError(
+                    "dropped by before_send \(program) (it exited \(exited ? (status >> 8) & 0xff : 128 + status & 0x7f))"))
         }
-        guard (try? JSONSerialization.jsonObject(with: answer)) is [String: Any] else {
+        guard JSONObject.parseObject(answer) != nil else {
             return .failure(UploadError("before_send \(program) did not answer with a JSON object; not sent"))
         }
-        return .success(answer)
+        return .success(Data(answer))
+    }
+
+    /// Writes `bytes` to `writer` (closed when written, or when the reader stops taking them) while
+    /// reading `reader` to its end; what was read, or nil when `seconds` passed first. SIGPIPE is
+    /// held back on this thread meanwhile, and one it raised is taken before it is let through.
+    static func exchange(_ bytes: [UInt8], writingTo writer: Int32, readingFrom reader: Int32, seconds: Double) -> [UInt8]? {
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous)
+        defer {
+            var none = timespec()
+            while sigtimedwait(&pipeSignal, nil, &none) == SIGPIPE {}
+            pthread_sigmask(SIG_SETMASK, &previous, nil)
+        }
+        _ = fcntl(writer, F_SETFL, fcntl(writer, F_GETFL) | O_NONBLOCK)
+        var writing: Int32? = writer
+        var written = 0
+        if bytes.isEmpty {
+            close(writer)
+            writing = nil
+        }
+        var answer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let deadline = monotonicNanoseconds() + UInt64(max(0, seconds) * 1e9)
+        while true {
+            let now = monotonicNanoseconds()
+            guard now < deadline else {
+                if let writing { close(writing) }
+                return nil
+            }
+            var fds = [pollfd(fd: reader, events: Int16(POLLIN), revents: 0)]
+            if let writing { fds.append(pollfd(fd: writing, events: Int16(POLLOUT), revents: 0)) }
+            let ready = poll(&fds, nfds_t(fds.count), Int32(min((deadline - now) / 1_000_000 + 1, 1000) as UInt64))
+            if ready < 0 && errno != EINTR { return nil }
+            if let fd = writing, fds.count > 1, fds[1].revents != 0 {
+                let count = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+                if count > 0 { written += count }
+                if written == bytes.count || (count < 0 && errno != EAGAIN && errno != EINTR) {
+                    close(fd)
+                    writing = nil
+                }
+            }
+            if fds[0].revents != 0 {
+                let count = chunk.withUnsafeMutableBytes { read(reader, $0.baseAddress, $0.count) }
+                if count == 0 || (count < 0 && errno != EINTR && errno != EAGAIN) {
+                    if let writing { close(writing) }
+                    return answer
+                }
+                if count > 0 { answer += chunk[..<count] }
+            }
+        }
     }
 }

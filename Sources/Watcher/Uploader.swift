@@ -3,7 +3,8 @@
 // has the destinations, the state file and the policy).
 
 import CShims
-import Foundation
+import BoundedBytes
+import FoundationEssentials
 import LiveProcess
 import ReportModel
 import Reports
@@ -204,7 +205,7 @@ public struct Uploader {
             if case .sentryMinidump = destination {
                 // Sentry merges a `sentry` field's JSON into the event it makes of the minidump.
                 let fragment = ["release": event.release, "environment": environment].compactMapValues { $0 }
-                if !fragment.isEmpty, let json = try? JSONSerialization.data(withJSONObject: fragment, options: [.sortedKeys]) {
+                if !fragment.isEmpty, let json = try? JSONObject.data(fragment) {
                     fields.append(("sentry", String(decoding: json, as: UTF8.self)))
                 }
             }
@@ -212,11 +213,10 @@ public struct Uploader {
             if let beforeSend {
                 // The hook sees the fields as one JSON object, and answers with the ones to send.
                 let object = Dictionary(fields, uniquingKeysWith: { _, last in last })
-                switch UploadPrivacy.beforeSend(beforeSend, json: (try? JSONSerialization.data(withJSONObject: object)) ?? Data())
-                {
+                switch UploadPrivacy.beforeSend(beforeSend, json: Data((try? JSONObject.data(object)) ?? [])) {
                 case .failure(let why): return .failure(why)
                 case .success(let answer):
-                    let edited = (try? JSONSerialization.jsonObject(with: answer)) as? [String: Any] ?? [:]
+                    let edited = JSONObject.parseObject(answer) ?? [:]
                     fields = edited.compactMap { key, value in (value as? String).map { (key, $0) } }.sorted { $0.0 < $1.0 }
                 }
             }
@@ -235,8 +235,7 @@ public struct Uploader {
             do {
                 var payload: Any = SentryEvent.payload(for: event, options: options)
                 if !sendPII { payload = UploadPrivacy.scrubbed(json: payload) }
-                var eventJSON = try JSONSerialization.data(
-                    withJSONObject: payload, options: [.sortedKeys, .withoutEscapingSlashes])
+                var eventJSON = Data(try JSONObject.data(payload))
                 if let beforeSend {
                     switch UploadPrivacy.beforeSend(beforeSend, json: eventJSON) {
                     case .failure(let why): return .failure(why)
@@ -274,7 +273,7 @@ public struct Uploader {
                 let bytes = Self.readRegularFile(directory + "/" + file, limit: left)
             else { return nil }
             left -= bytes.count
-            return ((file as NSString).lastPathComponent, bytes)
+            return (file.pathBaseName, bytes)
         }
     }
 
@@ -302,8 +301,7 @@ public struct Uploader {
     func session(for event: Event, reportID: String, in sessions: [String: SessionRecord]) -> SentrySession? {
         guard let sid = event.session, let record = sessions[sid], record.reportID == reportID,
             let release = record.release ?? event.release, UUID(uuidString: sid) != nil,
-            let started = ISO8601DateFormatter.withFractions.date(from: record.started)
-                ?? ISO8601DateFormatter().date(from: record.started)
+            let started = Self.iso8601(record.started)
         else { return nil }
         let status: SentrySession.Status
         switch record.status {
@@ -373,7 +371,7 @@ public struct Uploader {
     /// The server's id for what it took: Sentry's `{"id": …}`, a collector's line.
     static func serverID(in body: String, destination: UploadDestination) -> String? {
         if case .sentry = destination {
-            let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
+            let object = JSONObject.parseObject(Array(body.utf8))
             return (object?["id"] as? String).flatMap { $0.isEmpty || $0.count > 64 ? nil : $0 }
         }
         return CrashpadUpload.serverID(in: body)
@@ -394,13 +392,19 @@ public struct Uploader {
     /// The report's age in seconds, from its timestamp.
     static func age(of event: Event, now: Double) -> Double? {
         guard let timestamp = event.timestamp,
-            let date = ISO8601DateFormatter.withFractions.date(from: timestamp) ?? ISO8601DateFormatter().date(from: timestamp)
+            let date = iso8601(timestamp)
         else { return nil }
         return now - date.timeIntervalSince1970
     }
 
     static func format(_ seconds: Double) -> String {
-        ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: seconds))
+        Date.ISO8601FormatStyle().format(Date(timeIntervalSince1970: seconds))
+    }
+
+    /// An ISO 8601 time with or without fractions of a second.
+    static func iso8601(_ text: String) -> Date? {
+        (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
+            ?? (try? Date.ISO8601FormatStyle().parse(text))
     }
 
     /// ": <the server's first line>", at most 200 characters.
@@ -419,7 +423,7 @@ public enum SentryRateLimits {
         var longest: Double?
         for entry in header.split(separator: ",") {
             let fields = entry.split(separator: ":", omittingEmptySubsequences: false).map {
-                $0.trimmingCharacters(in: .whitespaces)
+                $0.trimmed
             }
             guard let seconds = fields.first.flatMap(Double.init), seconds >= 0 else { continue }
             let named = fields.count > 1 ? fields[1].split(separator: ";").map(String.init) : []
@@ -427,14 +431,6 @@ public enum SentryRateLimits {
             longest = max(longest ?? 0, min(seconds, policy.longestServerWait))
         }
         return longest
-    }
-}
-
-extension ISO8601DateFormatter {
-    static var withFractions: ISO8601DateFormatter {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter
     }
 }
 

@@ -2,9 +2,13 @@
 // statuses and messages on stderr.
 
 import ArgumentParser
-import Foundation
+import BoundedBytes
+import FoundationEssentials
+import Glibc
+import LiveProcess
 import ReportModel
 import Reports
+import Symbolication
 import Watcher
 
 @main
@@ -50,7 +54,7 @@ struct Crashport: ParsableCommand {
 }
 
 func fail(_ message: String, status: Int32) -> Never {
-    FileHandle.standardError.write(Data("crashport: \(message)\n".utf8))
+    StandardError.write("crashport: \(message)\n")
     exit(status)
 }
 
@@ -243,10 +247,9 @@ struct Run: ParsableCommand {
         let others = store.foreignEntries()
         if !others.isEmpty {
             let shown = others.prefix(3).joined(separator: ", ") + (others.count > 3 ? ", …" : "")
-            FileHandle.standardError.write(
-                Data(
-                    "crashport: \(store.root) also holds \(others.count) \(others.count == 1 ? "entry" : "entries") that are not crashport reports (\(shown)); crashport will share it, and only lists, counts and removes its own reports\n"
-                        .utf8))
+            StandardError.write(
+                "crashport: \(store.root) also holds \(others.count) \(others.count == 1 ? "entry" : "entries") that are not crashport reports (\(shown)); crashport will share it, and only lists, counts and removes its own reports\n"
+            )
         }
         var launcher = Launcher(program: program, arguments: Array(command.dropFirst()), store: store)
         launcher.inAppRules = captureFlags.inAppRules
@@ -283,11 +286,10 @@ struct Run: ParsableCommand {
             let result = try launcher.run()
             // With a destination in the environment, the reports go now, in the background.
             if !result.reports.isEmpty, UploadSpawner.isConfigured(),
-                UploadSpawner.spawn(reports: store.root, log: { FileHandle.standardError.write(Data("crashport: \($0)\n".utf8)) })
+                UploadSpawner.spawn(reports: store.root, log: { StandardError.write("crashport: \($0)\n") })
                     != nil
             {
-                FileHandle.standardError.write(
-                    Data("crashport: uploading in the background (log: \(store.root)/\(Uploader.logName))\n".utf8))
+                StandardError.write("crashport: uploading in the background (log: \(store.root)/\(Uploader.logName))\n")
             }
             Launcher.exit(like: result.termination)
         } catch let error as LaunchError {
@@ -451,7 +453,7 @@ struct List: ParsableCommand {
         let only = program.map(RunHistory.realPath)
         // In JSON, stdout holds the array alone; what is said about it goes to stderr.
         func say(_ line: String) {
-            if format == .json { FileHandle.standardError.write(Data("crashport: \(line)\n".utf8)) } else { print(line) }
+            if format == .json { StandardError.write("crashport: \(line)\n") } else { print(line) }
         }
         if let only {
             let runs = RunHistory(store: store).programs().filter { $0.executable == only }
@@ -469,7 +471,7 @@ struct List: ParsableCommand {
                 entries.append(
                     Entry(
                         id: id, path: store.path(of: id), timestamp: event.timestamp,
-                        program: event.process?.executable.map { ($0 as NSString).lastPathComponent },
+                        program: event.process?.executable.map { $0.pathBaseName },
                         executable: event.process?.executable, signal: event.signal?.name, kind: event.kind?.rawValue,
                         title: event.title,
                         culprit: event.culprit.map {
@@ -480,15 +482,14 @@ struct List: ParsableCommand {
                             directory: store.path(of: id),
                             asked: consent.choice(for: event.process?.executable) == .ask)))
             } catch {
-                FileHandle.standardError.write(Data("crashport: \(error)\n".utf8))
+                StandardError.write("crashport: \(error)\n")
             }
         }
         if entries.isEmpty {
             var info = stat()
             let missing = stat(store.root, &info) != 0
             let what = only.map { "no reports of \($0)" } ?? "no reports"
-            FileHandle.standardError.write(
-                Data("crashport: \(what) in \(store.root)\(missing ? " (the directory does not exist)" : "")\n".utf8))
+            StandardError.write("crashport: \(what) in \(store.root)\(missing ? " (the directory does not exist)" : "")\n")
         }
         switch format {
         case .text:
@@ -651,7 +652,7 @@ struct Upload: ParsableCommand {
         uploader.now = now
         uploader.dryRun = dryRun
         let outcome = uploader.run()
-        if !dryRun { FileHandle.standardError.write(Data(UploadOptions.summary(outcome).utf8)) }
+        if !dryRun { StandardError.write(UploadOptions.summary(outcome)) }
     }
 }
 
@@ -751,7 +752,7 @@ struct Send: ParsableCommand {
         guard !chosen.isEmpty, var uploader = uploadOptions.uploader(store: store, command: "send") else { return }
         uploader.now = true
         let outcome = uploader.run()
-        FileHandle.standardError.write(Data(UploadOptions.summary(outcome).utf8))
+        StandardError.write(UploadOptions.summary(outcome))
     }
 }
 
@@ -864,14 +865,13 @@ struct Show: ParsableCommand {
             let event = try store.event(id: id)
             // A newer crashport's event, or a hand-edited one: what is known is shown, the rest named.
             if let data = FileManager.default.contents(atPath: store.path(of: id) + "/event.json"),
-                let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+                let object = JSONObject.parseObject(data)
             {
                 let skipped = Set(object.keys).subtracting(Event.knownFields).sorted()
                 if !skipped.isEmpty {
-                    FileHandle.standardError.write(
-                        Data(
-                            "crashport: \(id): skipped what this crashport does not know: \(skipped.map(CrashLog.escaped).joined(separator: ", "))\(event.schema.map { $0 == Event.schemaName ? "" : " (schema \(CrashLog.escaped($0)))" } ?? "")\n"
-                                .utf8))
+                    StandardError.write(
+                        "crashport: \(id): skipped what this crashport does not know: \(skipped.map(CrashLog.escaped).joined(separator: ", "))\(event.schema.map { $0 == Event.schemaName ? "" : " (schema \(CrashLog.escaped($0)))" } ?? "")\n"
+                    )
                 }
             }
             switch format {
@@ -904,12 +904,13 @@ struct Stats: ParsableCommand {
         let rows = RunStatistics.of(RunHistory(store: store), program: program.map(RunHistory.realPath))
         guard !rows.isEmpty else {
             // Like list: nothing on stdout, the directory named on stderr, exit 0.
-            FileHandle.standardError.write(Data("crashport: no runs on record in \(store.root)\n".utf8))
+            StandardError.write("crashport: no runs on record in \(store.root)\n")
             return
         }
         print("program  release  launches  crashes (during launch)  abnormal  with errors  crash-free  launch crashes in a row")
         for row in rows {
-            let crashFree = String(format: "%.1f%%", row.crashFreePercent)
+            let tenths = Int((row.crashFreePercent * 10).rounded())
+            let crashFree = "\(tenths / 10).\(tenths % 10)%"
             print(
                 [
                     row.executable, row.release ?? "-", "\(row.launches)", "\(row.crashes) (\(row.launchCrashes))",
@@ -996,7 +997,7 @@ struct Symbolicate: ParsableCommand {
             let event = try symbolicator.symbolicate(path: file)
             if verbose {
                 for line in symbolicator.searchLog(for: event) {
-                    FileHandle.standardError.write(Data("crashport: symbolicate: \(CrashLog.escaped(line))\n".utf8))
+                    StandardError.write("crashport: symbolicate: \(CrashLog.escaped(line))\n")
                 }
             }
             switch format {
@@ -1022,7 +1023,7 @@ extension Symbolicate {
                 object: object, debugDirectories: debugDirectories, demangle: demangle,
                 batch: addresses.isEmpty || addresses.count > 64)
             for refusal in symbolicator.refusals {
-                FileHandle.standardError.write(Data("crashport: symbolicate: \(refusal)\n".utf8))
+                StandardError.write("crashport: symbolicate: \(refusal)\n")
             }
             symbolicator.run(addresses: addresses)
         } catch {
@@ -1079,7 +1080,8 @@ struct Doctor: ParsableCommand {
             doctor.findings(store: reportsOption.store)
             + doctor.sidecarFindings(socket: socket ?? SidecarConfiguration.defaults().socketPath)
         for finding in findings {
-            print("\(finding.level.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(finding.text)")
+            let level = finding.level.rawValue
+            print(level + String(repeating: " ", count: max(0, 8 - level.count)) + " " + finding.text)
         }
         if findings.contains(where: { $0.level == .problem }) { throw ExitCode(ExitStatus.failure) }
     }

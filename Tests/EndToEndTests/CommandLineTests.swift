@@ -19,6 +19,18 @@ final class CommandLineTests: XCTestCase {
     /// A program that prints each of its arguments in brackets.
     let echoArguments = ["/bin/sh", "-c", "printf '[%s]' \"$@\"", "sh"]
 
+    /// crashport links FoundationEssentials, never full Foundation: that would bring ICU's 34 MB
+    /// of tables into the release binary, which a cold `symbolicate` reads from disk and a sidecar
+    /// maps. The debug build links the Swift libraries dynamically, so what any module imports
+    /// shows in its needed libraries.
+    func testTheWatcherLinksNoFullFoundation() throws {
+        let needed = try TestSupport.run(["readelf", "-d", TestSupport.crashport]).stdout
+        XCTAssertTrue(needed.contains("libFoundationEssentials.so"), needed)
+        for library in ["libFoundation.so", "libFoundationInternationalization.so", "lib_FoundationICU.so"] {
+            XCTAssertFalse(needed.contains("[\(library)]"), "crashport links \(library)")
+        }
+    }
+
     func testHelpBeforeTheProgramPrintsRunsHelp() throws {
         for flag in ["--help", "-h"] {
             for arguments in [[flag], [flag, "--", "/bin/true"], ["--no-ptrace", flag]] {

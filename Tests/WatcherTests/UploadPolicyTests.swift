@@ -29,6 +29,56 @@ final class UploadPolicyTests: XCTestCase {
         XCTAssertEqual(policy.serverWait(formatter.string(from: now.addingTimeInterval(-300)), now: now), 0)
     }
 
+    func testHTTPDates() {
+        XCTAssertEqual(UploadPolicy.httpDate("Sun, 06 Nov 1994 08:49:37 GMT")?.timeIntervalSince1970, 784_111_777)
+        XCTAssertEqual(UploadPolicy.httpDate(" Thu, 01 Jan 1970 00:00:00 GMT\r")?.timeIntervalSince1970, 0)
+        for text in [
+            "Sun, 06 Nov 1994 08:49:37 PST", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
+            "Sun, 32 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Now 1994 08:49:37 GMT", "",
+        ] {
+            XCTAssertNil(UploadPolicy.httpDate(text), text)
+        }
+    }
+
+    /// The before_send hook, a real program each time: its answer, its refusal, its silence.
+    func testTheBeforeSendHook() throws {
+        let directory = NSTemporaryDirectory() + "before-send-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func hook(_ name: String, _ script: String) throws -> String {
+            let path = directory + "/" + name
+            try Data("#!/bin/sh\n\(script)\n".utf8).write(to: URL(fileURLWithPath: path))
+            chmod(path, 0o755)
+            return path
+        }
+        // 4 MB of input, many times a pipe's buffer: the hook answers first and never reads it all.
+        let large = Data(#"{"pad":""#.utf8 + [UInt8](repeating: UInt8(ascii: "x"), count: 4 << 20) + #""}"#.utf8)
+        let early = try hook("early", #"head -c 10 >/dev/null; printf '{"kept":1}'"#)
+        XCTAssertEqual(try UploadPrivacy.beforeSend(early, json: large).get(), Data(#"{"kept":1}"#.utf8))
+        let echo = try hook("echo", "cat")
+        XCTAssertEqual(try UploadPrivacy.beforeSend(echo, json: large).get(), large)
+
+        func failure(_ result: Result<Data, UploadError>) -> String {
+            if case .failure(let error) = result { return "\(error)" }
+            return "succeeded"
+        }
+        let refuse = try hook("refuse", "cat >/dev/null; exit 3")
+        XCTAssertEqual(
+            failure(UploadPrivacy.beforeSend(refuse, json: Data("{}".utf8))), "dropped by before_send \(refuse) (it exited 3)")
+        let notJSON = try hook("text", "echo hello")
+        XCTAssertTrue(
+            failure(UploadPrivacy.beforeSend(notJSON, json: Data("{}".utf8))).hasSuffix(
+                "did not answer with a JSON object; not sent"))
+        // Past its time the hook is killed: were it waited for, this test would not end.
+        let slow = try hook("slow", "exec sleep 100000")
+        XCTAssertEqual(
+            failure(UploadPrivacy.beforeSend(slow, json: Data("{}".utf8), timeout: 0.3)),
+            "before_send \(slow) took longer than 0.3 s; not sent")
+        XCTAssertTrue(
+            failure(UploadPrivacy.beforeSend(directory + "/missing", json: Data())).hasSuffix(
+                "cannot be run: No such file or directory"))
+    }
+
     func testPartNamesAreEscapedAsCrashpadDoes() {
         XCTAssertEqual(CrashpadUpload.escape("a\"b%c\r\nd"), "a%22b%25c%0d%0ad")
         let (body, boundary) = CrashpadUpload.body(fields: [("na\"me", "v")], minidump: Array("MDMP".utf8), fileName: "x.dmp")

@@ -129,6 +129,12 @@ pid_t cp_spawn_held(const char *path, char *const argv[], char *const envp[], co
  * calling thread). Closes both descriptors. */
 int cp_spawn_release(pid_t child, int release_fd, int error_fd);
 
+/* pipe2(2) with O_CLOEXEC (declared by glibc only under _GNU_SOURCE): 0, or -1 with errno. */
+int cp_pipe(int fds[2]);
+
+/* Names the calling thread (pthread_setname_np; at most 15 bytes are kept). */
+void cp_name_thread(const char *name);
+
 /* pidfd_open(2): a descriptor that becomes readable when the process exits; -1 with errno. */
 int cp_pidfd_open(int pid);
 
