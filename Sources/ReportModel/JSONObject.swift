@@ -148,22 +148,17 @@ public enum JSONObject {
             case .null:
                 var container = encoder.singleValueContainer()
                 try container.encodeNil()
-            case .bool(let value):
-                var container = encoder.singleValueContainer()
-                try container.encode(value)
-            case .integer(let value):
-                var container = encoder.singleValueContainer()
-                try container.encode(value)
-            case .unsigned(let value):
-                var container = encoder.singleValueContainer()
-                try container.encode(value)
-            case .double(let value):
-                var container = encoder.singleValueContainer()
-                try container.encode(value)
-            case .string(let value):
-                var container = encoder.singleValueContainer()
-                try container.encode(value)
+            case .bool(let value): try encodeSingle(value, to: encoder)
+            case .integer(let value): try encodeSingle(value, to: encoder)
+            case .unsigned(let value): try encodeSingle(value, to: encoder)
+            case .double(let value): try encodeSingle(value, to: encoder)
+            case .string(let value): try encodeSingle(value, to: encoder)
             }
+        }
+
+        private func encodeSingle<Single: Encodable>(_ value: Single, to encoder: Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
         }
     }
 }

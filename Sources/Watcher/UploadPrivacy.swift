@@ -15,7 +15,6 @@ import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -187,10 +186,25 @@ public enum UploadPrivacy {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, input[0], STDIN_FILENO)
         posix_spawn_file_actions_adddup2(&actions, output[1], STDOUT_FILENO)
+        // The hook starts with no signal blocked and SIGPIPE at its default, whatever this
+        // process set for itself.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &pipeSignal)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup(program), nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
-        let spawned = argv.withUnsafeBufferPointer { posix_spawn(&pid, program, &actions, nil, $0.baseAddress!, environ) }
+        let spawned = argv.withUnsafeBufferPointer {
+            posix_spawn(&pid, program, &actions, &attributes, $0.baseAddress!, environ)
+        }
         close(input[0])
         close(output[1])
         guard spawned == 0 else {

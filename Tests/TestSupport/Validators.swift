@@ -66,7 +66,7 @@ public enum SentryValidators {
     }
 
     static let cache = TestSupport.repositoryRoot + "/tools/.cache"
-    nonisolated(unsafe) static let lock = NSLock()
+    static let lock = NSLock()
 
     static func ready() -> Bool {
         FileManager.default.fileExists(atPath: cache + "/relay/.installed-sentry-relay==0.10.1")
