@@ -39,6 +39,9 @@ final class JSONObjectTests: XCTestCase {
             XCTAssertNil(JSONObject.parseObject(Array(text.utf8)), text)
         }
         XCTAssertNil(JSONObject.parseObject(Array("[1]".utf8)), "an array is not an object")
+        // Hostile nesting is refused by the decoder's depth limit, never a stack overflow here.
+        let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        XCTAssertThrowsError(try JSONObject.parse(Array(deep.utf8)))
         XCTAssertThrowsError(try JSONObject.data(["x": Double.nan])) { XCTAssertEqual("\($0)", "not a JSON value: nan") }
         XCTAssertThrowsError(try JSONObject.data(["x": [1: 2]])) { XCTAssertTrue("\($0)".hasPrefix("not a JSON value: a ")) }
     }
