@@ -88,22 +88,20 @@ final class DWARFCallSites: @unchecked Sendable {
         unit.walkDIEs(root: -1) { dieOffset, abbreviation, current, cursor in
             switch abbreviation.tag {
             case DW_TAG_subprogram:
-                var lowPC: DWARFFormValue?, highPC: DWARFFormValue?, rangesValue: DWARFFormValue?
+                var code = DWARFCodeAttributes()
                 var abstractOrigin: UInt64?
                 for specIndex in abbreviation.attributes {
                     let spec = table.specs[specIndex]
                     guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
                     else { return nil }
-                    switch spec.attribute {
-                    case DW_AT_low_pc: lowPC = value
-                    case DW_AT_high_pc: highPC = value
-                    case DW_AT_ranges: rangesValue = value
-                    case DW_AT_abstract_origin: abstractOrigin = unit.reference(value)
-                    default: break
+                    if spec.attribute == DW_AT_abstract_origin {
+                        abstractOrigin = unit.reference(value)
+                    } else {
+                        _ = code.take(spec.attribute, value)
                     }
                 }
                 let before = ranges.count
-                unit.addressRanges(lowPC: lowPC, highPC: highPC, ranges: rangesValue, into: &ranges, budget: &budget)
+                unit.addressRanges(of: code, into: &ranges, budget: &budget)
                 // A declaration or an abstract instance has no code, so nothing below it is a
                 // call of this unit's code.
                 guard ranges.count > before else { return -1 }

@@ -129,20 +129,18 @@ extension DWARFInfo {
         guard let unit = unit(containing: offset) else { return nil }
         var cursor = DWARFCursor(sections.info, offset: offset)
         let table = unit.abbreviations
-        guard let code = cursor.uleb(), let index = table.index(of: code),
+        guard let abbreviationCode = cursor.uleb(), let index = table.index(of: abbreviationCode),
             table.abbreviations[index].tag == DW_TAG_subprogram
         else { return nil }
         var result = SubprogramAttributes()
-        var lowPC: DWARFFormValue?, highPC: DWARFFormValue?, rangesValue: DWARFFormValue?
+        var code = DWARFCodeAttributes()
         for specIndex in table.abbreviations[index].attributes {
             let spec = table.specs[specIndex]
             guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor) else {
                 return nil
             }
+            if code.take(spec.attribute, value) { continue }
             switch spec.attribute {
-            case DW_AT_low_pc: lowPC = value
-            case DW_AT_high_pc: highPC = value
-            case DW_AT_ranges: rangesValue = value
             case DWARFCallSites.DW_AT_declaration: result.isDeclaration = value.value != 0
             case DW_AT_name: result.name = unit.string(value)
             case DW_AT_linkage_name, DW_AT_MIPS_linkage_name: result.linkageName = unit.string(value)
@@ -153,7 +151,7 @@ extension DWARFInfo {
         }
         var ranges: [DWARFRange] = []
         var budget = 64
-        unit.addressRanges(lowPC: lowPC, highPC: highPC, ranges: rangesValue, into: &ranges, budget: &budget)
+        unit.addressRanges(of: code, into: &ranges, budget: &budget)
         result.entry = ranges.first?.low
         return result
     }

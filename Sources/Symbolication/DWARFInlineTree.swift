@@ -39,16 +39,14 @@ final class DWARFInlineTree: @unchecked Sendable {
 
         unit.walkDIEs(root: -1) { dieOffset, abbreviation, current, cursor in
             guard abbreviation.isSubroutine else { return unit.skipAttributes(abbreviation, cursor: &cursor) ? current : nil }
-            var lowPC: DWARFFormValue?, highPC: DWARFFormValue?, rangesValue: DWARFFormValue?
+            var code = DWARFCodeAttributes()
             var callFile: UInt64 = 0, callLine: UInt64 = 0, callColumn: UInt64 = 0
             for specIndex in abbreviation.attributes {
                 let spec = table.specs[specIndex]
                 guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
                 else { return nil }
+                if code.take(spec.attribute, value) { continue }
                 switch spec.attribute {
-                case DW_AT_low_pc: lowPC = value
-                case DW_AT_high_pc: highPC = value
-                case DW_AT_ranges: rangesValue = value
                 case DW_AT_call_file: callFile = unit.constant(value) ?? 0
                 case DW_AT_call_line: callLine = unit.constant(value) ?? 0
                 case DW_AT_call_column: callColumn = unit.constant(value) ?? 0
@@ -62,7 +60,7 @@ final class DWARFInlineTree: @unchecked Sendable {
                     callFile: UInt32(truncatingIfNeeded: callFile), callLine: UInt32(truncatingIfNeeded: callLine),
                     callColumn: UInt32(truncatingIfNeeded: callColumn)))
             let before = ranges.count
-            unit.addressRanges(lowPC: lowPC, highPC: highPC, ranges: rangesValue, into: &ranges, budget: &budget)
+            unit.addressRanges(of: code, into: &ranges, budget: &budget)
             for _ in before..<ranges.count { owners.append(owner) }
             return owner
         }

@@ -43,7 +43,7 @@ final class DWARFUnit: @unchecked Sendable {
         var addrBase: UInt64?
         var strOffsetsBase: UInt64?
         var rnglistsBase: UInt64?
-        var lowPC: DWARFFormValue?, highPC: DWARFFormValue?, ranges: DWARFFormValue?
+        var code = DWARFCodeAttributes()
     }
 
     // Lazily, under DWARFInfo's lock (or during its init).
@@ -169,13 +169,11 @@ final class DWARFUnit: @unchecked Sendable {
                 let value = readValue(
                     form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
             else { break }
+            if die.code.take(spec.attribute, value) { continue }
             switch spec.attribute {
             case DW_AT_comp_dir: dir = value
             case DW_AT_stmt_list: die.stmtList = value.value
-            case DW_AT_low_pc: die.lowPC = value
             case DW_AT_entry_pc: entryPC = value
-            case DW_AT_high_pc: die.highPC = value
-            case DW_AT_ranges: die.ranges = value
             case DW_AT_addr_base, DW_AT_GNU_addr_base: die.addrBase = value.value
             case DW_AT_str_offsets_base: die.strOffsetsBase = value.value
             case DW_AT_rnglists_base: die.rnglistsBase = value.value
@@ -185,14 +183,13 @@ final class DWARFUnit: @unchecked Sendable {
         // Strings and addresses are read against the bases just found.
         loadedDIE = die
         if let dir { die.compDir = string(dir) }
-        die.baseAddress = (die.lowPC ?? entryPC).flatMap { address($0) }
+        die.baseAddress = (die.code.lowPC ?? entryPC).flatMap { address($0) }
         return die
     }
 
     /// The unit DIE's own address ranges (low/high pc, else DW_AT_ranges), as LLVM reads them.
     func unitRanges(into ranges: inout [DWARFRange], budget: inout Int) {
-        let die = unitDIE
-        addressRanges(lowPC: die.lowPC, highPC: die.highPC, ranges: die.ranges, into: &ranges, budget: &budget)
+        addressRanges(of: unitDIE.code, into: &ranges, budget: &budget)
     }
 
     // MARK: - Attribute values
@@ -380,17 +377,14 @@ final class DWARFUnit: @unchecked Sendable {
     /// The ranges of a DIE: [low_pc, high_pc) when both are present (high_pc an address or an
     /// offset from low_pc), else its range list. Empty and inverted ranges are dropped; at most
     /// `budget` ranges are appended in total, so shared or looping lists cannot exhaust memory.
-    func addressRanges(
-        lowPC: DWARFFormValue?, highPC: DWARFFormValue?, ranges: DWARFFormValue?,
-        into output: inout [DWARFRange], budget: inout Int
-    ) {
-        if let lowPC, let highPC, let low = address(lowPC) {
+    func addressRanges(of code: DWARFCodeAttributes, into output: inout [DWARFRange], budget: inout Int) {
+        if let lowPC = code.lowPC, let highPC = code.highPC, let low = address(lowPC) {
             let high: UInt64?
             if let absolute = address(highPC) { high = absolute } else { high = constant(highPC).map { low &+ $0 } }
             if let high { append(low, high, into: &output, budget: &budget) }
             return
         }
-        guard let ranges else { return }
+        guard let ranges = code.ranges else { return }
         if format.version >= 5 {
             if ranges.form == DW_FORM_rnglistx {
                 let size = UInt64(format.offsetSize)
@@ -473,5 +467,22 @@ final class DWARFUnit: @unchecked Sendable {
             default: return
             }
         }
+    }
+}
+
+/// The attributes that place a DIE's code (DW_AT_low_pc, DW_AT_high_pc, DW_AT_ranges), as the
+/// unit DIE, the inline tree and the call-site reader each collect them on their walk.
+struct DWARFCodeAttributes {
+    var lowPC: DWARFFormValue?, highPC: DWARFFormValue?, ranges: DWARFFormValue?
+
+    /// Keeps `value` when `attribute` is one of the three; whether it was.
+    mutating func take(_ attribute: UInt64, _ value: DWARFFormValue) -> Bool {
+        switch attribute {
+        case DW_AT_low_pc: lowPC = value
+        case DW_AT_high_pc: highPC = value
+        case DW_AT_ranges: ranges = value
+        default: return false
+        }
+        return true
     }
 }

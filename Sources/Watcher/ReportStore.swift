@@ -174,6 +174,11 @@ public struct ReportStore: Sendable {
         return home + "/.local/state/crashport/reports"
     }
 
+    /// HOME, or when it is unset or empty this user's home from the password database.
+    public static func homeDirectory(environment: [String: String]) -> String {
+        environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? userHome
+    }
+
     /// This user's home directory from the password database, for when HOME is unset.
     public static var userHome: String {
         guard let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir else { return "/" }

@@ -52,7 +52,7 @@ public struct SidecarConfiguration: Sendable {
                 reportsRoot: environment["CRASHPORT_REPORTS"].nonEmpty ?? "/var/lib/crashport/reports",
                 spoolDirectory: environment["CRASHPORT_SPOOL"].nonEmpty ?? "/var/spool/crashport")
         }
-        let home = environment["HOME"].nonEmpty ?? ReportStore.userHome
+        let home = ReportStore.homeDirectory(environment: environment)
         let state = environment["XDG_STATE_HOME"].nonEmpty ?? home + "/.local/state"
         let runtime = environment["XDG_RUNTIME_DIR"].nonEmpty.map { $0 + "/crashport" } ?? state + "/crashport"
         return SidecarConfiguration(

@@ -40,7 +40,7 @@ public struct UploadConfiguration: Equatable, Sendable {
     /// The default file for this user.
     public static func defaultPath(environment: [String: String], uid: UInt32) -> String {
         if uid == 0 { return "/etc/crashport/crashport.toml" }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? ReportStore.userHome
+        let home = ReportStore.homeDirectory(environment: environment)
         let config = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? home + "/.config"
         return config + "/crashport/crashport.toml"
     }

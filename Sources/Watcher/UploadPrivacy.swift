@@ -176,10 +176,10 @@ public enum UploadPrivacy {
     public static func beforeSend(_ program: String, json: Data, timeout: Double = 10) -> Result<Data, UploadError> {
         var input: [Int32] = [-1, -1]
         var output: [Int32] = [-1, -1]
-        guard cp_pipe(&input) == 0 else { return .failure(UploadError("before_send: pipe: \(String(cString: strerror(errno)))")) }
-        guard cp_pipe(&output) == 0 else {
-            input.forEach { close($0) }
-            return .failure(UploadError("before_send: pipe: \(String(cString: strerror(errno)))"))
+        guard cp_pipe(&input) == 0, cp_pipe(&output) == 0 else {
+            let why = UploadError("before_send: pipe: \(String(cString: strerror(errno)))")
+            (input + output).filter { $0 >= 0 }.forEach { close($0) }
+            return .failure(why)
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

@@ -29,6 +29,7 @@ static uint64_t *entries;
 static unsigned char *original, *hit;
 static size_t count;
 static uint64_t bias;
+static int mem = -1;  // /proc/PID/mem of the traced process, opened once it is traced
 
 static int compare(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -73,7 +74,7 @@ static uint64_t load_bias(pid_t pid) {
 static int arm(pid_t pid) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/mem", pid);
-    int mem = open(path, O_RDWR);
+    mem = open(path, O_RDWR | O_CLOEXEC);
     if (mem < 0) return -1;
     bias = load_bias(pid);
     size_t armed = 0;
@@ -84,20 +85,11 @@ static int arm(pid_t pid) {
         if (pwrite(mem, &trap, 1, (off_t)(bias + entries[i])) == 1) armed++;
         else hit[i] = 2;  // never armed: not counted as run
     }
-    close(mem);
     fprintf(stderr, "function-hits: %zu of %zu functions trapped\n", armed, count);
     return 0;
 }
 
-static void disarm(pid_t pid, size_t i) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/mem", pid);
-    int mem = open(path, O_RDWR);
-    if (mem >= 0) {
-        pwrite(mem, &original[i], 1, (off_t)(bias + entries[i]));
-        close(mem);
-    }
-}
+static void disarm(size_t i) { pwrite(mem, &original[i], 1, (off_t)(bias + entries[i])); }
 
 static int load_entries(const char *file) {
     FILE *in = fopen(file, "r");
@@ -154,8 +146,6 @@ static int resume(pid_t tid) { return (int)ptrace(PTRACE_CONT, tid, 0, 0); }
 // A process traced once it runs has functions in progress, entered before their first byte was
 // a trap: the ones its threads are in, and the callers on their stacks. Every word of a stack
 // (up to 1 MiB of it) that points into a function counts: a few false callers cost nothing.
-static pid_t current;
-
 static void mark_containing(uint64_t address) {
     if (address < bias || !count || address - bias < entries[0]) return;
     uint64_t offset = address - bias;
@@ -172,17 +162,12 @@ static int mark_in_progress(pid_t tid) {
     struct user_regs_struct regs;
     if (ptrace(PTRACE_GETREGS, tid, 0, &regs) != 0) return 0;
     mark_containing(regs.rip);
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/mem", current);
-    int mem = open(path, O_RDONLY);
-    if (mem < 0) return 0;
     uint64_t words[512];
     for (uint64_t at = regs.rsp & ~7ull; at < (regs.rsp & ~7ull) + (1 << 20); at += sizeof words) {
         ssize_t n = pread(mem, words, sizeof words, (off_t)at);
         if (n <= 0) break;
         for (ssize_t i = 0; i < n / 8; i++) mark_containing(words[i] - 1);
     }
-    close(mem);
     return 0;
 }
 
@@ -213,7 +198,6 @@ int main(int argc, char **argv) {
         ptrace(PTRACE_SETOPTIONS, main_pid, 0, PTRACE_O_TRACECLONE | PTRACE_O_EXITKILL);
     }
     if (arm(main_pid) != 0) return 1;
-    current = main_pid;
     for_each_thread(main_pid, mark_in_progress);
     printf("ready\n");
     fflush(stdout);
@@ -245,7 +229,7 @@ int main(int argc, char **argv) {
             if (i >= 0) {
                 if (hit[i] != 1 && hit[i] != 2) {
                     hit[i] = 1;
-                    disarm(tid, (size_t)i);
+                    disarm((size_t)i);
                 }
                 regs.rip -= 1;
                 ptrace(PTRACE_SETREGS, tid, 0, &regs);
