@@ -24,6 +24,43 @@ final class DWARFLineTable: @unchecked Sendable {
         var isEndSequence: Bool
     }
 
+    /// A row without its address: rows are kept as two columns, so the sorted addresses are
+    /// the search keys themselves and a row costs 20 bytes, not 24 plus a copy of its address.
+    struct RowData: Sendable {
+        var line: UInt32
+        var file: UInt32
+        var column: UInt16
+        var isEndSequence: Bool
+    }
+
+    /// The rows as the program emits them: addresses and the rest, appended together.
+    struct RowColumns {
+        var addresses: [UInt64] = []
+        var data: [RowData] = []
+
+        var count: Int { addresses.count }
+
+        mutating func reserveCapacity(_ count: Int) {
+            addresses.reserveCapacity(count)
+            data.reserveCapacity(count)
+        }
+
+        mutating func append(_ address: UInt64, _ row: RowData) {
+            addresses.append(address)
+            data.append(row)
+        }
+
+        mutating func removeSubrange(from start: Int) {
+            addresses.removeSubrange(start...)
+            data.removeSubrange(start...)
+        }
+
+        mutating func append(contentsOf other: RowColumns, _ range: Range<Int>) {
+            addresses += other.addresses[range]
+            data += other.data[range]
+        }
+    }
+
     struct Sequence: Sendable {
         var low: UInt64
         var high: UInt64
@@ -46,7 +83,8 @@ final class DWARFLineTable: @unchecked Sendable {
     let version: UInt16
     let directories: [StringLocation]
     let files: [FileEntry]
-    let rows: [Row]
+    private let addresses: [UInt64]
+    private let rowData: [RowData]
     /// Sorted by end address, as LLVM searches them.
     let sequences: [Sequence]
     /// The row addresses, when the sequences do not overlap: rows then form one sorted array.
@@ -112,34 +150,49 @@ final class DWARFLineTable: @unchecked Sendable {
             }
         }
 
-        var rows: [Row] = [], sequences: [Sequence] = []
+        // Every row costs at least one byte of program, so this capacity is never outgrown: no
+        // copy while the rows grow, and the pages never written are never touched.
+        var rows = RowColumns(), sequences: [Sequence] = []
+        rows.reserveCapacity(max(end - programStart, 0))
         let header = ProgramHeader(
             minimumInstructionLength: UInt64(minimumInstructionLength), maximumOperations: UInt64(max(maximumOperations, 1)),
             lineBase: lineBase, lineRange: UInt64(lineRange), opcodeBase: opcodeBase, standardLengths: standardLengths)
         DWARFLineTable.runProgram(
             DWARFCursor(data, offset: programStart), end: end, header: header, rows: &rows, sequences: &sequences,
             files: &files)
-        // Regroup rows by sequence in address order. When no two sequences overlap (the normal
+        // Regroup rows by sequence in address order (a program usually emits them in that order
+        // already, and then they stay where they are). When no two sequences overlap (the normal
         // case in a linked file) all rows form one sorted array, searched through an index: the
         // last row at or below an address is then the same row LLVM's two-step search finds, and
         // an end_sequence row there means the address falls between sequences.
-        sequences.sort { ($0.low, $0.high) < ($1.low, $1.high) }
-        var ordered: [Row] = []
-        ordered.reserveCapacity(rows.count)
-        for index in sequences.indices {
-            let first = ordered.count
-            ordered += rows[sequences[index].firstRow..<sequences[index].endRow]
-            sequences[index].firstRow = first
-            sequences[index].endRow = ordered.count
+        var inOrder = sequences.first?.firstRow ?? 0 == 0
+        for index in sequences.indices.dropFirst() where inOrder {
+            let (previous, sequence) = (sequences[index - 1], sequences[index])
+            inOrder = sequence.firstRow == previous.endRow && sequence.low >= previous.high
+        }
+        if inOrder {
+            rows.removeSubrange(from: sequences.last?.endRow ?? 0)  // an unterminated sequence
+        } else {
+            sequences.sort { ($0.low, $0.high) < ($1.low, $1.high) }
+            var ordered = RowColumns()
+            ordered.reserveCapacity(rows.count)
+            for index in sequences.indices {
+                let first = ordered.count
+                ordered.append(contentsOf: rows, sequences[index].firstRow..<sequences[index].endRow)
+                sequences[index].firstRow = first
+                sequences[index].endRow = ordered.count
+            }
+            rows = ordered
         }
         var sorted = true
-        for index in ordered.indices.dropFirst() where ordered[index - 1].address > ordered[index].address {
+        for index in rows.addresses.indices.dropFirst() where rows.addresses[index - 1] > rows.addresses[index] {
             sorted = false
             break
         }
-        rowIndex = sorted ? DWARFSortedIndex(keys: ordered.map(\.address)) : nil
+        rowIndex = sorted ? DWARFSortedIndex(keys: rows.addresses) : nil
         sequences.sort { $0.high < $1.high }
-        self.rows = ordered
+        self.addresses = rows.addresses
+        self.rowData = rows.data
         self.sequences = sequences
         self.directories = directories
         self.files = files
@@ -242,24 +295,24 @@ final class DWARFLineTable: @unchecked Sendable {
             }
         }
 
-        mutating func appendRow(endSequence: Bool, rows: inout [Row], sequences: inout [Sequence]) {
+        mutating func appendRow(endSequence: Bool, rows: inout RowColumns, sequences: inout [Sequence]) {
             if sequenceStart < 0 {
                 sequenceStart = rows.count
                 sequenceLow = address
             }
-            rows.append(Row(address: address, line: line, file: file, column: column, isEndSequence: endSequence))
+            rows.append(address, RowData(line: line, file: file, column: column, isEndSequence: endSequence))
             guard endSequence else { return }
             if sequenceLow < address {
                 sequences.append(Sequence(low: sequenceLow, high: address, firstRow: sequenceStart, endRow: rows.count))
             } else {
-                rows.removeSubrange(sequenceStart...)
+                rows.removeSubrange(from: sequenceStart)
             }
             self = StateMachine(header: header)
         }
     }
 
     private static func runProgram(
-        _ start: DWARFCursor, end: Int, header: ProgramHeader, rows: inout [Row], sequences: inout [Sequence],
+        _ start: DWARFCursor, end: Int, header: ProgramHeader, rows: inout RowColumns, sequences: inout [Sequence],
         files: inout [FileEntry]
     ) {
         var cursor = start
@@ -334,12 +387,14 @@ final class DWARFLineTable: @unchecked Sendable {
         guard var index = rowIndex(for: address) else { return nil }
         if skippingLineZero {
             var steps = 0
-            while rows[index].line == 0, index > 0, !rows[index - 1].isEndSequence, steps < 256 {
+            while rowData[index].line == 0, index > 0, !rowData[index - 1].isEndSequence, steps < 256 {
                 index -= 1
                 steps += 1
             }
         }
-        return rows[index]
+        let row = rowData[index]
+        return Row(
+            address: addresses[index], line: row.line, file: row.file, column: row.column, isEndSequence: row.isEndSequence)
     }
 
     /// The index of the row covering `address`.
@@ -347,7 +402,7 @@ final class DWARFLineTable: @unchecked Sendable {
     private func rowIndex(for address: UInt64) -> Int? {
         if let rowIndex {
             let index = rowIndex.upperBound(address)
-            guard index > 0, !rows[index - 1].isEndSequence else { return nil }
+            guard index > 0, !rowData[index - 1].isEndSequence else { return nil }
             return index - 1
         }
         var low = 0, high = sequences.count
@@ -361,7 +416,7 @@ final class DWARFLineTable: @unchecked Sendable {
         var first = sequence.firstRow + 1, last = sequence.endRow - 1
         while first < last {
             let middle = (first + last) >> 1
-            if rows[middle].address <= address { first = middle + 1 } else { last = middle }
+            if addresses[middle] <= address { first = middle + 1 } else { last = middle }
         }
         return first - 1
     }
