@@ -151,9 +151,11 @@ final class DWARFLineTable: @unchecked Sendable {
         }
 
         // Every row costs at least one byte of program, so this capacity is never outgrown: no
-        // copy while the rows grow, and the pages never written are never touched.
+        // copy while the rows grow, and the pages never written are never touched. Capped (80 MB
+        // of address space), so a hostile program's size cannot ask for more than a real one;
+        // past it the rows just grow.
         var rows = RowColumns(), sequences: [Sequence] = []
-        rows.reserveCapacity(max(end - programStart, 0))
+        rows.reserveCapacity(min(max(end - programStart, 0), 1 << 22))
         let header = ProgramHeader(
             minimumInstructionLength: UInt64(minimumInstructionLength), maximumOperations: UInt64(max(maximumOperations, 1)),
             lineBase: lineBase, lineRange: UInt64(lineRange), opcodeBase: opcodeBase, standardLengths: standardLengths)
