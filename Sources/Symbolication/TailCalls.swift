@@ -18,9 +18,12 @@
 // compare equal. C's function is the DWARF subprogram holding its pc, or the ELF symbol
 // covering it (a `.cold` part's symbol differs from its DWARF entry: either may match).
 //
-// Each elided function is one frame (or more, when the tail call sits in inlined code: its
-// inlined frames too), at the tail call's return pc, file and line those of the jump (the
-// address before the return pc, as for any return address), marked `tailCall`.
+// Each elided function is one frame, at the tail call's return pc, file and line those of the
+// jump (the address before the return pc, as for any return address), marked `tailCall`. Where
+// the jump sits in inlined code, the frame is named as gdb names its tail-call frames: by the
+// innermost function there (marked `inlined` too), without the functions it is inlined into
+// (gdb's `bt` of every abort shows `__pthread_kill_internal`, inlined into `pthread_kill`, and
+// not `pthread_kill`; so does crashport).
 //
 // Cost: nothing here runs for `symbolicate --obj`; the call sites of a unit are read only when
 // a reported frame's return address falls in it, and kept with the image's DWARF.
@@ -72,19 +75,17 @@ public enum TailCalls {
             var template = SymbolicatedFrame()
             template.module = end.module
             template.moduleOffset = step.site.pc &- image.elf.imageVirtualBase
-            var symbols = Symbolizer.frames(
+            let symbols = Symbolizer.frames(
                 in: image, virtualAddress: step.site.pc, isReturnAddress: step.site.isReturnPC, template: template,
                 demangle: demangle)
-            if let line = step.site.line, !symbols.isEmpty {
-                symbols[0].line = line
-                symbols[0].column = nil
-                if let file = step.site.file { symbols[0].file = file }
+            guard var symbol = symbols.first else { continue }
+            if let line = step.site.line {
+                symbol.line = line
+                symbol.column = nil
+                if let file = step.site.file { symbol.file = file }
             }
-            let pc = step.site.pc &+ (end.pc &- end.virtualPC)
-            for var symbol in symbols {
-                symbol.tailCall = true
-                frames.append(TailCallFrame(pc: pc, frame: symbol))
-            }
+            symbol.tailCall = true
+            frames.append(TailCallFrame(pc: step.site.pc &+ (end.pc &- end.virtualPC), frame: symbol))
         }
         return frames
     }
