@@ -197,7 +197,7 @@ public final class Symbolizer: Sendable {
     /// with `symbolFile`, a frame without DWARF takes its file from the preceding STT_FILE
     /// symbol, as llvm-symbolizer does (line 0). `asLLVMSymbolizer` keeps llvm-symbolizer's
     /// answer for code of line 0 (its row's file, no line) where reports show gdb's (the line
-    /// before it).
+    /// before it), and skips the function offset, which its output has no place for.
     public static func frames(
         in debug: DebugImage, virtualAddress: UInt64, isReturnAddress: Bool, template: SymbolicatedFrame = SymbolicatedFrame(),
         demangle: Bool = true, symbolFile: Bool = false, asLLVMSymbolizer: Bool = false
@@ -219,7 +219,7 @@ public final class Symbolizer: Sendable {
                     return [frame]
                 }
             }
-        } else if let start = symbols?.start(containing: lookup) {
+        } else if !asLLVMSymbolizer, let start = symbols?.start(containing: lookup) {
             frame.functionOffset = virtualAddress &- start
         }
         guard !sources.isEmpty else { return [frame] }
