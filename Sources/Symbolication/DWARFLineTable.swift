@@ -59,6 +59,63 @@ final class DWARFLineTable: @unchecked Sendable {
             addresses += other.addresses[range]
             data += other.data[range]
         }
+
+        /// Moves rows `middle..<end` in front of rows `start..<middle`, in place.
+        mutating func rotate(_ start: Int, _ middle: Int, _ end: Int) {
+            Self.rotate(&addresses, start, middle, end)
+            Self.rotate(&data, start, middle, end)
+        }
+
+        private static func rotate<T>(_ array: inout [T], _ start: Int, _ middle: Int, _ end: Int) {
+            array.withUnsafeMutableBufferPointer { rows in
+                func reverse(_ low: Int, _ high: Int) {
+                    var (low, high) = (low, high - 1)
+                    while low < high {
+                        rows.swapAt(low, high)
+                        low += 1
+                        high -= 1
+                    }
+                }
+                reverse(start, middle)
+                reverse(middle, end)
+                reverse(start, end)
+            }
+        }
+    }
+
+    /// Puts the rows of `sequences` (sorted by address, each still naming where its rows lie in
+    /// `rows`, which they tile exactly in the order the program emitted them) in that order, in
+    /// place, one rotation per sequence found out of place; false, leaving everything as it
+    /// was, for more than 256 sequences or when the rotations would move more than three times
+    /// the rows (many sequences out of order: copying is cheaper then).
+    static func reorderInPlace(_ rows: inout RowColumns, _ sequences: inout [Sequence]) -> Bool {
+        guard sequences.count <= 256 else { return false }  // the plan below is quadratic in them
+        var starts = sequences.map(\.firstRow)
+        var moves = 0
+        var position = 0
+        var plan: [(start: Int, middle: Int, end: Int)] = []
+        for index in sequences.indices {
+            let count = sequences[index].endRow - sequences[index].firstRow
+            let start = starts[index]
+            if start != position {
+                plan.append((position, start, start + count))
+                moves += start + count - position
+                guard moves <= 3 * rows.count else { return false }
+                for later in (index + 1)..<sequences.count where starts[later] >= position && starts[later] < start {
+                    starts[later] += count
+                }
+            }
+            position += count
+        }
+        for step in plan { rows.rotate(step.start, step.middle, step.end) }
+        position = 0
+        for index in sequences.indices {
+            let count = sequences[index].endRow - sequences[index].firstRow
+            sequences[index].firstRow = position
+            sequences[index].endRow = position + count
+            position += count
+        }
+        return true
     }
 
     struct Sequence: Sendable {
@@ -166,25 +223,31 @@ final class DWARFLineTable: @unchecked Sendable {
         // already, and then they stay where they are). When no two sequences overlap (the normal
         // case in a linked file) all rows form one sorted array, searched through an index: the
         // last row at or below an address is then the same row LLVM's two-step search finds, and
-        // an end_sequence row there means the address falls between sequences.
-        var inOrder = sequences.first?.firstRow ?? 0 == 0
-        for index in sequences.indices.dropFirst() where inOrder {
+        // an end_sequence row there means the address falls between sequences. Sequences tile
+        // the rows in the order they were emitted (each starts where the last ended); the rows
+        // after the last one belong to none (an unterminated sequence).
+        var tiled = sequences.first?.firstRow ?? 0 == 0, inOrder = tiled
+        for index in sequences.indices.dropFirst() where tiled {
             let (previous, sequence) = (sequences[index - 1], sequences[index])
-            inOrder = sequence.firstRow == previous.endRow && sequence.low >= previous.high
+            tiled = sequence.firstRow == previous.endRow
+            inOrder = inOrder && tiled && sequence.low >= previous.high
         }
-        if inOrder {
-            rows.removeSubrange(from: sequences.last?.endRow ?? 0)  // an unterminated sequence
-        } else {
+        rows.removeSubrange(from: tiled ? sequences.last?.endRow ?? 0 : rows.count)
+        if !inOrder {
             sequences.sort { ($0.low, $0.high) < ($1.low, $1.high) }
-            var ordered = RowColumns()
-            ordered.reserveCapacity(rows.count)
-            for index in sequences.indices {
-                let first = ordered.count
-                ordered.append(contentsOf: rows, sequences[index].firstRow..<sequences[index].endRow)
-                sequences[index].firstRow = first
-                sequences[index].endRow = ordered.count
+            // A few sequences out of order (a compiler's .text.startup or .text.unlikely parts
+            // emitted after the unit's .text) are rotated into place; otherwise copied.
+            if !(tiled && DWARFLineTable.reorderInPlace(&rows, &sequences)) {
+                var ordered = RowColumns()
+                ordered.reserveCapacity(rows.count)
+                for index in sequences.indices {
+                    let first = ordered.count
+                    ordered.append(contentsOf: rows, sequences[index].firstRow..<sequences[index].endRow)
+                    sequences[index].firstRow = first
+                    sequences[index].endRow = ordered.count
+                }
+                rows = ordered
             }
-            rows = ordered
         }
         var sorted = true
         for index in rows.addresses.indices.dropFirst() where rows.addresses[index - 1] > rows.addresses[index] {
