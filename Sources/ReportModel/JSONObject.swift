@@ -24,16 +24,16 @@ public enum JSONObject {
         }
     }
 
-    /// `object` as compact JSON; keys sorted by default, so the same tree gives the same bytes.
-    /// Slashes are not escaped; control characters are.
-    public static func data(_ object: Any, sortedKeys: Bool = true) throws -> [UInt8] {
+    /// `object` as compact JSON, keys sorted, so the same tree gives the same bytes. Slashes
+    /// are not escaped; control characters are.
+    public static func data(_ object: Any) throws -> [UInt8] {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = sortedKeys ? [.sortedKeys, .withoutEscapingSlashes] : [.withoutEscapingSlashes]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return Array(try encoder.encode(try Value(object)))
     }
 
-    /// The tree of a JSON text; throws on anything that is not one whole JSON value (JSONDecoder
-    /// lets a trailing comma in an array through).
+    /// The tree of a JSON text; throws on anything that is not one whole JSON value, except
+    /// that a trailing comma in an array is let through (JSONDecoder accepts it).
     public static func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws -> Any {
         try JSONDecoder().decode(Value.self, from: Data(bytes)).loose
     }

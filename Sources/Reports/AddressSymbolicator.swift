@@ -4,6 +4,7 @@
 // frame first, then a blank line; "??" where unknown. Addresses come from the arguments, or
 // one per line on stdin (answered as each chunk of input arrives, so it works interactively).
 
+import BoundedBytes
 import ObjectFile
 import Symbolication
 #if canImport(Glibc)
@@ -105,13 +106,7 @@ public struct AddressSymbolicator {
     }
 
     static func write(_ bytes: [UInt8]) {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.write(1, $0.baseAddress, $0.count) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return }
-            offset += written
-        }
+        writeAll(STDOUT_FILENO, bytes)
     }
 
     public func run(addresses: [String]) {

@@ -33,8 +33,7 @@ public enum ReportBuilder {
         if debuginfod {
             for module in capture.snapshot.modules {
                 guard let buildID = module.buildID, let outcome = Debuginfod.outcome(for: buildID) else { continue }
-                let name = module.path.split(separator: "/").last.map(String.init) ?? module.path
-                event.notes = (event.notes ?? []) + ["\(name) (build-id \(buildID.hex)): debug file \(outcome)"]
+                event.notes = (event.notes ?? []) + ["\(module.name) (build-id \(buildID.hex)): debug file \(outcome)"]
             }
         }
         let symbolizer = Symbolizer(modules: capture.snapshot.modules, locator: locator)
@@ -140,7 +139,8 @@ public enum ReportBuilder {
         let modules = snapshot.modules
         let captured = RegionMemory(regions: snapshot.threads.compactMap(\.stack) + snapshot.extraMemory)
         let unwinder = Unwinder(memory: captured, modules: modules)
-        unwinder.jitCode = jitCode(maps: snapshot.linuxFiles.maps, modules: modules)
+        let mappings = snapshot.linuxFiles.maps.map { MemoryMapping.parse($0) } ?? []
+        unwinder.jitCode = jitCode(mappings: mappings, modules: modules)
         unwinder.debugFile = { module in
             module.object.flatMap { DebugImageCache.shared.image(for: $0, locator: locator).debugFile }
         }
@@ -159,7 +159,7 @@ public enum ReportBuilder {
             codeName: SignalNames.codeName(signal: exception.signal, code: exception.code),
             faultAddress: HexAddress(exception.faultAddress), senderPID: exception.senderPID,
             description: SignalNames.describe(signal: exception.signal, code: exception.code),
-            stackOverflow: StackOverflow.verdict(snapshot))
+            stackOverflow: StackOverflow.verdict(snapshot, mappings: mappings))
         event.crashedThread = snapshot.crashedThreadID
         event.record(annotations: snapshot.annotations, breadcrumbs: [])
 
@@ -371,12 +371,10 @@ extension FrameTrust {
 }
 
 extension ReportBuilder {
-    /// The executable mappings of the maps that no module covers: a JIT's code.
-    static func jitCode(maps: [UInt8]?, modules: [LoadedModule]) -> [Range<UInt64>] {
-        guard let maps else { return [] }
-        return MemoryMapping.parse(maps).compactMap { mapping in
-            guard mapping.executable, mapping.start < mapping.end,
-                !modules.contains(where: { $0.base <= mapping.start && mapping.start - $0.base < $0.size })
+    /// The executable mappings that no module covers: a JIT's code.
+    static func jitCode(mappings: [MemoryMapping], modules: [LoadedModule]) -> [Range<UInt64>] {
+        mappings.compactMap { mapping in
+            guard mapping.executable, mapping.start < mapping.end, !modules.contains(where: { $0.contains(mapping.start) })
             else { return nil }
             return mapping.start..<mapping.end
         }

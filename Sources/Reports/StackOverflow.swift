@@ -34,14 +34,15 @@ public enum StackOverflow {
 
     /// The verdict for a snapshot: nil unless the signal is a fault the kernel raised (SIGSEGV
     /// with a positive si_code) and the maps and the crashed thread's stack pointer are known.
-    public static func verdict(_ snapshot: ProcessSnapshot) -> Bool? {
+    /// `mappings`: the snapshot's maps already parsed, when the caller has them.
+    public static func verdict(_ snapshot: ProcessSnapshot, mappings parsed: [MemoryMapping]? = nil) -> Bool? {
         let exception = snapshot.exception
         guard exception.signal == SIGSEGV, exception.code > 0, let maps = snapshot.linuxFiles.maps,
             let crashed = snapshot.threads.first(where: { $0.tid == snapshot.crashedThreadID })
         else { return nil }
         return verdict(
             faultAddress: exception.faultAddress, stackPointer: crashed.registers.rsp,
-            mappings: MemoryMapping.parse(maps))
+            mappings: parsed ?? MemoryMapping.parse(maps))
     }
 
     /// Whether a fault at `faultAddress` with the stack pointer at `stackPointer` overflowed the

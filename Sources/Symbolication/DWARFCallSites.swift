@@ -80,12 +80,12 @@ final class DWARFCallSites: @unchecked Sendable {
     init(unit: DWARFUnit) {
         let table = unit.abbreviations
         // Ranges a well-formed unit can hold at most (one per DIE is already generous).
-        var budget = max(0, Int(min(unit.endOffset, UInt64(unit.sections.info.count))) - Int(unit.dieOffset)) / 4 + 64
+        var budget = max(0, unit.dieEnd - Int(unit.dieOffset)) / 4 + 64
         var sites: [DWARFCallSite] = []
         var functions: [DWARFCallSiteFunction] = []
         var ranges: [DWARFRange] = []
 
-        unit.walkDIEs(root: -1) { dieOffset, abbreviation, current, cursor in
+        unit.walkDIEs { dieOffset, abbreviation, current, cursor in
             switch abbreviation.tag {
             case DW_TAG_subprogram:
                 var code = DWARFCodeAttributes()

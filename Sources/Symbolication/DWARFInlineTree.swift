@@ -37,7 +37,7 @@ final class DWARFInlineTree: @unchecked Sendable {
         var owners: [Int32] = []
         var nodes: [Node] = []
 
-        unit.walkDIEs(root: -1) { dieOffset, abbreviation, current, cursor in
+        unit.walkDIEs { dieOffset, abbreviation, current, cursor in
             guard abbreviation.isSubroutine else { return unit.skipAttributes(abbreviation, cursor: &cursor) ? current : nil }
             var code = DWARFCodeAttributes()
             var callFile: UInt64 = 0, callLine: UInt64 = 0, callColumn: UInt64 = 0

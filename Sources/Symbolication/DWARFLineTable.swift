@@ -224,20 +224,20 @@ final class DWARFLineTable: @unchecked Sendable {
         // case in a linked file) all rows form one sorted array, searched through an index: the
         // last row at or below an address is then the same row LLVM's two-step search finds, and
         // an end_sequence row there means the address falls between sequences. Sequences tile
-        // the rows in the order they were emitted (each starts where the last ended); the rows
-        // after the last one belong to none (an unterminated sequence).
-        var tiled = sequences.first?.firstRow ?? 0 == 0, inOrder = tiled
-        for index in sequences.indices.dropFirst() where tiled {
-            let (previous, sequence) = (sequences[index - 1], sequences[index])
-            tiled = sequence.firstRow == previous.endRow
-            inOrder = inOrder && tiled && sequence.low >= previous.high
+        // the rows in the order they were emitted (each starts where the last ended: appendRow
+        // drops only an empty sequence's own rows); the rows after the last one belong to none
+        // (an unterminated sequence).
+        var inOrder = true
+        for index in sequences.indices.dropFirst() where sequences[index].low < sequences[index - 1].high {
+            inOrder = false
+            break
         }
-        rows.removeSubrange(from: tiled ? sequences.last?.endRow ?? 0 : rows.count)
+        rows.removeSubrange(from: sequences.last?.endRow ?? 0)
         if !inOrder {
             sequences.sort { ($0.low, $0.high) < ($1.low, $1.high) }
             // A few sequences out of order (a compiler's .text.startup or .text.unlikely parts
             // emitted after the unit's .text) are rotated into place; otherwise copied.
-            if !(tiled && DWARFLineTable.reorderInPlace(&rows, &sequences)) {
+            if !DWARFLineTable.reorderInPlace(&rows, &sequences) {
                 var ordered = RowColumns()
                 ordered.reserveCapacity(rows.count)
                 for index in sequences.indices {

@@ -253,22 +253,23 @@ final class DWARFUnit: @unchecked Sendable {
         return nil
     }
 
+    /// One past the unit's last DIE byte, within the section.
+    var dieEnd: Int { Int(min(endOffset, UInt64(sections.info.count))) }
+
     /// Visits the unit's DIEs in order, each with `cursor` at its attribute values and the scope
-    /// its parent gave its children (`root` at the top). `visit` reads or skips the values and
+    /// its parent gave its children (-1 at the top). `visit` reads or skips the values and
     /// returns the scope of the DIE's own children, or nil to stop (a value that does not
     /// decode). The walk ends too at the unit's end, a truncated code or an unknown
     /// abbreviation; an end-of-siblings entry at the top (padding) is stepped over.
     @inline(__always)
     func walkDIEs(
-        root: Int32,
         _ visit: (_ dieOffset: Int, _ abbreviation: DWARFAbbreviation, _ scope: Int32, _ cursor: inout DWARFCursor) -> Int32?
     ) {
-        let info = sections.info
         let table = abbreviations
-        var cursor = DWARFCursor(info, offset: dieOffset)
-        let end = Int(min(endOffset, UInt64(info.count)))
+        var cursor = DWARFCursor(sections.info, offset: dieOffset)
+        let end = dieEnd
         var parents: [Int32] = []
-        var current = root
+        var current: Int32 = -1
         while cursor.offset < end {
             let offset = cursor.offset
             guard let code = cursor.uleb() else { return }

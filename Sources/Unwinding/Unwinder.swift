@@ -97,9 +97,12 @@ public final class Unwinder {
     /// but not their bytes), reads the same bytes and finds the same frames.
     public func fileBytesRead() -> [MemoryRegion] { fileBytes.regions() }
 
-    func isCode(_ address: UInt64) -> Bool {
-        guard let found = codeRanges.lastIndex(atOrBelow: address, key: \.lowerBound) else { return false }
-        return codeRanges[found].contains(address)
+    func isCode(_ address: UInt64) -> Bool { Self.address(address, isIn: codeRanges) }
+
+    /// Whether one of `ranges` (sorted by start, not overlapping) holds `address`.
+    static func address(_ address: UInt64, isIn ranges: [Range<UInt64>]) -> Bool {
+        guard let found = ranges.lastIndex(atOrBelow: address, key: \.lowerBound) else { return false }
+        return ranges[found].contains(address)
     }
 
     /// Executable memory that is no module's (a JIT's code: the JVM's, V8's), from the process's
@@ -109,10 +112,7 @@ public final class Unwinder {
         didSet { jitCode.sort { $0.lowerBound < $1.lowerBound } }
     }
 
-    func isJITCode(_ address: UInt64) -> Bool {
-        guard let found = jitCode.lastIndex(atOrBelow: address, key: \.lowerBound) else { return false }
-        return jitCode[found].contains(address)
-    }
+    func isJITCode(_ address: UInt64) -> Bool { Self.address(address, isIn: jitCode) }
 
     /// Tables built from .eh_frame for modules without .eh_frame_hdr, each served at a
     /// synthetic address in the kernel half of the address space, which no capture contains.

@@ -409,17 +409,20 @@ public final class CrashServer: @unchecked Sendable {
 
     /// A death or hang the watcher observed itself (no stub record): the process captured
     /// (through `holder` when the watcher already traces it) and released, then reported like a
-    /// crash, into `store` (the server's by default), through `submit`. Returns the id the
-    /// report is written under (a failure to write it is logged).
+    /// crash, into `store` (the server's by default), through `submit`. `released` runs once
+    /// the process is let go, before the report is built: what else holds it goes too. Returns
+    /// the id the report is written under (a failure to write it is logged).
     @discardableResult
     public func captureObserved(
-        _ record: CrashRecord, holder: ThreadHold?, store: ReportStore? = nil, notes: [String] = []
+        _ record: CrashRecord, holder: ThreadHold?, store: ReportStore? = nil, notes: [String] = [],
+        released: () -> Void = {}
     ) -> String {
         let started = monotonicNanoseconds()
         captures += 1
         let id = ReportStore.newID(pid: record.pid.rawValue)
         let held = CaptureSession.hold(record: record, options: options, cache: cache, holder: holder)
         let elapsed = monotonicNanoseconds() - started
+        released()
         let store = store ?? self.store
         submit { [self, cache] in
             var capture = held.finish(cache: cache)
@@ -481,9 +484,10 @@ public final class CrashServer: @unchecked Sendable {
             observation: .exit(status: status, cause: cause), pid: pid,
             tid: ThreadID(tracer.exiting.contains(pid.rawValue) ? pid.rawValue : first), signal: signal, appArea: appArea,
             timeNanoseconds: realtimeNanoseconds())
-        let id = captureObserved(record, holder: tracer, store: store)
-        for tid in tracer.exiting { tracer.release(exitOf: tid) }
-        return id
+        // Its threads leave their exit stops once captured, not once the report is written.
+        return captureObserved(record, holder: tracer, store: store) {
+            for tid in tracer.exiting { tracer.release(exitOf: tid) }
+        }
     }
 
     /// Unwinds, symbolicates and writes the report of a capture (on the submitting thread or a

@@ -176,7 +176,7 @@ public struct ReportStore: Sendable {
 
     /// HOME, or when it is unset or empty this user's home from the password database.
     public static func homeDirectory(environment: [String: String]) -> String {
-        environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? userHome
+        environment["HOME"].nonEmpty ?? userHome
     }
 
     /// This user's home directory from the password database, for when HOME is unset.
@@ -248,13 +248,7 @@ public struct ReportStore: Sendable {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
         defer { close(fd) }
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { throw StoreError.system(call: "write", path: path, errno: errno) }
-            offset += written
-        }
+        guard writeAll(fd, bytes) else { throw StoreError.system(call: "write", path: path, errno: errno) }
         guard Glibc.fsync(fd) == 0 else { throw StoreError.system(call: "fsync", path: path, errno: errno) }
     }
 

@@ -28,10 +28,10 @@ final class Condition: @unchecked Sendable {
     func broadcast() { pthread_cond_broadcast(condition) }
 }
 
-/// Starts a detached thread named `name` (15 bytes of it show) running `body`; false when the
-/// system would not make one.
+/// Starts a detached thread named `name` (15 bytes of it show) running `body`, on an 8 MB
+/// stack; false when the system would not make one.
 @discardableResult
-func startThread(name: String, stackSize: Int = 8 << 20, _ body: @escaping @Sendable () -> Void) -> Bool {
+func startThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
     final class Start {
         let name: String
         let body: @Sendable () -> Void
@@ -43,7 +43,7 @@ func startThread(name: String, stackSize: Int = 8 << 20, _ body: @escaping @Send
     var attributes = pthread_attr_t()
     pthread_attr_init(&attributes)
     defer { pthread_attr_destroy(&attributes) }
-    pthread_attr_setstacksize(&attributes, stackSize)
+    pthread_attr_setstacksize(&attributes, 8 << 20)
     pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
     let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
     var thread = pthread_t()

@@ -147,16 +147,11 @@ func replaceFile(directory: String, name: String, bytes: [UInt8]) throws {
     unlink(temporary)
     let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
     guard fd >= 0 else { throw UploadError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
-    var offset = 0
-    while offset < bytes.count {
-        let written = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-        if written < 0 && errno == EINTR { continue }
-        guard written > 0 else {
-            close(fd)
-            unlink(temporary)
-            throw UploadError("cannot write \(temporary): \(String(cString: strerror(errno)))")
-        }
-        offset += written
+    guard writeAll(fd, bytes) else {
+        let why = String(cString: strerror(errno))
+        close(fd)
+        unlink(temporary)
+        throw UploadError("cannot write \(temporary): \(why)")
     }
     fsync(fd)
     close(fd)

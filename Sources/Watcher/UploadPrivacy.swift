@@ -225,11 +225,11 @@ public enum UploadPrivacy {
                     "before_send \(program) took longer than \(timeout == timeout.rounded() ? String(Int(timeout)) : String(timeout)) s; not sent"
                 ))
         }
-        let exited = status & 0x7f == 0
-        guard exited, (status >> 8) & 0xff == 0 else {
-            return .failure(
-                UploadError(
-                    "dropped by before_send \(program) (it exited \(exited ? (status >> 8) & 0xff : 128 + status & 0x7f))"))
+        switch ProcessExit(waitStatus: status) {
+        case .exited(0): break
+        case .exited(let code): return .failure(UploadError("dropped by before_send \(program) (it exited \(code))"))
+        case .signaled(let signal): return .failure(UploadError("dropped by before_send \(program) (it exited \(128 + signal))"))
+        case nil: return .failure(UploadError("dropped by before_send \(program) (it exited \(128 + status & 0x7f))"))
         }
         guard JSONObject.parseObject(answer) != nil else {
             return .failure(UploadError("before_send \(program) did not answer with a JSON object; not sent"))
@@ -270,7 +270,10 @@ public enum UploadPrivacy {
             var fds = [pollfd(fd: reader, events: Int16(POLLIN), revents: 0)]
             if let writing { fds.append(pollfd(fd: writing, events: Int16(POLLOUT), revents: 0)) }
             let ready = poll(&fds, nfds_t(fds.count), Int32(min((deadline - now) / 1_000_000 + 1, 1000) as UInt64))
-            if ready < 0 && errno != EINTR { return nil }
+            if ready < 0 && errno != EINTR {
+                if let writing { close(writing) }
+                return nil
+            }
             if let fd = writing, fds.count > 1, fds[1].revents != 0 {
                 let count = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
                 if count > 0 { written += count }

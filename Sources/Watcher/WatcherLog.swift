@@ -3,6 +3,7 @@
 // flood allows: a token bucket lets bursts through, then counts what it drops and says how many
 // once lines flow again.
 
+import BoundedBytes
 import FoundationEssentials
 import LiveProcess
 import Synchronization
@@ -69,12 +70,6 @@ public final class WatcherLog: Sendable {
 /// Text to stderr as it is (no limit, no prefix): the command line's messages.
 public enum StandardError {
     public static func write(_ text: String) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return }
-            bytes = bytes.dropFirst(written)
-        }
+        writeAll(STDERR_FILENO, Array(text.utf8))
     }
 }

@@ -52,6 +52,15 @@ final class DebuginfodTests: XCTestCase {
             environment: ["DEBUGINFOD_URLS": servers, "DEBUGINFOD_CACHE_PATH": cache], timeout: 120)
     }
 
+    /// A new directory laid out as a debuginfod server serves files: `debugFile` as the debug
+    /// file of `buildID`.
+    func tree(_ label: String, serving debugFile: String, as buildID: String) throws -> String {
+        let root = Self.directory + "/\(label)-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: root + "/buildid/" + buildID, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: debugFile, toPath: root + "/buildid/\(buildID)/debuginfo")
+        return root
+    }
+
     func testDebugFileFetchedByBuildID() throws {
         let program = try strippedProgram("stripped")
         let run = try TestSupport.crashportRun([program.binary, "null"])
@@ -59,10 +68,7 @@ final class DebuginfodTests: XCTestCase {
         let event = run.reportsDirectory + "/" + run.reportIDs[0] + "/event.json"
         XCTAssertFalse(try run.event().crashedThreadRecord?.frames?.contains { $0.function == "crash_null" } ?? true, "stripped")
 
-        let root = Self.directory + "/tree-\(UUID().uuidString.prefix(6))"
-        try FileManager.default.createDirectory(atPath: root + "/buildid/" + program.buildID, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: program.debug, toPath: root + "/buildid/\(program.buildID)/debuginfo")
-        let (server, port) = try serve(root)
+        let (server, port) = try serve(tree("tree", serving: program.debug, as: program.buildID))
         defer { server.terminate() }
         let cache = Self.directory + "/cache-\(UUID().uuidString.prefix(6))"
 
@@ -86,10 +92,7 @@ final class DebuginfodTests: XCTestCase {
     /// flag nothing is asked; without servers the flag is a usage error.
     func testWatcherAsksAfterTheVerdict() throws {
         let program = try strippedProgram("watched")
-        let root = Self.directory + "/tree-\(UUID().uuidString.prefix(6))"
-        try FileManager.default.createDirectory(atPath: root + "/buildid/" + program.buildID, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: program.debug, toPath: root + "/buildid/\(program.buildID)/debuginfo")
-        let (server, port) = try serve(root)
+        let (server, port) = try serve(tree("tree", serving: program.debug, as: program.buildID))
         defer { server.terminate() }
         let environment = [
             "DEBUGINFOD_URLS": "http://127.0.0.1:\(port)",
@@ -123,10 +126,7 @@ final class DebuginfodTests: XCTestCase {
         let event = run.reportsDirectory + "/" + run.reportIDs[0] + "/event.json"
 
         // A server that answers for this build-id with another build's debug file.
-        let root = Self.directory + "/lying-\(UUID().uuidString.prefix(6))"
-        try FileManager.default.createDirectory(atPath: root + "/buildid/" + program.buildID, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: other.debug, toPath: root + "/buildid/\(program.buildID)/debuginfo")
-        let (server, port) = try serve(root)
+        let (server, port) = try serve(tree("lying", serving: other.debug, as: program.buildID))
         defer { server.terminate() }
         let lied = try symbolicate(
             event, servers: "http://127.0.0.1:\(port)", cache: Self.directory + "/cache-\(UUID().uuidString.prefix(6))",

@@ -1,0 +1,20 @@
+// Writing a whole buffer to a file descriptor: write(2) may write less than asked, or be
+// interrupted before it writes anything.
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes all of `bytes` to `fd`, again after a short or interrupted write; false, with errno
+/// set, when a write fails or writes nothing.
+@discardableResult
+public func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return false }
+        offset += written
+    }
+    return true
+}
