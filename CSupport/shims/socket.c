@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <poll.h>
@@ -193,11 +192,4 @@ int cp_notify(const char *path, const char *text) {
     close(fd);
     errno = error;
     return sent < 0 ? -1 : 0;
-}
-
-int cp_set_filesystem_ids(unsigned uid, unsigned gid) {
-    setfsgid(gid);
-    setfsuid(uid);
-    /* Each returns the previous id; calling again with an invalid id (-1) reads the current. */
-    return (unsigned)setfsuid((uid_t)-1) == uid && (unsigned)setfsgid((gid_t)-1) == gid ? 0 : -1;
 }

@@ -1,6 +1,8 @@
 // ProcessMemory: another process's memory as a MemoryReader, read with process_vm_readv,
 // falling back to pread on /proc/PID/mem (which also works on pages process_vm_readv refuses,
 // such as PROT_NONE guard regions it cannot fault in). Both need ptrace-attach permission.
+// A reader opened for another user (ProcessAccess.openMemory) reads only through the
+// descriptor opened with that user's credentials: process_vm_readv would check root's.
 
 import BoundedBytes
 import CShims
@@ -15,9 +17,19 @@ import Glibc
 public final class ProcessMemory: MemoryReader {
     public let pid: ProcessID
     private var memFD: Int32 = -1
+    /// Whether `memFD` was opened by ProcessAccess for a user: the only way in.
+    private let bound: Bool
 
     public init(pid: ProcessID) {
         self.pid = pid
+        bound = false
+    }
+
+    /// Reads through `fd`, /proc/PID/mem opened with the credentials that apply; owns it.
+    init(pid: ProcessID, boundDescriptor fd: Int32) {
+        self.pid = pid
+        memFD = fd
+        bound = true
     }
 
     deinit {
@@ -26,9 +38,11 @@ public final class ProcessMemory: MemoryReader {
 
     public func readUpTo(from address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
         guard buffer.count > 0, let base = buffer.baseAddress else { return 0 }
-        let count = cp_read_process_memory(pid.rawValue, address, base, UInt(buffer.count))
-        if count > 0 { return count }
-        if memFD < 0 { memFD = open("/proc/\(pid)/mem", O_RDONLY | O_CLOEXEC) }
+        if !bound {
+            let count = cp_read_process_memory(pid.rawValue, address, base, UInt(buffer.count))
+            if count > 0 { return count }
+        }
+        if memFD < 0 && !bound { memFD = open("/proc/\(pid)/mem", O_RDONLY | O_CLOEXEC) }
         guard memFD >= 0, address <= UInt64(Int64.max) else { return 0 }
         let read = pread(memFD, base, buffer.count, off_t(address))
         return max(read, 0)

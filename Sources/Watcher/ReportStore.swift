@@ -15,6 +15,7 @@
 import BoundedBytes
 import CShims
 import FoundationEssentials
+import LiveProcess
 import ReportModel
 #if canImport(Glibc)
 import Glibc
@@ -57,9 +58,10 @@ public struct ReportStore: Sendable {
     public var maxReports = 200
     public var maxBytes: UInt64 = 256 << 20
     /// The user whose reports these are, when the writer is root serving many users (the
-    /// sidecar): `commit` and `prune` then run with that user's filesystem ids on the calling
-    /// thread (setfsuid/setfsgid), so whatever that user put in the directory (a symlink, a
-    /// directory swapped in mid-write), root can do there only what the user could.
+    /// sidecar): `commit` and `prune` then run with that user's credentials on the calling
+    /// thread (Credentials.perform: filesystem ids, primary group only, no capabilities), so
+    /// whatever that user put in the directory (a symlink, a directory swapped in mid-write, an
+    /// attachment only a group of root's may read), root can do there only what the user could.
     public var owner: Owner?
 
     public struct Owner: Sendable, Equatable {
@@ -79,16 +81,11 @@ public struct ReportStore: Sendable {
     /// Runs `body` with the owner's filesystem ids (none: as is).
     func asOwner<T>(_ body: () throws -> T) throws -> T { try Self.withFilesystemIDs(of: owner, body) }
 
-    /// Runs `body` on this thread with `owner`'s filesystem ids (nil: as is), then restores
+    /// Runs `body` on this thread with `owner`'s credentials (nil: as is), then restores
     /// root's.
     static func withFilesystemIDs<T>(of owner: Owner?, _ body: () throws -> T) throws -> T {
         guard let owner else { return try body() }
-        guard cp_set_filesystem_ids(owner.uid, owner.gid) == 0 else {
-            _ = cp_set_filesystem_ids(0, 0)
-            throw StoreError.system(call: "setfsuid", path: "uid \(owner.uid)", errno: EPERM)
-        }
-        defer { _ = cp_set_filesystem_ids(0, 0) }
-        return try body()
+        return try Credentials(uid: owner.uid, gid: owner.gid).perform(body)
     }
 
     /// The file `commit` writes into every report: what marks a directory as crashport's.

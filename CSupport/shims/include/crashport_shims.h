@@ -180,11 +180,16 @@ int cp_is_listening_seqpacket(int fd);
 /* sd_notify: one datagram of text to the socket named by path ('@' abstract), -1 with errno. */
 int cp_notify(const char *path, const char *text);
 
-/* setfsgid(gid) then setfsuid(uid) for the calling thread only (Linux keeps them per thread,
- * and glibc does not broadcast these two): file operations are then checked as that user, and
- * the filesystem capabilities of root are dropped until the ids go back to 0. Returns 0 when
- * both took effect, else -1. */
-int cp_set_filesystem_ids(unsigned uid, unsigned gid);
+/* The calling thread only (raw system calls: glibc would apply setgroups and capset to every
+ * thread): takes on uid's filesystem ids, gid, exactly `groups` as its supplementary groups, and
+ * no effective capabilities, keeping its real and saved ids and its permitted capabilities so
+ * that cp_thread_restore can give everything back. Nests for the same uid (the outer call's
+ * credentials stay); another user's while one is assumed fails with EBUSY. 0, or -1 with errno and nothing changed
+ * (CSupport/shims/credentials.c). */
+#define CP_THREAD_GROUPS_MAX 256
+int cp_thread_assume(unsigned uid, unsigned gid, const unsigned *groups, int group_count);
+/* Undoes the matching cp_thread_assume; 0, or -1 when something could not be restored. */
+int cp_thread_restore(void);
 
 /* One HTTP POST through libcurl, loaded at the first call (CSupport/shims/http.c): url, headers
  * ("Name: value"), body; a whole-request timeout; a CA file for a private CA (NULL: the system's
