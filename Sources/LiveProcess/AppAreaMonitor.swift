@@ -13,7 +13,10 @@ import ReportModel
 
 /// One process's monitor, owned by the thread that checks it (the sidecar's serving loop).
 public struct AppAreaMonitor: Sendable {
-    public let pid: ProcessID
+    /// The process, read as its user may read it: its memory is opened anew at each check, so
+    /// the kernel decides each time (after an exec into a setuid program, it refuses).
+    public let access: ProcessAccess
+    public var pid: ProcessID { access.pid }
     public let address: UInt64
     /// CLOCK_MONOTONIC (ns) of the last check; of the last one that read the header (what
     /// `area` holds was still current then); and of the last read that decoded the area.
@@ -33,8 +36,8 @@ public struct AppAreaMonitor: Sendable {
 
     /// `address` is the HELLO's; `now` starts the first interval (the stub marks the area in
     /// use after its HELLO, so there is nothing to read at once).
-    public init(pid: ProcessID, address: UInt64, now: UInt64) {
-        self.pid = pid
+    public init(access: ProcessAccess, address: UInt64, now: UInt64) {
+        self.access = access
         self.address = address
         lastCheck = now
     }
@@ -58,8 +61,9 @@ public struct AppAreaMonitor: Sendable {
     /// per-second allowance); an area that would take more is left for a later check.
     public mutating func check(now: UInt64, budget: Int) -> Outcome {
         lastCheck = now
-        let memory = ProcessMemory(pid: pid)
-        guard let header = CaptureSession.readAppAreaHeader(at: address, memory: memory) else {
+        guard case .success(let memory) = access.openMemory(),
+            let header = CaptureSession.readAppAreaHeader(at: address, memory: memory)
+        else {
             problem = "its memory could not be read"
             return .failed
         }

@@ -36,6 +36,8 @@ public struct CaptureOptions: Sendable {
 /// the snapshot, on a report thread after the verdict has let the process go.
 public struct HeldCapture: Sendable {
     let record: CrashRecord
+    /// Whose credentials the module files are opened with after release.
+    let access: ProcessAccess
     let threads: [ThreadSnapshot]
     let pendingModules: [PendingModule]
     let extraMemory: [MemoryRegion]
@@ -54,7 +56,7 @@ public struct HeldCapture: Sendable {
 
     public func finish(cache: ELFCache) -> Capture {
         var notes = notes
-        let modules = ModuleMap.open(pendingModules, cache: cache)
+        let modules = ModuleMap.open(pendingModules, access: access, cache: cache)
         for module in modules {
             if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
         }
@@ -101,11 +103,12 @@ public enum CaptureSession {
     /// nil). A process whose only thread is the crashing one, which is waiting in the stub for
     /// the verdict, is read without ptrace: nothing in it can run.
     public static func hold(
-        record: CrashRecord, threads listed: [ThreadID]? = nil, status: [UInt8]? = nil, options: CaptureOptions,
-        cache: ELFCache, holder: ThreadHold? = nil
+        record: CrashRecord, access given: ProcessAccess? = nil, threads listed: [ThreadID]? = nil,
+        status: [UInt8]? = nil, options: CaptureOptions, cache: ELFCache, holder: ThreadHold? = nil
     ) -> HeldCapture {
         let started = monotonicNanoseconds()
         let pid = record.pid
+        let access = given ?? .own(pid)
         var notes: [String] = []
         // A record the watcher made itself names a thread whose registers only ptrace gives.
         let alone = (listed ?? ProcFiles.threads(of: pid)) == [record.tid] && record.observation == nil && holder == nil
@@ -115,8 +118,37 @@ public enum CaptureSession {
                 "ptrace not used (--no-ptrace); other threads were not captured; the crashing thread comes from the record's stack copy"
             )
         }
-        let memory = ProcessMemory(pid: pid)
-        let mapsBytes = ProcFiles.read("/proc/\(pid)/maps")
+        // Every thread is stopped (or the only one waits in the stub): the kernel now says, as
+        // the client's user, whether this process's memory is theirs to read. Nothing else is
+        // read before it has.
+        let memory: ProcessMemory
+        switch access.openMemory() {
+        case .success(let opened):
+            memory = opened
+            if record.notDumpable && record.observation == nil {
+                session?.detachAll(timeoutMilliseconds: 1000)
+                return withoutMemory(
+                    record, access: access, status: status, started: started, session: session,
+                    why: "the process was not dumpable when it crashed (its stub sent none of its memory)")
+            }
+        case .failure(let error) where error.errno == ENOENT || error.errno == ESRCH:
+            // Gone: only the record is left, and only when the process said it was dumpable.
+            guard !record.notDumpable else {
+                session?.detachAll(timeoutMilliseconds: 1000)
+                return withoutMemory(
+                    record, access: access, status: status, started: started, session: session,
+                    why: "the process was not dumpable when it crashed (its stub sent none of its memory)")
+            }
+            memory = ProcessMemory(pid: pid, boundDescriptor: -1)
+        case .failure(let error):
+            session?.detachAll(timeoutMilliseconds: 1000)
+            return withoutMemory(
+                record, access: access, status: status, started: started, session: session,
+                why:
+                    "its memory is not its user's to read (\(error): the kernel refused it to uid \(access.credentials?.uid ?? getuid()), as it would refuse that user; a setuid, setgid or file-capability program, or one that made itself not dumpable)"
+            )
+        }
+        let mapsBytes = access.read("maps")
         let mappings = mapsBytes.map { MemoryMapping.parse($0) } ?? []
         if mapsBytes == nil { notes.append("/proc/\(pid)/maps unreadable: modules unknown") }
         // /proc/PID/stat: fields[0] is field 3, the state; fields[19] field 22, the start time.
@@ -139,10 +171,10 @@ public enum CaptureSession {
 
         let stacks = StackReader(mappings: mappings, memory: memory)
         let threads = threadSnapshots(
-            record: record, session: session, live: live, stacks: stacks, options: options, notes: &notes)
-        let executable = ProcFiles.executable(of: pid)
+            record: record, access: access, session: session, live: live, stacks: stacks, options: options, notes: &notes)
+        let executable = access.executable
         let pendingModules = ModuleMap.pending(
-            pid: pid, mappings: mappings, executable: executable, memory: live ? memory : nil, cache: cache)
+            access: access, mappings: mappings, executable: executable, memory: live ? memory : nil, cache: cache)
         var extra =
             live
             ? instructionBytes(at: threads.first?.registers.rip ?? record.registers.rip, threads: threads, stacks: stacks) : []
@@ -151,11 +183,11 @@ public enum CaptureSession {
                 threads: threads, crashedThreadID: record.tid, extra: extra, stacks: stacks, options: options)
         }
         var files = LinuxFiles()
-        files.procStatus = status ?? ProcFiles.read("/proc/\(pid)/status")
-        files.cmdLine = ProcFiles.read("/proc/\(pid)/cmdline")
-        files.auxv = ProcFiles.read("/proc/\(pid)/auxv")
+        files.procStatus = status ?? access.read("status")
+        files.cmdLine = access.read("cmdline")
+        files.auxv = access.read("auxv")
         files.maps = mapsBytes
-        if options.captureEnvironment { files.environ = ProcFiles.read("/proc/\(pid)/environ") }
+        if options.captureEnvironment { files.environ = access.read("environ") }
         let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
         let appArea = live ? readAppArea(at: record.appArea, memory: memory, notes: &notes) : nil
         let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
@@ -165,9 +197,36 @@ public enum CaptureSession {
         // Everything needed from the live process is in hand: release it.
         session?.detachAll(timeoutMilliseconds: 1000)
         return HeldCapture(
-            record: record, threads: threads, pendingModules: pendingModules, extraMemory: extra, files: files,
-            executable: executable, startTicks: startTicks, appArea: appArea, messages: messages, stackStrings: stackStrings,
-            notes: notes, suspendedNanoseconds: monotonicNanoseconds() - started,
+            record: record, access: access, threads: threads, pendingModules: pendingModules, extraMemory: extra,
+            files: files, executable: executable, startTicks: startTicks, appArea: appArea, messages: messages,
+            stackStrings: stackStrings, notes: notes, suspendedNanoseconds: monotonicNanoseconds() - started,
+            heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
+    }
+
+    /// A process whose memory its user may not read (or that said so itself): reported with
+    /// what that user may see of it (the signal and its code, the thread's id and name, the
+    /// process's status and command line, which /proc shows everyone), never with anything
+    /// from its memory: no registers, no stack, no fault address, no modules, no annotations.
+    static func withoutMemory(
+        _ record: CrashRecord, access: ProcessAccess, status: [UInt8]?, started: UInt64, session: ThreadHold?, why: String
+    ) -> HeldCapture {
+        var bare = record
+        bare.registers = X86_64Registers(gpr: [UInt64](repeating: 0, count: X86_64Registers.gprCount))
+        bare.stack = MemoryRegion(start: 0, bytes: [])
+        bare.faultAddress = 0
+        bare.chain = []
+        bare.reraise = nil
+        bare.appArea = 0
+        var files = LinuxFiles()
+        files.procStatus = status ?? access.read("status", limit: 8192)
+        files.cmdLine = access.read("cmdline", limit: 4096)
+        return HeldCapture(
+            record: bare, access: access,
+            threads: [ThreadSnapshot(tid: record.tid, name: record.threadName, registers: bare.registers, stack: nil)],
+            pendingModules: [], extraMemory: [], files: files, executable: nil, startTicks: nil, appArea: nil,
+            messages: (nil, nil), stackStrings: [],
+            notes: ["reported without its memory: \(why)"],
+            suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
     }
 
@@ -184,8 +243,8 @@ public enum CaptureSession {
         if mapsTruncated { notes.append("the stub's copy of /proc/self/maps was cut at its limit: some modules are unknown") }
         let mappings = MemoryMapping.parse(maps)
         let crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
-        let pending = ModuleMap.pending(pid: nil, mappings: mappings, executable: executable, memory: nil, cache: cache)
-        let modules = ModuleMap.open(pending, cache: cache)
+        let pending = ModuleMap.pending(access: nil, mappings: mappings, executable: executable, memory: nil, cache: cache)
+        let modules = ModuleMap.open(pending, access: nil, cache: cache)
         for module in modules {
             if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
         }
@@ -286,10 +345,9 @@ public enum CaptureSession {
     /// handler now) and the live stack when we hold the process (it may extend past the record's
     /// copy); then every other stopped thread.
     static func threadSnapshots(
-        record: CrashRecord, session: ThreadHold?, live: Bool, stacks: StackReader, options: CaptureOptions,
-        notes: inout [String]
+        record: CrashRecord, access: ProcessAccess, session: ThreadHold?, live: Bool, stacks: StackReader,
+        options: CaptureOptions, notes: inout [String]
     ) -> [ThreadSnapshot] {
-        let pid = record.pid
         var crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
         // A death or hang the watcher observed: the thread it leads with is read like the others.
         if record.observation != nil, let session, session.stopped.contains(record.tid),
@@ -302,7 +360,7 @@ public enum CaptureSession {
         {
             crashed.stack = stack
         }
-        if crashed.name.isEmpty { crashed.name = ProcFiles.threadName(pid: pid, tid: record.tid) }
+        if crashed.name.isEmpty { crashed.name = access.threadName(record.tid) }
         var threads = [crashed]
         guard let session else { return threads }
         for tid in session.stopped where tid != record.tid {
@@ -311,7 +369,7 @@ public enum CaptureSession {
                 let set = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
                 threads.append(
                     ThreadSnapshot(
-                        tid: tid, name: ProcFiles.threadName(pid: pid, tid: tid), registers: set,
+                        tid: tid, name: access.threadName(tid), registers: set,
                         stack: stacks.stack(from: set.rsp, limit: options.threadStackLimit)))
             } catch {
                 notes.append("thread \(tid): \(error)")

@@ -55,6 +55,9 @@ public final class ExitTracer: ThreadHold {
         case exiting(tid: Int32, status: Int32)
         /// The leader was reaped: the process is gone; its wait status.
         case ended(status: Int32)
+        /// It exec'd a program its user may not read (setuid, setgid, file capabilities): the
+        /// tracer let it go at the exec's stop, before the new program ran; why, in words.
+        case leftAtExec(String)
     }
 
     enum State: Equatable {
@@ -77,6 +80,9 @@ public final class ExitTracer: ThreadHold {
     /// Whether an exit() with a non-zero status is held for a capture too (a death by a fatal
     /// signal always is).
     public var holdFailedExits = false
+    /// Whose credentials decide, at each exec, whether the process may still be traced (a
+    /// sidecar's client: its user's); nil, the watcher's own (crashport run's child).
+    public var access: ProcessAccess?
     public private(set) var firstSeizeNanoseconds: UInt64 = 0
     public private(set) var releasedNanoseconds: UInt64 = 0
     private var failedThreads: [(tid: ThreadID, reason: String)] = []
@@ -171,6 +177,16 @@ public final class ExitTracer: ThreadHold {
             // Every other thread is gone; the execing one now has the leader's id.
             let old = eventMessage(tid)
             if old != tid { threads[old] = nil }
+            // Traced by root, a setuid exec kept its privileges. The new program has not run
+            // yet: when the kernel says its user may no longer read it, it is let go now, and
+            // runs as it would untraced. Nothing of it was read.
+            if let access, access.mayReadMemory() == false {
+                let program = ProcFiles.executable(of: processID) ?? "a program"
+                detachEverything()
+                return .leftAtExec(
+                    "it exec'd \(program), which its user may not read (setuid, setgid, file capabilities): it runs untraced, with its privileges, and its end is reported without stacks"
+                )
+            }
             continueOrHold(tid, signal: 0)
         case Self.PTRACE_EVENT_STOP:
             if [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU].contains(signal) {

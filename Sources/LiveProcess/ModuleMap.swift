@@ -2,9 +2,11 @@
 //
 // A module starts at the mapping of its file at offset 0 (the ELF header) and spans the
 // following mappings of the same file (same path and inode); it is kept when one of them is
-// executable. The main executable comes first. Files are opened through
-// /proc/PID/map_files/START-END when possible, which names the exact inode that is mapped even
-// if the path was replaced or deleted since. With the process's memory at hand, the build-id is
+// executable. The main executable comes first. Files are opened with the credentials of the
+// process's user (ProcessAccess): by their path inside the process's root (/proc/PID/root, so a
+// container's files are found), kept only when that is the inode mapped; else, for a file
+// replaced or deleted since, through /proc/PID/map_files/START-END (root's: the kernel wants
+// CAP_CHECKPOINT_RESTORE there), and only when the inode's own mode lets that user read it. With the process's memory at hand, the build-id is
 // read from the mapped image itself, and a file on disk whose build-id differs is not used: it is
 // not the code that ran. The vDSO is read from memory. Two phases, so that the process is held
 // only for the system calls: `pending` while it is stopped (maps, build-ids, files mapped),
@@ -53,7 +55,7 @@ enum ModuleMap {
     /// system calls per module, no parsing. Without a pid (a spooled crash, its process long
     /// gone) files are opened by path only, never through another process's /proc.
     static func pending(
-        pid: ProcessID?, mappings: [MemoryMapping], executable: String?, memory: ProcessMemory?, cache: ELFCache
+        access: ProcessAccess?, mappings: [MemoryMapping], executable: String?, memory: ProcessMemory?, cache: ELFCache
     ) -> [PendingModule] {
         var modules: [PendingModule] = []
         var index = 0
@@ -80,12 +82,7 @@ enum ModuleMap {
             var pending = PendingModule(
                 module: LoadedModule(path: first.path, base: first.start, size: size, buildID: mapped), key: key)
             if !cache.contains(key) {
-                pending.file = Result {
-                    guard let pid else { return try MappedFile(path: Self.filePath(first.path)) }
-                    let mapFile = "/proc/\(pid)/map_files/\(String(first.start, radix: 16))-\(String(first.end, radix: 16))"
-                    if let file = try? MappedFile(path: mapFile, name: Self.filePath(first.path)) { return file }
-                    return try MappedFile(path: Self.filePath(first.path))
-                }
+                pending.file = Result { try Self.file(of: first, access: access) }
             }
             modules.append(pending)
         }
@@ -98,7 +95,7 @@ enum ModuleMap {
 
     /// After the process is released: each module's object file, parsed (or from the cache),
     /// kept only when it is the code that ran (same build-id as the mapped image).
-    static func open(_ pending: [PendingModule], cache: ELFCache) -> [LoadedModule] {
+    static func open(_ pending: [PendingModule], access: ProcessAccess?, cache: ELFCache) -> [LoadedModule] {
         pending.map { pending in
             var module = pending.module
             guard let key = pending.key else {  // the vDSO: parsed from the copy of its memory
@@ -111,7 +108,9 @@ enum ModuleMap {
             do {
                 let object = try cache.file(key: key) {
                     // Evicted since `pending` looked: the path is all that is left.
-                    guard let file = pending.file else { return try ELFFile(path: Self.filePath(module.path)) }
+                    guard let file = pending.file else {
+                        return try (access ?? .own(ProcessID(0))).perform { try ELFFile(path: Self.filePath(module.path)) }
+                    }
                     return try ELFFile(file: file.get())
                 }
                 let onDisk = object.buildID
@@ -129,6 +128,24 @@ enum ModuleMap {
             }
             return module
         }
+    }
+
+    /// The file of a module's first mapping, opened as the process's user may open it (see the
+    /// file's comment). Without a process (a spooled crash, long gone), by its path, as the
+    /// caller's credentials allow.
+    static func file(of mapping: MemoryMapping, access: ProcessAccess?) throws -> MappedFile {
+        let path = filePath(mapping.path)
+        guard let access else { return try MappedFile(path: path) }
+        let pid = access.pid
+        let inRoot = try? access.perform { try MappedFile(path: "/proc/\(pid)/root" + path, name: path) }
+        if let inRoot, inRoot.inode == mapping.inode { return inRoot }
+        let mapFile = "/proc/\(pid)/map_files/\(String(mapping.start, radix: 16))-\(String(mapping.end, radix: 16))"
+        let mapped = try MappedFile(path: mapFile, name: path)
+        if let credentials = access.credentials, !mapped.readable(by: credentials.uid, gid: credentials.gid) {
+            throw InspectionError.malformed(
+                "\(path) (inode \(mapping.inode)) is not readable by uid \(credentials.uid): not opened for its report")
+        }
+        return mapped
     }
 
     /// A mapped path without the " (deleted)" maps appends to a file removed since.

@@ -33,6 +33,10 @@ public enum ObjectFileError: Error, CustomStringConvertible, Equatable {
 public final class MappedFile: @unchecked Sendable {
     public let path: String
     public let bytes: UnsafeRawBufferPointer
+    /// The file's inode, owner, group and mode bits when it was opened (nil for an image in
+    /// memory): which file was opened, and who may read it.
+    public private(set) var inode: UInt64?
+    private var owner: (uid: UInt32, gid: UInt32, mode: UInt32)?
 
     /// Maps the file at `path`; `name`, when given, is the path it goes by (a module opened
     /// through /proc/PID/map_files is named by its path in the maps), where files that go with
@@ -49,6 +53,8 @@ public final class MappedFile: @unchecked Sendable {
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw ObjectFileError.notELF(path: path, reason: "not a regular file")
         }
+        inode = UInt64(info.st_ino)
+        owner = (info.st_uid, info.st_gid, info.st_mode)
         let size = Int(info.st_size)
         if size == 0 {
             bytes = UnsafeRawBufferPointer(start: nil, count: 0)
@@ -58,6 +64,16 @@ public final class MappedFile: @unchecked Sendable {
             throw ObjectFileError.cannotOpen(path: path, errno: errno)
         }
         bytes = UnsafeRawBufferPointer(start: base, count: size)
+    }
+
+    /// Whether the file's mode bits let `uid` (with primary group `gid` and no other) read it:
+    /// for a file opened by root on a user's behalf through a path that bypasses the path's
+    /// own checks (/proc/PID/map_files). False for an image in memory.
+    public func readable(by uid: UInt32, gid: UInt32) -> Bool {
+        guard let owner else { return false }
+        if owner.uid == uid { return owner.mode & 0o400 != 0 }
+        if owner.gid == gid { return owner.mode & 0o040 != 0 }
+        return owner.mode & 0o004 != 0
     }
 
     private let owned: Bool

@@ -35,6 +35,13 @@ public struct Sender: Sendable, Equatable {
         self.uid = uid
         self.gid = gid
     }
+
+    /// Whose credentials apply to whatever is read for this sender: its user's, never root's.
+    public var credentials: Credentials { Credentials(uid: uid, gid: gid) }
+
+    /// A process of this sender's (its own, or a thread's pid mapped from its namespace), read
+    /// as the sender's user may read it.
+    public func access(_ process: ProcessID) -> ProcessAccess { ProcessAccess(pid: process, as: credentials) }
 }
 
 /// One receive on a crashport socket.
@@ -217,7 +224,9 @@ public final class CrashServer: @unchecked Sendable {
                 return reject(
                     "an error report from pid \(senderPID): more than \(Self.errorsPerMinute) in a minute from this process")
             }
-            handleCrash(record, threads: threads, status: status, bytes: bytes, reply: reply, store: store)
+            handleCrash(
+                record, access: sender.access(record.pid), threads: threads, status: status, bytes: bytes, reply: reply,
+                store: store)
         case CP_MSG_SETTING.rawValue:
             guard bytes.count == MemoryLayout<cp_setting>.size else {
                 return reject("a setting from pid \(senderPID): \(bytes.count) bytes")
@@ -384,7 +393,8 @@ public final class CrashServer: @unchecked Sendable {
     }()
 
     func handleCrash(
-        _ record: CrashRecord, threads: [ThreadID], status: [UInt8]?, bytes: [UInt8], reply: Int32, store: ReportStore
+        _ record: CrashRecord, access: ProcessAccess, threads: [ThreadID], status: [UInt8]?, bytes: [UInt8], reply: Int32,
+        store: ReportStore
     ) {
         let started = monotonicNanoseconds()
         // A process with many threads takes longer to capture: say so before starting, so the
@@ -395,15 +405,28 @@ public final class CrashServer: @unchecked Sendable {
         }
         captures += 1
         let held = CaptureSession.hold(
-            record: record, threads: threads, status: status, options: options, cache: cache,
+            record: record, access: access, threads: threads, status: status, options: options, cache: cache,
             holder: holderFor?(record.pid))
         // The process is released; let it continue down its handler chain now. Opening modules,
         // unwinding, symbolication and writing happen while it dies.
         let elapsed = monotonicNanoseconds() - started
         sendVerdict(reply, nanoseconds: elapsed)
         submit { [self, cache] in
-            writeReport(
-                held.finish(cache: cache), recordBytes: bytes, store: store, started: started, captureNanoseconds: elapsed)
+            asClient(access, pid: record.pid) {
+                writeReport(
+                    held.finish(cache: cache), recordBytes: bytes, store: store, started: started, captureNanoseconds: elapsed)
+            }
+        }
+    }
+
+    /// Runs a report's building and writing with the credentials of the process's user (the
+    /// module and debug files it opens, the attachments it copies): on a report thread, never
+    /// with root's. A thread that cannot take them on writes nothing, and says so.
+    func asClient(_ access: ProcessAccess, pid: ProcessID, _ body: () -> Void) {
+        do {
+            try access.perform(body)
+        } catch {
+            log("could not write the report of pid \(pid): \(error)")
         }
     }
 
@@ -414,22 +437,25 @@ public final class CrashServer: @unchecked Sendable {
     /// the id the report is written under (a failure to write it is logged).
     @discardableResult
     public func captureObserved(
-        _ record: CrashRecord, holder: ThreadHold?, store: ReportStore? = nil, notes: [String] = [],
-        released: () -> Void = {}
+        _ record: CrashRecord, access given: ProcessAccess? = nil, holder: ThreadHold?, store: ReportStore? = nil,
+        notes: [String] = [], released: () -> Void = {}
     ) -> String {
         let started = monotonicNanoseconds()
         captures += 1
         let id = ReportStore.newID(pid: record.pid.rawValue)
-        let held = CaptureSession.hold(record: record, options: options, cache: cache, holder: holder)
+        let access = given ?? .own(record.pid)
+        let held = CaptureSession.hold(record: record, access: access, options: options, cache: cache, holder: holder)
         let elapsed = monotonicNanoseconds() - started
         released()
         let store = store ?? self.store
         submit { [self, cache] in
-            var capture = held.finish(cache: cache)
-            capture.notes += notes
-            writeReport(
-                capture, recordBytes: [], store: store, started: started, captureNanoseconds: elapsed, id: id,
-                spoolOnFailure: false)
+            asClient(access, pid: record.pid) {
+                var capture = held.finish(cache: cache)
+                capture.notes += notes
+                writeReport(
+                    capture, recordBytes: [], store: store, started: started, captureNanoseconds: elapsed, id: id,
+                    spoolOnFailure: false)
+            }
         }
         return id
     }
@@ -442,7 +468,7 @@ public final class CrashServer: @unchecked Sendable {
     @discardableResult
     public func captureHang(
         of pid: ProcessID, milliseconds: UInt64, beatLast thread: ThreadID, ordinal: Int, appArea: UInt64,
-        holder: ThreadHold?, store: ReportStore? = nil
+        access: ProcessAccess? = nil, holder: ThreadHold?, store: ReportStore? = nil
     ) -> String {
         var notes: [String] = []
         var lead = thread
@@ -464,7 +490,7 @@ public final class CrashServer: @unchecked Sendable {
         let record = CrashRecord(
             observation: .hang(milliseconds: milliseconds), pid: pid, tid: lead, signal: 0, appArea: appArea,
             timeNanoseconds: realtimeNanoseconds())
-        return captureObserved(record, holder: holder, store: store, notes: notes)
+        return captureObserved(record, access: access, holder: holder, store: store, notes: notes)
     }
 
     /// A traced process one of whose threads (`first`) stopped at its exit, with wait status
@@ -473,7 +499,8 @@ public final class CrashServer: @unchecked Sendable {
     /// lets it finish dying. Returns the report's id.
     @discardableResult
     public func captureExit(
-        of tracer: ExitTracer, status: Int32, first: Int32, appArea: UInt64, oomKilled: Bool, store: ReportStore? = nil
+        of tracer: ExitTracer, status: Int32, first: Int32, appArea: UInt64, oomKilled: Bool,
+        access: ProcessAccess? = nil, store: ReportStore? = nil
     ) -> String {
         // The others get there within a scheduling quantum; one that does not is captured as is.
         _ = tracer.waitForExits(timeoutMilliseconds: 500)
@@ -485,7 +512,7 @@ public final class CrashServer: @unchecked Sendable {
             tid: ThreadID(tracer.exiting.contains(pid.rawValue) ? pid.rawValue : first), signal: signal, appArea: appArea,
             timeNanoseconds: realtimeNanoseconds())
         // Its threads leave their exit stops once captured, not once the report is written.
-        return captureObserved(record, holder: tracer, store: store) {
+        return captureObserved(record, access: access, holder: tracer, store: store) {
             for tid in tracer.exiting { tracer.release(exitOf: tid) }
         }
     }

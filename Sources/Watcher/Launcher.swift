@@ -492,6 +492,8 @@ public struct Launcher {
                         reportExit(
                             child: child, status: exitStatus, first: tid, tracer: tracer, server: server, watch: watch,
                             oom: oom)
+                    case .leftAtExec:
+                        break  // only a tracer with another user's credentials (the sidecar's) lets go
                     }
                 }
                 if let ended {

@@ -434,8 +434,8 @@ public final class Sidecar {
     }
 
     /// CRASHPORT_RELEASE in a client's environment (nothing else of it is kept).
-    static func release(of pid: ProcessID) -> String? {
-        guard let environment = ProcFiles.read("/proc/\(pid)/environ") else { return nil }
+    static func release(of access: ProcessAccess) -> String? {
+        guard let environment = access.read("environ") else { return nil }
         let prefix = Array("CRASHPORT_RELEASE=".utf8)
         for entry in environment.split(separator: 0) where entry.starts(with: prefix) {
             let value = String(decoding: entry.dropFirst(prefix.count).prefix(128), as: UTF8.self)
@@ -463,14 +463,15 @@ public final class Sidecar {
                 let buildID = BuildID(hello.buildID)?.hex
                 lastRun = RunHistory(store: store).lastRun(executable: executable, buildID: buildID)
                 lastRun.pendingReports = UInt32(ConsentDecisions.awaiting(store: store, program: executable).count)
+                let access = sender.access(sender.pid)
                 let session = ClientSession(
-                    executable: executable, buildID: buildID, release: Self.release(of: sender.pid), pid: sender.pid,
+                    executable: executable, buildID: buildID, release: Self.release(of: access), pid: sender.pid,
                     started: Date(), store: store)
                 clients[currentClient]?.session = session
                 var watch = ClientWatch(
-                    connection: currentClient, pid: sender.pid, appArea: hello.appArea, disabled: lastRun.disabled)
+                    connection: currentClient, access: access, appArea: hello.appArea, disabled: lastRun.disabled)
                 hangReports.forget(sender.pid)
-                startWatching(&watch, hello: hello, pid: sender.pid)
+                startWatching(&watch, hello: hello, access: access)
                 clients[currentClient]?.watch = watch
                 crashedSessions.started(session)
             }

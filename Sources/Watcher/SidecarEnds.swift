@@ -59,13 +59,14 @@ extension Sidecar {
         /// The report of its death, captured at its exit stops (traced): nothing more to write.
         var exitReport: String?
 
-        init(connection: Int32, pid: ProcessID, appArea: UInt64, disabled: Bool) {
+        init(connection: Int32, access: ProcessAccess, appArea: UInt64, disabled: Bool) {
+            let pid = access.pid
             self.appArea = appArea
             handle = ProcessHandle(peerOf: connection, pid: pid)
             oom = OOMCounters.reading(of: pid).map { [$0] } ?? []
-            monitor = appArea == 0 ? nil : AppAreaMonitor(pid: pid, address: appArea, now: monotonicNanoseconds())
+            monitor = appArea == 0 ? nil : AppAreaMonitor(access: access, address: appArea, now: monotonicNanoseconds())
             self.disabled = disabled
-            arguments = ProcFiles.arguments(cmdline: ProcFiles.read("/proc/\(pid)/cmdline", limit: 4096) ?? [])
+            arguments = ProcFiles.arguments(cmdline: access.read("cmdline", limit: 4096) ?? [])
         }
 
         /// Its memory cgroup's OOM-kill counter then and now: the first cgroup where it moved,

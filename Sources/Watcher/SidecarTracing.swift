@@ -45,7 +45,8 @@ extension Sidecar {
 
     /// Starts watching a client that said HELLO: seizes it when it is to be traced (noting why
     /// it cannot be), and sets up its heartbeat's monitor.
-    func startWatching(_ watch: inout ClientWatch, hello: HelloMessage, pid: ProcessID) {
+    func startWatching(_ watch: inout ClientWatch, hello: HelloMessage, access: ProcessAccess) {
+        let pid = access.pid
         let options = ClientWatchOptions(configuration: configuration, hello: hello)
         if let milliseconds = options.hangMilliseconds {
             watch.hang = HangMonitor(milliseconds: milliseconds)
@@ -60,8 +61,16 @@ extension Sidecar {
         guard options.traceExit else { return }
         let tracer = ExitTracer(pid: pid, group: traced)
         tracer.holdFailedExits = options.traceExitCodes
+        tracer.access = access
         do {
             try tracer.attach()
+            // Seized as root: kept only when the kernel says its user may read it (checked
+            // again at each exec it makes, ExitTracer).
+            guard access.mayReadMemory() != false else {
+                tracer.detachEverything()
+                throw InspectionError.malformed(
+                    "its memory is not its user's to read (setuid, setgid, file capabilities, or not dumpable)")
+            }
             watch.traced = true
             log.say("tracing pid \(pid) until it exits (a SIGKILL or OOM kill is reported with its stacks)")
         } catch {
@@ -84,8 +93,16 @@ extension Sidecar {
     func handleTraceEvents() {
         guard !traced.isEmpty else { return }
         for (tracer, event) in traced.pump() {
-            guard case .exiting(let tid, let status) = event else { continue }
             let pid = tracer.processID
+            if case .leftAtExec(let why) = event {
+                log.say("pid \(pid): no longer traced: \(why)")
+                if let fd = connection(of: pid) {
+                    clients[fd]?.watch?.traced = false
+                    clients[fd]?.watch?.untraced = why
+                }
+                continue
+            }
+            guard case .exiting(let tid, let status) = event else { continue }
             let fd = connection(of: pid)
             let client = fd.flatMap { clients[$0] }
             // Once per death; none for a crash the stub reported (its session ended with it), nor
@@ -98,7 +115,8 @@ extension Sidecar {
             }
             let oomKilled = watch.oomCount()?.moved == true
             let id = server.captureExit(
-                of: tracer, status: status, first: tid, appArea: watch.appArea, oomKilled: oomKilled, store: store)
+                of: tracer, status: status, first: tid, appArea: watch.appArea, oomKilled: oomKilled,
+                access: client.peer.access(pid), store: store)
             clients[fd]?.watch?.exitReport = id
         }
     }
@@ -120,7 +138,10 @@ extension Sidecar {
             else { continue }
             let pid = client.peer.pid
             watch.nextHangLook = now + UInt64(monitor.interval) * 1_000_000
-            let header = CaptureSession.readAppAreaHeader(at: watch.appArea, memory: ProcessMemory(pid: pid))
+            let access = client.peer.access(pid)
+            let header = (try? access.openMemory().get()).flatMap {
+                CaptureSession.readAppAreaHeader(at: watch.appArea, memory: $0)
+            }
             let verdict = monitor.look(header: header, now: now)
             watch.hang = monitor
             clients[fd]?.watch = watch
@@ -137,7 +158,7 @@ extension Sidecar {
                 guard let store = store(for: client.peer) else { continue }
                 let id = server.captureHang(
                     of: pid, milliseconds: milliseconds, beatLast: thread, ordinal: ordinal, appArea: watch.appArea,
-                    holder: traced.tracer(of: pid), store: store)
+                    access: access, holder: traced.tracer(of: pid), store: store)
                 hangReports.hung(pid, report: id, killing: watch.hangKill)
                 if watch.hangKill {
                     log.say("pid \(pid): hang-kill: ending it with SIGABRT after hang report \(id)")
