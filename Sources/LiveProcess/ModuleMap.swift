@@ -78,7 +78,9 @@ enum ModuleMap {
             }
             guard executable, let size = last.end.checkedSubtracting(first.start) else { continue }
             let mapped = memory.flatMap { ELFFile.buildID(ofImageAt: first.start, in: $0) }
-            let key = "\(first.path)|\(first.inode)"
+            // A file parsed for one user is never handed to another: a user who can make a path
+            // and inode look alike in a mount namespace of their own gets their own parse.
+            let key = (access?.credentials.map { "uid \($0.uid)|" } ?? "") + "\(first.path)|\(first.inode)"
             var pending = PendingModule(
                 module: LoadedModule(path: first.path, base: first.start, size: size, buildID: mapped), key: key)
             if !cache.contains(key) {
