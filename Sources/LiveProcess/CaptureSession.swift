@@ -112,7 +112,7 @@ public enum CaptureSession {
         var notes: [String] = []
         // A record the watcher made itself names a thread whose registers only ptrace gives.
         let alone = (listed ?? ProcFiles.threads(of: pid)) == [record.tid] && record.observation == nil && holder == nil
-        let session = options.usePtrace && !alone ? suspend(pid, using: holder ?? PtraceSession(pid: pid), notes: &notes) : nil
+        var session = options.usePtrace && !alone ? suspend(pid, using: holder ?? PtraceSession(pid: pid), notes: &notes) : nil
         if !options.usePtrace {
             notes.append(
                 "ptrace not used (--no-ptrace); other threads were not captured; the crashing thread comes from the record's stack copy"
@@ -139,6 +139,15 @@ public enum CaptureSession {
                     record, access: access, status: status, started: started, session: session,
                     why: "the process was not dumpable when it crashed (its stub sent none of its memory)")
             }
+            memory = ProcessMemory(pid: pid, boundDescriptor: -1)
+        case .failure(let error) where access.read("environ", limit: 0) != nil:
+            // Its user may read it but not attach to it (Yama's ptrace_scope 2 or 3): as where
+            // ptrace is denied, only the record, which the process sent about itself.
+            session?.detachAll(timeoutMilliseconds: 1000)
+            session = nil
+            notes.append(
+                "its user may read it but not attach to it (\(error); Yama's ptrace_scope): other threads and the live stack were not captured; the crashing thread comes from the record's stack copy"
+            )
             memory = ProcessMemory(pid: pid, boundDescriptor: -1)
         case .failure(let error):
             session?.detachAll(timeoutMilliseconds: 1000)

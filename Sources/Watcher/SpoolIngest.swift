@@ -137,9 +137,13 @@ final class SpoolIngest: @unchecked Sendable {
                 var written = false
                 if let capture {
                     log.say("spool: reporting \(name) (uid \(owner.uid))")
-                    written = server.writeReport(
-                        capture, recordBytes: [], store: store, started: monotonicNanoseconds(), captureNanoseconds: 0,
-                        capturedFrom: "spool", spoolOnFailure: false)
+                    // Symbolicated as the owner too: the debug files it finds are the owner's to read.
+                    written =
+                        (try? asOwner(owner) {
+                            server.writeReport(
+                                capture, recordBytes: [], store: store, started: monotonicNanoseconds(),
+                                captureNanoseconds: 0, capturedFrom: "spool", spoolOnFailure: false)
+                        }) ?? false
                 }
                 if written { remove(name, owner: owner) }
                 state.withLock { state in
