@@ -465,7 +465,10 @@ public final class Sidecar {
             {
                 let buildID = BuildID(hello.buildID)?.hex
                 lastRun = RunHistory(store: store).lastRun(executable: executable, buildID: buildID)
-                lastRun.pendingReports = UInt32(ConsentDecisions.awaiting(store: store, program: executable).count)
+                lastRun.pendingReports = UInt32(
+                    ConsentDecisions.awaiting(
+                        store: store, program: executable, log: { [log] in log.say("pid \(sender.pid): \($0)", uid: sender.uid) }
+                    ).count)
                 let session = ClientSession(
                     executable: executable, buildID: buildID, release: Self.release(of: sender.pid), pid: sender.pid,
                     started: Date(), store: store)
@@ -485,7 +488,11 @@ public final class Sidecar {
             guard let store = store(for: sender) else { return }
             let session = clients.values.first { $0.peer.pid == sender.pid }?.session
             let key = session.map { ($0.executable, $0.buildID) } ?? RunHistory.programKey(pid: sender.pid)
-            RunHistory(store: store).setEnabled(enabled, executable: key.0, buildID: key.1)
+            do {
+                try RunHistory(store: store).setEnabled(enabled, executable: key.0, buildID: key.1)
+            } catch {
+                log.say("pid \(sender.pid): its setting could not be kept: \(error)", uid: sender.uid)
+            }
             for (fd, client) in clients where client.peer.pid == sender.pid { clients[fd]?.watch?.disabled = !enabled }
         }
         server.onConsent = { [unowned self] message, sender in
