@@ -607,14 +607,14 @@ public final class Sidecar {
         }
         do {
             var updated = configuration
-            try updated.apply(configFile: String(contentsOfFile: path, encoding: .utf8), file: path)
+            try updated.apply(configFile: SidecarConfiguration.read(file: path), file: path)
             configuration = updated
             server.options = updated.capture
             stores = [:]
             for (fd, client) in clients { clients[fd]?.refusal = refusal(for: client.peer) }
             log.say("SIGHUP: log reopened, \(path) reread")
         } catch {
-            log.say("SIGHUP: \(path): \(error); keeping the configuration in effect")
+            log.say("SIGHUP: \(error); keeping the configuration in effect")
         }
     }
 
