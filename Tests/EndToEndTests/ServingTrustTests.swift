@@ -82,7 +82,9 @@ final class ServingTrustTests: XCTestCase {
 
         /// Root's crash during the attack is reported, in at most `seconds` (a bound on a stall,
         /// well under the stub's wait and the attack's length), and the sidecar is alive.
-        func assertRootCrashReported(_ waiter: Waiter, within seconds: TimeInterval, file: StaticString = #filePath, line: UInt = #line)
+        func assertRootCrashReported(
+            _ waiter: Waiter, within seconds: TimeInterval, file: StaticString = #filePath, line: UInt = #line
+        )
             throws
         {
             XCTAssertEqual(try waiter.crash().status, .signaled(SIGSEGV), file: file, line: line)
@@ -115,7 +117,7 @@ final class ServingTrustTests: XCTestCase {
         let lock = setup.theirDirectory + "/.crashport-runs.lock"
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-        holder.arguments = ["-u", setup.user.name, "--", "/usr/bin/flock", lock, "-c", "echo locked; exec sleep 30"]
+        holder.arguments = ["-u", setup.user.name, "--", "/usr/bin/flock", lock, "-c", "echo locked; exec sleep 15"]
         let output = Pipe()
         holder.standardOutput = output
         try holder.run()
