@@ -117,12 +117,15 @@ final class ServingTrustTests: XCTestCase {
         let lock = setup.theirDirectory + "/.crashport-runs.lock"
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-        holder.arguments = ["-u", setup.user.name, "--", "/usr/bin/flock", lock, "-c", "echo locked; exec sleep 15"]
+        holder.arguments = ["-u", setup.user.name, "--", "/usr/bin/flock", lock, "-c", "echo locked; read ended"]
         let output = Pipe()
+        let input = Pipe()
         holder.standardOutput = output
+        holder.standardInput = input
         try holder.run()
         defer {
-            holder.terminate()
+            // EOF on its stdin ends the holder, and the lock with it.
+            try? input.fileHandleForWriting.close()
             holder.waitUntilExit()
         }
         let said = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
