@@ -195,8 +195,10 @@ struct DeathFlags: ParsableArguments {
             }
             hang = value
         }
-        if let hang, !SidecarConfiguration.hangMillisecondsRange.contains(hang) {
-            usageError("\(command): --hang-ms must be in \(SidecarConfiguration.hangMillisecondsRange) (milliseconds)")
+        let range = SidecarConfiguration.hangMillisecondsRange
+        if let hang, hang < range.lowerBound { usageError("\(command): --hang-ms must be at least \(range.lowerBound)") }
+        if let hang, hang > range.upperBound {
+            usageError("\(command): --hang-ms must be at most \(range.upperBound) (a day)")
         }
         if hangKill && hang == nil && !clientsNameTheirs {
             usageError("\(command): --hang-kill needs --hang-ms (or CRASHPORT_HANG_MS)")
