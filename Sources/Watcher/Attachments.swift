@@ -7,6 +7,14 @@
 // is opened non-blocking and refused); each copy stops at 7 MiB (App Center's limit) and all of
 // them at 20 MiB, and a file that grows or shrinks while it is copied is copied as far as it
 // goes, up to the cap. What was left out, and why, is in each file's record.
+//
+// /proc/self and /proc/thread-self name the process that opens them: here the watcher, not the
+// crashed program, and the kernel lets a process read its own /proc files whatever its
+// filesystem ids. So a path that names the watcher's own /proc entry (/proc/self/…,
+// /proc/thread-self/…, /proc/<the watcher's pid or one of its threads>/…, however spelled) is
+// refused before it is opened, and so is a file that turns out, once opened, to be one of the
+// watcher's /proc files (a symlink to /proc/self/maps resolves in the opener's context). The
+// program can attach /proc/<its pid>/… instead, which is read as its user may.
 
 import ReportModel
 
@@ -53,6 +61,44 @@ enum Attachments {
         var description: String
     }
 
+    /// What a record says of a path that names the watcher's own /proc files.
+    static let ownProcFiles = Failure(
+        description: "refused: it names crashport's own /proc files when crashport opens it (attach /proc/<pid>/… instead)")
+
+    /// Whether `path`, spelled however (//, ., ..), names /proc/self, /proc/thread-self or the
+    /// /proc entry of this process or one of its threads. Lexical: symlinks are judged after the
+    /// open (`isOwnProcFile`).
+    static func namesOwnProcFiles(_ path: String) -> Bool {
+        var components: [Substring] = []
+        for component in path.split(separator: "/") where component != "." {
+            if component == ".." { _ = components.popLast() } else { components.append(component) }
+        }
+        guard path.hasPrefix("/"), components.count >= 2, components[0] == "proc" else { return false }
+        return components[1] == "self" || components[1] == "thread-self" || isOwnProcessEntry(components[1])
+    }
+
+    /// Whether a /proc entry name is this process's pid or one of its threads' ids.
+    static func isOwnProcessEntry(_ name: Substring) -> Bool {
+        guard let id = Int32(name), id > 0 else { return false }
+        return id == getpid() || access("/proc/self/task/\(id)", F_OK) == 0
+    }
+
+    /// Whether an open descriptor is a file of this process's own /proc entry: on the /proc
+    /// mount (the device of /proc/self), and its path (/proc/self/fd/N's target) is
+    /// /proc/<our pid or thread>/….
+    static func isOwnProcFile(_ fd: Int32) -> Bool {
+        var file = stat()
+        var proc = stat()
+        guard fstat(fd, &file) == 0, stat("/proc/self", &proc) == 0, file.st_dev == proc.st_dev else { return false }
+        var target = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/fd/\(fd)", &target, target.count - 1)
+        // Unreadable: refused, to be safe (procfs answers for its own files).
+        guard count > 0 else { return true }
+        let path = String(decoding: target[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let components = path.split(separator: "/")
+        return components.count >= 2 && components[0] == "proc" && isOwnProcessEntry(components[1])
+    }
+
     /// The file's last component, made safe and unique in the directory ("2-app.log" for a
     /// second "app.log"; never "", "." or ".." or a dot file).
     static func uniqueName(for path: String, taken: inout Set<String>) -> String {
@@ -71,9 +117,11 @@ enum Attachments {
     /// Copies at most `cap` bytes; returns the size the file had, the bytes copied and whether
     /// it was cut.
     static func copyFile(_ path: String, to destination: String, cap: UInt64) throws -> (UInt64, UInt64, Bool) {
+        if namesOwnProcFiles(path) { throw ownProcFiles }
         let source = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
         guard source >= 0 else { throw Failure(description: String(cString: strerror(errno))) }
         defer { close(source) }
+        if isOwnProcFile(source) { throw ownProcFiles }
         var info = stat()
         guard fstat(source, &info) == 0 else { throw Failure(description: String(cString: strerror(errno))) }
         guard info.st_mode & S_IFMT == S_IFREG else { throw Failure(description: "not a regular file") }

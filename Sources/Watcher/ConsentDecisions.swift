@@ -17,9 +17,11 @@ public enum ConsentDecisions {
     /// made. Only `program`'s (an executable's real path) when given. A sidecar asks at every
     /// HELLO, so the scan (every report's event) is kept per reports directory until the
     /// directory changes: a report written or removed, the consent settings replaced, or a
-    /// decision made (`decide` touches the directory).
-    public static func awaiting(store: ReportStore, program: String? = nil) -> [String] {
-        let byProgram = awaitingByProgram(store: store)
+    /// decision made (`decide` touches the directory). Everything is read with the store's
+    /// owner's filesystem ids, through UserFile (bounded, no symlink followed); a consent file
+    /// that is refused counts as none, and `log` is told why.
+    public static func awaiting(store: ReportStore, program: String? = nil, log: ((String) -> Void)? = nil) -> [String] {
+        let byProgram = (try? store.asOwner { awaitingByProgram(store: store, log: log) }) ?? [:]
         guard let program else { return byProgram.values.flatMap { $0 }.sorted() }
         return byProgram[program] ?? []
     }
@@ -33,13 +35,22 @@ public enum ConsentDecisions {
         return info.st_mtim.tv_sec * 1_000_000_000 + info.st_mtim.tv_nsec
     }
 
-    static func awaitingByProgram(store: ReportStore) -> [String: [String]] {
-        let settings = (try? ConsentSettings.read(root: store.root)) ?? ConsentSettings()
+    /// The scan itself; the caller has set the owner's filesystem ids.
+    static func awaitingByProgram(store: ReportStore, log: ((String) -> Void)?) -> [String: [String]] {
+        let settings: ConsentSettings
+        do {
+            settings = try ConsentSettings.read(root: store.root)
+        } catch {
+            log?("consent settings not read: \(error)")
+            settings = ConsentSettings()
+        }
         guard settings.choice == .ask || settings.programs.values.contains(.ask) else { return [:] }
         let now = stamp(store.root)
         if let scan = scans.withLock({ $0[store.root] }), scan.stamp == now, now != 0 { return scan.byProgram }
         var byProgram: [String: [String]] = [:]
-        for id in store.ids() {
+        // The newest reports the quota keeps at most: a user's directory full of made-up
+        // reports costs the serving thread no more than a full quota's.
+        for id in store.ids().prefix(max(store.maxReports, 1)) {
             guard let executable = (try? store.event(id: id))?.process?.executable.map(RunHistory.realPath),
                 settings.choice(for: executable) == .ask,
                 ((try? UploadState.read(directory: store.path(of: id))) ?? UploadState()).consent == nil

@@ -62,6 +62,9 @@ public final class CrashServer: @unchecked Sendable {
     public var options: CaptureOptions
     /// Where the watcher's own messages go (stderr); tests may redirect.
     public var log: (String) -> Void = { StandardError.write(("crashport: " + $0 + "\n")) }
+    /// Where a line about one client goes, with the client's uid (the sidecar limits floods per
+    /// user); nil: `log`.
+    public var logAbout: ((String, UInt32) -> Void)?
     public var printSummary = true
     /// One log line per report (the sidecar's journal) instead of the summary.
     public var reportLine = false
@@ -148,7 +151,7 @@ public final class CrashServer: @unchecked Sendable {
             switch receive(from: socket) {
             case .empty: return true
             case .closed: return false
-            case .rejected(let why, let sender): log("rejected a message from pid \(sender.pid): \(why)")
+            case .rejected(let why, let sender): log(about: sender.uid, "rejected a message from pid \(sender.pid): \(why)")
             case .message(let bytes, let sender, let fds):
                 _ = handle(bytes, sender: sender, replyFDs: fds)
             }
@@ -165,39 +168,40 @@ public final class CrashServer: @unchecked Sendable {
         do {
             header = try WireHeader(bytes: bytes)
         } catch {
-            return reject("\(Self.messageName(bytes)) from pid \(senderPID): \(error)")
+            return reject(sender.uid, "\(Self.messageName(bytes)) from pid \(senderPID): \(error)")
         }
         switch header.type {
         case CP_MSG_HELLO.rawValue:
             do {
                 let hello = try HelloMessage(bytes: bytes)
                 if hello.pid != senderPID && ProcFiles.namespaceIDs(of: senderPID)?.last != hello.pid.rawValue {
-                    log("HELLO from pid \(senderPID) claims pid \(hello.pid); ignored")
+                    log(about: sender.uid, "HELLO from pid \(senderPID) claims pid \(hello.pid); ignored")
                 }
                 onHello(hello, sender)
             } catch {
-                return reject("a HELLO from pid \(senderPID): \(error)")
+                return reject(sender.uid, "a HELLO from pid \(senderPID): \(error)")
             }
         case CP_MSG_CRASH.rawValue, CP_MSG_ERROR.rawValue:
             guard let reply = replyFDs.first, replyFDs.count == 1 else {
                 return reject(
+                    sender.uid,
                     "a crash record from pid \(senderPID): it carried \(replyFDs.count) descriptors, expected 1")
             }
             var kind = stat()
             guard fstat(reply, &kind) == 0, (kind.st_mode & S_IFMT) == S_IFSOCK else {
-                return reject("a crash record from pid \(senderPID): its reply descriptor is not a socket")
+                return reject(sender.uid, "a crash record from pid \(senderPID): its reply descriptor is not a socket")
             }
             var record: CrashRecord
             do {
                 record = try CrashRecord(bytes: bytes)
             } catch {
                 sendVerdict(reply, nanoseconds: 0)
-                return reject("a crash record from pid \(senderPID): \(error)")
+                return reject(sender.uid, "a crash record from pid \(senderPID): \(error)")
             }
             if record.pid != senderPID, let mapped = Self.fromOwnPidNamespace(record, sender: senderPID) { record = mapped }
             guard record.pid == senderPID else {
                 sendVerdict(reply, nanoseconds: 0)
-                return reject("a crash record from pid \(senderPID): it names pid \(record.pid)")
+                return reject(sender.uid, "a crash record from pid \(senderPID): it names pid \(record.pid)")
             }
             // A process that already died (its stub stopped waiting) is still reported from the
             // record: the kernel vouched for the pid when the record was sent.
@@ -205,7 +209,7 @@ public final class CrashServer: @unchecked Sendable {
             let alive = !threads.isEmpty
             guard !alive || threads.contains(record.tid) else {
                 sendVerdict(reply, nanoseconds: 0)
-                return reject("a crash record from pid \(senderPID): thread \(record.tid) is not one of its threads")
+                return reject(sender.uid, "a crash record from pid \(senderPID): thread \(record.tid) is not one of its threads")
             }
             // The pid may have been reused since the record was sent: the process there now
             // must still belong to the sender's user, or it is not read at all.
@@ -213,15 +217,17 @@ public final class CrashServer: @unchecked Sendable {
             if let owner = status.flatMap({ ProcFiles.credentials(status: $0)?.uid }), owner != sender.uid {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject(
+                    sender.uid,
                     "a crash record from pid \(senderPID) (uid \(sender.uid)): pid \(record.pid) now belongs to uid \(owner)")
             }
             guard let store = storeFor(sender) else {
                 sendVerdict(reply, nanoseconds: 0)
-                return reject("a crash record from pid \(senderPID): uid \(sender.uid) is not served here")
+                return reject(sender.uid, "a crash record from pid \(senderPID): uid \(sender.uid) is not served here")
             }
             if record.isError, !errorTimes.allows(record.pid) {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject(
+                    sender.uid,
                     "an error report from pid \(senderPID): more than \(Self.errorsPerMinute) in a minute from this process")
             }
             handleCrash(
@@ -229,28 +235,30 @@ public final class CrashServer: @unchecked Sendable {
                 store: store)
         case CP_MSG_SETTING.rawValue:
             guard bytes.count == MemoryLayout<cp_setting>.size else {
-                return reject("a setting from pid \(senderPID): \(bytes.count) bytes")
+                return reject(sender.uid, "a setting from pid \(senderPID): \(bytes.count) bytes")
             }
             let enabled = bytes[Int(MemoryLayout<cp_setting>.offset(of: \cp_setting.enabled)!)]
-            guard enabled <= 1 else { return reject("a setting from pid \(senderPID): enabled = \(enabled)") }
+            guard enabled <= 1 else { return reject(sender.uid, "a setting from pid \(senderPID): enabled = \(enabled)") }
             // Past the limit it is ignored, not rejected: the connection (and the crash it may
             // carry later) stays.
             guard settingTimes.allows(senderPID) else {
-                log("ignored a setting from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
+                log(about: sender.uid, "ignored a setting from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
                 return nil
             }
-            log("pid \(senderPID) turned crash reporting \(enabled == 1 ? "on" : "off") for its program")
+            log(about: sender.uid, "pid \(senderPID) turned crash reporting \(enabled == 1 ? "on" : "off") for its program")
             onSetting(enabled == 1, sender)
         case CP_MSG_CONSENT.rawValue:
             let message: ConsentMessage
             do {
                 message = try ConsentMessage(bytes: bytes)
             } catch {
-                return reject("a consent message from pid \(senderPID): \(error)")
+                return reject(sender.uid, "a consent message from pid \(senderPID): \(error)")
             }
             // Past the limit it is ignored, not rejected, as a setting is.
             guard settingTimes.allows(senderPID) else {
-                log("ignored a consent message from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
+                log(
+                    about: sender.uid,
+                    "ignored a consent message from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
                 return nil
             }
             onConsent(message, sender)
@@ -258,10 +266,10 @@ public final class CrashServer: @unchecked Sendable {
             do {
                 onGoodbye(try GoodbyeMessage(bytes: bytes), sender)
             } catch {
-                return reject("a GOODBYE from pid \(senderPID): \(error)")
+                return reject(sender.uid, "a GOODBYE from pid \(senderPID): \(error)")
             }
         default:
-            return reject("a message from pid \(senderPID): unexpected type \(header.type)")
+            return reject(sender.uid, "a message from pid \(senderPID): unexpected type \(header.type)")
         }
         return nil
     }
@@ -330,9 +338,15 @@ public final class CrashServer: @unchecked Sendable {
 
     typealias PerProcessLimit = PerKeyLimit<ProcessID>
 
-    private func reject(_ what: String) -> String {
-        log("rejected \(what)")
+    private func reject(_ uid: UInt32, _ what: String) -> String {
+        log(about: uid, "rejected \(what)")
         return what
+    }
+
+    /// A line about a client of `uid`, through `logAbout` (the sidecar's per-user flood
+    /// limit), else `log`.
+    func log(about uid: UInt32, _ text: String) {
+        if let logAbout { logAbout(text, uid) } else { log(text) }
     }
 
     /// Never blocks: the reply descriptor is the client's choice, and a socket whose peer never

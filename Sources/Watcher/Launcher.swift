@@ -225,7 +225,11 @@ public struct Launcher {
         server.onSetting = { enabled, sender in
             let key = sender.pid == ProcessID(child) ? runKey : RunHistory.programKey(pid: sender.pid)
             if sender.pid == ProcessID(child) { disabled.withLock { $0 = !enabled } }
-            history.setEnabled(enabled, executable: key.executable, buildID: key.buildID)
+            do {
+                try history.setEnabled(enabled, executable: key.executable, buildID: key.buildID)
+            } catch {
+                log("pid \(sender.pid): its setting could not be kept: \(error)")
+            }
         }
         let (status, socketOpen) = serve(
             child, socket: ours, signals: signals, childEvents: childEvents, server: server, tracer: tracer, watch: watch,

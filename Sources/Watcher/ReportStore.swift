@@ -88,6 +88,10 @@ public struct ReportStore: Sendable {
         return try Credentials(uid: owner.uid, gid: owner.gid).perform(body)
     }
 
+    /// The largest event.json read (UserFile: bounded, no symlink followed): a report of
+    /// thousands of threads stays well under it.
+    static let maximumEventSize = 64 << 20
+
     /// The file `commit` writes into every report: what marks a directory as crashport's.
     public static let markerName = ".crashport-report"
 
@@ -145,10 +149,8 @@ public struct ReportStore: Sendable {
         var info = stat()
         guard lstat(directory, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { return false }
         if lstat(directory + "/" + Self.markerName, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG { return true }
-        let event = directory + "/event.json"
-        guard lstat(event, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= 64 << 20,
-            let data = FileManager.default.contents(atPath: event),
-            let object = JSONObject.parseObject(data)
+        guard let bytes = try? UserFile.read(directory + "/event.json", limit: Self.maximumEventSize) ?? nil,
+            let object = JSONObject.parseObject(bytes)
         else { return false }
         return object["schema"] as? String == Event.schemaName
     }
@@ -309,7 +311,13 @@ public struct ReportStore: Sendable {
             throw StoreError.noSuchReport(id)
         }
         let file = path(of: id) + "/event.json"
-        guard let data = FileManager.default.contents(atPath: file) else {
+        let read: [UInt8]?
+        do {
+            read = try UserFile.read(file, limit: Self.maximumEventSize)
+        } catch {
+            throw StoreError.unreadable(id: id, reason: "\(error)")
+        }
+        guard let data = read.map({ Data($0) }) else {
             throw StoreError.unreadable(id: id, reason: "event.json is missing")
         }
         do {

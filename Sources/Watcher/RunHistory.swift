@@ -7,16 +7,20 @@
 //   .crashport-runs.json       every program's last run, launch-crash count and enabled state,
 //                              rewritten whole (temporary file, fsync, rename) under
 //   .crashport-runs.lock       an flock, so two watchers sharing the directory never lose an
-//                              update;
+//                              update; taken without blocking, retried for at most
+//                              `lockWait` (the user may hold it: a root sidecar's serving
+//                              thread must never wait on them), else the update is not made;
 //   .crashport-sessions.jsonl  one line per ended run, appended; past 10,000 lines the newest
 //                              5,000 are kept.
-// Both are read as hostile (a user may write their own directory): a file that does not decode
-// is set aside as if empty, with a note, never trusted and never a crash.
+// Both are read as hostile (a user may write their own directory): through UserFile (no
+// symlink followed, no FIFO opened blocking, the size checked before a byte is read), and a file
+// that does not decode is set aside as if empty, with a note, never trusted and never a crash.
 //
 // Semantics as Bugsnag's lastRunInfo: a crash during launch adds one to the count; a crash
 // after launch keeps it; a run that ends without a crash sets it to 0. A run killed without a
 // crash report (SIGKILL, the OOM killer) keeps it too: crashport could not tell when it died.
 
+import BoundedBytes
 import FoundationEssentials
 import LiveProcess
 import ObjectFile
@@ -109,7 +113,16 @@ public struct RunHistory: Sendable {
     /// The names this keeps in a reports directory (ReportStore does not count them as foreign).
     public static let fileNames: Set<String> = [runsName, lockName, sessionsName, runsName + ".tmp"]
     static let sessionCap = 10_000
-    static let maximumFileSize = 64 << 20
+    /// The largest .crashport-runs.json read: a program's record is about 300 bytes, so 4 MiB
+    /// holds over 10,000 programs (every rebuild of each is one), and reading it on the serving
+    /// thread at a HELLO stays a few milliseconds.
+    static let maximumRunsSize = 4 << 20
+    /// The largest .crashport-sessions.jsonl read: at most `sessionCap` lines of about 400 bytes
+    /// (4 MB), four times over. Read off the serving thread (a run's end, `crashport stats`).
+    static let maximumSessionsSize = 16 << 20
+    /// How long an update waits for the lock at most (LOCK_NB, retried every 10 ms): a user who
+    /// holds it in their own directory costs the sidecar this much per message, no more.
+    static let lockWait: UInt64 = 150_000_000
 
     public init(store: ReportStore) {
         self.store = store
@@ -188,9 +201,10 @@ public struct RunHistory: Sendable {
         }
     }
 
-    /// crashport_set_enabled, kept for the program's next runs.
-    public func setEnabled(_ enabled: Bool, executable: String, buildID: String?) {
-        _ = try? store.asOwner {
+    /// crashport_set_enabled, kept for the program's next runs. Throws when it could not be
+    /// kept (the lock held past `lockWait`, a file refused or unwritable), for the caller's log.
+    public func setEnabled(_ enabled: Bool, executable: String, buildID: String?) throws {
+        try store.asOwner {
             try store.prepare()
             try Self.locked(root: store.root) {
                 var state = Self.read(root: store.root)
@@ -216,23 +230,21 @@ public struct RunHistory: Sendable {
 
     // MARK: - Files
 
-    static func contents(_ path: String) -> Data? {
-        var info = stat()
-        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= maximumFileSize else {
-            return nil
-        }
-        return FileManager.default.contents(atPath: path)
+    /// The file's bytes through UserFile (nil when it is missing or refused: as if empty).
+    static func contents(_ path: String, limit: Int) -> Data? {
+        (try? UserFile.read(path, limit: limit)).flatMap { $0.map { Data($0) } }
     }
 
     static func read(root: String) -> State {
-        guard let data = contents(root + "/" + runsName), let state = try? JSONDecoder().decode(State.self, from: data),
+        guard let data = contents(root + "/" + runsName, limit: maximumRunsSize),
+            let state = try? JSONDecoder().decode(State.self, from: data),
             state.version == 1
         else { return State() }
         return state
     }
 
     static func readSessions(root: String) -> [SessionRecord] {
-        guard let data = contents(root + "/" + sessionsName) else { return [] }
+        guard let data = contents(root + "/" + sessionsName, limit: maximumSessionsSize) else { return [] }
         let decoder = JSONDecoder()
         return data.split(separator: UInt8(ascii: "\n")).compactMap { try? decoder.decode(SessionRecord.self, from: Data($0)) }
     }
@@ -241,8 +253,7 @@ public struct RunHistory: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         let temporary = root + "/" + runsName + ".tmp"
-        unlink(temporary)
-        try ReportStore.writeFile(temporary, Array(try encoder.encode(state)))
+        try writeNew(temporary, Array(try encoder.encode(state)))
         guard rename(temporary, root + "/" + runsName) == 0 else {
             throw StoreError.system(call: "rename", path: root + "/" + runsName, errno: errno)
         }
@@ -258,26 +269,57 @@ public struct RunHistory: Sendable {
             kept = Array(kept.suffix(sessionCap / 2))
             let all = try kept.flatMap { Array(try encoder.encode($0)) + [UInt8(ascii: "\n")] } + line
             let temporary = path + ".tmp"
-            unlink(temporary)
-            try ReportStore.writeFile(temporary, all)
+            try writeNew(temporary, all)
             guard rename(temporary, path) == 0 else { throw StoreError.system(call: "rename", path: path, errno: errno) }
             return
         }
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        // O_NONBLOCK: a FIFO put there by the user fails to open (ENXIO) rather than block.
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw StoreError.notWritable(path: path, reason: "not a regular file")
+        }
         let written = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         guard written == line.count else { throw StoreError.system(call: "write", path: path, errno: errno) }
     }
 
-    /// Runs `body` holding the directory's lock (flock, released when the descriptor closes).
-    static func locked<T>(root: String, _ body: () throws -> T) throws -> T {
-        let path = root + "/" + lockName
-        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    /// Writes `bytes` to a new file at `path` (removed first): O_EXCL | O_NOFOLLOW, so whatever
+    /// the user puts at the name in between (a FIFO that would block the open, a symlink) fails
+    /// the write instead of being used.
+    static func writeNew(_ path: String, _ bytes: [UInt8]) throws {
+        unlink(path)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
         defer { close(fd) }
-        while flock(fd, LOCK_EX) != 0 {
-            guard errno == EINTR else { throw StoreError.system(call: "flock", path: path, errno: errno) }
+        guard writeAll(fd, bytes) else { throw StoreError.system(call: "write", path: path, errno: errno) }
+        guard fsync(fd) == 0 else { throw StoreError.system(call: "fsync", path: path, errno: errno) }
+    }
+
+    /// The lock was held by someone else for all of `lockWait`.
+    struct LockBusy: Error, CustomStringConvertible {
+        var path: String
+        var description: String {
+            "\(path) is held by another process for more than \(RunHistory.lockWait / 1_000_000) ms; not waiting for it"
+        }
+    }
+
+    /// Runs `body` holding the directory's lock (flock, released when the descriptor closes),
+    /// taken with LOCK_NB and retried every 10 ms for at most `lockWait`; throws LockBusy past
+    /// it. The lock file is opened without following a symlink or blocking (a FIFO put there).
+    static func locked<T>(root: String, _ body: () throws -> T) throws -> T {
+        let path = root + "/" + lockName
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        let deadline = monotonicNanoseconds().checkedAdding(lockWait) ?? .max
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EINTR || errno == EWOULDBLOCK else {
+                throw StoreError.system(call: "flock", path: path, errno: errno)
+            }
+            guard monotonicNanoseconds() < deadline else { throw LockBusy(path: path) }
+            usleep(10_000)
         }
         return try body()
     }

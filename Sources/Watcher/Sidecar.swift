@@ -330,7 +330,8 @@ public final class Sidecar {
             let sameUser = clients.values.lazy.filter { $0.peer.uid == uid }.count
             if clients.count >= configuration.maxClients || sameUser >= configuration.maxClientsPerUID {
                 log.say(
-                    "refused a connection from pid \(pid) (uid \(uid)): \(clients.count) clients connected, \(sameUser) of them uid \(uid) (limits \(configuration.maxClients), \(configuration.maxClientsPerUID) per user)"
+                    "refused a connection from pid \(pid) (uid \(uid)): \(clients.count) clients connected, \(sameUser) of them uid \(uid) (limits \(configuration.maxClients), \(configuration.maxClientsPerUID) per user)",
+                    uid: uid
                 )
                 close(fd)
                 continue
@@ -367,7 +368,7 @@ public final class Sidecar {
                 drop(fd, closedByPeer: true)
                 return
             case .rejected(let why, let sender):
-                log.say("rejected a message from pid \(sender.pid): \(why); closing its connection")
+                log.say("rejected a message from pid \(sender.pid): \(why); closing its connection", uid: sender.uid)
                 drop(fd)
                 return
             case .message(let bytes, let sender, let replyFDs):
@@ -404,7 +405,7 @@ public final class Sidecar {
     var currentClient: Int32 = -1
 
     func refuse(_ fd: Int32, client: Client, why: String) {
-        log.say("refused pid \(client.peer.pid) (uid \(client.peer.uid)): \(why)")
+        log.say("refused pid \(client.peer.pid) (uid \(client.peer.uid)): \(why)", uid: client.peer.uid)
         let reply = HelloReplyMessage.encode(accepted: false, spool: "", message: why)
         _ = reply.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         drop(fd)
@@ -446,6 +447,7 @@ public final class Sidecar {
 
     func configureServer() {
         server.log = { [log] in log.say($0) }
+        server.logAbout = { [log] text, uid in log.say(text, uid: uid) }
         server.inAppRules = configuration.inAppRules
         server.printSummary = false
         server.reportLine = true
@@ -453,7 +455,8 @@ public final class Sidecar {
         server.storeFor = { [unowned self] sender in store(for: sender) }
         server.onHello = { [unowned self] hello, sender in
             log.say(
-                "client pid \(sender.pid) (uid \(sender.uid)) connected\(BuildID(hello.buildID).map { ", build-id \($0.hex)" } ?? "")"
+                "client pid \(sender.pid) (uid \(sender.uid)) connected\(BuildID(hello.buildID).map { ", build-id \($0.hex)" } ?? "")",
+                uid: sender.uid
             )
             guard currentClient >= 0 else { return }
             var lastRun = LastRunInfo()
@@ -462,7 +465,10 @@ public final class Sidecar {
             {
                 let buildID = BuildID(hello.buildID)?.hex
                 lastRun = RunHistory(store: store).lastRun(executable: executable, buildID: buildID)
-                lastRun.pendingReports = UInt32(ConsentDecisions.awaiting(store: store, program: executable).count)
+                lastRun.pendingReports = UInt32(
+                    ConsentDecisions.awaiting(
+                        store: store, program: executable, log: { [log] in log.say("pid \(sender.pid): \($0)", uid: sender.uid) }
+                    ).count)
                 let access = sender.access(sender.pid)
                 let session = ClientSession(
                     executable: executable, buildID: buildID, release: Self.release(of: access), pid: sender.pid,
@@ -483,7 +489,11 @@ public final class Sidecar {
             guard let store = store(for: sender) else { return }
             let session = clients.values.first { $0.peer.pid == sender.pid }?.session
             let key = session.map { ($0.executable, $0.buildID) } ?? RunHistory.programKey(pid: sender.pid)
-            RunHistory(store: store).setEnabled(enabled, executable: key.0, buildID: key.1)
+            do {
+                try RunHistory(store: store).setEnabled(enabled, executable: key.0, buildID: key.1)
+            } catch {
+                log.say("pid \(sender.pid): its setting could not be kept: \(error)", uid: sender.uid)
+            }
             for (fd, client) in clients where client.peer.pid == sender.pid { clients[fd]?.watch?.disabled = !enabled }
         }
         server.onConsent = { [unowned self] message, sender in
@@ -492,14 +502,17 @@ public final class Sidecar {
                 clients.values.first { $0.peer.pid == sender.pid }?.session?.executable
                 ?? RunHistory.programKey(pid: sender.pid).executable
             do {
-                log.say("pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: program, store: store)))
+                log.say(
+                    "pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: program, store: store)),
+                    uid: sender.uid)
                 if message == .sendPending, UploadSpawner.isConfigured(),
-                    let child = UploadSpawner.spawn(reports: store.root, owner: store.owner, log: { [log] in log.say($0) })
+                    let child = UploadSpawner.spawn(
+                        reports: store.root, owner: store.owner, log: { [log] in log.say($0, uid: sender.uid) })
                 {
                     uploadProcesses.pids.withLock { _ = $0.insert(child) }
                 }
             } catch {
-                log.say("pid \(sender.pid): its consent could not be kept: \(error)")
+                log.say("pid \(sender.pid): its consent could not be kept: \(error)", uid: sender.uid)
             }
         }
         server.onGoodbye = { [unowned self] goodbye, sender in
@@ -518,7 +531,8 @@ public final class Sidecar {
             if let uploads {
                 uploads.pids.withLock { running in
                     guard running.isEmpty,
-                        let child = UploadSpawner.spawn(reports: store.root, owner: store.owner, log: { log.say($0) })
+                        let child = UploadSpawner.spawn(
+                            reports: store.root, owner: store.owner, log: { log.say($0, uid: store.owner?.uid) })
                     else { return }
                     running.insert(child)
                 }
@@ -563,7 +577,7 @@ public final class Sidecar {
     /// ids; as a user, the reports directory itself. Nil when the sender is not served.
     func store(for sender: Sender) -> ReportStore? {
         if let refusal = refusal(for: sender) {
-            log.say("not reporting pid \(sender.pid): \(refusal)")
+            log.say("not reporting pid \(sender.pid): \(refusal)", uid: sender.uid)
             return nil
         }
         guard isRoot else { return configuredStore(root: configuration.reportsRoot, owner: nil) }
@@ -572,12 +586,12 @@ public final class Sidecar {
         if mkdir(path, 0o700) == 0 {
             chown(path, sender.uid, sender.gid)
         } else if errno != EEXIST {
-            log.say("cannot create \(path): \(String(cString: strerror(errno)))")
+            log.say("cannot create \(path): \(String(cString: strerror(errno)))", uid: sender.uid)
             return nil
         }
         var info = stat()
         guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == sender.uid else {
-            log.say("\(path) is not a directory owned by uid \(sender.uid); not writing reports there")
+            log.say("\(path) is not a directory owned by uid \(sender.uid); not writing reports there", uid: sender.uid)
             return nil
         }
         if info.st_mode & 0o077 != 0 { chmod(path, 0o700) }
@@ -594,14 +608,14 @@ public final class Sidecar {
         }
         do {
             var updated = configuration
-            try updated.apply(configFile: String(contentsOfFile: path, encoding: .utf8), file: path)
+            try updated.apply(configFile: SidecarConfiguration.read(file: path), file: path)
             configuration = updated
             server.options = updated.capture
             stores = [:]
             for (fd, client) in clients { clients[fd]?.refusal = refusal(for: client.peer) }
             log.say("SIGHUP: log reopened, \(path) reread")
         } catch {
-            log.say("SIGHUP: \(path): \(error); keeping the configuration in effect")
+            log.say("SIGHUP: \(error); keeping the configuration in effect")
         }
     }
 

@@ -1,6 +1,8 @@
 // SidecarConfiguration: what `crashport watch` serves and where it writes, from defaults, the
 // command line and an optional configuration file (`key = value` lines, the long option names
-// without dashes; reread on SIGHUP).
+// without dashes; reread on SIGHUP). Every numeric value is range-checked where it is read (an
+// error names the key and the file): a value that is accepted never overflows later, when it is
+// turned into bytes or nanoseconds. A file that is not UTF-8 text is refused as such.
 
 import BoundedBytes
 import FoundationEssentials
@@ -65,10 +67,43 @@ public struct SidecarConfiguration: Sendable {
         public var description: String
     }
 
+    /// hang-ms (and --hang-ms, CRASHPORT_HANG_MS): from 10 ms to a day. Shorter is noise; longer
+    /// is no hang watch anyone waits for, and in nanoseconds it would overflow near 2^64 / 10^6.
+    public static let hangMillisecondsRange: ClosedRange<UInt64> = 10...86_400_000
+    /// max-size (and --max-size), in MiB: up to 16 TiB, so that the bytes fit (2^64 / 2^20 is
+    /// the wrapping point of the shift).
+    public static let maxSizeMiBRange: ClosedRange<UInt64> = 1...(1 << 24)
+    /// max-reports: up to a million reports in one directory.
+    public static let maxReportsRange: ClosedRange<Int> = 1...1_000_000
+    /// The largest configuration file read: a few lines are expected.
+    public static let maximumFileSize = 1 << 20
+
+    /// The text of configuration file `path`, for `apply(configFile:file:)`: a regular file of at
+    /// most `maximumFileSize` bytes (a FIFO is not opened blocking), and UTF-8 text; otherwise a
+    /// Problem that says which and names the file.
+    public static func read(file path: String) throws -> String {
+        let bytes: [UInt8]?
+        do {
+            // A symlink root chose (a managed /etc file) is followed: its target is read.
+            bytes = try UserFile.read(RunHistory.realPath(path), limit: maximumFileSize)
+        } catch {
+            throw Problem(description: "\(path): \((error as? UserFile.Refused)?.reason ?? "\(error)")")
+        }
+        guard let bytes else { throw Problem(description: "\(path): no such file") }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            let lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false)
+            let line = (lines.firstIndex { String(validating: $0, as: UTF8.self) == nil } ?? 0) + 1
+            throw Problem(description: "\(path):\(line): not UTF-8 text; the file is not read")
+        }
+        return text
+    }
+
     /// Applies a configuration file: `allow-uid`, `allow-group`, `max-reports`, `max-size`
     /// (MiB), `jobs`, `no-ptrace`, `capture-environment`, `trace-exit`, `trace-exit-codes`,
     /// `hang-ms`, `hang-kill`; `#` starts a comment. The socket,
     /// reports and spool paths are fixed at start (a running sidecar cannot move them).
+    /// The caller keeps its previous configuration when this throws (the changes are made to a
+    /// copy: `var updated = configuration; try updated.apply(…)`).
     public mutating func apply(configFile text: String, file: String) throws {
         allowUIDs = []
         allowGroups = []
@@ -88,10 +123,14 @@ public struct SidecarConfiguration: Sendable {
                 guard let gid = Self.groupID(value) else { throw bad("no group \(value)") }
                 allowGroups.insert(gid)
             case "max-reports":
-                guard let count = Int(value), count > 0 else { throw bad("not a positive number: \(value)") }
+                guard let count = Int(value), Self.maxReportsRange.contains(count) else {
+                    throw bad("not a number of reports in \(Self.maxReportsRange): \(value)")
+                }
                 maxReports = count
             case "max-size":
-                guard let mib = UInt64(value), mib > 0 else { throw bad("not a positive number of MiB: \(value)") }
+                guard let mib = UInt64(value), Self.maxSizeMiBRange.contains(mib) else {
+                    throw bad("not a number of MiB in \(Self.maxSizeMiBRange): \(value)")
+                }
                 maxBytes = mib << 20
             case "jobs":
                 guard let count = Int(value), (1...64).contains(count) else { throw bad("not 1...64: \(value)") }
@@ -101,8 +140,8 @@ public struct SidecarConfiguration: Sendable {
             case "trace-exit": traceExit = Self.isYes(value)
             case "trace-exit-codes": traceExitCodes = Self.isYes(value)
             case "hang-ms":
-                guard let milliseconds = UInt64(value), milliseconds >= 10 else {
-                    throw bad("not a number of milliseconds from 10: \(value)")
+                guard let milliseconds = UInt64(value), Self.hangMillisecondsRange.contains(milliseconds) else {
+                    throw bad("not a number of milliseconds in \(Self.hangMillisecondsRange): \(value)")
                 }
                 hangMilliseconds = milliseconds
             case "hang-kill": hangKill = Self.isYes(value)

@@ -129,15 +129,28 @@ public struct UploadState: Codable, Sendable, Equatable {
 
 /// The JSON file at `path` decoded, nil when there is none; a file that does not decode (or is
 /// larger than any of ours) is an error, never silently replaced: it may say "sent".
+/// The JSON file at `path` (nil when missing), read through UserFile: it may be in a user's
+/// reports directory, read by a root sidecar on its serving thread, so no symlink is followed,
+/// only a regular file is read, and one larger than `maximumJSONSize` is refused unread.
 func readJSON<T: Decodable>(_ path: String, what: String) throws -> T? {
-    guard let data = FileManager.default.contents(atPath: path) else { return nil }
-    guard data.count <= 1 << 20 else { throw UploadError("\(path) is larger than \(what) can be") }
+    let bytes: [UInt8]?
     do {
-        return try JSONDecoder().decode(T.self, from: data)
+        bytes = try UserFile.read(path, limit: maximumJSONSize)
+    } catch {
+        throw UploadError("\(error) (\(what))")
+    }
+    guard let bytes else { return nil }
+    do {
+        return try JSONDecoder().decode(T.self, from: Data(bytes))
     } catch {
         throw UploadError("\(path) is not \(what): \(error)")
     }
 }
+
+/// The largest consent settings or upload state read: both are a few hundred bytes (the consent
+/// file grows by one line per program given its own choice, so 1 MiB is thousands of programs),
+/// and a root sidecar reads the consent file at every HELLO.
+let maximumJSONSize = 1 << 20
 
 /// Replaces `directory/name` atomically: a fresh temporary file (O_EXCL, O_NOFOLLOW: nothing
 /// placed at its name is followed) written and fsynced, renamed over the old one, the directory

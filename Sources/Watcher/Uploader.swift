@@ -454,21 +454,63 @@ public enum UploadSpawner {
     /// Spawns the upload of `reports` (as `owner` when given: a root sidecar starts its users'
     /// uploads with their ids, so what the upload writes there is theirs); its pid, or nil (and
     /// why, through `log`) when it could not be started. A watcher that lives on reaps it.
+    ///
+    /// With an owner, the child runs as that uid and gid with no supplementary groups
+    /// (cp_spawn_detached: setgroups(0) before setgid/setuid; initgroups would read the group
+    /// database between fork and exec, which is not async-signal-safe in a threaded process, and
+    /// the upload needs no group: it reads the owner's 0700 directory and the network), and with
+    /// `environment(for:from:)`, not the sidecar's environment (its own /proc/PID/environ is
+    /// the user's to read).
     @discardableResult
     public static func spawn(reports: String, owner: ReportStore.Owner? = nil, log: (String) -> Void) -> pid_t? {
         let executable = ProcFiles.executable(of: ProcessID(getpid())) ?? CommandLine.arguments[0]
         let words: [String] = [executable, "upload", "--reports", reports]
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
+        let inherited = ProcessInfo.processInfo.environment
+        let variables: [UnsafeMutablePointer<CChar>?] =
+            (owner.map { environment(for: $0, from: inherited) } ?? inherited).sorted { $0.key < $1.key }
+            .map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { variables.forEach { free($0) } }
         let child = argv.withUnsafeBufferPointer { arguments in
-            cp_spawn_detached(
-                executable, arguments.baseAddress, environ, reports + "/" + Uploader.logName, owner?.uid ?? getuid(),
-                owner?.gid ?? getgid())
+            variables.withUnsafeBufferPointer { variables in
+                cp_spawn_detached(
+                    executable, arguments.baseAddress, variables.baseAddress, reports + "/" + Uploader.logName,
+                    owner?.uid ?? getuid(), owner?.gid ?? getgid())
+            }
         }
         guard child > 0 else {
             log("could not start crashport upload for \(reports): \(String(cString: strerror(errno)))")
             return nil
         }
         return child
+    }
+
+    /// What the upload of `owner`'s reports may see of the sidecar's environment `from`: PATH,
+    /// the locale (LANG, LANGUAGE, LC_*) and TZ; crashport's own settings (CRASHPORT_*: the
+    /// destinations, CRASHPORT_CONFIG, before_send); what libcurl reads for the transport
+    /// (HTTPS_PROXY, HTTP_PROXY, NO_PROXY, ALL_PROXY in either case, and OpenSSL's
+    /// SSL_CERT_FILE and SSL_CERT_DIR). HOME, USER and LOGNAME are the owner's, from the password
+    /// database. Nothing else: no secret of the sidecar's, no systemd descriptors or sockets.
+    public static func environment(for owner: ReportStore.Owner, from sidecar: [String: String]) -> [String: String] {
+        let named: Set<String> = [
+            "PATH", "LANG", "LANGUAGE", "TZ", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY",
+            "no_proxy", "ALL_PROXY", "all_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
+        ]
+        var kept = sidecar.filter { named.contains($0.key) || $0.key.hasPrefix("LC_") || $0.key.hasPrefix("CRASHPORT_") }
+        if kept["PATH"] == nil { kept["PATH"] = "/usr/local/bin:/usr/bin:/bin" }
+        var entry = passwd()
+        var buffer = [CChar](repeating: 0, count: 16 << 10)
+        var found: UnsafeMutablePointer<passwd>?
+        if getpwuid_r(owner.uid, &entry, &buffer, buffer.count, &found) == 0, found != nil {
+            kept["HOME"] = entry.pw_dir.map { String(cString: $0) } ?? "/"
+            if let name = entry.pw_name.map({ String(cString: $0) }) {
+                kept["USER"] = name
+                kept["LOGNAME"] = name
+            }
+        } else {
+            kept["HOME"] = "/"
+        }
+        return kept
     }
 }

@@ -110,8 +110,16 @@ struct QuotaOption: ParsableArguments {
     func applied(to store: ReportStore) -> ReportStore {
         var store = store
         if let maxReports { store.maxReports = max(1, maxReports) }
-        if let maxSize { store.maxBytes = maxSize << 20 }
+        if let maxSize { store.maxBytes = checkedMaxSize(maxSize) << 20 }
         return store
+    }
+
+    /// --max-size in range (a usage error otherwise: its bytes would wrap).
+    func checkedMaxSize(_ mib: UInt64) -> UInt64 {
+        guard SidecarConfiguration.maxSizeMiBRange.contains(mib) else {
+            usageError("--max-size must be in \(SidecarConfiguration.maxSizeMiBRange) (MiB)")
+        }
+        return mib
     }
 }
 
@@ -187,7 +195,11 @@ struct DeathFlags: ParsableArguments {
             }
             hang = value
         }
-        if let hang, hang < 10 { usageError("\(command): --hang-ms must be at least 10") }
+        let range = SidecarConfiguration.hangMillisecondsRange
+        if let hang, hang < range.lowerBound { usageError("\(command): --hang-ms must be at least \(range.lowerBound)") }
+        if let hang, hang > range.upperBound {
+            usageError("\(command): --hang-ms must be at most \(range.upperBound) (a day)")
+        }
         if hangKill && hang == nil && !clientsNameTheirs {
             usageError("\(command): --hang-kill needs --hang-ms (or CRASHPORT_HANG_MS)")
         }
@@ -359,7 +371,7 @@ struct Watch: ParsableCommand {
         if let config {
             configuration.configPath = config
             do {
-                try configuration.apply(configFile: String(contentsOfFile: config, encoding: .utf8), file: config)
+                try configuration.apply(configFile: SidecarConfiguration.read(file: config), file: config)
             } catch {
                 fail("watch: \(error)", status: ExitStatus.failure)
             }
@@ -381,7 +393,7 @@ struct Watch: ParsableCommand {
             configuration.jobs = jobs
         }
         if let maxReports = quotaOption.maxReports { configuration.maxReports = max(1, maxReports) }
-        if let maxSize = quotaOption.maxSize { configuration.maxBytes = maxSize << 20 }
+        if let maxSize = quotaOption.maxSize { configuration.maxBytes = quotaOption.checkedMaxSize(maxSize) << 20 }
         configuration.inAppRules = captureFlags.inAppRules
         if captureFlags.noPtrace { configuration.capture.usePtrace = false }
         if captureFlags.captureEnvironment { configuration.capture.captureEnvironment = true }

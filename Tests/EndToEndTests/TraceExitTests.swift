@@ -290,6 +290,7 @@ final class TraceExitTests: XCTestCase {
         for (options, message) in [
             (["--hang-kill"], "--hang-kill needs --hang-ms"), (["--trace-exit-codes"], "--trace-exit-codes needs --trace-exit"),
             (["--hang-ms", "3"], "--hang-ms must be at least 10"),
+            (["--hang-ms", "18446744073709551615"], "--hang-ms must be at most 86400000"),
         ] {
             let run = try TestSupport.crashportRun(["/bin/true"], options: options)
             XCTAssertEqual(run.result.status, .exited(64), run.result.stderr)
