@@ -110,8 +110,11 @@ public enum CaptureSession {
         let pid = record.pid
         let access = given ?? .own(pid)
         var notes: [String] = []
-        // A record the watcher made itself names a thread whose registers only ptrace gives.
-        let alone = (listed ?? ProcFiles.threads(of: pid)) == [record.tid] && record.observation == nil && holder == nil
+        // A record the watcher made itself, or one a non-dumpable process sent without its
+        // memory, names a thread whose registers only ptrace gives.
+        let alone =
+            (listed ?? ProcFiles.threads(of: pid)) == [record.tid] && record.observation == nil && !record.notDumpable
+            && holder == nil
         var session = options.usePtrace && !alone ? suspend(pid, using: holder ?? PtraceSession(pid: pid), notes: &notes) : nil
         if !options.usePtrace {
             notes.append(
@@ -125,7 +128,10 @@ public enum CaptureSession {
         switch access.openMemory() {
         case .success(let opened):
             memory = opened
-            if record.notDumpable && record.observation == nil {
+            // Not dumpable at its crash, and read for another user: what the process asked for
+            // holds, whatever the kernel says now. (Read for its own user, the sidecar's owner,
+            // it is captured live: the crashing thread's registers from ptrace.)
+            if record.notDumpable && record.observation == nil && access.credentials != nil {
                 session?.detachAll(timeoutMilliseconds: 1000)
                 return withoutMemory(
                     record, access: access, status: status, started: started, session: session,
@@ -358,8 +364,10 @@ public enum CaptureSession {
         options: CaptureOptions, notes: inout [String]
     ) -> [ThreadSnapshot] {
         var crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
-        // A death or hang the watcher observed: the thread it leads with is read like the others.
-        if record.observation != nil, let session, session.stopped.contains(record.tid),
+        // A death or hang the watcher observed, or a record that carries no registers (a
+        // non-dumpable process's): the thread it leads with is read like the others (its stack
+        // then runs through crashport's handler and the kernel's signal frame to the fault).
+        if record.observation != nil || record.notDumpable, let session, session.stopped.contains(record.tid),
             let registers = try? session.registers(of: record.tid)
         {
             crashed.registers = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
