@@ -339,8 +339,8 @@ static void cp_handler_nap(uint64_t deadline, int ms)
     (void)cp_safe_syscall3(SYS_poll, 0, 0, left < ms ? left : ms);
 }
 
-long cp_handler_connect_sidecar(const struct sockaddr_un *address, uint32_t length, uint64_t deadline,
-                                int32_t *peer_pid, uint32_t *peer_uid)
+long cp_handler_connect_sidecar(const cp_stub_state *state, const struct sockaddr_un *address, uint32_t length,
+                                uint64_t deadline, int32_t *peer_pid, uint32_t *peer_uid)
 {
     long fd = cp_safe_syscall3(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
@@ -369,8 +369,11 @@ long cp_handler_connect_sidecar(const struct sockaddr_un *address, uint32_t leng
         (void)cp_safe_close((int)fd);
         return result;
     }
-    /* Who listens there: only root or our own user may be given ptrace rights over us (an
-     * abstract name can be taken by anyone). struct ucred: pid, uid, gid as 32-bit ints. */
+    /* Who listens there: only root or our own user may be given ptrace rights over us and our
+     * record (an abstract name can be taken by anyone). "Our own user" is the effective one
+     * at install; in a process with privileges its real user lacks (state->secure, or ids that
+     * differ now) never the real one, who chose its environment and may be the attacker.
+     * struct ucred: pid, uid, gid as 32-bit ints. */
     struct {
         int32_t pid;
         uint32_t uid;
@@ -383,8 +386,10 @@ long cp_handler_connect_sidecar(const struct sockaddr_un *address, uint32_t leng
         return got;
     }
     *peer_uid = peer.uid;
-    if (peer.uid != 0 && peer.uid != (uint32_t)cp_safe_syscall0(SYS_getuid) &&
-        peer.uid != (uint32_t)cp_safe_syscall0(SYS_geteuid)) {
+    uint32_t euid = (uint32_t)cp_safe_syscall0(SYS_geteuid);
+    bool secure = state->secure || (uint32_t)cp_safe_syscall0(SYS_getuid) != euid ||
+                  cp_safe_syscall0(SYS_getgid) != cp_safe_syscall0(SYS_getegid);
+    if (peer.uid != 0 && peer.uid != state->trusted_uid && (secure || peer.uid != euid)) {
         (void)cp_safe_close((int)fd);
         return CP_CONNECT_UNTRUSTED;
     }
@@ -403,7 +408,7 @@ static bool cp_handler_reconnect(cp_stub_state *state, uint64_t deadline)
     }
     int32_t peer_pid = 0;
     uint32_t peer_uid = 0;
-    long fd = cp_handler_connect_sidecar(&state->sidecar_address, state->sidecar_address_length,
+    long fd = cp_handler_connect_sidecar(state, &state->sidecar_address, state->sidecar_address_length,
                                          deadline, &peer_pid, &peer_uid);
     if (fd < 0) {
         return false;
