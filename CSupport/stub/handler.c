@@ -22,6 +22,13 @@
  * crashport_protocol.h) for the sidecar to ingest later, and one line on stderr names it.
  * Either way the chain then continues at once: a missing sidecar costs one failed connect.
  *
+ * Not dumpable means not reported by memory: a process that is not dumpable at the crash
+ * (PR_GET_DUMPABLE != 1: it made itself so, like ssh-agent; it is setuid or setgid; its
+ * credentials changed) sends and spools a record with CP_CRASH_NOT_DUMPABLE and none of its
+ * memory (no registers, no stack copy, no addresses, no /proc/self/maps in the spool), and the
+ * handler never makes it dumpable: what the kernel would refuse its user, the record does not
+ * carry either.
+ *
  * GOODBYE (cp_handler_goodbye) lives here too: it is sent from the exit path, and _exit, which
  * the stub interposes, may be called from a program's signal handler; so it is made of the
  * same raw system calls and checked with the crash path.
@@ -44,7 +51,8 @@
  *  - dereference memory it does not own: the stack is copied with process_vm_readv, which
  *    stops at an unmapped page instead of faulting;
  *  - leave the process in a state that changes how it dies (the previous action is restored
- *    byte-for-byte from what the kernel held at install).
+ *    byte-for-byte from what the kernel held at install);
+ *  - make the process dumpable, or copy its memory into a record when it is not.
  */
 #define _GNU_SOURCE
 #include <asm/prctl.h>     /* ARCH_GET_FS, ARCH_GET_GS */
@@ -218,6 +226,10 @@ static void cp_handler_copy_stack(cp_crash *record, uint64_t sp)
  *  Runs in signal context. */
 static void cp_handler_fill_record(cp_stub_state *state, cp_crash *record, const cp_fault *fault, uint32_t tid)
 {
+    /* 1 is SUID_DUMP_USER; 0 (disabled) and 2 (SUID_DUMP_ROOT, a setuid program under
+     * suid_dumpable 2) both mean its user may not read its memory. An error (none: the call
+     * exists since 2.3.20) counts as not dumpable. */
+    bool hidden = cp_safe_syscall2(SYS_prctl, PR_GET_DUMPABLE, 0) != 1;
     int signo = fault->signo;
     const siginfo_t *info = &fault->info;
     record->header.magic = CP_MAGIC;
@@ -251,6 +263,21 @@ static void cp_handler_fill_record(cp_stub_state *state, cp_crash *record, const
     }
     (void)cp_safe_syscall2(SYS_prctl, PR_GET_NAME, (long)record->thread_name);
     record->thread_name[sizeof record->thread_name - 1] = '\0';
+    record->other_crashes = __atomic_load_n(&state->other_crashes, __ATOMIC_RELAXED);
+
+    if (hidden) {
+        /* Signal, code, sender, thread name and time only: the registers, the stack, the fault
+         * address, the chain's handlers and the app area are the process's memory or its
+         * layout. The record is reused (ERROR records), so what an earlier one held goes. */
+        cp_safe_set(record->regs, 0, sizeof record->regs);
+        cp_safe_set(record->fpregs, 0, sizeof record->fpregs);
+        record->fault_address = 0;
+        record->app_area = 0;
+        record->chain_count = 0;
+        record->flags |= CP_CRASH_NOT_DUMPABLE;
+        record->header.size = (uint32_t)offsetof(cp_crash, stack);
+        return;
+    }
 
     /* The chain of every handled signal: what was below crashport at install, the program's
      * action now, and what the kernel holds if someone bypassed libc's sigaction to replace
@@ -287,22 +314,15 @@ static void cp_handler_fill_record(cp_stub_state *state, cp_crash *record, const
 
     cp_handler_copy_registers(record, fault);
     cp_handler_copy_stack(record, (uint64_t)fault->gregs[REG_RSP]);
-    record->other_crashes = __atomic_load_n(&state->other_crashes, __ATOMIC_RELAXED);
     record->header.size = (uint32_t)offsetof(cp_crash, stack) + record->stack_size;
 }
 
-/** Lets the watcher ptrace us: a non-dumpable process cannot be attached (unless the watcher
- *  has CAP_SYS_PTRACE), and Yama mode 1 wants the tracer named. Errors ignored (no Yama:
- *  EINVAL). Runs in signal context. */
+/** Lets the watcher ptrace us where Yama mode 1 wants the tracer named. Errors ignored (no
+ *  Yama: EINVAL). Never PR_SET_DUMPABLE: a process that is not dumpable (it hid its memory, it
+ *  is setuid, its credentials changed) stays so, and only a watcher the kernel lets read it
+ *  anyway (its effective user's, or one with CAP_SYS_PTRACE) may. Runs in signal context. */
 static void cp_handler_allow_ptrace(const cp_stub_state *state)
 {
-    /* Never for a setuid or setgid program: making it dumpable would hand a privileged
-     * process's memory to a watcher that may not be privileged. Its watcher still gets the
-     * record, with the crashing thread's registers and stack. */
-    if (cp_safe_syscall0(SYS_getuid) == cp_safe_syscall0(SYS_geteuid) &&
-        cp_safe_syscall0(SYS_getgid) == cp_safe_syscall0(SYS_getegid)) {
-        (void)cp_safe_syscall2(SYS_prctl, PR_SET_DUMPABLE, 1);
-    }
     if (state->watcher_pid > 0) {
         (void)cp_safe_syscall2(SYS_prctl, PR_SET_PTRACER, state->watcher_pid);
     }
@@ -604,9 +624,6 @@ long cp_report_error(cp_stub_state *state, const void *caller, uint32_t tid)
     if (made != 0) {
         return made;
     }
-    /* The process lives on: whatever made it non-dumpable (a program that hides its memory)
-     * is put back once the watcher is done. */
-    long dumpable = cp_safe_syscall2(SYS_prctl, PR_GET_DUMPABLE, 0);
     cp_handler_allow_ptrace(state);
     long sent = cp_handler_send_record(state, record, reply[1], start + timeout);
     (void)cp_safe_close(reply[1]);
@@ -616,9 +633,6 @@ long cp_report_error(cp_stub_state *state, const void *caller, uint32_t tid)
         cp_handler_wait_for_verdict(reply[0], start + timeout, start + 6 * timeout, &answer);
     }
     (void)cp_safe_close(reply[0]);
-    if (dumpable == 0) {
-        (void)cp_safe_syscall2(SYS_prctl, PR_SET_DUMPABLE, 0);
-    }
     if (sent != 0) {
         return sent;
     }
@@ -772,7 +786,7 @@ static long cp_handler_spool(const cp_stub_state *state, bool sent, char *name, 
             result = cp_safe_write_all((int)fd, state->scratch, (size_t)exe);
         }
     }
-    if (result == 0) {
+    if (result == 0 && !(record->flags & CP_CRASH_NOT_DUMPABLE)) {
         result = cp_handler_spool_maps(state, (int)fd, &header);
     }
     if (result == 0) {
@@ -892,6 +906,10 @@ void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *origina
         cp_handler_fill_record(state, state->record, original, tid);
         if (reraise != NULL) {
             cp_safe_copy(&state->record->reraise, reraise, sizeof state->record->reraise);
+            if (state->record->flags & CP_CRASH_NOT_DUMPABLE) {
+                state->record->reraise.handler = 0; /* addresses: the process's layout */
+                state->record->reraise.pc = 0;
+            }
         } else {
             cp_safe_set(&state->record->reraise, 0, sizeof state->record->reraise);
         }
