@@ -40,7 +40,8 @@
  *    __atomic builtins on cp_state's crash-time words, and a few hundred bytes of (alternate)
  *    stack; on the one reporting thread, replace cp_state.fd and watcher_pid (reconnect);
  *  - create files only in the spool directory opened at install (openat on its fd, O_EXCL and
- *    O_NOFOLLOW, mode 0600), and write one line on fd 2 when the crash was not answered.
+ *    O_NOFOLLOW, mode 0600, under a name no other user can guess; renamed without replacing),
+ *    and write one line on fd 2 when the crash was not answered.
  *
  * What it must never do:
  *  - call libc or any other library function: it may hold the lock we would need (malloc,
@@ -81,6 +82,7 @@
  * that declares errno is needed here. */
 #define CP_EPERM 1
 #define CP_EINTR 4
+#define CP_EINVAL 22
 #define CP_EBADF 9
 #define CP_EAGAIN 11
 #define CP_EEXIST 17
@@ -93,6 +95,14 @@
 #define CP_ECONNREFUSED 111
 #define CP_EALREADY 114
 #define CP_EINPROGRESS 115
+#define CP_ENOSYS 38
+
+/* renameat2's flag (linux/fs.h), spelled out for the same reason. */
+#define CP_RENAME_NOREPLACE 1
+/* getrandom's flag (sys/random.h): never wait for the entropy pool. */
+#define CP_GRND_NONBLOCK 1
+/* Tries at a spool name (a temporary one another user took, a final one that exists). */
+#define CP_SPOOL_NAME_TRIES 8
 
 #define CP_NS_PER_MS 1000000ull
 
@@ -736,36 +746,95 @@ static long cp_handler_spool_maps(const cp_stub_state *state, int fd, cp_spool_h
     return result;
 }
 
-/** Writes the spool file of crashport_protocol.h for a record no watcher answered: under
- *  ".tmp-<pid>-<tid>" in the spool directory (never following a link, never over a file), the
- *  header last, then renamed to name, "<pid>-<tid>-<time_ns>.crash". On any failure the
- *  temporary file is removed. Returns 0 or -errno. Runs in signal context. */
+/** A number no other user can guess: getrandom (never waiting for the pool), else, where it
+ *  fails (ENOSYS before 3.17, EAGAIN early at boot), the clocks and the stack's address mixed
+ *  (splitmix64), which still differs at every try. Runs in signal context. */
+static uint64_t cp_handler_unguessable(uint64_t salt)
+{
+    uint64_t value = 0;
+    if (cp_safe_syscall3(SYS_getrandom, (long)&value, sizeof value, CP_GRND_NONBLOCK) == (long)sizeof value) {
+        return value;
+    }
+    value = salt ^ cp_safe_clock_ns(CLOCK_MONOTONIC) ^ (cp_safe_clock_ns(CLOCK_REALTIME) << 17) ^
+            (uint64_t)(uintptr_t)&value;
+    value += 0x9e3779b97f4a7c15ull;
+    value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ull;
+    value = (value ^ (value >> 27)) * 0x94d049bb133111ebull;
+    return value ^ (value >> 31);
+}
+
+/** Creates the temporary spool file under ".tmp-<pid>-<tid>-<unguessable>" in the spool
+ *  directory: O_CREAT | O_EXCL | O_NOFOLLOW, so a name someone else made (a file, a symlink to
+ *  a file of ours) is never opened, only passed over for another, up to CP_SPOOL_NAME_TRIES
+ *  times. The spool is a shared 1733 directory: a predictable name could be taken ahead by any
+ *  user (and one we do not own cannot be removed), so that our crash could not be spooled.
+ *  Returns the fd with temporary set, or -errno. Runs in signal context. */
+static long cp_handler_spool_create(int spool, const cp_crash *record, char *temporary, size_t capacity)
+{
+    long flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+    long fd = -CP_EEXIST;
+    for (int attempt = 0; attempt < CP_SPOOL_NAME_TRIES && fd == -CP_EEXIST; attempt++) {
+        size_t used = 0;
+        int failed = cp_safe_append_string(temporary, capacity - 1, &used, ".tmp-");
+        failed |= cp_handler_append_ids(temporary, capacity - 1, &used, record);
+        failed |= cp_safe_append_string(temporary, capacity - 1, &used, "-");
+        failed |= cp_safe_append_u64(temporary, capacity - 1, &used,
+                                     cp_handler_unguessable(record->time_ns + (uint64_t)attempt));
+        temporary[used] = '\0';
+        if (failed) {
+            return -36; /* ENAMETOOLONG: cannot happen with these sizes */
+        }
+        fd = cp_safe_syscall4(SYS_openat, spool, (long)temporary, flags, 0600);
+    }
+    return fd;
+}
+
+/** Gives the finished temporary file its name, "<pid>-<tid>-<time_ns>.crash", never replacing
+ *  a file that has it (renameat2 RENAME_NOREPLACE, else link then unlink where the file system
+ *  cannot do that: both fail with EEXIST rather than replace; a plain rename as the last
+ *  resort). A name that exists (another
+ *  process's, one made ahead) moves the time on by 1 ns, still a spool file's name, up to
+ *  CP_SPOOL_NAME_TRIES times. Returns 0 with name set, or -errno. Runs in signal context. */
+static long cp_handler_spool_publish(int spool, const cp_crash *record, const char *temporary, char *name,
+                                     size_t capacity)
+{
+    long result = -CP_EEXIST;
+    for (int attempt = 0; attempt < CP_SPOOL_NAME_TRIES && result == -CP_EEXIST; attempt++) {
+        size_t used = 0;
+        int failed = cp_handler_append_ids(name, capacity - 1, &used, record);
+        failed |= cp_safe_append_string(name, capacity - 1, &used, "-");
+        failed |= cp_safe_append_u64(name, capacity - 1, &used, record->time_ns + (uint64_t)attempt);
+        failed |= cp_safe_append_string(name, capacity - 1, &used, ".crash");
+        name[used] = '\0';
+        if (failed) {
+            return -36; /* ENAMETOOLONG: cannot happen with these sizes */
+        }
+        result = cp_safe_syscall5(SYS_renameat2, spool, (long)temporary, spool, (long)name, CP_RENAME_NOREPLACE);
+        if (result == -CP_EINVAL || result == -CP_ENOSYS) {
+            result = cp_safe_syscall5(SYS_linkat, spool, (long)temporary, spool, (long)name, 0);
+            if (result == 0) {
+                (void)cp_safe_syscall3(SYS_unlinkat, spool, (long)temporary, 0);
+            } else if (result != -CP_EEXIST) {
+                /* No hard links there either: a plain rename, as before (in a sticky spool it
+                 * still cannot replace another user's file). */
+                result = cp_safe_syscall4(SYS_renameat, spool, (long)temporary, spool, (long)name);
+            }
+        }
+    }
+    return result;
+}
+
+/** Writes the spool file of crashport_protocol.h for a record no watcher answered: under a
+ *  temporary name no other user can guess or take (cp_handler_spool_create), the header last,
+ *  then renamed to name, "<pid>-<tid>-<time_ns>.crash", replacing nothing. A process that is not
+ *  dumpable spools no /proc/self/maps (its layout), as its record holds no memory. On any
+ *  failure the temporary file is removed. Returns 0 or -errno. Runs in signal context. */
 static long cp_handler_spool(const cp_stub_state *state, bool sent, char *name, size_t capacity)
 {
     const cp_crash *record = state->record;
-    char temporary[64];
-    size_t used = 0;
-    int failed = cp_safe_append_string(temporary, sizeof temporary - 1, &used, ".tmp-");
-    failed |= cp_handler_append_ids(temporary, sizeof temporary - 1, &used, record);
-    temporary[used] = '\0';
-    size_t name_used = 0;
-    failed |= cp_handler_append_ids(name, capacity - 1, &name_used, record);
-    failed |= cp_safe_append_string(name, capacity - 1, &name_used, "-");
-    failed |= cp_safe_append_u64(name, capacity - 1, &name_used, record->time_ns);
-    failed |= cp_safe_append_string(name, capacity - 1, &name_used, ".crash");
-    name[name_used] = '\0';
-    if (failed) {
-        return -36; /* ENAMETOOLONG: cannot happen with these sizes */
-    }
-
     int spool = state->spool_fd;
-    long flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
-    long fd = cp_safe_syscall4(SYS_openat, spool, (long)temporary, flags, 0600);
-    if (fd == -CP_EEXIST) {
-        /* Left by an earlier process with this pid and tid that died while spooling. */
-        (void)cp_safe_syscall3(SYS_unlinkat, spool, (long)temporary, 0);
-        fd = cp_safe_syscall4(SYS_openat, spool, (long)temporary, flags, 0600);
-    }
+    char temporary[80];
+    long fd = cp_handler_spool_create(spool, record, temporary, sizeof temporary);
     if (fd < 0) {
         return fd;
     }
@@ -802,7 +871,7 @@ static long cp_handler_spool(const cp_stub_state *state, bool sent, char *name, 
         result = closed;
     }
     if (result == 0) {
-        result = cp_safe_syscall4(SYS_renameat, spool, (long)temporary, spool, (long)name);
+        result = cp_handler_spool_publish(spool, record, temporary, name, capacity);
     }
     if (result != 0) {
         (void)cp_safe_syscall3(SYS_unlinkat, spool, (long)temporary, 0);
