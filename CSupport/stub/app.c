@@ -407,7 +407,7 @@ CP_HIDDEN void cp_app_set_last_run(const cp_last_run *run)
  * none). */
 static void cp_app_last_run_from_environment(void)
 {
-    const char *text = getenv("CRASHPORT_LAST_RUN");
+    const char *text = cp_install_getenv("CRASHPORT_LAST_RUN");
     if (text == NULL) return;
     cp_last_run run;
     memset(&run, 0, sizeof run);
@@ -522,13 +522,13 @@ CP_HIDDEN void cp_app_install(void)
     clock_gettime(CLOCK_REALTIME, &now);
     cp_app.install_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     cp_app.launch_ms = 5000;
-    const char *launch = getenv("CRASHPORT_LAUNCH_MS");
+    const char *launch = cp_install_getenv("CRASHPORT_LAUNCH_MS");
     if (launch != NULL) {
         char *end = NULL;
         unsigned long parsed = strtoul(launch, &end, 10);
         if (end != launch && *end == '\0' && parsed <= UINT32_MAX) cp_app.launch_ms = (uint32_t)parsed;
     }
-    const char *release = getenv("CRASHPORT_RELEASE");
+    const char *release = cp_install_getenv("CRASHPORT_RELEASE");
     if (release != NULL) (void)cp_app_copy(cp_app.release, sizeof cp_app.release, release);
     if (!cp_previous_run_given) cp_app_last_run_from_environment();
     cp_app_installed = true;

@@ -22,6 +22,13 @@
  * crashport_protocol.h) for the sidecar to ingest later, and one line on stderr names it.
  * Either way the chain then continues at once: a missing sidecar costs one failed connect.
  *
+ * Not dumpable means not reported by memory: a process that is not dumpable at the crash
+ * (PR_GET_DUMPABLE != 1: it made itself so, like ssh-agent; it is setuid or setgid; its
+ * credentials changed) sends and spools a record with CP_CRASH_NOT_DUMPABLE and none of its
+ * memory (no registers, no stack copy, no addresses, no /proc/self/maps in the spool), and the
+ * handler never makes it dumpable: what the kernel would refuse its user, the record does not
+ * carry either.
+ *
  * GOODBYE (cp_handler_goodbye) lives here too: it is sent from the exit path, and _exit, which
  * the stub interposes, may be called from a program's signal handler; so it is made of the
  * same raw system calls and checked with the crash path.
@@ -33,7 +40,8 @@
  *    __atomic builtins on cp_state's crash-time words, and a few hundred bytes of (alternate)
  *    stack; on the one reporting thread, replace cp_state.fd and watcher_pid (reconnect);
  *  - create files only in the spool directory opened at install (openat on its fd, O_EXCL and
- *    O_NOFOLLOW, mode 0600), and write one line on fd 2 when the crash was not answered.
+ *    O_NOFOLLOW, mode 0600, under a name no other user can guess; renamed without replacing),
+ *    and write one line on fd 2 when the crash was not answered.
  *
  * What it must never do:
  *  - call libc or any other library function: it may hold the lock we would need (malloc,
@@ -44,7 +52,8 @@
  *  - dereference memory it does not own: the stack is copied with process_vm_readv, which
  *    stops at an unmapped page instead of faulting;
  *  - leave the process in a state that changes how it dies (the previous action is restored
- *    byte-for-byte from what the kernel held at install).
+ *    byte-for-byte from what the kernel held at install);
+ *  - make the process dumpable, or copy its memory into a record when it is not.
  */
 #define _GNU_SOURCE
 #include <asm/prctl.h>     /* ARCH_GET_FS, ARCH_GET_GS */
@@ -73,6 +82,7 @@
  * that declares errno is needed here. */
 #define CP_EPERM 1
 #define CP_EINTR 4
+#define CP_EINVAL 22
 #define CP_EBADF 9
 #define CP_EAGAIN 11
 #define CP_EEXIST 17
@@ -85,6 +95,14 @@
 #define CP_ECONNREFUSED 111
 #define CP_EALREADY 114
 #define CP_EINPROGRESS 115
+#define CP_ENOSYS 38
+
+/* renameat2's flag (linux/fs.h), spelled out for the same reason. */
+#define CP_RENAME_NOREPLACE 1
+/* getrandom's flag (sys/random.h): never wait for the entropy pool. */
+#define CP_GRND_NONBLOCK 1
+/* Tries at a spool name (a temporary one another user took, a final one that exists). */
+#define CP_SPOOL_NAME_TRIES 8
 
 #define CP_NS_PER_MS 1000000ull
 
@@ -218,6 +236,10 @@ static void cp_handler_copy_stack(cp_crash *record, uint64_t sp)
  *  Runs in signal context. */
 static void cp_handler_fill_record(cp_stub_state *state, cp_crash *record, const cp_fault *fault, uint32_t tid)
 {
+    /* 1 is SUID_DUMP_USER; 0 (disabled) and 2 (SUID_DUMP_ROOT, a setuid program under
+     * suid_dumpable 2) both mean its user may not read its memory. An error (none: the call
+     * exists since 2.3.20) counts as not dumpable. */
+    bool hidden = cp_safe_syscall2(SYS_prctl, PR_GET_DUMPABLE, 0) != 1;
     int signo = fault->signo;
     const siginfo_t *info = &fault->info;
     record->header.magic = CP_MAGIC;
@@ -251,6 +273,21 @@ static void cp_handler_fill_record(cp_stub_state *state, cp_crash *record, const
     }
     (void)cp_safe_syscall2(SYS_prctl, PR_GET_NAME, (long)record->thread_name);
     record->thread_name[sizeof record->thread_name - 1] = '\0';
+    record->other_crashes = __atomic_load_n(&state->other_crashes, __ATOMIC_RELAXED);
+
+    if (hidden) {
+        /* Signal, code, sender, thread name and time only: the registers, the stack, the fault
+         * address, the chain's handlers and the app area are the process's memory or its
+         * layout. The record is reused (ERROR records), so what an earlier one held goes. */
+        cp_safe_set(record->regs, 0, sizeof record->regs);
+        cp_safe_set(record->fpregs, 0, sizeof record->fpregs);
+        record->fault_address = 0;
+        record->app_area = 0;
+        record->chain_count = 0;
+        record->flags |= CP_CRASH_NOT_DUMPABLE;
+        record->header.size = (uint32_t)offsetof(cp_crash, stack);
+        return;
+    }
 
     /* The chain of every handled signal: what was below crashport at install, the program's
      * action now, and what the kernel holds if someone bypassed libc's sigaction to replace
@@ -287,22 +324,15 @@ static void cp_handler_fill_record(cp_stub_state *state, cp_crash *record, const
 
     cp_handler_copy_registers(record, fault);
     cp_handler_copy_stack(record, (uint64_t)fault->gregs[REG_RSP]);
-    record->other_crashes = __atomic_load_n(&state->other_crashes, __ATOMIC_RELAXED);
     record->header.size = (uint32_t)offsetof(cp_crash, stack) + record->stack_size;
 }
 
-/** Lets the watcher ptrace us: a non-dumpable process cannot be attached (unless the watcher
- *  has CAP_SYS_PTRACE), and Yama mode 1 wants the tracer named. Errors ignored (no Yama:
- *  EINVAL). Runs in signal context. */
+/** Lets the watcher ptrace us where Yama mode 1 wants the tracer named. Errors ignored (no
+ *  Yama: EINVAL). Never PR_SET_DUMPABLE: a process that is not dumpable (it hid its memory, it
+ *  is setuid, its credentials changed) stays so, and only a watcher the kernel lets read it
+ *  anyway (its effective user's, or one with CAP_SYS_PTRACE) may. Runs in signal context. */
 static void cp_handler_allow_ptrace(const cp_stub_state *state)
 {
-    /* Never for a setuid or setgid program: making it dumpable would hand a privileged
-     * process's memory to a watcher that may not be privileged. Its watcher still gets the
-     * record, with the crashing thread's registers and stack. */
-    if (cp_safe_syscall0(SYS_getuid) == cp_safe_syscall0(SYS_geteuid) &&
-        cp_safe_syscall0(SYS_getgid) == cp_safe_syscall0(SYS_getegid)) {
-        (void)cp_safe_syscall2(SYS_prctl, PR_SET_DUMPABLE, 1);
-    }
     if (state->watcher_pid > 0) {
         (void)cp_safe_syscall2(SYS_prctl, PR_SET_PTRACER, state->watcher_pid);
     }
@@ -339,8 +369,8 @@ static void cp_handler_nap(uint64_t deadline, int ms)
     (void)cp_safe_syscall3(SYS_poll, 0, 0, left < ms ? left : ms);
 }
 
-long cp_handler_connect_sidecar(const struct sockaddr_un *address, uint32_t length, uint64_t deadline,
-                                int32_t *peer_pid, uint32_t *peer_uid)
+long cp_handler_connect_sidecar(const cp_stub_state *state, const struct sockaddr_un *address, uint32_t length,
+                                uint64_t deadline, int32_t *peer_pid, uint32_t *peer_uid)
 {
     long fd = cp_safe_syscall3(SYS_socket, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
@@ -369,8 +399,11 @@ long cp_handler_connect_sidecar(const struct sockaddr_un *address, uint32_t leng
         (void)cp_safe_close((int)fd);
         return result;
     }
-    /* Who listens there: only root or our own user may be given ptrace rights over us (an
-     * abstract name can be taken by anyone). struct ucred: pid, uid, gid as 32-bit ints. */
+    /* Who listens there: only root or our own user may be given ptrace rights over us and our
+     * record (an abstract name can be taken by anyone). "Our own user" is the effective one
+     * at install; in a process with privileges its real user lacks (state->secure, or ids that
+     * differ now) never the real one, who chose its environment and may be the attacker.
+     * struct ucred: pid, uid, gid as 32-bit ints. */
     struct {
         int32_t pid;
         uint32_t uid;
@@ -383,8 +416,10 @@ long cp_handler_connect_sidecar(const struct sockaddr_un *address, uint32_t leng
         return got;
     }
     *peer_uid = peer.uid;
-    if (peer.uid != 0 && peer.uid != (uint32_t)cp_safe_syscall0(SYS_getuid) &&
-        peer.uid != (uint32_t)cp_safe_syscall0(SYS_geteuid)) {
+    uint32_t euid = (uint32_t)cp_safe_syscall0(SYS_geteuid);
+    bool secure = state->secure || (uint32_t)cp_safe_syscall0(SYS_getuid) != euid ||
+                  cp_safe_syscall0(SYS_getgid) != cp_safe_syscall0(SYS_getegid);
+    if (peer.uid != 0 && peer.uid != state->trusted_uid && (secure || peer.uid != euid)) {
         (void)cp_safe_close((int)fd);
         return CP_CONNECT_UNTRUSTED;
     }
@@ -403,7 +438,7 @@ static bool cp_handler_reconnect(cp_stub_state *state, uint64_t deadline)
     }
     int32_t peer_pid = 0;
     uint32_t peer_uid = 0;
-    long fd = cp_handler_connect_sidecar(&state->sidecar_address, state->sidecar_address_length,
+    long fd = cp_handler_connect_sidecar(state, &state->sidecar_address, state->sidecar_address_length,
                                          deadline, &peer_pid, &peer_uid);
     if (fd < 0) {
         return false;
@@ -599,9 +634,6 @@ long cp_report_error(cp_stub_state *state, const void *caller, uint32_t tid)
     if (made != 0) {
         return made;
     }
-    /* The process lives on: whatever made it non-dumpable (a program that hides its memory)
-     * is put back once the watcher is done. */
-    long dumpable = cp_safe_syscall2(SYS_prctl, PR_GET_DUMPABLE, 0);
     cp_handler_allow_ptrace(state);
     long sent = cp_handler_send_record(state, record, reply[1], start + timeout);
     (void)cp_safe_close(reply[1]);
@@ -611,9 +643,6 @@ long cp_report_error(cp_stub_state *state, const void *caller, uint32_t tid)
         cp_handler_wait_for_verdict(reply[0], start + timeout, start + 6 * timeout, &answer);
     }
     (void)cp_safe_close(reply[0]);
-    if (dumpable == 0) {
-        (void)cp_safe_syscall2(SYS_prctl, PR_SET_DUMPABLE, 0);
-    }
     if (sent != 0) {
         return sent;
     }
@@ -717,36 +746,95 @@ static long cp_handler_spool_maps(const cp_stub_state *state, int fd, cp_spool_h
     return result;
 }
 
-/** Writes the spool file of crashport_protocol.h for a record no watcher answered: under
- *  ".tmp-<pid>-<tid>" in the spool directory (never following a link, never over a file), the
- *  header last, then renamed to name, "<pid>-<tid>-<time_ns>.crash". On any failure the
- *  temporary file is removed. Returns 0 or -errno. Runs in signal context. */
+/** A number no other user can guess: getrandom (never waiting for the pool), else, where it
+ *  fails (ENOSYS before 3.17, EAGAIN early at boot), the clocks and the stack's address mixed
+ *  (splitmix64), which still differs at every try. Runs in signal context. */
+static uint64_t cp_handler_unguessable(uint64_t salt)
+{
+    uint64_t value = 0;
+    if (cp_safe_syscall3(SYS_getrandom, (long)&value, sizeof value, CP_GRND_NONBLOCK) == (long)sizeof value) {
+        return value;
+    }
+    value = salt ^ cp_safe_clock_ns(CLOCK_MONOTONIC) ^ (cp_safe_clock_ns(CLOCK_REALTIME) << 17) ^
+            (uint64_t)(uintptr_t)&value;
+    value += 0x9e3779b97f4a7c15ull;
+    value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ull;
+    value = (value ^ (value >> 27)) * 0x94d049bb133111ebull;
+    return value ^ (value >> 31);
+}
+
+/** Creates the temporary spool file under ".tmp-<pid>-<tid>-<unguessable>" in the spool
+ *  directory: O_CREAT | O_EXCL | O_NOFOLLOW, so a name someone else made (a file, a symlink to
+ *  a file of ours) is never opened, only passed over for another, up to CP_SPOOL_NAME_TRIES
+ *  times. The spool is a shared 1733 directory: a predictable name could be taken ahead by any
+ *  user (and one we do not own cannot be removed), so that our crash could not be spooled.
+ *  Returns the fd with temporary set, or -errno. Runs in signal context. */
+static long cp_handler_spool_create(int spool, const cp_crash *record, char *temporary, size_t capacity)
+{
+    long flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
+    long fd = -CP_EEXIST;
+    for (int attempt = 0; attempt < CP_SPOOL_NAME_TRIES && fd == -CP_EEXIST; attempt++) {
+        size_t used = 0;
+        int failed = cp_safe_append_string(temporary, capacity - 1, &used, ".tmp-");
+        failed |= cp_handler_append_ids(temporary, capacity - 1, &used, record);
+        failed |= cp_safe_append_string(temporary, capacity - 1, &used, "-");
+        failed |= cp_safe_append_u64(temporary, capacity - 1, &used,
+                                     cp_handler_unguessable(record->time_ns + (uint64_t)attempt));
+        temporary[used] = '\0';
+        if (failed) {
+            return -36; /* ENAMETOOLONG: cannot happen with these sizes */
+        }
+        fd = cp_safe_syscall4(SYS_openat, spool, (long)temporary, flags, 0600);
+    }
+    return fd;
+}
+
+/** Gives the finished temporary file its name, "<pid>-<tid>-<time_ns>.crash", never replacing
+ *  a file that has it (renameat2 RENAME_NOREPLACE, else link then unlink where the file system
+ *  cannot do that: both fail with EEXIST rather than replace; a plain rename as the last
+ *  resort). A name that exists (another
+ *  process's, one made ahead) moves the time on by 1 ns, still a spool file's name, up to
+ *  CP_SPOOL_NAME_TRIES times. Returns 0 with name set, or -errno. Runs in signal context. */
+static long cp_handler_spool_publish(int spool, const cp_crash *record, const char *temporary, char *name,
+                                     size_t capacity)
+{
+    long result = -CP_EEXIST;
+    for (int attempt = 0; attempt < CP_SPOOL_NAME_TRIES && result == -CP_EEXIST; attempt++) {
+        size_t used = 0;
+        int failed = cp_handler_append_ids(name, capacity - 1, &used, record);
+        failed |= cp_safe_append_string(name, capacity - 1, &used, "-");
+        failed |= cp_safe_append_u64(name, capacity - 1, &used, record->time_ns + (uint64_t)attempt);
+        failed |= cp_safe_append_string(name, capacity - 1, &used, ".crash");
+        name[used] = '\0';
+        if (failed) {
+            return -36; /* ENAMETOOLONG: cannot happen with these sizes */
+        }
+        result = cp_safe_syscall5(SYS_renameat2, spool, (long)temporary, spool, (long)name, CP_RENAME_NOREPLACE);
+        if (result == -CP_EINVAL || result == -CP_ENOSYS) {
+            result = cp_safe_syscall5(SYS_linkat, spool, (long)temporary, spool, (long)name, 0);
+            if (result == 0) {
+                (void)cp_safe_syscall3(SYS_unlinkat, spool, (long)temporary, 0);
+            } else if (result != -CP_EEXIST) {
+                /* No hard links there either: a plain rename, as before (in a sticky spool it
+                 * still cannot replace another user's file). */
+                result = cp_safe_syscall4(SYS_renameat, spool, (long)temporary, spool, (long)name);
+            }
+        }
+    }
+    return result;
+}
+
+/** Writes the spool file of crashport_protocol.h for a record no watcher answered: under a
+ *  temporary name no other user can guess or take (cp_handler_spool_create), the header last,
+ *  then renamed to name, "<pid>-<tid>-<time_ns>.crash", replacing nothing. A process that is not
+ *  dumpable spools no /proc/self/maps (its layout), as its record holds no memory. On any
+ *  failure the temporary file is removed. Returns 0 or -errno. Runs in signal context. */
 static long cp_handler_spool(const cp_stub_state *state, bool sent, char *name, size_t capacity)
 {
     const cp_crash *record = state->record;
-    char temporary[64];
-    size_t used = 0;
-    int failed = cp_safe_append_string(temporary, sizeof temporary - 1, &used, ".tmp-");
-    failed |= cp_handler_append_ids(temporary, sizeof temporary - 1, &used, record);
-    temporary[used] = '\0';
-    size_t name_used = 0;
-    failed |= cp_handler_append_ids(name, capacity - 1, &name_used, record);
-    failed |= cp_safe_append_string(name, capacity - 1, &name_used, "-");
-    failed |= cp_safe_append_u64(name, capacity - 1, &name_used, record->time_ns);
-    failed |= cp_safe_append_string(name, capacity - 1, &name_used, ".crash");
-    name[name_used] = '\0';
-    if (failed) {
-        return -36; /* ENAMETOOLONG: cannot happen with these sizes */
-    }
-
     int spool = state->spool_fd;
-    long flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW;
-    long fd = cp_safe_syscall4(SYS_openat, spool, (long)temporary, flags, 0600);
-    if (fd == -CP_EEXIST) {
-        /* Left by an earlier process with this pid and tid that died while spooling. */
-        (void)cp_safe_syscall3(SYS_unlinkat, spool, (long)temporary, 0);
-        fd = cp_safe_syscall4(SYS_openat, spool, (long)temporary, flags, 0600);
-    }
+    char temporary[80];
+    long fd = cp_handler_spool_create(spool, record, temporary, sizeof temporary);
     if (fd < 0) {
         return fd;
     }
@@ -767,7 +855,7 @@ static long cp_handler_spool(const cp_stub_state *state, bool sent, char *name, 
             result = cp_safe_write_all((int)fd, state->scratch, (size_t)exe);
         }
     }
-    if (result == 0) {
+    if (result == 0 && !(record->flags & CP_CRASH_NOT_DUMPABLE)) {
         result = cp_handler_spool_maps(state, (int)fd, &header);
     }
     if (result == 0) {
@@ -783,7 +871,7 @@ static long cp_handler_spool(const cp_stub_state *state, bool sent, char *name, 
         result = closed;
     }
     if (result == 0) {
-        result = cp_safe_syscall4(SYS_renameat, spool, (long)temporary, spool, (long)name);
+        result = cp_handler_spool_publish(spool, record, temporary, name, capacity);
     }
     if (result != 0) {
         (void)cp_safe_syscall3(SYS_unlinkat, spool, (long)temporary, 0);
@@ -887,6 +975,10 @@ void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *origina
         cp_handler_fill_record(state, state->record, original, tid);
         if (reraise != NULL) {
             cp_safe_copy(&state->record->reraise, reraise, sizeof state->record->reraise);
+            if (state->record->flags & CP_CRASH_NOT_DUMPABLE) {
+                state->record->reraise.handler = 0; /* addresses: the process's layout */
+                state->record->reraise.pc = 0;
+            }
         } else {
             cp_safe_set(&state->record->reraise, 0, sizeof state->record->reraise);
         }

@@ -16,6 +16,12 @@
  * handler reconnects at the crash, and spools the crash if nobody answers. The spool directory
  * (CRASHPORT_SPOOL, the reply's, /var/spool/crashport) is opened here, once, in both modes.
  *
+ * A process with privileges its user lacks (cp_install_secure: a setuid or setgid program, file
+ * capabilities, real and effective ids that differ) takes no CRASHPORT_* setting from its
+ * environment, which its user chose (no socket, spool, fd, timeout, trace or hang settings): it
+ * reports only where the program itself says (crashport_options), and trusts a listener only
+ * as root or as its effective user, never its real one.
+ *
  * Failures never abort the program: one line on stderr says what is off and why, and the
  * process is left as it was.
  */
@@ -35,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -63,6 +70,18 @@ extern void cp_interpose_resolve(void) __attribute__((weak, visibility("hidden")
 
 static pthread_mutex_t cp_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool cp_installed; /* guarded by cp_install_lock */
+
+bool cp_install_secure(void)
+{
+    return getauxval(AT_SECURE) != 0 || getuid() != geteuid() || getgid() != getegid();
+}
+
+const char *cp_install_getenv(const char *name)
+{
+    /* secure_getenv alone asks only glibc's AT_SECURE at startup: ids changed since (a root
+     * daemon's seteuid) count too. */
+    return cp_install_secure() ? NULL : secure_getenv(name);
+}
 
 /* One line on stderr, "crashport: " first. */
 __attribute__((format(printf, 1, 2))) static void cp_install_say(const char *format, ...)
@@ -270,16 +289,16 @@ static void cp_install_build_hello(cp_hello *hello)
     dl_iterate_phdr(cp_install_find_build_id, hello);
 
     /* What a sidecar is asked to do for this process (crashport run takes its flags). */
-    const char *trace = getenv("CRASHPORT_TRACE_EXIT");
+    const char *trace = cp_install_getenv("CRASHPORT_TRACE_EXIT");
     if (trace != NULL && *trace != '\0' && strcmp(trace, "0") != 0) {
         hello->wants |= strcmp(trace, "codes") == 0 ? CP_WANTS_TRACE_EXIT_CODES : CP_WANTS_TRACE_EXIT;
         if (strcmp(trace, "1") != 0 && strcmp(trace, "codes") != 0) {
             cp_install_say("CRASHPORT_TRACE_EXIT=%s: expected 1, codes or 0; taken as 1", trace);
         }
     }
-    const char *kill = getenv("CRASHPORT_HANG_KILL");
+    const char *kill = cp_install_getenv("CRASHPORT_HANG_KILL");
     if (kill != NULL && strcmp(kill, "1") == 0) hello->wants |= CP_WANTS_HANG_KILL;
-    const char *hang = getenv("CRASHPORT_HANG_MS");
+    const char *hang = cp_install_getenv("CRASHPORT_HANG_MS");
     unsigned long long hang_ms = 0;
     if (hang != NULL && *hang != '\0') {
         if (cp_install_parse(hang, 10, UINT32_MAX, &hang_ms)) {
@@ -465,7 +484,7 @@ static int cp_install_socket(const crashport_options *options)
     char name[64];
     int fd = options->fd;
     if (fd == -1) {
-        const char *text = getenv("CRASHPORT_FD");
+        const char *text = cp_install_getenv("CRASHPORT_FD");
         unsigned long long parsed = 0;
         if (text == NULL) {
             return -ENOENT;
@@ -495,7 +514,7 @@ static int cp_install_sidecar_address(const crashport_options *options)
     const char *path = options->socket_path;
     const char *what = "socket_path";
     if (path == NULL) {
-        path = getenv("CRASHPORT_SOCKET");
+        path = cp_install_getenv("CRASHPORT_SOCKET");
         what = "CRASHPORT_SOCKET";
     }
     if (path == NULL) {
@@ -548,7 +567,7 @@ static void cp_install_sidecar_name(char *name, size_t size)
 static uint32_t cp_install_timeout(const crashport_options *options)
 {
     if (options->timeout_ms != 0) return options->timeout_ms;
-    const char *text = getenv("CRASHPORT_TIMEOUT_MS");
+    const char *text = cp_install_getenv("CRASHPORT_TIMEOUT_MS");
     unsigned long long parsed = 0;
     if (text == NULL) return CP_DEFAULT_TIMEOUT_MS;
     if (cp_install_parse(text, 1, UINT32_MAX, &parsed)) return (uint32_t)parsed;
@@ -561,7 +580,7 @@ static uint32_t cp_install_timeout(const crashport_options *options)
 static uint64_t cp_install_forward_first(const crashport_options *options)
 {
     uint64_t forward_first = options->forward_first;
-    const char *text = getenv("CRASHPORT_FORWARD_FIRST");
+    const char *text = cp_install_getenv("CRASHPORT_FORWARD_FIRST");
     if (forward_first == 0 && text != NULL && *text != '\0') {
         char bad[32] = "";
         if (!cp_install_parse_signals(text, &forward_first, bad, sizeof bad)) {
@@ -590,8 +609,9 @@ static void cp_install_allow_watcher(int fd)
 }
 
 /* Opens the spool directory into cp_state.spool_fd: options->spool_path, else CRASHPORT_SPOOL
- * (an empty one: no spool), else in sidecar mode the directory the sidecar offered (offered,
- * may be NULL), else /var/spool/crashport when it is a directory this process may write. A
+ * (an empty one: no spool; never in a secure process), else in sidecar mode the directory the
+ * sidecar offered (offered, may be NULL: only a trusted sidecar's reply gets here), else
+ * /var/spool/crashport when it is a directory this process may write. A
  * directory we may write but not list is opened O_PATH (enough for openat and renameat).
  * Copies the path chosen into chosen and returns true; false (said why, unless there is simply
  * none) when crashes no watcher answers will not be kept. */
@@ -600,7 +620,7 @@ static bool cp_install_spool(const crashport_options *options, const char *offer
 {
     const char *path = options->spool_path;
     if (path == NULL) {
-        path = getenv("CRASHPORT_SPOOL");
+        path = cp_install_getenv("CRASHPORT_SPOOL");
     }
     if (path != NULL && *path == '\0') {
         return false;
@@ -609,7 +629,7 @@ static bool cp_install_spool(const crashport_options *options, const char *offer
         path = offered;
         struct stat status;
         if (path == NULL && stat(CP_DEFAULT_SPOOL, &status) == 0 && S_ISDIR(status.st_mode) &&
-            access(CP_DEFAULT_SPOOL, W_OK | X_OK) == 0) {
+            faccessat(AT_FDCWD, CP_DEFAULT_SPOOL, W_OK | X_OK, AT_EACCESS) == 0) {
             path = CP_DEFAULT_SPOOL;
         }
     }
@@ -654,9 +674,15 @@ static void cp_install_sidecar(const crashport_options *options)
     int32_t peer_pid = 0;
     uint32_t peer_uid = 0;
     uint64_t deadline = cp_safe_clock_ns(CLOCK_MONOTONIC) + CP_CONNECT_WAIT_MS * 1000000ull;
-    long fd = cp_handler_connect_sidecar(&cp_state.sidecar_address, cp_state.sidecar_address_length,
-                                         deadline, &peer_pid, &peer_uid);
-    if (fd == CP_CONNECT_UNTRUSTED) {
+    long fd = cp_handler_connect_sidecar(&cp_state, &cp_state.sidecar_address,
+                                         cp_state.sidecar_address_length, deadline, &peer_pid, &peer_uid);
+    if (fd == CP_CONNECT_UNTRUSTED && cp_state.secure) {
+        snprintf(problem, sizeof problem,
+                 "the listener at %s runs as uid %u, neither root nor this process's effective "
+                 "user (uid %u; it runs with privileges its user does not have): not connecting "
+                 "to it",
+                 name, peer_uid, cp_state.trusted_uid);
+    } else if (fd == CP_CONNECT_UNTRUSTED) {
         snprintf(problem, sizeof problem,
                  "the listener at %s runs as uid %u, neither root nor this process's user: not "
                  "connecting to it",
@@ -721,7 +747,7 @@ static void cp_install_sidecar(const crashport_options *options)
 /* The bench's timing fd (CRASHPORT_TIMING_FD), when it names an open descriptor. */
 static void cp_install_timing_fd(void)
 {
-    const char *timing = getenv("CRASHPORT_TIMING_FD");
+    const char *timing = cp_install_getenv("CRASHPORT_TIMING_FD");
     if (timing == NULL) return;
     unsigned long long parsed = 0;
     if (cp_install_parse(timing, 0, INT_MAX, &parsed) && fcntl((int)parsed, F_GETFD) != -1) {
@@ -733,12 +759,23 @@ static void cp_install_timing_fd(void)
 
 static int cp_install_locked(const crashport_options *options)
 {
+    /* 0. Whom this process may trust: decided once, before any setting is read. */
+    cp_state.secure = cp_install_secure() ? 1u : 0u;
+    cp_state.trusted_uid = (uint32_t)geteuid();
+
     /* 1. The socket (the launcher's, else the sidecar's address), the timeout and the signal
      * sets, checked before anything is changed. */
     int fd = cp_install_socket(options);
     bool sidecar = false;
     if (fd == -ENOENT) {
         int error = cp_install_sidecar_address(options);
+        if (error == -ENOENT && cp_state.secure) {
+            cp_install_say("this process runs with privileges its user does not have (setuid, "
+                           "setgid or file capabilities): CRASHPORT_* settings from the "
+                           "environment are ignored, and the program names no socket; crash "
+                           "reporting is off");
+            return -EINVAL;
+        }
         if (error == -ENOENT) {
             cp_install_say("neither CRASHPORT_FD nor CRASHPORT_SOCKET is set; crash reporting is "
                            "off");
@@ -866,11 +903,21 @@ int crashport_install(const crashport_options *options)
  * chain). */
 __attribute__((constructor)) static void cp_install_from_environment(void)
 {
-    const char *mode = getenv("CRASHPORT_INSTALL");
+    if (cp_install_secure()) {
+        /* Its user's environment is not its own: only the program may install crashport, with
+         * its own options. Said once, when the user tried (getenv only to see that). */
+        if (getenv("CRASHPORT_FD") != NULL || getenv("CRASHPORT_SOCKET") != NULL) {
+            cp_install_say("this process runs with privileges its user does not have (setuid, "
+                           "setgid or file capabilities): CRASHPORT_* settings from the "
+                           "environment are ignored");
+        }
+        return;
+    }
+    const char *mode = cp_install_getenv("CRASHPORT_INSTALL");
     if (mode != NULL && strcmp(mode, "manual") == 0) {
         return;
     }
-    if (getenv("CRASHPORT_FD") != NULL || getenv("CRASHPORT_SOCKET") != NULL) {
+    if (cp_install_getenv("CRASHPORT_FD") != NULL || cp_install_getenv("CRASHPORT_SOCKET") != NULL) {
         (void)crashport_install(NULL);
     }
 }

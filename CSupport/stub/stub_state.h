@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/un.h> /* struct sockaddr_un: a type only */
 
@@ -108,6 +109,11 @@ typedef struct cp_stub_state {
     uint64_t forward_first; /* 1 << signo: the previous handler gets these signals first */
     cp_kernel_sigaction previous[CP_SIGNAL_LIMIT]; /* indexed by signo: the chain below us */
     uint64_t restorer; /* the SA_RESTORER trampoline libc gave crashport's own action */
+    uint32_t secure;      /* 1: at install the process had privileges its real user lacks
+                             (AT_SECURE: setuid, setgid, file capabilities; or real and
+                             effective ids differed): no CRASHPORT_* from the environment, and
+                             only root or trusted_uid may be its listener */
+    uint32_t trusted_uid; /* the effective uid at install: the listener's uid, besides root */
 
     /* -- the program's actions: written by the interposed sigaction (interpose.c), read
      *    anywhere, lock-free (actions.h); valid for the signals in `handled` -- */
@@ -160,8 +166,21 @@ void cp_thread_release(void *region) CP_HIDDEN;
 /** The SA_SIGINFO handler crashport installs; runs in signal context (handler.c). */
 void cp_handler_signal(int signo, siginfo_t *info, void *context) CP_HIDDEN;
 
-/** cp_handler_connect_sidecar's result when someone listens at the address, but as a uid that
- *  is neither 0 nor this process's real or effective uid: not a sidecar to trust. */
+/** Whether this process runs with privileges its real user does not have: the kernel's
+ *  AT_SECURE (a setuid or setgid exec, file capabilities, an LSM's say), or real and effective
+ *  user or group ids that differ now. Such a process takes nothing from the environment its
+ *  user chose (install.c). */
+bool cp_install_secure(void) CP_HIDDEN;
+
+/** getenv for crashport's own settings (CRASHPORT_*): NULL in a process cp_install_secure()
+ *  says runs with privileges its user lacks, whose environment is its user's choice, not its
+ *  own (install.c). Every CRASHPORT_* read goes through it. */
+const char *cp_install_getenv(const char *name) CP_HIDDEN;
+
+/** cp_handler_connect_sidecar's result when someone listens at the address, but as a uid it
+ *  may not trust: neither 0 nor the process's effective uid at install (state->trusted_uid),
+ *  nor, in a process whose real and effective ids are the same and that was not secure at
+ *  install, its uid now. A setuid program's real user is never trusted. */
 #define CP_CONNECT_UNTRUSTED (-10000)
 
 /** Connects a new SOCK_SEQPACKET socket (SOCK_NONBLOCK | SOCK_CLOEXEC) to the sidecar at
@@ -170,7 +189,7 @@ void cp_handler_signal(int signo, siginfo_t *info, void *context) CP_HIDDEN;
  *  kernel's word, never a message's), or -errno, or CP_CONNECT_UNTRUSTED (then *peer_uid says
  *  whose the listener is, and nothing stays open). Raw system calls only: runs in signal context
  *  (the handler's reconnect), and install uses it too, so that both check the peer alike. */
-long cp_handler_connect_sidecar(const struct sockaddr_un *address, uint32_t length, uint64_t deadline,
-                                int32_t *peer_pid, uint32_t *peer_uid) CP_HIDDEN;
+long cp_handler_connect_sidecar(const cp_stub_state *state, const struct sockaddr_un *address, uint32_t length,
+                                uint64_t deadline, int32_t *peer_pid, uint32_t *peer_uid) CP_HIDDEN;
 
 #endif /* CRASHPORT_STUB_STATE_H */

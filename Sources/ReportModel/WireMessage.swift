@@ -220,8 +220,9 @@ public struct CrashRecord: Equatable, Sendable {
     /// An ERROR record (crashport_report_error): a handled error, the process lives on; signal 0.
     public var isError: Bool
     public var forwardedFirst: Bool { flags & CP_CRASH_FORWARD_FIRST != 0 }
-    /// The process was not dumpable when it faulted (a setuid program, PR_SET_DUMPABLE 0): its
-    /// stub sent none of its memory, and the watcher reads none.
+    /// The process was not dumpable at the crash (CP_CRASH_NOT_DUMPABLE): the stub sent no memory
+    /// of it (no registers, no stack copy, no addresses), and none may be read from it for a peer
+    /// that is not its effective user.
     public var notDumpable: Bool { flags & CP_CRASH_NOT_DUMPABLE != 0 }
 
     /// A death or hang the watcher saw from outside (no stub record): what it read itself.

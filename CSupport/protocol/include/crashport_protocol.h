@@ -175,8 +175,11 @@ typedef struct cp_action {
 #define CP_CRASH_HAS_FPREGS 0x1u      /* fpregs holds the faulting FP state */
 #define CP_CRASH_STACK_TRUNCATED 0x8u /* the stack copy stopped before the end of the stack */
 #define CP_CRASH_FORWARD_FIRST 0x10u  /* a program handler ran first and did not recover */
-#define CP_CRASH_NOT_DUMPABLE 0x20u   /* the process was not dumpable at the fault: the record
-                                         carries none of its memory (no registers, no stack) */
+/* The process was not dumpable at the crash (PR_GET_DUMPABLE != 1: it made itself so, like
+ * ssh-agent, or it is setuid/setgid, or its credentials changed): the record carries no memory
+ * of it. regs, fpregs, the stack copy (stack_size 0), fault_address, app_area, the chain's and
+ * the reraise's addresses are all zero; signal, code, sender, thread name and time remain. */
+#define CP_CRASH_NOT_DUMPABLE 0x20u
 
 /* Flags of a chain entry. */
 #define CP_CHAIN_HAS_PREVIOUS 0x1u   /* previous holds the action saved at install */

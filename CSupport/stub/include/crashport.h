@@ -26,6 +26,13 @@
  *   CRASHPORT_LAUNCH_MS   the launch window (default 5000; 0: until crashport_launch_completed)
  *   CRASHPORT_RELEASE     the program's release, for sessions and reports
  *   CRASHPORT_LAST_RUN    set by `crashport run`: the previous run (crashport_last_run)
+ *
+ * A process with privileges its user does not have (setuid or setgid, file capabilities: the
+ * kernel's AT_SECURE; or real and effective ids that differ) reads none of these: its
+ * environment is its user's choice. It reports only where the program says (the options), to
+ * a listener running as root or as its effective uid, never as its real one. And a process
+ * that is not dumpable at the crash (PR_SET_DUMPABLE 0, setuid) sends and spools a record with
+ * none of its memory (CP_CRASH_NOT_DUMPABLE): crashport never makes it dumpable.
  */
 #ifndef CRASHPORT_H
 #define CRASHPORT_H
