@@ -6,6 +6,7 @@
 // hung. One report per stall: the next only after the heartbeat has moved again; and at most
 // `perWindow` in `window`, however the area is scribbled on (the rest are logged, not written).
 
+import BoundedBytes
 import LiveProcess
 import ReportModel
 import Reports
@@ -35,7 +36,9 @@ struct HangMonitor {
     static let perWindow = 5
     static let window: UInt64 = 600_000_000_000
 
-    init(milliseconds: UInt64) { limitNanoseconds = milliseconds * 1_000_000 }
+    /// `milliseconds` as given (--hang-ms, a configuration's hang-ms, a HELLO's): one past
+    /// 584 years is no limit, not a trap.
+    init(milliseconds: UInt64) { limitNanoseconds = milliseconds.checkedMultiplying(1_000_000) ?? .max }
 
     /// How often to look: a quarter of the limit, between 10 ms and 1 s.
     var interval: Int32 { Int32(clamping: min(max(limitNanoseconds / 4_000_000, 10), 1000)) }
