@@ -103,7 +103,8 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "BoundedBytes", "CCrashPortProtocol", "ObjectFile", "ReportModel", "Reports", "Symbolication", "Unwinding",
+                "BoundedBytes", "CCrashPortProtocol", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Symbolication",
+                "Unwinding",
             ],
             path: "Tests/FuzzTargets"),
         // One test target per layer (EndToEndTests runs the built crashport on real crashes).

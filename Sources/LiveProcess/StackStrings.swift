@@ -7,6 +7,10 @@
 //
 // Bounded: only for SIGABRT, the words of the first 2 KiB above the stack pointer, pairs whose
 // pointer lies in a readable mapping with the length inside it, at most 8 texts of 1 KiB.
+//
+// Every value here is the crashed process's word (its registers and stack copy come in its
+// crash record, the pairs from its memory): an sp below or far above the stack, a stack at 0 or
+// at the top of the address space, a pair whose end wraps, give no text, never a trap.
 
 import BoundedBytes
 import ReportModel
@@ -15,21 +19,32 @@ import ReportModel
 import Glibc
 #endif
 
-enum StackStrings {
+public enum StackStrings {
     static let window = 2048
     static let longest = 4096
     static let kept = 1024
     static let most = 8
 
+    /// The texts the record's own stack copy points at, read from that copy only: for a
+    /// process that is gone or must not be read (a spooled crash; the record-to-report fuzz
+    /// target). `mappings` are the process's as it reported them (its /proc/self/maps copy).
+    public static func read(record: CrashRecord, mappings: [MemoryMapping]) -> [StackString] {
+        let crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
+        return read(record: record, threads: [crashed], mappings: mappings, memory: RegionMemory(regions: [record.stack]))
+    }
+
     static func read(
         record: CrashRecord, threads: [ThreadSnapshot], mappings: [MemoryMapping], memory: some MemoryReader
     ) -> [StackString] {
-        guard record.signal == SIGABRT,
-            let stack = threads.first(where: { $0.tid == record.tid })?.stack,
-            let sp = threads.first(where: { $0.tid == record.tid })?.registers.rsp,
-            sp >= stack.start
+        // The first word at or above sp (sp rounded up to 8 within the stack); none when sp is
+        // below the stack or past its end.
+        guard record.signal == SIGABRT, let thread = threads.first(where: { $0.tid == record.tid }),
+            let stack = thread.stack,
+            let above = thread.registers.rsp.checkedSubtracting(stack.start),
+            let aligned = above.checkedAligned(to: 8),
+            let first = Int(checkedCount: aligned, limit: stack.bytes.count)
         else { return [] }
-        let first = Int(clamping: (sp - stack.start + 7) & ~7)
+        // first <= bytes.count and window is 2 KiB: neither sum nor difference can overflow.
         let last = min(stack.bytes.count - 16, first + window)
         guard first <= last else { return [] }
         let readable = mappings.filter(\.readable)
@@ -39,16 +54,19 @@ enum StackStrings {
             defer { offset += 8 }
             let pointer = word(stack.bytes, offset)
             let length = word(stack.bytes, offset + 8)
-            guard length >= 2, length <= UInt64(longest),
-                readable.contains(where: { $0.contains(pointer) && pointer &+ length <= $0.end && pointer &+ length > pointer })
+            guard length >= 2, length <= UInt64(longest), let end = pointer.checkedAdding(length),
+                readable.contains(where: { $0.contains(pointer) && end <= $0.end }),
+                let slot = stack.start.checkedAdding(UInt64(offset))
             else { continue }
-            let bytes = memory.bytes(at: pointer, count: Int(min(length, UInt64(kept))))
-            guard bytes.count == Int(min(length, UInt64(kept))), let text = printable(bytes) else { continue }
-            found.append(StackString(slot: stack.start + UInt64(offset), text: text, truncated: length > UInt64(kept)))
+            let count = Int(min(length, UInt64(kept)))  // at most `kept`
+            let bytes = memory.bytes(at: pointer, count: count)
+            guard bytes.count == count, let text = printable(bytes) else { continue }
+            found.append(StackString(slot: slot, text: text, truncated: length > UInt64(kept)))
         }
         return found
     }
 
+    /// The little-endian word at `offset` (the caller keeps `offset + 8 <= bytes.count`).
     static func word(_ bytes: [UInt8], _ offset: Int) -> UInt64 {
         var value: UInt64 = 0
         for index in (0..<8).reversed() { value = value << 8 | UInt64(bytes[offset + index]) }

@@ -120,9 +120,16 @@ public final class Unwinder {
     /// Whether the code at an address is a signal trampoline (isSignalTrampoline).
     private var trampolines: [UInt64: Bool] = [:]
     static let syntheticTableBase: UInt64 = 0xFFFF_C000_0000_0000
+    /// Modules that may have a synthetic table (and a .debug_frame image): each takes 4 GiB of
+    /// address space from its base, and the first 0x1000 fill the space up to debugFrameBase
+    /// (whose 0x1000 end below 2^64). A process that maps more ELF files than that (its maps are
+    /// its own to make: 13,000 mappings of one file) unwinds its later ones by .eh_frame_hdr
+    /// alone, rather than overflowing the address.
+    static let syntheticSlots = 0x1000
 
     func builtTable(moduleIndex: Int, object: ELFFile) -> (address: UInt64, index: EHFrameIndex)? {
         if let cached = builtTables[moduleIndex] { return cached }
+        guard moduleIndex < Self.syntheticSlots else { return nil }
         let built = EHFrameIndex(elf: object).map { (Self.syntheticTableBase + UInt64(moduleIndex) << 32, $0) }
         builtTables[moduleIndex] = built
         return built
@@ -219,6 +226,7 @@ public final class Unwinder {
 
     func debugFrameTable(moduleIndex index: Int, object elf: ELFFile, start: UInt64, end: UInt64) -> cp_unwind_table? {
         if let known = debugFrames[index] { return known?.table }
+        guard index < Self.syntheticSlots else { return nil }
         let code = elf.executableRanges
         var kind = TableKind.debugFrame
         var found = elf.debugFrame(code: code)

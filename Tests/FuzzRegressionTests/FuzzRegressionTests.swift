@@ -38,4 +38,18 @@ final class FuzzRegressionTests: XCTestCase {
     func testRegressionsNoLongerCrash() throws {
         _ = try replay("regressions")
     }
+
+    /// Issue 30, attack 3: a CRASH record with SIGABRT, rsp = 2^64-1 and a stack copy at 0
+    /// trapped the stack-string scan of the sidecar that received it. Through the whole
+    /// record-to-report path it is now a report: the signal, the crashed thread from the
+    /// record, the minidump with its stack.
+    func testWildStackRecordIsReported() throws {
+        let url = Self.fuzzDirectory.appendingPathComponent("regressions/record-report/stack-strings-sp-above-stack-at-zero")
+        let bytes = try [UInt8](Data(contentsOf: url))
+        let report = try XCTUnwrap(FuzzTarget.report(ofRecord: bytes), "the record parses")
+        XCTAssertEqual(report.event.signal?.name, "SIGABRT")
+        XCTAssertEqual(report.event.crashedThreadRecord?.registers?["rsp"]?.value, UInt64.max)
+        XCTAssertNotNil(report.event.title)
+        XCTAssertEqual(Array(report.minidump.prefix(4)), Array("MDMP".utf8))
+    }
 }

@@ -14,6 +14,7 @@
 import BoundedBytes
 import CCrashPortProtocol
 import Foundation
+import LiveProcess
 import ReportModel
 import Symbolication
 import Unwinding
@@ -37,6 +38,13 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// The wire messages the stub sends on the socket (header, hello, goodbye, crash record), and the
     /// app area the watcher reads out of a crashed process.
     case wire
+    /// A crash, error or hang record through to its report, as the sidecar would make it of a
+    /// process it must not read: the snapshot of CaptureSession.spooled (the crashed thread
+    /// from the record's registers and stack copy, the modules of a maps text), the stack
+    /// strings of the record's copy, the event (unwinding, symbolication, the stack-overflow
+    /// verdict, the culprit, the title), the crash log, the Sentry event and the minidump,
+    /// read back. No live process is read: not the pid the record names, not any other.
+    case recordReport = "record-report"
 
     /// Runs the target over one input.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -47,6 +55,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .minidump: Self.minidump(bytes)
         case .event: Self.event(bytes)
         case .wire: Self.wire(bytes)
+        case .recordReport: Self.recordReport(bytes)
         }
     }
 
@@ -254,6 +263,97 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             _ = record.forwardedFirst
             _ = record.reraise
         }
+    }
+}
+
+// MARK: - Record to report
+
+extension FuzzTarget {
+    /// The modules' files, parsed once for every input that names them.
+    static let recordCache = ELFCache()
+    /// The only paths a maps line of an input keeps: any other is replaced by one of these, so
+    /// that an input opens no file it names (a FIFO, a device), only real ELF files or none.
+    static let mapsPaths = [
+        "", "[stack]", "[heap]", "[vdso]", "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+    ]
+
+    /// The input: a record's wire bytes (a CRASH or ERROR message, its stack copy as long as
+    /// its stack_size says, up to the input's end), then a maps text. The record's header and
+    /// stack_size are set to agree with that split, so the fuzzer spends its time on the
+    /// fields behind them; the reserved word after stack_size chooses a record the watcher
+    /// makes itself (bits 0-1: 1 a hang of fault_address ms, 2 an exit with status `code`;
+    /// bits 2-3 the exit's cause).
+    static func recordReport(_ input: UnsafeRawBufferPointer) {
+        _ = report(ofRecord: Array(input))
+    }
+
+    /// What `record-report` makes of an input: the event and the minidump's bytes; nil when
+    /// the bytes are not a record (the wire parser's error is the answer then).
+    public static func report(ofRecord bytes: [UInt8]) -> (event: Event, minidump: [UInt8])? {
+        let fixed = CrashRecord.fixedSize
+        guard bytes.count >= fixed else { return nil }
+        let wire = { (offset: Int) in
+            UInt32(bytes[offset]) | UInt32(bytes[offset + 1]) << 8 | UInt32(bytes[offset + 2]) << 16
+                | UInt32(bytes[offset + 3]) << 24
+        }
+        let stackSizeOffset = MemoryLayout<cp_crash>.offset(of: \cp_crash.stack_size)!
+        let stackSize = min(Int(wire(stackSizeOffset)), bytes.count - fixed, Int(CP_STACK_COPY_MAX))
+        let recordEnd = fixed + stackSize
+        var message = Array(bytes[..<recordEnd])
+        let type = wire(12) == CP_MSG_ERROR.rawValue ? CP_MSG_ERROR.rawValue : CP_MSG_CRASH.rawValue
+        for (offset, value) in [
+            (0, UInt32(CP_MAGIC)), (4, UInt32(CP_VERSION)), (8, UInt32(recordEnd)), (12, type),
+            (stackSizeOffset, UInt32(stackSize)),
+        ] {
+            withUnsafeBytes(of: value.littleEndian) { for byte in 0..<4 { message[offset + byte] = $0[byte] } }
+        }
+        guard var record = try? CrashRecord(bytes: message) else { return nil }
+        let choice = wire(stackSizeOffset + 4)
+        switch choice & 3 {
+        case 1: record.observation = .hang(milliseconds: record.faultAddress)
+        case 2:
+            let causes = ["exit", "signal", "oom-kill", Watchdog.cause]
+            record.observation = .exit(status: record.code, cause: causes[Int(choice >> 2 & 3)])
+        default: break
+        }
+        let maps = recordMaps(Array(bytes[recordEnd...]), stack: record.stack)
+        var capture = CaptureSession.spooled(
+            record: record, executable: nil, maps: maps, mapsTruncated: false, cache: recordCache)
+        capture.stackStrings = StackStrings.read(record: record, mappings: MemoryMapping.parse(maps))
+        let fileBytes = UnwindFileBytes()
+        var event = ReportBuilder.event(
+            for: capture, id: "fuzz-record", timestamp: "2026-01-01T00:00:00.000Z", fileBytes: fileBytes)
+        event.capturedFrom = "spool"
+        _ = try? event.jsonData()
+        _ = CrashLog.full(event)
+        _ = CrashLog.summary(event, reportPath: "fuzz-record")
+        _ = CrashLog.oneLine(event)
+        _ = try? SentryEvent.jsonData(for: event, options: SentryEvent.Options(sdkVersion: "fuzz"))
+        var snapshot = capture.snapshot
+        snapshot.extraMemory += fileBytes.regions
+        let dump = MinidumpWriter().bytes(for: snapshot)
+        _ = try? Minidump(bytes: dump)
+        return (event, dump)
+    }
+
+    /// The input's maps lines (at most 64), each with its path kept only when it is one of
+    /// `mapsPaths` (else replaced by one of them), and a `[stack]` line over the record's stack
+    /// copy: a stack the record's pointers may point into, as the stub's maps would show it.
+    static func recordMaps(_ text: [UInt8], stack: MemoryRegion) -> String {
+        func hex(_ value: UInt64) -> String { String(value, radix: 16) }
+        var lines: [String] = []
+        if stack.start < stack.end {
+            lines.append("\(hex(stack.start))-\(hex(stack.end)) rw-p 00000000 00:00 0 [stack]")
+        }
+        for mapping in MemoryMapping.parse(text).prefix(64) {
+            let path = mapsPaths.contains(mapping.path) ? mapping.path : mapsPaths[mapping.path.utf8.count % mapsPaths.count]
+            let perms =
+                (mapping.readable ? "r" : "-") + (mapping.writable ? "w" : "-") + (mapping.executable ? "x" : "-") + "p"
+            lines.append(
+                "\(hex(mapping.start))-\(hex(mapping.end)) \(perms) \(hex(mapping.offset)) 00:00 \(mapping.inode) \(path)")
+        }
+        return lines.joined(separator: "\n") + "\n"
     }
 }
 

@@ -45,6 +45,14 @@ final class HangMonitorTests: XCTestCase {
         }
     }
 
+    /// A limit no clock reaches (--hang-ms or a configuration's hang-ms of 2^64-1) is no limit,
+    /// not an overflow trap.
+    func testALimitPastTheClockNeverFires() {
+        var monitor = HangMonitor(milliseconds: .max)
+        XCTAssertEqual(monitor.look(header: header(count: 1), now: 0), .fine)
+        XCTAssertEqual(monitor.look(header: header(count: 1), now: .max - 1), .fine)
+    }
+
     /// A program that scribbles on its heartbeat: values that change at every look are beats
     /// (it is alive), and a scribble that freezes, thaws and freezes again is a hang each time,
     /// but at most five are reported in ten minutes (numbered, so the report can say so); the
