@@ -339,7 +339,7 @@ public enum CaptureSession {
 
         /// At most `limit` bytes, and none from `below` on.
         func stack(from sp: UInt64, limit: Int, below: UInt64? = nil) -> MemoryRegion? {
-            let start = sp &- 128
+            let start = sp.checkedSubtracting(128) ?? 0
             // After a stack overflow sp lies below the stack mapping: in the gap the kernel keeps
             // under a main stack, or in a thread's guard page (a PROT_NONE mapping of its own,
             // up to a probe's reach into it). The stack is the readable mapping just above.
@@ -416,7 +416,8 @@ public enum CaptureSession {
         guard let mapping = stacks.mappings.first(where: { $0.contains(pc) }), mapping.readable,
             !threads.contains(where: { $0.stack?.contains(pc) ?? false })
         else { return [] }
-        let from = max(mapping.start, pc &- 128), to = min(mapping.end, pc &+ 128)
+        // pc is the record's: near either end of the address space the window is clipped, never wrapped.
+        let from = max(mapping.start, pc.checkedSubtracting(128) ?? 0), to = min(mapping.end, pc.checkedAdding(128) ?? .max)
         let bytes = stacks.memory.bytes(at: from, count: Int(to - from))
         return bytes.isEmpty ? [] : [MemoryRegion(start: from, bytes: bytes)]
     }

@@ -45,7 +45,9 @@ public final class MappedFile: @unchecked Sendable {
         self.path = name ?? path
         owned = false
         fileBacked = true
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: a path from a process's maps or a spool file may name a FIFO, whose open
+        // would otherwise wait for a writer; it is refused below, as anything not regular is.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { throw ObjectFileError.cannotOpen(path: path, errno: errno) }
         defer { close(fd) }
         var info = stat()
