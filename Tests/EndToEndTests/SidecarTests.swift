@@ -156,6 +156,20 @@ func waitUntil(_ what: String, timeout: TimeInterval, _ condition: () throws -> 
     }
 }
 
+extension Process {
+    /// Sets the command, run as `user` through runuser when given, with this process's
+    /// environment, Swift's backtracer off and `environment` on top.
+    func prepare(_ command: [String], user: String?, environment: [String: String]) {
+        let full = (user.map { ["/usr/sbin/runuser", "-u", $0, "--"] } ?? []) + command
+        executableURL = URL(fileURLWithPath: full[0])
+        arguments = Array(full.dropFirst())
+        var merged = ProcessInfo.processInfo.environment
+        merged["SWIFT_BACKTRACE"] = "enable=no"
+        for (key, value) in environment { merged[key] = value }
+        self.environment = merged
+    }
+}
+
 /// A program that waits for a line on stdin before it crashes (Tests/Fixtures/sidecar/waiter.c).
 final class Waiter {
     let process = Process()
@@ -165,14 +179,7 @@ final class Waiter {
     let pid: Int32
 
     init(_ executable: String, arguments: [String] = [], environment: [String: String], user: String? = nil) throws {
-        var command = [executable] + arguments
-        if let user { command = ["/usr/sbin/runuser", "-u", user, "--"] + command }
-        process.executableURL = URL(fileURLWithPath: command[0])
-        process.arguments = Array(command.dropFirst())
-        var merged = ProcessInfo.processInfo.environment
-        merged["SWIFT_BACKTRACE"] = "enable=no"
-        for (key, value) in environment { merged[key] = value }
-        process.environment = merged
+        process.prepare([executable] + arguments, user: user, environment: environment)
         process.standardInput = input
         process.standardOutput = output
         process.standardError = errors

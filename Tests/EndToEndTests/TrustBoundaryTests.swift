@@ -24,13 +24,7 @@ final class UserProcess {
     private var buffered: [UInt8] = []
 
     init(_ command: [String], user: String?, environment: [String: String] = [:]) throws {
-        let full = (user.map { ["/usr/sbin/runuser", "-u", $0, "--"] } ?? []) + command
-        process.executableURL = URL(fileURLWithPath: full[0])
-        process.arguments = Array(full.dropFirst())
-        var merged = ProcessInfo.processInfo.environment
-        merged["SWIFT_BACKTRACE"] = "enable=no"
-        for (key, value) in environment { merged[key] = value }
-        process.environment = merged
+        process.prepare(command, user: user, environment: environment)
         process.standardInput = input
         process.standardOutput = output
         process.standardError = FileHandle.standardError

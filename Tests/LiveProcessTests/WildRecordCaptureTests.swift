@@ -25,9 +25,15 @@ final class WildRecordCaptureTests: XCTestCase {
             sleeper.waitUntilExit()
         }
         let pid = ProcessID(sleeper.processIdentifier)
-        // Until it has exec'd sleep (Process returns once it has forked).
-        for _ in 0..<500 where ProcFiles.executable(of: pid)?.hasSuffix("sleep") != true { usleep(10_000) }
-        let maps = MemoryMapping.parse(try [UInt8](Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/maps"))))
+        // Until sleep's code is mapped (Process returns once it has spawned; /proc/PID/exe names
+        // the new program before the kernel has mapped it). /proc files say size 0: read to
+        // their end, as capture does.
+        var maps: [MemoryMapping] = []
+        for _ in 0..<500 {
+            maps = MemoryMapping.parse(ProcFiles.read("/proc/\(pid)/maps") ?? [])
+            if maps.contains(where: { $0.executable && $0.path.hasSuffix("sleep") }) { break }
+            usleep(10_000)
+        }
         let stack = try XCTUnwrap(maps.first { $0.path == "[stack]" })
         let code = try XCTUnwrap(maps.first { $0.executable && $0.readable })
         let edges: [UInt64] = [0, 1, 127, 128, UInt64.max - 127, UInt64.max - 8, UInt64.max, stack.end &- 64]
