@@ -128,6 +128,12 @@ public enum CaptureSession {
         switch access.openMemory() {
         case .success(let opened):
             memory = opened
+            // Every thread of it held (none failed, none appeared unseized): see ProcessMemory.frozen.
+            memory.frozen =
+                session.map { held in
+                    held.failures.isEmpty && !held.stopped.isEmpty
+                        && Set(ProcFiles.threads(of: pid)).isSubset(of: Set(held.stopped))
+                } ?? false
             // Not dumpable at its crash, and read for another user: what the process asked for
             // holds, whatever the kernel says now. (Read for its own user, the sidecar's owner,
             // it is captured live: the crashing thread's registers from ptrace.)
@@ -377,16 +383,19 @@ public enum CaptureSession {
         {
             crashed.stack = stack
         }
-        if crashed.name.isEmpty { crashed.name = access.threadName(record.tid) }
+        // Every thread's name, with one change of credentials.
+        let others = session?.stopped.filter { $0 != record.tid } ?? []
+        let names = access.threadNames(crashed.name.isEmpty ? [record.tid] + others : others)
+        if crashed.name.isEmpty { crashed.name = names[record.tid] ?? "" }
         var threads = [crashed]
         guard let session else { return threads }
-        for tid in session.stopped where tid != record.tid {
+        for tid in others {
             do {
                 let registers = try session.registers(of: tid)
                 let set = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
                 threads.append(
                     ThreadSnapshot(
-                        tid: tid, name: access.threadName(tid), registers: set,
+                        tid: tid, name: names[tid] ?? "", registers: set,
                         stack: stacks.stack(from: set.rsp, limit: options.threadStackLimit)))
             } catch {
                 notes.append("thread \(tid): \(error)")

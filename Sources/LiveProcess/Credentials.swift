@@ -120,6 +120,10 @@ public struct ProcessAccess: Sendable {
     /// The target of /proc/PID/exe, as the user may see it.
     public var executable: String? { (try? perform { ProcFiles.executable(of: pid) }) ?? nil }
 
-    /// A thread's name (/proc/PID/task/TID/comm), as the user may see it.
-    public func threadName(_ tid: ThreadID) -> String { (try? perform { ProcFiles.threadName(pid: pid, tid: tid) }) ?? "" }
+    /// Threads' names (/proc/PID/task/TID/comm), as the user may see them, read with one change
+    /// of credentials.
+    public func threadNames(_ tids: [ThreadID]) -> [ThreadID: String] {
+        (try? perform { Dictionary(tids.map { ($0, ProcFiles.threadName(pid: pid, tid: $0)) }, uniquingKeysWith: { a, _ in a }) })
+            ?? [:]
+    }
 }

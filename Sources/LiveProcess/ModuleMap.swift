@@ -58,6 +58,8 @@ enum ModuleMap {
         access: ProcessAccess?, mappings: [MemoryMapping], executable: String?, memory: ProcessMemory?, cache: ELFCache
     ) -> [PendingModule] {
         var modules: [PendingModule] = []
+        // The modules whose files are not cached yet: opened together below.
+        var wanted: [(position: Int, mapping: MemoryMapping)] = []
         var index = 0
         while index < mappings.count {
             let first = mappings[index]
@@ -83,10 +85,11 @@ enum ModuleMap {
             let key = (access?.credentials.map { "uid \($0.uid)|" } ?? "") + "\(first.path)|\(first.inode)"
             var pending = PendingModule(
                 module: LoadedModule(path: first.path, base: first.start, size: size, buildID: mapped), key: key)
-            if !cache.contains(key) {
-                pending.file = Result { try Self.file(of: first, access: access) }
-            }
+            if !cache.contains(key) { wanted.append((modules.count, first)) }
             modules.append(pending)
+        }
+        for (position, file) in zip(wanted.map(\.position), files(of: wanted.map(\.mapping), access: access)) {
+            modules[position].file = file
         }
         // The main executable first.
         if let executable, let position = modules.firstIndex(where: { $0.module.path == executable }), position > 0 {
@@ -132,22 +135,35 @@ enum ModuleMap {
         }
     }
 
-    /// The file of a module's first mapping, opened as the process's user may open it (see the
-    /// file's comment). Without a process (a spooled crash, long gone), by its path, as the
-    /// caller's credentials allow.
-    static func file(of mapping: MemoryMapping, access: ProcessAccess?) throws -> MappedFile {
-        let path = filePath(mapping.path)
-        guard let access else { return try MappedFile(path: path) }
+    /// The files of modules' first mappings, opened as the process's user may open them (see the
+    /// file's comment): by path inside its root, all with one change of credentials; through
+    /// map_files (root's) only those that were not the inode mapped, and only when its mode lets
+    /// that user read it. Without a process (a spooled crash, long gone), by path, as the caller's
+    /// credentials allow.
+    static func files(of mappings: [MemoryMapping], access: ProcessAccess?) -> [Result<MappedFile, Error>] {
+        guard let access else { return mappings.map { mapping in Result { try MappedFile(path: filePath(mapping.path)) } } }
         let pid = access.pid
-        let inRoot = try? access.perform { try MappedFile(path: "/proc/\(pid)/root" + path, name: path) }
-        if let inRoot, inRoot.inode == mapping.inode { return inRoot }
-        let mapFile = "/proc/\(pid)/map_files/\(String(mapping.start, radix: 16))-\(String(mapping.end, radix: 16))"
-        let mapped = try MappedFile(path: mapFile, name: path)
-        if let credentials = access.credentials, !mapped.readable(by: credentials.uid, gid: credentials.gid) {
-            throw InspectionError.malformed(
-                "\(path) (inode \(mapping.inode)) is not readable by uid \(credentials.uid): not opened for its report")
+        let inRoot: [MappedFile?] =
+            (try? access.perform {
+                mappings.map { mapping -> MappedFile? in
+                    let path = filePath(mapping.path)
+                    let file = try? MappedFile(path: "/proc/\(pid)/root" + path, name: path)
+                    return file?.inode == mapping.inode ? file : nil
+                }
+            }) ?? mappings.map { _ in nil }
+        return zip(mappings, inRoot).map { mapping, opened in
+            Result {
+                if let opened { return opened }
+                let path = filePath(mapping.path)
+                let mapFile = "/proc/\(pid)/map_files/\(String(mapping.start, radix: 16))-\(String(mapping.end, radix: 16))"
+                let mapped = try MappedFile(path: mapFile, name: path)
+                if let credentials = access.credentials, !mapped.readable(by: credentials.uid, gid: credentials.gid) {
+                    throw InspectionError.malformed(
+                        "\(path) (inode \(mapping.inode)) is not readable by uid \(credentials.uid): not opened for its report")
+                }
+                return mapped
+            }
         }
-        return mapped
     }
 
     /// A mapped path without the " (deleted)" maps appends to a file removed since.

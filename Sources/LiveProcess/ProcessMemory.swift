@@ -17,8 +17,13 @@ import Glibc
 public final class ProcessMemory: MemoryReader {
     public let pid: ProcessID
     private var memFD: Int32 = -1
-    /// Whether `memFD` was opened by ProcessAccess for a user: the only way in.
+    /// Whether `memFD` was opened by ProcessAccess for a user: the only way in, unless `frozen`.
     private let bound: Bool
+    /// Set by capture once every thread of the process is stopped under ptrace and the kernel
+    /// has let the user open its memory: nothing in it can run, so its credentials and memory
+    /// are the ones the kernel judged, and process_vm_readv (faster than /proc/PID/mem, but
+    /// checked against the watcher's own credentials) reads exactly what the descriptor would.
+    var frozen = false
 
     public init(pid: ProcessID) {
         self.pid = pid
@@ -38,7 +43,7 @@ public final class ProcessMemory: MemoryReader {
 
     public func readUpTo(from address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
         guard buffer.count > 0, let base = buffer.baseAddress else { return 0 }
-        if !bound {
+        if !bound || frozen {
             let count = cp_read_process_memory(pid.rawValue, address, base, UInt(buffer.count))
             if count > 0 { return count }
         }

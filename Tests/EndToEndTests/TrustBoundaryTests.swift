@@ -283,6 +283,30 @@ final class TrustBoundaryTests: XCTestCase {
         sidecar.stop()
     }
 
+    /// A user's own process with many threads, under a root sidecar: every thread captured and
+    /// unwound (held by ptrace, its memory opened as the user, then read while it is frozen).
+    func testAUsersOwnThreadsAreAllCaptured() throws {
+        let scene = try Scene("threads")
+        defer { scene.user.remove() }
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/threads.c")], output: scene.directory + "/threads",
+            flags: ["-O1", "-g", "-pthread"])
+        let sidecar = try sidecar(in: scene)
+        let run = try TestSupport.run(
+            [
+                "/usr/sbin/runuser", "-u", scene.user.name, "--", "env", "LD_PRELOAD=\(try scene.stub())",
+                "CRASHPORT_SOCKET=\(sidecar.socket)", program, "8",
+            ])
+        XCTAssertNotEqual(run.status, .exited(0))
+        let events = try sidecar.waitForReports(1, uid: scene.user.uid)
+        let threads = events[0].threads ?? []
+        XCTAssertEqual(threads.count, 9, sidecar.log)
+        let parked = threads.filter { ($0.frames ?? []).contains { $0.function == "park_here" } }
+        XCTAssertEqual(parked.count, 8, "every parked thread unwound to park_here")
+        XCTAssertFalse((events[0].notes ?? []).contains { $0.contains("without its memory") })
+        sidecar.stop()
+    }
+
     /// The other side of the boundary: a process its user may read is still captured whole for
     /// that user, traced to its SIGKILL (stacks at the exit stops) and at a crash.
     func testAUsersOwnTracedProcessKeepsItsStacks() throws {
