@@ -169,7 +169,10 @@ public enum CaptureSession {
                     "its memory is not its user's to read (\(error): the kernel refused it to uid \(access.credentials?.uid ?? getuid()), as it would refuse that user; a setuid, setgid or file-capability program, or one that made itself not dumpable)"
             )
         }
-        let mapsBytes = access.read("maps")
+        // The /proc files a report keeps, read now with one change of credentials.
+        let proc = access.procFiles(
+            ["maps", "cmdline", "auxv"] + (status == nil ? ["status"] : []) + (options.captureEnvironment ? ["environ"] : []))
+        let mapsBytes = proc.files["maps"]
         let mappings = mapsBytes.map { MemoryMapping.parse($0) } ?? []
         if mapsBytes == nil { notes.append("/proc/\(pid)/maps unreadable: modules unknown") }
         // /proc/PID/stat: fields[0] is field 3, the state; fields[19] field 22, the start time.
@@ -193,7 +196,7 @@ public enum CaptureSession {
         let stacks = StackReader(mappings: mappings, memory: memory)
         let threads = threadSnapshots(
             record: record, access: access, session: session, live: live, stacks: stacks, options: options, notes: &notes)
-        let executable = access.executable
+        let executable = proc.executable
         let pendingModules = ModuleMap.pending(
             access: access, mappings: mappings, executable: executable, memory: live ? memory : nil, cache: cache)
         var extra =
@@ -204,11 +207,11 @@ public enum CaptureSession {
                 threads: threads, crashedThreadID: record.tid, extra: extra, stacks: stacks, options: options)
         }
         var files = LinuxFiles()
-        files.procStatus = status ?? access.read("status")
-        files.cmdLine = access.read("cmdline")
-        files.auxv = access.read("auxv")
+        files.procStatus = status ?? proc.files["status"]
+        files.cmdLine = proc.files["cmdline"]
+        files.auxv = proc.files["auxv"]
         files.maps = mapsBytes
-        if options.captureEnvironment { files.environ = access.read("environ") }
+        files.environ = proc.files["environ"]
         let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
         let appArea = live ? readAppArea(at: record.appArea, memory: memory, notes: &notes) : nil
         let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)

@@ -117,8 +117,20 @@ public struct ProcessAccess: Sendable {
         (try? perform { ProcFiles.read("/proc/\(pid)/\(name)", limit: limit) }) ?? nil
     }
 
-    /// The target of /proc/PID/exe, as the user may see it.
-    public var executable: String? { (try? perform { ProcFiles.executable(of: pid) }) ?? nil }
+    /// Several /proc/PID files and the target of /proc/PID/exe, read with one change of
+    /// credentials (capture reads them all while the process is held); a file that cannot be
+    /// opened is left out.
+    public func procFiles(_ names: [String]) -> (files: [String: [UInt8]], executable: String?) {
+        (try? perform {
+            (
+                Dictionary(
+                    names.compactMap { name in ProcFiles.read("/proc/\(pid)/\(name)").map { (name, $0) } },
+                    uniquingKeysWith: { first, _ in first }),
+                ProcFiles.executable(of: pid)
+            )
+        }) ?? ([:], nil)
+    }
+
 
     /// Threads' names (/proc/PID/task/TID/comm), as the user may see them, read with one change
     /// of credentials.
