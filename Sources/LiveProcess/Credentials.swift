@@ -131,7 +131,6 @@ public struct ProcessAccess: Sendable {
         }) ?? ([:], nil)
     }
 
-
     /// Threads' names (/proc/PID/task/TID/comm), as the user may see them, read with one change
     /// of credentials.
     public func threadNames(_ tids: [ThreadID]) -> [ThreadID: String] {
