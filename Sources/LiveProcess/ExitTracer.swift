@@ -28,7 +28,6 @@
 // TraceGroup: one waitpid(-1) collects for all of them, and each status goes to the tracer of
 // its thread, to be handled when that tracer pumps.
 
-import CShims
 import ReportModel
 #if canImport(Glibc)
 import Glibc
@@ -88,20 +87,7 @@ public final class ExitTracer: ThreadHold {
     private var failedThreads: [(tid: ThreadID, reason: String)] = []
     private var captureStopped: [Int32] = []
 
-    static let PTRACE_SEIZE: Int32 = 0x4206
-    static let PTRACE_INTERRUPT: Int32 = 0x4207
-    static let PTRACE_LISTEN: Int32 = 0x4208
-    static let PTRACE_CONT: Int32 = 7
-    static let PTRACE_DETACH: Int32 = 17
-    static let PTRACE_GETEVENTMSG: Int32 = 0x4201
-    static let PTRACE_O_TRACECLONE: UInt = 0x08
-    static let PTRACE_O_TRACEEXEC: UInt = 0x10
-    static let PTRACE_O_TRACEEXIT: UInt = 0x40
-    static let PTRACE_EVENT_CLONE: Int32 = 3
-    static let PTRACE_EVENT_EXEC: Int32 = 4
-    static let PTRACE_EVENT_EXIT: Int32 = 6
-    static let PTRACE_EVENT_STOP: Int32 = 128
-    static let options = PTRACE_O_TRACEEXIT | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC
+    static let options: Ptrace.Options = [.PTRACE_O_TRACEEXIT, .PTRACE_O_TRACECLONE, .PTRACE_O_TRACEEXEC]
 
     /// A tracer for `pid`, on the calling thread, which traces the other processes of `group`
     /// too (a launcher's tracer is alone in its group).
@@ -123,7 +109,7 @@ public final class ExitTracer: ThreadHold {
             let listed = ProcFiles.threads(of: processID).map(\.rawValue).filter { threads[$0] == nil }
             if listed.isEmpty && pass > 0 { break }
             for tid in (pass == 0 ? [pid] + listed.filter { $0 != pid } : listed) where threads[tid] == nil {
-                if cp_ptrace(Self.PTRACE_SEIZE, tid, 0, UInt(Self.options)) == 0 {
+                if Ptrace.call(.PTRACE_SEIZE, tid, data: Self.options.rawValue) == 0 {
                     threads[tid] = .running
                     if tid == pid { group.members[pid] = self }
                 } else if tid == pid {
@@ -159,21 +145,20 @@ public final class ExitTracer: ThreadHold {
             return .ended(status: status)
         }
         let signal = (status >> 8) & 0x7F
-        let event = (status >> 16) & 0xFFFF
-        switch event {
-        case Self.PTRACE_EVENT_EXIT:
+        switch Ptrace.event(ofStop: status) {
+        case .PTRACE_EVENT_EXIT?:
             let exitStatus = eventMessage(tid)
             if Self.isFatal(exitStatus) || (holdFailedExits && exitStatus & 0x7F == 0 && exitStatus >> 8 != 0) {
                 threads[tid] = .exiting(status: exitStatus)
                 return .exiting(tid: tid, status: exitStatus)
             }
             resume(tid, signal: 0)
-        case Self.PTRACE_EVENT_CLONE:
+        case .PTRACE_EVENT_CLONE?:
             let child = eventMessage(tid)
             // Its first stop (PTRACE_EVENT_STOP) may come before or after this one.
             if child > 0 && threads[child] == nil { threads[child] = .running }
             continueOrHold(tid, signal: 0)
-        case Self.PTRACE_EVENT_EXEC:
+        case .PTRACE_EVENT_EXEC?:
             // Every other thread is gone; the execing one now has the leader's id.
             let old = eventMessage(tid)
             if old != tid { threads[old] = nil }
@@ -188,14 +173,14 @@ public final class ExitTracer: ThreadHold {
                 )
             }
             continueOrHold(tid, signal: 0)
-        case Self.PTRACE_EVENT_STOP:
+        case .PTRACE_EVENT_STOP?:
             if [SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU].contains(signal) {
                 if suspending {
                     threads[tid] = .held(signal: 0, groupStop: true)
                     captureStopped.append(tid)
                 } else {
                     threads[tid] = .listening
-                    _ = cp_ptrace(Self.PTRACE_LISTEN, tid, 0, 0)
+                    _ = Ptrace.call(.PTRACE_LISTEN, tid)
                 }
             } else {
                 // PTRACE_INTERRUPT's stop, a new thread's first stop, or the end of a group-stop.
@@ -228,14 +213,14 @@ public final class ExitTracer: ThreadHold {
     /// through waitpid).
     private func resume(_ tid: Int32, signal: Int32) {
         threads[tid] = .running
-        _ = cp_ptrace(Self.PTRACE_CONT, tid, 0, UInt(signal))
+        _ = Ptrace.call(.PTRACE_CONT, tid, data: UInt(signal))
     }
 
     /// PTRACE_GETEVENTMSG of a thread in an event stop: an exit's wait status, a new thread's
     /// id, an exec's former thread id.
     private func eventMessage(_ tid: Int32) -> Int32 {
         var message: UInt = 0
-        _ = withUnsafeMutablePointer(to: &message) { cp_ptrace(Self.PTRACE_GETEVENTMSG, tid, 0, UInt(bitPattern: $0)) }
+        _ = withUnsafeMutablePointer(to: &message) { Ptrace.call(.PTRACE_GETEVENTMSG, tid, data: UInt(bitPattern: $0)) }
         return Int32(truncatingIfNeeded: message)
     }
 
@@ -279,7 +264,7 @@ public final class ExitTracer: ThreadHold {
         suspending = true
         for (tid, state) in threads {
             switch state {
-            case .running, .listening: _ = cp_ptrace(Self.PTRACE_INTERRUPT, tid, 0, 0)
+            case .running, .listening: _ = Ptrace.call(.PTRACE_INTERRUPT, tid)
             case .exiting, .held: break
             }
         }
@@ -317,7 +302,7 @@ public final class ExitTracer: ThreadHold {
             case .held(let signal, let groupStop)?:
                 if groupStop {
                     threads[tid] = .listening
-                    _ = cp_ptrace(Self.PTRACE_LISTEN, tid, 0, 0)
+                    _ = Ptrace.call(.PTRACE_LISTEN, tid)
                 } else {
                     resume(tid, signal: signal)
                 }
@@ -336,7 +321,7 @@ public final class ExitTracer: ThreadHold {
     public func detachEverything() {
         for (tid, state) in threads {
             switch state {
-            case .running, .listening: _ = cp_ptrace(Self.PTRACE_INTERRUPT, tid, 0, 0)
+            case .running, .listening: _ = Ptrace.call(.PTRACE_INTERRUPT, tid)
             case .exiting, .held: break
             }
         }
@@ -358,7 +343,7 @@ public final class ExitTracer: ThreadHold {
         let deadline = monotonicNanoseconds() + 500_000_000
         while !pending.isEmpty && monotonicNanoseconds() < deadline {
             for (tid, signal) in pending {
-                if cp_ptrace(Self.PTRACE_DETACH, tid, 0, UInt(signal)) == 0 {
+                if Ptrace.call(.PTRACE_DETACH, tid, data: UInt(signal)) == 0 {
                     pending[tid] = nil
                     continue
                 }
@@ -444,7 +429,7 @@ public final class TraceGroup {
             let signal = (status >> 8) & 0x7F
             let event = (status >> 16) & 0xFFFF
             let deliver = event == 0 && signal != SIGTRAP && signal != SIGSTOP ? signal : 0
-            _ = cp_ptrace(ExitTracer.PTRACE_DETACH, tid, 0, UInt(deliver))
+            _ = Ptrace.call(.PTRACE_DETACH, tid, data: UInt(deliver))
         }
     }
 

@@ -41,14 +41,6 @@ public final class PtraceSession {
     /// the parent's to reap, not the tracer's.
     private let isParent: Bool
 
-    static let PTRACE_SEIZE: Int32 = 0x4206
-    static let PTRACE_INTERRUPT: Int32 = 0x4207
-    static let PTRACE_GETREGSET: Int32 = 0x4204
-    static let PTRACE_DETACH: Int32 = 17
-    static let NT_PRSTATUS: UInt = 1
-    static let NT_PRFPREG: UInt = 2
-    static let PTRACE_EVENT_STOP: Int32 = 128
-
     public init(pid: ProcessID) {
         processID = pid
         self.pid = pid.rawValue
@@ -69,7 +61,7 @@ public final class PtraceSession {
             if tids.isEmpty { break }
             for tid in tids {
                 if firstSeizeNanoseconds == 0 { firstSeizeNanoseconds = monotonicNanoseconds() }
-                if cp_ptrace(Self.PTRACE_SEIZE, tid, 0, 0) != 0 {
+                if Ptrace.call(.PTRACE_SEIZE, tid) != 0 {
                     let error = errno
                     if error == ESRCH { continue }  // exited meanwhile
                     if seized.isEmpty && tid == tids.first && stoppedThreads.isEmpty && (error == EPERM || error == EACCES) {
@@ -79,7 +71,7 @@ public final class PtraceSession {
                     continue
                 }
                 seized.insert(tid)
-                if cp_ptrace(Self.PTRACE_INTERRUPT, tid, 0, 0) != 0 {
+                if Ptrace.call(.PTRACE_INTERRUPT, tid) != 0 {
                     failedThreads.append((tid, "PTRACE_INTERRUPT: \(String(cString: strerror(errno)))"))
                 }
             }
@@ -119,9 +111,10 @@ public final class PtraceSession {
             guard waitpid(tid, &status, __WALL | WNOHANG) == tid else { return .nothing }
             if !Self.stopped(status) { return .exited }
             let signal = (status >> 8) & 0x7F
-            let event = status >> 16
             // A signal-delivery-stop: the signal is given back on detach.
-            return .stopped(signal: event != Self.PTRACE_EVENT_STOP && signal != SIGTRAP && signal != SIGSTOP ? signal : 0)
+            return .stopped(
+                signal: Ptrace.event(ofStop: status) != .PTRACE_EVENT_STOP && signal != SIGTRAP && signal != SIGSTOP
+                    ? signal : 0)
         default:
             return errno == EINTR ? .nothing : .gone
         }
@@ -157,18 +150,18 @@ public final class PtraceSession {
     /// The registers of a thread in a ptrace-stop of this thread's tracee.
     static func readRegisters(_ tid: Int32) throws -> (gpr: [UInt64], fxsave: [UInt8]) {
         var gpr = [UInt64](repeating: 0, count: X86_64Registers.gprCount)
-        guard gpr.withUnsafeMutableBytes({ getRegSet(tid, Self.NT_PRSTATUS, $0) }) else {
+        guard gpr.withUnsafeMutableBytes({ getRegSet(tid, .NT_PRSTATUS, $0) }) else {
             throw InspectionError.system(call: "PTRACE_GETREGSET(NT_PRSTATUS, \(tid))", errno: errno)
         }
         var fxsave = [UInt8](repeating: 0, count: 512)
-        let fpOK = fxsave.withUnsafeMutableBytes { getRegSet(tid, Self.NT_PRFPREG, $0) }
+        let fpOK = fxsave.withUnsafeMutableBytes { getRegSet(tid, .NT_PRFPREG, $0) }
         return (gpr, fpOK ? fxsave : [])
     }
 
-    private static func getRegSet(_ tid: Int32, _ type: UInt, _ bytes: UnsafeMutableRawBufferPointer) -> Bool {
+    private static func getRegSet(_ tid: Int32, _ set: Ptrace.RegisterSet, _ bytes: UnsafeMutableRawBufferPointer) -> Bool {
         var vector = iovec(iov_base: bytes.baseAddress, iov_len: bytes.count)
         return withUnsafeMutablePointer(to: &vector) {
-            cp_ptrace(Self.PTRACE_GETREGSET, tid, type, UInt(bitPattern: $0)) == 0
+            Ptrace.call(.PTRACE_GETREGSET, tid, address: set.rawValue, data: UInt(bitPattern: $0)) == 0
         }
     }
 
@@ -178,7 +171,7 @@ public final class PtraceSession {
     /// `leftovers`.
     public func detachAll(timeoutMilliseconds: Int = 1000) {
         var remaining: [Int32] = []
-        for tid in seized where cp_ptrace(Self.PTRACE_DETACH, tid, 0, UInt(pendingSignals[tid] ?? 0)) != 0 {
+        for tid in seized where Ptrace.call(.PTRACE_DETACH, tid, data: UInt(pendingSignals[tid] ?? 0)) != 0 {
             remaining.append(tid)
         }
         let deadline = monotonicNanoseconds() + UInt64(timeoutMilliseconds) * 1_000_000
@@ -190,11 +183,11 @@ public final class PtraceSession {
                     return false
                 case .stopped(let signal):
                     let pending = signal != 0 ? signal : (pendingSignals[tid] ?? 0)
-                    return cp_ptrace(Self.PTRACE_DETACH, tid, 0, UInt(pending)) != 0 && errno != ESRCH
+                    return Ptrace.call(.PTRACE_DETACH, tid, data: UInt(pending)) != 0 && errno != ESRCH
                 case .nothing:
                     if !interrupted.contains(tid) {
                         interrupted.insert(tid)
-                        _ = cp_ptrace(Self.PTRACE_INTERRUPT, tid, 0, 0)
+                        _ = Ptrace.call(.PTRACE_INTERRUPT, tid)
                     }
                     return true
                 }
@@ -227,7 +220,7 @@ public final class PtraceSession {
                 switch poll(tid, sparing: spared) {
                 case .exited, .gone: threads[tid] = nil
                 case .stopped(let signal):
-                    if cp_ptrace(PTRACE_DETACH, tid, 0, UInt(signal)) == 0 || errno == ESRCH { threads[tid] = nil }
+                    if Ptrace.call(.PTRACE_DETACH, tid, data: UInt(signal)) == 0 || errno == ESRCH { threads[tid] = nil }
                 case .nothing: break
                 }
             }

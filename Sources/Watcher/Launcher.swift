@@ -537,7 +537,9 @@ public struct Launcher {
         if signal == SIGTRAP {
             // siginfo_t as int32s: si_signo, si_errno, si_code, padding, si_pid.
             var info = [Int32](repeating: 0, count: 32)
-            let read = info.withUnsafeMutableBytes { cp_ptrace(0x4202, child, 0, UInt(bitPattern: $0.baseAddress)) }
+            let read = info.withUnsafeMutableBytes {
+                Ptrace.call(.PTRACE_GETSIGINFO, child, data: UInt(bitPattern: $0.baseAddress))
+            }
             if read == 0 && info[2] == SI_USER && info[4] == child { signal = 0 }
         }
         if !told {
@@ -546,7 +548,7 @@ public struct Launcher {
                 "\(program) (pid \(child)) made crashport its tracer (PTRACE_TRACEME); crashport detaches and it runs on untraced"
             )
         }
-        _ = cp_ptrace(17, child, 0, UInt(signal))  // PTRACE_DETACH
+        _ = Ptrace.call(.PTRACE_DETACH, child, data: UInt(signal))
     }
 
     /// Every thread held at its exit: the process captured there and reported as a
