@@ -1,5 +1,5 @@
 /*
- * unwind.c: libunwind over an abstract source of registers and memory (DESIGN §5).
+ * unwind.c: libunwind over an abstract source of registers and memory (docs/architecture.md, "The crash path").
  *
  * libunwind's remote API takes a table of accessors. Ours answer from cp_unwind_source
  * callbacks: memory reads come from whatever the caller captured (a live process, a snapshot

@@ -1,6 +1,6 @@
 /*
  * forward.c: the program's own signal handlers, run by crashport the way the kernel would have
- * run them (issue 11; README "crashport keeps the kernel's slot").
+ * run them (issue 11; docs/architecture.md "crashport keeps the kernel's slot").
  *
  * crashport's handler owns the kernel's slot of every signal it handles; the program's action
  * is kept by the stub (actions.h). To run a program handler, this file does what the kernel's

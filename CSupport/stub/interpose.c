@@ -1,7 +1,7 @@
 /*
  * interpose.c: libc functions crashport stands in front of (libcrashport.so only, where
  * LD_PRELOAD or link order puts it before libc's). A static archive leaves this file out: there
- * it would collide with libc.a's own definitions (README: what differs without interposition).
+ * it would collide with libc.a's own definitions (docs/using.md: what differs without interposition).
  *
  *  - pthread_create, so that every new thread gets an alternate signal stack (threads.c). When
  *    crashport is not installed, or the mapping fails, the thread is created exactly as

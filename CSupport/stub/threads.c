@@ -1,5 +1,5 @@
 /*
- * threads.c: an alternate signal stack for every thread (DESIGN §3), so that a stack overflow
+ * threads.c: an alternate signal stack for every thread (docs/architecture.md, "The crash path"), so that a stack overflow
  * on any thread, not only the installing one, is a reported crash.
  *
  * The pthread_create interposer (interpose.c, in libcrashport.so) asks cp_thread_prepare, in

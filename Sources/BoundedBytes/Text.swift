@@ -1,6 +1,6 @@
 // The few text helpers the watcher took from Foundation. crashport links FoundationEssentials
 // only: full Foundation brings ICU's tables (34 MB) and its own start-up, which a cold
-// `crashport symbolicate` read from disk and a sidecar kept in memory (README "Architecture").
+// `crashport symbolicate` read from disk and a sidecar kept in memory (docs/architecture.md).
 
 extension StringProtocol {
     /// The text without leading or trailing whitespace and newlines (`\r` included, which an

@@ -1,4 +1,4 @@
-// Event: the report's JSON, schema "crashport.event.v1" (DESIGN §6).
+// Event: the report's JSON, schema "crashport.event.v1" (docs/using.md; every field optional to readers).
 //
 // Readers treat every field as optional (a report from an older or newer crashport, or a partial
 // one, still decodes); writers fill what they know. Addresses are strings "0x…".

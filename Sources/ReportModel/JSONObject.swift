@@ -1,7 +1,7 @@
 // JSON as loose values, for the shapes crashport does not own: Sentry's event and envelope
 // headers, a before-send hook's answer, a report's upload record read leniently. This is what
 // JSONSerialization gave, over FoundationEssentials' JSONEncoder and JSONDecoder (crashport does
-// not link full Foundation; see README "Architecture").
+// not link full Foundation; see docs/architecture.md).
 //
 // Values are Swift's own: `[String: Any]` objects, `[Any]` arrays, `String`, `Bool`, numbers
 // (`Int` when the number is integral and fits, else `Double`; any integer or floating-point type

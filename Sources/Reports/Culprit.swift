@@ -2,7 +2,7 @@
 // crashing thread (the report's culprit), and the one-line title built from it, the way Sentry,
 // Crashlytics and Bugsnag lead with the program's frame rather than libc's abort machinery.
 //
-// The rule (README, "Which frames are the program's"):
+// The rule (docs/using.md, "Which frames are the program's"):
 //  - a frame is not the program's when its module is a system or runtime library: a path under
 //    /lib, /usr/lib, /lib64, /usr/lib64, /usr/libexec or /opt/swift, the dynamic loader, the vDSO,
 //    or a file named like libc, libm, libstdc++, libgcc_s, libc++, libunwind, the Swift runtime

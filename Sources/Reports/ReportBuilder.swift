@@ -1,4 +1,4 @@
-// ReportBuilder: a Capture, unwound and symbolicated, becomes the event (DESIGN §6).
+// ReportBuilder: a Capture, unwound and symbolicated, becomes the event (docs/using.md, "Using it": the report and its event.json).
 //
 // Runs after the process was released: every thread is unwound from the captured registers
 // and stacks (module code and CFI come from the ELF files), then every frame is symbolicated.

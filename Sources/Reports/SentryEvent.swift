@@ -2,7 +2,7 @@
 // payload of an envelope's `event` item (SentryEnvelope) — the first part of uploading reports
 // (issue 16); nothing here sends anything.
 //
-// The mapping is written down in the README ("Reports in Sentry's shape"); the choices that are
+// The mapping is written down in docs/app-api.md ("Reports in Sentry's shape"); the choices that are
 // not Sentry's own rules, and why:
 //  - `event_id` is a 128-bit FNV-1a hash of the report id, so converting the same report twice
 //    (a retried upload, a second destination) gives the same id and Sentry drops the duplicate.

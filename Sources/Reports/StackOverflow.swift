@@ -1,5 +1,5 @@
 // StackOverflow: whether a fault is a stack overflow, decided from the memory map at the crash,
-// the fault address and the faulting stack pointer (DESIGN §6, `signal.stack_overflow`).
+// the fault address and the faulting stack pointer (`signal.stack_overflow`, docs/using.md).
 //
 // The map is /proc/PID/maps as the capture read it while the process was stopped; a minidump
 // keeps the same text in its LinuxMaps stream, so a report built offline reaches the same

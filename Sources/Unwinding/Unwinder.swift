@@ -1,4 +1,4 @@
-// Unwinder: call stacks from registers plus an abstract memory source (DESIGN §5).
+// Unwinder: call stacks from registers plus an abstract memory source (docs/architecture.md, "The crash path").
 //
 // libunwind does the DWARF CFI work, one step at a time (through CShims' callback address
 // space); this file supplies memory and the modules' .eh_frame_hdr tables, and owns the walk:

@@ -4,7 +4,7 @@
 //
 // Trust: the sender's pid and uid come from SCM_CREDENTIALS (the kernel's word), never from the
 // message. A CRASH record is accepted only when its pid equals that pid and its tid is a thread
-// of that process, so a peer can only ever make the watcher inspect its own process (DESIGN §8).
+// of that process, so a peer can only ever make the watcher inspect its own process (docs/security.md).
 
 import CCrashPortProtocol
 import CShims

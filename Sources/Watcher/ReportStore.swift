@@ -1,4 +1,4 @@
-// ReportStore: the reports directory (DESIGN §6).
+// ReportStore: the reports directory (docs/using.md).
 //
 // A report is a directory REPORTS/<id>/ holding event.json and minidump.dmp. It is written
 // under REPORTS/.tmp-<id>, every file fsynced, then renamed into place and the parent fsynced,

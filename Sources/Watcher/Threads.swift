@@ -1,5 +1,5 @@
 // Threads and a condition variable over pthreads: what the report pool needs of Foundation's
-// Thread and NSCondition, which the watcher no longer links (README "Architecture").
+// Thread and NSCondition, which the watcher no longer links (docs/architecture.md).
 
 import CShims
 import Glibc

@@ -61,7 +61,7 @@ func fail(_ message: String, status: Int32) -> Never {
 /// crashport's version, as `crashport --version` prints it.
 let crashportVersion = "0.13.0"
 
-/// The exit statuses every command uses (README "Exit status", and `crashport --help`).
+/// The exit statuses every command uses (docs/using.md "Exit status", and `crashport --help`).
 enum ExitStatus {
     /// What was asked for was not found or could not be read (a report, a FILE, a --debug-dir),
     /// doctor found a problem, watch could not serve.

@@ -1,4 +1,4 @@
-// End-to-end: crashport among other signal handlers (DESIGN §2, issue 5's matrix). Each row is
+// End-to-end: crashport among other signal handlers (docs/architecture.md, issue 5's matrix). Each row is
 // a real program under the real watcher, checked for report count, exit status, and that the
 // other handler's side effect happened.
 

@@ -6,7 +6,7 @@
  * CCrashPortProtocol. The watcher never casts received bytes to these structs; it decodes them
  * field by field with bounds checks, using the offsets fixed here (a Swift test mirrors them).
  *
- * Rules (DESIGN §4):
+ * Rules (docs/architecture.md, "The crash path"):
  *  - every message starts with magic, version, size (then type); size counts the whole message;
  *  - fixed-width little-endian fields only (both supported hosts, x86_64 and aarch64, are LE);
  *  - every address in the watched process is a uint64_t, never a pointer: the watcher may be
