@@ -144,11 +144,12 @@ public final class ExitTracer: ThreadHold {
             group.members[pid] = nil
             return .ended(status: status)
         }
-        let signal = (status >> 8) & 0x7F
+        let signal = Ptrace.stopSignal(status)
         switch Ptrace.event(ofStop: status) {
         case .PTRACE_EVENT_EXIT?:
             let exitStatus = eventMessage(tid)
-            if Self.isFatal(exitStatus) || (holdFailedExits && exitStatus & 0x7F == 0 && exitStatus >> 8 != 0) {
+            let failed = ProcessExit(waitStatus: exitStatus).map { $0.signal == nil && $0 != .exited(0) } ?? false
+            if Self.isFatal(exitStatus) || (holdFailedExits && failed) {
                 threads[tid] = .exiting(status: exitStatus)
                 return .exiting(tid: tid, status: exitStatus)
             }
@@ -368,18 +369,17 @@ public final class ExitTracer: ThreadHold {
 
     /// The signal of a signal-delivery-stop (to be passed on), nil for an event or group stop.
     static func deliveredSignal(_ status: Int32) -> Int32? {
-        let signal = (status >> 8) & 0x7F
+        let signal = Ptrace.stopSignal(status)
         return (status >> 16) & 0xFFFF == 0 && signal != SIGTRAP ? signal : nil
     }
 
     /// Whether a wait status is a stop (WIFSTOPPED), not an end.
-    public static func isStopped(_ status: Int32) -> Bool { (status & 0xFF) == 0x7F }
+    public static func isStopped(_ status: Int32) -> Bool { Ptrace.isStop(status) }
 
     /// An exit worth a report: killed by a signal that ends a program abnormally (SIGKILL, or a
     /// core-dumping signal no handler reported).
     public static func isFatal(_ status: Int32) -> Bool {
-        let signal = status & 0x7F
-        return signal != 0 && signal != 0x7F && fatalSignals.contains(signal)
+        ProcessExit(waitStatus: status)?.signal.map(fatalSignals.contains) ?? false
     }
 
     public static let fatalSignals: Set<Int32> = [
@@ -426,9 +426,8 @@ public final class TraceGroup {
         } else if ExitTracer.isStopped(status) {
             // Not one of ours (a thread an earlier capture's PtraceSession could not detach in
             // time): let it go, with the signal it stopped for.
-            let signal = (status >> 8) & 0x7F
-            let event = (status >> 16) & 0xFFFF
-            let deliver = event == 0 && signal != SIGTRAP && signal != SIGSTOP ? signal : 0
+            let signal = Ptrace.stopSignal(status)
+            let deliver = (status >> 16) & 0xFFFF == 0 && signal != SIGTRAP && signal != SIGSTOP ? signal : 0
             _ = Ptrace.call(.PTRACE_DETACH, tid, data: UInt(deliver))
         }
     }

@@ -51,6 +51,13 @@ public enum Ptrace {
         cp_ptrace(request.rawValue, tid, address, data)
     }
 
+    /// Whether a wait status is a stop (WIFSTOPPED), not an end (ProcessExit decodes those).
+    public static func isStop(_ status: Int32) -> Bool { (status & 0xFF) == 0x7F }
+
+    /// The signal of a stop's wait status (WSTOPSIG): the signal delivered, or SIGTRAP for an
+    /// event stop.
+    public static func stopSignal(_ status: Int32) -> Int32 { (status >> 8) & 0x7F }
+
     /// The event of a wait status that is a ptrace stop, nil when it has none (a
     /// signal-delivery-stop) or one crashport does not ask for.
     public static func event(ofStop status: Int32) -> Event? {

@@ -110,7 +110,7 @@ public final class PtraceSession {
             var status: Int32 = 0
             guard waitpid(tid, &status, __WALL | WNOHANG) == tid else { return .nothing }
             if !Self.stopped(status) { return .exited }
-            let signal = (status >> 8) & 0x7F
+            let signal = Ptrace.stopSignal(status)
             // A signal-delivery-stop: the signal is given back on detach.
             return .stopped(
                 signal: Ptrace.event(ofStop: status) != .PTRACE_EVENT_STOP && signal != SIGTRAP && signal != SIGSTOP
@@ -140,7 +140,7 @@ public final class PtraceSession {
         }
     }
 
-    static func stopped(_ status: Int32) -> Bool { (status & 0xFF) == 0x7F }
+    static func stopped(_ status: Int32) -> Bool { Ptrace.isStop(status) }
 
     /// General registers (struct user_regs_struct, 27 × u64) and the FXSAVE image of a stopped thread.
     public func registers(of thread: ThreadID) throws -> (gpr: [UInt64], fxsave: [UInt8]) {

@@ -89,13 +89,15 @@ public enum ReportBuilder {
         case .exit(let status, let cause):
             event.kind = .termination
             event.cause = cause
-            let signal = status & 0x7F
-            if signal == 0 {
+            switch ProcessExit(waitStatus: status) {
+            case .exited(let code)?:
                 event.signal = nil
-                event.reason = "exited with status \((status >> 8) & 0xFF)"
-            } else {
+                event.reason = "exited with status \(code)"
+            case .signaled(let signal)?:
                 event.signal = SignalRecord(
                     number: signal, name: SignalNames.name(signal), description: SignalNames.meaning(signal))
+            case nil:  // not an end (the tracer records only ends): said as it is
+                event.reason = "ended with wait status \(status)"
             }
             event.notes =
                 (event.notes ?? []) + [

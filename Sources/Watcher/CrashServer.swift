@@ -519,7 +519,7 @@ public final class CrashServer: @unchecked Sendable {
         // The others get there within a scheduling quantum; one that does not is captured as is.
         _ = tracer.waitForExits(timeoutMilliseconds: 500)
         let pid = tracer.processID
-        let signal = status & 0x7F
+        let signal = ProcessExit(waitStatus: status)?.signal ?? 0
         let cause = signal == 0 ? "exit" : signal == SIGKILL ? (oomKilled ? "oom-kill" : "SIGKILL") : "signal"
         let record = CrashRecord(
             observation: .exit(status: status, cause: cause), pid: pid,

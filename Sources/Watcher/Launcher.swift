@@ -51,18 +51,6 @@ public enum LaunchError: Error, CustomStringConvertible {
     }
 }
 
-/// How a child ended.
-public enum Termination: Equatable, Sendable {
-    case exited(Int32)
-    case signaled(Int32)
-
-    /// The signal that ended the program, nil when it exited.
-    public var signal: Int32? {
-        if case .signaled(let signal) = self { return signal }
-        return nil
-    }
-}
-
 public struct Launcher {
     public var program: String
     public var arguments: [String]
@@ -135,7 +123,7 @@ public struct Launcher {
     public func run(
         log: @escaping (String) -> Void = { StandardError.write(("crashport: " + $0 + "\n")) }
     )
-        throws -> (termination: Termination, reports: [WrittenReport])
+        throws -> (termination: ProcessExit, reports: [WrittenReport])
     {
         let executable = try Self.resolve(program)
         let stub = try stubPath ?? Self.locateStub()
@@ -236,7 +224,8 @@ public struct Launcher {
             disabled: { disabled.withLock { $0 } }, oom: oom, log: log)
         // A descendant's record may still be queued; serve it before leaving.
         if socketOpen { server.drain() }
-        let termination: Termination = (status & 0x7F) == 0 ? .exited((status >> 8) & 0xFF) : .signaled(status & 0x7F)
+        // waitpid's final status: an end, never a stop.
+        let termination = ProcessExit(waitStatus: status) ?? .signaled(status & 0x7F)
         if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
             !server.reports.contains(where: { $0.event.process?.pid == ProcessID(child) }), !disabled.withLock({ $0 })
         {
@@ -533,7 +522,7 @@ public struct Launcher {
     /// PTRACE_TRACEME process at its exec (si_code SI_USER from itself) is what a debugger
     /// swallows, and so is it here.
     func letGo(_ child: pid_t, stopped status: Int32, told: inout Bool, log: (String) -> Void) {
-        var signal = (status >> 8) & 0x7F
+        var signal = Ptrace.stopSignal(status)
         if signal == SIGTRAP {
             // siginfo_t as int32s: si_signo, si_errno, si_code, padding, si_pid.
             var info = [Int32](repeating: 0, count: 32)
@@ -559,7 +548,7 @@ public struct Launcher {
     ) {
         // Read while the process is held at its exit: it is still in its cgroup.
         let count = oom.atDeath()
-        if status & 0x7F == SIGKILL {
+        if ProcessExit(waitStatus: status)?.signal == SIGKILL {
             watch.exitNotes =
                 (count.count.map { [$0.note] } ?? [
                     "no OOM-kill counter could be read: an OOM kill cannot be told from another SIGKILL"
@@ -650,7 +639,7 @@ public struct Launcher {
 
     /// Ends this process the way the child ended: the same exit code, or the same signal (with
     /// our own core dump disabled, so only the child's core is written).
-    public static func exit(like termination: Termination) -> Never {
+    public static func exit(like termination: ProcessExit) -> Never {
         switch termination {
         case .exited(let code):
             Glibc.exit(code)
