@@ -7,7 +7,8 @@
 // The targets are layers, lowest first; each depends only on layers below it:
 //   BoundedBytes  →  ObjectFile  →  ReportModel, Symbolication, Unwinding
 //   →  LiveProcess (a live process: ptrace, /proc, capture)  and  Reports (never a live process)
-//   →  Watcher (the server side)  →  crashport (the command line)
+//   →  Store (what is on disk)  →  Upload (what leaves the machine)
+//   →  Watcher (serving: the crash socket, the launcher, the sidecar)  →  crashport (the command line)
 import PackageDescription
 
 let package = Package(
@@ -80,19 +81,32 @@ let package = Package(
         // live process, so everything here runs the same on another machine.
         .target(
             name: "Reports", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Symbolication", "Unwinding"]),
-        // The server side: the crash socket, the launcher, the report store, doctor (which asks
-        // Symbolication whether debug files are found).
+        // What is on disk: the reports directory (quota, atomic commit, lookup), each program's
+        // run history and sessions, attachments copied into a report, a user's files read with a
+        // bound (UserFile). LiveProcess for Credentials: a root watcher writes a user's reports
+        // with that user's credentials; ObjectFile for a program's build-id in its run history.
+        .target(name: "Store", dependencies: ["BoundedBytes", "CShims", "LiveProcess", "ObjectFile", "ReportModel"]),
+        // What leaves the machine: destinations (a Crashpad or Breakpad collector, Sentry), the
+        // consent decisions and each report's upload state, privacy (what leaves by default,
+        // before_send), one upload pass over a Store, HTTP through libcurl (CShims' http.c) and
+        // crashport.toml (CTOML). Reports for the Sentry event and envelope.
+        .target(
+            name: "Upload",
+            dependencies: ["BoundedBytes", "CShims", "CTOML", "LiveProcess", "ReportModel", "Reports", "Store"]),
+        // Serving: the crash socket, the launcher, the sidecar (clients, tracing, abnormal ends,
+        // the spool, hangs), doctor (which asks Symbolication whether debug files are found).
         .target(
             name: "Watcher",
             dependencies: [
-                "CCrashPortProtocol", "CShims", "CTOML", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Symbolication",
+                "CCrashPortProtocol", "CShims", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Store", "Symbolication",
+                "Upload",
             ]
         ),
         // The command line, thin: parses arguments and calls the layers below.
         .executableTarget(
             name: "crashport",
             dependencies: [
-                "LiveProcess", "ReportModel", "Reports", "Symbolication", "Watcher",
+                "LiveProcess", "ReportModel", "Reports", "Store", "Symbolication", "Upload", "Watcher",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -118,7 +132,10 @@ let package = Package(
             name: "UnwindingTests", dependencies: ["BoundedBytes", "ObjectFile", "Symbolication", "Unwinding", "TestSupport"]),
         .testTarget(name: "LiveProcessTests", dependencies: ["LiveProcess", "ObjectFile", "ReportModel", "TestSupport"]),
         .testTarget(name: "ReportsTests", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
-        .testTarget(name: "WatcherTests", dependencies: ["Watcher", "ReportModel", "TestSupport"]),
+        .testTarget(name: "StoreTests", dependencies: ["ReportModel", "Store", "TestSupport"]),
+        // (UploadTests is the end-to-end class that uploads to a server; these need none.)
+        .testTarget(name: "UploadUnitTests", dependencies: ["ReportModel", "Store", "TestSupport", "Upload"]),
+        .testTarget(name: "WatcherTests", dependencies: ["Store", "Upload", "Watcher", "ReportModel", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"]),
         // Reports: the Sentry tests convert real reports with it, as an upload will.
         .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "Reports", "TestSupport"]),

@@ -21,3 +21,9 @@ extension StringProtocol {
         return String(head[head.index(after: slash)...])
     }
 }
+
+extension Optional where Wrapped == String {
+    /// The string, nil when it is missing or empty (an environment variable set to "" counts as
+    /// unset).
+    public var nonEmpty: String? { self.flatMap { $0.isEmpty ? nil : $0 } }
+}

@@ -12,6 +12,7 @@ import FoundationEssentials
 import LiveProcess
 import ReportModel
 import Reports
+import Store
 import Synchronization
 #if canImport(Glibc)
 import Glibc

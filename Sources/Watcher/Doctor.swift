@@ -7,6 +7,7 @@ import FoundationEssentials
 import LiveProcess
 import ReportModel
 import ObjectFile
+import Store
 import Symbolication
 #if canImport(Glibc)
 import Glibc

@@ -19,9 +19,11 @@ import Reports
 import BoundedBytes
 import FoundationEssentials
 import ObjectFile
+import Store
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import Upload
 #endif
 
 public enum LaunchError: Error, CustomStringConvertible {

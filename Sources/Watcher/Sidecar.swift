@@ -21,9 +21,11 @@ import CCrashPortProtocol
 import ObjectFile
 import ReportModel
 import Reports
+import Store
 import Synchronization
 #if canImport(Glibc)
 import Glibc
+import Upload
 #endif
 
 public enum SidecarError: Error, CustomStringConvertible {

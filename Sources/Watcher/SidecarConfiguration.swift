@@ -10,6 +10,7 @@ import LiveProcess
 import Reports
 #if canImport(Glibc)
 import Glibc
+import Store
 #endif
 
 public struct SidecarConfiguration: Sendable {
@@ -166,8 +167,4 @@ public struct SidecarConfiguration: Sendable {
         if let number = UInt32(text) { return number }
         return text.withCString { getgrnam($0) }.map { $0.pointee.gr_gid }
     }
-}
-
-extension Optional where Wrapped == String {
-    var nonEmpty: String? { self.flatMap { $0.isEmpty ? nil : $0 } }
 }

@@ -26,6 +26,7 @@ import Reports
 
 #if canImport(Glibc)
 import Glibc
+import Store
 #endif
 
 extension Sidecar {

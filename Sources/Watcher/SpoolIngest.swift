@@ -14,6 +14,7 @@ import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel
+import Store
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -8,7 +8,9 @@ import Glibc
 import LiveProcess
 import ReportModel
 import Reports
+import Store
 import Symbolication
+import Upload
 import Watcher
 
 @main

@@ -6,6 +6,8 @@
 import FoundationEssentials
 import XCTest
 
+@testable import Store
+@testable import Upload
 @testable import Watcher
 
 #if canImport(Glibc)

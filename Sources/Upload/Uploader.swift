@@ -11,6 +11,7 @@ import Reports
 
 #if canImport(Glibc)
 import Glibc
+import Store
 #endif
 
 public struct Uploader {
@@ -54,8 +55,8 @@ public struct Uploader {
     /// Sends what is due, oldest report first.
     /// The files upload keeps in a reports directory beside the reports (not reports, not foreign).
     public static let fileNames: Set<String> = [ConsentSettings.fileName, lockName, logName]
-    static let lockName = ".crashport-upload.lock"
-    public static let logName = ".crashport-upload.log"
+    static let lockName = ReportStore.uploadLockName
+    public static let logName = ReportStore.uploadLogName
 
     public func run() -> Outcome {
         var outcome = Outcome()

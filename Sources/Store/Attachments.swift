@@ -22,13 +22,13 @@ import ReportModel
 import Glibc
 #endif
 
-enum Attachments {
+public enum Attachments {
     static let perFileCap: UInt64 = 7 << 20
     static let totalCap: UInt64 = 20 << 20
     static let directoryName = "attachments"
 
     /// Copies `paths` into `directory`/attachments/ and says what each copy holds.
-    static func copy(_ paths: [String], into directory: String) -> [AttachmentRecord] {
+    public static func copy(_ paths: [String], into directory: String) -> [AttachmentRecord] {
         guard !paths.isEmpty else { return [] }
         let target = directory + "/" + directoryName
         guard mkdir(target, 0o700) == 0 else {

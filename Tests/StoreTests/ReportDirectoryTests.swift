@@ -4,11 +4,11 @@
 
 import Foundation
 import ReportModel
+import Store
 import TestSupport
-import Watcher
 import XCTest
 
-final class ReportStoreTests: XCTestCase {
+final class ReportDirectoryTests: XCTestCase {
     func makeReport(_ store: ReportStore, pid: Int32, seconds: TimeInterval) throws -> String {
         let id = ReportStore.newID(pid: pid, date: Date(timeIntervalSince1970: 1_800_000_000 + seconds))
         var event = Event()

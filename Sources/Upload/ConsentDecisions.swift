@@ -6,6 +6,7 @@
 
 import FoundationEssentials
 import ReportModel
+import Store
 import Synchronization
 
 #if canImport(Glibc)

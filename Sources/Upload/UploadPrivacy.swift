@@ -18,6 +18,7 @@ import ReportModel
 
 #if canImport(Glibc)
 import Glibc
+import Store
 #endif
 
 public enum UploadPrivacy {

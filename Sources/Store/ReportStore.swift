@@ -79,11 +79,11 @@ public struct ReportStore: Sendable {
     }
 
     /// Runs `body` with the owner's filesystem ids (none: as is).
-    func asOwner<T>(_ body: () throws -> T) throws -> T { try Self.withFilesystemIDs(of: owner, body) }
+    public func asOwner<T>(_ body: () throws -> T) throws -> T { try Self.withFilesystemIDs(of: owner, body) }
 
     /// Runs `body` on this thread with `owner`'s credentials (nil: as is), then restores
     /// root's.
-    static func withFilesystemIDs<T>(of owner: Owner?, _ body: () throws -> T) throws -> T {
+    public static func withFilesystemIDs<T>(of owner: Owner?, _ body: () throws -> T) throws -> T {
         guard let owner else { return try body() }
         return try Credentials(uid: owner.uid, gid: owner.gid).perform(body)
     }
@@ -91,6 +91,13 @@ public struct ReportStore: Sendable {
     /// The largest event.json read (UserFile: bounded, no symlink followed): a report of
     /// thousands of threads stays well under it.
     static let maximumEventSize = 64 << 20
+
+    /// The files the upload keeps in a reports directory beside the reports (Upload's consent
+    /// settings, its lock and its log use these names): neither reports nor foreign.
+    public static let consentFileName = ".crashport-consent.json"
+    public static let uploadLockName = ".crashport-upload.lock"
+    public static let uploadLogName = ".crashport-upload.log"
+    static let uploadFileNames: Set<String> = [consentFileName, uploadLockName, uploadLogName]
 
     /// The file `commit` writes into every report: what marks a directory as crashport's.
     public static let markerName = ".crashport-report"
@@ -161,7 +168,7 @@ public struct ReportStore: Sendable {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return [] }
         return names.filter { name in
             !(name.hasPrefix(".tmp-") && Self.isReportIDShape(String(name.dropFirst(5)))) && !isReport(name)
-                && !RunHistory.fileNames.contains(name) && !Uploader.fileNames.contains(name)
+                && !RunHistory.fileNames.contains(name) && !Self.uploadFileNames.contains(name)
         }.sorted()
     }
 

@@ -26,6 +26,7 @@ import Reports
 
 #if canImport(Glibc)
 import Glibc
+import Store
 #endif
 
 /// Where reports go: a Crashpad/Breakpad collector's URL (CRASHPORT_UPLOAD_URL), or a Sentry
@@ -201,7 +202,7 @@ public struct ConsentSettings: Codable, Sendable, Equatable {
 
     public init() {}
 
-    public static let fileName = ".crashport-consent.json"
+    public static let fileName = ReportStore.consentFileName
 
     public func choice(for executable: String?) -> Choice {
         executable.flatMap { programs[$0] } ?? choice

@@ -13,18 +13,18 @@ import FoundationEssentials
 import Glibc
 #endif
 
-enum UserFile {
+public enum UserFile {
     /// Why a file was not read; its description names the file.
-    struct Refused: Error, CustomStringConvertible {
-        var path: String
-        var reason: String
-        var description: String { "\(path): \(reason)" }
+    public struct Refused: Error, CustomStringConvertible {
+        public var path: String
+        public var reason: String
+        public var description: String { "\(path): \(reason)" }
     }
 
     /// The bytes of the regular file at `path`, at most `limit` of them; nil when there is no
     /// such file. Throws Refused for a symlink (the last component: O_NOFOLLOW), anything that is
     /// not a regular file, a file larger than `limit`, or a failed open or read.
-    static func read(_ path: String, limit: Int) throws -> [UInt8]? {
+    public static func read(_ path: String, limit: Int) throws -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else {
             let error = errno

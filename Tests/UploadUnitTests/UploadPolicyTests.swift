@@ -5,7 +5,7 @@
 import Foundation
 import XCTest
 
-@testable import Watcher
+@testable import Upload
 
 final class UploadPolicyTests: XCTestCase {
     func testBackoffDoublesFromFifteenMinutesToEightHours() {

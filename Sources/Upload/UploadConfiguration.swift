@@ -21,6 +21,7 @@ import CTOML
 import FoundationEssentials
 import Glibc
 import ReportModel
+import Store
 
 public struct UploadConfiguration: Equatable, Sendable {
     public var sentryDSNs: [String] = []

@@ -5,6 +5,7 @@ import CShims
 import BoundedBytes
 import FoundationEssentials
 import Glibc
+import Store
 
 public struct HTTPResponse: Sendable {
     public var status: Int
