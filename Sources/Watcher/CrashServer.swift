@@ -69,35 +69,16 @@ public final class CrashServer: @unchecked Sendable {
     public var printSummary = true
     /// One log line per report (the sidecar's journal) instead of the summary.
     public var reportLine = false
-    /// The store a sender's reports go to (the sidecar keeps one per user); nil: refuse them.
-    public var storeFor: (Sender) -> ReportStore? = { _ in nil }
-    /// Runs the part of a report that comes after the process is released (unwinding,
-    /// symbolication, writing): inline by default; the sidecar hands it to its pool.
-    public var submit: (@escaping @Sendable () -> Void) -> Void = { $0() }
-    /// Called for a valid HELLO (the sidecar answers it on the client's connection).
-    public var onHello: (HelloMessage, Sender) -> Void = { _, _ in }
-    /// crashport_set_enabled from a client: whether it wants crashes reported from now on.
-    public var onSetting: (Bool, Sender) -> Void = { _, _ in }
-    /// crashport_set_consent, crashport_send_pending or crashport_discard_pending from a client:
-    /// for its program's reports.
-    public var onConsent: (ConsentMessage, Sender) -> Void = { _, _ in }
-    /// Called for a valid GOODBYE: the sender exits normally (the sidecar ends its session as
-    /// exited; a connection that closes without one ended abnormally).
-    public var onGoodbye: (GoodbyeMessage, Sender) -> Void = { _, _ in }
-    /// Called (on the writing thread) after each report is written, with its store.
-    public var onReport: (@Sendable (WrittenReport, ReportStore) -> Void)?
+    /// The server mode: where a sender's reports go, what its messages mean, what holds its
+    /// processes (serving thread). Nil: every report into `store`, the messages only checked.
+    weak var delegate: CrashServerDelegate?
+    /// What the mode adds to each report (writing thread).
+    var hooks: ReportHooks?
+    /// Where the part of a report after the process is released runs (unwinding,
+    /// symbolication, writing): nil inline; the sidecar's pool.
+    var pool: ReportPool?
     /// Which frames are the program's own (`crashport run --in-app/--not-in-app`).
     public var inAppRules = InAppRules()
-    /// The session a process's reports belong to (on the writing thread), nil if none.
-    public var sessionID: (@Sendable (ProcessID) -> String?)?
-    /// Called (on the writing thread) when a captured crash's report cannot be written, with
-    /// the record as received: the sidecar spools it rather than lose it.
-    public var unwritable: (@Sendable (Capture, [UInt8], Error, ReportStore) -> Void)?
-    /// The holder of a process the watcher already traces (crashport run --trace-exit): its
-    /// crashes are captured through it, since a second PTRACE_SEIZE would fail.
-    public var holderFor: ((ProcessID) -> ThreadHold?)?
-    /// Last words on an event before it is written (the launcher marks a watchdog kill).
-    public var amend: (@Sendable (inout Event, CrashRecord) -> Void)?
     /// Crashes reported since start, by pid, tid and the record's time: a spooled copy of one
     /// of them (the stub spools when the verdict is late) is not reported twice.
     let reported = Mutex<Set<String>>([])
@@ -121,7 +102,12 @@ public final class CrashServer: @unchecked Sendable {
         self.socket = socket
         self.store = store
         self.options = options
-        storeFor = { [store] _ in store }
+    }
+
+    func store(for sender: Sender) -> ReportStore? { delegate.map { $0.store(for: sender) } ?? store }
+
+    func submit(_ job: @escaping @Sendable () -> Void) {
+        if let pool { pool.submit(job) } else { job() }
     }
 
     /// Receives one message from `fd` without blocking. Descriptors beyond the one a CRASH
@@ -178,7 +164,7 @@ public final class CrashServer: @unchecked Sendable {
                 if hello.pid != senderPID && ProcFiles.namespaceIDs(of: senderPID)?.last != hello.pid.rawValue {
                     log(about: sender.uid, "HELLO from pid \(senderPID) claims pid \(hello.pid); ignored")
                 }
-                onHello(hello, sender)
+                delegate?.hello(hello, from: sender)
             } catch {
                 return reject(sender.uid, "a HELLO from pid \(senderPID): \(error)")
             }
@@ -221,7 +207,7 @@ public final class CrashServer: @unchecked Sendable {
                     sender.uid,
                     "a crash record from pid \(senderPID) (uid \(sender.uid)): pid \(record.pid) now belongs to uid \(owner)")
             }
-            guard let store = storeFor(sender) else {
+            guard let store = store(for: sender) else {
                 sendVerdict(reply, nanoseconds: 0)
                 return reject(sender.uid, "a crash record from pid \(senderPID): uid \(sender.uid) is not served here")
             }
@@ -247,7 +233,7 @@ public final class CrashServer: @unchecked Sendable {
                 return nil
             }
             log(about: sender.uid, "pid \(senderPID) turned crash reporting \(enabled == 1 ? "on" : "off") for its program")
-            onSetting(enabled == 1, sender)
+            delegate?.setting(enabled: enabled == 1, from: sender)
         case CP_MSG_CONSENT.rawValue:
             let message: ConsentMessage
             do {
@@ -262,10 +248,10 @@ public final class CrashServer: @unchecked Sendable {
                     "ignored a consent message from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
                 return nil
             }
-            onConsent(message, sender)
+            delegate?.consent(message, from: sender)
         case CP_MSG_GOODBYE.rawValue:
             do {
-                onGoodbye(try GoodbyeMessage(bytes: bytes), sender)
+                delegate?.goodbye(try GoodbyeMessage(bytes: bytes), from: sender)
             } catch {
                 return reject(sender.uid, "a GOODBYE from pid \(senderPID): \(error)")
             }
@@ -359,7 +345,7 @@ public final class CrashServer: @unchecked Sendable {
 
     /// A termination report for a process seen from outside (the sidecar's client that ended
     /// without a crash record or a goodbye; `crashport run`'s untraced child that died with
-    /// none), into `store`: the summary or one log line, the store pruned, and `onReport` told.
+    /// none), into `store`: the summary or one log line, the store pruned, and the hooks told.
     /// The report, or nil (said why) when it could not be written.
     @discardableResult
     public func writeTermination(_ end: AbnormalEnd, store: ReportStore) -> WrittenReport? {
@@ -371,7 +357,7 @@ public final class CrashServer: @unchecked Sendable {
             }
             let report = WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0)
             if keepReports { written.withLock { $0.reports.append(report) } }
-            onReport?(report, store)
+            hooks?.wrote(report, into: store)
             let pruned = store.prune(keeping: id)
             if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
             if printSummary {
@@ -421,7 +407,7 @@ public final class CrashServer: @unchecked Sendable {
         captures += 1
         let held = CaptureSession.hold(
             record: record, access: access, threads: threads, status: status, options: options, cache: cache,
-            holder: holderFor?(record.pid))
+            holder: delegate?.holder(of: record.pid))
         // The process is released; let it continue down its handler chain now. Opening modules,
         // unwinding, symbolication and writing happen while it dies.
         let elapsed = monotonicNanoseconds() - started
@@ -551,8 +537,8 @@ public final class CrashServer: @unchecked Sendable {
             for: capture, id: id, timestamp: Event.timestamp(), rules: inAppRules, fileBytes: fileBytes,
             debuginfod: options.debuginfod)
         event.capturedFrom = capturedFrom
-        event.session = sessionID?(record.pid)
-        amend?(&event, record)
+        event.session = hooks?.sessionID(of: record.pid)
+        hooks?.amend(&event, record: record)
         let built = monotonicNanoseconds() - buildStarted
         if record.otherCrashes > 0 {
             event.notes =
@@ -582,7 +568,7 @@ public final class CrashServer: @unchecked Sendable {
                     $0.reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed))
                 }
             }
-            onReport?(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed), store)
+            hooks?.wrote(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed), into: store)
             let pruned = store.prune(keeping: id)
             if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
             reportTiming(
@@ -596,9 +582,10 @@ public final class CrashServer: @unchecked Sendable {
         } catch {
             if keepReports { written.withLock { $0.unwritten[record.pid] = "\(error)" } }
             log("could not write the report of pid \(record.pid) (\(SignalNames.name(record.signal))): \(error)")
-            if let unwritable, spoolOnFailure, !record.isError {
-                unwritable(capture, recordBytes, error, store)
-            } else if printSummary {
+            let kept =
+                spoolOnFailure && !record.isError
+                && (hooks?.unwritable(capture, recordBytes: recordBytes, error: error, store: store) ?? false)
+            if !kept && printSummary {
                 log(String(CrashLog.summary(event, reportPath: "(not written)").dropFirst("crashport: ".count)))
             }
             return false

@@ -171,8 +171,6 @@ public struct Launcher {
         var lastRun = history.lastRun(executable: runKey.executable, buildID: runKey.buildID)
         lastRun.pendingReports = UInt32(ConsentDecisions.awaiting(store: store, program: runKey.executable).count)
         environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
-        // crashport_set_enabled(0), kept from an earlier run or said during this one: no report.
-        let disabled = Mutex(lastRun.disabled)
         // The child's ptrace stops are read through a signalfd for SIGCHLD, blocked before the
         // child exists so that the SIGCHLD of its first stop (its exec) cannot be lost: the
         // tracer's under --trace-exit, and without it the stops of a child that made crashport
@@ -190,46 +188,21 @@ public struct Launcher {
         let server = CrashServer(socket: ours, store: store, options: options)
         server.inAppRules = inAppRules
         server.log = log
-        server.holderFor = { pid in pid == ProcessID(child) ? tracer : nil }
-        server.sessionID = { pid in pid == ProcessID(child) ? session : nil }
         let watch = ChildWatch()
-        server.onHello = { hello, sender in
-            if sender.pid == ProcessID(child) { watch.appArea = hello.appArea }
-        }
-        server.amend = { [watch] event, record in
-            if case .exit? = record.observation, record.pid == ProcessID(child) {
-                event.notes = (event.notes ?? []) + watch.exitNotes
-            }
-            // The SIGABRT of --hang-kill, or of a watchdog: linked to the hang report before it.
-            watch.hangs.amend(&event, record)
-        }
-        server.onConsent = { message, sender in
-            let key = sender.pid == ProcessID(child) ? runKey : RunHistory.programKey(pid: sender.pid)
-            do {
-                log("pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: key.executable, store: store)))
-                if message == .sendPending, UploadSpawner.isConfigured() { UploadSpawner.spawn(reports: store.root, log: log) }
-            } catch {
-                log("pid \(sender.pid): its consent could not be kept: \(error)")
-            }
-        }
-        server.onSetting = { enabled, sender in
-            let key = sender.pid == ProcessID(child) ? runKey : RunHistory.programKey(pid: sender.pid)
-            if sender.pid == ProcessID(child) { disabled.withLock { $0 = !enabled } }
-            do {
-                try history.setEnabled(enabled, executable: key.executable, buildID: key.buildID)
-            } catch {
-                log("pid \(sender.pid): its setting could not be kept: \(error)")
-            }
-        }
+        let serving = LaunchServing(
+            child: ProcessID(child), tracer: tracer, runKey: runKey, store: store, history: history, disabled: lastRun.disabled,
+            watch: watch, log: log)
+        server.delegate = serving
+        server.hooks = LaunchReportHooks(child: ProcessID(child), session: session, watch: watch)
         let (status, socketOpen) = serve(
             child, socket: ours, signals: signals, childEvents: childEvents, server: server, tracer: tracer, watch: watch,
-            disabled: { disabled.withLock { $0 } }, oom: oom, log: log)
+            disabled: { serving.disabled.withLock { $0 } }, oom: oom, log: log)
         // A descendant's record may still be queued; serve it before leaving.
         if socketOpen { server.drain() }
         // waitpid's final status: an end, never a stop.
         let termination = ProcessExit(waitStatus: status) ?? .signaled(status & 0x7F)
         if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
-            !server.reports.contains(where: { $0.event.process?.pid == ProcessID(child) }), !disabled.withLock({ $0 })
+            !server.reports.contains(where: { $0.event.process?.pid == ProcessID(child) }), !serving.disabled.withLock({ $0 })
         {
             var end = AbnormalEnd(pid: ProcessID(child), executable: executable)
             end.witness = .parent(unwritten: server.unwritten[ProcessID(child)])
@@ -660,6 +633,80 @@ public struct Launcher {
 }
 
 /// What the serving loop learns about its child while it runs, read by the report writer.
+/// The launcher as its crash server's delegate: one child (and whatever of its descendants
+/// speak on the inherited socket), one store, one program's run history.
+final class LaunchServing: CrashServerDelegate {
+    let child: ProcessID
+    let tracer: ExitTracer?
+    let runKey: (executable: String, buildID: String?)
+    let store: ReportStore
+    let history: RunHistory
+    /// crashport_set_enabled(0), kept from an earlier run or said during this one: no report.
+    let disabled: Mutex<Bool>
+    let watch: ChildWatch
+    let log: (String) -> Void
+
+    init(
+        child: ProcessID, tracer: ExitTracer?, runKey: (executable: String, buildID: String?), store: ReportStore,
+        history: RunHistory, disabled: Bool, watch: ChildWatch, log: @escaping (String) -> Void
+    ) {
+        self.child = child
+        self.tracer = tracer
+        self.runKey = runKey
+        self.store = store
+        self.history = history
+        self.disabled = Mutex(disabled)
+        self.watch = watch
+        self.log = log
+    }
+
+    func store(for sender: Sender) -> ReportStore? { store }
+
+    func hello(_ hello: HelloMessage, from sender: Sender) {
+        if sender.pid == child { watch.appArea = hello.appArea }
+    }
+
+    func holder(of pid: ProcessID) -> ThreadHold? { pid == child ? tracer : nil }
+
+    func consent(_ message: ConsentMessage, from sender: Sender) {
+        let key = sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
+        do {
+            log("pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: key.executable, store: store)))
+            if message == .sendPending, UploadSpawner.isConfigured() { UploadSpawner.spawn(reports: store.root, log: log) }
+        } catch {
+            log("pid \(sender.pid): its consent could not be kept: \(error)")
+        }
+    }
+
+    func setting(enabled: Bool, from sender: Sender) {
+        let key = sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
+        if sender.pid == child { disabled.withLock { $0 = !enabled } }
+        do {
+            try history.setEnabled(enabled, executable: key.executable, buildID: key.buildID)
+        } catch {
+            log("pid \(sender.pid): its setting could not be kept: \(error)")
+        }
+    }
+}
+
+/// What the launcher adds to its child's reports: its session, the notes of a death seen at its
+/// exit, and the link from a watchdog's SIGABRT to the hang report before it.
+struct LaunchReportHooks: ReportHooks {
+    let child: ProcessID
+    let session: String
+    let watch: ChildWatch
+
+    func sessionID(of pid: ProcessID) -> String? { pid == child ? session : nil }
+
+    func amend(_ event: inout Event, record: CrashRecord) {
+        if case .exit? = record.observation, record.pid == child {
+            event.notes = (event.notes ?? []) + watch.exitNotes
+        }
+        // The SIGABRT of --hang-kill, or of a watchdog: linked to the hang report before it.
+        watch.hangs.amend(&event, record)
+    }
+}
+
 final class ChildWatch: Sendable {
     private let state = Mutex<(appArea: UInt64, exitNotes: [String])>((0, []))
     /// Its hang reports, for the SIGABRT that may follow (--hang-kill's, or a watchdog's).

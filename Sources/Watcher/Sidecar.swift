@@ -453,104 +453,13 @@ public final class Sidecar {
         server.inAppRules = configuration.inAppRules
         server.printSummary = false
         server.reportLine = true
-        server.submit = { [pool] job in pool.submit(job) }
-        server.storeFor = { [unowned self] sender in store(for: sender) }
-        server.onHello = { [unowned self] hello, sender in
-            log.say(
-                "client pid \(sender.pid) (uid \(sender.uid)) connected\(BuildID(hello.buildID).map { ", build-id \($0.hex)" } ?? "")",
-                uid: sender.uid
-            )
-            guard currentClient >= 0 else { return }
-            var lastRun = LastRunInfo()
-            if let client = clients[currentClient], client.peer.pid == sender.pid, let store = store(for: sender),
-                let executable = ProcFiles.executable(of: sender.pid)
-            {
-                let buildID = BuildID(hello.buildID)?.hex
-                lastRun = RunHistory(store: store).lastRun(executable: executable, buildID: buildID)
-                lastRun.pendingReports = UInt32(
-                    ConsentDecisions.awaiting(
-                        store: store, program: executable, log: { [log] in log.say("pid \(sender.pid): \($0)", uid: sender.uid) }
-                    ).count)
-                let access = sender.access(sender.pid)
-                let session = ClientSession(
-                    executable: executable, buildID: buildID, release: Self.release(of: access), pid: sender.pid,
-                    started: Date(), store: store)
-                clients[currentClient]?.session = session
-                var watch = ClientWatch(
-                    connection: currentClient, access: access, appArea: hello.appArea, disabled: lastRun.disabled)
-                hangReports.forget(sender.pid)
-                startWatching(&watch, hello: hello, access: access)
-                clients[currentClient]?.watch = watch
-                crashedSessions.started(session)
-            }
-            let reply = HelloReplyMessage.encode(
-                accepted: true, spool: configuration.spoolDirectory, message: "", lastRun: lastRun)
-            _ = reply.withUnsafeBytes { send(currentClient, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-        }
-        server.onSetting = { [unowned self] enabled, sender in
-            guard let store = store(for: sender) else { return }
-            let session = clients.values.first { $0.peer.pid == sender.pid }?.session
-            let key = session.map { ($0.executable, $0.buildID) } ?? RunHistory.programKey(pid: sender.pid)
-            do {
-                try RunHistory(store: store).setEnabled(enabled, executable: key.0, buildID: key.1)
-            } catch {
-                log.say("pid \(sender.pid): its setting could not be kept: \(error)", uid: sender.uid)
-            }
-            for (fd, client) in clients where client.peer.pid == sender.pid { clients[fd]?.watch?.disabled = !enabled }
-        }
-        server.onConsent = { [unowned self] message, sender in
-            guard let store = store(for: sender) else { return }
-            let program =
-                clients.values.first { $0.peer.pid == sender.pid }?.session?.executable
-                ?? RunHistory.programKey(pid: sender.pid).executable
-            do {
-                log.say(
-                    "pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: program, store: store)),
-                    uid: sender.uid)
-                if message == .sendPending, UploadSpawner.isConfigured(),
-                    let child = UploadSpawner.spawn(
-                        reports: store.root, owner: store.owner, log: { [log] in log.say($0, uid: sender.uid) })
-                {
-                    uploadProcesses.pids.withLock { _ = $0.insert(child) }
-                }
-            } catch {
-                log.say("pid \(sender.pid): its consent could not be kept: \(error)", uid: sender.uid)
-            }
-        }
-        server.onGoodbye = { [unowned self] goodbye, sender in
-            // Only the connection's own process: a forked child shares it, and says nothing.
-            guard currentClient >= 0, clients[currentClient]?.peer.pid == sender.pid else { return }
-            clients[currentClient]?.goodbye = goodbye.exitStatus
-        }
-        server.sessionID = { [crashedSessions] pid in crashedSessions.id(of: pid) }
-        server.holderFor = { [traced] pid in traced.tracer(of: pid) }
-        server.amend = { [hangReports] event, record in hangReports.amend(&event, record) }
-        // With a destination configured, an upload after a report, as the report's owner; not
-        // while one still runs (a storm of crashes starts one pass, which takes the reports
-        // written while it runs; the timer takes what comes after its last look).
-        let uploads = UploadSpawner.isConfigured() ? uploadProcesses : nil
-        server.onReport = { [crashedSessions, log, uploads] report, store in
-            if let uploads {
-                uploads.pids.withLock { running in
-                    guard running.isEmpty,
-                        let child = UploadSpawner.spawn(
-                            reports: store.root, owner: store.owner, log: { log.say($0, uid: store.owner?.uid) })
-                    else { return }
-                    running.insert(child)
-                }
-            }
-            guard let pid = report.event.process?.pid, report.event.kind == .crash,
-                let session = crashedSessions.take(pid)
-            else { return }
-            RunHistory(store: session.store).ended(
-                session.record(
-                    status: .crashed, crashedDuringLaunch: report.event.launch?.crashedDuringLaunch, reportID: report.id,
-                    release: report.event.release))
-        }
         server.keepReports = false
-        server.unwritable = { [spool] capture, bytes, error, store in
-            spool?.keep(capture: capture, recordBytes: bytes, owner: store.owner, because: "\(error)")
-        }
+        server.pool = pool
+        server.delegate = self
+        // With a destination configured, an upload after a report, as the report's owner.
+        server.hooks = SidecarReportHooks(
+            sessions: crashedSessions, hangReports: hangReports, log: log,
+            uploads: UploadSpawner.isConfigured() ? uploadProcesses : nil, spool: spool)
     }
 
     // MARK: - Reports
@@ -676,5 +585,126 @@ enum SocketActivation {
         let flags = fcntl(fd, F_GETFL)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
         return fd
+    }
+}
+
+/// The sidecar as its crash server's delegate, on the serving thread: a store per user, HELLO
+/// answered on the client's connection with its last run, and the settings, consents and
+/// goodbyes of each client.
+extension Sidecar: CrashServerDelegate {
+    func hello(_ hello: HelloMessage, from sender: Sender) {
+        log.say(
+            "client pid \(sender.pid) (uid \(sender.uid)) connected\(BuildID(hello.buildID).map { ", build-id \($0.hex)" } ?? "")",
+            uid: sender.uid
+        )
+        guard currentClient >= 0 else { return }
+        var lastRun = LastRunInfo()
+        if let client = clients[currentClient], client.peer.pid == sender.pid, let store = store(for: sender),
+            let executable = ProcFiles.executable(of: sender.pid)
+        {
+            let buildID = BuildID(hello.buildID)?.hex
+            lastRun = RunHistory(store: store).lastRun(executable: executable, buildID: buildID)
+            lastRun.pendingReports = UInt32(
+                ConsentDecisions.awaiting(
+                    store: store, program: executable, log: { [log] in log.say("pid \(sender.pid): \($0)", uid: sender.uid) }
+                ).count)
+            let access = sender.access(sender.pid)
+            let session = ClientSession(
+                executable: executable, buildID: buildID, release: Self.release(of: access), pid: sender.pid,
+                started: Date(), store: store)
+            clients[currentClient]?.session = session
+            var watch = ClientWatch(
+                connection: currentClient, access: access, appArea: hello.appArea, disabled: lastRun.disabled)
+            hangReports.forget(sender.pid)
+            startWatching(&watch, hello: hello, access: access)
+            clients[currentClient]?.watch = watch
+            crashedSessions.started(session)
+        }
+        let reply = HelloReplyMessage.encode(
+            accepted: true, spool: configuration.spoolDirectory, message: "", lastRun: lastRun)
+        _ = reply.withUnsafeBytes { send(currentClient, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+    }
+
+    func setting(enabled: Bool, from sender: Sender) {
+        guard let store = store(for: sender) else { return }
+        let session = clients.values.first { $0.peer.pid == sender.pid }?.session
+        let key = session.map { ($0.executable, $0.buildID) } ?? RunHistory.programKey(pid: sender.pid)
+        do {
+            try RunHistory(store: store).setEnabled(enabled, executable: key.0, buildID: key.1)
+        } catch {
+            log.say("pid \(sender.pid): its setting could not be kept: \(error)", uid: sender.uid)
+        }
+        for (fd, client) in clients where client.peer.pid == sender.pid { clients[fd]?.watch?.disabled = !enabled }
+    }
+
+    func consent(_ message: ConsentMessage, from sender: Sender) {
+        guard let store = store(for: sender) else { return }
+        let program =
+            clients.values.first { $0.peer.pid == sender.pid }?.session?.executable
+            ?? RunHistory.programKey(pid: sender.pid).executable
+        do {
+            log.say(
+                "pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: program, store: store)),
+                uid: sender.uid)
+            if message == .sendPending, UploadSpawner.isConfigured(),
+                let child = UploadSpawner.spawn(
+                    reports: store.root, owner: store.owner, log: { [log] in log.say($0, uid: sender.uid) })
+            {
+                uploadProcesses.pids.withLock { _ = $0.insert(child) }
+            }
+        } catch {
+            log.say("pid \(sender.pid): its consent could not be kept: \(error)", uid: sender.uid)
+        }
+    }
+
+    func goodbye(_ goodbye: GoodbyeMessage, from sender: Sender) {
+        // Only the connection's own process: a forked child shares it, and says nothing.
+        guard currentClient >= 0, clients[currentClient]?.peer.pid == sender.pid else { return }
+        clients[currentClient]?.goodbye = goodbye.exitStatus
+    }
+
+    func holder(of pid: ProcessID) -> ThreadHold? { traced.tracer(of: pid) }
+}
+
+/// What the sidecar adds to each report, on the thread that writes it: the client's session
+/// (ended as crashed once its crash is written), the link from a SIGABRT to the hang report
+/// before it, an upload after a report (not while one still runs: a storm of crashes starts one
+/// pass, which takes the reports written while it runs; the timer takes what comes after its
+/// last look), and the spool for a crash whose report cannot be written.
+struct SidecarReportHooks: ReportHooks {
+    let sessions: Sidecar.PendingSessions
+    let hangReports: HangReports
+    let log: WatcherLog
+    let uploads: Sidecar.Children?
+    let spool: SpoolIngest?
+
+    func sessionID(of pid: ProcessID) -> String? { sessions.id(of: pid) }
+
+    func amend(_ event: inout Event, record: CrashRecord) { hangReports.amend(&event, record) }
+
+    func wrote(_ report: WrittenReport, into store: ReportStore) {
+        let crashedSessions = sessions
+        if let uploads {
+            uploads.pids.withLock { running in
+                guard running.isEmpty,
+                    let child = UploadSpawner.spawn(
+                        reports: store.root, owner: store.owner, log: { log.say($0, uid: store.owner?.uid) })
+                else { return }
+                running.insert(child)
+            }
+        }
+        guard let pid = report.event.process?.pid, report.event.kind == .crash,
+            let session = crashedSessions.take(pid)
+        else { return }
+        RunHistory(store: session.store).ended(
+            session.record(
+                status: .crashed, crashedDuringLaunch: report.event.launch?.crashedDuringLaunch, reportID: report.id,
+                release: report.event.release))
+    }
+
+    func unwritable(_ capture: Capture, recordBytes: [UInt8], error: Error, store: ReportStore) -> Bool {
+        guard let spool else { return false }
+        spool.keep(capture: capture, recordBytes: recordBytes, owner: store.owner, because: "\(error)")
+        return true
     }
 }
