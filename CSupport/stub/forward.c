@@ -29,12 +29,10 @@
 #include <ucontext.h>
 
 #include "actions.h"
+#include "errors.h"
 #include "forward.h"
 #include "safe.h"
 #include "stub_state.h"
-
-#define CP_EPERM 1
-#define CP_ESRCH 3
 
 /* Threads that may be inside a forwarded handler at once, and handlers nested on one thread. */
 #define CP_FORWARD_THREADS 64
@@ -44,7 +42,6 @@
 #define CP_HANDLER_STACK_MAX (1u << 20)
 /* Room left below crashport's own frame before the handler's frame starts. */
 #define CP_FRAME_MARGIN 512u
-#define CP_RED_ZONE_BYTES 128u
 #define CP_FPSTATE_MAX (16u * 1024u)
 /* A fault this close to the stack pointer may be the stack overflowing. */
 #define CP_STACK_FAULT_NEAR (1ull << 20)
@@ -347,7 +344,7 @@ void cp_forward_deliver(cp_stub_state *state, uint32_t tid, int signo, siginfo_t
          * kernel could have written its frame there is checked when the fault may be the stack
          * itself (its address near the stack pointer, or a signal that names no address): a
          * JVM's null check, at a small address far from any stack, costs no check. */
-        top = interrupted - CP_RED_ZONE_BYTES;
+        top = interrupted - CP_RED_ZONE; /* crashport_protocol.h: the ABI's red zone */
         uint64_t address = fault ? (uint64_t)(uintptr_t)info->si_addr : interrupted;
         check = address + CP_STACK_FAULT_NEAR >= interrupted && address <= interrupted + CP_STACK_FAULT_NEAR;
     }

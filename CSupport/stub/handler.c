@@ -74,28 +74,10 @@
 
 #include "actions.h"
 #include "crashport_protocol.h"
+#include "errors.h"
 #include "forward.h"
 #include "safe.h"
 #include "stub_state.h"
-
-/* errno values as raw system calls return them (negated). Spelled out so that no libc header
- * that declares errno is needed here. */
-#define CP_EPERM 1
-#define CP_EINTR 4
-#define CP_EINVAL 22
-#define CP_EBADF 9
-#define CP_EAGAIN 11
-#define CP_EEXIST 17
-#define CP_EPIPE 32
-#define CP_ENOTSOCK 88
-#define CP_ECONNRESET 104
-#define CP_EISCONN 106
-#define CP_ENOTCONN 107
-#define CP_ETIMEDOUT 110
-#define CP_ECONNREFUSED 111
-#define CP_EALREADY 114
-#define CP_EINPROGRESS 115
-#define CP_ENOSYS 38
 
 /* renameat2's flag (linux/fs.h), spelled out for the same reason. */
 #define CP_RENAME_NOREPLACE 1
@@ -701,7 +683,7 @@ static long cp_handler_pwrite_all(int fd, const void *buffer, size_t size, long 
             continue;
         }
         if (written <= 0) {
-            return written < 0 ? written : -5 /* EIO */;
+            return written < 0 ? written : -CP_EIO;
         }
         p += written;
         size -= (size_t)written;
@@ -782,7 +764,7 @@ static long cp_handler_spool_create(int spool, const cp_crash *record, char *tem
                                      cp_handler_unguessable(record->time_ns + (uint64_t)attempt));
         temporary[used] = '\0';
         if (failed) {
-            return -36; /* ENAMETOOLONG: cannot happen with these sizes */
+            return -CP_ENAMETOOLONG; /* cannot happen with these sizes */
         }
         fd = cp_safe_syscall4(SYS_openat, spool, (long)temporary, flags, 0600);
     }
@@ -807,7 +789,7 @@ static long cp_handler_spool_publish(int spool, const cp_crash *record, const ch
         failed |= cp_safe_append_string(name, capacity - 1, &used, ".crash");
         name[used] = '\0';
         if (failed) {
-            return -36; /* ENAMETOOLONG: cannot happen with these sizes */
+            return -CP_ENAMETOOLONG; /* cannot happen with these sizes */
         }
         result = cp_safe_syscall5(SYS_renameat2, spool, (long)temporary, spool, (long)name, CP_RENAME_NOREPLACE);
         if (result == -CP_EINVAL || result == -CP_ENOSYS) {

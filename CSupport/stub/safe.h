@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errors.h"
+
 /* -- raw system calls ------------------------------------------------------------------------ */
 /* x86_64 syscall ABI: number in rax, arguments in rdi rsi rdx r10 r8 r9; the instruction
  * clobbers rcx and r11; the result (or -errno) comes back in rax. */
@@ -189,11 +191,11 @@ static inline long cp_safe_write_all(int fd, const void *buffer, size_t size)
     const char *p = buffer;
     while (size > 0) {
         long written = cp_safe_syscall3(SYS_write, fd, (long)p, (long)size);
-        if (written == -4 /* EINTR */) {
+        if (written == -CP_EINTR) {
             continue;
         }
         if (written <= 0) {
-            return written < 0 ? written : -5 /* EIO: no progress */;
+            return written < 0 ? written : -CP_EIO; /* no progress */
         }
         p += written;
         size -= (size_t)written;
