@@ -4,9 +4,10 @@
  *
  * Everything here is `static inline`, takes no lock, allocates nothing and never touches errno:
  * a system call returns its result, or -errno as a negative value, exactly as the kernel gives
- * it. So every function may run inside the signal handler (handler.c) as well as at install.
+ * it. So every function may run inside the signal handler (the crash path: entry.c, forward.c,
+ * report.c) as well as at install.
  *
- * The byte loops below must stay loops: handler.c is compiled with -fno-builtin and
+ * The byte loops below must stay loops: the crash path is compiled with -fno-builtin and
  * -fno-tree-loop-distribute-patterns so that the compiler does not turn them back into calls to
  * libc's memcpy/memset (tools/check-stub-safety would catch it if it did).
  */
