@@ -3,8 +3,8 @@
  *
  * crashport keeps the kernel's slot for every signal it handles, for the life of the process
  * (the way a Mach exception port is not a slot a signal handler can take). What the program
- * sets with sigaction/signal/sigset lands here instead (interpose.c), and the crash handler
- * (handler.c) runs it the way the kernel would have. Readers and writers may be any thread, a
+ * sets with sigaction/signal/sigset lands here instead (interpose.c), and the crash path
+ * (entry.c, forward.c) runs it the way the kernel would have. Readers and writers may be any thread, a
  * signal handler, or the crash path: nothing here locks, allocates or touches errno. See
  * cp_program_action in stub_state.h for the versioning scheme.
  */

@@ -3,7 +3,7 @@
  * breadcrumbs and files to attach, handled errors, the runtimes' abort messages, the last run
  * and the launch window, enabling and disabling (crashport.h documents each call). The program's
  * words live in cp_app (the cp_app_area of crashport_protocol.h, static memory defined in
- * handler.c), which the watcher reads out of the crashed process; nothing is shared with the
+ * report.c), which the watcher reads out of the crashed process; nothing is shared with the
  * crash path but that memory, so a crash in the middle of any of these calls still gets
  * reported (the slot being written is skipped). Nothing here allocates, except the
  * std::terminate handler, which runs in the program's own terminate path (demangling the type).
@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "crashport.h"
-#include "forward.h"
+#include "report.h"
 #include "stub_state.h"
 
 /* Spins before a contended writer starts yielding, and how long it yields before it gives up

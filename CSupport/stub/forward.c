@@ -2,7 +2,7 @@
  * forward.c: the program's own signal handlers, run by crashport the way the kernel would have
  * run them (issue 11; docs/architecture.md "crashport keeps the kernel's slot").
  *
- * crashport's handler owns the kernel's slot of every signal it handles; the program's action
+ * crashport's handler (entry.c) owns the kernel's slot of every signal it handles; the program's action
  * is kept by the stub (actions.h). To run a program handler, this file does what the kernel's
  * signal delivery does: it picks the stack the kernel would pick (the alternate stack for an
  * SA_ONSTACK action, else the interrupted stack), builds there a copy of the kernel's signal
@@ -16,8 +16,31 @@
  * fault; a signal that arrives inside the handler (a re-raise, abort(), a fault of the handler
  * itself) finds it there, and the report names the original fault, not the second signal.
  *
- * Same rules as handler.c: runs in signal context; raw system calls only (safe.h), no libc, no
- * lock, no allocation; tools/check-stub-safety checks the object.
+ * Where it sits: the crash path calls one way, entry.c → forward.c → report.c. entry.c calls in
+ * here; what is not recovered is reported through report.h (cp_report_fault, naming the original
+ * fault); cp_forward_returned is entered from a program handler's return, not from entry.c, and
+ * calls only down too.
+ *
+ * What it may do:
+ *  - call cp_safe_* (safe.h) and cp_actions_* (actions.h), both static inline: raw system calls
+ *    and a tiny libc; report.c's cp_fault_copy and cp_report_fault (report.h); the cp_forward_*
+ *    functions and trampolines of this file; nothing else: no function of entry.c;
+ *  - set the kernel's slot to SIG_DFL (the default action, as the kernel applies it), the
+ *    signal mask the kernel would set, and the program's action as the kernel resets a one-shot
+ *    one (SA_RESETHAND); queue a signal again to this thread;
+ *  - write a program handler's signal frame on the stack the kernel would have chosen, and the
+ *    preallocated tables of this file (each thread's entry claimed with __atomic builtins).
+ *
+ * What it must never do:
+ *  - call libc or any other library function, lock, or allocate: tools/check-stub-safety fails
+ *    the build if the crash path's object (entry.o, forward.o and report.o linked as one)
+ *    references any symbol beyond memcpy/memset/memmove;
+ *  - call back into entry.c: tools/build-stub fails the build if forward.o references anything
+ *    entry.o defines;
+ *  - read memory it does not own by dereferencing it: the stack a frame goes on is checked with
+ *    process_vm_readv, which fails at an unmapped page instead of faulting;
+ *  - run a program handler where the kernel could not have (no room on its stack): the process
+ *    dies then, as the kernel would kill it, after the report.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -29,12 +52,10 @@
 #include <ucontext.h>
 
 #include "actions.h"
+#include "errors.h"
 #include "forward.h"
 #include "safe.h"
 #include "stub_state.h"
-
-#define CP_EPERM 1
-#define CP_ESRCH 3
 
 /* Threads that may be inside a forwarded handler at once, and handlers nested on one thread. */
 #define CP_FORWARD_THREADS 64
@@ -44,7 +65,6 @@
 #define CP_HANDLER_STACK_MAX (1u << 20)
 /* Room left below crashport's own frame before the handler's frame starts. */
 #define CP_FRAME_MARGIN 512u
-#define CP_RED_ZONE_BYTES 128u
 #define CP_FPSTATE_MAX (16u * 1024u)
 /* A fault this close to the stack pointer may be the stack overflowing. */
 #define CP_STACK_FAULT_NEAR (1ull << 20)
@@ -230,28 +250,6 @@ static void cp_forward_release(int slot)
     __atomic_store_n(&cp_forward_tids[slot], 0, __ATOMIC_RELEASE);
 }
 
-void cp_fault_copy(cp_fault *fault, int signo, const siginfo_t *info, const ucontext_t *context)
-{
-    fault->signo = signo;
-    fault->has_fpregs = 0;
-    if (info != NULL) {
-        cp_safe_copy(&fault->info, info, sizeof fault->info);
-    } else {
-        cp_safe_set(&fault->info, 0, sizeof fault->info);
-        fault->info.si_signo = signo;
-    }
-    if (context != NULL) {
-        cp_safe_copy(fault->gregs, context->uc_mcontext.gregs, sizeof fault->gregs);
-        if (context->uc_mcontext.fpregs != NULL) {
-            /* The kernel wrote this FXSAVE image into the signal frame: our own memory. */
-            cp_safe_copy(fault->fpregs, context->uc_mcontext.fpregs, sizeof fault->fpregs);
-            fault->has_fpregs = 1;
-        }
-    } else {
-        cp_safe_set(fault->gregs, 0, sizeof fault->gregs);
-    }
-}
-
 cp_forward_frame *cp_forward_active(uint32_t tid, const ucontext_t *context)
 {
     int slot = cp_forward_slot(tid, false);
@@ -347,7 +345,7 @@ void cp_forward_deliver(cp_stub_state *state, uint32_t tid, int signo, siginfo_t
          * kernel could have written its frame there is checked when the fault may be the stack
          * itself (its address near the stack pointer, or a signal that names no address): a
          * JVM's null check, at a small address far from any stack, costs no check. */
-        top = interrupted - CP_RED_ZONE_BYTES;
+        top = interrupted - CP_RED_ZONE; /* crashport_protocol.h: the ABI's red zone */
         uint64_t address = fault ? (uint64_t)(uintptr_t)info->si_addr : interrupted;
         check = address + CP_STACK_FAULT_NEAR >= interrupted && address <= interrupted + CP_STACK_FAULT_NEAR;
     }

@@ -1,7 +1,9 @@
 /*
  * forward.h: running the program's own action for a signal the way the kernel would have
- * (forward.c), and the report of a fault (handler.c). Both run in signal context: the rules of
- * handler.c apply (raw system calls, no libc, no lock, no allocation).
+ * (forward.c), for the signal entry (entry.c). Runs in signal context: the rules at the top of
+ * forward.c apply (raw system calls, no libc, no lock, no allocation). What forward.c needs of
+ * the reporter (the fault it names, the report) is report.h's: forward.c calls report.c, never
+ * entry.c, and report.c calls neither.
  */
 #ifndef CRASHPORT_STUB_FORWARD_H
 #define CRASHPORT_STUB_FORWARD_H
@@ -12,25 +14,8 @@
 #include <ucontext.h>
 
 #include "crashport_protocol.h"
+#include "report.h"
 #include "stub_state.h"
-
-/* One signal as the kernel delivered it, copied: what a report names. */
-typedef struct cp_fault {
-    int32_t signo;
-    uint32_t has_fpregs;
-    siginfo_t info;
-    greg_t gregs[NGREG]; /* uc_mcontext.gregs */
-    uint8_t fpregs[512]; /* the FXSAVE image */
-} cp_fault;
-
-/** Copies a delivered signal (info may be NULL, context may be NULL). */
-void cp_fault_copy(cp_fault *fault, int signo, const siginfo_t *info, const ucontext_t *context) CP_HIDDEN;
-
-/** Reports `original` (with `reraise` when a program handler ran on it first; may be NULL) unless
- *  another thread is reporting (then waits for it, bounded) or this process already reported.
- *  Returns after the watcher's verdict or the timeout. */
-void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *original, const cp_reraise *reraise,
-                     uint32_t record_flags) CP_HIDDEN;
 
 /** A program handler crashport is running on this thread, which the signal with `context`
  *  interrupted; NULL when there is none (or only stale ones: left by siglongjmp). */

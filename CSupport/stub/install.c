@@ -2,11 +2,11 @@
  * install.c: crashport_install() and the constructor that calls it under LD_PRELOAD.
  *
  * Install-time code runs in a healthy process and may use libc freely. Its job is to do, once,
- * everything the signal handler (handler.c) must not do in a crash: check the socket, allocate
- * the record, learn the watcher's pid and let it ptrace us, give the installing thread an
- * alternate stack, save each signal's previous action exactly as the kernel holds it, install
- * ours, hook the exit path (GOODBYE), and say HELLO. After it returns the stub makes no system
- * call until a crash, or until the process exits (GOODBYE: one non-blocking send).
+ * everything the crash path (entry.c, forward.c, report.c) must not do in a crash: check the
+ * socket, allocate the record, learn the watcher's pid and let it ptrace us, give the installing
+ * thread an alternate stack, save each signal's previous action exactly as the kernel holds it,
+ * install ours, hook the exit path (GOODBYE), and say HELLO. After it returns the stub makes no
+ * system call until a crash, or until the process exits (GOODBYE: one non-blocking send).
  *
  * Two modes. Launcher mode: `crashport run` hands down one socket (CRASHPORT_FD). Sidecar mode
  * (no launcher socket, CRASHPORT_SOCKET names a path): install connects to `crashport watch`
@@ -53,6 +53,8 @@
 #include "actions.h"
 #include "crashport.h"
 #include "crashport_protocol.h"
+#include "entry.h"
+#include "report.h"
 #include "safe.h"
 #include "stub_state.h"
 

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "actions.h"
+#include "report.h"
 #include "safe.h"
 #include "stub_state.h"
 

@@ -4,9 +4,10 @@
  *
  * Everything here is `static inline`, takes no lock, allocates nothing and never touches errno:
  * a system call returns its result, or -errno as a negative value, exactly as the kernel gives
- * it. So every function may run inside the signal handler (handler.c) as well as at install.
+ * it. So every function may run inside the signal handler (the crash path: entry.c, forward.c,
+ * report.c) as well as at install.
  *
- * The byte loops below must stay loops: handler.c is compiled with -fno-builtin and
+ * The byte loops below must stay loops: the crash path is compiled with -fno-builtin and
  * -fno-tree-loop-distribute-patterns so that the compiler does not turn them back into calls to
  * libc's memcpy/memset (tools/check-stub-safety would catch it if it did).
  */
@@ -19,6 +20,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "errors.h"
 
 /* -- raw system calls ------------------------------------------------------------------------ */
 /* x86_64 syscall ABI: number in rax, arguments in rdi rsi rdx r10 r8 r9; the instruction
@@ -189,11 +192,11 @@ static inline long cp_safe_write_all(int fd, const void *buffer, size_t size)
     const char *p = buffer;
     while (size > 0) {
         long written = cp_safe_syscall3(SYS_write, fd, (long)p, (long)size);
-        if (written == -4 /* EINTR */) {
+        if (written == -CP_EINTR) {
             continue;
         }
         if (written <= 0) {
-            return written < 0 ? written : -5 /* EIO: no progress */;
+            return written < 0 ? written : -CP_EIO; /* no progress */
         }
         p += written;
         size -= (size_t)written;

@@ -1,13 +1,14 @@
 /*
- * stub_state.h: the state shared by install (install.c) and the signal handler (handler.c).
+ * stub_state.h: the state shared by install (install.c) and the crash path (entry.c, forward.c,
+ * report.c).
  *
- * Ownership and lifetime: one process-wide instance, cp_state, defined in handler.c (so the
- * handler's object references nothing outside itself). install.c fills it, once, before it
- * installs the first signal handler; after that the handler only reads the configuration and
- * touches the fields marked "atomic" (and, on the one thread that reports, fd and watcher_pid
- * when it reconnects to a sidecar). Nothing in it is ever freed: the record, the scratch
- * buffer, the sidecar connection, the spool directory and the alternate stack live until the
- * process dies.
+ * Ownership and lifetime: one process-wide instance, cp_state, defined in report.c (so the
+ * crash path's object references nothing outside itself, and its files refer to it downward).
+ * install.c fills it, once, before it installs the first signal handler; after that the handler
+ * only reads the configuration and touches the fields marked "atomic" (and, on the one thread
+ * that reports, fd and watcher_pid when it reconnects to a sidecar). Nothing in it is ever
+ * freed: the record, the scratch buffer, the sidecar connection, the spool directory and the
+ * alternate stack live until the process dies.
  */
 #ifndef CRASHPORT_STUB_STATE_H
 #define CRASHPORT_STUB_STATE_H
@@ -89,7 +90,7 @@ typedef struct cp_crash_area {
 typedef struct cp_stub_state {
     /* -- configuration: written by install before any handler is live, then read-only, except
      *    fd and watcher_pid, which the one reporting thread may replace at crash time when it
-     *    reconnects to a sidecar (handler.c; one report per process, so no other writer) -- */
+     *    reconnects to a sidecar (report.c; one report per process, so no other writer) -- */
     cp_crash *record;      /* &area->record: the start of the install-time cp_crash_area */
     cp_crash *error_record; /* &area->error_record */
     cp_hello *hello;       /* &area->hello */
@@ -127,24 +128,11 @@ typedef struct cp_stub_state {
     uint32_t goodbye_sent;  /* 1 once GOODBYE was sent (cp_handler_goodbye): at most once */
 } cp_stub_state;
 
-/** The process-wide stub state (defined in handler.c). */
+/** The process-wide stub state (defined in report.c). */
 extern cp_stub_state cp_state CP_HIDDEN;
 
-/** What the program tells crashport about itself (defined in handler.c, written by app.c). */
+/** What the program tells crashport about itself (defined in report.c, written by app.c). */
 extern cp_app_area cp_app CP_HIDDEN;
-
-/** Sends a handled error's ERROR record (the caller's registers in `fault`, signo 0) on the
- *  watcher connection and waits, bounded by the timeout, for the verdict: 0 once the watcher
- *  has its snapshot, -ENOTCONN without a connection, -ETIMEDOUT, or -errno of the send. Never
- *  reconnects or spools; one caller at a time (app.c serializes). Not signal context, but
- *  made of the same raw system calls (handler.c). */
-long cp_report_error(cp_stub_state *state, const void *fault, uint32_t tid) CP_HIDDEN;
-
-/** Says GOODBYE on the watcher connection: the process that said HELLO exits normally with
- *  `status` (exit's or _exit's argument). At most once per process, never from a forked child
- *  on its parent's connection, never while a crash is reported, never waiting (handler.c).
- *  Runs in signal context (a program may call _exit from its signal handler). */
-void cp_handler_goodbye(cp_stub_state *state, int32_t status) CP_HIDDEN;
 
 /** Marks the app area in use, starts the launch window, and finds glibc's, Swift's and
  *  libstdc++'s abort messages (app.c). Takes the last run from CRASHPORT_LAST_RUN unless a
@@ -163,9 +151,6 @@ extern pthread_key_t cp_thread_key CP_HIDDEN;
 extern int cp_thread_key_ready CP_HIDDEN;
 void cp_thread_release(void *region) CP_HIDDEN;
 
-/** The SA_SIGINFO handler crashport installs; runs in signal context (handler.c). */
-void cp_handler_signal(int signo, siginfo_t *info, void *context) CP_HIDDEN;
-
 /** Whether this process runs with privileges its real user does not have: the kernel's
  *  AT_SECURE (a setuid or setgid exec, file capabilities, an LSM's say), or real and effective
  *  user or group ids that differ now. Such a process takes nothing from the environment its
@@ -176,20 +161,5 @@ bool cp_install_secure(void) CP_HIDDEN;
  *  says runs with privileges its user lacks, whose environment is its user's choice, not its
  *  own (install.c). Every CRASHPORT_* read goes through it. */
 const char *cp_install_getenv(const char *name) CP_HIDDEN;
-
-/** cp_handler_connect_sidecar's result when someone listens at the address, but as a uid it
- *  may not trust: neither 0 nor the process's effective uid at install (state->trusted_uid),
- *  nor, in a process whose real and effective ids are the same and that was not secure at
- *  install, its uid now. A setuid program's real user is never trusted. */
-#define CP_CONNECT_UNTRUSTED (-10000)
-
-/** Connects a new SOCK_SEQPACKET socket (SOCK_NONBLOCK | SOCK_CLOEXEC) to the sidecar at
- *  address, retrying while its backlog is full until deadline (CLOCK_MONOTONIC ns), then checks
- *  the listener with SO_PEERCRED. Returns the connected fd with *peer_pid and *peer_uid set (the
- *  kernel's word, never a message's), or -errno, or CP_CONNECT_UNTRUSTED (then *peer_uid says
- *  whose the listener is, and nothing stays open). Raw system calls only: runs in signal context
- *  (the handler's reconnect), and install uses it too, so that both check the peer alike. */
-long cp_handler_connect_sidecar(const cp_stub_state *state, const struct sockaddr_un *address, uint32_t length,
-                                uint64_t deadline, int32_t *peer_pid, uint32_t *peer_uid) CP_HIDDEN;
 
 #endif /* CRASHPORT_STUB_STATE_H */

@@ -1,16 +1,15 @@
 /*
- * handler.c: crashport's signal handler, the only stub code that runs in a crashing process.
+ * report.c: the reporter, the crash path's bottom: it tells the watcher about a fault and waits,
+ * bounded, for its verdict. The crash path calls one way, entry.c → forward.c → report.c: the
+ * signal entry and forward.c call in here through report.h; nothing here calls them.
  *
- * What it does: crashport owns the kernel's slot of the signals it handles; the program's own
- * action is kept by the stub (actions.h). A signal first goes to the program's handler when the
- * program installed one after crashport (or the signal is forward-first): forward.c runs it as
- * the kernel would, and reports only what it does not recover from, naming the original fault.
- * Otherwise the first crashing thread fills the record preallocated at install, makes the
- * process ptrace-able by the watcher, sends the record with a private reply channel, waits
- * (bounded) for the watcher's verdict, then does with the signal what the kernel would have
- * done with the program's action: run its handler (crashport keeps the slot), or the default
- * action (same signal, core dump and exit status as without crashport). Any other thread that
- * crashes meanwhile waits for the report to end (bounded), then does the same.
+ * What it does: cp_report_fault reports once per process. The first thread to get here
+ * reports (first-crasher election, on cp_state.crashing_tid); any other thread that crashes
+ * meanwhile waits for that report to end (bounded), and a thread that already reported
+ * returns. The reporting thread fills the record preallocated at install, makes the process
+ * ptrace-able by the watcher, sends the record with a private reply channel, and waits (bounded)
+ * for the watcher's verdict; then it returns to its caller, which does with the signal what the
+ * kernel would have done (forward.c).
  *
  * Sidecar mode (CRASHPORT_SOCKET): the stub has its own connection to `crashport watch`, which
  * may have been down at install or restarted since. With no connection, or one whose peer is
@@ -26,16 +25,19 @@
  * (PR_GET_DUMPABLE != 1: it made itself so, like ssh-agent; it is setuid or setgid; its
  * credentials changed) sends and spools a record with CP_CRASH_NOT_DUMPABLE and none of its
  * memory (no registers, no stack copy, no addresses, no /proc/self/maps in the spool), and the
- * handler never makes it dumpable: what the kernel would refuse its user, the record does not
+ * reporter never makes it dumpable: what the kernel would refuse its user, the record does not
  * carry either.
  *
  * GOODBYE (cp_handler_goodbye) lives here too: it is sent from the exit path, and _exit, which
  * the stub interposes, may be called from a program's signal handler; so it is made of the
- * same raw system calls and checked with the crash path.
+ * same raw system calls and checked with the crash path. So is a handled error's ERROR record
+ * (cp_report_error, for app.c: a program thread, not signal context, but the same record and
+ * the same send and wait), and the sidecar connection install.c shares with the reconnect.
  *
  * What it may do:
- *  - call cp_safe_* (safe.h, static inline: raw system calls and a tiny libc) and the static
- *    cp_handler_* functions of this file; nothing else;
+ *  - call cp_safe_* (safe.h) and cp_actions_load (actions.h), both static inline: raw system
+ *    calls and a tiny libc, and the functions of this file; nothing else: no
+ *    function of entry.c or forward.c;
  *  - read the configuration in cp_state, write the preallocated record and scratch buffer, use
  *    __atomic builtins on cp_state's crash-time words, and a few hundred bytes of (alternate)
  *    stack; on the one reporting thread, replace cp_state.fd and watcher_pid (reconnect);
@@ -45,14 +47,17 @@
  *
  * What it must never do:
  *  - call libc or any other library function: it may hold the lock we would need (malloc,
- *    stdio, the dynamic loader), or touch errno. tools/check-stub-safety fails the build if
- *    this object references any symbol beyond memcpy/memset/memmove;
+ *    stdio, the dynamic loader), or touch errno. tools/check-stub-safety fails the build if the
+ *    crash path's object (entry.o, forward.o and report.o linked as one) references any symbol
+ *    beyond memcpy/memset/memmove;
+ *  - call back up the crash path (entry.c, forward.c): tools/build-stub fails the build if
+ *    report.o references anything they define;
  *  - allocate, lock, or wait without a bound: the watcher may be dead or hung and the process
  *    must still die properly;
  *  - dereference memory it does not own: the stack is copied with process_vm_readv, which
  *    stops at an unmapped page instead of faulting;
- *  - leave the process in a state that changes how it dies (the previous action is restored
- *    byte-for-byte from what the kernel held at install);
+ *  - change how the process dies: it reads the kernel's slot of each handled signal (for the
+ *    record's chain) but never sets an action; forward.c applies what the kernel would;
  *  - make the process dumpable, or copy its memory into a record when it is not.
  */
 #define _GNU_SOURCE
@@ -74,30 +79,12 @@
 
 #include "actions.h"
 #include "crashport_protocol.h"
-#include "forward.h"
+#include "errors.h"
+#include "report.h"
 #include "safe.h"
 #include "stub_state.h"
 
-/* errno values as raw system calls return them (negated). Spelled out so that no libc header
- * that declares errno is needed here. */
-#define CP_EPERM 1
-#define CP_EINTR 4
-#define CP_EINVAL 22
-#define CP_EBADF 9
-#define CP_EAGAIN 11
-#define CP_EEXIST 17
-#define CP_EPIPE 32
-#define CP_ENOTSOCK 88
-#define CP_ECONNRESET 104
-#define CP_EISCONN 106
-#define CP_ENOTCONN 107
-#define CP_ETIMEDOUT 110
-#define CP_ECONNREFUSED 111
-#define CP_EALREADY 114
-#define CP_EINPROGRESS 115
-#define CP_ENOSYS 38
-
-/* renameat2's flag (linux/fs.h), spelled out for the same reason. */
+/* renameat2's flag (linux/fs.h), spelled out so that its header is not needed here. */
 #define CP_RENAME_NOREPLACE 1
 /* getrandom's flag (sys/random.h): never wait for the entropy pool. */
 #define CP_GRND_NONBLOCK 1
@@ -106,6 +93,8 @@
 
 #define CP_NS_PER_MS 1000000ull
 
+/* The process-wide stub state (stub_state.h): defined at the bottom of the crash path, so that
+ * every crash-path file refers to it downward. */
 cp_stub_state cp_state = {
     .fd = -1,
     .timing_fd = -1,
@@ -115,6 +104,29 @@ cp_stub_state cp_state = {
 /* Zero until the program first annotates (app.c); here so that the crash path's object names
  * it without a reference outside itself. */
 cp_app_area cp_app;
+
+/** Copies a delivered signal into what a report names (report.h). Runs in signal context. */
+void cp_fault_copy(cp_fault *fault, int signo, const siginfo_t *info, const ucontext_t *context)
+{
+    fault->signo = signo;
+    fault->has_fpregs = 0;
+    if (info != NULL) {
+        cp_safe_copy(&fault->info, info, sizeof fault->info);
+    } else {
+        cp_safe_set(&fault->info, 0, sizeof fault->info);
+        fault->info.si_signo = signo;
+    }
+    if (context != NULL) {
+        cp_safe_copy(fault->gregs, context->uc_mcontext.gregs, sizeof fault->gregs);
+        if (context->uc_mcontext.fpregs != NULL) {
+            /* The kernel wrote this FXSAVE image into the signal frame: our own memory. */
+            cp_safe_copy(fault->fpregs, context->uc_mcontext.fpregs, sizeof fault->fpregs);
+            fault->has_fpregs = 1;
+        }
+    } else {
+        cp_safe_set(fault->gregs, 0, sizeof fault->gregs);
+    }
+}
 
 /** Raw rt_sigaction with the kernel's own struct (sigsetsize 8); returns 0 or -errno. Runs in
  *  signal context. */
@@ -701,7 +713,7 @@ static long cp_handler_pwrite_all(int fd, const void *buffer, size_t size, long 
             continue;
         }
         if (written <= 0) {
-            return written < 0 ? written : -5 /* EIO */;
+            return written < 0 ? written : -CP_EIO;
         }
         p += written;
         size -= (size_t)written;
@@ -782,7 +794,7 @@ static long cp_handler_spool_create(int spool, const cp_crash *record, char *tem
                                      cp_handler_unguessable(record->time_ns + (uint64_t)attempt));
         temporary[used] = '\0';
         if (failed) {
-            return -36; /* ENAMETOOLONG: cannot happen with these sizes */
+            return -CP_ENAMETOOLONG; /* cannot happen with these sizes */
         }
         fd = cp_safe_syscall4(SYS_openat, spool, (long)temporary, flags, 0600);
     }
@@ -807,7 +819,7 @@ static long cp_handler_spool_publish(int spool, const cp_crash *record, const ch
         failed |= cp_safe_append_string(name, capacity - 1, &used, ".crash");
         name[used] = '\0';
         if (failed) {
-            return -36; /* ENAMETOOLONG: cannot happen with these sizes */
+            return -CP_ENAMETOOLONG; /* cannot happen with these sizes */
         }
         result = cp_safe_syscall5(SYS_renameat2, spool, (long)temporary, spool, (long)name, CP_RENAME_NOREPLACE);
         if (result == -CP_EINVAL || result == -CP_ENOSYS) {
@@ -996,45 +1008,4 @@ void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *origina
     if (answer.has_verdict && state->timing_fd >= 0) {
         cp_handler_write_timing(state->timing_fd, &answer);
     }
-}
-
-void cp_handler_signal(int signo, siginfo_t *info, void *context)
-{
-    cp_stub_state *state = &cp_state;
-    ucontext_t *uc = context;
-    if (signo <= 0 || signo >= CP_SIGNAL_LIMIT) {
-        return;
-    }
-    uint32_t tid = cp_safe_gettid();
-
-    /* Inside a program handler crashport is running on this thread: a re-raise, an abort(), a
-     * fault of the handler itself. (A signal another process sent is just a signal.) */
-    cp_forward_frame *running = cp_forward_active(tid, uc);
-    if (running != NULL &&
-        !(info != NULL && info->si_code <= 0 && (uint32_t)info->si_pid != cp_safe_getpid())) {
-        cp_forward_nested(state, running, tid, signo, info, uc);
-        return;
-    }
-
-    cp_kernel_sigaction action;
-    uint32_t changes = 0;
-    cp_actions_load(state, signo, &action, &changes);
-    bool function = action.handler > (uint64_t)(uintptr_t)SIG_IGN;
-    cp_reraise came_back;
-    bool again = function && cp_forward_came_back(tid, signo, info, uc, &came_back);
-
-    /* The program's handler first, as the kernel would run it, when the program installed it
-     * after crashport (or the signal is forward-first): only what it does not recover from is
-     * a crash. A handler installed before crashport runs after the report. */
-    if (function && !again && (changes != 0 || (state->forward_first & (1ull << signo)))) {
-        cp_forward_deliver(state, tid, signo, info, uc, &action, NULL);
-        return;
-    }
-    if (action.handler == (uint64_t)(uintptr_t)SIG_IGN && !(info != NULL && info->si_code > 0)) {
-        return; /* sent, and the program ignores it: the kernel would have discarded it */
-    }
-    cp_fault fault;
-    cp_fault_copy(&fault, signo, info, uc);
-    cp_report_fault(state, tid, &fault, again ? &came_back : NULL, again ? CP_CRASH_FORWARD_FIRST : 0);
-    cp_forward_deliver(state, tid, signo, info, uc, &action, &fault);
 }
