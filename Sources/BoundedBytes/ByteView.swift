@@ -4,6 +4,7 @@
 
 /// Bounds-checked little-endian reads over a byte buffer. Every accessor returns nil instead of
 /// reading out of bounds; offsets are checked for overflow.
+/// Unchecked: a read-only view of memory its owner keeps alive and never writes.
 public struct ByteView: @unchecked Sendable {
     public let bytes: UnsafeRawBufferPointer
 

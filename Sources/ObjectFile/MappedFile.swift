@@ -30,6 +30,7 @@ public enum ObjectFileError: Error, CustomStringConvertible, Equatable {
     }
 }
 
+/// Unchecked: a read-only view of a mapping it owns (libelf's one write is claimed, atomically).
 public final class MappedFile: @unchecked Sendable {
     public let path: String
     public let bytes: UnsafeRawBufferPointer

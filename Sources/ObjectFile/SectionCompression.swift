@@ -172,6 +172,7 @@ public enum SectionCompression {
 /// on past its declared size or is corrupt fails init (nil), as libelf's inflating would.
 /// Threads: materialize takes the object's own lock; `view` may be read from any thread once
 /// the range read has been materialized.
+/// Unchecked: its pages are written only under its own lock, and read only once materialized.
 public final class InflatedSection: @unchecked Sendable {
     /// Output between two kept inflate states (each about 44 KB).
     public static let checkpointInterval = 512 << 10

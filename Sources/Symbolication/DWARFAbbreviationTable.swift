@@ -84,6 +84,7 @@ struct DWARFAbbreviation: Sendable {
     var fixedSize: Int
 }
 
+/// Unchecked: decoded only under its DWARFInfo's lock and immutable once published.
 final class DWARFAbbreviationTable: @unchecked Sendable {
     let format: DWARFFormat
     let abbreviations: [DWARFAbbreviation]
@@ -150,6 +151,7 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
 /// name the same (offset, format). Used only under DWARFInfo's lock (or during its init). The
 /// bytes decoded over all tables are bounded by a budget derived from .debug_abbrev's size, so
 /// units naming many distinct hostile offsets cannot multiply the work.
+/// Unchecked: used only under its DWARFInfo's lock (or during its init).
 final class DWARFAbbreviationTables: @unchecked Sendable {
     private struct Key: Hashable {
         var offset: UInt64

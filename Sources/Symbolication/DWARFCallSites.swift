@@ -49,6 +49,7 @@ struct DWARFCallSiteFunction: Sendable {
     var ranges: Range<Int>
 }
 
+/// Unchecked: built only under its DWARFInfo's lock and immutable once published.
 final class DWARFCallSites: @unchecked Sendable {
     let sites: [DWARFCallSite]
     let functions: [DWARFCallSiteFunction]

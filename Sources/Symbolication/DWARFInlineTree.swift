@@ -15,6 +15,7 @@
 import BoundedBytes
 import ObjectFile
 
+/// Unchecked: built only under its DWARFInfo's lock and immutable once published.
 final class DWARFInlineTree: @unchecked Sendable {
     struct Node: Sendable {
         var dieOffset: UInt64  // in .debug_info

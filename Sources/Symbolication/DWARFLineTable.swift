@@ -15,6 +15,7 @@
 import BoundedBytes
 import ObjectFile
 
+/// Unchecked: built only under its DWARFInfo's lock and immutable once published.
 final class DWARFLineTable: @unchecked Sendable {
     struct Row: Sendable {
         var address: UInt64

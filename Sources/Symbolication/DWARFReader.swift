@@ -42,6 +42,8 @@ public struct SourceFrame: Sendable, Equatable {
     }
 }
 
+/// Unchecked: its lazily built state is filled only under `lock` (DWARFLock) and immutable once
+/// published (docs/architecture.md, Concurrency).
 public final class DWARFInfo: @unchecked Sendable {
     public let elf: ELFFile
     /// The file whose symbol table names the outermost frame (see init).
@@ -329,6 +331,7 @@ public final class DWARFInfo: @unchecked Sendable {
 }
 
 /// A pthread mutex; the lock DWARFInfo's lazily built state sits behind.
+/// Unchecked: a heap-allocated pthread mutex, which synchronizes itself.
 final class DWARFLock: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
 

@@ -126,6 +126,7 @@ final class DWARFSections: Sendable {
 /// The unit headers of a .debug_info that was streamed rather than kept: the first `slot`
 /// bytes of each (every header DWARF 2–5 defines fits), at the offsets the headers' own
 /// lengths lead to, as DWARFUnit.parseUnits walks them. Immutable once collected.
+/// Unchecked: its buffer is written while the headers are collected and only read after.
 final class DWARFUnitHeaders: @unchecked Sendable {
     static let slot = 40
 

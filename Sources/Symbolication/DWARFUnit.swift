@@ -21,6 +21,7 @@ struct DWARFRange: Sendable {
     var high: UInt64
 }
 
+/// Unchecked: its lazy tables are filled only under its DWARFInfo's lock, immutable once published.
 final class DWARFUnit: @unchecked Sendable {
     let index: Int
     /// Offsets in .debug_info: the unit header, one past the unit's end, the first DIE.

@@ -57,6 +57,8 @@ public enum Received {
     case rejected(String, Sender)
 }
 
+/// Unchecked: its settings (options, log, delegate, hooks, pool) are made before it serves and
+/// read on the serving thread; what report threads share with it is behind a Mutex.
 public final class CrashServer: @unchecked Sendable {
     public let socket: Int32
     public let store: ReportStore

@@ -6,6 +6,7 @@
 
 import Glibc
 
+/// Unchecked: its queue is guarded by the pthread mutex and condition variable it holds.
 public final class ReportPool: @unchecked Sendable {
     private let condition = Condition()
     private var queue: [@Sendable () -> Void] = []

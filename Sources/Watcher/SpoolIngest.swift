@@ -20,7 +20,7 @@ import Synchronization
 import Glibc
 #endif
 
-final class SpoolIngest: @unchecked Sendable {
+final class SpoolIngest: Sendable {
     let directory: String
     let fd: Int32
     /// inotify descriptor for arrivals, or -1 (then only the periodic scan finds them).

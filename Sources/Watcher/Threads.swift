@@ -5,6 +5,7 @@ import CShims
 import Glibc
 
 /// A mutex and its condition variable.
+/// Unchecked: a pthread mutex and condition variable, which synchronize themselves.
 final class Condition: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
