@@ -11,12 +11,8 @@ public enum MinidumpBytes {
         streams: UInt32, directory: UInt32, version: UInt32 = MinidumpFormat.MINIDUMP_HEADER.version
     ) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.append(u32: MinidumpFormat.MINIDUMP_HEADER.signature)
-        bytes.append(u32: version)
-        bytes.append(u32: streams)
-        bytes.append(u32: directory)
-        bytes.append(u32: 0)  // checksum
-        bytes.append(u32: 0)  // time_date_stamp
+        // signature, version, stream_count, stream_directory_rva, checksum, time_date_stamp
+        for field in [MinidumpFormat.MINIDUMP_HEADER.signature, version, streams, directory, 0, 0] { bytes.append(u32: field) }
         bytes.append(u64: 0)  // flags
         return bytes
     }
@@ -24,9 +20,7 @@ public enum MinidumpBytes {
     /// MINIDUMP_DIRECTORY (12 bytes): the stream's type and its location (size, then RVA).
     public static func directoryEntry(type: UInt32, size: UInt32, rva: UInt32) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.append(u32: type)
-        bytes.append(u32: size)
-        bytes.append(u32: rva)
+        for field in [type, size, rva] { bytes.append(u32: field) }
         return bytes
     }
 

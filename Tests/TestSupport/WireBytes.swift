@@ -10,10 +10,7 @@ public enum WireBytes {
     /// cp_header's 16 bytes: CP_MAGIC, CP_VERSION, the whole message's size, its type.
     public static func header(type: UInt32, size: Int) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.append(u32: CP_MAGIC)
-        bytes.append(u32: CP_VERSION)
-        bytes.append(u32: UInt32(size))
-        bytes.append(u32: type)
+        for field in [CP_MAGIC, CP_VERSION, UInt32(size), type] { bytes.append(u32: field) }
         return bytes
     }
 
