@@ -111,7 +111,9 @@ let package = Package(
             ]
         ),
 
-        .target(name: "TestSupport", dependencies: ["ReportModel"], path: "Tests/TestSupport"),
+        // Helpers every test target shares: fixtures, the built crashport, and the byte builders
+        // (CCrashPortProtocol for the wire ABI's layout, ReportModel for the minidump's).
+        .target(name: "TestSupport", dependencies: ["CCrashPortProtocol", "ReportModel"], path: "Tests/TestSupport"),
         // One entry point per parser of hostile bytes; Fuzz/ drives them under libFuzzer, and
         // FuzzRegressionTests replays the committed seeds and past crashes through them.
         .target(

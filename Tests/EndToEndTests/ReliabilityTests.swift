@@ -21,19 +21,8 @@ final class ReliabilityTests: XCTestCase {
 
     /// The file offset and index of the PT_GNU_EH_FRAME program header of an ELF file.
     func ehFrameHeader(_ bytes: [UInt8]) throws -> (phdr: Int, offset: Int) {
-        func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
-        func u32(_ at: Int) -> UInt32 { (0..<4).reduce(0) { $0 | UInt32(bytes[at + $1]) << (8 * $1) } }
-        func u64(_ at: Int) -> UInt64 { (0..<8).reduce(0) { $0 | UInt64(bytes[at + $1]) << (8 * $1) } }
-        let phoff = Int(u64(32)), size = u16(54), count = u16(56)
-        for index in 0..<count {
-            let at = phoff + index * size
-            if u32(at) == 0x6474_e550 { return (at, Int(u64(at + 8))) }
-        }
-        throw TestFailure("no PT_GNU_EH_FRAME")
-    }
-
-    func put(_ value: UInt64, into bytes: inout [UInt8], at offset: Int) {
-        for index in 0..<8 { bytes[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * index)) }
+        guard let segment = ELFImage(bytes: bytes).segment(type: 0x6474_e550) else { throw TestFailure("no PT_GNU_EH_FRAME") }
+        return (segment.header, segment.offset)
     }
 
     /// Two programs that run and crash normally but whose unwind tables are hostile: an
@@ -48,9 +37,9 @@ final class ReliabilityTests: XCTestCase {
 
         var hugeCount = bytes
         hugeCount[header + 2] = 0x04  // fde_count_enc = DW_EH_PE_udata8
-        put((1 << 61) + 1, into: &hugeCount, at: header + 8)
+        hugeCount.put(u64: (1 << 61) + 1, at: header + 8)
         var wrappingAddress = bytes
-        put(0xFFFF_FFFF_FFFF_FFF8, into: &wrappingAddress, at: phdr + 16)  // p_vaddr: + 12 wraps
+        wrappingAddress.put(u64: 0xFFFF_FFFF_FFFF_FFF8, at: phdr + 16)  // p_vaddr: + 12 wraps
 
         for (name, patched) in [("huge-fde-count", hugeCount), ("wrapping-vaddr", wrappingAddress)] {
             let path = Self.directory + "/crash-" + name

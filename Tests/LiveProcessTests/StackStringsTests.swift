@@ -4,6 +4,7 @@
 import BoundedBytes
 import LiveProcess
 import ReportModel
+import TestSupport
 import XCTest
 
 #if canImport(Glibc)
@@ -23,8 +24,8 @@ final class StackStringsTests: XCTestCase {
         bytes.replaceSubrange(textOffset..<textOffset + text.utf8.count, with: Array(text.utf8))
         if sp >= start, sp - start <= UInt64(bytes.count - 16) {
             let slot = Int(sp - start)
-            withUnsafeBytes(of: (start &+ UInt64(textOffset)).littleEndian) { bytes.replaceSubrange(slot..<slot + 8, with: $0) }
-            withUnsafeBytes(of: UInt64(text.utf8.count).littleEndian) { bytes.replaceSubrange(slot + 8..<slot + 16, with: $0) }
+            bytes.put(u64: start &+ UInt64(textOffset), at: slot)
+            bytes.put(u64: UInt64(text.utf8.count), at: slot + 8)
         }
         record.stack = MemoryRegion(start: start, bytes: bytes)
         record.registers["rsp"] = sp
@@ -56,7 +57,7 @@ final class StackStringsTests: XCTestCase {
         }
         XCTAssertEqual(StackStrings.read(record: record(start: 0, sp: .max), mappings: []), [])
         var wrapping = record(start: 0x7FFF_0000_0000, sp: 0x7FFF_0000_0080)
-        withUnsafeBytes(of: UInt64.max.littleEndian) { wrapping.stack.bytes.replaceSubrange(0x80..<0x88, with: $0) }
+        wrapping.stack.bytes.put(u64: .max, at: 0x80)
         XCTAssertEqual(
             StackStrings.read(record: wrapping, mappings: MemoryMapping.parse("0-ffffffffffffffff r--p 0 00:00 0\n")), [])
     }

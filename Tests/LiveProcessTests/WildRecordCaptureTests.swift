@@ -8,6 +8,7 @@ import BoundedBytes
 import Foundation
 import LiveProcess
 import ReportModel
+import TestSupport
 import XCTest
 
 #if canImport(Glibc)
@@ -54,7 +55,7 @@ final class WildRecordCaptureTests: XCTestCase {
                         record.registers["rbp"] = sp &+ 16
                         // (pointer, length) pairs into the stack and code, and words that wrap.
                         let words: [UInt64] = [stack.end &- 32, 16, code.start, 4096, UInt64.max, UInt64.max, sp, 8]
-                        let bytes = words.flatMap { word in withUnsafeBytes(of: word.littleEndian, Array.init) }
+                        let bytes = words.flatMap { [UInt8](littleEndian: $0) }
                         record.stack = MemoryRegion(start: start, bytes: bytes)
                         let held = CaptureSession.hold(record: record, options: CaptureOptions(), cache: cache)
                         let capture = held.finish(cache: cache)

@@ -46,33 +46,7 @@ final class ELFHostileTests: XCTestCase {
 
     // MARK: - Raw access to the unpatched layout (little-endian)
 
-    struct Raw {
-        var bytes: [UInt8]
-        func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
-        func u32(_ at: Int) -> Int { u16(at) | u16(at + 2) << 16 }
-        func u64(_ at: Int) -> Int { u32(at) | u32(at + 4) << 32 }
-        mutating func put(_ value: UInt64, at: Int, size: Int) {
-            for index in 0..<size { bytes[at + index] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(index))) }
-        }
-        var shoff: Int { u64(40) }
-        var shnum: Int { u16(60) }
-        func header(_ index: Int) -> Int { shoff + index * 64 }
-        /// The section header's file offset, and the section's offset and size.
-        func section(_ name: String) -> (header: Int, offset: Int, size: Int)? {
-            let names = u64(header(u16(62)) + 24)
-            for index in 0..<shnum {
-                let at = header(index)
-                var end = names + u32(at)
-                while bytes[end] != 0 { end += 1 }
-                if String(decoding: bytes[(names + u32(at))..<end], as: UTF8.self) == name {
-                    return (at, u64(at + 24), u64(at + 32))
-                }
-            }
-            return nil
-        }
-    }
-
-    func raw() throws -> Raw { Raw(bytes: try Self.program()) }
+    func raw() throws -> ELFImage { ELFImage(bytes: try Self.program()) }
 
     // MARK: - The unpatched file
 

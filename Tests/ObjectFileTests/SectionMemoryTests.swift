@@ -138,8 +138,8 @@ final class SectionMemoryTests: XCTestCase {
             ("declares 3 GiB, past the cap", 3 << 30),
         ] {
             var misdeclared = original
-            let declared = original[declaredAt..<(declaredAt + 8)].reversed().reduce(0) { $0 << 8 | Int($1) } + delta
-            for byte in 0..<8 { misdeclared[declaredAt + byte] = UInt8(truncatingIfNeeded: declared >> (8 * byte)) }
+            let declared = Int(truncatingIfNeeded: original.u64(at: declaredAt)) + delta
+            misdeclared.put(UInt64(truncatingIfNeeded: declared), at: declaredAt, size: 8)
             cases.append((label, misdeclared))
         }
         var truncated = original

@@ -28,10 +28,6 @@ final class AppAreaTests: XCTestCase {
 
     func offset<T>(_ path: KeyPath<cp_app_area, T>) -> Int { MemoryLayout<cp_app_area>.offset(of: path)! }
 
-    func put(_ value: UInt64, at offset: Int, size: Int, in bytes: inout [UInt8]) {
-        for index in 0..<size { bytes[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(index))) }
-    }
-
     func testDecodesWhatTheStubWrites() throws {
         let area = try AppArea(bytes: try seed())
         XCTAssertEqual(area.annotations.map(\.key), ["user", "build", "region"])
@@ -63,16 +59,16 @@ final class AppAreaTests: XCTestCase {
         XCTAssertEqual(try AppArea(bytes: sparse), try AppArea(bytes: bytes))
         // A program that never annotated: header and tail only.
         var quiet = header
-        put(0, at: offset(\.annotations_used), size: 4, in: &quiet)
-        put(0, at: offset(\.attachments_used), size: 4, in: &quiet)
-        put(0, at: offset(\.breadcrumb_count), size: 8, in: &quiet)
+        quiet.put(0, at: offset(\.annotations_used), size: 4)
+        quiet.put(0, at: offset(\.attachments_used), size: 4)
+        quiet.put(0, at: offset(\.breadcrumb_count), size: 8)
         XCTAssertEqual(
             AppArea.rangesToRead(header: quiet).reduce(0) { $0 + $1.count },
             AppArea.headerSize + AppArea.size - offset(\.abort_message_address))
         // Hostile high-water marks stay inside the area.
-        put(UInt64(UInt32.max), at: offset(\.annotations_used), size: 4, in: &bytes)
-        put(UInt64(UInt32.max), at: offset(\.attachments_used), size: 4, in: &bytes)
-        put(UInt64.max, at: offset(\.breadcrumb_count), size: 8, in: &bytes)
+        bytes.put(UInt64(UInt32.max), at: offset(\.annotations_used), size: 4)
+        bytes.put(UInt64(UInt32.max), at: offset(\.attachments_used), size: 4)
+        bytes.put(UInt64.max, at: offset(\.breadcrumb_count), size: 8)
         XCTAssertTrue(
             AppArea.rangesToRead(header: Array(bytes.prefix(AppArea.headerSize))).allSatisfy { $0.upperBound <= AppArea.size })
     }
@@ -80,9 +76,9 @@ final class AppAreaTests: XCTestCase {
     func testSlotsBeingWrittenAreSkippedAndCounted() throws {
         var bytes = try seed()
         let annotation = offset(\.annotations) + MemoryLayout<cp_annotation>.size  // "build"
-        put(3, at: annotation, size: 4, in: &bytes)
+        bytes.put(3, at: annotation, size: 4)
         let crumb = offset(\.breadcrumbs) + 40 * MemoryLayout<cp_breadcrumb>.size  // breadcrumb 40
-        put(2 * 40 + 1, at: crumb, size: 8, in: &bytes)
+        bytes.put(2 * 40 + 1, at: crumb, size: 8)
         let area = try AppArea(bytes: bytes)
         XCTAssertEqual(area.annotations.map(\.key), ["user", "region"])
         XCTAssertFalse(area.breadcrumbs.map(\.message).contains("step 40"))
@@ -94,14 +90,14 @@ final class AppAreaTests: XCTestCase {
         var bytes = try seed()
         let size = MemoryLayout<cp_breadcrumb>.size
         // Slot 5 claims breadcrumb 6 (it can only hold 5, 105, ...), slot 6 a number past the count.
-        put(2 * 6 + 2, at: offset(\.breadcrumbs) + 5 * size, size: 8, in: &bytes)
-        put(2 * 1006 + 2, at: offset(\.breadcrumbs) + 6 * size, size: 8, in: &bytes)
+        bytes.put(2 * 6 + 2, at: offset(\.breadcrumbs) + 5 * size, size: 8)
+        bytes.put(2 * 1006 + 2, at: offset(\.breadcrumbs) + 6 * size, size: 8)
         let area = try AppArea(bytes: bytes)
         XCTAssertEqual(area.breadcrumbs.count, 98)
         XCTAssertEqual(
             area.breadcrumbs.map(\.message), area.breadcrumbs.map(\.message).filter { $0 != "step 105" && $0 != "step 106" })
         // A count that claims more than ever fit: only what is consistent with it survives.
-        put(UInt64.max, at: offset(\.breadcrumb_count), size: 8, in: &bytes)
+        bytes.put(UInt64.max, at: offset(\.breadcrumb_count), size: 8)
         XCTAssertEqual(try AppArea(bytes: bytes).breadcrumbs, [])
     }
 
@@ -132,7 +128,7 @@ final class AppAreaTests: XCTestCase {
         version[4] = 9
         XCTAssertThrowsError(try AppArea(bytes: version)) { XCTAssertTrue("\($0)".contains("version 9")) }
         var size = good
-        put(16, at: 8, size: 4, in: &size)
+        size.put(16, at: 8, size: 4)
         XCTAssertThrowsError(try AppArea(bytes: size)) { XCTAssertTrue("\($0)".contains("declares 16")) }
         XCTAssertFalse(AppArea.inUse(header: Array(magic.prefix(AppArea.headerSize))))
         XCTAssertTrue(AppArea.inUse(header: Array(good.prefix(AppArea.headerSize))))
@@ -141,8 +137,8 @@ final class AppAreaTests: XCTestCase {
     /// The runtimes' messages are followed through the process's memory, bounded.
     func testAbortMessagesAreFollowedAndBounded() throws {
         var bytes = try seed()
-        put(0x1000, at: offset(\.abort_message_address), size: 8, in: &bytes)
-        put(0x3000, at: offset(\.swift_message_address), size: 8, in: &bytes)
+        bytes.put(0x1000, at: offset(\.abort_message_address), size: 8)
+        bytes.put(0x3000, at: offset(\.swift_message_address), size: 8)
         var memory: [UInt64: [UInt8]] = [
             0x1000: [0x00, 0x20, 0, 0, 0, 0, 0, 0],  // __abort_msg -> 0x2000
             0x2000: [0x00, 0x10, 0, 0] + Array("app: a.c:3: main: Assertion `x' failed.\n\0junk".utf8),

@@ -31,10 +31,6 @@ final class CrashpadInfoTests: XCTestCase {
 
     static func u32(_ bytes: [UInt8], _ offset: Int) -> Int { Int(MinidumpTests.u32(bytes, offset)) }
 
-    static func put(_ value: UInt32, in bytes: inout [UInt8], at offset: Int) {
-        bytes.replaceSubrange(offset..<(offset + 4), with: withUnsafeBytes(of: value.littleEndian, Array.init))
-    }
-
     /// A MINIDUMP_UTF8_STRING decoded by hand: its text, and whether a NUL follows the bytes.
     static func utf8String(_ bytes: [UInt8], _ rva: Int) -> (text: String, terminated: Bool) {
         let length = u32(bytes, rva)
@@ -133,8 +129,8 @@ final class CrashpadInfoTests: XCTestCase {
     func testEmptyDictionaryLocationMeansNoAnnotations() throws {
         var bytes = MinidumpWriter().bytes(for: Self.snapshot())
         let (stream, _) = try Self.locate(bytes)
-        Self.put(0, in: &bytes, at: stream + 36)
-        Self.put(0, in: &bytes, at: stream + 40)
+        bytes.put(u32: 0, at: stream + 36)
+        bytes.put(u32: 0, at: stream + 40)
         let dump = try Minidump(bytes: bytes)
         XCTAssertEqual(dump.annotations, [])
         XCTAssertEqual(dump.warnings, [])
@@ -145,17 +141,17 @@ final class CrashpadInfoTests: XCTestCase {
         let (stream, dictionary) = try Self.locate(valid)
         let end = UInt32(valid.count)
         let cases: [(String, (inout [UInt8]) -> Void)] = [
-            ("dictionary past the end", { Self.put(end, in: &$0, at: stream + 40) }),
-            ("dictionary size wraps", { Self.put(0xFFFF_FFF8, in: &$0, at: stream + 36) }),
-            ("dictionary rva wraps", { Self.put(0xFFFF_FFFC, in: &$0, at: stream + 40) }),
-            ("dictionary too short for its count", { Self.put(3, in: &$0, at: stream + 36) }),
-            ("huge count", { Self.put(0xFFFF_FFFF, in: &$0, at: dictionary) }),
-            ("count one too many", { Self.put(UInt32(Self.annotations.count + 1), in: &$0, at: dictionary) }),
+            ("dictionary past the end", { $0.put(u32: end, at: stream + 40) }),
+            ("dictionary size wraps", { $0.put(u32: 0xFFFF_FFF8, at: stream + 36) }),
+            ("dictionary rva wraps", { $0.put(u32: 0xFFFF_FFFC, at: stream + 40) }),
+            ("dictionary too short for its count", { $0.put(u32: 3, at: stream + 36) }),
+            ("huge count", { $0.put(u32: 0xFFFF_FFFF, at: dictionary) }),
+            ("count one too many", { $0.put(u32: UInt32(Self.annotations.count + 1), at: dictionary) }),
             (
                 "stream shorter than MINIDUMP_CRASHPAD_INFO",
                 { bytes in
                     let index = MinidumpTests.directory(bytes).firstIndex { $0.type == MD.MINIDUMP_STREAM_TYPE.CrashpadInfo }!
-                    Self.put(51, in: &bytes, at: 32 + 12 * index + 4)
+                    bytes.put(u32: 51, at: 32 + 12 * index + 4)
                 }
             ),
         ]
@@ -177,19 +173,19 @@ final class CrashpadInfoTests: XCTestCase {
         let valueOfLast = dictionary + 4 + 8 * (Self.annotations.count - 1) + 4
         let end = UInt32(valid.count)
         let cases: [(String, Int, (inout [UInt8]) -> Void)] = [
-            ("key past the end", 0, { Self.put(end, in: &$0, at: keyOfFirst) }),
-            ("key at the last byte", 0, { Self.put(end - 1, in: &$0, at: keyOfFirst) }),
-            ("key rva wraps", 0, { Self.put(0xFFFF_FFFE, in: &$0, at: keyOfFirst) }),
-            ("value past the end", Self.annotations.count - 1, { Self.put(end, in: &$0, at: valueOfLast) }),
+            ("key past the end", 0, { $0.put(u32: end, at: keyOfFirst) }),
+            ("key at the last byte", 0, { $0.put(u32: end - 1, at: keyOfFirst) }),
+            ("key rva wraps", 0, { $0.put(u32: 0xFFFF_FFFE, at: keyOfFirst) }),
+            ("value past the end", Self.annotations.count - 1, { $0.put(u32: end, at: valueOfLast) }),
             (
                 "key length wraps", 0,
-                { bytes in Self.put(0xFFFF_FFFF, in: &bytes, at: Self.u32(bytes, keyOfFirst)) }
+                { bytes in bytes.put(u32: 0xFFFF_FFFF, at: Self.u32(bytes, keyOfFirst)) }
             ),
             (
                 "value length one past the end", Self.annotations.count - 1,
                 { bytes in
                     let rva = Self.u32(bytes, valueOfLast)
-                    Self.put(UInt32(bytes.count - rva - 4 + 1), in: &bytes, at: rva)
+                    bytes.put(u32: UInt32(bytes.count - rva - 4 + 1), at: rva)
                 }
             ),
         ]
@@ -214,16 +210,15 @@ final class CrashpadInfoTests: XCTestCase {
         let length = 256 << 10
         let entries = 200
         let string = UInt32(bytes.count)
-        bytes += withUnsafeBytes(of: UInt32(length).littleEndian, Array.init)
-        bytes += [UInt8](repeating: UInt8(ascii: "x"), count: length) + [0]
+        bytes += MinidumpBytes.utf8String([UInt8](repeating: UInt8(ascii: "x"), count: length))
         let dictionary = UInt32(bytes.count)
-        bytes += withUnsafeBytes(of: UInt32(entries).littleEndian, Array.init)
+        bytes.append(u32: UInt32(entries))
         for _ in 0..<entries {
-            bytes += withUnsafeBytes(of: string.littleEndian, Array.init)
-            bytes += withUnsafeBytes(of: string.littleEndian, Array.init)
+            bytes.append(u32: string)
+            bytes.append(u32: string)
         }
-        Self.put(UInt32(4 + 8 * entries), in: &bytes, at: stream + 36)
-        Self.put(dictionary, in: &bytes, at: stream + 40)
+        bytes.put(u32: UInt32(4 + 8 * entries), at: stream + 36)
+        bytes.put(u32: dictionary, at: stream + 40)
 
         // 200 × 2 × 256 KiB would be 100 MiB.
         let dump = try Minidump(bytes: bytes)
@@ -250,7 +245,7 @@ final class CrashpadInfoTests: XCTestCase {
             for _ in 0..<(1 + rng.below(6)) {
                 if rng.below(2) == 0 {
                     let at = region.lowerBound + (rng.below(region.count - 4) & ~3)
-                    Self.put(interesting[rng.below(interesting.count)], in: &bytes, at: at)
+                    bytes.put(u32: interesting[rng.below(interesting.count)], at: at)
                 } else {
                     bytes[region.lowerBound + rng.below(region.count)] = UInt8.random(in: 0...255, using: &rng)
                 }

@@ -125,13 +125,9 @@ final class MinidumpTests: XCTestCase {
 
     struct Entry { var type: UInt32; var size: UInt32; var rva: UInt32 }
 
-    static func u16(_ bytes: [UInt8], _ offset: Int) -> UInt16 { UInt16(bytes[offset]) | UInt16(bytes[offset + 1]) << 8 }
-    static func u32(_ bytes: [UInt8], _ offset: Int) -> UInt32 {
-        (0..<4).reduce(0) { $0 | UInt32(bytes[offset + $1]) << UInt32(8 * $1) }
-    }
-    static func u64(_ bytes: [UInt8], _ offset: Int) -> UInt64 {
-        (0..<8).reduce(0) { $0 | UInt64(bytes[offset + $1]) << UInt64(8 * $1) }
-    }
+    static func u16(_ bytes: [UInt8], _ offset: Int) -> UInt16 { bytes.u16(at: offset) }
+    static func u32(_ bytes: [UInt8], _ offset: Int) -> UInt32 { bytes.u32(at: offset) }
+    static func u64(_ bytes: [UInt8], _ offset: Int) -> UInt64 { bytes.u64(at: offset) }
 
     static func directory(_ bytes: [UInt8]) -> [Entry] {
         let count = Int(u32(bytes, 8))
@@ -488,12 +484,8 @@ final class MinidumpTests: XCTestCase {
         let original = Array(bytes[Int(list.rva)..<Int(list.rva + list.size)])
         bytes += original.prefix(4) + [0, 0, 0, 0] + original.dropFirst(4)
         let at = 32 + 12 * index
-        bytes.replaceSubrange(
-            (at + 4)..<(at + 12),
-            with: [
-                UInt8(truncatingIfNeeded: list.size + 4), UInt8(truncatingIfNeeded: (list.size + 4) >> 8), 0, 0,
-                UInt8(truncatingIfNeeded: rva), UInt8(truncatingIfNeeded: rva >> 8), UInt8(truncatingIfNeeded: rva >> 16), 0,
-            ])
+        bytes.put(u32: list.size + 4, at: at + 4)
+        bytes.put(u32: UInt32(rva), at: at + 8)
         XCTAssertEqual(try Minidump(bytes: bytes).modules, Self.snapshot().modules)
     }
 
@@ -560,7 +552,7 @@ final class MinidumpTests: XCTestCase {
         // Stream 0's rva + data_size: one byte past the end of the file.
         let size = Self.u32(bytes, 32 + 4)
         let rva = UInt32(bytes.count) - size + 1
-        bytes.replaceSubrange(40..<44, with: withUnsafeBytes(of: rva.littleEndian, Array.init))
+        bytes.put(u32: rva, at: 40)
         assertMalformed(bytes, "entry past EOF")
         // A huge rva + size that wraps 32 bits.
         bytes.replaceSubrange(36..<44, with: [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
@@ -606,20 +598,17 @@ final class MinidumpTests: XCTestCase {
 
     /// Many thread entries that all point at one large stack must not multiply the memory used.
     func testSharedBlobAmplificationIsRefused() {
-        var out: [UInt8] = []
-        func u32(_ value: UInt32) { out += withUnsafeBytes(of: value.littleEndian, Array.init) }
-        func u64(_ value: UInt64) { out += withUnsafeBytes(of: value.littleEndian, Array.init) }
         let threadCount: UInt32 = 20_000
         let stackSize: UInt32 = 1 << 20
         let listRVA: UInt32 = 32 + 12
         let stackRVA = listRVA + 4 + threadCount * 48
-        u32(MD.MINIDUMP_HEADER.signature); u32(MD.MINIDUMP_HEADER.version); u32(1); u32(32); u32(0); u32(0); u64(0)
-        u32(MD.MINIDUMP_STREAM_TYPE.ThreadList); u32(4 + threadCount * 48); u32(listRVA)
-        u32(threadCount)
+        var out = MinidumpBytes.header(streams: 1, directory: 32)
+        out += MinidumpBytes.directoryEntry(type: MD.MINIDUMP_STREAM_TYPE.ThreadList, size: 4 + threadCount * 48, rva: listRVA)
+        out.append(u32: threadCount)
         for tid in 0..<threadCount {
-            u32(tid); u32(0); u32(0); u32(0); u64(0)
-            u64(0x7000_0000); u32(stackSize); u32(stackRVA)
-            u32(0); u32(0)
+            out.append(u32: tid); out.append(u32: 0); out.append(u32: 0); out.append(u32: 0); out.append(u64: 0)
+            out.append(u64: 0x7000_0000); out.append(u32: stackSize); out.append(u32: stackRVA)
+            out.append(u32: 0); out.append(u32: 0)
         }
         out += [UInt8](repeating: 0xAB, count: Int(stackSize))
         // 20,000 × 1 MiB would be 20 GiB.

@@ -4,6 +4,7 @@
 import BoundedBytes
 import CCrashPortProtocol
 @testable import ReportModel
+import TestSupport
 import XCTest
 
 final class WireProtocolTests: XCTestCase {
@@ -33,25 +34,8 @@ final class WireProtocolTests: XCTestCase {
     }
 
     func record(stack: [UInt8] = [1, 2, 3, 4], pid: UInt32 = 1234, signal: Int32 = 11) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: CrashRecord.fixedSize + stack.count)
-        func put(_ value: UInt64, _ offset: Int, _ size: Int) {
-            for i in 0..<size { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
-        }
-        put(UInt64(CP_MAGIC), 0, 4)
-        put(UInt64(CP_VERSION), 4, 4)
-        put(UInt64(bytes.count), 8, 4)
-        put(UInt64(CP_MSG_CRASH.rawValue), 12, 4)
-        put(UInt64(pid), 16, 4)
-        put(UInt64(pid), 20, 4)
-        put(UInt64(UInt32(bitPattern: signal)), 24, 4)
-        put(1, 28, 4)
-        put(UInt64(CP_ARCH_X86_64), 44, 4)
-        put(0xdead, 48, 8)
-        put(0x5000_0000, 1760, 8)
-        put(0x7000_0000, 1768, 8)
-        put(UInt64(stack.count), 1776, 4)
-        bytes.replaceSubrange(CrashRecord.fixedSize..., with: stack)
-        return bytes
+        WireBytes.crashRecord(
+            pid: pid, signal: signal, code: 1, faultAddress: 0xdead, appArea: 0x5000_0000, stackStart: 0x7000_0000, stack: stack)
     }
 
     func testDecodesAValidRecord() throws {
@@ -124,11 +108,8 @@ final class WireProtocolTests: XCTestCase {
     func testHelloWantsAndItsOlderShortForm() throws {
         var bytes = HelloMessage.encode(pid: 42)
         XCTAssertEqual(bytes.count, 88)
-        func put(_ value: UInt32, _ offset: Int) {
-            for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
-        }
-        put(CP_WANTS_TRACE_EXIT_CODES | CP_WANTS_HANG_KILL | 0x8000_0000, 80)
-        put(1500, 84)
+        bytes.put(u32: CP_WANTS_TRACE_EXIT_CODES | CP_WANTS_HANG_KILL | 0x8000_0000, at: 80)
+        bytes.put(u32: 1500, at: 84)
         let hello = try HelloMessage(bytes: bytes)
         XCTAssertEqual(hello.pid, ProcessID(42))
         XCTAssertTrue(hello.wantsTraceExit && hello.wantsTraceExitCodes && hello.wantsHangKill)

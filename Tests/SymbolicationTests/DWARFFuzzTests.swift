@@ -24,7 +24,7 @@ final class DWARFFuzzTests: XCTestCase {
         let sections = elf.sections.enumerated()
             .filter { $0.element.name.hasPrefix(".debug_") && $0.element.type != ELFSection.noBits && $0.element.size > 0 }
             .map { (index: $0.offset, section: $0.element) }
-        let sectionHeaders = bytes.withUnsafeBytes { Int($0.loadUnaligned(fromByteOffset: 40, as: UInt64.self)) }
+        let sectionHeaders = ELFImage(bytes: bytes).shoff
         let text = try XCTUnwrap(elf.section(named: ".text"))
         let addresses = SymbolicationFixtures.textAddresses(elf, stride: max(1, text.size / 40))
         XCTAssertFalse(sections.isEmpty)
@@ -94,15 +94,11 @@ final class DWARFFuzzTests: XCTestCase {
             case 3:  // truncate the section through its header's sh_size
                 let header = subject.sectionHeaders + index * 64 + 32
                 let newSize = UInt64(generator.below(size))
-                withUnsafeBytes(of: newSize.littleEndian) {
-                    for (offset, byte) in $0.enumerated() { bytes[header + offset] = byte }
-                }
+                bytes.put(u64: newSize, at: header)
             case 4:  // move the section: a random sh_offset, possibly out of the file
                 let header = subject.sectionHeaders + index * 64 + 24
                 let newOffset = generator.below(2) == 0 ? UInt64(generator.below(bytes.count)) : generator.next()
-                withUnsafeBytes(of: newOffset.littleEndian) {
-                    for (offset, byte) in $0.enumerated() { bytes[header + offset] = byte }
-                }
+                bytes.put(u64: newOffset, at: header)
             default:  // damage every debug section a little
                 for (_, other) in subject.sections {
                     bytes[Int(other.offset) + generator.below(Int(other.size))] = UInt8(truncatingIfNeeded: generator.next())

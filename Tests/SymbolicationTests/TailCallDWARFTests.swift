@@ -60,7 +60,7 @@ final class TailCallDWARFTests: XCTestCase {
 
     /// The offset in the file of the one DW_FORM_addr value `address` in .debug_info.
     func addressField(_ address: UInt64, in chain: Chain) throws -> Int {
-        let pattern = withUnsafeBytes(of: address.littleEndian) { Array($0) }
+        let pattern = [UInt8](littleEndian: address)
         let found = chain.info.dropLast(7).filter { Array(chain.bytes[$0..<($0 + 8)]) == pattern }
         XCTAssertEqual(found.count, 1, "the return pc \(address) should appear once in .debug_info")
         return try XCTUnwrap(found.first)
@@ -87,9 +87,7 @@ final class TailCallDWARFTests: XCTestCase {
         // second's jump to third, said to return inside main: not second's call, dropped.
         var moved = chain.bytes
         let secondSite = try addressField(try tailCallReturnPC(of: "second", in: chain), in: chain)
-        withUnsafeBytes(of: (chain.entries["main"]! + 1).littleEndian) {
-            moved.replaceSubrange(secondSite..<(secondSite + 8), with: $0)
-        }
+        moved.put(u64: chain.entries["main"]! + 1, at: secondSite)
         XCTAssertEqual(try tailCallFunctions(chain, bytes: moved), [])
         let movedELF = try ELFFile(file: MappedFile(bytes: moved, name: "moved"))
         XCTAssertNil(DWARFInfo(elf: movedELF)?.callSite(returningTo: chain.entries["main"]! + 1))
@@ -98,9 +96,7 @@ final class TailCallDWARFTests: XCTestCase {
         // and an unknown tail call on the way means no chain is sure.
         let thirdSite = try addressField(try tailCallReturnPC(of: "third", in: chain), in: chain)
         var outside = chain.bytes
-        withUnsafeBytes(of: UInt32(0xFFFF_FFF0).littleEndian) {
-            outside.replaceSubrange((thirdSite + 8)..<(thirdSite + 12), with: $0)
-        }
+        outside.put(u32: 0xFFFF_FFF0, at: thirdSite + 8)
         XCTAssertEqual(try tailCallFunctions(chain, bytes: outside), [])
         XCTAssertEqual(try target(of: "third", chain: chain, bytes: outside), .unknown)
 

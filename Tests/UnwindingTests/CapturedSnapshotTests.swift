@@ -96,9 +96,7 @@ final class CapturedSnapshotTests: XCTestCase {
         var stackBytes = snapshot.stack.bytes
         let slot = 256
         registers[4] = snapshot.stack.start + UInt64(slot)  // rbp (user_regs_struct)
-        withUnsafeBytes(of: (snapshot.stack.start + 512).littleEndian) {
-            stackBytes.replaceSubrange((slot + 8)..<(slot + 16), with: $0)
-        }
+        stackBytes.put(u64: snapshot.stack.start + 512, at: slot + 8)
         let forged = Unwinder(
             memory: RegionMemory(regions: [MemoryRegion(start: snapshot.stack.start, bytes: stackBytes)]), modules: nowhere)
         for stack in [blind, forged.unwind(registers: registers)] {

@@ -53,7 +53,7 @@ final class EHFrameFuzzTests: XCTestCase {
                 for _ in 0..<Int.random(in: 1...4, using: &rng) {
                     let at = start + (rng.below(count) & ~3)
                     let word = UInt32.random(in: 0...UInt32.max, using: &rng)
-                    for k in 0..<4 where at + k < start + count { bytes[at + k] = UInt8(truncatingIfNeeded: word >> (8 * k)) }
+                    bytes.put(UInt64(word), at: at, size: min(4, start + count - at))
                 }
             case 2:  // augmentation strings, encodings and instructions: small values
                 for _ in 0..<Int.random(in: 1...16, using: &rng) {

@@ -43,7 +43,7 @@ final class SignalFrameTests: XCTestCase {
         words[0] = trampoline
         words[1 + 15 + 5] = rsp(ucontext)  // uc_flags, uc_link, uc_stack (5 words), then gregs
         words[1 + 16 + 5] = rip(ucontext)
-        let bytes = words.flatMap { word in (0..<8).map { UInt8(truncatingIfNeeded: word >> (8 * $0)) } }
+        let bytes = words.flatMap { [UInt8](littleEndian: $0) }
         var registers = [UInt64](repeating: 0, count: UserRegisters.count)
         registers[UserRegisters.rip] = trampoline
         registers[UserRegisters.rsp] = ucontext

@@ -3,6 +3,7 @@
 // state that is not one (never silently replaced: it may say "sent").
 
 import Foundation
+import TestSupport
 import XCTest
 
 @testable import Upload
@@ -151,20 +152,16 @@ final class UploadPrivacyTests: XCTestCase {
     /// A minidump edited in place: the command line stream cut to argv[0] (its size shortened,
     /// the rest zeroed), user names masked in ASCII and UTF-16; nothing moves.
     func testMinidumpKeepsItsLayout() {
-        var bytes = [UInt8](repeating: 0, count: 200)
-        func put(_ value: Int, _ offset: Int) {
-            for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
-        }
-        bytes.replaceSubrange(0..<4, with: Array("MDMP".utf8))
-        put(1, 8)  // one stream
-        put(32, 12)  // directory at 32
         let cmdline = Array("/home/dave/bin/app\0--token\0s3cret\0".utf8)
-        put(0x4767_0006, 32)
-        put(cmdline.count, 36)
-        put(64, 40)
-        bytes.replaceSubrange(64..<64 + cmdline.count, with: cmdline)
-        let wide = Array("/home/dave/x".utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] })
-        bytes.replaceSubrange(120..<120 + wide.count, with: wide)
+        let wide = Array("/home/dave/x".utf16.flatMap { [UInt8](littleEndian: $0) })
+        // One stream, the directory at 32, version 0.
+        var bytes = MinidumpBytes.header(streams: 1, directory: 32, version: 0)
+        bytes += MinidumpBytes.directoryEntry(type: 0x4767_0006, size: UInt32(cmdline.count), rva: 64)
+        bytes.pad(to: 64)
+        bytes += cmdline
+        bytes.pad(to: 120)
+        bytes += wide
+        bytes.pad(to: 200)
         let scrubbed = UploadPrivacy.scrubbed(minidump: bytes)
         XCTAssertEqual(scrubbed.count, bytes.count)
         let kept = Int(scrubbed[36]) | Int(scrubbed[37]) << 8

@@ -2,6 +2,7 @@
 // overwrite with anything: its verdicts over sequences of headers, real and scribbled.
 
 import CCrashPortProtocol
+import TestSupport
 import XCTest
 
 @testable import Watcher
@@ -9,15 +10,7 @@ import XCTest
 final class HangMonitorTests: XCTestCase {
     /// A 64-byte app-area header in use, with this beat count and thread.
     func header(count: UInt64, thread: Int32 = 7, magic: UInt32 = CP_APP_MAGIC) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: 64)
-        func put(_ value: UInt64, _ offset: Int, _ size: Int) {
-            for i in 0..<size { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
-        }
-        put(UInt64(magic), MemoryLayout<cp_app_area>.offset(of: \.magic)!, 4)
-        put(UInt64(CP_APP_VERSION), MemoryLayout<cp_app_area>.offset(of: \.version)!, 4)
-        put(count, MemoryLayout<cp_app_area>.offset(of: \.heartbeat_count)!, 8)
-        put(UInt64(UInt32(bitPattern: thread)), MemoryLayout<cp_app_area>.offset(of: \.heartbeat_tid)!, 4)
-        return bytes
+        WireBytes.appAreaHeader(magic: magic, heartbeatCount: count, heartbeatThread: thread)
     }
 
     let ms: UInt64 = 1_000_000
