@@ -2,6 +2,7 @@
 
 import ArgumentParser
 import FoundationEssentials
+import ReportModel
 import Reports
 import Watcher
 
@@ -70,7 +71,7 @@ struct Run: ParsableCommand {
             var names: [String] = []
             for text in forwardFirst {
                 for part in text.split(separator: ",") {
-                    guard let number = SignalNames.number(String(part)), [4, 5, 6, 7, 8, 11, 31].contains(number) else {
+                    guard let number = SignalNames.number(String(part)), WireProtocol.defaultSignals.contains(number) else {
                         usageError(
                             "run: --forward-first \(part): not a signal crashport handles (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS)"
                         )
