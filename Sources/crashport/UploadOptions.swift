@@ -1,8 +1,6 @@
 // Where reports go and how: the options upload and send share.
 
 import ArgumentParser
-import FoundationEssentials
-import Glibc
 import Watcher
 
 /// Where reports go and how: shared by upload and send.
@@ -41,57 +39,22 @@ struct UploadOptions: ParsableArguments {
             valueName: "FILE"))
     var config: String?
 
-    /// The uploader these options describe (flags, then the environment, then crashport.toml),
-    /// nil when no destination is given (a usage error for anything else wrong).
+    /// The options as given, for upload to resolve.
+    var flags: UploadFlags {
+        UploadFlags(
+            url: url, sentryDSN: sentryDsn, caFile: caFile, timeoutMilliseconds: timeoutMs, sendPII: sendPii,
+            beforeSend: beforeSend, sentryMinidump: sentryMinidump, config: config)
+    }
+
+    /// The uploader these options describe (Uploader.resolving: flags, then the environment, then
+    /// crashport.toml), nil when no destination is given; what cannot be read exits 1, anything
+    /// else wrong is a usage error.
     func uploader(store: ReportStore, command: String) -> Uploader? {
-        let environment = ProcessInfo.processInfo.environment
-        func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
-        let named = config ?? variable("CRASHPORT_CONFIG")
-        let file: UploadConfiguration
         do {
-            file = try UploadConfiguration.load(
-                path: named ?? UploadConfiguration.defaultPath(environment: environment, uid: getuid()), explicit: named != nil)
+            return try Uploader.resolving(flags, store: store, clientVersion: crashportVersion)
         } catch {
-            fail("\(command): \(error)", status: ExitStatus.failure)
+            fail("\(command): \(error)", status: error.kind == .usage ? ExitStatus.usage : ExitStatus.failure)
         }
-        func given(_ option: String?, _ name: String, _ configured: String? = nil) -> String? {
-            option ?? variable(name) ?? configured
-        }
-        var destinations: [UploadDestination] = []
-        do {
-            let dsns = (sentryDsn ?? variable("CRASHPORT_SENTRY_DSN")).map { [$0] } ?? file.sentryDSNs
-            let urls = (url ?? variable("CRASHPORT_UPLOAD_URL")).map { [$0] } ?? file.urls
-            let minidumpEndpoint = sentryMinidump || file.sentryMinidump == true
-            destinations += try dsns.map { dsn in
-                let destination = try UploadDestination.sentry(checking: dsn)
-                guard minidumpEndpoint, case .sentry(let parsed) = destination else { return destination }
-                return .sentryMinidump(parsed)
-            }
-            destinations += try urls.map { try UploadDestination.crashpad(checking: $0) }
-        } catch {
-            usageError("\(command): \(file.file.map { "\($0): " } ?? "")\(error)")
-        }
-        guard !destinations.isEmpty else { return nil }
-        let caFile = caFile ?? file.caFile
-        if let caFile, !FileManager.default.isReadableFile(atPath: caFile) {
-            fail("\(command): --ca-file \(caFile) cannot be read", status: ExitStatus.failure)
-        }
-        var uploader = Uploader(store: store, destinations: destinations, clientVersion: crashportVersion)
-        uploader.caFile = caFile
-        uploader.environment = given(nil, "CRASHPORT_ENVIRONMENT", file.environment)
-        uploader.sendPII = sendPii || file.sendPII == true
-        if let milliseconds = file.timeoutMilliseconds { uploader.timeoutMilliseconds = milliseconds }
-        if let hook = given(beforeSend, "CRASHPORT_BEFORE_SEND", file.beforeSend) {
-            guard FileManager.default.isExecutableFile(atPath: hook) else {
-                usageError("\(command): --before-send \(hook) is not an executable file")
-            }
-            uploader.beforeSend = hook
-        }
-        if let timeoutMs {
-            guard timeoutMs > 0 else { usageError("\(command): --timeout-ms must be positive") }
-            uploader.timeoutMilliseconds = timeoutMs
-        }
-        return uploader
     }
 
     static func summary(_ outcome: Uploader.Outcome) -> String {
