@@ -6,6 +6,7 @@
 import ArgumentParser
 import FoundationEssentials
 import Glibc
+import Reports
 import Watcher
 
 @main
@@ -71,6 +72,9 @@ enum ExitStatus {
 
 /// A usage error found after parsing: message on stderr, exit 64 like ArgumentParser's own.
 func usageError(_ message: String) -> Never { fail(message, status: ExitStatus.usage) }
+
+/// `--format text|json` of show and symbolicate: one renderer prints both (Reports).
+extension ReportFormat: ExpressibleByArgument {}
 
 /// `--debuginfod` asks the servers in DEBUGINFOD_URLS: a usage error where there are none.
 func requireDebuginfodServers(command: String) {

@@ -18,12 +18,10 @@ struct Show: ParsableCommand {
             ids; a prefix of several ids lists them (exit 1).
             """)
 
-    enum Format: String, ExpressibleByArgument { case text, json }
-
     @OptionGroup var reportsOption: ReportsOption
 
     @Option(name: .long, help: "text (a crash log) or json (the event).")
-    var format: Format = .text
+    var format: ReportFormat = .text
 
     @Option(name: .long, help: ArgumentHelp("How PATH's last run ended, and its crash if it crashed.", valueName: "PATH"))
     var last: String?
@@ -75,15 +73,7 @@ struct Show: ParsableCommand {
                     )
                 }
             }
-            switch format {
-            case .text:
-                print(
-                    CrashLog.full(
-                        event,
-                        colour: CrashLog.colourWanted(
-                            isTerminal: isatty(1) != 0, environment: ProcessInfo.processInfo.environment)))
-            case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))
-            }
+            print(try format.render(event, isTerminal: isatty(1) != 0, environment: ProcessInfo.processInfo.environment))
         } catch {
             fail("\(error)", status: ExitStatus.failure)
         }

@@ -21,13 +21,11 @@ struct Symbolicate: ParsableCommand {
             A --debug-dir that is not a directory, or a FILE that is missing, exits 1.
             """)
 
-    enum Format: String, ExpressibleByArgument { case text, json }
-
     @Option(name: .long, help: ArgumentHelp("Where to look for binaries and debug files (repeatable).", valueName: "DIR"))
     var debugDir: [String] = []
 
     @Option(name: .long, help: "text (a crash log) or json (the event, frames filled in).")
-    var format: Format = .text
+    var format: ReportFormat = .text
 
     @Option(name: .long, help: ArgumentHelp("Symbolicate ADDRESSes in this ELF file instead of a report.", valueName: "FILE"))
     var obj: String?
@@ -85,15 +83,7 @@ struct Symbolicate: ParsableCommand {
                     StandardError.write("crashport: symbolicate: \(CrashLog.escaped(line))\n")
                 }
             }
-            switch format {
-            case .text:
-                print(
-                    CrashLog.full(
-                        event,
-                        colour: CrashLog.colourWanted(
-                            isTerminal: isatty(1) != 0, environment: ProcessInfo.processInfo.environment)))
-            case .json: print(String(decoding: try event.jsonData(), as: UTF8.self))
-            }
+            print(try format.render(event, isTerminal: isatty(1) != 0, environment: ProcessInfo.processInfo.environment))
         } catch {
             fail("symbolicate: \(error)", status: ExitStatus.failure)
         }
