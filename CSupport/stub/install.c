@@ -66,9 +66,8 @@ extern void cp_interpose_resolve(void) __attribute__((weak, visibility("hidden")
 #define CP_DEFAULT_SPOOL "/var/spool/crashport"
 
 #define CP_BIT(signo) (1ull << (signo))
-#define CP_DEFAULT_SIGNALS                                                                       \
-    (CP_BIT(SIGSEGV) | CP_BIT(SIGBUS) | CP_BIT(SIGILL) | CP_BIT(SIGFPE) | CP_BIT(SIGABRT) |      \
-     CP_BIT(SIGTRAP) | CP_BIT(SIGSYS))
+/* CP_DEFAULT_SIGNALS, the signals handled unless the options name others: crashport_protocol.h,
+ * which the watcher reads too. */
 
 static pthread_mutex_t cp_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool cp_installed; /* guarded by cp_install_lock */

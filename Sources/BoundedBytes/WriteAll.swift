@@ -18,3 +18,10 @@ public func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
     }
     return true
 }
+
+/// Text to stderr as it is (no limit, no prefix): the command line's messages.
+public enum StandardError {
+    public static func write(_ text: String) {
+        writeAll(STDERR_FILENO, Array(text.utf8))
+    }
+}

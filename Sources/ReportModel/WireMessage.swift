@@ -556,3 +556,11 @@ public enum ConsentMessage: Equatable, Sendable {
         return bytes.bytes
     }
 }
+
+/// What crashport_protocol.h fixes beyond the messages' layout.
+public enum WireProtocol {
+    /// The signals the stub handles unless its options name others (CP_DEFAULT_SIGNALS), in
+    /// number order: SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGSYS.
+    public static let defaultSignals: [Int32] = (1..<64).filter { CP_DEFAULT_SIGNALS & (1 << UInt64($0)) != 0 }
+        .map(Int32.init)
+}

@@ -57,6 +57,9 @@ public struct ReportStore: Sendable {
     /// first. Defaults: 200 reports, 256 MiB (a crash storm cannot fill the disk).
     public var maxReports = 200
     public var maxBytes: UInt64 = 256 << 20
+    /// The quota's size as given (--max-size, max-size), in MiB: up to 16 TiB, so that the
+    /// bytes fit (2^64 / 2^20 is the wrapping point of the shift).
+    public static let maxSizeMiBRange: ClosedRange<UInt64> = 1...(1 << 24)
     /// The user whose reports these are, when the writer is root serving many users (the
     /// sidecar): `commit` and `prune` then run with that user's credentials on the calling
     /// thread (Credentials.perform: filesystem ids, primary group only, no capabilities), so

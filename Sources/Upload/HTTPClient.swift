@@ -1,11 +1,10 @@
 // HTTPClient: one POST, through libcurl loaded by CShims at the first request (http.c says why
 // it is loaded, not linked). What a collector answered, or why it did not.
 
-import CShims
 import BoundedBytes
+import CShims
 import FoundationEssentials
 import Glibc
-import Store
 
 public struct HTTPResponse: Sendable {
     public var status: Int

@@ -23,10 +23,10 @@ import BoundedBytes
 import FoundationEssentials
 import ReportModel
 import Reports
+import Store
 
 #if canImport(Glibc)
 import Glibc
-import Store
 #endif
 
 /// Where reports go: a Crashpad/Breakpad collector's URL (CRASHPORT_UPLOAD_URL), or a Sentry

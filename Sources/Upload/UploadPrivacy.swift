@@ -18,7 +18,6 @@ import ReportModel
 
 #if canImport(Glibc)
 import Glibc
-import Store
 #endif
 
 public enum UploadPrivacy {

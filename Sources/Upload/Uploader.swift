@@ -2,16 +2,16 @@
 // for a destination is sent there, and its state recorded before the next request (Upload.swift
 // has the destinations, the state file and the policy).
 
-import CShims
 import BoundedBytes
+import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel
 import Reports
+import Store
 
 #if canImport(Glibc)
 import Glibc
-import Store
 #endif
 
 public struct Uploader {

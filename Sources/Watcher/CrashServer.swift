@@ -6,6 +6,7 @@
 // message. A CRASH record is accepted only when its pid equals that pid and its tid is a thread
 // of that process, so a peer can only ever make the watcher inspect its own process (docs/security.md).
 
+import BoundedBytes
 import CCrashPortProtocol
 import CShims
 import FoundationEssentials

@@ -12,18 +12,18 @@
 // SIGKILL was the OOM killer's comes from the child's memory cgroup counter (ChildOOMWatch).
 // A child that makes crashport its tracer itself (PTRACE_TRACEME) is let go at its first stop.
 
+import BoundedBytes
 import CShims
+import FoundationEssentials
 import LiveProcess
+import ObjectFile
 import ReportModel
 import Reports
-import BoundedBytes
-import FoundationEssentials
-import ObjectFile
 import Store
 import Synchronization
+import Upload
 #if canImport(Glibc)
 import Glibc
-import Upload
 #endif
 
 public enum LaunchError: Error, CustomStringConvertible {

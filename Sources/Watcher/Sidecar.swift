@@ -14,18 +14,18 @@
 // Clients can be kept traced until they exit, and their heartbeat watched (SidecarTracing.swift):
 // this thread is their tracer too.
 
+import CCrashPortProtocol
 import CShims
 import FoundationEssentials
 import LiveProcess
-import CCrashPortProtocol
 import ObjectFile
 import ReportModel
 import Reports
 import Store
 import Synchronization
+import Upload
 #if canImport(Glibc)
 import Glibc
-import Upload
 #endif
 
 public enum SidecarError: Error, CustomStringConvertible {

@@ -8,9 +8,9 @@ import BoundedBytes
 import FoundationEssentials
 import LiveProcess
 import Reports
+import Store
 #if canImport(Glibc)
 import Glibc
-import Store
 #endif
 
 public struct SidecarConfiguration: Sendable {
@@ -71,9 +71,8 @@ public struct SidecarConfiguration: Sendable {
     /// hang-ms (and --hang-ms, CRASHPORT_HANG_MS): from 10 ms to a day. Shorter is noise; longer
     /// is no hang watch anyone waits for, and in nanoseconds it would overflow near 2^64 / 10^6.
     public static let hangMillisecondsRange: ClosedRange<UInt64> = 10...86_400_000
-    /// max-size (and --max-size), in MiB: up to 16 TiB, so that the bytes fit (2^64 / 2^20 is
-    /// the wrapping point of the shift).
-    public static let maxSizeMiBRange: ClosedRange<UInt64> = 1...(1 << 24)
+    /// max-size (and --max-size), in MiB: the store's range (ReportStore.maxSizeMiBRange).
+    public static let maxSizeMiBRange = ReportStore.maxSizeMiBRange
     /// max-reports: up to a million reports in one directory.
     public static let maxReportsRange: ClosedRange<Int> = 1...1_000_000
     /// The largest configuration file read: a few lines are expected.

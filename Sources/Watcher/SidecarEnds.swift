@@ -23,10 +23,10 @@ import FoundationEssentials
 import LiveProcess
 import ReportModel
 import Reports
+import Store
 
 #if canImport(Glibc)
 import Glibc
-import Store
 #endif
 
 extension Sidecar {

@@ -98,10 +98,3 @@ public final class WatcherLog: Sendable {
         return bucket.suppressed
     }
 }
-
-/// Text to stderr as it is (no limit, no prefix): the command line's messages.
-public enum StandardError {
-    public static func write(_ text: String) {
-        writeAll(STDERR_FILENO, Array(text.utf8))
-    }
-}

@@ -3,11 +3,18 @@
 
 import BoundedBytes
 import CCrashPortProtocol
+import Glibc
 @testable import ReportModel
 import TestSupport
 import XCTest
 
 final class WireProtocolTests: XCTestCase {
+    /// The handled signals as the watcher reads them from the header (crashport run
+    /// --forward-first checks against them), by Glibc's numbers.
+    func testDefaultSignalsAreTheHeaders() {
+        XCTAssertEqual(WireProtocol.defaultSignals, [SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGSYS])
+    }
+
     func testLayoutMirrorsTheHeader() {
         XCTAssertEqual(MemoryLayout<cp_header>.size, 16)
         XCTAssertEqual(MemoryLayout<cp_hello>.size, 88)

@@ -37,6 +37,21 @@ final class CrashLogGoldenTests: XCTestCase {
         try check(text + "\n", golden: "cxx-uncaught-exception.txt")
     }
 
+    /// show and symbolicate print through ReportFormat: the same golden text, coloured only on a
+    /// terminal that wants it, and the event's own JSON.
+    func testReportFormatRendersTheCrashLogAndTheEvent() throws {
+        let event = try event()
+        let text = try ReportFormat.text.render(event, isTerminal: false, environment: [:])
+        try check(text + "\n", golden: "cxx-uncaught-exception.txt")
+        XCTAssertEqual(try ReportFormat.text.render(event, isTerminal: true, environment: ["NO_COLOR": "1"]), text)
+        XCTAssertEqual(
+            try ReportFormat.text.render(event, isTerminal: true, environment: ["TERM": "xterm"]),
+            CrashLog.full(event, colour: true))
+        XCTAssertEqual(
+            try ReportFormat.json.render(event, isTerminal: true, environment: ["TERM": "xterm"]),
+            String(decoding: try event.jsonData(), as: UTF8.self))
+    }
+
     func testSummary() throws {
         let text = CrashLog.summary(try event(), reportPath: "/var/lib/crashport/reports/20261123T231023.529Z-4543-e5a6")
         XCTAssertFalse(text.contains("\u{1b}"))

@@ -188,6 +188,13 @@ typedef struct cp_action {
 #define CP_CHAIN_FORWARD_FIRST 0x4u  /* policy: the handler installed before crashport runs first */
 #define CP_CHAIN_PROGRAM_CHANGED 0x8u /* the program changed its action since install */
 
+/* The signals the stub handles unless crashport_install's options name others, one bit per
+ * signal (1ull << signo): SIGILL 4, SIGTRAP 5, SIGABRT 6, SIGBUS 7, SIGFPE 8, SIGSEGV 11, SIGSYS
+ * 31, Linux's numbers on both supported hosts (protocol.c checks them against <signal.h>). A
+ * literal so that Swift imports it: the watcher takes the set from here (`crashport run
+ * --forward-first` accepts only these), never from a copy. */
+#define CP_DEFAULT_SIGNALS 0x800009F0ull
+
 /* One handled signal's chain at crash time. crashport owns the kernel's slot; the program's own
  * action is kept by the stub (its interposed sigaction), the way an exception port sits outside
  * the signal dispositions. */

@@ -1,0 +1,157 @@
+// crashport list: one line per report, newest first (or a JSON array).
+
+import ArgumentParser
+import BoundedBytes
+import FoundationEssentials
+import Glibc
+import ReportModel
+import Reports
+import Store
+import Upload
+
+/// "crashed during launch (3 launch crashes in a row), report ID" and the like.
+func describeLastRun(_ runs: ProgramRuns) -> String {
+    var text = runs.lastCrashed ? (runs.lastCrashedDuringLaunch ? "crashed during launch" : "crashed") : "ended without a crash"
+    if runs.consecutiveLaunchCrashes > 0 {
+        text += " (\(runs.consecutiveLaunchCrashes) launch crash\(runs.consecutiveLaunchCrashes == 1 ? "" : "es") in a row)"
+    }
+    if let id = runs.lastReportID { text += ", report \(id)" }
+    if runs.disabled { text += "; crash reporting is disabled for it (crashport_set_enabled)" }
+    return text
+}
+
+struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "One line per report, newest first.",
+        discussion: """
+            With no reports, says so on stderr (naming the directory) and exits 0. --format json
+            prints an array, newest first, one object per report: id, path, timestamp, program,
+            executable, signal or kind, title, culprit (the program's own frame that crashed),
+            top_frame (the crashing thread's first frame).
+            """)
+
+    enum Format: String, ExpressibleByArgument { case text, json }
+
+    /// One report in `list --format json`.
+    struct Entry: Encodable {
+        var id: String
+        var path: String
+        var timestamp: String?
+        var program: String?
+        var executable: String?
+        var signal: String?
+        var kind: String?
+        var title: String?
+        var culprit: String?
+        var topFrame: String?
+        /// Per destination: pending, sent (with the server's id), failed (upload.json).
+        var upload: [String: String]?
+    }
+
+    @OptionGroup var reportsOption: ReportsOption
+
+    @Option(name: .long, help: ArgumentHelp("Only this program's reports, after how its last run ended.", valueName: "PATH"))
+    var program: String?
+
+    @Option(name: .long, help: "text (one line per report) or json (an array of reports).")
+    var format: Format = .text
+
+    func run() throws {
+        let store = reportsOption.store
+        let only = program.map(RunHistory.realPath)
+        // In JSON, stdout holds the array alone; what is said about it goes to stderr.
+        func say(_ line: String) {
+            if format == .json { StandardError.write("crashport: \(line)\n") } else { print(line) }
+        }
+        if let only {
+            let runs = RunHistory(store: store).programs().filter { $0.executable == only }
+            if runs.isEmpty { say("no run of \(only) on record in \(store.root)") }
+            for record in runs {
+                say("last run of \(only)\(record.buildID.map { " (build-id \($0))" } ?? ""): \(describeLastRun(record))")
+            }
+        }
+        var entries: [Entry] = []
+        let consent = (try? ConsentSettings.read(root: store.root)) ?? ConsentSettings()
+        for id in store.ids() {
+            do {
+                let event = try store.event(id: id)
+                if let only, event.process?.executable.map(RunHistory.realPath) != only { continue }
+                entries.append(
+                    Entry(
+                        id: id, path: store.path(of: id), timestamp: event.timestamp,
+                        program: event.process?.executable.map { $0.pathBaseName },
+                        executable: event.process?.executable, signal: event.signal?.name, kind: event.kind?.rawValue,
+                        title: event.title,
+                        culprit: event.culprit.map {
+                            CrashLog.describe(FrameRecord(module: $0.module, function: $0.function, file: $0.file, line: $0.line))
+                        },
+                        topFrame: event.crashedThreadRecord?.frames?.first.map { CrashLog.describe($0) },
+                        upload: Self.uploadStates(
+                            directory: store.path(of: id),
+                            asked: consent.choice(for: event.process?.executable) == .ask)))
+            } catch {
+                StandardError.write("crashport: \(error)\n")
+            }
+        }
+        if entries.isEmpty {
+            var info = stat()
+            let missing = stat(store.root, &info) != 0
+            let what = only.map { "no reports of \($0)" } ?? "no reports"
+            StandardError.write("crashport: \(what) in \(store.root)\(missing ? " (the directory does not exist)" : "")\n")
+        }
+        switch format {
+        case .text:
+            for entry in entries {
+                print(
+                    [
+                        entry.id, entry.timestamp ?? "?", entry.program ?? "?", entry.signal ?? entry.kind ?? "?",
+                        CrashLog.escaped(entry.culprit ?? entry.topFrame ?? "no frames"),
+                    ].joined(separator: "  ")
+                        + (entry.upload.map { states in
+                            "  ["
+                                + states.sorted { $0.key < $1.key }.map {
+                                    "\($0.key.split(separator: " ").first ?? ""): \($0.value)"
+                                }
+                                .joined(separator: ", ") + "]"
+                        } ?? ""))
+            }
+        case .json:
+            let encoder = JSONEncoder()
+            encoder.keyEncodingStrategy = .convertToSnakeCase
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            print(entries.isEmpty ? "[]" : String(decoding: try encoder.encode(entries), as: UTF8.self))
+        }
+    }
+}
+
+extension List {
+    /// A report's upload state per destination ("sent bp-…", "pending (2 attempts)", "failed:
+    /// HTTP 413…"), and under `consent` the user's decision, or that it awaits one (`asked`:
+    /// crashport consent ask applies to it); nil when there is nothing to say.
+    static func uploadStates(directory: String, asked: Bool) -> [String: String]? {
+        let state = (try? UploadState.read(directory: directory)) ?? UploadState()
+        var states: [String: String] = [:]
+        switch state.consent {
+        case .granted?: states["consent"] = "granted"
+        case .denied?: states["consent"] = "discarded"
+        case nil where asked: states["consent"] = "awaiting"
+        case nil: break
+        }
+        return states.merging(uploadedStates(state), uniquingKeysWith: { first, _ in first }).nilIfEmpty
+    }
+
+    static func uploadedStates(_ state: UploadState) -> [String: String] {
+        state.destinations.mapValues { entry in
+            switch entry.status {
+            case .sent: return "sent" + (entry.serverID.map { " \($0)" } ?? "")
+            case .pending: return "pending (\(entry.attempts) attempt\(entry.attempts == 1 ? "" : "s"))"
+            case .failed: return "failed: " + (entry.lastError ?? "")
+            }
+        }
+    }
+}
+
+extension Dictionary {
+    var nilIfEmpty: Self? { isEmpty ? nil : self }
+}
