@@ -106,7 +106,7 @@ let package = Package(
         .executableTarget(
             name: "crashport",
             dependencies: [
-                "LiveProcess", "ReportModel", "Reports", "Store", "Symbolication", "Upload", "Watcher",
+                "BoundedBytes", "ReportModel", "Reports", "Store", "Upload", "Watcher",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
