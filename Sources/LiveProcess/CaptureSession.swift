@@ -125,49 +125,19 @@ public enum CaptureSession {
         // the client's user, whether this process's memory is theirs to read. Nothing else is
         // read before it has.
         let memory: ProcessMemory
-        switch access.openMemory() {
-        case .success(let opened):
+        switch memoryVerdict(record: record, access: access, session: session) {
+        case .read(let opened):
             memory = opened
-            // Every thread of it held (none failed, none appeared unseized): see ProcessMemory.frozen.
-            memory.frozen =
-                session.map { held in
-                    held.failures.isEmpty && !held.stopped.isEmpty
-                        && Set(ProcFiles.threads(of: pid)).isSubset(of: Set(held.stopped))
-                } ?? false
-            // Not dumpable at its crash, and read for another user: what the process asked for
-            // holds, whatever the kernel says now. (Read for its own user, the sidecar's owner,
-            // it is captured live: the crashing thread's registers from ptrace.)
-            if record.notDumpable && record.observation == nil && access.credentials != nil {
-                session?.detachAll(timeoutMilliseconds: 1000)
-                return withoutMemory(
-                    record, access: access, status: status, started: started, session: session,
-                    why: "the process was not dumpable when it crashed (its stub sent none of its memory)")
-            }
-        case .failure(let error) where error.errno == ENOENT || error.errno == ESRCH:
-            // Gone: only the record is left, and only when the process said it was dumpable.
-            guard !record.notDumpable else {
-                session?.detachAll(timeoutMilliseconds: 1000)
-                return withoutMemory(
-                    record, access: access, status: status, started: started, session: session,
-                    why: "the process was not dumpable when it crashed (its stub sent none of its memory)")
-            }
+        case .gone:
             memory = ProcessMemory(pid: pid, boundDescriptor: -1)
-        case .failure(let error) where access.read("environ", limit: 0) != nil:
-            // Its user may read it but not attach to it (Yama's ptrace_scope 2 or 3): as where
-            // ptrace is denied, only the record, which the process sent about itself.
+        case .recordOnly(let note):
             session?.detachAll(timeoutMilliseconds: 1000)
             session = nil
-            notes.append(
-                "its user may read it but not attach to it (\(error); Yama's ptrace_scope): other threads and the live stack were not captured; the crashing thread comes from the record's stack copy"
-            )
+            notes.append(note)
             memory = ProcessMemory(pid: pid, boundDescriptor: -1)
-        case .failure(let error):
+        case .refused(let why):
             session?.detachAll(timeoutMilliseconds: 1000)
-            return withoutMemory(
-                record, access: access, status: status, started: started, session: session,
-                why:
-                    "its memory is not its user's to read (\(error): the kernel refused it to uid \(access.credentials?.uid ?? getuid()), as it would refuse that user; a setuid, setgid or file-capability program, or one that made itself not dumpable)"
-            )
+            return withoutMemory(record, access: access, status: status, started: started, session: session, why: why)
         }
         // The /proc files a report keeps, read now with one change of credentials.
         let proc = access.procFiles(
@@ -225,6 +195,53 @@ public enum CaptureSession {
             files: files, executable: executable, startTicks: startTicks, appArea: appArea, messages: messages,
             stackStrings: stackStrings, notes: notes, suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
+    }
+
+    /// What capture may read of a process, as the kernel answers for its user.
+    enum MemoryVerdict {
+        /// Its memory, opened as the user.
+        case read(ProcessMemory)
+        /// Gone: the record alone (it said it was dumpable when it sent it).
+        case gone
+        /// Its user may read it but not attach to it (Yama's ptrace_scope 2 or 3): as where ptrace
+        /// is denied, only the record, which the process sent about itself; the note says so.
+        case recordOnly(note: String)
+        /// Nothing of it may be read for its user: why.
+        case refused(why: String)
+    }
+
+    /// Opens the process's memory as `access`'s user and says what capture may do with it. Called
+    /// once every thread is held (`session`), so the process the kernel judges is the one read.
+    static func memoryVerdict(record: CrashRecord, access: ProcessAccess, session: ThreadHold?) -> MemoryVerdict {
+        let notDumpable = "the process was not dumpable when it crashed (its stub sent none of its memory)"
+        switch access.openMemory() {
+        case .success(let memory):
+            // Not dumpable at its crash, and read for another user: what the process asked for
+            // holds, whatever the kernel says now. (Read for its own user, the sidecar's owner,
+            // it is captured live: the crashing thread's registers from ptrace.)
+            if record.notDumpable && record.observation == nil && access.credentials != nil {
+                return .refused(why: notDumpable)
+            }
+            // Every thread of it held (none failed, none appeared unseized): see ProcessMemory.frozen.
+            memory.frozen =
+                session.map { held in
+                    held.failures.isEmpty && !held.stopped.isEmpty
+                        && Set(ProcFiles.threads(of: record.pid)).isSubset(of: Set(held.stopped))
+                } ?? false
+            return .read(memory)
+        case .failure(let error) where error.errno == ENOENT || error.errno == ESRCH:
+            return record.notDumpable ? .refused(why: notDumpable) : .gone
+        case .failure(let error) where access.read("environ", limit: 0) != nil:
+            return .recordOnly(
+                note:
+                    "its user may read it but not attach to it (\(error); Yama's ptrace_scope): other threads and the live stack were not captured; the crashing thread comes from the record's stack copy"
+            )
+        case .failure(let error):
+            return .refused(
+                why:
+                    "its memory is not its user's to read (\(error): the kernel refused it to uid \(access.credentials?.uid ?? getuid()), as it would refuse that user; a setuid, setgid or file-capability program, or one that made itself not dumpable)"
+            )
+        }
     }
 
     /// A process whose memory its user may not read (or that said so itself): reported with

@@ -161,105 +161,131 @@ public final class CrashServer: @unchecked Sendable {
             return reject(sender.uid, "\(Self.messageName(bytes)) from pid \(senderPID): \(error)")
         }
         switch header.type {
-        case CP_MSG_HELLO.rawValue:
-            do {
-                let hello = try HelloMessage(bytes: bytes)
-                if hello.pid != senderPID && ProcFiles.namespaceIDs(of: senderPID)?.last != hello.pid.rawValue {
-                    log(about: sender.uid, "HELLO from pid \(senderPID) claims pid \(hello.pid); ignored")
-                }
-                delegate?.hello(hello, from: sender)
-            } catch {
-                return reject(sender.uid, "a HELLO from pid \(senderPID): \(error)")
+        case CP_MSG_HELLO.rawValue: return handleHello(bytes, sender: sender)
+        case CP_MSG_CRASH.rawValue, CP_MSG_ERROR.rawValue: return handleCrashRecord(bytes, sender: sender, replyFDs: replyFDs)
+        case CP_MSG_SETTING.rawValue: return handleSetting(bytes, sender: sender)
+        case CP_MSG_CONSENT.rawValue: return handleConsent(bytes, sender: sender)
+        case CP_MSG_GOODBYE.rawValue: return handleGoodbye(bytes, sender: sender)
+        default: return reject(sender.uid, "a message from pid \(sender.pid): unexpected type \(header.type)")
+        }
+    }
+
+    // MARK: - One function per message type: each returns why it rejected the message, or nil.
+
+    func handleHello(_ bytes: [UInt8], sender: Sender) -> String? {
+        let senderPID = sender.pid
+        do {
+            let hello = try HelloMessage(bytes: bytes)
+            if hello.pid != senderPID && ProcFiles.namespaceIDs(of: senderPID)?.last != hello.pid.rawValue {
+                log(about: sender.uid, "HELLO from pid \(senderPID) claims pid \(hello.pid); ignored")
             }
-        case CP_MSG_CRASH.rawValue, CP_MSG_ERROR.rawValue:
-            guard let reply = replyFDs.first, replyFDs.count == 1 else {
-                return reject(
-                    sender.uid,
-                    "a crash record from pid \(senderPID): it carried \(replyFDs.count) descriptors, expected 1")
-            }
-            var kind = stat()
-            guard fstat(reply, &kind) == 0, (kind.st_mode & S_IFMT) == S_IFSOCK else {
-                return reject(sender.uid, "a crash record from pid \(senderPID): its reply descriptor is not a socket")
-            }
-            var record: CrashRecord
-            do {
-                record = try CrashRecord(bytes: bytes)
-            } catch {
-                sendVerdict(reply, nanoseconds: 0)
-                return reject(sender.uid, "a crash record from pid \(senderPID): \(error)")
-            }
-            if record.pid != senderPID, let mapped = Self.fromOwnPidNamespace(record, sender: senderPID) { record = mapped }
-            guard record.pid == senderPID else {
-                sendVerdict(reply, nanoseconds: 0)
-                return reject(sender.uid, "a crash record from pid \(senderPID): it names pid \(record.pid)")
-            }
-            // A process that already died (its stub stopped waiting) is still reported from the
-            // record: the kernel vouched for the pid when the record was sent.
-            let threads = ProcFiles.threads(of: record.pid)
-            let alive = !threads.isEmpty
-            guard !alive || threads.contains(record.tid) else {
-                sendVerdict(reply, nanoseconds: 0)
-                return reject(sender.uid, "a crash record from pid \(senderPID): thread \(record.tid) is not one of its threads")
-            }
-            // The pid may have been reused since the record was sent: the process there now
-            // must still belong to the sender's user, or it is not read at all.
-            let status = alive ? ProcFiles.read("/proc/\(record.pid)/status") : nil
-            if let owner = status.flatMap({ ProcFiles.credentials(status: $0)?.uid }), owner != sender.uid {
-                sendVerdict(reply, nanoseconds: 0)
-                return reject(
-                    sender.uid,
-                    "a crash record from pid \(senderPID) (uid \(sender.uid)): pid \(record.pid) now belongs to uid \(owner)")
-            }
-            guard let store = store(for: sender) else {
-                sendVerdict(reply, nanoseconds: 0)
-                return reject(sender.uid, "a crash record from pid \(senderPID): uid \(sender.uid) is not served here")
-            }
-            if record.isError, !errorTimes.allows(record.pid) {
-                sendVerdict(reply, nanoseconds: 0)
-                return reject(
-                    sender.uid,
-                    "an error report from pid \(senderPID): more than \(Self.errorsPerMinute) in a minute from this process")
-            }
-            handleCrash(
-                record, access: sender.access(record.pid), threads: threads, status: status, bytes: bytes, reply: reply,
-                store: store)
-        case CP_MSG_SETTING.rawValue:
-            guard bytes.count == MemoryLayout<cp_setting>.size else {
-                return reject(sender.uid, "a setting from pid \(senderPID): \(bytes.count) bytes")
-            }
-            let enabled = bytes[Int(MemoryLayout<cp_setting>.offset(of: \cp_setting.enabled)!)]
-            guard enabled <= 1 else { return reject(sender.uid, "a setting from pid \(senderPID): enabled = \(enabled)") }
-            // Past the limit it is ignored, not rejected: the connection (and the crash it may
-            // carry later) stays.
-            guard settingTimes.allows(senderPID) else {
-                log(about: sender.uid, "ignored a setting from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
-                return nil
-            }
-            log(about: sender.uid, "pid \(senderPID) turned crash reporting \(enabled == 1 ? "on" : "off") for its program")
-            delegate?.setting(enabled: enabled == 1, from: sender)
-        case CP_MSG_CONSENT.rawValue:
-            let message: ConsentMessage
-            do {
-                message = try ConsentMessage(bytes: bytes)
-            } catch {
-                return reject(sender.uid, "a consent message from pid \(senderPID): \(error)")
-            }
-            // Past the limit it is ignored, not rejected, as a setting is.
-            guard settingTimes.allows(senderPID) else {
-                log(
-                    about: sender.uid,
-                    "ignored a consent message from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
-                return nil
-            }
-            delegate?.consent(message, from: sender)
-        case CP_MSG_GOODBYE.rawValue:
-            do {
-                delegate?.goodbye(try GoodbyeMessage(bytes: bytes), from: sender)
-            } catch {
-                return reject(sender.uid, "a GOODBYE from pid \(senderPID): \(error)")
-            }
-        default:
-            return reject(sender.uid, "a message from pid \(senderPID): unexpected type \(header.type)")
+            delegate?.hello(hello, from: sender)
+        } catch {
+            return reject(sender.uid, "a HELLO from pid \(senderPID): \(error)")
+        }
+        return nil
+    }
+
+    /// A CRASH or ERROR record: checked against the kernel's word for its sender (pid, thread,
+    /// owner), then captured, answered and reported.
+    func handleCrashRecord(_ bytes: [UInt8], sender: Sender, replyFDs: [Int32]) -> String? {
+        let senderPID = sender.pid
+        guard let reply = replyFDs.first, replyFDs.count == 1 else {
+            return reject(
+                sender.uid,
+                "a crash record from pid \(senderPID): it carried \(replyFDs.count) descriptors, expected 1")
+        }
+        var kind = stat()
+        guard fstat(reply, &kind) == 0, (kind.st_mode & S_IFMT) == S_IFSOCK else {
+            return reject(sender.uid, "a crash record from pid \(senderPID): its reply descriptor is not a socket")
+        }
+        var record: CrashRecord
+        do {
+            record = try CrashRecord(bytes: bytes)
+        } catch {
+            sendVerdict(reply, nanoseconds: 0)
+            return reject(sender.uid, "a crash record from pid \(senderPID): \(error)")
+        }
+        if record.pid != senderPID, let mapped = Self.fromOwnPidNamespace(record, sender: senderPID) { record = mapped }
+        guard record.pid == senderPID else {
+            sendVerdict(reply, nanoseconds: 0)
+            return reject(sender.uid, "a crash record from pid \(senderPID): it names pid \(record.pid)")
+        }
+        // A process that already died (its stub stopped waiting) is still reported from the
+        // record: the kernel vouched for the pid when the record was sent.
+        let threads = ProcFiles.threads(of: record.pid)
+        let alive = !threads.isEmpty
+        guard !alive || threads.contains(record.tid) else {
+            sendVerdict(reply, nanoseconds: 0)
+            return reject(sender.uid, "a crash record from pid \(senderPID): thread \(record.tid) is not one of its threads")
+        }
+        // The pid may have been reused since the record was sent: the process there now
+        // must still belong to the sender's user, or it is not read at all.
+        let status = alive ? ProcFiles.read("/proc/\(record.pid)/status") : nil
+        if let owner = status.flatMap({ ProcFiles.credentials(status: $0)?.uid }), owner != sender.uid {
+            sendVerdict(reply, nanoseconds: 0)
+            return reject(
+                sender.uid,
+                "a crash record from pid \(senderPID) (uid \(sender.uid)): pid \(record.pid) now belongs to uid \(owner)")
+        }
+        guard let store = store(for: sender) else {
+            sendVerdict(reply, nanoseconds: 0)
+            return reject(sender.uid, "a crash record from pid \(senderPID): uid \(sender.uid) is not served here")
+        }
+        if record.isError, !errorTimes.allows(record.pid) {
+            sendVerdict(reply, nanoseconds: 0)
+            return reject(
+                sender.uid,
+                "an error report from pid \(senderPID): more than \(Self.errorsPerMinute) in a minute from this process")
+        }
+        handleCrash(
+            record, access: sender.access(record.pid), threads: threads, status: status, bytes: bytes, reply: reply,
+            store: store)
+        return nil
+    }
+
+    func handleSetting(_ bytes: [UInt8], sender: Sender) -> String? {
+        let senderPID = sender.pid
+        guard bytes.count == MemoryLayout<cp_setting>.size else {
+            return reject(sender.uid, "a setting from pid \(senderPID): \(bytes.count) bytes")
+        }
+        let enabled = bytes[Int(MemoryLayout<cp_setting>.offset(of: \cp_setting.enabled)!)]
+        guard enabled <= 1 else { return reject(sender.uid, "a setting from pid \(senderPID): enabled = \(enabled)") }
+        // Past the limit it is ignored, not rejected: the connection (and the crash it may
+        // carry later) stays.
+        guard settingTimes.allows(senderPID) else {
+            log(about: sender.uid, "ignored a setting from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
+            return nil
+        }
+        log(about: sender.uid, "pid \(senderPID) turned crash reporting \(enabled == 1 ? "on" : "off") for its program")
+        delegate?.setting(enabled: enabled == 1, from: sender)
+        return nil
+    }
+
+    func handleConsent(_ bytes: [UInt8], sender: Sender) -> String? {
+        let senderPID = sender.pid
+        let message: ConsentMessage
+        do {
+            message = try ConsentMessage(bytes: bytes)
+        } catch {
+            return reject(sender.uid, "a consent message from pid \(senderPID): \(error)")
+        }
+        // Past the limit it is ignored, not rejected, as a setting is.
+        guard settingTimes.allows(senderPID) else {
+            log(
+                about: sender.uid,
+                "ignored a consent message from pid \(senderPID): more than \(Self.settingsPerMinute) in a minute")
+            return nil
+        }
+        delegate?.consent(message, from: sender)
+        return nil
+    }
+
+    func handleGoodbye(_ bytes: [UInt8], sender: Sender) -> String? {
+        do {
+            delegate?.goodbye(try GoodbyeMessage(bytes: bytes), from: sender)
+        } catch {
+            return reject(sender.uid, "a GOODBYE from pid \(sender.pid): \(error)")
         }
         return nil
     }
