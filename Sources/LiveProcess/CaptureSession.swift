@@ -259,8 +259,9 @@ public enum CaptureSession {
         bare.reraise = nil
         bare.appArea = 0
         var files = LinuxFiles()
-        files.procStatus = status ?? access.read("status", limit: 8192)
-        files.cmdLine = access.read("cmdline", limit: 4096)
+        let proc = access.procFiles(["cmdline"] + (status == nil ? ["status"] : []))
+        files.procStatus = status ?? proc.files["status"]
+        files.cmdLine = proc.files["cmdline"]
         return HeldCapture(
             record: bare, access: access,
             threads: [ThreadSnapshot(tid: record.tid, name: record.threadName, registers: bare.registers, stack: nil)],

@@ -67,15 +67,8 @@ public struct ReportStore: Sendable {
     /// attachment only a group of root's may read), root can do there only what the user could.
     public var owner: Owner?
 
-    public struct Owner: Sendable, Equatable {
-        public var uid: UInt32
-        public var gid: UInt32
-
-        public init(uid: UInt32, gid: UInt32) {
-            self.uid = uid
-            self.gid = gid
-        }
-    }
+    /// The owner is a user's Credentials (uid and primary gid; no supplementary group).
+    public typealias Owner = Credentials
 
     public init(root: String) {
         self.root = root
@@ -87,8 +80,7 @@ public struct ReportStore: Sendable {
     /// Runs `body` on this thread with `owner`'s credentials (nil: as is), then restores
     /// root's.
     public static func withFilesystemIDs<T>(of owner: Owner?, _ body: () throws -> T) throws -> T {
-        guard let owner else { return try body() }
-        return try Credentials(uid: owner.uid, gid: owner.gid).perform(body)
+        try owner.map { try $0.perform(body) } ?? body()
     }
 
     /// The largest event.json read (UserFile: bounded, no symlink followed): a report of

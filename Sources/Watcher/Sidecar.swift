@@ -506,7 +506,7 @@ public final class Sidecar {
             return nil
         }
         if info.st_mode & 0o077 != 0 { chmod(path, 0o700) }
-        let store = configuredStore(root: path, owner: ReportStore.Owner(uid: sender.uid, gid: sender.gid))
+        let store = configuredStore(root: path, owner: sender.credentials)
         stores[sender.uid] = store
         return store
     }

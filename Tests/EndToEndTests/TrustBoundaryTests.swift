@@ -163,6 +163,18 @@ final class TrustBoundaryTests: XCTestCase {
         XCTAssertTrue(events.contains { $0.process?.pid?.rawValue == other.pid }, file: file, line: line)
     }
 
+    /// The user's report says `note`, no file of theirs holds the secret, and the sidecar still
+    /// serves; then it is stopped.
+    func assertReportedSafely(
+        _ event: Event, note: String, scene: Scene, sidecar: SidecarProcess, file: StaticString = #filePath,
+        line: UInt = #line
+    ) throws {
+        XCTAssertTrue((event.notes ?? []).contains { $0.contains(note) }, "\(event.notes ?? [])", file: file, line: line)
+        assertNoFileHolds(scene.secret, under: sidecar.reportsDirectory(uid: scene.user.uid), file: file, line: line)
+        try assertStillServes(sidecar, file: file, line: line)
+        sidecar.stop()
+    }
+
     /// Attack 1: a client asks to be traced for its whole life, keeps its connection across an
     /// exec of a setuid-root program, and SIGKILLs it. Traced by root, the exec would keep its
     /// privileges and the capture at its exit stops would hand the user root's memory. The
@@ -191,11 +203,7 @@ final class TrustBoundaryTests: XCTestCase {
         kill(pid, SIGKILL)
         let events = try sidecar.waitForReports(1, uid: scene.user.uid)
         XCTAssertEqual(events[0].kind, .termination)
-        XCTAssertTrue(
-            (events[0].notes ?? []).contains { $0.contains("which its user may not read") }, "\(events[0].notes ?? [])")
-        assertNoFileHolds(scene.secret, under: sidecar.reportsDirectory(uid: scene.user.uid))
-        try assertStillServes(sidecar)
-        sidecar.stop()
+        try assertReportedSafely(events[0], note: "which its user may not read", scene: scene, sidecar: sidecar)
     }
 
     /// Attack 2: a crash record about the client itself, with a chosen stack pointer, sent just
@@ -224,11 +232,7 @@ final class TrustBoundaryTests: XCTestCase {
         kill(sidecar.pid, SIGCONT)
         resumed = true
         let events = try sidecar.waitForReports(1, uid: scene.user.uid)
-        XCTAssertTrue(
-            (events[0].notes ?? []).contains { $0.contains("reported without its memory") }, "\(events[0].notes ?? [])")
-        assertNoFileHolds(scene.secret, under: sidecar.reportsDirectory(uid: scene.user.uid))
-        try assertStillServes(sidecar)
-        sidecar.stop()
+        try assertReportedSafely(events[0], note: "reported without its memory", scene: scene, sidecar: sidecar)
     }
 
     /// A process that made itself not dumpable (PR_SET_DUMPABLE 0) keeps its memory from its
@@ -247,11 +251,7 @@ final class TrustBoundaryTests: XCTestCase {
         try victim.input.fileHandleForWriting.write(contentsOf: Data("crash\n".utf8))
         let events = try sidecar.waitForReports(1, uid: scene.user.uid)
         XCTAssertEqual(events[0].signal?.name, "SIGSEGV")
-        XCTAssertTrue(
-            (events[0].notes ?? []).contains { $0.contains("reported without its memory") }, "\(events[0].notes ?? [])")
-        assertNoFileHolds(scene.secret, under: sidecar.reportsDirectory(uid: scene.user.uid))
-        try assertStillServes(sidecar)
-        sidecar.stop()
+        try assertReportedSafely(events[0], note: "reported without its memory", scene: scene, sidecar: sidecar)
     }
 
     /// Attack 6: a sidecar started from a root login shell keeps group 0 among its
