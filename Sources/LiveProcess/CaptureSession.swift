@@ -22,11 +22,9 @@ public struct CaptureOptions: Sendable {
     /// Whether a report's symbolication asks debuginfod for debug files found nowhere here
     /// (`--debuginfod`): after the verdict, when the process has gone on, never during capture.
     public var debuginfod = false
-    /// Stack bytes kept per thread, from the stack pointer up. The crashing thread's whole
-    /// stack (a default 8 MiB main stack fits) is the evidence of a stack overflow: its
-    /// outermost frames are kept only if its memory is.
-    public var crashedThreadStackLimit = 16 << 20
-    public var threadStackLimit = 256 << 10
+    /// Stack bytes kept per thread, from the stack pointer up (CaptureWindows says why these).
+    public var crashedThreadStackLimit = CaptureWindows.crashedThreadStackLimit
+    public var threadStackLimit = CaptureWindows.threadStackLimit
 
     public init() {}
 }
@@ -354,32 +352,18 @@ public enum CaptureSession {
     }
 
     /// Reads a thread's stack from its stack pointer (less the red zone) towards the end of its
-    /// mapping.
+    /// mapping, as CaptureWindows says (a capture from a core keeps the same range).
     struct StackReader {
-        /// How far below its stack's mapping an overflowed thread's sp may lie: a guard page
-        /// (glibc's default is one page, Rust's and Go's runtimes use up to 64 KiB) plus a
-        /// stack probe's step into it.
-        static let guardReach: UInt64 = 128 << 10
-
+        /// /proc/PID/maps, in its (address) order.
         let mappings: [MemoryMapping]
         let memory: ProcessMemory
 
         /// At most `limit` bytes, and none from `below` on.
         func stack(from sp: UInt64, limit: Int, below: UInt64? = nil) -> MemoryRegion? {
-            let start = sp.checkedSubtracting(128) ?? 0
-            // After a stack overflow sp lies below the stack mapping: in the gap the kernel keeps
-            // under a main stack, or in a thread's guard page (a PROT_NONE mapping of its own,
-            // up to a probe's reach into it). The stack is the readable mapping just above.
-            guard
-                let mapping = mappings.first(where: { $0.readable && ($0.contains(start) || $0.contains(sp)) })
-                    ?? mappings.first(where: { $0.start > sp && $0.start - sp <= Self.guardReach && $0.readable })
-            else { return nil }
-            let from = max(start, mapping.start)
-            let end = min(mapping.end, below ?? mapping.end)
-            guard from < end else { return nil }
-            let count = Int(min(UInt64(limit), end - from))
-            let bytes = memory.bytes(at: from, count: count)
-            return bytes.isEmpty ? nil : MemoryRegion(start: from, bytes: bytes)
+            guard let range = CaptureWindows.stack(from: sp, limit: limit, below: below, in: mappings) else { return nil }
+            // The range is at most `limit` bytes: an Int.
+            let bytes = memory.bytes(at: range.lowerBound, count: Int(range.upperBound - range.lowerBound))
+            return bytes.isEmpty ? nil : MemoryRegion(start: range.lowerBound, bytes: bytes)
         }
     }
 
@@ -440,16 +424,14 @@ public enum CaptureSession {
         return search.found
     }
 
-    /// 256 bytes around the faulting instruction, clipped to its mapping, so readers can show
+    /// The bytes around the faulting instruction (CaptureWindows.window), so readers can show
     /// the instruction (unless it is already inside a captured stack).
     static func instructionBytes(at pc: UInt64, threads: [ThreadSnapshot], stacks: StackReader) -> [MemoryRegion] {
-        guard let mapping = stacks.mappings.first(where: { $0.contains(pc) }), mapping.readable,
-            !threads.contains(where: { $0.stack?.contains(pc) ?? false })
+        guard !threads.contains(where: { $0.stack?.contains(pc) ?? false }),
+            let range = CaptureWindows.window(around: pc, in: stacks.mappings)
         else { return [] }
-        // pc is the record's: near either end of the address space the window is clipped, never wrapped.
-        let from = max(mapping.start, pc.checkedSubtracting(128) ?? 0), to = min(mapping.end, pc.checkedAdding(128) ?? .max)
-        let bytes = stacks.memory.bytes(at: from, count: Int(to - from))
-        return bytes.isEmpty ? [] : [MemoryRegion(start: from, bytes: bytes)]
+        let bytes = stacks.memory.bytes(at: range.lowerBound, count: Int(range.upperBound - range.lowerBound))
+        return bytes.isEmpty ? [] : [MemoryRegion(start: range.lowerBound, bytes: bytes)]
     }
 
     /// Whether the process is gone or a zombie (/proc/PID/stat state Z or X).

@@ -16,6 +16,20 @@ public struct MemoryMapping: Sendable, Equatable {
     public var inode: UInt64
     public var path: String
 
+    public init(
+        start: UInt64, end: UInt64, readable: Bool, writable: Bool, executable: Bool, offset: UInt64, inode: UInt64,
+        path: String
+    ) {
+        self.start = start
+        self.end = end
+        self.readable = readable
+        self.writable = writable
+        self.executable = executable
+        self.offset = offset
+        self.inode = inode
+        self.path = path
+    }
+
     public func contains(_ address: UInt64) -> Bool { address >= start && address < end }
 
     /// Parses /proc/PID/maps text; malformed lines are skipped.
