@@ -6,6 +6,7 @@
 //
 // The targets are layers, lowest first; each depends only on layers below it:
 //   BoundedBytes  →  ObjectFile  →  ReportModel, Symbolication, Unwinding
+//   →  CoreDump (the kernel's core stream)
 //   →  LiveProcess (a live process: ptrace, /proc, capture)  and  Reports (never a live process)
 //   →  Store (what is on disk)  →  Upload (what leaves the machine)
 //   →  Watcher (serving: the crash socket, the launcher, the sidecar)  →  crashport (the command line)
@@ -71,11 +72,19 @@ let package = Package(
         // Call stacks from registers and memory: libunwind (through CShims) over ObjectFile's
         // unwind tables; the walk, its recovery and its stack scan are here, in Swift.
         .target(name: "Unwinding", dependencies: ["BoundedBytes", "CShims", "ObjectFile"]),
+        // The kernel's ELF core stream (core_pattern's pipe or socket), read in one pass with
+        // bounded memory into the notes and the few bytes a report keeps. ReportModel for the
+        // registers, ids and mappings it fills, and CaptureWindows, the ranges a live capture
+        // keeps too.
+        .target(name: "CoreDump", dependencies: ["BoundedBytes", "ReportModel"]),
         // A live process: /proc, process memory, ptrace sessions, and capture (a crash record
         // and a suspended process in, a ProcessSnapshot out). Unwinding for the layout of the
-        // kernel's signal frame, which capture follows to the stacks signals interrupted.
+        // kernel's signal frame, which capture follows to the stacks signals interrupted;
+        // CoreDump for a capture from the kernel's core stream, completed from /proc while the
+        // kernel holds the dying process.
         .target(
-            name: "LiveProcess", dependencies: ["BoundedBytes", "CShims", "ObjectFile", "ReportModel", "Unwinding"]),
+            name: "LiveProcess",
+            dependencies: ["BoundedBytes", "CShims", "CoreDump", "ObjectFile", "ReportModel", "Unwinding"]),
         // From a snapshot (live or a minidump) or an event to a report: unwinding,
         // symbolication, the event, the text crash log, offline symbolication. Never touches a
         // live process, so everything here runs the same on another machine.
@@ -119,8 +128,8 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "BoundedBytes", "CCrashPortProtocol", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Symbolication",
-                "Unwinding",
+                "BoundedBytes", "CCrashPortProtocol", "CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports",
+                "Symbolication", "Unwinding",
             ],
             path: "Tests/FuzzTargets"),
         // One test target per layer (EndToEndTests runs the built crashport on real crashes).
@@ -132,7 +141,12 @@ let package = Package(
         .testTarget(name: "SymbolicationTests", dependencies: ["BoundedBytes", "ObjectFile", "Symbolication", "TestSupport"]),
         .testTarget(
             name: "UnwindingTests", dependencies: ["BoundedBytes", "ObjectFile", "Symbolication", "Unwinding", "TestSupport"]),
-        .testTarget(name: "LiveProcessTests", dependencies: ["LiveProcess", "ObjectFile", "ReportModel", "TestSupport"]),
+        .testTarget(
+            name: "CoreDumpTests", dependencies: ["BoundedBytes", "CoreDump", "FuzzTargets", "ReportModel", "TestSupport"]),
+        // Reports: a capture from a real kernel core is checked through the report pipeline.
+        .testTarget(
+            name: "LiveProcessTests",
+            dependencies: ["CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
         .testTarget(name: "ReportsTests", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["ReportModel", "Store", "TestSupport"]),
         // (UploadTests is the end-to-end class that uploads to a server; these need none.)
