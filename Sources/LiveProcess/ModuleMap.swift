@@ -55,7 +55,7 @@ enum ModuleMap {
     /// system calls per module, no parsing. Without a pid (a spooled crash, its process long
     /// gone) files are opened by path only, never through another process's /proc.
     static func pending(
-        access: ProcessAccess?, mappings: [MemoryMapping], executable: String?, memory: ProcessMemory?, cache: ELFCache
+        access: ProcessAccess?, mappings: [MemoryMapping], executable: String?, memory: (any MemoryReader)?, cache: ELFCache
     ) -> [PendingModule] {
         var modules: [PendingModule] = []
         // The modules whose files are not cached yet: opened together below.
@@ -139,10 +139,15 @@ enum ModuleMap {
     /// file's comment): by path inside its root, all with one change of credentials; through
     /// map_files (root's) only those that were not the inode mapped, and only when its mode lets
     /// that user read it. Without a process (a spooled crash, long gone), by path, as the caller's
-    /// credentials allow.
+    /// credentials allow; a process gone since (a core read after its end) by path, as its
+    /// user's.
     static func files(of mappings: [MemoryMapping], access: ProcessAccess?) -> [Result<MappedFile, Error>] {
         guard let access else { return mappings.map { mapping in Result { try MappedFile(path: filePath(mapping.path)) } } }
         let pid = access.pid
+        // Gone, or a zombie (whose maps is empty): its root and map_files are gone with it.
+        if access.read("maps", limit: 1)?.isEmpty ?? true {
+            return mappings.map { mapping in Result { try access.perform { try MappedFile(path: filePath(mapping.path)) } } }
+        }
         let inRoot: [MappedFile?] =
             (try? access.perform {
                 mappings.map { mapping -> MappedFile? in
@@ -171,7 +176,7 @@ enum ModuleMap {
         mapped.hasSuffix(" (deleted)") ? String(mapped.dropLast(10)) : mapped
     }
 
-    static func vdso(_ mapping: MemoryMapping, memory: ProcessMemory?) -> PendingModule {
+    static func vdso(_ mapping: MemoryMapping, memory: (any MemoryReader)?) -> PendingModule {
         let size = mapping.end.checkedSubtracting(mapping.start) ?? 0
         var pending = PendingModule(
             module: LoadedModule(path: "[vdso]", base: mapping.start, size: size, buildID: nil), key: nil)

@@ -264,6 +264,24 @@ public struct CrashRecord: Equatable, Sendable {
         isError = false
     }
 
+    /// A record for a crash the kernel dumped (the host level: no stub ran): the signal as its
+    /// siginfo gave it and the crashing thread's registers; no chain, no stack copy, no app area.
+    public init(
+        kernelDumpOf pid: ProcessID, tid: ThreadID, signal: Int32, code: Int32, faultAddress: UInt64,
+        senderPID: ProcessID?, senderUID: UInt32?, threadName: String, registers: X86_64Registers,
+        timeNanoseconds: UInt64
+    ) {
+        self.init(
+            observation: .hang(milliseconds: 0), pid: pid, tid: tid, signal: signal, appArea: 0, timeNanoseconds: timeNanoseconds)
+        observation = nil
+        self.code = code
+        self.faultAddress = faultAddress
+        self.senderPID = senderPID ?? ProcessID(0)
+        self.senderUID = senderUID ?? 0
+        self.threadName = threadName
+        self.registers = registers
+    }
+
     public init(bytes: [UInt8]) throws {
         let header = try WireHeader(bytes: bytes)
         guard header.type == CP_MSG_CRASH.rawValue || header.type == CP_MSG_ERROR.rawValue else {
