@@ -146,7 +146,7 @@ let package = Package(
         // Reports: a capture from a real kernel core is checked through the report pipeline.
         .testTarget(
             name: "LiveProcessTests",
-            dependencies: ["CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
+            dependencies: ["BoundedBytes", "CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
         .testTarget(name: "ReportsTests", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["ReportModel", "Store", "TestSupport"]),
         // (UploadTests is the end-to-end class that uploads to a server; these need none.)

@@ -7,8 +7,10 @@
 // program's functions, as gdb does on the same core.
 
 import CoreDump
+import BoundedBytes
 import Foundation
 import LiveProcess
+import ObjectFile
 import ReportModel
 import Reports
 import TestSupport
@@ -92,7 +94,10 @@ final class CoreCaptureTests: XCTestCase {
             XCTAssertEqual(capture.snapshot.threads.count, 3, label)
             let main = try XCTUnwrap(capture.snapshot.modules.first, label)
             XCTAssertEqual(main.path, executable, label)
-            XCTAssertNotNil(main.buildID, "\(label): the build-id, from the core's copy of its first page")
+            XCTAssertEqual(
+                main.buildID, ELFFile.buildID(ofImageAt: main.base, in: RegionMemory(regions: dump.imageMemory)),
+                "\(label): the build-id, from the core's copy of its first page")
+            XCTAssertNotNil(main.buildID, label)
             XCTAssertNotNil(main.object, "\(label): \(capture.notes)")
             let event = ReportBuilder.event(for: capture, id: "core-\(label)", timestamp: "2026-01-01T00:00:00.000Z")
             let crashed = functions(event.crashedThreadRecord)
@@ -102,6 +107,7 @@ final class CoreCaptureTests: XCTestCase {
             }
         }
         XCTAssertEqual(held.snapshot.threads.first?.name, "threads-segv", "from /proc while held")
+        XCTAssertFalse(held.notes.contains { $0.contains("maps unreadable") }, "\(held.notes)")
         XCTAssertNotNil(held.snapshot.linuxFiles.procStatus, "/proc/PID/status while held")
         XCTAssertNil(gone.snapshot.linuxFiles.procStatus)
         XCTAssertTrue(gone.snapshot.linuxFiles.maps.map { String(decoding: $0, as: UTF8.self) }?.contains("[stack]") ?? false)
