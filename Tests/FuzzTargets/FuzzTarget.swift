@@ -13,6 +13,7 @@
 
 import BoundedBytes
 import CCrashPortProtocol
+import CoreDump
 import Foundation
 import LiveProcess
 import ReportModel
@@ -45,6 +46,11 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// verdict, the culprit, the title), the crash log, the Sentry event and the minidump,
     /// read back. No live process is read: not the pid the record names, not any other.
     case recordReport = "record-report"
+    /// The kernel's ELF core stream (CoreDumpReader) read as from a pipe, a few bytes at a
+    /// time, with small limits (so the caps are reached), then the capture made of it
+    /// (CaptureSession.core, without a live process; NT_FILE's paths replaced by `mapsPaths`,
+    /// as `record-report` does, so no input opens a file it names).
+    case coreStream = "core-stream"
 
     /// Runs the target over one input.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -56,6 +62,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .event: Self.event(bytes)
         case .wire: Self.wire(bytes)
         case .recordReport: Self.recordReport(bytes)
+        case .coreStream: Self.coreStream(bytes)
         }
     }
 
@@ -354,6 +361,61 @@ extension FuzzTarget {
                 "\(hex(mapping.start))-\(hex(mapping.end)) \(perms) \(hex(mapping.offset)) 00:00 \(mapping.inode) \(path)")
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+// MARK: - Core stream
+
+extension FuzzTarget {
+    /// Limits small enough for an input of at most 64 KiB to reach every cap.
+    static let coreLimits: CoreDumpReader.Limits = {
+        var limits = CoreDumpReader.Limits()
+        limits.threads = 16
+        limits.keptBytes = 16 << 10
+        limits.crashedThreadStack = 8 << 10
+        limits.threadStack = 1 << 10
+        limits.programHeaders = 64
+        limits.notesBytes = 32 << 10
+        limits.files = 32
+        limits.chunkSize = 512
+        return limits
+    }()
+
+    static func coreStream(_ input: UnsafeRawBufferPointer) {
+        let bytes = Array(input)
+        readCore(bytes)
+        // The ELF header's fixed fields set (magic, ELFCLASS64, ELFDATA2LSB, ET_CORE, EM_X86_64,
+        // e_phentsize 56), so the fuzzer spends its time behind them.
+        guard bytes.count >= 64 else { return }
+        var fixed = bytes
+        fixed.replaceSubrange(0..<6, with: [0x7F, 0x45, 0x4C, 0x46, 2, 1])
+        for (offset, value) in [(16, UInt16(4)), (18, UInt16(62)), (54, UInt16(56))] {
+            fixed[offset] = UInt8(truncatingIfNeeded: value)
+            fixed[offset + 1] = UInt8(truncatingIfNeeded: value >> 8)
+        }
+        readCore(fixed)
+    }
+
+    static func readCore(_ bytes: [UInt8]) {
+        // Reads of 1 to 61 bytes, varying as a pipe's do.
+        var position = 0, turn = 0
+        let source: CoreStream.Source = { buffer in
+            turn += 1
+            let count = min(buffer.count, bytes.count - position, 1 + (turn * 7 + bytes.count) % 61)
+            guard count > 0 else { return 0 }
+            bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[position..<position + count])) }
+            position += count
+            return count
+        }
+        guard var dump = try? CoreDumpReader.read(from: source, limits: coreLimits) else { return }
+        _ = dump.mapsText
+        _ = dump.auxiliaryVector
+        for index in dump.files.indices {
+            let path = dump.files[index].path
+            dump.files[index].path = mapsPaths.contains(path) ? path : mapsPaths[path.utf8.count % mapsPaths.count]
+        }
+        let capture = CaptureSession.core(dump, access: nil, cache: recordCache, timeNanoseconds: 0)
+        _ = RegionMemory(regions: capture.snapshot.threads.compactMap(\.stack) + capture.snapshot.extraMemory)
     }
 }
 
