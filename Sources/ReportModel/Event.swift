@@ -91,6 +91,10 @@ public struct Event: Codable, Sendable, Equatable {
     /// the spool directory because no watcher answered (only the crashing thread, from its
     /// stack copy). Absent for a live capture.
     public var capturedFrom: String?
+    /// Which level of crashport saw the crash: `stub` (the program's own handler sent a record),
+    /// `launcher` (the task level: `crashport run` or the sidecar observed the death, hang or exit
+    /// itself), `host` (the kernel's core handler: `crashport watch --host`).
+    public var source: String?
     /// What could not be captured and why (best-effort capture records its gaps here).
     public var notes: [String]?
     /// What the program said about itself (crashport_annotate), by key.
@@ -159,6 +163,7 @@ public struct Event: Codable, Sendable, Equatable {
         case handlerChain = "handler_chain"
         case minidump, notes
         case capturedFrom = "captured_from"
+        case source
         case annotations
         case annotationsTruncated = "annotations_truncated"
         case breadcrumbs, attachments, exception, reason, launch, release, session, title, culprit, cause, related
@@ -291,6 +296,11 @@ public struct ProcessInfoRecord: Codable, Sendable, Equatable {
     public var executable: String?
     public var arguments: [String]?
     public var buildID: String?
+    /// Its cgroup (/proc/PID/cgroup's unified line), and what that names: a systemd unit
+    /// (`nginx.service`, `cron.service`, a user's `app.scope`) or a container's id.
+    public var cgroup: String?
+    public var unit: String?
+    public var container: String?
 
     public init(pid: ProcessID? = nil, executable: String? = nil, arguments: [String]? = nil, buildID: String? = nil) {
         self.pid = pid
@@ -302,6 +312,7 @@ public struct ProcessInfoRecord: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case pid, executable, arguments
         case buildID = "build_id"
+        case cgroup, unit, container
     }
 }
 
