@@ -103,11 +103,13 @@ let package = Package(
             name: "Upload",
             dependencies: ["BoundedBytes", "CShims", "CTOML", "LiveProcess", "ReportModel", "Reports", "Store"]),
         // Serving: the crash socket, the launcher, the sidecar (clients, tracing, abnormal ends,
-        // the spool, hangs), doctor (which asks Symbolication whether debug files are found).
+        // the spool, hangs), the host level (the kernel's core handler: CoreDump reads its core
+        // streams), doctor (which asks Symbolication whether debug files are found).
         .target(
             name: "Watcher",
             dependencies: [
-                "CCrashPortProtocol", "CShims", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Store", "Symbolication",
+                "CCrashPortProtocol", "CShims", "CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Store",
+                "Symbolication",
                 "Upload",
             ]
         ),

@@ -49,7 +49,6 @@ struct CoreNotes {
     private(set) var dump = CoreDump()
     /// Whether the last NT_PRSTATUS was kept (its register sets follow it).
     private var lastThreadKept = false
-    private var xstateNoted = false
 
     init(threadLimit: Int, fileLimit: Int) {
         self.threadLimit = threadLimit
@@ -67,7 +66,7 @@ struct CoreNotes {
     private mutating func add(type: Int32, _ view: ByteView, size: UInt64) {
         switch type {
         case NT_PRSTATUS: prstatus(view)
-        case NT_FPREGSET, NT_X86_XSTATE: fpregs(view, xstate: type == NT_X86_XSTATE, size: size)
+        case NT_FPREGSET, NT_X86_XSTATE: fpregs(view, xstate: type == NT_X86_XSTATE)
         case NT_PRPSINFO: prpsinfo(view)
         case NT_SIGINFO: siginfo(view)
         case NT_AUXV:
@@ -101,13 +100,10 @@ struct CoreNotes {
         lastThreadKept = true
     }
 
-    private mutating func fpregs(_ view: ByteView, xstate: Bool, size: UInt64) {
-        if xstate && !xstateNoted && size > UInt64(Self.fxsaveSize) {
-            xstateNoted = true
-            note(
-                "NT_X86_XSTATE: only its FXSAVE image is kept (the registers a snapshot holds); the AVX and later state after it is not"
-            )
-        }
+    private mutating func fpregs(_ view: ByteView, xstate: Bool) {
+        // NT_X86_XSTATE's AVX and later state after the FXSAVE image is not kept: a snapshot (and
+        // a minidump's context) holds the FXSAVE registers only, as a live capture does; not a
+        // gap worth a note in every report.
         guard lastThreadKept, view.count == Self.fxsaveSize else { return }
         // NT_FPREGSET is the FXSAVE image itself; NT_X86_XSTATE starts with it (used where the
         // thread has no NT_FPREGSET).

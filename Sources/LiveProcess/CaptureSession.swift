@@ -445,7 +445,7 @@ public enum CaptureSession {
 
     /// Unix seconds at which a process started `ticks` clock ticks after boot (/proc/stat
     /// btime, read once).
-    static func unixTime(ofStartTicks ticks: UInt64) -> UInt32? {
+    public static func unixTime(ofStartTicks ticks: UInt64) -> UInt32? {
         guard let boot = bootTime else { return nil }
         let hertz = UInt64(max(sysconf(Int32(_SC_CLK_TCK)), 1))
         return UInt32(clamping: boot + ticks / hertz)

@@ -92,6 +92,32 @@ public final class CrashServer: @unchecked Sendable {
     static func key(_ record: CrashRecord) -> String { "\(record.pid)-\(record.tid)-\(record.timeNanoseconds)" }
 
     func wasReported(_ record: CrashRecord) -> Bool { reported.withLock { $0.contains(Self.key(record)) } }
+    /// The stub records taken, by pid, with the record's time (realtime ns): the host level does
+    /// not report again the core that follows a stub's report. Kept before the verdict is sent,
+    /// since the core comes as soon as the stub lets the signal go on.
+    let stubCrashes = Mutex<[ProcessID: UInt64]>([:])
+    /// `crashport run` with the host level installed: where to leave a mark for each crash its
+    /// stub reported (HostPaths.reportedMarks), so that the host level does not report it again.
+    public var reportedMarks: String?
+
+    /// Whether a stub record of `pid`'s, made at or after `since` (realtime ns), was taken here.
+    public func reportedStubCrash(of pid: ProcessID, since: UInt64) -> Bool {
+        stubCrashes.withLock { $0[pid].map { $0 >= since } ?? false }
+    }
+
+    /// Notes a stub's crash record before its verdict: for the host level in this process, and
+    /// as a mark the host level of a root sidecar can see.
+    func noteStubCrash(_ record: CrashRecord) {
+        stubCrashes.withLock { crashes in
+            if crashes.count > 4096 { crashes.removeAll() }
+            crashes[record.pid] = record.timeNanoseconds
+        }
+        guard let reportedMarks, let fields = ProcFiles.statFields(of: record.pid), fields.count > 19,
+            let ticks = UInt64(fields[19]), let start = CaptureSession.unixTime(ofStartTicks: ticks)
+        else { return }
+        let fd = open(reportedMarks + "/\(record.pid)-\(start)", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd >= 0 { close(fd) }
+    }
     private let written = Mutex<(reports: [WrittenReport], unwritten: [ProcessID: String])>(([], [:]))
     public var reports: [WrittenReport] { written.withLock { $0.reports } }
     /// Crashes whose report could not be written, by pid, with why.
@@ -379,7 +405,8 @@ public final class CrashServer: @unchecked Sendable {
     @discardableResult
     public func writeTermination(_ end: AbnormalEnd, store: ReportStore) -> WrittenReport? {
         let id = ReportStore.newID(pid: end.pid.rawValue)
-        let event = TerminationReport.event(for: end, id: id, timestamp: Event.timestamp())
+        var event = TerminationReport.event(for: end, id: id, timestamp: Event.timestamp())
+        event.source = "launcher"
         do {
             let path = try store.commit(id: id) { directory in
                 try ReportStore.writeFile(directory + "/event.json", Array(try event.jsonData()))
@@ -434,6 +461,7 @@ public final class CrashServer: @unchecked Sendable {
             _ = heartbeat.withUnsafeBytes { send(reply, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         }
         captures += 1
+        noteStubCrash(record)
         let held = CaptureSession.hold(
             record: record, access: access, threads: threads, status: status, options: options, cache: cache,
             holder: delegate?.holder(of: record.pid))
@@ -552,7 +580,8 @@ public final class CrashServer: @unchecked Sendable {
     @discardableResult
     public func writeReport(
         _ capture: Capture, recordBytes: [UInt8], store: ReportStore, started: UInt64, captureNanoseconds elapsed: UInt64,
-        capturedFrom: String? = nil, id chosen: String? = nil, spoolOnFailure: Bool = true
+        capturedFrom: String? = nil, id chosen: String? = nil, spoolOnFailure: Bool = true, source: String? = nil,
+        amend: (inout Event) -> Void = { _ in }
     ) -> Bool {
         let record = capture.record
         reported.withLock { set in
@@ -566,6 +595,9 @@ public final class CrashServer: @unchecked Sendable {
             for: capture, id: id, timestamp: Event.timestamp(), rules: inAppRules, fileBytes: fileBytes,
             debuginfod: options.debuginfod)
         event.capturedFrom = capturedFrom
+        // The level that saw it: a stub's record, or a death, hang or exit this watcher observed.
+        event.source = source ?? (record.observation == nil ? "stub" : "launcher")
+        amend(&event)
         event.session = hooks?.sessionID(of: record.pid)
         hooks?.amend(&event, record: record)
         let built = monotonicNanoseconds() - buildStarted

@@ -187,6 +187,8 @@ public struct Launcher {
         let oom = launch.oom
         let server = CrashServer(socket: ours, store: store, options: options)
         server.inAppRules = inAppRules
+        // Under a host level (crashport watch --host), a mark for each crash the stub reports here.
+        server.reportedMarks = HostPaths.systemReportedMarks()
         server.log = log
         let watch = ChildWatch()
         let serving = LaunchServing(

@@ -51,6 +51,8 @@ public final class Sidecar {
     var boundPath: String?
     var clients: [Int32: Client] = [:]
     var spool: SpoolIngest?
+    /// `--host`: the machine's core handler too (SidecarHost.swift).
+    var hostLevel: SidecarHostLevel?
     /// Per-uid stores already prepared (root).
     var stores: [UInt32: ReportStore] = [:]
     /// The clients kept traced until they exit (SidecarTracing.swift): this thread traces them.
@@ -158,6 +160,8 @@ public final class Sidecar {
         try prepareReports()
         spool = try SpoolIngest(directory: configuration.spoolDirectory, shared: isRoot, log: log)
         configureServer()
+        try startHostLevel()
+        defer { hostLevel?.stop() }
 
         let who = isRoot ? "every user" : "uid \(getuid()) only"
         log.say(
@@ -184,6 +188,8 @@ public final class Sidecar {
             fds += order.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
             // A client that hung up without GOODBYE: its pidfd says when it has died.
             fds += endings.map { pollfd(fd: $0.died == nil ? $0.watch.handle?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0) }
+            // Last: the cores the kernel hands the host level.
+            fds.append(pollfd(fd: hostLevel?.listener ?? -1, events: Int16(POLLIN), revents: 0))
             // Ends being settled are looked at every 100 ms (a zombie's parent may reap it);
             // heartbeats when they are due.
             var timeout: Int32 = !endings.isEmpty ? 100 : lastBusy == nil || warm ? 1000 : 100
@@ -205,6 +211,7 @@ public final class Sidecar {
                 }
             }
             if fds[0].revents != 0 && !stopping { acceptClients() }
+            if fds[fds.count - 1].revents != 0 && !stopping { hostLevel?.accept() }
             for (index, fd) in order.enumerated() where fds[3 + index].revents != 0 {
                 serve(fd)
             }
@@ -212,6 +219,7 @@ public final class Sidecar {
             reapUploads()
             let now = monotonicNanoseconds()
             checkHeartbeats(now: now)
+            hostLevel?.check(now: now)
             settleEndings(now: now)
             checkAppAreas(now: now)
             if fds[2].revents != 0 || now &- lastScan > 30_000_000_000 {
@@ -343,8 +351,10 @@ public final class Sidecar {
     }
 
     /// Why this sidecar does not serve a peer, or nil when it does.
-    func refusal(for peer: Sender) -> String? {
-        if !isRoot && peer.uid != getuid() {
+    func refusal(for peer: Sender) -> String? { Self.refusal(for: peer, configuration: configuration) }
+
+    static func refusal(for peer: Sender, configuration: SidecarConfiguration) -> String? {
+        if getuid() != 0 && peer.uid != getuid() {
             return "this crashport watch runs as uid \(getuid()) and serves only that user's processes"
         }
         if !configuration.allowUIDs.isEmpty && !configuration.allowUIDs.contains(peer.uid) {
@@ -476,23 +486,26 @@ public final class Sidecar {
     }
 
     func configuredStore(root: String, owner: ReportStore.Owner?) -> ReportStore {
-        var store = ReportStore(root: root)
-        if let maxReports = configuration.maxReports { store.maxReports = maxReports }
-        if let maxBytes = configuration.maxBytes { store.maxBytes = maxBytes }
-        store.owner = owner
-        return store
+        configuration.store(root: root, owner: owner)
     }
 
     /// The store for a sender's reports: as root, ROOT/<uid> (0700, owned by the uid, created
     /// here by root and never followed if it is a symlink), written with the user's filesystem
     /// ids; as a user, the reports directory itself. Nil when the sender is not served.
     func store(for sender: Sender) -> ReportStore? {
-        if let refusal = refusal(for: sender) {
+        if isRoot, refusal(for: sender) == nil, let store = stores[sender.uid] { return store }
+        let store = Self.store(for: sender, configuration: configuration, log: log)
+        if isRoot, let store { stores[sender.uid] = store }
+        return store
+    }
+
+    /// The store for a sender's reports, made anew (any thread: the host level's dump threads).
+    static func store(for sender: Sender, configuration: SidecarConfiguration, log: WatcherLog) -> ReportStore? {
+        if let refusal = refusal(for: sender, configuration: configuration) {
             log.say("not reporting pid \(sender.pid): \(refusal)", uid: sender.uid)
             return nil
         }
-        guard isRoot else { return configuredStore(root: configuration.reportsRoot, owner: nil) }
-        if let store = stores[sender.uid] { return store }
+        guard getuid() == 0 else { return configuration.store(root: configuration.reportsRoot, owner: nil) }
         let path = configuration.reportsRoot + "/\(sender.uid)"
         if mkdir(path, 0o700) == 0 {
             chown(path, sender.uid, sender.gid)
@@ -506,9 +519,7 @@ public final class Sidecar {
             return nil
         }
         if info.st_mode & 0o077 != 0 { chmod(path, 0o700) }
-        let store = configuredStore(root: path, owner: sender.credentials)
-        stores[sender.uid] = store
-        return store
+        return configuration.store(root: path, owner: sender.credentials)
     }
 
     func reload() {

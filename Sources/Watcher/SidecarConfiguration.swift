@@ -43,6 +43,17 @@ public struct SidecarConfiguration: Sendable {
     /// CRASHPORT_HANG_MS); with `hangKill`, end a hung client with SIGABRT after its report.
     public var hangMilliseconds: UInt64?
     public var hangKill = false
+    /// `--host`: also the machine's core handler while it runs (SidecarHost.swift).
+    public var host: HostConfiguration?
+
+    /// A reports store at `root` with this configuration's quota, written as `owner`.
+    func store(root: String, owner: ReportStore.Owner?) -> ReportStore {
+        var store = ReportStore(root: root)
+        if let maxReports { store.maxReports = maxReports }
+        if let maxBytes { store.maxBytes = maxBytes }
+        store.owner = owner
+        return store
+    }
 
     /// The defaults: root serves every user from /run, /var/lib and /var/spool; a user serves
     /// itself from $XDG_RUNTIME_DIR and ~/.local/state.

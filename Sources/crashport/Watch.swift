@@ -21,6 +21,10 @@ struct Watch: ParsableCommand {
             --trace-exit, --hang-ms and --hang-kill apply to every client; a client can ask for them
             itself with CRASHPORT_TRACE_EXIT=1 (or codes), CRASHPORT_HANG_MS=MS and
             CRASHPORT_HANG_KILL=1 in its environment (--no-ptrace refuses tracing).
+            --host (root) makes it the machine's core handler too while it runs: it installs itself in
+            /proc/sys/kernel/core_pattern (the coredump socket on Linux 6.16+, else a pipe helper,
+            `crashport core-handler`), reports every crash no stub reported (`source: host`), and puts
+            back exactly the pattern it found when it stops. `crashport host status` says what is installed.
             """)
 
     @Option(name: .long, help: ArgumentHelp("The socket to listen on ('@name': abstract namespace).", valueName: "PATH"))
@@ -46,6 +50,21 @@ struct Watch: ParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Threads writing reports (default 2).", valueName: "N"))
     var jobs: Int?
+
+    @Flag(
+        name: .long,
+        help: "Also be the machine's core handler while running (root): every crash on the machine, stub or not, is reported.")
+    var host = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("With --host: how the kernel hands cores over (default: the best it has).", valueName: "socket|pipe"))
+    var hostMode: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("With --host: where its sockets and records live (default /run/crashport).", valueName: "DIR"))
+    var hostDirectory: String?
 
     @OptionGroup var quotaOption: QuotaOption
 
@@ -94,11 +113,40 @@ struct Watch: ParsableCommand {
         if deaths.traceExitCodes { configuration.traceExitCodes = true }
         if let hang = deaths.hangMilliseconds { configuration.hangMilliseconds = hang }
         if deaths.hangKill { configuration.hangKill = true }
+        configuration.host = hostConfiguration()
         do {
             let status = try Sidecar(configuration: configuration).run()
             throw ExitCode(status)
         } catch let error as SidecarError {
             fail("watch: \(error)", status: ExitStatus.failure)
+        } catch let error as HostError {
+            fail("watch --host: \(error)", status: ExitStatus.failure)
         }
+    }
+
+    func hostConfiguration() -> HostConfiguration? {
+        guard host else {
+            if hostMode != nil || hostDirectory != nil { usageError("watch: --host-mode and --host-directory go with --host") }
+            return nil
+        }
+        var host = HostConfiguration(executable: CoreHandler.executablePath())
+        if let hostDirectory {
+            guard hostDirectory.hasPrefix("/") else { usageError("watch: --host-directory must be an absolute path") }
+            host.paths = HostPaths(directory: hostDirectory)
+        }
+        switch hostMode {
+        case nil: break
+        case "pipe": host.mode = .pipe
+        case "socket":
+            let best = HostMode.best()
+            guard best != .pipe else {
+                fail(
+                    "watch --host-mode socket: this kernel (\(HostMode.kernelRelease())) has no coredump socket (Linux 6.16)",
+                    status: ExitStatus.failure)
+            }
+            host.mode = best
+        default: usageError("watch: --host-mode is socket or pipe")
+        }
+        return host
     }
 }

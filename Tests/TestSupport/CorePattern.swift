@@ -25,18 +25,48 @@ public enum CorePattern {
 
     /// Runs `body` with `pattern` (and `pipeLimit`, when given) installed, then restores both.
     public static func with<T>(_ pattern: String, pipeLimit: Int? = nil, _ body: () throws -> T) throws -> T {
-        let lock = open(lockFile, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard lock >= 0 else { throw TestFailure("cannot open \(lockFile)") }
-        defer { close(lock) }
-        guard flock(lock, LOCK_EX) == 0 else { throw TestFailure("cannot lock \(lockFile)") }
-        let savedPattern = try String(contentsOfFile: patternFile, encoding: .utf8)
-        let savedLimit = try String(contentsOfFile: pipeLimitFile, encoding: .utf8)
-        defer {
-            try? savedPattern.write(toFile: patternFile, atomically: false, encoding: .utf8)
-            try? savedLimit.write(toFile: pipeLimitFile, atomically: false, encoding: .utf8)
-        }
+        let reservation = try Reservation()
+        defer { reservation.release() }
         if let pipeLimit { try "\(pipeLimit)\n".write(toFile: pipeLimitFile, atomically: false, encoding: .utf8) }
         try (pattern + "\n").write(toFile: patternFile, atomically: false, encoding: .utf8)
         return try body()
+    }
+
+    /// The pattern and pipe limit held for one test (the lock taken, both saved) until `release`
+    /// puts them back: for a test whose program under test sets the pattern itself.
+    public final class Reservation {
+        let lock: Int32
+        /// What was there when the reservation was made (without the newline).
+        public let pattern: String
+        let savedPattern: String
+        let savedLimit: String
+        private var released = false
+
+        public init() throws {
+            lock = open(CorePattern.lockFile, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard lock >= 0 else { throw TestFailure("cannot open \(CorePattern.lockFile)") }
+            guard flock(lock, LOCK_EX) == 0 else {
+                close(lock)
+                throw TestFailure("cannot lock \(CorePattern.lockFile)")
+            }
+            do {
+                savedPattern = try String(contentsOfFile: CorePattern.patternFile, encoding: .utf8)
+                savedLimit = try String(contentsOfFile: CorePattern.pipeLimitFile, encoding: .utf8)
+            } catch {
+                close(lock)
+                throw error
+            }
+            pattern = savedPattern.trimmingCharacters(in: .newlines)
+        }
+
+        public func release() {
+            guard !released else { return }
+            released = true
+            try? savedPattern.write(toFile: CorePattern.patternFile, atomically: false, encoding: .utf8)
+            try? savedLimit.write(toFile: CorePattern.pipeLimitFile, atomically: false, encoding: .utf8)
+            close(lock)
+        }
+
+        deinit { release() }
     }
 }

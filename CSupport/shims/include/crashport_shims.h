@@ -154,6 +154,29 @@ int cp_pidfd_exists(int pidfd);
  * with nothing recorded). */
 int cp_pidfd_exit_status(int pidfd, int *status);
 
+/* The host level (coredump.c). An AF_UNIX SOCK_STREAM socket bound at path with mode 0600,
+ * listening, non-blocking and close-on-exec: the coredump socket the kernel connects to; -1 with
+ * errno. */
+int cp_stream_listen(const char *path, int backlog);
+
+/* accept4 on a stream listener, close-on-exec, blocking: -1 with errno. */
+int cp_stream_accept(int listener);
+
+/* What the kernel says of a pidfd's process (ioctl PIDFD_GET_INFO, Linux 6.16 for the coredump
+ * part): its pid, real uid and gid, and coredump_mask (PIDFD_COREDUMPED 1, PIDFD_COREDUMP_SKIP 2,
+ * PIDFD_COREDUMP_USER 4: dumped as its user, PIDFD_COREDUMP_ROOT 8: suid_dumpable 2, root's only). */
+struct cp_coredump_info {
+    int pid;
+    unsigned ruid;
+    unsigned rgid;
+    unsigned coredump_mask;
+};
+/* 1 with *info filled; 0 when the kernel gave the pid and ids but no coredump part; -1 with errno. */
+int cp_pidfd_coredump_info(int pidfd, struct cp_coredump_info *info);
+
+/* sendmsg of length bytes with up to 4 descriptors (SCM_RIGHTS), MSG_NOSIGNAL: 0, or -1 with errno. */
+int cp_send_with_fds(int fd, const void *bytes, unsigned long length, const int *fds, int count);
+
 /* A Unix socket name for bind/connect: a path, or with a leading '@' the abstract namespace.
  * Returns 0 and fills *address (a struct sockaddr_un, 110 bytes) and *length, or -1 with errno
  * ENAMETOOLONG (longer than sun_path) or EINVAL (empty). */

@@ -1,0 +1,107 @@
+/* The kernel's core handler as crashport serves it (the host level, Sources/Watcher/Host*.swift):
+ * the coredump socket is an AF_UNIX stream socket the kernel connects to as the dying process
+ * (Linux 6.16; 6.17 adds a request protocol on it, include/uapi/linux/coredump.h), the pidfd it
+ * hands over says whether the peer is dumping and as whom (PIDFD_INFO_COREDUMP, Linux 6.16), and
+ * the pipe helper passes its stdin and pidfd to the running sidecar with SCM_RIGHTS. glibc 2.36's
+ * headers name none of the kernel's parts, so they are spelled out here as the uapi defines them. */
+#define _GNU_SOURCE
+#include "crashport_shims.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* struct pidfd_info up to coredump_mask (PIDFD_INFO_SIZE_VER1, 72 bytes). */
+struct cp_pidfd_info_v1 {
+    uint64_t mask;
+    uint64_t cgroupid;
+    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+    int32_t exit_code;
+    uint32_t coredump_mask;
+    uint32_t spare;
+};
+_Static_assert(sizeof(struct cp_pidfd_info_v1) == 72, "PIDFD_INFO_SIZE_VER1");
+
+#define CP_PIDFD_INFO_PID (1ull << 0)
+#define CP_PIDFD_INFO_CREDS (1ull << 1)
+#define CP_PIDFD_INFO_COREDUMP (1ull << 4)
+#define CP_PIDFD_GET_INFO_V1 _IOWR(0xFF, 11, struct cp_pidfd_info_v1)
+
+int cp_stream_listen(const char *path, int backlog) {
+    struct sockaddr_un address;
+    unsigned length = 0;
+    if (cp_unix_address(path, &address, &length) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    /* Bound with a umask that leaves the socket root's alone (0600): the kernel connects as the
+     * dying process whatever the mode, and nobody else may. */
+    mode_t previous = umask(0177);
+    int result = bind(fd, (struct sockaddr *)&address, length);
+    umask(previous);
+    if (result != 0 || listen(fd, backlog) != 0) {
+        int error = errno;
+        close(fd);
+        errno = error;
+        return -1;
+    }
+    return fd;
+}
+
+int cp_stream_accept(int listener) {
+    int fd;
+    do {
+        fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+int cp_pidfd_coredump_info(int pidfd, struct cp_coredump_info *info) {
+    struct cp_pidfd_info_v1 raw;
+    memset(&raw, 0, sizeof raw);
+    raw.mask = CP_PIDFD_INFO_PID | CP_PIDFD_INFO_CREDS | CP_PIDFD_INFO_COREDUMP;
+    int result;
+    do {
+        result = ioctl(pidfd, CP_PIDFD_GET_INFO_V1, &raw);
+    } while (result < 0 && errno == EINTR);
+    if (result < 0) return -1;
+    memset(info, 0, sizeof *info);
+    info->pid = (int)raw.pid;
+    info->ruid = raw.ruid;
+    info->rgid = raw.rgid;
+    if (!(raw.mask & CP_PIDFD_INFO_COREDUMP)) return 0;
+    info->coredump_mask = raw.coredump_mask;
+    return 1;
+}
+
+int cp_send_with_fds(int fd, const void *bytes, unsigned long length, const int *fds, int count) {
+    if (count < 0 || count > 4) {
+        errno = EINVAL;
+        return -1;
+    }
+    union {
+        char bytes[CMSG_SPACE(sizeof(int) * 4)];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec vector = {.iov_base = (void *)bytes, .iov_len = length};
+    struct msghdr message = {.msg_iov = &vector, .msg_iovlen = 1};
+    if (count > 0) {
+        message.msg_control = control.bytes;
+        message.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)count);
+        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)count);
+        memcpy(CMSG_DATA(header), fds, sizeof(int) * (size_t)count);
+    }
+    ssize_t sent;
+    do {
+        sent = sendmsg(fd, &message, MSG_NOSIGNAL);
+    } while (sent < 0 && errno == EINTR);
+    return sent == (ssize_t)length ? 0 : -1;
+}

@@ -1,0 +1,396 @@
+// HostDumps: one core the kernel hands to the host level, from arrival to report. The same steps
+// whichever way it came (the coredump socket, or the pipe helper's stdin passed on to the sidecar
+// or kept by a helper that found no sidecar):
+//
+//  1. Whose it is: the kernel's word (the pidfd's PIDFD_INFO_COREDUMP, or the helper's %u %g %d),
+//     never the stream's. A dump the kernel made as root only (suid_dumpable 2: a setuid program)
+//     is reported into root's reports alone, never the user's.
+//  2. Whether to report it: not when its stub already reported it (through this sidecar, or a
+//     `crashport run` that left a mark), not past the per-program rate limit (then counted), not
+//     past the concurrent-dump cap (counted). A dump that is not reported is answered without a
+//     core (socket-request: COREDUMP_REJECT) or ended at once (socket, pipe).
+//  3. Read it: the stream once, keeping only what a report needs (Sources/CoreDump), and the
+//     process's /proc as its user could read it, while the kernel holds the process (for at most
+//     HostLevelLimits.holdNanoseconds: every read has that deadline).
+//  4. Let it go (close the stream), then build and write the report on a report thread, as the
+//     user, with the same pipeline as a live crash: `source` is `host`.
+
+import BoundedBytes
+import CShims
+import CoreDump
+import FoundationEssentials
+import LiveProcess
+import ReportModel
+import Reports
+import Store
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One core the kernel hands over, and what the kernel said of its process.
+public struct CoreArrival: Sendable {
+    public enum Channel: String, Sendable {
+        /// `@@`: the kernel waits for crashport's answer before it streams anything.
+        case socketRequest = "socket-request"
+        case socket
+        case pipe
+    }
+
+    public var channel: Channel
+    /// The connection (socket modes) or the helper's stdin (pipe).
+    public var stream: Int32
+    /// The dying process's pidfd, -1 where the kernel gave none.
+    public var pidfd: Int32
+    /// In the initial pid namespace.
+    public var pid: ProcessID
+    /// Its real ids.
+    public var uid: UInt32
+    public var gid: UInt32
+    /// The kernel dumped it as root only (suid_dumpable 2): its report is root's alone.
+    public var rootOnly: Bool
+
+    public init(
+        channel: Channel, stream: Int32, pidfd: Int32, pid: ProcessID, uid: UInt32, gid: UInt32, rootOnly: Bool
+    ) {
+        self.channel = channel
+        self.stream = stream
+        self.pidfd = pidfd
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.rootOnly = rootOnly
+    }
+
+    /// A connection on the coredump socket: who the kernel says is dumping. Nil (with why) for a
+    /// peer the kernel does not say is dumping: nobody but the kernel can connect (the socket is
+    /// root's, 0600), but root's own processes can, and are not believed.
+    public static func fromKernel(connection: Int32, request: Bool) -> (CoreArrival?, String?) {
+        let pidfd = cp_peer_pidfd(connection)
+        guard pidfd >= 0 else { return (nil, "no pidfd for the connection: \(String(cString: strerror(errno)))") }
+        var info = cp_coredump_info()
+        let known = cp_pidfd_coredump_info(pidfd, &info)
+        // PIDFD_COREDUMPED 1 is set once the dump is done; while it streams, USER 4 or ROOT 8 is.
+        guard known == 1, info.coredump_mask & (4 | 8) != 0, info.pid > 0 else {
+            close(pidfd)
+            return (nil, "a connection from pid \(info.pid) that the kernel does not say is dumping core; closed")
+        }
+        return (
+            CoreArrival(
+                channel: request ? .socketRequest : .socket, stream: connection, pidfd: pidfd, pid: ProcessID(Int32(info.pid)),
+                uid: info.ruid, gid: info.rgid, rootOnly: info.coredump_mask & 8 != 0),
+            nil
+        )
+    }
+}
+
+/// The host level's report writer, shared by the sidecar's dump threads (or used once by a pipe
+/// helper that found no sidecar).
+public final class HostDumps: Sendable {
+    let paths: HostPaths
+    let server: CrashServer
+    let limiter: HostRateLimit
+    /// Where a user's reports go (the sidecar's per-user stores); nil: not served.
+    let storeFor: @Sendable (Sender) -> ReportStore?
+    /// Whether the stub of `pid` reported a crash at or after `startedNanoseconds` (realtime).
+    let stubReported: @Sendable (ProcessID, UInt64) -> Bool
+    let say: @Sendable (String, UInt32?) -> Void
+    let inFlight = Mutex<Int>(0)
+    /// Crashes not reported at all because too many dumps were being read (counted here, said
+    /// in the next report's notes).
+    let dropped = Mutex<Int>(0)
+
+    public init(
+        paths: HostPaths, server: CrashServer, storeFor: @escaping @Sendable (Sender) -> ReportStore?,
+        stubReported: @escaping @Sendable (ProcessID, UInt64) -> Bool, say: @escaping @Sendable (String, UInt32?) -> Void
+    ) {
+        self.paths = paths
+        self.server = server
+        self.limiter = HostRateLimit(directory: paths.directory + "/rate")
+        self.storeFor = storeFor
+        self.stubReported = stubReported
+        self.say = say
+    }
+
+    /// Why a dump is not reported.
+    enum Decline {
+        case stubReported, rateLimited(Int), busy, notServed, unreadable(String)
+    }
+
+    /// Handles one arrival to the end: the stream and pidfd are closed when it returns (the
+    /// report itself may still be written on a report thread). Returns the report's id, nil
+    /// when none is written.
+    @discardableResult
+    public func handle(_ arrival: CoreArrival) -> String? {
+        var open = true
+        defer {
+            if open { close(arrival.stream) }
+            if arrival.pidfd >= 0 { close(arrival.pidfd) }
+        }
+        let started = monotonicNanoseconds()
+        let deadline = started &+ HostLevelLimits.holdNanoseconds
+        let pid = arrival.pid
+        let owner = arrival.rootOnly ? Sender(pid: pid, uid: 0, gid: 0) : Sender(pid: pid, uid: arrival.uid, gid: arrival.gid)
+        let executable = ProcFiles.executable(of: pid) ?? "(gone)"
+        let startedAt = Self.startRealtimeNanoseconds(of: pid)
+
+        if stubReported(pid, startedAt) || takeMark(pid: pid, uid: arrival.uid, startedAt: startedAt) {
+            decline(arrival, deadline: deadline)
+            say("host: pid \(pid) (\(executable)): reported by its stub; not again", owner.uid)
+            return nil
+        }
+        guard let store = storeFor(owner) else {
+            decline(arrival, deadline: deadline)
+            return nil
+        }
+        let admitted = inFlight.withLock { count -> Bool in
+            guard count < HostLevelLimits.concurrentDumps else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else {
+            decline(arrival, deadline: deadline)
+            dropped.withLock { $0 += 1 }
+            say(
+                "host: pid \(pid) (\(executable)): \(HostLevelLimits.concurrentDumps) dumps are being read; counted, not reported",
+                owner.uid)
+            return nil
+        }
+        defer { inFlight.withLock { $0 -= 1 } }
+        let counted: Int
+        switch limiter.admit(program: executable, uid: owner.uid) {
+        case .count(let total):
+            decline(arrival, deadline: deadline)
+            say(
+                "host: pid \(pid) (\(executable)): \(total) reports of it in \(HostLevelLimits.windowSeconds / 60) minutes; counted, not reported",
+                owner.uid)
+            return nil
+        case .report(let number):
+            counted = number
+        }
+        if arrival.channel == .socketRequest {
+            if let failure = Self.answer(arrival.stream, mask: Self.coredumpKernel | Self.coredumpWait, deadline: deadline) {
+                say("host: pid \(pid): the kernel's request went wrong (\(failure)); not reported", owner.uid)
+                return nil
+            }
+        }
+        let access = ProcessAccess(pid: pid, as: owner.credentials)
+        let stream = DeadlineReader(fd: arrival.stream, deadline: deadline)
+        var dump: CoreDump
+        do {
+            dump = try CoreDumpReader.read(from: stream.read)
+        } catch {
+            dump = CoreDump()
+            dump.notes.append("the core stream could not be read: \(error)")
+        }
+        var capture = CaptureSession.core(dump, access: access, cache: server.cache)
+        let process = HostProcess.read(pid: pid, access: access)
+        // The dying process goes on (to its end) once the stream closes.
+        close(arrival.stream)
+        open = false
+        let held = monotonicNanoseconds() &- started
+        capture.suspendedNanoseconds = held
+        capture.heldNanoseconds = held
+        if stream.timedOut {
+            capture.notes.append(
+                "the core stream took longer than \(HostLevelLimits.holdNanoseconds / 1_000_000_000) s: the process was let go with what had been read"
+            )
+        }
+        if counted > 0 {
+            capture.notes.append(
+                "\(counted) crash(es) of this program before this one were only counted (more than \(HostLevelLimits.reportsPerWindow) in \(HostLevelLimits.windowSeconds / 60) minutes)"
+            )
+        }
+        let skipped = dropped.withLock { value -> Int in
+            defer { value = 0 }
+            return value
+        }
+        if skipped > 0 {
+            capture.notes.append(
+                "\(skipped) crash(es) on the machine were not reported while \(HostLevelLimits.concurrentDumps) dumps were being read"
+            )
+        }
+        if arrival.rootOnly {
+            capture.notes.append(
+                "dumped as root only (fs.suid_dumpable = 2: the process had changed its credentials): reported to root, not to uid \(arrival.uid)"
+            )
+        }
+        let id = ReportStore.newID(pid: pid.rawValue)
+        let launchWindow = Self.launchWindowNanoseconds
+        let duringLaunch = startedAt > 0 ? capture.record.timeNanoseconds &- startedAt < launchWindow : nil
+        let finished = capture
+        server.submit { [server] in
+            server.asClient(access, pid: pid) {
+                var buildID: String?
+                let written = server.writeReport(
+                    finished, recordBytes: [], store: store, started: started, captureNanoseconds: held, id: id,
+                    spoolOnFailure: false, source: "host"
+                ) { event in
+                    process.describe(&event)
+                    if let duringLaunch, event.launch == nil { event.launch = LaunchRecord(crashedDuringLaunch: duringLaunch) }
+                    buildID = event.process?.buildID
+                }
+                guard written, executable != "(gone)" else { return }
+                // A crash of the program like any other: its run history and launch-crash count.
+                RunHistory(store: store).ended(
+                    SessionRecord(
+                        executable: executable, buildID: buildID, release: nil, pid: pid.rawValue,
+                        started: Date(timeIntervalSince1970: Double(startedAt) / 1e9), ended: Date(), status: .crashed,
+                        errors: 0, crashedDuringLaunch: duringLaunch, reportID: id))
+            }
+        }
+        return id
+    }
+
+    /// Crashes within this long of the process's start count as launch crashes (the stub's default
+    /// CRASHPORT_LAUNCH_MS: a process without the stub has no other word on it).
+    static let launchWindowNanoseconds: UInt64 = 5_000_000_000
+
+    /// Answers a dump that is not reported: no core at all where the kernel asked (the process
+    /// ends as it would have, without its core), else the stream closed unread.
+    func decline(_ arrival: CoreArrival, deadline: UInt64) {
+        if arrival.channel == .socketRequest {
+            _ = Self.answer(arrival.stream, mask: Self.coredumpReject, deadline: deadline)
+        }
+    }
+
+    /// The marks `crashport run` leaves for the crashes its stub reported (HostPaths.reportedMarks):
+    /// `PID-START` (the process's start, Unix nanoseconds / 10^9), owned by the process's user. A
+    /// mark is believed only from that user (a mark suppresses only its owner's report), and is
+    /// removed once read.
+    func takeMark(pid: ProcessID, uid: UInt32, startedAt: UInt64) -> Bool {
+        guard startedAt > 0 else { return false }
+        let path = paths.reportedMarks + "/\(pid)-\(startedAt / 1_000_000_000)"
+        var info = stat()
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == uid else { return false }
+        unlink(path)
+        return true
+    }
+
+    /// When the process started, in realtime nanoseconds (its start ticks after boot, and the
+    /// boot time); 0 when unknown.
+    static func startRealtimeNanoseconds(of pid: ProcessID) -> UInt64 {
+        guard let fields = ProcFiles.statFields(of: pid), fields.count > 19, let ticks = UInt64(fields[19]),
+            let seconds = CaptureSession.unixTime(ofStartTicks: ticks)
+        else { return 0 }
+        return UInt64(seconds) * 1_000_000_000
+    }
+
+    // MARK: - The request protocol (include/uapi/linux/coredump.h)
+
+    static let coredumpKernel: UInt64 = 1
+    static let coredumpReject: UInt64 = 4
+    static let coredumpWait: UInt64 = 8
+
+    /// Reads the kernel's coredump_req, answers with a coredump_ack of `mask` and reads the
+    /// kernel's mark; nil when the kernel took the answer, else what went wrong.
+    static func answer(_ fd: Int32, mask: UInt64, deadline: UInt64) -> String? {
+        let reader = DeadlineReader(fd: fd, deadline: deadline)
+        // coredump_req: u32 size, u32 size_ack, u64 mask; later versions are longer (read whole).
+        guard let head = reader.exactly(8) else { return "no request" }
+        let size = Int(UInt32(head[0]) | UInt32(head[1]) << 8 | UInt32(head[2]) << 16 | UInt32(head[3]) << 24)
+        guard (16...4096).contains(size), let rest = reader.exactly(size - 8) else { return "a request of \(size) bytes" }
+        var supported: UInt64 = 0
+        for index in 0..<8 { supported |= UInt64(rest[index]) << (8 * index) }
+        guard supported & mask == mask else { return "the kernel does not offer \(mask) (offers \(supported))" }
+        var ack = [UInt8](repeating: 0, count: 16)
+        ack[0] = 16
+        for index in 0..<8 { ack[8 + index] = UInt8(truncatingIfNeeded: mask >> (8 * index)) }
+        guard writeAll(fd, ack) else { return "the answer could not be sent: \(String(cString: strerror(errno)))" }
+        guard let mark = reader.exactly(4) else { return "no mark after the answer" }
+        return mark == [0, 0, 0, 0] ? nil : "the kernel refused the answer (mark \(mark[0]))"
+    }
+}
+
+/// Reads a stream with one deadline for everything (CLOCK_MONOTONIC ns): a dying process is held
+/// while its stream is read, so no read may wait past it.
+final class DeadlineReader: @unchecked Sendable {
+    // Unchecked: used by the one thread that handles its dump.
+    let fd: Int32
+    let deadline: UInt64
+    private(set) var timedOut = false
+
+    init(fd: Int32, deadline: UInt64) {
+        self.fd = fd
+        self.deadline = deadline
+    }
+
+    /// Up to `buffer.count` bytes; 0 at the end of the stream, a failure, or the deadline.
+    func read(_ buffer: UnsafeMutableRawBufferPointer) -> Int {
+        while true {
+            let now = monotonicNanoseconds()
+            guard now < deadline else {
+                timedOut = true
+                return 0
+            }
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let wait = Int32(min((deadline - now) / 1_000_000 + 1, 1000))
+            let ready = poll(&descriptor, 1, wait)
+            if ready < 0 && errno != EINTR { return 0 }
+            guard ready > 0 else { continue }
+            let count = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            if count < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+            return max(0, count)
+        }
+    }
+
+    /// Exactly `count` bytes, or nil.
+    func exactly(_ count: Int) -> [UInt8]? {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let got = bytes.withUnsafeMutableBytes { read(UnsafeMutableRawBufferPointer(rebasing: $0[filled...])) }
+            guard got > 0 else { return nil }
+            filled += got
+        }
+        return bytes
+    }
+}
+
+/// What /proc says of the dying process that the event names: its cgroup, and the systemd unit
+/// or container that cgroup is.
+struct HostProcess: Sendable {
+    var cgroup: String?
+    var unit: String?
+    var container: String?
+
+    static func read(pid: ProcessID, access: ProcessAccess) -> HostProcess {
+        guard let bytes = access.read("cgroup", limit: 4096) else { return HostProcess() }
+        // cgroup v2: "0::/system.slice/nginx.service"; v1 lines name controllers first.
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+        guard let line = lines.first(where: { $0.hasPrefix("0::") }) ?? lines.first,
+            let colon = line.lastIndex(of: ":")
+        else { return HostProcess() }
+        let path = String(line[line.index(after: colon)...])
+        var process = HostProcess(cgroup: path)
+        (process.unit, process.container) = Self.name(cgroup: path)
+        return process
+    }
+
+    /// The systemd unit a cgroup path is (its last component ending in .service, .scope, …,
+    /// innermost first), or the 64-hex-digit container id in it (docker-ID.scope, /docker/ID,
+    /// libpod-ID, kubepods' cri-containerd-ID).
+    static func name(cgroup path: String) -> (unit: String?, container: String?) {
+        let components = path.split(separator: "/").map(String.init)
+        for component in components.reversed() {
+            var candidate = component
+            for prefix in ["docker-", "libpod-", "cri-containerd-", "crio-"] where candidate.hasPrefix(prefix) {
+                candidate.removeFirst(prefix.count)
+            }
+            if candidate.hasSuffix(".scope") { candidate.removeLast(".scope".count) }
+            if candidate.count == 64, candidate.allSatisfy(\.isHexDigit) { return (nil, candidate) }
+        }
+        let suffixes = [".service", ".scope", ".socket", ".mount", ".swap", ".timer"]
+        for component in components.reversed() where suffixes.contains(where: { component.hasSuffix($0) }) {
+            return (component, nil)
+        }
+        return (nil, nil)
+    }
+
+    func describe(_ event: inout Event) {
+        if event.process == nil { event.process = ProcessInfoRecord() }
+        event.process?.cgroup = cgroup
+        event.process?.unit = unit
+        event.process?.container = container
+    }
+}

@@ -1,0 +1,96 @@
+// HostRateLimit: at most HostLevelLimits.reportsPerWindow full host-level reports per program
+// and user in HostLevelLimits.windowSeconds; past that a crash is only counted, and the next full
+// report says how many were. A crash loop (a service restarted by systemd every 100 ms) costs a
+// few reports and a counter, not a disk of them: systemd-coredump has no such limit
+// (systemd#17672).
+//
+// One small file per program and user under the host directory's `rate/` (root's, 0700), locked
+// with flock while it is read and rewritten, so the sidecar and a pipe helper that reports on
+// its own (no sidecar answered) count the same crashes.
+
+import BoundedBytes
+import FoundationEssentials
+import LiveProcess
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct HostRateLimit: Sendable {
+    public var directory: String
+    public var perWindow = HostLevelLimits.reportsPerWindow
+    public var windowSeconds = HostLevelLimits.windowSeconds
+
+    public init(directory: String) { self.directory = directory }
+
+    public enum Decision: Equatable, Sendable {
+        /// Write a full report; `counted` crashes since the last one were only counted.
+        case report(counted: Int)
+        /// Count it only: this many full reports are in the window already.
+        case count(total: Int)
+    }
+
+    /// What the record says of one more crash of `program` by `uid` at `now` (Unix seconds),
+    /// and the record updated. A record that cannot be kept lets the report through.
+    public func admit(program: String, uid: UInt32, now: Int = Int(time(nil))) -> Decision {
+        guard ReportDirectories.make(directory, mode: 0o700) else { return .report(counted: 0) }
+        let path = directory + "/" + Self.fileName(program: program, uid: uid)
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return .report(counted: 0) }
+        defer { close(fd) }
+        guard flock(fd, LOCK_EX) == 0 else { return .report(counted: 0) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = pread(fd, &buffer, buffer.count, 0)
+        var state = Self.parse(Array(buffer.prefix(max(0, count))))
+        state.times = state.times.filter { now - $0 < windowSeconds && $0 <= now }
+        let decision: Decision
+        if state.times.count >= perWindow {
+            state.counted += 1
+            decision = .count(total: state.times.count)
+        } else {
+            decision = .report(counted: state.counted)
+            state.counted = 0
+            state.times.append(now)
+        }
+        let text = "\(state.counted)\n" + state.times.map(String.init).joined(separator: " ") + "\n"
+        _ = ftruncate(fd, 0)
+        _ = pwrite(fd, text, text.utf8.count, 0)
+        return decision
+    }
+
+    struct State: Equatable {
+        var counted = 0
+        var times: [Int] = []
+    }
+
+    /// Line 1: crashes counted since the last report; line 2: the times of the reports in the
+    /// window. Anything else reads as an empty record (the file is root's, but a torn write must
+    /// not wedge the limit).
+    static func parse(_ bytes: [UInt8]) -> State {
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        guard lines.count >= 2, let counted = Int(lines[0]), counted >= 0 else { return State() }
+        let times = lines[1].split(separator: " ").prefix(64).compactMap { Int($0) }
+        return State(counted: counted, times: times)
+    }
+
+    /// The program's file: its uid and a hash of its path (paths are long and hold slashes).
+    static func fileName(program: String, uid: UInt32) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in program.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return "\(uid)-" + String(hash, radix: 16)
+    }
+}
+
+/// mkdir -p, each new directory with `mode`; whether the directory exists at the end.
+enum ReportDirectories {
+    static func make(_ path: String, mode: mode_t) -> Bool {
+        var info = stat()
+        if lstat(path, &info) == 0 { return (info.st_mode & S_IFMT) == S_IFDIR }
+        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
+            _ = make(String(path[..<slash]), mode: 0o755)
+        }
+        return mkdir(path, mode) == 0 || errno == EEXIST
+    }
+}

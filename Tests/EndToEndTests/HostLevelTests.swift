@@ -1,0 +1,251 @@
+// End-to-end: the host level (`crashport watch --host`), the machine's core handler, with the
+// real kernel. Each test saves /proc/sys/kernel/core_pattern and core_pipe_limit and puts them
+// back when it ends, failed or not; it starts a real root sidecar with its own host directory,
+// crashes programs that load no stub (Tests/Fixtures/host: dynamic and static, a daemon's child
+// whose parent has exited, a library constructor before main, Rust with panic = "abort"), and
+// reads the reports the sidecar wrote from the core streams.
+//
+// Runs only as root with a writable core_pattern; skipped with the reason otherwise.
+
+import Foundation
+import ReportModel
+import TestSupport
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class HostLevelTests: XCTestCase {
+    static let directory = TestSupport.temporaryDirectory("host")
+    static let patternFile = CorePattern.patternFile
+
+    func fresh(_ name: String) -> String {
+        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        chmod(path, 0o755)
+        return path
+    }
+
+    static func read(_ file: String) -> String {
+        ((try? String(contentsOfFile: file, encoding: .utf8)) ?? "").trimmingCharacters(in: .newlines)
+    }
+
+    static func write(_ text: String, to file: String) {
+        try? (text + "\n").write(toFile: file, atomically: false, encoding: .utf8)
+    }
+
+    /// The pattern as the test found it (put back however the test ends).
+    var savedPattern = ""
+
+    override func setUpWithError() throws {
+        if let why = CorePattern.unavailable { throw XCTSkip("the host level cannot be installed: \(why)") }
+        let reservation = try CorePattern.Reservation()
+        savedPattern = reservation.pattern
+        addTeardownBlock { reservation.release() }
+    }
+
+    /// A root sidecar with the host level, its sockets and records in `directory`/host.
+    func hostSidecar(_ directory: String, mode: String? = nil, arguments: [String] = []) throws -> SidecarProcess {
+        let sidecar = try SidecarProcess(
+            directory: directory,
+            arguments: ["--host", "--host-directory", directory + "/host"] + (mode.map { ["--host-mode", $0] } ?? [])
+                + arguments)
+        try waitUntil("the sidecar installs the host level; log:\n\(sidecar.log)", timeout: 30) {
+            sidecar.log.contains("host: the machine's core handler")
+        }
+        return sidecar
+    }
+
+    /// Tests/Fixtures/host/host.c, dynamic or static, in `directory` (which a throwaway user can read).
+    func hostProgram(_ directory: String, static isStatic: Bool = false) throws -> String {
+        let output = directory + (isStatic ? "/crasher-static" : "/crasher")
+        return try TestSupport.compile(
+            [TestSupport.fixture("host/host.c")], output: output,
+            flags: ["-O2", "-g", "-pthread"] + (isStatic ? ["-static"] : []))
+    }
+
+    /// The names of the crashed thread's frames, innermost first.
+    func crashedFrames(_ event: Event) -> [String] {
+        (event.crashedThreadRecord?.frames ?? []).map { $0.function ?? "?" }
+    }
+
+    /// A stubless program, crashed as root with several threads under the best socket mode the
+    /// kernel has: reported once, by the host level, with every thread and the frames `crashport
+    /// run` gives for the same program.
+    func testStublessCrashIsReportedWithRunsFrames() throws {
+        let directory = fresh("socket")
+        let program = try hostProgram(directory)
+        let sidecar = try hostSidecar(directory)
+        XCTAssertTrue(Self.read(Self.patternFile).hasPrefix("@"), Self.read(Self.patternFile))
+        let crashed = try TestSupport.run([program, "threads", "3"])
+        XCTAssertEqual(crashed.status, .signaled(SIGSEGV))
+        let events = try sidecar.waitForReports(1, uid: 0)
+        XCTAssertEqual(events.count, 1, sidecar.log)
+        let event = try XCTUnwrap(events.first)
+        XCTAssertEqual(event.source, "host")
+        XCTAssertEqual(event.kind, .crash)
+        XCTAssertEqual(event.signal?.number, SIGSEGV)
+        XCTAssertEqual(event.signal?.faultAddress?.value, 0)
+        XCTAssertEqual(event.threads?.count, 4, "every thread of the core")
+        XCTAssertTrue(containsInOrder(crashedFrames(event), ["crash_here", "call_crash", "main"]), "\(crashedFrames(event))")
+        // The same program under crashport run (the task level): the same crashed-thread frames.
+        let reports = directory + "/run-reports"
+        _ = try TestSupport.run([TestSupport.crashport, "run", "--reports", reports, "--", program, "threads", "3"])
+        let runEvents = try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }
+        let runEvent = try Event.decode(
+            try XCTUnwrap(FileManager.default.contents(atPath: reports + "/" + XCTUnwrap(runEvents.first) + "/event.json")))
+        XCTAssertEqual(
+            crashedFrames(event).prefix(3), crashedFrames(runEvent).prefix(3), "host level and crashport run differ")
+        XCTAssertEqual(sidecar.stop(), 0)
+        XCTAssertEqual(Self.read(Self.patternFile), savedPattern, "the pattern is put back at SIGTERM")
+    }
+
+    /// Pipe mode, a static program (no stub can be preloaded into it), crashed by a throwaway
+    /// user: reported into that user's directory, as that user's, by the pipe helper through the
+    /// sidecar.
+    func testPipeModeReportsAStaticProgramToItsUser() throws {
+        let user = try SidecarTests.ThrowawayUser()
+        defer { user.remove() }
+        let directory = fresh("pipe")
+        let program = try hostProgram(directory, static: true)
+        let sidecar = try hostSidecar(directory, mode: "pipe")
+        XCTAssertTrue(Self.read(Self.patternFile).hasPrefix("|"), Self.read(Self.patternFile))
+        let crashed = try TestSupport.run(["/usr/sbin/runuser", "-u", user.name, "--", program, "segv"])
+        XCTAssertNotEqual(crashed.status, .exited(0))
+        let event = try XCTUnwrap(sidecar.waitForReports(1, uid: user.uid).first)
+        XCTAssertEqual(event.source, "host")
+        XCTAssertTrue(containsInOrder(crashedFrames(event), ["crash_here", "call_crash", "main"]), "\(crashedFrames(event))")
+        var info = stat()
+        XCTAssertEqual(stat(sidecar.reportsDirectory(uid: user.uid), &info), 0)
+        XCTAssertEqual(info.st_uid, user.uid, "the user's reports are the user's")
+        XCTAssertTrue(sidecar.reportIDs(uid: 0).isEmpty, "nothing in root's reports")
+        XCTAssertEqual(sidecar.stop(), 0)
+        XCTAssertEqual(Self.read(Self.patternFile), savedPattern)
+    }
+
+    /// A daemon's child, crashing after its parent has exited (no `crashport run` could still be
+    /// there), and a crash in a library constructor before main: both reported by the host level.
+    func testDaemonChildAndConstructorCrashesAreReported() throws {
+        let directory = fresh("daemon")
+        let program = try hostProgram(directory)
+        let library = try TestSupport.compile(
+            [TestSupport.fixture("host/ctor.c")], output: directory + "/libctor.so", flags: ["-O2", "-g", "-shared", "-fPIC"])
+        let early = try TestSupport.compile(
+            [TestSupport.fixture("host/ctor-main.c")], output: directory + "/early", flags: ["-O2", "-g"],
+            linkFlags: [library, "-Wl,-rpath," + directory])
+        let sidecar = try hostSidecar(directory)
+        let pidFile = directory + "/daemon.pid"
+        XCTAssertEqual(try TestSupport.run([program, "daemon", pidFile]).status, .exited(0))
+        var events = try sidecar.waitForReports(1, uid: 0)
+        let daemonPID = Int32(Self.read(pidFile))
+        XCTAssertEqual(events.first?.process?.pid?.rawValue, daemonPID)
+        XCTAssertTrue(containsInOrder(crashedFrames(events[0]), ["crash_here", "call_crash", "main"]))
+        XCTAssertEqual(try TestSupport.run([early]).status, .signaled(SIGSEGV))
+        events = try sidecar.waitForReports(2, uid: 0)
+        let constructor = try XCTUnwrap(events.first { $0.process?.pid?.rawValue != daemonPID })
+        XCTAssertEqual(constructor.source, "host")
+        XCTAssertEqual(crashedFrames(constructor).first, "crash_in_constructor", "\(crashedFrames(constructor))")
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
+    /// A program that loads the stub and reports through this sidecar is reported once, by its
+    /// stub: the host level answers its core with no core at all.
+    func testStubCrashIsReportedOnceByTheStub() throws {
+        let directory = fresh("stub")
+        let program = try hostProgram(directory)
+        let sidecar = try hostSidecar(directory)
+        let crashed = try TestSupport.run(
+            [program, "segv"], environment: ["LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": sidecar.socket])
+        XCTAssertEqual(crashed.status, .signaled(SIGSEGV))
+        _ = try sidecar.waitForReports(1, uid: 0)
+        try waitUntil("the host level declines the stub's crash; log:\n\(sidecar.log)", timeout: 30) {
+            sidecar.log.contains("reported by its stub; not again")
+        }
+        let events = try sidecar.events(uid: 0)
+        XCTAssertEqual(events.count, 1, sidecar.log)
+        XCTAssertEqual(events.first?.source, "stub")
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
+    /// A Rust program built with panic = "abort": its abort is reported by the host level.
+    func testRustPanicAbortIsReported() throws {
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? "/root"
+        guard let rustc = TestSupport.which("rustc", also: [home + "/.cargo/bin", "/root/.cargo/bin"]) else {
+            throw XCTSkip("rustc not found: the Rust fixture cannot be built")
+        }
+        let directory = fresh("rust")
+        let program = directory + "/panic"
+        let built = try TestSupport.run(
+            [rustc, "-g", "-C", "panic=abort", "-o", program, TestSupport.fixture("rust/panic.rs")])
+        guard built.status == .exited(0) else { throw TestFailure("rustc panic.rs failed:\n\(built.stderr)") }
+        let sidecar = try hostSidecar(directory)
+        XCTAssertEqual(try TestSupport.run([program]).status, .signaled(SIGABRT))
+        let event = try XCTUnwrap(sidecar.waitForReports(1, uid: 0).first)
+        XCTAssertEqual(event.source, "host")
+        XCTAssertEqual(event.signal?.number, SIGABRT)
+        XCTAssertTrue(crashedFrames(event).contains { $0.contains("balance") }, "\(crashedFrames(event))")
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
+    /// A sidecar killed with SIGKILL leaves its pattern; the next start notices it is its own,
+    /// takes what it replaced from its record, and a SIGTERM puts back the pattern found first.
+    /// A pattern someone else sets while it runs is never overwritten back.
+    func testStalePatternAndAnotherToolsPattern() throws {
+        let directory = fresh("stale")
+        let first = try hostSidecar(directory)
+        let ours = Self.read(Self.patternFile)
+        XCTAssertNotEqual(ours, savedPattern)
+        first.stop(SIGKILL)
+        XCTAssertEqual(Self.read(Self.patternFile), ours, "a killed sidecar cannot put it back")
+        let status = try TestSupport.run([TestSupport.crashport, "host", "status", "--host-directory", directory + "/host"])
+        XCTAssertTrue(status.stdout.contains("not running"), status.stdout)
+        let second = try hostSidecar(directory)
+        XCTAssertTrue(second.log.contains("found its own pattern left by pid \(first.pid)"), second.log)
+        XCTAssertEqual(second.stop(), 0)
+        XCTAssertEqual(Self.read(Self.patternFile), savedPattern)
+
+        let third = try hostSidecar(directory)
+        Self.write("core.other-tool", to: Self.patternFile)
+        try waitUntil("the sidecar notices the other pattern; log:\n\(third.log)", timeout: 30) {
+            third.log.contains("changed to \"core.other-tool\" by someone else")
+        }
+        let doctor = try TestSupport.run([TestSupport.crashport, "host", "status", "--host-directory", directory + "/host"])
+        XCTAssertTrue(doctor.stdout.contains("another tool has set core_pattern"), doctor.stdout)
+        XCTAssertEqual(third.stop(), 0)
+        XCTAssertEqual(Self.read(Self.patternFile), "core.other-tool", "never overwritten back")
+    }
+
+    /// A crash loop of 30 crashes of one program gives HostLevelLimits.reportsPerWindow (5) full
+    /// reports; the rest are counted and logged.
+    func testCrashLoopIsRateLimited() throws {
+        let directory = fresh("loop")
+        let program = try hostProgram(directory)
+        let sidecar = try hostSidecar(directory)
+        for _ in 0..<30 { _ = try TestSupport.run([program, "segv"]) }
+        _ = try sidecar.waitForReports(5, uid: 0)
+        try waitUntil("25 crashes are counted; log:\n\(sidecar.log)", timeout: 60) {
+            sidecar.log.components(separatedBy: "counted, not reported").count - 1 >= 25
+        }
+        XCTAssertEqual(sidecar.reportIDs(uid: 0).count, 5, sidecar.log)
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
+    /// A process with 2 GB of touched heap streams 2 GB of core: the sidecar keeps what a report
+    /// needs, and its own peak memory stays far below the process's.
+    func testLargeProcessIsReadWithBoundedMemory() throws {
+        let directory = fresh("large")
+        let program = try hostProgram(directory)
+        let sidecar = try hostSidecar(directory)
+        XCTAssertEqual(try TestSupport.run([program, "heap", "2048"], timeout: 120).status, .signaled(SIGSEGV))
+        let event = try XCTUnwrap(sidecar.waitForReports(1, uid: 0, timeout: 120).first)
+        XCTAssertTrue(containsInOrder(crashedFrames(event), ["crash_here", "call_crash", "main"]))
+        let status = Self.read("/proc/\(sidecar.pid)/status")
+        let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.flatMap {
+            Int($0.split(whereSeparator: { $0 == " " || $0 == "\t" })[1])
+        }
+        let kilobytes = try XCTUnwrap(peak)
+        XCTAssertLessThan(kilobytes, 512 << 10, "the sidecar's peak resident memory (\(kilobytes) kB) for a 2 GB core")
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+}

@@ -1,0 +1,140 @@
+// The host level's parts that need no kernel: the mode a kernel release gets, the pattern's
+// install and restore against a stand-in core_pattern file (never the machine's), the rate
+// limit's window and count, the pipe helper's handoff message, and the unit or container a
+// cgroup path names. HostLevelTests (end to end) runs them against the real kernel.
+
+import Foundation
+import TestSupport
+import XCTest
+
+@testable import Watcher
+
+final class HostLevelUnitTests: XCTestCase {
+    func temporary() -> String {
+        let path = TestSupport.temporaryDirectory("host-unit") + "/" + UUID().uuidString.prefix(8)
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    func testModeFollowsTheKernelRelease() {
+        XCTAssertEqual(HostMode.best(kernelRelease: "6.18.44-fc-v657"), .socketRequest)
+        XCTAssertEqual(HostMode.best(kernelRelease: "6.17.0"), .socketRequest)
+        XCTAssertEqual(HostMode.best(kernelRelease: "6.16.3-arch1"), .socket)
+        XCTAssertEqual(HostMode.best(kernelRelease: "6.1.0-28-amd64"), .pipe)
+        XCTAssertEqual(HostMode.best(kernelRelease: "5.19.0"), .pipe)
+        XCTAssertEqual(HostMode.best(kernelRelease: "7.0.1"), .socketRequest)
+        XCTAssertEqual(HostMode.best(kernelRelease: "garbage"), .pipe)
+        XCTAssertEqual(HostMode.best(kernelRelease: ""), .pipe)
+    }
+
+    /// A HostPattern over stand-in files for core_pattern and core_pipe_limit.
+    func pattern(found: String, limit: String = "0") throws -> HostPattern {
+        let directory = temporary()
+        var paths = HostPaths(directory: directory)
+        paths.corePattern = directory + "/core_pattern"
+        paths.corePipeLimit = directory + "/core_pipe_limit"
+        try Data((found + "\n").utf8).write(to: URL(fileURLWithPath: paths.corePattern))
+        try Data((limit + "\n").utf8).write(to: URL(fileURLWithPath: paths.corePipeLimit))
+        return HostPattern(paths: paths)
+    }
+
+    func testInstallRecordsWhatItFoundAndRestorePutsItBack() throws {
+        try XCTSkipUnless(geteuid() == 0, "install refuses anyone but root")
+        let found = "|/lib/systemd/systemd-coredump %P %u %g %s %t %c %h"
+        let host = try pattern(found: found)
+        let installed = try host.install(mode: .pipe, executable: "/usr/bin/crashport", handOn: false) { _ in }
+        XCTAssertEqual(installed.replaced, found)
+        XCTAssertEqual(try host.current(), installed.pattern)
+        XCTAssertTrue(installed.pattern.hasPrefix("|/usr/bin/crashport core-handler \(host.paths.handoffSocket) %P"))
+        XCTAssertTrue(host.isOurs(installed.pattern))
+        XCTAssertEqual(host.recorded(), installed)
+        XCTAssertNotEqual(host.pipeLimit(), 0, "the kernel keeps /proc for the helper only with a limit")
+        XCTAssertTrue(host.restore(installed).contains("put back"))
+        XCTAssertEqual(try host.current(), found)
+        XCTAssertEqual(host.pipeLimit(), 0)
+        XCTAssertNil(host.recorded())
+    }
+
+    func testAStalePatternIsReplacedByWhatItHadReplaced() throws {
+        try XCTSkipUnless(geteuid() == 0, "install refuses anyone but root")
+        let host = try pattern(found: "core.%p")
+        var first = try host.install(mode: .socketRequest, executable: "/x/crashport", handOn: false) { _ in }
+        // A sidecar that died: its record names a pid that is no crashport.
+        first.pid = 999_999_999
+        try host.record(first)
+        var said: [String] = []
+        let second = try host.install(mode: .socketRequest, executable: "/x/crashport", handOn: false) { said.append($0) }
+        XCTAssertEqual(second.replaced, "core.%p", "not its own stale pattern")
+        XCTAssertTrue(said.joined().contains("found its own pattern left by pid 999999999"), "\(said)")
+        host.restore(second)
+        XCTAssertEqual(try host.current(), "core.%p")
+    }
+
+    func testAPatternSetByAnotherToolIsNeverOverwrittenBack() throws {
+        try XCTSkipUnless(geteuid() == 0, "install refuses anyone but root")
+        let host = try pattern(found: "core")
+        let installed = try host.install(mode: .socket, executable: "/x/crashport", handOn: false) { _ in }
+        try Data("|/usr/share/apport/apport -p%p\n".utf8).write(to: URL(fileURLWithPath: host.paths.corePattern))
+        XCTAssertEqual(host.replacedSince(installed), "|/usr/share/apport/apport -p%p")
+        XCTAssertFalse(host.status().installed)
+        XCTAssertTrue(host.restore(installed).contains("left as it is"))
+        XCTAssertEqual(try host.current(), "|/usr/share/apport/apport -p%p")
+    }
+
+    func testAPatternTheKernelWouldCutIsRefused() throws {
+        let host = HostPattern(paths: HostPaths(directory: "/" + String(repeating: "d", count: 120)))
+        XCTAssertThrowsError(try host.pattern(for: .socketRequest, executable: "/usr/bin/crashport"))
+    }
+
+    func testRateLimitReportsFiveThenCountsAndSaysHowMany() {
+        let limiter = HostRateLimit(directory: temporary() + "/rate")
+        let start = 1_800_000_000
+        for second in 0..<5 {
+            XCTAssertEqual(limiter.admit(program: "/bin/loop", uid: 7, now: start + second), .report(counted: 0))
+        }
+        for second in 5..<30 {
+            XCTAssertEqual(limiter.admit(program: "/bin/loop", uid: 7, now: start + second), .count(total: 5))
+        }
+        // Another program, or another user's, has a window of its own.
+        XCTAssertEqual(limiter.admit(program: "/bin/other", uid: 7, now: start + 30), .report(counted: 0))
+        XCTAssertEqual(limiter.admit(program: "/bin/loop", uid: 8, now: start + 30), .report(counted: 0))
+        // Once the window has moved past the first reports, the next one says how many were counted.
+        XCTAssertEqual(
+            limiter.admit(program: "/bin/loop", uid: 7, now: start + HostLevelLimits.windowSeconds), .report(counted: 25))
+        XCTAssertEqual(
+            limiter.admit(program: "/bin/loop", uid: 7, now: start + HostLevelLimits.windowSeconds + 1), .report(counted: 0))
+    }
+
+    func testRateRecordThatIsNotOneReadsAsEmpty() {
+        XCTAssertEqual(HostRateLimit.parse(Array("garbage".utf8)), HostRateLimit.State())
+        XCTAssertEqual(HostRateLimit.parse(Array("-4\n1 2\n".utf8)), HostRateLimit.State())
+        XCTAssertEqual(HostRateLimit.parse(Array("3\n1 2 x 4\n".utf8)), HostRateLimit.State(counted: 3, times: [1, 2, 4]))
+        XCTAssertEqual(HostRateLimit.parse([]), HostRateLimit.State())
+    }
+
+    func testHandoffMessageRoundTripsAndRefusesOthers() {
+        let handoff = CoreHandoff(pid: 4242, uid: 1000, gid: 1000, dumpMode: 1)
+        XCTAssertEqual(CoreHandoff.parse(handoff.encoded), handoff)
+        XCTAssertNil(CoreHandoff.parse(Array("CPHOST1 0 1 1 1".utf8)), "no pid 0")
+        XCTAssertNil(CoreHandoff.parse(Array("CPHOST1 -5 1 1 1".utf8)))
+        XCTAssertNil(CoreHandoff.parse(Array("CPHOST2 5 1 1 1".utf8)))
+        XCTAssertNil(CoreHandoff.parse(Array("CPHOST1 5 1 1".utf8)))
+        XCTAssertNil(CoreHandoff.parse([0xFF, 0xFE]))
+        XCTAssertTrue(handoff.arrival(stream: -1, pidfd: -1).rootOnly == false)
+        XCTAssertTrue(CoreHandoff(pid: 1, uid: 0, gid: 0, dumpMode: 2).arrival(stream: -1, pidfd: -1).rootOnly)
+    }
+
+    func testCgroupNamesItsUnitOrContainer() {
+        XCTAssertEqual(HostProcess.name(cgroup: "/system.slice/nginx.service").unit, "nginx.service")
+        XCTAssertEqual(
+            HostProcess.name(cgroup: "/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope").unit,
+            "run-r1.scope")
+        let id = String(repeating: "ab12", count: 16)
+        XCTAssertEqual(HostProcess.name(cgroup: "/system.slice/docker-\(id).scope").container, id)
+        XCTAssertNil(HostProcess.name(cgroup: "/system.slice/docker-\(id).scope").unit)
+        XCTAssertEqual(HostProcess.name(cgroup: "/docker/\(id)").container, id)
+        XCTAssertEqual(HostProcess.name(cgroup: "/kubepods/burstable/pod1/cri-containerd-\(id).scope").container, id)
+        XCTAssertEqual(HostProcess.name(cgroup: "/").unit, nil)
+        XCTAssertEqual(HostProcess.name(cgroup: "/init.scope").unit, "init.scope")
+    }
+}
