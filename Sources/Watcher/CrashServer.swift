@@ -507,7 +507,7 @@ public final class CrashServer: @unchecked Sendable {
         {
             lead = inContainer  // the program names its threads as its own pid namespace does
         } else if !ProcFiles.threads(of: pid).contains(thread) {
-            lead = ThreadID(pid.rawValue)
+            lead = pid.mainThread
             notes.append(
                 "the heartbeat names thread \(thread) as the last to beat, which is not one of the process's threads (it ended, or the heartbeat was overwritten): the main thread leads"
             )
@@ -529,7 +529,7 @@ public final class CrashServer: @unchecked Sendable {
     /// lets it finish dying. Returns the report's id.
     @discardableResult
     public func captureExit(
-        of tracer: ExitTracer, status: Int32, first: Int32, appArea: UInt64, oomKilled: Bool,
+        of tracer: ExitTracer, status: Int32, first: ThreadID, appArea: UInt64, oomKilled: Bool,
         access: ProcessAccess? = nil, store: ReportStore? = nil
     ) -> String {
         // The others get there within a scheduling quantum; one that does not is captured as is.
@@ -539,7 +539,7 @@ public final class CrashServer: @unchecked Sendable {
         let cause = signal == 0 ? "exit" : signal == SIGKILL ? (oomKilled ? "oom-kill" : "SIGKILL") : "signal"
         let record = CrashRecord(
             observation: .exit(status: status, cause: cause), pid: pid,
-            tid: ThreadID(tracer.exiting.contains(pid.rawValue) ? pid.rawValue : first), signal: signal, appArea: appArea,
+            tid: tracer.exiting.contains(pid.mainThread) ? pid.mainThread : first, signal: signal, appArea: appArea,
             timeNanoseconds: realtimeNanoseconds())
         // Its threads leave their exit stops once captured, not once the report is written.
         return captureObserved(record, access: access, holder: tracer, store: store) {

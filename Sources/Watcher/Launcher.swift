@@ -190,10 +190,10 @@ public struct Launcher {
         server.log = log
         let watch = ChildWatch()
         let serving = LaunchServing(
-            child: ProcessID(child), tracer: tracer, runKey: runKey, store: store, history: history, disabled: lastRun.disabled,
+            child: child, tracer: tracer, runKey: runKey, store: store, history: history, disabled: lastRun.disabled,
             watch: watch, log: log)
         server.delegate = serving
-        server.hooks = LaunchReportHooks(child: ProcessID(child), session: session, watch: watch)
+        server.hooks = LaunchReportHooks(child: child, session: session, watch: watch)
         let (status, socketOpen) = serve(
             child, socket: ours, signals: signals, childEvents: childEvents, server: server, tracer: tracer, watch: watch,
             disabled: { serving.disabled.withLock { $0 } }, oom: oom, log: log)
@@ -202,10 +202,10 @@ public struct Launcher {
         // waitpid's final status: an end, never a stop.
         let termination = ProcessExit(waitStatus: status) ?? .signaled(status & 0x7F)
         if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
-            !server.reports.contains(where: { $0.event.process?.pid == ProcessID(child) }), !serving.disabled.withLock({ $0 })
+            !server.reports.contains(where: { $0.event.process?.pid == child }), !serving.disabled.withLock({ $0 })
         {
-            var end = AbnormalEnd(pid: ProcessID(child), executable: executable)
-            end.witness = .parent(unwritten: server.unwritten[ProcessID(child)])
+            var end = AbnormalEnd(pid: child, executable: executable)
+            end.witness = .parent(unwritten: server.unwritten[child])
             end.arguments = [program] + arguments
             end.buildID = elf?.buildID?.hex
             end.release = environment["CRASHPORT_RELEASE"]
@@ -220,13 +220,13 @@ public struct Launcher {
             }
             server.writeTermination(end, store: store)
         }
-        let mine = server.reports.filter { $0.event.process?.pid == ProcessID(child) }
+        let mine = server.reports.filter { $0.event.process?.pid == child }
         let crash = mine.first { $0.event.kind == .crash }
         let killed = mine.first { $0.event.kind == .termination }
         history.ended(
             SessionRecord(
                 sid: session, executable: runKey.executable, buildID: runKey.buildID,
-                release: crash?.event.release ?? environment["CRASHPORT_RELEASE"], pid: child, started: started,
+                release: crash?.event.release ?? environment["CRASHPORT_RELEASE"], pid: child.rawValue, started: started,
                 ended: Date(),
                 status: crash != nil
                     ? .crashed
@@ -260,7 +260,7 @@ public struct Launcher {
     /// The started program: its pid, the tracer that holds it (nil when untraced: `untraced`
     /// says why, if tracing was asked for) and the OOM counters read while it lives.
     struct Launch {
-        var child: pid_t
+        var child: ProcessID
         var tracer: ExitTracer?
         var untraced: String?
         var oom: ChildOOMWatch
@@ -279,11 +279,11 @@ public struct Launcher {
     ) throws -> Launch {
         guard traceExit else {
             let child = try spawn(executable, environment: environment, signalMask: &original).get()
-            return Launch(child: child, tracer: nil, untraced: nil, oom: ChildOOMWatch(pid: ProcessID(child)))
+            return Launch(child: child, tracer: nil, untraced: nil, oom: ChildOOMWatch(pid: child))
         }
         if let privilege = Self.privilegeOnExec(executable) {
             let child = try spawn(executable, environment: environment, signalMask: &original).get()
-            let oom = ChildOOMWatch(pid: ProcessID(child))
+            let oom = ChildOOMWatch(pid: child)
             let (tracer, untraced) = trace(child, log: log, late: "it is \(privilege)")
             return Launch(child: child, tracer: tracer, untraced: untraced, oom: oom)
         }
@@ -294,19 +294,20 @@ public struct Launcher {
             envp.forEach { free($0) }
         }
         var release: Int32 = -1, failure: Int32 = -1
-        let child = cp_spawn_held(executable, argv, envp, &original, &release, &failure)
-        guard child > 0 else { throw Self.spawnError(errno, program: program) }
-        let oom = ChildOOMWatch(pid: ProcessID(child))
+        let held = cp_spawn_held(executable, argv, envp, &original, &release, &failure)
+        guard held > 0 else { throw Self.spawnError(errno, program: program) }
+        let child = ProcessID(held)
+        let oom = ChildOOMWatch(pid: child)
         let (tracer, untraced) = trace(child, log: log, late: nil)
-        let execError = cp_spawn_release(child, release, failure)
+        let execError = cp_spawn_release(child.rawValue, release, failure)
         guard execError == 0 else { throw Self.spawnError(execError, program: program) }
         return Launch(child: child, tracer: tracer, untraced: untraced, oom: oom)
     }
 
     /// Seizes the child for --trace-exit; the tracer, or nil and why (said on stderr). `late`:
     /// why the program was started before being seized.
-    func trace(_ child: pid_t, log: (String) -> Void, late: String?) -> (ExitTracer?, String?) {
-        let tracer = ExitTracer(pid: ProcessID(child))
+    func trace(_ child: ProcessID, log: (String) -> Void, late: String?) -> (ExitTracer?, String?) {
+        let tracer = ExitTracer(pid: child)
         tracer.holdFailedExits = traceFailedExits
         do {
             try tracer.attach()
@@ -329,7 +330,7 @@ public struct Launcher {
 
     /// The process that traces `pid` ("812 (strace)"), from /proc/PID/status's TracerPid; nil
     /// when none does.
-    static func tracer(of pid: pid_t) -> String? {
+    static func tracer(of pid: ProcessID) -> String? {
         guard let status = ProcFiles.readText("/proc/\(pid)/status"),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("TracerPid:") }),
             let tracer = Int32(line.dropFirst("TracerPid:".count).trimmed), tracer > 0
@@ -364,7 +365,7 @@ public struct Launcher {
     func spawn(
         _ executable: String, environment: [String: String], signalMask original: inout sigset_t
     )
-        -> Result<pid_t, LaunchError>
+        -> Result<ProcessID, LaunchError>
     {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -381,7 +382,7 @@ public struct Launcher {
         }
         let spawned = posix_spawn(&child, executable, nil, &attributes, argv, envp)
         guard spawned == 0 else { return .failure(Self.spawnError(spawned, program: program)) }
-        return .success(child)
+        return .success(ProcessID(child))
     }
 
     /// Serves the crash socket and relays signals until the child exits; its wait status, and
@@ -389,14 +390,14 @@ public struct Launcher {
     /// signalfd) are handled here too: this is the tracer's thread. With --hang-ms, the
     /// heartbeat is looked at between events.
     func serve(
-        _ child: pid_t, socket ours: Int32, signals: Int32, childEvents: Int32, server: CrashServer, tracer: ExitTracer?,
+        _ child: ProcessID, socket ours: Int32, signals: Int32, childEvents: Int32, server: CrashServer, tracer: ExitTracer?,
         watch: ChildWatch, disabled: () -> Bool, oom: ChildOOMWatch, log: (String) -> Void
     )
         -> (status: Int32, socketOpen: Bool)
     {
         // Traced, the child's stops and exit come through SIGCHLD (`childEvents`, a signalfd)
         // and waitpid, not a pidfd.
-        let exited = tracer == nil ? cp_pidfd_open(child) : -1
+        let exited = tracer == nil ? cp_pidfd_open(child.rawValue) : -1
         defer { if exited >= 0 { close(exited) } }
         var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
@@ -440,7 +441,7 @@ public struct Launcher {
                         // TRACECLONE also follows a process the program clone()s without
                         // CLONE_THREAD and without SIGCHLD as its exit signal: its end is its
                         // own, not the program's (a thread at its exit stop is still listed).
-                        if tid != child && access("/proc/\(child)/task/\(tid)", F_OK) != 0 {
+                        if tid != child.mainThread && access("/proc/\(child)/task/\(tid)", F_OK) != 0 {
                             tracer.release(exitOf: tid)
                             continue
                         }
@@ -451,7 +452,7 @@ public struct Launcher {
                         exitHandled = true
                         // A crash the stub reported, or reporting turned off: let it die.
                         let reported = server.reports.contains {
-                            $0.event.process?.pid == ProcessID(child) && $0.event.kind == .crash
+                            $0.event.process?.pid == child && $0.event.kind == .crash
                         }
                         if reported || disabled() {
                             for held in tracer.exiting { tracer.release(exitOf: held) }
@@ -475,12 +476,12 @@ public struct Launcher {
                 while cp_read_signal(childEvents, &code, &sender) > 0 {}
                 // A stop is reported only to a tracer (no WUNTRACED): the child made crashport
                 // its tracer with PTRACE_TRACEME.
-                let result = waitpid(child, &status, exited >= 0 && fds[1].revents != 0 ? 0 : WNOHANG)
-                if result == child && ExitTracer.isStopped(status) {
+                let result = waitpid(child.rawValue, &status, exited >= 0 && fds[1].revents != 0 ? 0 : WNOHANG)
+                if result == child.rawValue && ExitTracer.isStopped(status) {
                     letGo(child, stopped: status, told: &toldTraceMe, log: log)
                     continue
                 }
-                if result == child { break }
+                if result == child.rawValue { break }
                 if result < 0 && errno == ECHILD {
                     log("lost track of \(program) (pid \(child)): its exit status is unknown")
                     status = 0
@@ -496,15 +497,15 @@ public struct Launcher {
     /// as it would under a parent that is no debugger. The SIGTRAP the kernel sends a
     /// PTRACE_TRACEME process at its exec (si_code SI_USER from itself) is what a debugger
     /// swallows, and so is it here.
-    func letGo(_ child: pid_t, stopped status: Int32, told: inout Bool, log: (String) -> Void) {
+    func letGo(_ child: ProcessID, stopped status: Int32, told: inout Bool, log: (String) -> Void) {
         var signal = Ptrace.stopSignal(status)
         if signal == SIGTRAP {
             // siginfo_t as int32s: si_signo, si_errno, si_code, padding, si_pid.
             var info = [Int32](repeating: 0, count: 32)
             let read = info.withUnsafeMutableBytes {
-                Ptrace.call(.PTRACE_GETSIGINFO, child, data: UInt(bitPattern: $0.baseAddress))
+                Ptrace.call(.PTRACE_GETSIGINFO, child.rawValue, data: UInt(bitPattern: $0.baseAddress))
             }
-            if read == 0 && info[2] == SI_USER && info[4] == child { signal = 0 }
+            if read == 0 && info[2] == SI_USER && info[4] == child.rawValue { signal = 0 }
         }
         if !told {
             told = true
@@ -512,13 +513,13 @@ public struct Launcher {
                 "\(program) (pid \(child)) made crashport its tracer (PTRACE_TRACEME); crashport detaches and it runs on untraced"
             )
         }
-        _ = Ptrace.call(.PTRACE_DETACH, child, data: UInt(signal))
+        _ = Ptrace.call(.PTRACE_DETACH, child.rawValue, data: UInt(signal))
     }
 
     /// Every thread held at its exit: the process captured there and reported as a
     /// termination (cause SIGKILL, oom-kill, signal or exit); then it finishes dying.
     func reportExit(
-        child: pid_t, status: Int32, first: Int32, tracer: ExitTracer, server: CrashServer, watch: ChildWatch,
+        child: ProcessID, status: Int32, first: ThreadID, tracer: ExitTracer, server: CrashServer, watch: ChildWatch,
         oom: ChildOOMWatch
     ) {
         // Read while the process is held at its exit: it is still in its cgroup.
@@ -535,11 +536,11 @@ public struct Launcher {
 
     /// One look at the heartbeat; a hang report (and with --hang-kill, SIGABRT) when it stalled.
     func watchHeartbeat(
-        _ monitor: HangMonitor, child: pid_t, server: CrashServer, tracer: ExitTracer?, watch: ChildWatch,
+        _ monitor: HangMonitor, child: ProcessID, server: CrashServer, tracer: ExitTracer?, watch: ChildWatch,
         log: (String) -> Void
     ) -> HangMonitor {
         var monitor = monitor
-        let header = CaptureSession.readAppAreaHeader(at: watch.appArea, memory: ProcessMemory(pid: ProcessID(child)))
+        let header = CaptureSession.readAppAreaHeader(at: watch.appArea, memory: ProcessMemory(pid: child))
         switch monitor.look(header: header, now: monotonicNanoseconds()) {
         case .fine:
             break
@@ -551,12 +552,12 @@ public struct Launcher {
             )
         case .hung(let milliseconds, let thread, let ordinal):
             let report = server.captureHang(
-                of: ProcessID(child), milliseconds: milliseconds, beatLast: thread, ordinal: ordinal,
+                of: child, milliseconds: milliseconds, beatLast: thread, ordinal: ordinal,
                 appArea: watch.appArea, holder: tracer)
-            watch.hangs.hung(ProcessID(child), report: report, killing: hangKill)
+            watch.hangs.hung(child, report: report, killing: hangKill)
             if hangKill {
                 log("\(program) (pid \(child)): --hang-kill: ending it with SIGABRT")
-                kill(child, SIGABRT)
+                kill(child.rawValue, SIGABRT)
             }
         }
         return monitor
@@ -567,7 +568,7 @@ public struct Launcher {
     /// job-control stop stops crashport too, now that no capture is in progress. Returns the
     /// signal that should end crashport itself at once: a second SIGINT or SIGTERM, or one that
     /// arrives after the program has died (so that crashport can always be stopped).
-    func relaySignals(_ fd: Int32, to child: pid_t, requests: inout Int, watch: ChildWatch) -> Int32? {
+    func relaySignals(_ fd: Int32, to child: ProcessID, requests: inout Int, watch: ChildWatch) -> Int32? {
         var code: Int32 = 0, sender: Int32 = 0
         while case let signal = cp_read_signal(fd, &code, &sender), signal > 0 {
             let fromTerminal = code == Int32(SI_KERNEL)
@@ -576,25 +577,25 @@ public struct Launcher {
             case SIGINT, SIGTERM:
                 requests += 1
                 if requests > 1 || !childAlive { return signal }
-                if !fromTerminal { kill(child, signal) }
+                if !fromTerminal { kill(child.rawValue, signal) }
             case SIGTSTP, SIGTTIN, SIGTTOU:
-                if !fromTerminal && childAlive { kill(child, signal) }
+                if !fromTerminal && childAlive { kill(child.rawValue, signal) }
                 Self.stopSelf(with: signal)
             case SIGABRT:
                 // From pid 1 (SI_USER): systemd's watchdog, as the program's report will say.
-                if sender == 1 && code == 0 { watch.hangs.relayedWatchdog(to: ProcessID(child)) }
-                if childAlive { kill(child, signal) }
+                if sender == 1 && code == 0 { watch.hangs.relayedWatchdog(to: child) }
+                if childAlive { kill(child.rawValue, signal) }
             default:
-                if !fromTerminal && childAlive { kill(child, signal) }
+                if !fromTerminal && childAlive { kill(child.rawValue, signal) }
             }
         }
         return nil
     }
 
     /// Whether every thread of the process has exited (gone, or zombies waiting to be reaped).
-    static func hasDied(_ pid: pid_t) -> Bool {
-        if cp_wait_peek(pid) == Int32(CP_WAIT_EXITED.rawValue) { return true }
-        return ProcFiles.threads(of: ProcessID(pid)).allSatisfy { tid in
+    static func hasDied(_ pid: ProcessID) -> Bool {
+        if cp_wait_peek(pid.rawValue) == Int32(CP_WAIT_EXITED.rawValue) { return true }
+        return ProcFiles.threads(of: pid).allSatisfy { tid in
             // /proc/TID/stat: a thread's own status, under the same path scheme as a process's.
             guard let state = ProcFiles.statFields(of: ProcessID(tid.rawValue))?.first else { return true }
             return state == "Z" || state == "X"
