@@ -7,7 +7,6 @@ import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel
-import Reports
 import Store
 
 #if canImport(Glibc)

@@ -18,6 +18,7 @@ import LiveProcess
 import ReportModel
 import Symbolication
 import Unwinding
+import Upload
 import ObjectFile
 import Reports
 
