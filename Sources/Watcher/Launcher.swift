@@ -127,6 +127,74 @@ public struct Launcher {
     )
         throws -> (termination: ProcessExit, reports: [WrittenReport])
     {
+        let target = try inspect(log: log)
+        let (ours, theirs) = try Self.crashSocketPair()
+        defer { close(ours) }
+
+        // Signals for the child are read through a signalfd; the child gets the original mask.
+        // Job-control stops are read there too, so that a stop is taken between captures, never
+        // in the middle of one (a stopped tracer keeps every thread it holds stopped).
+        var original = sigset_t()
+        let signals = cp_block_signals_to_fd(Self.relayedSignals, Int32(Self.relayedSignals.count), &original)
+        defer {
+            if signals >= 0 { close(signals) }
+            pthread_sigmask(SIG_SETMASK, &original, nil)
+        }
+
+        // The program's previous run, for crashport_last_run (by its real path and build-id).
+        let history = RunHistory(store: store)
+        let runKey = (executable: RunHistory.realPath(target.executable), buildID: target.elf?.buildID?.hex)
+        let lastRun = lastRun(of: runKey, in: history)
+        var environment = preloadEnvironment(stub: target.stub, sanitizers: target.sanitizers, socket: theirs)
+        environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
+        // The child's ptrace stops are read through a signalfd for SIGCHLD, blocked before the
+        // child exists so that the SIGCHLD of its first stop (its exec) cannot be lost: the
+        // tracer's under --trace-exit, and without it the stops of a child that made crashport
+        // its tracer (PTRACE_TRACEME), which must be let go.
+        var unblocked = sigset_t()
+        let childEvents = [SIGCHLD].withUnsafeBufferPointer { cp_block_signals_to_fd($0.baseAddress, 1, &unblocked) }
+        defer { if childEvents >= 0 { close(childEvents) } }
+        let started = Date()
+        let session = SessionRecord.newID()
+        let launch = try start(target.executable, environment: environment, signalMask: &original, log: log)
+        close(theirs)
+
+        let watch = ChildWatch()
+        let serving = LaunchServing(
+            child: launch.child, tracer: launch.tracer, runKey: runKey, store: store, history: history,
+            disabled: lastRun.disabled, watch: watch, log: log)
+        let server = crashServer(socket: ours, serving: serving, session: session, log: log)
+        let (status, socketOpen) = serve(
+            launch.child, socket: ours, signals: signals, childEvents: childEvents, server: server, tracer: launch.tracer,
+            watch: watch, disabled: { serving.disabled.withLock { $0 } }, oom: launch.oom, log: log)
+        // A descendant's record may still be queued; serve it before leaving.
+        if socketOpen { server.drain() }
+        // waitpid's final status: an end, never a stop.
+        let termination = ProcessExit(waitStatus: status) ?? .signaled(status & 0x7F)
+        if !serving.disabled.withLock({ $0 }) {
+            reportUnexplainedDeath(
+                termination, of: launch, target: target, release: environment["CRASHPORT_RELEASE"], session: session,
+                server: server)
+        }
+        history.ended(
+            sessionRecord(
+                session, of: launch.child, runKey: runKey, started: started, termination: termination,
+                release: environment["CRASHPORT_RELEASE"], reports: server.reports))
+        return (termination, server.reports)
+    }
+
+    /// What is known of PROGRAM before it starts: its path, the stub to preload, its ELF file
+    /// (nil when unreadable) and the sanitizer runtimes it links.
+    struct Target {
+        var executable: String
+        var stub: String
+        var elf: ELFFile?
+        var sanitizers: [String]
+    }
+
+    /// Finds PROGRAM and the stub and prepares the store; says so when the stub cannot be
+    /// preloaded (a static executable).
+    func inspect(log: (String) -> Void) throws -> Target {
         let executable = try Self.resolve(program)
         let stub = try stubPath ?? Self.locateStub()
         try store.prepare()
@@ -141,99 +209,91 @@ public struct Launcher {
         let sanitizers = (elf?.neededLibraries ?? []).filter { name in
             ["libasan.so", "libtsan.so", "libhwasan.so", "liblsan.so", "libclang_rt.asan"].contains { name.hasPrefix($0) }
         }
+        return Target(executable: executable, stub: stub, elf: elf, sanitizers: sanitizers)
+    }
 
+    /// The crash socket: our end (close-on-exec, with SO_PASSCRED) and the child's.
+    static func crashSocketPair() throws -> (ours: Int32, theirs: Int32) {
         var pair: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &pair) == 0 else {
             throw LaunchError.system(call: "socketpair", errno: errno)
         }
-        let (ours, theirs) = (pair[0], pair[1])
-        defer { close(ours) }
-        _ = fcntl(ours, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(pair[0], F_SETFD, FD_CLOEXEC)
         var on: Int32 = 1
-        setsockopt(ours, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(pair[0], SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
+        return (pair[0], pair[1])
+    }
 
-        // Signals for the child are read through a signalfd; the child gets the original mask.
-        // Job-control stops are read there too, so that a stop is taken between captures, never
-        // in the middle of one (a stopped tracer keeps every thread it holds stopped).
-        var original = sigset_t()
-        // SIGABRT too: systemd's watchdog sends it to the service's main process, crashport.
-        let relayed: [Int32] = [SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGABRT]
-        let signals = cp_block_signals_to_fd(relayed, Int32(relayed.count), &original)
-        defer {
-            if signals >= 0 { close(signals) }
-            pthread_sigmask(SIG_SETMASK, &original, nil)
-        }
+    /// The signals crashport passes on to its child. SIGABRT too: systemd's watchdog sends it
+    /// to the service's main process, crashport.
+    static let relayedSignals: [Int32] = [SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGABRT]
 
-        // The program's previous run, for crashport_last_run (by its real path and build-id).
-        let history = RunHistory(store: store)
-        let runKey = (executable: RunHistory.realPath(executable), buildID: elf?.buildID?.hex)
-        var environment = preloadEnvironment(stub: stub, sanitizers: sanitizers, socket: theirs)
+    /// The program's last run as crashport_last_run gives it, with its reports awaiting consent.
+    func lastRun(of runKey: (executable: String, buildID: String?), in history: RunHistory) -> LastRunInfo {
         var lastRun = history.lastRun(executable: runKey.executable, buildID: runKey.buildID)
         lastRun.pendingReports = UInt32(ConsentDecisions.awaiting(store: store, program: runKey.executable).count)
-        environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
-        // The child's ptrace stops are read through a signalfd for SIGCHLD, blocked before the
-        // child exists so that the SIGCHLD of its first stop (its exec) cannot be lost: the
-        // tracer's under --trace-exit, and without it the stops of a child that made crashport
-        // its tracer (PTRACE_TRACEME), which must be let go.
-        var unblocked = sigset_t()
-        let childEvents = [SIGCHLD].withUnsafeBufferPointer { cp_block_signals_to_fd($0.baseAddress, 1, &unblocked) }
-        defer { if childEvents >= 0 { close(childEvents) } }
-        let started = Date()
-        let session = SessionRecord.newID()
-        let launch = try start(executable, environment: environment, signalMask: &original, log: log)
-        close(theirs)
-        let child = launch.child
-        let tracer = launch.tracer
-        let oom = launch.oom
+        return lastRun
+    }
+
+    /// The crash server on our end of the socket, the launcher its delegate.
+    func crashServer(
+        socket ours: Int32, serving: LaunchServing, session: String, log: @escaping (String) -> Void
+    )
+        -> CrashServer
+    {
         let server = CrashServer(socket: ours, store: store, options: options)
         server.inAppRules = inAppRules
         server.log = log
-        let watch = ChildWatch()
-        let serving = LaunchServing(
-            child: child, tracer: tracer, runKey: runKey, store: store, history: history, disabled: lastRun.disabled,
-            watch: watch, log: log)
         server.delegate = serving
-        server.hooks = LaunchReportHooks(child: child, session: session, watch: watch)
-        let (status, socketOpen) = serve(
-            child, socket: ours, signals: signals, childEvents: childEvents, server: server, tracer: tracer, watch: watch,
-            disabled: { serving.disabled.withLock { $0 } }, oom: oom, log: log)
-        // A descendant's record may still be queued; serve it before leaving.
-        if socketOpen { server.drain() }
-        // waitpid's final status: an end, never a stop.
-        let termination = ProcessExit(waitStatus: status) ?? .signaled(status & 0x7F)
-        if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
-            !server.reports.contains(where: { $0.event.process?.pid == child }), !serving.disabled.withLock({ $0 })
-        {
-            var end = AbnormalEnd(pid: child, executable: executable)
-            end.witness = .parent(unwritten: server.unwritten[child])
-            end.arguments = [program] + arguments
-            end.buildID = elf?.buildID?.hex
-            end.release = environment["CRASHPORT_RELEASE"]
-            end.session = session
-            end.exit = .signaled(signal)
-            end.exitSource = "waitpid (crashport is its parent)"
-            let count = oom.atDeath()
-            end.oomKills = count.count
-            end.notes = count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? []
-            if let why = launch.untraced {
-                end.notes.append("not traced (\(why)): no stacks; only its parent's view of its end")
-            }
-            server.writeTermination(end, store: store)
+        server.hooks = LaunchReportHooks(child: serving.child, session: session, watch: serving.watch)
+        return server
+    }
+
+    /// A death by one of the unexplainedDeaths no report of the child's explains, reported as
+    /// its parent saw it (an AbnormalEnd, with the OOM count read now).
+    func reportUnexplainedDeath(
+        _ termination: ProcessExit, of launch: Launch, target: Target, release: String?, session: String,
+        server: CrashServer
+    ) {
+        let child = launch.child
+        guard case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
+            !server.reports.contains(where: { $0.event.process?.pid == child })
+        else { return }
+        var end = AbnormalEnd(pid: child, executable: target.executable)
+        end.witness = .parent(unwritten: server.unwritten[child])
+        end.arguments = [program] + arguments
+        end.buildID = target.elf?.buildID?.hex
+        end.release = release
+        end.session = session
+        end.exit = .signaled(signal)
+        end.exitSource = "waitpid (crashport is its parent)"
+        let count = launch.oom.atDeath()
+        end.oomKills = count.count
+        end.notes = count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? []
+        if let why = launch.untraced {
+            end.notes.append("not traced (\(why)): no stacks; only its parent's view of its end")
         }
-        let mine = server.reports.filter { $0.event.process?.pid == child }
+        server.writeTermination(end, store: store)
+    }
+
+    /// The run as its program's history keeps it: crashed, ended abnormally or exited, with its
+    /// handled errors and its crash report.
+    func sessionRecord(
+        _ session: String, of child: ProcessID, runKey: (executable: String, buildID: String?), started: Date,
+        termination: ProcessExit, release: String?, reports: [WrittenReport]
+    ) -> SessionRecord {
+        let mine = reports.filter { $0.event.process?.pid == child }
         let crash = mine.first { $0.event.kind == .crash }
         let killed = mine.first { $0.event.kind == .termination }
-        history.ended(
-            SessionRecord(
-                sid: session, executable: runKey.executable, buildID: runKey.buildID,
-                release: crash?.event.release ?? environment["CRASHPORT_RELEASE"], pid: child.rawValue, started: started,
-                ended: Date(),
-                status: crash != nil
-                    ? .crashed
-                    : killed != nil || (termination.signal.map(Self.unexplainedDeaths.contains) ?? false) ? .abnormal : .exited,
-                errors: mine.filter { $0.event.kind == .error }.count,
-                crashedDuringLaunch: crash?.event.launch?.crashedDuringLaunch, reportID: crash?.id))
-        return (termination, server.reports)
+        return SessionRecord(
+            sid: session, executable: runKey.executable, buildID: runKey.buildID,
+            release: crash?.event.release ?? release, pid: child.rawValue, started: started,
+            ended: Date(),
+            status: crash != nil
+                ? .crashed
+                : killed != nil || (termination.signal.map(Self.unexplainedDeaths.contains) ?? false) ? .abnormal : .exited,
+            errors: mine.filter { $0.event.kind == .error }.count,
+            crashedDuringLaunch: crash?.event.launch?.crashedDuringLaunch, reportID: crash?.id)
     }
 
     /// Deaths that deserve a report even without a crash record: the core-dumping signals and
@@ -431,40 +491,10 @@ public struct Launcher {
                 hang = watchHeartbeat(monitor, child: child, server: server, tracer: tracer, watch: watch, log: log)
             }
             if let tracer {
-                var code: Int32 = 0, sender: Int32 = 0
-                while cp_read_signal(childEvents, &code, &sender) > 0 {}
-                var ended: Int32?
-                for event in tracer.pump() {
-                    switch event {
-                    case .ended(let final): ended = final
-                    case .exiting(let tid, let exitStatus):
-                        // TRACECLONE also follows a process the program clone()s without
-                        // CLONE_THREAD and without SIGCHLD as its exit signal: its end is its
-                        // own, not the program's (a thread at its exit stop is still listed).
-                        if tid != child.mainThread && access("/proc/\(child)/task/\(tid)", F_OK) != 0 {
-                            tracer.release(exitOf: tid)
-                            continue
-                        }
-                        if exitHandled {
-                            tracer.release(exitOf: tid)
-                            continue
-                        }
-                        exitHandled = true
-                        // A crash the stub reported, or reporting turned off: let it die.
-                        let reported = server.reports.contains {
-                            $0.event.process?.pid == child && $0.event.kind == .crash
-                        }
-                        if reported || disabled() {
-                            for held in tracer.exiting { tracer.release(exitOf: held) }
-                            continue
-                        }
-                        reportExit(
-                            child: child, status: exitStatus, first: tid, tracer: tracer, server: server, watch: watch,
-                            oom: oom)
-                    case .leftAtExec:
-                        break  // only a tracer with another user's credentials (the sidecar's) lets go
-                    }
-                }
+                Self.discardPending(childEvents)
+                let ended = handleTraceEvents(
+                    of: child, tracer: tracer, exitHandled: &exitHandled, server: server, watch: watch, disabled: disabled,
+                    oom: oom)
                 if let ended {
                     status = ended
                     break
@@ -472,24 +502,83 @@ public struct Launcher {
                 continue
             }
             if exited < 0 || fds[1].revents != 0 || fds[3].revents != 0 {
-                var code: Int32 = 0, sender: Int32 = 0
-                while cp_read_signal(childEvents, &code, &sender) > 0 {}
-                // A stop is reported only to a tracer (no WUNTRACED): the child made crashport
-                // its tracer with PTRACE_TRACEME.
-                let result = waitpid(child.rawValue, &status, exited >= 0 && fds[1].revents != 0 ? 0 : WNOHANG)
-                if result == child.rawValue && ExitTracer.isStopped(status) {
-                    letGo(child, stopped: status, told: &toldTraceMe, log: log)
-                    continue
-                }
-                if result == child.rawValue { break }
-                if result < 0 && errno == ECHILD {
-                    log("lost track of \(program) (pid \(child)): its exit status is unknown")
-                    status = 0
-                    break
-                }
+                Self.discardPending(childEvents)
+                let blocking = exited >= 0 && fds[1].revents != 0
+                if reap(child, blocking: blocking, status: &status, toldTraceMe: &toldTraceMe, log: log) { break }
             }
         }
         return (status, socketOpen)
+    }
+
+    /// Empties a signalfd whose signals only say "look": SIGCHLD's, before waitpid or the tracer
+    /// reads what happened.
+    static func discardPending(_ childEvents: Int32) {
+        var code: Int32 = 0, sender: Int32 = 0
+        while cp_read_signal(childEvents, &code, &sender) > 0 {}
+    }
+
+    /// The traced child's pending ptrace events: the first exit stop of the program's own
+    /// threads is reported (unless a crash report or the program's setting says not to), every
+    /// other one let go. The wait status once the child is gone, else nil.
+    func handleTraceEvents(
+        of child: ProcessID, tracer: ExitTracer, exitHandled: inout Bool, server: CrashServer, watch: ChildWatch,
+        disabled: () -> Bool, oom: ChildOOMWatch
+    ) -> Int32? {
+        var ended: Int32?
+        for event in tracer.pump() {
+            switch event {
+            case .ended(let final): ended = final
+            case .exiting(let tid, let exitStatus):
+                // TRACECLONE also follows a process the program clone()s without
+                // CLONE_THREAD and without SIGCHLD as its exit signal: its end is its
+                // own, not the program's (a thread at its exit stop is still listed).
+                if tid != child.mainThread && access("/proc/\(child)/task/\(tid)", F_OK) != 0 {
+                    tracer.release(exitOf: tid)
+                    continue
+                }
+                if exitHandled {
+                    tracer.release(exitOf: tid)
+                    continue
+                }
+                exitHandled = true
+                // A crash the stub reported, or reporting turned off: let it die.
+                let reported = server.reports.contains {
+                    $0.event.process?.pid == child && $0.event.kind == .crash
+                }
+                if reported || disabled() {
+                    for held in tracer.exiting { tracer.release(exitOf: held) }
+                    continue
+                }
+                reportExit(
+                    child: child, status: exitStatus, first: tid, tracer: tracer, server: server, watch: watch,
+                    oom: oom)
+            case .leftAtExec:
+                break  // only a tracer with another user's credentials (the sidecar's) lets go
+            }
+        }
+        return ended
+    }
+
+    /// waitpid for the untraced child (`blocking` once its pidfd says it exited): true when it
+    /// has ended, its wait status in `status` (0 when crashport lost track of it). A stop, of a
+    /// child that made crashport its tracer, is let go.
+    func reap(
+        _ child: ProcessID, blocking: Bool, status: inout Int32, toldTraceMe: inout Bool, log: (String) -> Void
+    ) -> Bool {
+        // A stop is reported only to a tracer (no WUNTRACED): the child made crashport
+        // its tracer with PTRACE_TRACEME.
+        let result = waitpid(child.rawValue, &status, blocking ? 0 : WNOHANG)
+        if result == child.rawValue && ExitTracer.isStopped(status) {
+            letGo(child, stopped: status, told: &toldTraceMe, log: log)
+            return false
+        }
+        if result == child.rawValue { return true }
+        if result < 0 && errno == ECHILD {
+            log("lost track of \(program) (pid \(child)): its exit status is unknown")
+            status = 0
+            return true
+        }
+        return false
     }
 
     /// A child that made crashport its tracer (PTRACE_TRACEME, as programs that check for a

@@ -155,23 +155,8 @@ public final class Sidecar {
 
         listener = try openListener()
         defer { closeListener() }
-        try prepareReports()
-        spool = try SpoolIngest(directory: configuration.spoolDirectory, shared: isRoot, log: log)
-        configureServer()
-
-        let who = isRoot ? "every user" : "uid \(getuid()) only"
-        log.say(
-            "watching \(configuration.socketPath) (serving \(who)); reports in \(configuration.reportsRoot); spool \(configuration.spoolDirectory)"
-        )
-        notify("READY=1\nSTATUS=serving \(configuration.socketPath)")
-        ingestSpool()
-        // Serving from here on: the pages start-up touched need not stay mapped
-        // (ResidentMemory.swift); nor do those of clients and reports, once quiet for 200 ms and
-        // a minute after the last capture.
-        ResidentMemory.releaseCleanFilePages()
-        var lastBusy: UInt64?, lastCapture: UInt64?
-        var capturesSeen = 0, warm = false
-
+        try startServing()
+        var pages = IdlePages()
         var lastScan = monotonicNanoseconds()
         var stopping = false
         while !stopping {
@@ -186,24 +171,12 @@ public final class Sidecar {
             fds += endings.map { pollfd(fd: $0.died == nil ? $0.watch.handle?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0) }
             // Ends being settled are looked at every 100 ms (a zombie's parent may reap it);
             // heartbeats when they are due.
-            var timeout: Int32 = !endings.isEmpty ? 100 : lastBusy == nil || warm ? 1000 : 100
+            var timeout: Int32 = !endings.isEmpty ? 100 : pages.timeout
             if let due = heartbeatTimeout(now: monotonicNanoseconds()) { timeout = min(timeout, due) }
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { throw SidecarError.socket("poll: \(String(cString: strerror(errno)))") }
             if PtraceSession.hasLeftovers { PtraceSession.reapLeftovers() }
-            if fds[1].revents != 0 {
-                var code: Int32 = 0, sender: Int32 = 0
-                while case let number = cp_read_signal(signals, &code, &sender), number > 0 {
-                    if number == SIGHUP {
-                        reload()
-                    } else if number == SIGCHLD {
-                        continue  // handled below, with the statuses it announced
-                    } else {
-                        log.say("\(SignalNames.name(number)): finishing \(pool.pending) report(s) in flight, then exiting")
-                        stopping = true
-                    }
-                }
-            }
+            if fds[1].revents != 0 { stopping = takeSignals(signals) }
             if fds[0].revents != 0 && !stopping { acceptClients() }
             for (index, fd) in order.enumerated() where fds[3 + index].revents != 0 {
                 serve(fd)
@@ -219,19 +192,52 @@ public final class Sidecar {
                 ingestSpool()
                 lastScan = now
             }
-            if ready > 0 || pool.pending > 0 { lastBusy = now }
-            if server.captures != capturesSeen {
-                capturesSeen = server.captures
-                lastCapture = now
-            }
-            // A machine that has just crashed may crash again: the capture path stays mapped
-            // for a minute after a capture.
-            warm = lastCapture.map { now &- $0 < 60_000_000_000 } ?? false
-            if !warm, let busy = lastBusy, now &- busy > 200_000_000 {
-                ResidentMemory.releaseCleanFilePages()
-                lastBusy = nil
+            pages.look(now: now, busy: ready > 0 || pool.pending > 0, captures: server.captures)
+        }
+        stopServing()
+        return 0
+    }
+
+    /// Everything between the listening socket and the first poll: the reports directory, the
+    /// spool, the crash server, systemd told we are ready, the spool's crashes taken in.
+    func startServing() throws {
+        try prepareReports()
+        spool = try SpoolIngest(directory: configuration.spoolDirectory, shared: isRoot, log: log)
+        configureServer()
+
+        let who = isRoot ? "every user" : "uid \(getuid()) only"
+        log.say(
+            "watching \(configuration.socketPath) (serving \(who)); reports in \(configuration.reportsRoot); spool \(configuration.spoolDirectory)"
+        )
+        notify("READY=1\nSTATUS=serving \(configuration.socketPath)")
+        ingestSpool()
+        // Serving from here on: the pages start-up touched need not stay mapped
+        // (ResidentMemory.swift); nor do those of clients and reports, once quiet for 200 ms and
+        // a minute after the last capture (IdlePages).
+        ResidentMemory.releaseCleanFilePages()
+    }
+
+    /// The daemon's signals, read from the signalfd: SIGHUP reloads, SIGTERM or SIGINT stops
+    /// (true), SIGCHLD is left to handleTraceEvents.
+    func takeSignals(_ signals: Int32) -> Bool {
+        var stopping = false
+        var code: Int32 = 0, sender: Int32 = 0
+        while case let number = cp_read_signal(signals, &code, &sender), number > 0 {
+            if number == SIGHUP {
+                reload()
+            } else if number == SIGCHLD {
+                continue  // handled below, with the statuses it announced
+            } else {
+                log.say("\(SignalNames.name(number)): finishing \(pool.pending) report(s) in flight, then exiting")
+                stopping = true
             }
         }
+        return stopping
+    }
+
+    /// After SIGTERM or SIGINT: the traced clients let go, the connections closed, the ends
+    /// being settled reported as they stand, and the reports in flight finished.
+    func stopServing() {
         notify("STOPPING=1")
         // The traced clients run on untraced (a tracer that exits would detach them anyway).
         for pid in traced.processes { traced.tracer(of: pid)?.detachEverything() }
@@ -240,7 +246,34 @@ public final class Sidecar {
         settleEndings(now: monotonicNanoseconds(), stopping: true)
         pool.drain()
         log.say("stopped")
-        return 0
+    }
+
+    /// When the serving loop gives back the pages it touched (ResidentMemory.swift): once quiet
+    /// for 200 ms, except for a minute after a capture (a machine that has just crashed may crash
+    /// again: the capture path stays mapped meanwhile).
+    struct IdlePages {
+        /// When the loop last had something to do, until the pages are given back.
+        var lastBusy: UInt64?
+        var lastCapture: UInt64?
+        var capturesSeen = 0
+        var warm = false
+
+        /// How long the loop may sleep: 100 ms while the pages wait to be given back.
+        var timeout: Int32 { lastBusy == nil || warm ? 1000 : 100 }
+
+        /// One turn of the loop (`busy`: it had something to do); gives the pages back when due.
+        mutating func look(now: UInt64, busy: Bool, captures: Int) {
+            if busy { lastBusy = now }
+            if captures != capturesSeen {
+                capturesSeen = captures
+                lastCapture = now
+            }
+            warm = lastCapture.map { now &- $0 < 60_000_000_000 } ?? false
+            if !warm, let busy = lastBusy, now &- busy > 200_000_000 {
+                ResidentMemory.releaseCleanFilePages()
+                lastBusy = nil
+            }
+        }
     }
 
     // MARK: - The socket
