@@ -85,10 +85,11 @@ let package = Package(
         // run history and sessions, attachments copied into a report, a user's files read with a
         // bound (UserFile). LiveProcess for Credentials: a root watcher writes a user's reports
         // with that user's credentials; ObjectFile for a program's build-id in its run history.
-        .target(name: "Store", dependencies: ["BoundedBytes", "CShims", "LiveProcess", "ObjectFile", "ReportModel"]),
+        .target(name: "Store", dependencies: ["BoundedBytes", "LiveProcess", "ObjectFile", "ReportModel"]),
         // What leaves the machine: destinations (a Crashpad or Breakpad collector, Sentry), the
         // consent decisions and each report's upload state, privacy (what leaves by default,
-        // before_send), one upload pass over a Store, HTTP through libcurl (CShims' http.c) and
+        // before_send), one upload pass over a Store, HTTP through libcurl (CShims' http.c, behind
+        // HTTPClient), the processes it starts (spawn.c, behind ChildProcess) and
         // crashport.toml (CTOML), and a report in Sentry's shape (SentryEvent, SentryEnvelope: an
         // event.json in, bytes out). Not Reports: what leaves is the event a report already wrote.
         .target(
@@ -96,6 +97,8 @@ let package = Package(
             dependencies: ["BoundedBytes", "CShims", "CTOML", "LiveProcess", "ReportModel", "Store"]),
         // Serving: the crash socket, the launcher, the sidecar (clients, tracing, abnormal ends,
         // the spool, hangs), doctor (which asks Symbolication whether debug files are found).
+        // CShims for the socket, signalfd, held-spawn and thread-naming calls, each behind one
+        // typed wrapper (UnixSocket, SignalDescriptor, HeldChild, Threads).
         .target(
             name: "Watcher",
             dependencies: [

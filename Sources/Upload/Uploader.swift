@@ -3,7 +3,6 @@
 // has the destinations, the state file and the policy).
 
 import BoundedBytes
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel
@@ -487,7 +486,7 @@ public enum UploadSpawner {
     /// why, through `log`) when it could not be started. A watcher that lives on reaps it.
     ///
     /// With an owner, the child runs as that uid and gid with no supplementary groups
-    /// (cp_spawn_detached: setgroups(0) before setgid/setuid; initgroups would read the group
+    /// (ChildProcess.detached: setgroups(0) before setgid/setuid; initgroups would read the group
     /// database between fork and exec, which is not async-signal-safe in a threaded process, and
     /// the upload needs no group: it reads the owner's 0700 directory and the network), and with
     /// `environment(for:from:)`, not the sidecar's environment (its own /proc/PID/environ is
@@ -495,26 +494,17 @@ public enum UploadSpawner {
     @discardableResult
     public static func spawn(reports: String, owner: ReportStore.Owner? = nil, log: (String) -> Void) -> pid_t? {
         let executable = ProcFiles.executable(of: ProcessID(getpid())) ?? CommandLine.arguments[0]
-        let words: [String] = [executable, "upload", "--reports", reports]
-        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
         let inherited = ProcessInfo.processInfo.environment
-        let variables: [UnsafeMutablePointer<CChar>?] =
-            (owner.map { environment(for: $0, from: inherited) } ?? inherited).sorted { $0.key < $1.key }
-            .map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { variables.forEach { free($0) } }
-        let child = argv.withUnsafeBufferPointer { arguments in
-            variables.withUnsafeBufferPointer { variables in
-                cp_spawn_detached(
-                    executable, arguments.baseAddress, variables.baseAddress, reports + "/" + Uploader.logName,
-                    owner?.uid ?? getuid(), owner?.gid ?? getgid())
-            }
-        }
-        guard child > 0 else {
-            log("could not start crashport upload for \(reports): \(String(cString: strerror(errno)))")
+        let variables = (owner.map { environment(for: $0, from: inherited) } ?? inherited).sorted { $0.key < $1.key }
+        do {
+            return try ChildProcess.detached(
+                executable, arguments: [executable, "upload", "--reports", reports],
+                environment: variables.map { "\($0.key)=\($0.value)" }, logPath: reports + "/" + Uploader.logName,
+                uid: owner?.uid ?? getuid(), gid: owner?.gid ?? getgid())
+        } catch {
+            log("could not start crashport upload for \(reports): \(error.reason)")
             return nil
         }
-        return child
     }
 
     /// What the upload of `owner`'s reports may see of the sidecar's environment `from`: PATH,

@@ -5,7 +5,7 @@
 // PROGRAM ended: its exit code, or killed by the same signal. stdin/stdout/stderr, arguments
 // and the rest of the environment are passed through untouched; crashport writes only to stderr.
 //
-// With --trace-exit the program is started held before its exec (cp_spawn_held) and seized
+// With --trace-exit the program is started held before its exec (HeldChild) and seized
 // there, so ExitTracer has it from its first instruction; without, posix_spawn. A death no
 // record explains is reported either way: captured at its exit with every stack when traced,
 // else as an AbnormalEnd through TerminationReport (the sidecar's writer too). Whether a
@@ -13,7 +13,6 @@
 // A child that makes crashport its tracer itself (PTRACE_TRACEME) is let go at its first stop.
 
 import BoundedBytes
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ObjectFile
@@ -135,9 +134,9 @@ public struct Launcher {
         // Job-control stops are read there too, so that a stop is taken between captures, never
         // in the middle of one (a stopped tracer keeps every thread it holds stopped).
         var original = sigset_t()
-        let signals = cp_block_signals_to_fd(Self.relayedSignals, Int32(Self.relayedSignals.count), &original)
+        let signals = try? SignalDescriptor.blocking(Self.relayedSignals, previousMask: &original)
         defer {
-            if signals >= 0 { close(signals) }
+            signals?.close()
             pthread_sigmask(SIG_SETMASK, &original, nil)
         }
 
@@ -152,8 +151,8 @@ public struct Launcher {
         // tracer's under --trace-exit, and without it the stops of a child that made crashport
         // its tracer (PTRACE_TRACEME), which must be let go.
         var unblocked = sigset_t()
-        let childEvents = [SIGCHLD].withUnsafeBufferPointer { cp_block_signals_to_fd($0.baseAddress, 1, &unblocked) }
-        defer { if childEvents >= 0 { close(childEvents) } }
+        let childEvents = try? SignalDescriptor.blocking([SIGCHLD], previousMask: &unblocked)
+        defer { childEvents?.close() }
         let started = Date()
         let session = SessionRecord.newID()
         let launch = try start(target.executable, environment: environment, signalMask: &original, log: log)
@@ -341,26 +340,28 @@ public struct Launcher {
             let child = try spawn(executable, environment: environment, signalMask: &original).get()
             return Launch(child: child, tracer: nil, untraced: nil, oom: ChildOOMWatch(pid: child))
         }
-        if let privilege = Self.privilegeOnExec(executable) {
+        if let privilege = HeldChild.privilegeOnExec(executable) {
             let child = try spawn(executable, environment: environment, signalMask: &original).get()
             let oom = ChildOOMWatch(pid: child)
             let (tracer, untraced) = trace(child, log: log, late: "it is \(privilege)")
             return Launch(child: child, tracer: tracer, untraced: untraced, oom: oom)
         }
-        let argv = ([program] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+        let held: HeldChild
+        do {
+            held = try HeldChild.spawn(
+                executable, arguments: [program] + arguments,
+                environment: environment.map { "\($0.key)=\($0.value)" }, signalMask: &original)
+        } catch {
+            throw Self.spawnError(error.errno, program: program)
         }
-        var release: Int32 = -1, failure: Int32 = -1
-        let held = cp_spawn_held(executable, argv, envp, &original, &release, &failure)
-        guard held > 0 else { throw Self.spawnError(errno, program: program) }
-        let child = ProcessID(held)
+        let child = held.pid
         let oom = ChildOOMWatch(pid: child)
         let (tracer, untraced) = trace(child, log: log, late: nil)
-        let execError = cp_spawn_release(child.rawValue, release, failure)
-        guard execError == 0 else { throw Self.spawnError(execError, program: program) }
+        do {
+            try held.release()
+        } catch {
+            throw Self.spawnError(error.errno, program: program)
+        }
         return Launch(child: child, tracer: tracer, untraced: untraced, oom: oom)
     }
 
@@ -397,19 +398,6 @@ public struct Launcher {
         else { return nil }
         let name = ProcFiles.readText("/proc/\(tracer)/comm")?.trimmed
         return "\(tracer)" + (name.map { " (\($0))" } ?? "")
-    }
-
-    /// Why the kernel would give the program privileges at its exec that a traced exec would
-    /// not get ("set-user-ID root"); nil when it gains none, or crashport is root (whose
-    /// CAP_SYS_PTRACE lets a traced exec keep them).
-    static func privilegeOnExec(_ executable: String) -> String? {
-        guard geteuid() != 0 else { return nil }
-        var info = stat()
-        guard stat(executable, &info) == 0 else { return nil }
-        if info.st_mode & S_ISUID != 0 && info.st_uid != geteuid() { return "set-user-ID (uid \(info.st_uid))" }
-        if info.st_mode & S_ISGID != 0 && info.st_gid != getegid() { return "set-group-ID (gid \(info.st_gid))" }
-        if getxattr(executable, "security.capability", nil, 0) >= 0 { return "given file capabilities" }
-        return nil
     }
 
     /// The LaunchError for a failed exec, as posix_spawn's errors have always been reported.
@@ -450,15 +438,15 @@ public struct Launcher {
     /// signalfd) are handled here too: this is the tracer's thread. With --hang-ms, the
     /// heartbeat is looked at between events.
     func serve(
-        _ child: ProcessID, socket ours: Int32, signals: Int32, childEvents: Int32, server: CrashServer, tracer: ExitTracer?,
+        _ child: ProcessID, socket ours: Int32, signals: SignalDescriptor?, childEvents: SignalDescriptor?, server: CrashServer,
+        tracer: ExitTracer?,
         watch: ChildWatch, disabled: () -> Bool, oom: ChildOOMWatch, log: (String) -> Void
     )
         -> (status: Int32, socketOpen: Bool)
     {
         // Traced, the child's stops and exit come through SIGCHLD (`childEvents`, a signalfd)
         // and waitpid, not a pidfd.
-        let exited = tracer == nil ? cp_pidfd_open(child.rawValue) : -1
-        defer { if exited >= 0 { close(exited) } }
+        let exited = tracer == nil ? ProcessHandle(child: child) : nil
         var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
         var status: Int32 = 0
@@ -468,21 +456,23 @@ public struct Launcher {
         while true {
             var fds = [
                 pollfd(fd: socketOpen ? ours : -1, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: tracer != nil ? childEvents : exited, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: tracer == nil ? childEvents : -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: (tracer != nil ? childEvents?.fd : exited?.fd) ?? -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: signals?.fd ?? -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: tracer == nil ? childEvents?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0),
             ]
             // Without pidfds (very old kernels) poll waitpid; while threads of an earlier capture
             // are still traced (they neither stopped nor died in time), look at them now and then:
             // the program cannot finish dying until they are reaped.
             let leftovers = PtraceSession.hasLeftovers
-            var timeout: Int32 = (exited >= 0 || tracer != nil) && !leftovers ? -1 : 50
+            var timeout: Int32 = (exited != nil || tracer != nil) && !leftovers ? -1 : 50
             if let hang { timeout = timeout < 0 ? hang.interval : min(timeout, hang.interval) }
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { break }
             if leftovers { PtraceSession.reapLeftovers() }
             if fds[0].revents != 0 { socketOpen = server.drain() }
-            if fds[2].revents != 0, let ending = relaySignals(signals, to: child, requests: &endRequests, watch: watch) {
+            if fds[2].revents != 0, let signals,
+                let ending = relaySignals(signals, to: child, requests: &endRequests, watch: watch)
+            {
                 log("\(SignalNames.name(ending)) again, or after \(program) ended: crashport stops now")
                 tracer?.detachEverything()
                 Self.exit(like: .signaled(ending))
@@ -491,7 +481,7 @@ public struct Launcher {
                 hang = watchHeartbeat(monitor, child: child, server: server, tracer: tracer, watch: watch, log: log)
             }
             if let tracer {
-                Self.discardPending(childEvents)
+                childEvents?.discardPending()
                 let ended = handleTraceEvents(
                     of: child, tracer: tracer, exitHandled: &exitHandled, server: server, watch: watch, disabled: disabled,
                     oom: oom)
@@ -501,20 +491,13 @@ public struct Launcher {
                 }
                 continue
             }
-            if exited < 0 || fds[1].revents != 0 || fds[3].revents != 0 {
-                Self.discardPending(childEvents)
-                let blocking = exited >= 0 && fds[1].revents != 0
+            if exited == nil || fds[1].revents != 0 || fds[3].revents != 0 {
+                childEvents?.discardPending()
+                let blocking = exited != nil && fds[1].revents != 0
                 if reap(child, blocking: blocking, status: &status, toldTraceMe: &toldTraceMe, log: log) { break }
             }
         }
         return (status, socketOpen)
-    }
-
-    /// Empties a signalfd whose signals only say "look": SIGCHLD's, before waitpid or the tracer
-    /// reads what happened.
-    static func discardPending(_ childEvents: Int32) {
-        var code: Int32 = 0, sender: Int32 = 0
-        while cp_read_signal(childEvents, &code, &sender) > 0 {}
     }
 
     /// The traced child's pending ptrace events: the first exit stop of the program's own
@@ -657,9 +640,8 @@ public struct Launcher {
     /// job-control stop stops crashport too, now that no capture is in progress. Returns the
     /// signal that should end crashport itself at once: a second SIGINT or SIGTERM, or one that
     /// arrives after the program has died (so that crashport can always be stopped).
-    func relaySignals(_ fd: Int32, to child: ProcessID, requests: inout Int, watch: ChildWatch) -> Int32? {
-        var code: Int32 = 0, sender: Int32 = 0
-        while case let signal = cp_read_signal(fd, &code, &sender), signal > 0 {
+    func relaySignals(_ signals: SignalDescriptor, to child: ProcessID, requests: inout Int, watch: ChildWatch) -> Int32? {
+        while let (signal, code, sender) = signals.next().map({ ($0.signal, $0.code, $0.sender) }) {
             let fromTerminal = code == Int32(SI_KERNEL)
             let childAlive = !Self.hasDied(child)
             switch signal {
@@ -683,7 +665,7 @@ public struct Launcher {
 
     /// Whether every thread of the process has exited (gone, or zombies waiting to be reaped).
     static func hasDied(_ pid: ProcessID) -> Bool {
-        if cp_wait_peek(pid.rawValue) == Int32(CP_WAIT_EXITED.rawValue) { return true }
+        if Ptrace.peekWait(pid.rawValue) == .exited { return true }
         return ProcFiles.threads(of: pid).allSatisfy { tid in
             // /proc/TID/stat: a thread's own status, under the same path scheme as a process's.
             guard let state = ProcFiles.statFields(of: ProcessID(tid.rawValue))?.first else { return true }

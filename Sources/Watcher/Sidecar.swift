@@ -15,7 +15,6 @@
 // this thread is their tracer too.
 
 import CCrashPortProtocol
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ObjectFile
@@ -148,9 +147,13 @@ public final class Sidecar {
         var original = sigset_t()
         // SIGCHLD: the traced clients' ptrace events (this thread is their tracer).
         let handled: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD]
-        let signals = cp_block_signals_to_fd(handled, Int32(handled.count), &original)
-        guard signals >= 0 else { throw SidecarError.socket("signalfd: \(String(cString: strerror(errno)))") }
-        defer { close(signals) }
+        let signals: SignalDescriptor
+        do {
+            signals = try SignalDescriptor.blocking(handled, previousMask: &original)
+        } catch {
+            throw SidecarError.socket("signalfd: \(error.reason)")
+        }
+        defer { signals.close() }
         pool = ReportPool(threads: configuration.jobs)
 
         listener = try openListener()
@@ -162,7 +165,7 @@ public final class Sidecar {
         while !stopping {
             var fds = [
                 pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: signals.fd, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: spool?.changes ?? -1, events: Int16(POLLIN), revents: 0),
             ]
             let order = Array(clients.keys)
@@ -219,10 +222,9 @@ public final class Sidecar {
 
     /// The daemon's signals, read from the signalfd: SIGHUP reloads, SIGTERM or SIGINT stops
     /// (true), SIGCHLD is left to handleTraceEvents.
-    func takeSignals(_ signals: Int32) -> Bool {
+    func takeSignals(_ signals: SignalDescriptor) -> Bool {
         var stopping = false
-        var code: Int32 = 0, sender: Int32 = 0
-        while case let number = cp_read_signal(signals, &code, &sender), number > 0 {
+        while let number = signals.next()?.signal {
             if number == SIGHUP {
                 reload()
             } else if number == SIGCHLD {
@@ -296,10 +298,12 @@ public final class Sidecar {
                 unlink(path)  // stale: nothing listens on it
             }
         }
-        let fd = cp_unix_listen(path, 4096)
-        guard fd >= 0 else {
-            if errno == EADDRINUSE { try refuseIfServed(path) }
-            throw SidecarError.socket("cannot listen on \(path): \(String(cString: strerror(errno)))")
+        let socket: UnixSocket
+        do {
+            socket = try UnixSocket.listen(on: path, backlog: 4096)
+        } catch {
+            if error.errno == EADDRINUSE { try refuseIfServed(path) }
+            throw SidecarError.socket("cannot listen on \(path): \(error.reason)")
         }
         if !path.hasPrefix("@") {
             boundPath = path
@@ -307,18 +311,16 @@ public final class Sidecar {
             // the file mode, say who each client is. A user's socket is the user's.
             chmod(path, isRoot ? 0o666 : 0o600)
         }
-        return fd
+        return socket.fd
     }
 
     /// Throws when another watcher answers on `path`.
     func refuseIfServed(_ path: String) throws {
-        let probe = cp_unix_connect(path)
-        guard probe >= 0 else { return }
-        defer { close(probe) }
-        var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
-        _ = cp_peer_credentials(probe, &pid, &uid, &gid)
+        guard let probe = try? UnixSocket.connect(to: path) else { return }
+        defer { close(probe.fd) }
+        let peer = try? probe.peer()
         throw SidecarError.socket(
-            "another crashport watch (pid \(pid), uid \(uid)) is already listening on \(path); stop it first or choose another --socket"
+            "another crashport watch (pid \(peer?.pid ?? 0), uid \(peer?.uid ?? 0)) is already listening on \(path); stop it first or choose another --socket"
         )
     }
 
@@ -340,8 +342,10 @@ public final class Sidecar {
 
     func notify(_ text: String) {
         guard let socket = ProcessInfo.processInfo.environment["NOTIFY_SOCKET"], !socket.isEmpty else { return }
-        if cp_notify(socket, text) != 0 {
-            log.say("cannot notify systemd at \(socket): \(String(cString: strerror(errno)))")
+        do {
+            try UnixSocket.notify(socket, text)
+        } catch {
+            log.say("cannot notify systemd at \(socket): \(error.reason)")
         }
     }
 
@@ -349,19 +353,21 @@ public final class Sidecar {
 
     func acceptClients() {
         for _ in 0..<64 {
-            let fd = cp_unix_accept(listener)
-            if fd < 0 {
-                if errno == EMFILE || errno == ENFILE {
-                    log.say("cannot accept a client: \(String(cString: strerror(errno))) (\(clients.count) connected)")
+            let client: UnixSocket
+            do {
+                client = try UnixSocket(fd: listener).accept()
+            } catch {
+                if error.errno == EMFILE || error.errno == ENFILE {
+                    log.say("cannot accept a client: \(error.reason) (\(clients.count) connected)")
                 }
                 return
             }
-            var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
-            guard cp_peer_credentials(fd, &pid, &uid, &gid) == 0 else {
+            let fd = client.fd
+            guard let peer = try? client.peer() else {
                 close(fd)
                 continue
             }
-            let peer = Sender(pid: ProcessID(pid), uid: uid, gid: gid)
+            let (pid, uid) = (peer.pid, peer.uid)
             let sameUser = clients.values.lazy.filter { $0.peer.uid == uid }.count
             if clients.count >= configuration.maxClients || sameUser >= configuration.maxClientsPerUID {
                 log.say(
@@ -608,7 +614,7 @@ enum SocketActivation {
         let fd: Int32 = 3
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         for extra in 1..<max(count, 1) { _ = fcntl(fd + extra, F_SETFD, FD_CLOEXEC) }
-        guard cp_is_listening_seqpacket(fd) == 1 else {
+        guard UnixSocket(fd: fd).isListeningSeqpacket else {
             throw SidecarError.socket(
                 "the socket systemd passed (fd 3) is not a listening AF_UNIX SOCK_SEQPACKET socket: use ListenSequentialPacket= in the .socket unit"
             )
