@@ -94,17 +94,22 @@ let package = Package(
         // run history and sessions, attachments copied into a report, a user's files read with a
         // bound (UserFile). LiveProcess for Credentials: a root watcher writes a user's reports
         // with that user's credentials; ObjectFile for a program's build-id in its run history.
-        .target(name: "Store", dependencies: ["BoundedBytes", "CShims", "LiveProcess", "ObjectFile", "ReportModel"]),
+        .target(name: "Store", dependencies: ["BoundedBytes", "LiveProcess", "ObjectFile", "ReportModel"]),
         // What leaves the machine: destinations (a Crashpad or Breakpad collector, Sentry), the
         // consent decisions and each report's upload state, privacy (what leaves by default,
-        // before_send), one upload pass over a Store, HTTP through libcurl (CShims' http.c) and
-        // crashport.toml (CTOML). Reports for the Sentry event and envelope.
+        // before_send), one upload pass over a Store, HTTP through libcurl (CShims' http.c, behind
+        // HTTPClient), the processes it starts (spawn.c, behind ChildProcess) and
+        // crashport.toml (CTOML), and a report in Sentry's shape (SentryEvent, SentryEnvelope: an
+        // event.json in, bytes out). Not Reports: what leaves is the event a report already wrote.
         .target(
             name: "Upload",
-            dependencies: ["BoundedBytes", "CShims", "CTOML", "LiveProcess", "ReportModel", "Reports", "Store"]),
+            dependencies: ["BoundedBytes", "CShims", "CTOML", "LiveProcess", "ReportModel", "Store"]),
         // Serving: the crash socket, the launcher, the sidecar (clients, tracing, abnormal ends,
         // the spool, hangs), the host level (the kernel's core handler: CoreDump reads its core
         // streams), doctor (which asks Symbolication whether debug files are found).
+        // CShims for the socket, signalfd, held-spawn and thread-naming calls, each behind one
+        // typed wrapper (UnixSocket, SignalDescriptor, HeldChild, Threads), and the coredump
+        // socket's (coredump.c).
         .target(
             name: "Watcher",
             dependencies: [
@@ -126,12 +131,13 @@ let package = Package(
         // (CCrashPortProtocol for the wire ABI's layout, ReportModel for the minidump's).
         .target(name: "TestSupport", dependencies: ["CCrashPortProtocol", "ReportModel"], path: "Tests/TestSupport"),
         // One entry point per parser of hostile bytes; Fuzz/ drives them under libFuzzer, and
-        // FuzzRegressionTests replays the committed seeds and past crashes through them.
+        // FuzzRegressionTests replays the committed seeds and past crashes through them. Upload
+        // for the Sentry event a fuzzed crash record's report is also turned into.
         .target(
             name: "FuzzTargets",
             dependencies: [
                 "BoundedBytes", "CCrashPortProtocol", "CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports",
-                "Symbolication", "Unwinding",
+                "Symbolication", "Unwinding", "Upload",
             ],
             path: "Tests/FuzzTargets"),
         // One test target per layer (EndToEndTests runs the built crashport on real crashes).
@@ -155,7 +161,7 @@ let package = Package(
         .testTarget(name: "UploadUnitTests", dependencies: ["ReportModel", "Store", "TestSupport", "Upload"]),
         .testTarget(name: "WatcherTests", dependencies: ["Store", "Upload", "Watcher", "ReportModel", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"]),
-        // Reports: the Sentry tests convert real reports with it, as an upload will.
-        .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "Reports", "TestSupport"]),
+        // Upload: the Sentry tests convert real reports with its SentryEvent, as an upload will.
+        .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport", "Upload"]),
     ]
 )

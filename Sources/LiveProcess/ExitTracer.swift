@@ -51,7 +51,7 @@ public final class ExitTracer: ThreadHold {
     /// What the caller is told about.
     public enum Event: Equatable {
         /// A thread stopped at its exit event, held; `status` is the wait status it exits with.
-        case exiting(tid: Int32, status: Int32)
+        case exiting(tid: ThreadID, status: Int32)
         /// The leader was reaped: the process is gone; its wait status.
         case ended(status: Int32)
         /// It exec'd a program its user may not read (setuid, setgid, file capabilities): the
@@ -151,7 +151,7 @@ public final class ExitTracer: ThreadHold {
             let failed = ProcessExit(waitStatus: exitStatus).map { $0.signal == nil && $0 != .exited(0) } ?? false
             if Self.isFatal(exitStatus) || (holdFailedExits && failed) {
                 threads[tid] = .exiting(status: exitStatus)
-                return .exiting(tid: tid, status: exitStatus)
+                return .exiting(tid: ThreadID(tid), status: exitStatus)
             }
             resume(tid, signal: 0)
         case .PTRACE_EVENT_CLONE?:
@@ -226,13 +226,13 @@ public final class ExitTracer: ThreadHold {
     }
 
     /// Lets a thread held at its exit finish exiting.
-    public func release(exitOf tid: Int32) {
-        if case .exiting? = threads[tid] { resume(tid, signal: 0) }
+    public func release(exitOf thread: ThreadID) {
+        if case .exiting? = threads[thread.rawValue] { resume(thread.rawValue, signal: 0) }
     }
 
     /// The threads held at their exit event.
-    public var exiting: [Int32] {
-        threads.compactMap { if case .exiting = $0.value { return $0.key } else { return nil } }.sorted()
+    public var exiting: [ThreadID] {
+        threads.compactMap { if case .exiting = $0.value { return $0.key } else { return nil } }.sorted().map(ThreadID.init)
     }
 
     /// Waits (bounded) for every traced thread to stop at its exit event, handling any other
@@ -261,7 +261,7 @@ public final class ExitTracer: ThreadHold {
     /// other one is interrupted and its stop collected (bounded).
     public func suspendAll(timeoutMilliseconds: Int) throws -> [ThreadID] {
         failedThreads = []
-        captureStopped = exiting
+        captureStopped = exiting.map(\.rawValue)
         suspending = true
         for (tid, state) in threads {
             switch state {
@@ -272,7 +272,9 @@ public final class ExitTracer: ThreadHold {
         let deadline = monotonicNanoseconds() + UInt64(timeoutMilliseconds) * 1_000_000
         while true {
             for event in pump() {
-                if case .exiting(let tid, _) = event, !captureStopped.contains(tid) { captureStopped.append(tid) }
+                if case .exiting(let tid, _) = event, !captureStopped.contains(tid.rawValue) {
+                    captureStopped.append(tid.rawValue)
+                }
             }
             let moving = threads.filter { tid, state in
                 switch state {

@@ -83,7 +83,7 @@ enum ModuleMap {
             // A file parsed for one user is never handed to another: a user who can make a path
             // and inode look alike in a mount namespace of their own gets their own parse.
             let key = (access?.credentials.map { "uid \($0.uid)|" } ?? "") + "\(first.path)|\(first.inode)"
-            var pending = PendingModule(
+            let pending = PendingModule(
                 module: LoadedModule(path: first.path, base: first.start, size: size, buildID: mapped), key: key)
             if !cache.contains(key) { wanted.append((modules.count, first)) }
             modules.append(pending)

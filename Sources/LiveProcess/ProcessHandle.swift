@@ -32,6 +32,15 @@ public final class ProcessHandle {
         self.fd = fd
     }
 
+    /// Our own child `pid` by number (pidfd_open: its pid cannot be reused before we reap it);
+    /// nil when the kernel cannot open one (before 5.3).
+    public init?(child pid: ProcessID) {
+        let fd = cp_pidfd_open(pid.rawValue)
+        guard fd >= 0 else { return nil }
+        self.pid = pid
+        self.fd = fd
+    }
+
     deinit { close(fd) }
 
     /// Whether every thread of the process has exited (it is a zombie, or reaped).

@@ -51,6 +51,23 @@ public enum Ptrace {
         cp_ptrace(request.rawValue, tid, address, data)
     }
 
+    /// What waitpid(tid, __WALL) would report for a traced thread, seen without consuming it.
+    public enum WaitState: Sendable {
+        case nothing, stopped, exited
+    }
+
+    /// cp_wait_peek (waitid with WNOWAIT): what a thread we trace has to report, left for the
+    /// waitpid that consumes it (the leader of our own child's exit is its parent's to reap);
+    /// nil with errno set (ECHILD: not traced by us, or already reaped).
+    public static func peekWait(_ tid: Int32) -> WaitState? {
+        switch cp_wait_peek(tid) {
+        case Int32(CP_WAIT_NOTHING.rawValue): return .nothing
+        case Int32(CP_WAIT_STOPPED.rawValue): return .stopped
+        case Int32(CP_WAIT_EXITED.rawValue): return .exited
+        default: return nil
+        }
+    }
+
     /// Whether a wait status is a stop (WIFSTOPPED), not an end (ProcessExit decodes those).
     public static func isStop(_ status: Int32) -> Bool { (status & 0xFF) == 0x7F }
 

@@ -13,7 +13,6 @@
 // waitpid, so it is only looked at (WNOWAIT), never reaped here. A thread that neither stops nor
 // exits within the bound is kept in `PtraceSession.leftovers` for `reapLeftovers()`.
 
-import CShims
 import ReportModel
 import Synchronization
 #if canImport(Glibc)
@@ -97,16 +96,16 @@ public final class PtraceSession {
     /// What happened to a traced thread, consumed with waitpid, except the exit of `spared`
     /// (the leader of our own child, whose status is the parent's waitpid's).
     private static func poll(_ tid: Int32, sparing spared: Int32) -> Outcome {
-        switch cp_wait_peek(tid) {
-        case Int32(CP_WAIT_NOTHING.rawValue):
+        switch Ptrace.peekWait(tid) {
+        case .nothing?:
             return .nothing
-        case Int32(CP_WAIT_EXITED.rawValue):
+        case .exited?:
             if tid != spared {
                 var status: Int32 = 0
                 _ = waitpid(tid, &status, __WALL | WNOHANG)
             }
             return .exited
-        case Int32(CP_WAIT_STOPPED.rawValue):
+        case .stopped?:
             var status: Int32 = 0
             guard waitpid(tid, &status, __WALL | WNOHANG) == tid else { return .nothing }
             if !Self.stopped(status) { return .exited }
@@ -115,7 +114,7 @@ public final class PtraceSession {
             return .stopped(
                 signal: Ptrace.event(ofStop: status) != .PTRACE_EVENT_STOP && signal != SIGTRAP && signal != SIGSTOP
                     ? signal : 0)
-        default:
+        case nil:
             return errno == EINTR ? .nothing : .gone
         }
     }

@@ -19,6 +19,9 @@ extension KernelID {
 public struct ProcessID: KernelID {
     public var rawValue: Int32
     public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// Its main thread, whose id is the process's.
+    public var mainThread: ThreadID { ThreadID(rawValue) }
 }
 
 /// A thread id (`gettid(2)`); the main thread's equals its process's id.

@@ -13,7 +13,6 @@
 // or removed.
 
 import BoundedBytes
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel

@@ -3,7 +3,7 @@
 // collector, Sentry's minidump endpoint), sent a multipart POST with the minidump as
 // `upload_file_minidump`, the report's annotations as form fields, and `guid`, `prod`, `ver`,
 // gzipped as Crashpad does; and a Sentry project (its DSN), sent an envelope with the event in
-// Sentry's shape (Reports/SentryEvent.swift) and the minidump as `event.minidump`, gzipped, as
+// Sentry's shape (SentryEvent.swift) and the minidump as `event.minidump`, gzipped, as
 // sentry-native sends it, honouring X-Sentry-Rate-Limits.
 //
 // The queue is the reports directory itself: each report keeps its upload state per destination
@@ -22,7 +22,6 @@
 import BoundedBytes
 import FoundationEssentials
 import ReportModel
-import Reports
 import Store
 
 #if canImport(Glibc)

@@ -11,7 +11,6 @@
 // or UTF-16, has NAME overwritten with `*` of the same length, so no offset or size moves. JSON and
 // form fields get `~/` for `/home/NAME/`.
 
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel
@@ -174,18 +173,25 @@ public enum UploadPrivacy {
     /// prints a JSON object; nil with why when it drops the report (non-zero exit), fails, or
     /// takes longer than `timeout` seconds (then it is killed).
     public static func beforeSend(_ program: String, json: Data, timeout: Double = 10) -> Result<Data, UploadError> {
-        var input: [Int32] = [-1, -1]
-        var output: [Int32] = [-1, -1]
-        guard cp_pipe(&input) == 0, cp_pipe(&output) == 0 else {
-            let why = UploadError("before_send: pipe: \(String(cString: strerror(errno)))")
-            (input + output).filter { $0 >= 0 }.forEach { close($0) }
-            return .failure(why)
+        let input: (read: Int32, write: Int32)
+        let output: (read: Int32, write: Int32)
+        do {
+            input = try ChildProcess.pipe()
+        } catch {
+            return .failure(UploadError("before_send: pipe: \(error.reason)"))
+        }
+        do {
+            output = try ChildProcess.pipe()
+        } catch {
+            close(input.read)
+            close(input.write)
+            return .failure(UploadError("before_send: pipe: \(error.reason)"))
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, input[0], STDIN_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, output[1], STDOUT_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, input.read, STDIN_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, output.write, STDOUT_FILENO)
         // The hook starts with no signal blocked and SIGPIPE at its default, whatever this
         // process set for itself.
         var attributes = posix_spawnattr_t()
@@ -205,17 +211,17 @@ public enum UploadPrivacy {
         let spawned = argv.withUnsafeBufferPointer {
             posix_spawn(&pid, program, &actions, &attributes, $0.baseAddress!, environ)
         }
-        close(input[0])
-        close(output[1])
+        close(input.read)
+        close(output.write)
         guard spawned == 0 else {
-            close(input[1])
-            close(output[0])
+            close(input.write)
+            close(output.read)
             return .failure(UploadError("before_send \(program) cannot be run: \(String(cString: strerror(spawned)))"))
         }
         // Written and read in one poll loop: a hook that answers before reading all of its input
         // must not deadlock us on a full pipe. A hook past its time is killed.
-        let answer = exchange(Array(json), writingTo: input[1], readingFrom: output[0], seconds: timeout)
-        close(output[0])
+        let answer = exchange(Array(json), writingTo: input.write, readingFrom: output.read, seconds: timeout)
+        close(output.read)
         if answer == nil { kill(pid, SIGKILL) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}

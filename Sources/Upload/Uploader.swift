@@ -3,11 +3,9 @@
 // has the destinations, the state file and the policy).
 
 import BoundedBytes
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel
-import Reports
 import Store
 
 #if canImport(Glibc)
@@ -95,88 +93,119 @@ public struct Uploader {
     func pass(over ids: [String], consent: ConsentSettings, sessions: [String: SessionRecord], outcome: inout Outcome) {
         for id in ids {
             let directory = store.path(of: id)
-            var state: UploadState
-            do {
-                state = try UploadState.read(directory: directory)
-            } catch {
-                say("\(id): \(error); not sending it")
-                outcome.failed += 1
+            guard let (readState, event) = sendable(id, directory: directory, consent: consent, outcome: &outcome) else {
                 continue
             }
-            let unsent = destinations.contains { state.destinations[$0.key]?.status ?? .pending == .pending }
-            guard unsent else {
-                outcome.done += destinations.count
-                continue
-            }
-            guard let event = try? store.event(id: id) else {
-                say("\(id): its event.json cannot be read; not sending it")
-                outcome.failed += 1
-                continue
-            }
-            // The user's say first: never, discarded, or asked and not answered yet.
-            let choice = consent.choice(for: event.process?.executable)
-            if state.consent == .denied || choice == .never {
-                if dryRun { say("\(id): kept here (\(state.consent == .denied ? "discarded" : "consent: never"))") }
-                outcome.keptLocally += 1
-                continue
-            }
-            if choice == .ask && state.consent != .granted {
-                say("\(id): awaiting consent (crashport send \(id), or crashport discard \(id))")
-                outcome.awaitingConsent += 1
-                continue
-            }
+            var state = readState
             for destination in destinations {
-                var entry = state.destinations[destination.key] ?? UploadState.Entry()
-                let time = clock().timeIntervalSince1970
-                guard entry.status == .pending else {
-                    outcome.done += 1
-                    continue
-                }
-                if let notBefore = entry.notBefore, notBefore > time {
-                    say("\(id): \(destination.url) asked for no request before \(Self.format(notBefore)); waiting")
-                    outcome.notDue += 1
-                    continue
-                }
-                if !now, let next = entry.nextAttempt, next > time {
-                    outcome.notDue += 1
-                    continue
-                }
-                if let age = Self.age(of: event, now: time), age > policy.maximumAge {
-                    entry.status = .failed
-                    entry.lastError = "older than \(Int(policy.maximumAge / 86400)) days: not sent"
-                } else {
-                    switch request(to: destination, id: id, directory: directory, event: event, sessions: sessions) {
-                    case .failure(let why):
-                        entry.status = .failed
-                        entry.lastError = why.description
-                    case .success(let request):
-                        if dryRun {
-                            say("\(id): would send to \(destination.url): \(request.summary)")
-                            continue
-                        }
-                        send(request, to: destination, entry: &entry)
-                    }
-                }
-                state.destinations[destination.key] = entry
-                do {
-                    try state.write(directory: directory)
-                } catch {
-                    say("\(id): \(error)")
-                }
-                switch entry.status {
-                case .sent:
-                    say("\(id): sent to \(destination.url)\(entry.serverID.map { " (\($0))" } ?? "")")
-                    outcome.sent += 1
-                case .failed:
-                    say("\(id): \(destination.url): \(entry.lastError ?? "failed")")
-                    outcome.failed += 1
-                case .pending:
-                    say(
-                        "\(id): \(destination.url): \(entry.lastError ?? "not sent"); attempt \(entry.attempts) of \(policy.maximumAttempts), next after \(Self.format(max(entry.nextAttempt ?? 0, entry.notBefore ?? 0)))"
-                    )
-                    outcome.retrying += 1
-                }
+                deliver(
+                    id, to: destination, directory: directory, state: &state, event: event, sessions: sessions,
+                    outcome: &outcome)
             }
+        }
+    }
+
+    /// A report's upload state and event, when some destination may still be sent it; nil
+    /// (counted in `outcome`) when they cannot be read, it was sent everywhere, or the user's
+    /// say keeps it here: never, discarded, or asked and not answered yet.
+    func sendable(
+        _ id: String, directory: String, consent: ConsentSettings, outcome: inout Outcome
+    ) -> (
+        UploadState, Event
+    )? {
+        let state: UploadState
+        do {
+            state = try UploadState.read(directory: directory)
+        } catch {
+            say("\(id): \(error); not sending it")
+            outcome.failed += 1
+            return nil
+        }
+        let unsent = destinations.contains { state.destinations[$0.key]?.status ?? .pending == .pending }
+        guard unsent else {
+            outcome.done += destinations.count
+            return nil
+        }
+        guard let event = try? store.event(id: id) else {
+            say("\(id): its event.json cannot be read; not sending it")
+            outcome.failed += 1
+            return nil
+        }
+        let choice = consent.choice(for: event.process?.executable)
+        if state.consent == .denied || choice == .never {
+            if dryRun { say("\(id): kept here (\(state.consent == .denied ? "discarded" : "consent: never"))") }
+            outcome.keptLocally += 1
+            return nil
+        }
+        if choice == .ask && state.consent != .granted {
+            say("\(id): awaiting consent (crashport send \(id), or crashport discard \(id))")
+            outcome.awaitingConsent += 1
+            return nil
+        }
+        return (state, event)
+    }
+
+    /// One report to one destination, unless it is done there or not due yet: sent (with
+    /// --dry-run, only said), or failed for good when too old or unsendable; its upload state
+    /// written back and the outcome said.
+    func deliver(
+        _ id: String, to destination: UploadDestination, directory: String, state: inout UploadState, event: Event,
+        sessions: [String: SessionRecord], outcome: inout Outcome
+    ) {
+        var entry = state.destinations[destination.key] ?? UploadState.Entry()
+        let time = clock().timeIntervalSince1970
+        guard entry.status == .pending else {
+            outcome.done += 1
+            return
+        }
+        if let notBefore = entry.notBefore, notBefore > time {
+            say("\(id): \(destination.url) asked for no request before \(Self.format(notBefore)); waiting")
+            outcome.notDue += 1
+            return
+        }
+        if !now, let next = entry.nextAttempt, next > time {
+            outcome.notDue += 1
+            return
+        }
+        if let age = Self.age(of: event, now: time), age > policy.maximumAge {
+            entry.status = .failed
+            entry.lastError = "older than \(Int(policy.maximumAge / 86400)) days: not sent"
+        } else {
+            switch request(to: destination, id: id, directory: directory, event: event, sessions: sessions) {
+            case .failure(let why):
+                entry.status = .failed
+                entry.lastError = why.description
+            case .success(let request):
+                if dryRun {
+                    say("\(id): would send to \(destination.url): \(request.summary)")
+                    return
+                }
+                send(request, to: destination, entry: &entry)
+            }
+        }
+        state.destinations[destination.key] = entry
+        do {
+            try state.write(directory: directory)
+        } catch {
+            say("\(id): \(error)")
+        }
+        tell(id, entry: entry, destination: destination, outcome: &outcome)
+    }
+
+    /// Says where a report stands with one destination after an attempt, and counts it.
+    func tell(_ id: String, entry: UploadState.Entry, destination: UploadDestination, outcome: inout Outcome) {
+        switch entry.status {
+        case .sent:
+            say("\(id): sent to \(destination.url)\(entry.serverID.map { " (\($0))" } ?? "")")
+            outcome.sent += 1
+        case .failed:
+            say("\(id): \(destination.url): \(entry.lastError ?? "failed")")
+            outcome.failed += 1
+        case .pending:
+            say(
+                "\(id): \(destination.url): \(entry.lastError ?? "not sent"); attempt \(entry.attempts) of \(policy.maximumAttempts), next after \(Self.format(max(entry.nextAttempt ?? 0, entry.notBefore ?? 0)))"
+            )
+            outcome.retrying += 1
         }
     }
 
@@ -457,7 +486,7 @@ public enum UploadSpawner {
     /// why, through `log`) when it could not be started. A watcher that lives on reaps it.
     ///
     /// With an owner, the child runs as that uid and gid with no supplementary groups
-    /// (cp_spawn_detached: setgroups(0) before setgid/setuid; initgroups would read the group
+    /// (ChildProcess.detached: setgroups(0) before setgid/setuid; initgroups would read the group
     /// database between fork and exec, which is not async-signal-safe in a threaded process, and
     /// the upload needs no group: it reads the owner's 0700 directory and the network), and with
     /// `environment(for:from:)`, not the sidecar's environment (its own /proc/PID/environ is
@@ -465,26 +494,17 @@ public enum UploadSpawner {
     @discardableResult
     public static func spawn(reports: String, owner: ReportStore.Owner? = nil, log: (String) -> Void) -> pid_t? {
         let executable = ProcFiles.executable(of: ProcessID(getpid())) ?? CommandLine.arguments[0]
-        let words: [String] = [executable, "upload", "--reports", reports]
-        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
         let inherited = ProcessInfo.processInfo.environment
-        let variables: [UnsafeMutablePointer<CChar>?] =
-            (owner.map { environment(for: $0, from: inherited) } ?? inherited).sorted { $0.key < $1.key }
-            .map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { variables.forEach { free($0) } }
-        let child = argv.withUnsafeBufferPointer { arguments in
-            variables.withUnsafeBufferPointer { variables in
-                cp_spawn_detached(
-                    executable, arguments.baseAddress, variables.baseAddress, reports + "/" + Uploader.logName,
-                    owner?.uid ?? getuid(), owner?.gid ?? getgid())
-            }
-        }
-        guard child > 0 else {
-            log("could not start crashport upload for \(reports): \(String(cString: strerror(errno)))")
+        let variables = (owner.map { environment(for: $0, from: inherited) } ?? inherited).sorted { $0.key < $1.key }
+        do {
+            return try ChildProcess.detached(
+                executable, arguments: [executable, "upload", "--reports", reports],
+                environment: variables.map { "\($0.key)=\($0.value)" }, logPath: reports + "/" + Uploader.logName,
+                uid: owner?.uid ?? getuid(), gid: owner?.gid ?? getgid())
+        } catch {
+            log("could not start crashport upload for \(reports): \(error.reason)")
             return nil
         }
-        return child
     }
 
     /// What the upload of `owner`'s reports may see of the sidecar's environment `from`: PATH,

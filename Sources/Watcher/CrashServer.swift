@@ -8,7 +8,6 @@
 
 import BoundedBytes
 import CCrashPortProtocol
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel
@@ -142,22 +141,18 @@ public final class CrashServer: @unchecked Sendable {
     /// Receives one message from `fd` without blocking. Descriptors beyond the one a CRASH
     /// carries are closed by cp_receive_message (and the kernel), never leaked.
     public func receive(from fd: Int32) -> Received {
-        var truncated: Int32 = 0, pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0, fdCount: Int32 = 0
-        var fds = [Int32](repeating: -1, count: 4)
-        let count = buffer.withUnsafeMutableBytes { bytes in
-            cp_receive_message(
-                fd, bytes.baseAddress, UInt(bytes.count), &truncated, &pid, &uid, &gid, &fds, 4, &fdCount,
-                Int32(MSG_DONTWAIT))
+        let received: UnixSocket.Message?
+        do {
+            received = try UnixSocket(fd: fd).receive(into: &buffer, maxDescriptors: 4)
+        } catch {
+            return error.errno == EAGAIN || error.errno == EWOULDBLOCK ? .empty : .closed
         }
-        if count < 0 { return errno == EAGAIN || errno == EWOULDBLOCK ? .empty : .closed }
-        if count == 0 { return .closed }
-        let sender = Sender(pid: ProcessID(pid), uid: uid, gid: gid)
-        let received = Array(fds.prefix(Int(fdCount)))
-        guard truncated == 0 else {
-            received.forEach { close($0) }
-            return .rejected("larger than any crashport message, or carrying more than 4 descriptors", sender)
+        guard let received else { return .closed }
+        guard !received.truncated else {
+            received.descriptors.forEach { close($0) }
+            return .rejected("larger than any crashport message, or carrying more than 4 descriptors", received.sender)
         }
-        return .message(Array(buffer.prefix(count)), sender, replyFDs: received)
+        return .message(Array(buffer.prefix(received.count)), received.sender, replyFDs: received.descriptors)
     }
 
     /// Handles every message waiting on the socket without blocking; returns false at EOF.
@@ -535,7 +530,7 @@ public final class CrashServer: @unchecked Sendable {
         {
             lead = inContainer  // the program names its threads as its own pid namespace does
         } else if !ProcFiles.threads(of: pid).contains(thread) {
-            lead = ThreadID(pid.rawValue)
+            lead = pid.mainThread
             notes.append(
                 "the heartbeat names thread \(thread) as the last to beat, which is not one of the process's threads (it ended, or the heartbeat was overwritten): the main thread leads"
             )
@@ -557,7 +552,7 @@ public final class CrashServer: @unchecked Sendable {
     /// lets it finish dying. Returns the report's id.
     @discardableResult
     public func captureExit(
-        of tracer: ExitTracer, status: Int32, first: Int32, appArea: UInt64, oomKilled: Bool,
+        of tracer: ExitTracer, status: Int32, first: ThreadID, appArea: UInt64, oomKilled: Bool,
         access: ProcessAccess? = nil, store: ReportStore? = nil
     ) -> String {
         // The others get there within a scheduling quantum; one that does not is captured as is.
@@ -567,7 +562,7 @@ public final class CrashServer: @unchecked Sendable {
         let cause = signal == 0 ? "exit" : signal == SIGKILL ? (oomKilled ? "oom-kill" : "SIGKILL") : "signal"
         let record = CrashRecord(
             observation: .exit(status: status, cause: cause), pid: pid,
-            tid: ThreadID(tracer.exiting.contains(pid.rawValue) ? pid.rawValue : first), signal: signal, appArea: appArea,
+            tid: tracer.exiting.contains(pid.mainThread) ? pid.mainThread : first, signal: signal, appArea: appArea,
             timeNanoseconds: realtimeNanoseconds())
         // Its threads leave their exit stops once captured, not once the report is written.
         return captureObserved(record, access: access, holder: tracer, store: store) {

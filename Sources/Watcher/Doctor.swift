@@ -1,7 +1,6 @@
 // Doctor: `crashport doctor`, why capture would or would not work on this machine, checked
 // for real (a child is actually traced), not guessed from settings alone.
 
-import CShims
 import BoundedBytes
 import FoundationEssentials
 import LiveProcess
@@ -27,19 +26,22 @@ public struct Doctor {
     /// user), as whom, whether it would serve the caller, and whether it could capture the
     /// caller's processes (Yama, dumpable, its privileges).
     public func sidecarFindings(socket: String) -> [Finding] {
-        let fd = cp_unix_connect(socket)
-        guard fd >= 0 else {
+        let connection: UnixSocket
+        do {
+            connection = try UnixSocket.connect(to: socket)
+        } catch {
             return [
                 Finding(
                     level: .warning,
                     text:
-                        "sidecar: none listening on \(socket) (\(String(cString: strerror(errno)))); programs with CRASHPORT_SOCKET=\(socket) will spool their crashes until one starts (crashport watch, or systemctl enable --now crashport.socket)"
+                        "sidecar: none listening on \(socket) (\(error.reason)); programs with CRASHPORT_SOCKET=\(socket) will spool their crashes until one starts (crashport watch, or systemctl enable --now crashport.socket)"
                 )
             ]
         }
+        let fd = connection.fd
         defer { close(fd) }
-        var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
-        _ = cp_peer_credentials(fd, &pid, &uid, &gid)
+        let peer = try? connection.peer()
+        let (pid, uid) = (peer?.pid.rawValue ?? 0, peer?.uid ?? 0)
         var findings = [Finding(level: .ok, text: "sidecar: listening on \(socket), pid \(pid), uid \(uid)")]
         if uid != 0 && uid != getuid() {
             findings.append(

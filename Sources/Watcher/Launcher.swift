@@ -5,7 +5,7 @@
 // PROGRAM ended: its exit code, or killed by the same signal. stdin/stdout/stderr, arguments
 // and the rest of the environment are passed through untouched; crashport writes only to stderr.
 //
-// With --trace-exit the program is started held before its exec (cp_spawn_held) and seized
+// With --trace-exit the program is started held before its exec (HeldChild) and seized
 // there, so ExitTracer has it from its first instruction; without, posix_spawn. A death no
 // record explains is reported either way: captured at its exit with every stack when traced,
 // else as an AbnormalEnd through TerminationReport (the sidecar's writer too). Whether a
@@ -13,7 +13,6 @@
 // A child that makes crashport its tracer itself (PTRACE_TRACEME) is let go at its first stop.
 
 import BoundedBytes
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ObjectFile
@@ -127,6 +126,74 @@ public struct Launcher {
     )
         throws -> (termination: ProcessExit, reports: [WrittenReport])
     {
+        let target = try inspect(log: log)
+        let (ours, theirs) = try Self.crashSocketPair()
+        defer { close(ours) }
+
+        // Signals for the child are read through a signalfd; the child gets the original mask.
+        // Job-control stops are read there too, so that a stop is taken between captures, never
+        // in the middle of one (a stopped tracer keeps every thread it holds stopped).
+        var original = sigset_t()
+        let signals = try? SignalDescriptor.blocking(Self.relayedSignals, previousMask: &original)
+        defer {
+            signals?.close()
+            pthread_sigmask(SIG_SETMASK, &original, nil)
+        }
+
+        // The program's previous run, for crashport_last_run (by its real path and build-id).
+        let history = RunHistory(store: store)
+        let runKey = (executable: RunHistory.realPath(target.executable), buildID: target.elf?.buildID?.hex)
+        let lastRun = lastRun(of: runKey, in: history)
+        var environment = preloadEnvironment(stub: target.stub, sanitizers: target.sanitizers, socket: theirs)
+        environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
+        // The child's ptrace stops are read through a signalfd for SIGCHLD, blocked before the
+        // child exists so that the SIGCHLD of its first stop (its exec) cannot be lost: the
+        // tracer's under --trace-exit, and without it the stops of a child that made crashport
+        // its tracer (PTRACE_TRACEME), which must be let go.
+        var unblocked = sigset_t()
+        let childEvents = try? SignalDescriptor.blocking([SIGCHLD], previousMask: &unblocked)
+        defer { childEvents?.close() }
+        let started = Date()
+        let session = SessionRecord.newID()
+        let launch = try start(target.executable, environment: environment, signalMask: &original, log: log)
+        close(theirs)
+
+        let watch = ChildWatch()
+        let serving = LaunchServing(
+            child: launch.child, tracer: launch.tracer, runKey: runKey, store: store, history: history,
+            disabled: lastRun.disabled, watch: watch, log: log)
+        let server = crashServer(socket: ours, serving: serving, session: session, log: log)
+        let (status, socketOpen) = serve(
+            launch.child, socket: ours, signals: signals, childEvents: childEvents, server: server, tracer: launch.tracer,
+            watch: watch, disabled: { serving.disabled.withLock { $0 } }, oom: launch.oom, log: log)
+        // A descendant's record may still be queued; serve it before leaving.
+        if socketOpen { server.drain() }
+        // waitpid's final status: an end, never a stop.
+        let termination = ProcessExit(waitStatus: status) ?? .signaled(status & 0x7F)
+        if !serving.disabled.withLock({ $0 }) {
+            reportUnexplainedDeath(
+                termination, of: launch, target: target, release: environment["CRASHPORT_RELEASE"], session: session,
+                server: server)
+        }
+        history.ended(
+            sessionRecord(
+                session, of: launch.child, runKey: runKey, started: started, termination: termination,
+                release: environment["CRASHPORT_RELEASE"], reports: server.reports))
+        return (termination, server.reports)
+    }
+
+    /// What is known of PROGRAM before it starts: its path, the stub to preload, its ELF file
+    /// (nil when unreadable) and the sanitizer runtimes it links.
+    struct Target {
+        var executable: String
+        var stub: String
+        var elf: ELFFile?
+        var sanitizers: [String]
+    }
+
+    /// Finds PROGRAM and the stub and prepares the store; says so when the stub cannot be
+    /// preloaded (a static executable).
+    func inspect(log: (String) -> Void) throws -> Target {
         let executable = try Self.resolve(program)
         let stub = try stubPath ?? Self.locateStub()
         try store.prepare()
@@ -141,101 +208,93 @@ public struct Launcher {
         let sanitizers = (elf?.neededLibraries ?? []).filter { name in
             ["libasan.so", "libtsan.so", "libhwasan.so", "liblsan.so", "libclang_rt.asan"].contains { name.hasPrefix($0) }
         }
+        return Target(executable: executable, stub: stub, elf: elf, sanitizers: sanitizers)
+    }
 
+    /// The crash socket: our end (close-on-exec, with SO_PASSCRED) and the child's.
+    static func crashSocketPair() throws -> (ours: Int32, theirs: Int32) {
         var pair: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &pair) == 0 else {
             throw LaunchError.system(call: "socketpair", errno: errno)
         }
-        let (ours, theirs) = (pair[0], pair[1])
-        defer { close(ours) }
-        _ = fcntl(ours, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(pair[0], F_SETFD, FD_CLOEXEC)
         var on: Int32 = 1
-        setsockopt(ours, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
+        setsockopt(pair[0], SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<Int32>.size))
+        return (pair[0], pair[1])
+    }
 
-        // Signals for the child are read through a signalfd; the child gets the original mask.
-        // Job-control stops are read there too, so that a stop is taken between captures, never
-        // in the middle of one (a stopped tracer keeps every thread it holds stopped).
-        var original = sigset_t()
-        // SIGABRT too: systemd's watchdog sends it to the service's main process, crashport.
-        let relayed: [Int32] = [SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGABRT]
-        let signals = cp_block_signals_to_fd(relayed, Int32(relayed.count), &original)
-        defer {
-            if signals >= 0 { close(signals) }
-            pthread_sigmask(SIG_SETMASK, &original, nil)
-        }
+    /// The signals crashport passes on to its child. SIGABRT too: systemd's watchdog sends it
+    /// to the service's main process, crashport.
+    static let relayedSignals: [Int32] = [SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGABRT]
 
-        // The program's previous run, for crashport_last_run (by its real path and build-id).
-        let history = RunHistory(store: store)
-        let runKey = (executable: RunHistory.realPath(executable), buildID: elf?.buildID?.hex)
-        var environment = preloadEnvironment(stub: stub, sanitizers: sanitizers, socket: theirs)
+    /// The program's last run as crashport_last_run gives it, with its reports awaiting consent.
+    func lastRun(of runKey: (executable: String, buildID: String?), in history: RunHistory) -> LastRunInfo {
         var lastRun = history.lastRun(executable: runKey.executable, buildID: runKey.buildID)
         lastRun.pendingReports = UInt32(ConsentDecisions.awaiting(store: store, program: runKey.executable).count)
-        environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
-        // The child's ptrace stops are read through a signalfd for SIGCHLD, blocked before the
-        // child exists so that the SIGCHLD of its first stop (its exec) cannot be lost: the
-        // tracer's under --trace-exit, and without it the stops of a child that made crashport
-        // its tracer (PTRACE_TRACEME), which must be let go.
-        var unblocked = sigset_t()
-        let childEvents = [SIGCHLD].withUnsafeBufferPointer { cp_block_signals_to_fd($0.baseAddress, 1, &unblocked) }
-        defer { if childEvents >= 0 { close(childEvents) } }
-        let started = Date()
-        let session = SessionRecord.newID()
-        let launch = try start(executable, environment: environment, signalMask: &original, log: log)
-        close(theirs)
-        let child = launch.child
-        let tracer = launch.tracer
-        let oom = launch.oom
+        return lastRun
+    }
+
+    /// The crash server on our end of the socket, the launcher its delegate.
+    func crashServer(
+        socket ours: Int32, serving: LaunchServing, session: String, log: @escaping (String) -> Void
+    )
+        -> CrashServer
+    {
         let server = CrashServer(socket: ours, store: store, options: options)
         server.inAppRules = inAppRules
         // Under a host level (crashport watch --host), a mark for each crash the stub reports here.
         server.reportedMarks = HostPaths.systemReportedMarks()
         server.log = log
-        let watch = ChildWatch()
-        let serving = LaunchServing(
-            child: ProcessID(child), tracer: tracer, runKey: runKey, store: store, history: history, disabled: lastRun.disabled,
-            watch: watch, log: log)
         server.delegate = serving
-        server.hooks = LaunchReportHooks(child: ProcessID(child), session: session, watch: watch)
-        let (status, socketOpen) = serve(
-            child, socket: ours, signals: signals, childEvents: childEvents, server: server, tracer: tracer, watch: watch,
-            disabled: { serving.disabled.withLock { $0 } }, oom: oom, log: log)
-        // A descendant's record may still be queued; serve it before leaving.
-        if socketOpen { server.drain() }
-        // waitpid's final status: an end, never a stop.
-        let termination = ProcessExit(waitStatus: status) ?? .signaled(status & 0x7F)
-        if case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
-            !server.reports.contains(where: { $0.event.process?.pid == ProcessID(child) }), !serving.disabled.withLock({ $0 })
-        {
-            var end = AbnormalEnd(pid: ProcessID(child), executable: executable)
-            end.witness = .parent(unwritten: server.unwritten[ProcessID(child)])
-            end.arguments = [program] + arguments
-            end.buildID = elf?.buildID?.hex
-            end.release = environment["CRASHPORT_RELEASE"]
-            end.session = session
-            end.exit = .signaled(signal)
-            end.exitSource = "waitpid (crashport is its parent)"
-            let count = oom.atDeath()
-            end.oomKills = count.count
-            end.notes = count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? []
-            if let why = launch.untraced {
-                end.notes.append("not traced (\(why)): no stacks; only its parent's view of its end")
-            }
-            server.writeTermination(end, store: store)
+        server.hooks = LaunchReportHooks(child: serving.child, session: session, watch: serving.watch)
+        return server
+    }
+
+    /// A death by one of the unexplainedDeaths no report of the child's explains, reported as
+    /// its parent saw it (an AbnormalEnd, with the OOM count read now).
+    func reportUnexplainedDeath(
+        _ termination: ProcessExit, of launch: Launch, target: Target, release: String?, session: String,
+        server: CrashServer
+    ) {
+        let child = launch.child
+        guard case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
+            !server.reports.contains(where: { $0.event.process?.pid == child })
+        else { return }
+        var end = AbnormalEnd(pid: child, executable: target.executable)
+        end.witness = .parent(unwritten: server.unwritten[child])
+        end.arguments = [program] + arguments
+        end.buildID = target.elf?.buildID?.hex
+        end.release = release
+        end.session = session
+        end.exit = .signaled(signal)
+        end.exitSource = "waitpid (crashport is its parent)"
+        let count = launch.oom.atDeath()
+        end.oomKills = count.count
+        end.notes = count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? []
+        if let why = launch.untraced {
+            end.notes.append("not traced (\(why)): no stacks; only its parent's view of its end")
         }
-        let mine = server.reports.filter { $0.event.process?.pid == ProcessID(child) }
+        server.writeTermination(end, store: store)
+    }
+
+    /// The run as its program's history keeps it: crashed, ended abnormally or exited, with its
+    /// handled errors and its crash report.
+    func sessionRecord(
+        _ session: String, of child: ProcessID, runKey: (executable: String, buildID: String?), started: Date,
+        termination: ProcessExit, release: String?, reports: [WrittenReport]
+    ) -> SessionRecord {
+        let mine = reports.filter { $0.event.process?.pid == child }
         let crash = mine.first { $0.event.kind == .crash }
         let killed = mine.first { $0.event.kind == .termination }
-        history.ended(
-            SessionRecord(
-                sid: session, executable: runKey.executable, buildID: runKey.buildID,
-                release: crash?.event.release ?? environment["CRASHPORT_RELEASE"], pid: child, started: started,
-                ended: Date(),
-                status: crash != nil
-                    ? .crashed
-                    : killed != nil || (termination.signal.map(Self.unexplainedDeaths.contains) ?? false) ? .abnormal : .exited,
-                errors: mine.filter { $0.event.kind == .error }.count,
-                crashedDuringLaunch: crash?.event.launch?.crashedDuringLaunch, reportID: crash?.id))
-        return (termination, server.reports)
+        return SessionRecord(
+            sid: session, executable: runKey.executable, buildID: runKey.buildID,
+            release: crash?.event.release ?? release, pid: child.rawValue, started: started,
+            ended: Date(),
+            status: crash != nil
+                ? .crashed
+                : killed != nil || (termination.signal.map(Self.unexplainedDeaths.contains) ?? false) ? .abnormal : .exited,
+            errors: mine.filter { $0.event.kind == .error }.count,
+            crashedDuringLaunch: crash?.event.launch?.crashedDuringLaunch, reportID: crash?.id)
     }
 
     /// Deaths that deserve a report even without a crash record: the core-dumping signals and
@@ -262,7 +321,7 @@ public struct Launcher {
     /// The started program: its pid, the tracer that holds it (nil when untraced: `untraced`
     /// says why, if tracing was asked for) and the OOM counters read while it lives.
     struct Launch {
-        var child: pid_t
+        var child: ProcessID
         var tracer: ExitTracer?
         var untraced: String?
         var oom: ChildOOMWatch
@@ -281,34 +340,37 @@ public struct Launcher {
     ) throws -> Launch {
         guard traceExit else {
             let child = try spawn(executable, environment: environment, signalMask: &original).get()
-            return Launch(child: child, tracer: nil, untraced: nil, oom: ChildOOMWatch(pid: ProcessID(child)))
+            return Launch(child: child, tracer: nil, untraced: nil, oom: ChildOOMWatch(pid: child))
         }
-        if let privilege = Self.privilegeOnExec(executable) {
+        if let privilege = HeldChild.privilegeOnExec(executable) {
             let child = try spawn(executable, environment: environment, signalMask: &original).get()
-            let oom = ChildOOMWatch(pid: ProcessID(child))
+            let oom = ChildOOMWatch(pid: child)
             let (tracer, untraced) = trace(child, log: log, late: "it is \(privilege)")
             return Launch(child: child, tracer: tracer, untraced: untraced, oom: oom)
         }
-        let argv = ([program] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+        let held: HeldChild
+        do {
+            held = try HeldChild.spawn(
+                executable, arguments: [program] + arguments,
+                environment: environment.map { "\($0.key)=\($0.value)" }, signalMask: &original)
+        } catch {
+            throw Self.spawnError(error.errno, program: program)
         }
-        var release: Int32 = -1, failure: Int32 = -1
-        let child = cp_spawn_held(executable, argv, envp, &original, &release, &failure)
-        guard child > 0 else { throw Self.spawnError(errno, program: program) }
-        let oom = ChildOOMWatch(pid: ProcessID(child))
+        let child = held.pid
+        let oom = ChildOOMWatch(pid: child)
         let (tracer, untraced) = trace(child, log: log, late: nil)
-        let execError = cp_spawn_release(child, release, failure)
-        guard execError == 0 else { throw Self.spawnError(execError, program: program) }
+        do {
+            try held.release()
+        } catch {
+            throw Self.spawnError(error.errno, program: program)
+        }
         return Launch(child: child, tracer: tracer, untraced: untraced, oom: oom)
     }
 
     /// Seizes the child for --trace-exit; the tracer, or nil and why (said on stderr). `late`:
     /// why the program was started before being seized.
-    func trace(_ child: pid_t, log: (String) -> Void, late: String?) -> (ExitTracer?, String?) {
-        let tracer = ExitTracer(pid: ProcessID(child))
+    func trace(_ child: ProcessID, log: (String) -> Void, late: String?) -> (ExitTracer?, String?) {
+        let tracer = ExitTracer(pid: child)
         tracer.holdFailedExits = traceFailedExits
         do {
             try tracer.attach()
@@ -331,26 +393,13 @@ public struct Launcher {
 
     /// The process that traces `pid` ("812 (strace)"), from /proc/PID/status's TracerPid; nil
     /// when none does.
-    static func tracer(of pid: pid_t) -> String? {
+    static func tracer(of pid: ProcessID) -> String? {
         guard let status = ProcFiles.readText("/proc/\(pid)/status"),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("TracerPid:") }),
             let tracer = Int32(line.dropFirst("TracerPid:".count).trimmed), tracer > 0
         else { return nil }
         let name = ProcFiles.readText("/proc/\(tracer)/comm")?.trimmed
         return "\(tracer)" + (name.map { " (\($0))" } ?? "")
-    }
-
-    /// Why the kernel would give the program privileges at its exec that a traced exec would
-    /// not get ("set-user-ID root"); nil when it gains none, or crashport is root (whose
-    /// CAP_SYS_PTRACE lets a traced exec keep them).
-    static func privilegeOnExec(_ executable: String) -> String? {
-        guard geteuid() != 0 else { return nil }
-        var info = stat()
-        guard stat(executable, &info) == 0 else { return nil }
-        if info.st_mode & S_ISUID != 0 && info.st_uid != geteuid() { return "set-user-ID (uid \(info.st_uid))" }
-        if info.st_mode & S_ISGID != 0 && info.st_gid != getegid() { return "set-group-ID (gid \(info.st_gid))" }
-        if getxattr(executable, "security.capability", nil, 0) >= 0 { return "given file capabilities" }
-        return nil
     }
 
     /// The LaunchError for a failed exec, as posix_spawn's errors have always been reported.
@@ -366,7 +415,7 @@ public struct Launcher {
     func spawn(
         _ executable: String, environment: [String: String], signalMask original: inout sigset_t
     )
-        -> Result<pid_t, LaunchError>
+        -> Result<ProcessID, LaunchError>
     {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -383,7 +432,7 @@ public struct Launcher {
         }
         let spawned = posix_spawn(&child, executable, nil, &attributes, argv, envp)
         guard spawned == 0 else { return .failure(Self.spawnError(spawned, program: program)) }
-        return .success(child)
+        return .success(ProcessID(child))
     }
 
     /// Serves the crash socket and relays signals until the child exits; its wait status, and
@@ -391,15 +440,15 @@ public struct Launcher {
     /// signalfd) are handled here too: this is the tracer's thread. With --hang-ms, the
     /// heartbeat is looked at between events.
     func serve(
-        _ child: pid_t, socket ours: Int32, signals: Int32, childEvents: Int32, server: CrashServer, tracer: ExitTracer?,
+        _ child: ProcessID, socket ours: Int32, signals: SignalDescriptor?, childEvents: SignalDescriptor?, server: CrashServer,
+        tracer: ExitTracer?,
         watch: ChildWatch, disabled: () -> Bool, oom: ChildOOMWatch, log: (String) -> Void
     )
         -> (status: Int32, socketOpen: Bool)
     {
         // Traced, the child's stops and exit come through SIGCHLD (`childEvents`, a signalfd)
         // and waitpid, not a pidfd.
-        let exited = tracer == nil ? cp_pidfd_open(child) : -1
-        defer { if exited >= 0 { close(exited) } }
+        let exited = tracer == nil ? ProcessHandle(child: child) : nil
         var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
         var status: Int32 = 0
@@ -409,21 +458,23 @@ public struct Launcher {
         while true {
             var fds = [
                 pollfd(fd: socketOpen ? ours : -1, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: tracer != nil ? childEvents : exited, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: tracer == nil ? childEvents : -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: (tracer != nil ? childEvents?.fd : exited?.fd) ?? -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: signals?.fd ?? -1, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: tracer == nil ? childEvents?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0),
             ]
             // Without pidfds (very old kernels) poll waitpid; while threads of an earlier capture
             // are still traced (they neither stopped nor died in time), look at them now and then:
             // the program cannot finish dying until they are reaped.
             let leftovers = PtraceSession.hasLeftovers
-            var timeout: Int32 = (exited >= 0 || tracer != nil) && !leftovers ? -1 : 50
+            var timeout: Int32 = (exited != nil || tracer != nil) && !leftovers ? -1 : 50
             if let hang { timeout = timeout < 0 ? hang.interval : min(timeout, hang.interval) }
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { break }
             if leftovers { PtraceSession.reapLeftovers() }
             if fds[0].revents != 0 { socketOpen = server.drain() }
-            if fds[2].revents != 0, let ending = relaySignals(signals, to: child, requests: &endRequests, watch: watch) {
+            if fds[2].revents != 0, let signals,
+                let ending = relaySignals(signals, to: child, requests: &endRequests, watch: watch)
+            {
                 log("\(SignalNames.name(ending)) again, or after \(program) ended: crashport stops now")
                 tracer?.detachEverything()
                 Self.exit(like: .signaled(ending))
@@ -432,65 +483,87 @@ public struct Launcher {
                 hang = watchHeartbeat(monitor, child: child, server: server, tracer: tracer, watch: watch, log: log)
             }
             if let tracer {
-                var code: Int32 = 0, sender: Int32 = 0
-                while cp_read_signal(childEvents, &code, &sender) > 0 {}
-                var ended: Int32?
-                for event in tracer.pump() {
-                    switch event {
-                    case .ended(let final): ended = final
-                    case .exiting(let tid, let exitStatus):
-                        // TRACECLONE also follows a process the program clone()s without
-                        // CLONE_THREAD and without SIGCHLD as its exit signal: its end is its
-                        // own, not the program's (a thread at its exit stop is still listed).
-                        if tid != child && access("/proc/\(child)/task/\(tid)", F_OK) != 0 {
-                            tracer.release(exitOf: tid)
-                            continue
-                        }
-                        if exitHandled {
-                            tracer.release(exitOf: tid)
-                            continue
-                        }
-                        exitHandled = true
-                        // A crash the stub reported, or reporting turned off: let it die.
-                        let reported = server.reports.contains {
-                            $0.event.process?.pid == ProcessID(child) && $0.event.kind == .crash
-                        }
-                        if reported || disabled() {
-                            for held in tracer.exiting { tracer.release(exitOf: held) }
-                            continue
-                        }
-                        reportExit(
-                            child: child, status: exitStatus, first: tid, tracer: tracer, server: server, watch: watch,
-                            oom: oom)
-                    case .leftAtExec:
-                        break  // only a tracer with another user's credentials (the sidecar's) lets go
-                    }
-                }
+                childEvents?.discardPending()
+                let ended = handleTraceEvents(
+                    of: child, tracer: tracer, exitHandled: &exitHandled, server: server, watch: watch, disabled: disabled,
+                    oom: oom)
                 if let ended {
                     status = ended
                     break
                 }
                 continue
             }
-            if exited < 0 || fds[1].revents != 0 || fds[3].revents != 0 {
-                var code: Int32 = 0, sender: Int32 = 0
-                while cp_read_signal(childEvents, &code, &sender) > 0 {}
-                // A stop is reported only to a tracer (no WUNTRACED): the child made crashport
-                // its tracer with PTRACE_TRACEME.
-                let result = waitpid(child, &status, exited >= 0 && fds[1].revents != 0 ? 0 : WNOHANG)
-                if result == child && ExitTracer.isStopped(status) {
-                    letGo(child, stopped: status, told: &toldTraceMe, log: log)
-                    continue
-                }
-                if result == child { break }
-                if result < 0 && errno == ECHILD {
-                    log("lost track of \(program) (pid \(child)): its exit status is unknown")
-                    status = 0
-                    break
-                }
+            if exited == nil || fds[1].revents != 0 || fds[3].revents != 0 {
+                childEvents?.discardPending()
+                let blocking = exited != nil && fds[1].revents != 0
+                if reap(child, blocking: blocking, status: &status, toldTraceMe: &toldTraceMe, log: log) { break }
             }
         }
         return (status, socketOpen)
+    }
+
+    /// The traced child's pending ptrace events: the first exit stop of the program's own
+    /// threads is reported (unless a crash report or the program's setting says not to), every
+    /// other one let go. The wait status once the child is gone, else nil.
+    func handleTraceEvents(
+        of child: ProcessID, tracer: ExitTracer, exitHandled: inout Bool, server: CrashServer, watch: ChildWatch,
+        disabled: () -> Bool, oom: ChildOOMWatch
+    ) -> Int32? {
+        var ended: Int32?
+        for event in tracer.pump() {
+            switch event {
+            case .ended(let final): ended = final
+            case .exiting(let tid, let exitStatus):
+                // TRACECLONE also follows a process the program clone()s without
+                // CLONE_THREAD and without SIGCHLD as its exit signal: its end is its
+                // own, not the program's (a thread at its exit stop is still listed).
+                if tid != child.mainThread && access("/proc/\(child)/task/\(tid)", F_OK) != 0 {
+                    tracer.release(exitOf: tid)
+                    continue
+                }
+                if exitHandled {
+                    tracer.release(exitOf: tid)
+                    continue
+                }
+                exitHandled = true
+                // A crash the stub reported, or reporting turned off: let it die.
+                let reported = server.reports.contains {
+                    $0.event.process?.pid == child && $0.event.kind == .crash
+                }
+                if reported || disabled() {
+                    for held in tracer.exiting { tracer.release(exitOf: held) }
+                    continue
+                }
+                reportExit(
+                    child: child, status: exitStatus, first: tid, tracer: tracer, server: server, watch: watch,
+                    oom: oom)
+            case .leftAtExec:
+                break  // only a tracer with another user's credentials (the sidecar's) lets go
+            }
+        }
+        return ended
+    }
+
+    /// waitpid for the untraced child (`blocking` once its pidfd says it exited): true when it
+    /// has ended, its wait status in `status` (0 when crashport lost track of it). A stop, of a
+    /// child that made crashport its tracer, is let go.
+    func reap(
+        _ child: ProcessID, blocking: Bool, status: inout Int32, toldTraceMe: inout Bool, log: (String) -> Void
+    ) -> Bool {
+        // A stop is reported only to a tracer (no WUNTRACED): the child made crashport
+        // its tracer with PTRACE_TRACEME.
+        let result = waitpid(child.rawValue, &status, blocking ? 0 : WNOHANG)
+        if result == child.rawValue && ExitTracer.isStopped(status) {
+            letGo(child, stopped: status, told: &toldTraceMe, log: log)
+            return false
+        }
+        if result == child.rawValue { return true }
+        if result < 0 && errno == ECHILD {
+            log("lost track of \(program) (pid \(child)): its exit status is unknown")
+            status = 0
+            return true
+        }
+        return false
     }
 
     /// A child that made crashport its tracer (PTRACE_TRACEME, as programs that check for a
@@ -498,15 +571,15 @@ public struct Launcher {
     /// as it would under a parent that is no debugger. The SIGTRAP the kernel sends a
     /// PTRACE_TRACEME process at its exec (si_code SI_USER from itself) is what a debugger
     /// swallows, and so is it here.
-    func letGo(_ child: pid_t, stopped status: Int32, told: inout Bool, log: (String) -> Void) {
+    func letGo(_ child: ProcessID, stopped status: Int32, told: inout Bool, log: (String) -> Void) {
         var signal = Ptrace.stopSignal(status)
         if signal == SIGTRAP {
             // siginfo_t as int32s: si_signo, si_errno, si_code, padding, si_pid.
             var info = [Int32](repeating: 0, count: 32)
             let read = info.withUnsafeMutableBytes {
-                Ptrace.call(.PTRACE_GETSIGINFO, child, data: UInt(bitPattern: $0.baseAddress))
+                Ptrace.call(.PTRACE_GETSIGINFO, child.rawValue, data: UInt(bitPattern: $0.baseAddress))
             }
-            if read == 0 && info[2] == SI_USER && info[4] == child { signal = 0 }
+            if read == 0 && info[2] == SI_USER && info[4] == child.rawValue { signal = 0 }
         }
         if !told {
             told = true
@@ -514,13 +587,13 @@ public struct Launcher {
                 "\(program) (pid \(child)) made crashport its tracer (PTRACE_TRACEME); crashport detaches and it runs on untraced"
             )
         }
-        _ = Ptrace.call(.PTRACE_DETACH, child, data: UInt(signal))
+        _ = Ptrace.call(.PTRACE_DETACH, child.rawValue, data: UInt(signal))
     }
 
     /// Every thread held at its exit: the process captured there and reported as a
     /// termination (cause SIGKILL, oom-kill, signal or exit); then it finishes dying.
     func reportExit(
-        child: pid_t, status: Int32, first: Int32, tracer: ExitTracer, server: CrashServer, watch: ChildWatch,
+        child: ProcessID, status: Int32, first: ThreadID, tracer: ExitTracer, server: CrashServer, watch: ChildWatch,
         oom: ChildOOMWatch
     ) {
         // Read while the process is held at its exit: it is still in its cgroup.
@@ -537,11 +610,11 @@ public struct Launcher {
 
     /// One look at the heartbeat; a hang report (and with --hang-kill, SIGABRT) when it stalled.
     func watchHeartbeat(
-        _ monitor: HangMonitor, child: pid_t, server: CrashServer, tracer: ExitTracer?, watch: ChildWatch,
+        _ monitor: HangMonitor, child: ProcessID, server: CrashServer, tracer: ExitTracer?, watch: ChildWatch,
         log: (String) -> Void
     ) -> HangMonitor {
         var monitor = monitor
-        let header = CaptureSession.readAppAreaHeader(at: watch.appArea, memory: ProcessMemory(pid: ProcessID(child)))
+        let header = CaptureSession.readAppAreaHeader(at: watch.appArea, memory: ProcessMemory(pid: child))
         switch monitor.look(header: header, now: monotonicNanoseconds()) {
         case .fine:
             break
@@ -553,12 +626,12 @@ public struct Launcher {
             )
         case .hung(let milliseconds, let thread, let ordinal):
             let report = server.captureHang(
-                of: ProcessID(child), milliseconds: milliseconds, beatLast: thread, ordinal: ordinal,
+                of: child, milliseconds: milliseconds, beatLast: thread, ordinal: ordinal,
                 appArea: watch.appArea, holder: tracer)
-            watch.hangs.hung(ProcessID(child), report: report, killing: hangKill)
+            watch.hangs.hung(child, report: report, killing: hangKill)
             if hangKill {
                 log("\(program) (pid \(child)): --hang-kill: ending it with SIGABRT")
-                kill(child, SIGABRT)
+                kill(child.rawValue, SIGABRT)
             }
         }
         return monitor
@@ -569,34 +642,33 @@ public struct Launcher {
     /// job-control stop stops crashport too, now that no capture is in progress. Returns the
     /// signal that should end crashport itself at once: a second SIGINT or SIGTERM, or one that
     /// arrives after the program has died (so that crashport can always be stopped).
-    func relaySignals(_ fd: Int32, to child: pid_t, requests: inout Int, watch: ChildWatch) -> Int32? {
-        var code: Int32 = 0, sender: Int32 = 0
-        while case let signal = cp_read_signal(fd, &code, &sender), signal > 0 {
+    func relaySignals(_ signals: SignalDescriptor, to child: ProcessID, requests: inout Int, watch: ChildWatch) -> Int32? {
+        while let (signal, code, sender) = signals.next().map({ ($0.signal, $0.code, $0.sender) }) {
             let fromTerminal = code == Int32(SI_KERNEL)
             let childAlive = !Self.hasDied(child)
             switch signal {
             case SIGINT, SIGTERM:
                 requests += 1
                 if requests > 1 || !childAlive { return signal }
-                if !fromTerminal { kill(child, signal) }
+                if !fromTerminal { kill(child.rawValue, signal) }
             case SIGTSTP, SIGTTIN, SIGTTOU:
-                if !fromTerminal && childAlive { kill(child, signal) }
+                if !fromTerminal && childAlive { kill(child.rawValue, signal) }
                 Self.stopSelf(with: signal)
             case SIGABRT:
                 // From pid 1 (SI_USER): systemd's watchdog, as the program's report will say.
-                if sender == 1 && code == 0 { watch.hangs.relayedWatchdog(to: ProcessID(child)) }
-                if childAlive { kill(child, signal) }
+                if sender == 1 && code == 0 { watch.hangs.relayedWatchdog(to: child) }
+                if childAlive { kill(child.rawValue, signal) }
             default:
-                if !fromTerminal && childAlive { kill(child, signal) }
+                if !fromTerminal && childAlive { kill(child.rawValue, signal) }
             }
         }
         return nil
     }
 
     /// Whether every thread of the process has exited (gone, or zombies waiting to be reaped).
-    static func hasDied(_ pid: pid_t) -> Bool {
-        if cp_wait_peek(pid) == Int32(CP_WAIT_EXITED.rawValue) { return true }
-        return ProcFiles.threads(of: ProcessID(pid)).allSatisfy { tid in
+    static func hasDied(_ pid: ProcessID) -> Bool {
+        if Ptrace.peekWait(pid.rawValue) == .exited { return true }
+        return ProcFiles.threads(of: pid).allSatisfy { tid in
             // /proc/TID/stat: a thread's own status, under the same path scheme as a process's.
             guard let state = ProcFiles.statFields(of: ProcessID(tid.rawValue))?.first else { return true }
             return state == "Z" || state == "X"

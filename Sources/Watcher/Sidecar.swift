@@ -15,7 +15,6 @@
 // this thread is their tracer too.
 
 import CCrashPortProtocol
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ObjectFile
@@ -150,38 +149,26 @@ public final class Sidecar {
         var original = sigset_t()
         // SIGCHLD: the traced clients' ptrace events (this thread is their tracer).
         let handled: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGCHLD]
-        let signals = cp_block_signals_to_fd(handled, Int32(handled.count), &original)
-        guard signals >= 0 else { throw SidecarError.socket("signalfd: \(String(cString: strerror(errno)))") }
-        defer { close(signals) }
+        let signals: SignalDescriptor
+        do {
+            signals = try SignalDescriptor.blocking(handled, previousMask: &original)
+        } catch {
+            throw SidecarError.socket("signalfd: \(error.reason)")
+        }
+        defer { signals.close() }
         pool = ReportPool(threads: configuration.jobs)
 
         listener = try openListener()
         defer { closeListener() }
-        try prepareReports()
-        spool = try SpoolIngest(directory: configuration.spoolDirectory, shared: isRoot, log: log)
-        configureServer()
-        try startHostLevel()
+        try startServing()
         defer { hostLevel?.stop() }
-
-        let who = isRoot ? "every user" : "uid \(getuid()) only"
-        log.say(
-            "watching \(configuration.socketPath) (serving \(who)); reports in \(configuration.reportsRoot); spool \(configuration.spoolDirectory)"
-        )
-        notify("READY=1\nSTATUS=serving \(configuration.socketPath)")
-        ingestSpool()
-        // Serving from here on: the pages start-up touched need not stay mapped
-        // (ResidentMemory.swift); nor do those of clients and reports, once quiet for 200 ms and
-        // a minute after the last capture.
-        ResidentMemory.releaseCleanFilePages()
-        var lastBusy: UInt64?, lastCapture: UInt64?
-        var capturesSeen = 0, warm = false
-
+        var pages = IdlePages()
         var lastScan = monotonicNanoseconds()
         var stopping = false
         while !stopping {
             var fds = [
                 pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: signals, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: signals.fd, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: spool?.changes ?? -1, events: Int16(POLLIN), revents: 0),
             ]
             let order = Array(clients.keys)
@@ -192,24 +179,12 @@ public final class Sidecar {
             fds.append(pollfd(fd: hostLevel?.listener ?? -1, events: Int16(POLLIN), revents: 0))
             // Ends being settled are looked at every 100 ms (a zombie's parent may reap it);
             // heartbeats when they are due.
-            var timeout: Int32 = !endings.isEmpty ? 100 : lastBusy == nil || warm ? 1000 : 100
+            var timeout: Int32 = !endings.isEmpty ? 100 : pages.timeout
             if let due = heartbeatTimeout(now: monotonicNanoseconds()) { timeout = min(timeout, due) }
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { throw SidecarError.socket("poll: \(String(cString: strerror(errno)))") }
             if PtraceSession.hasLeftovers { PtraceSession.reapLeftovers() }
-            if fds[1].revents != 0 {
-                var code: Int32 = 0, sender: Int32 = 0
-                while case let number = cp_read_signal(signals, &code, &sender), number > 0 {
-                    if number == SIGHUP {
-                        reload()
-                    } else if number == SIGCHLD {
-                        continue  // handled below, with the statuses it announced
-                    } else {
-                        log.say("\(SignalNames.name(number)): finishing \(pool.pending) report(s) in flight, then exiting")
-                        stopping = true
-                    }
-                }
-            }
+            if fds[1].revents != 0 { stopping = takeSignals(signals) }
             if fds[0].revents != 0 && !stopping { acceptClients() }
             if fds[fds.count - 1].revents != 0 && !stopping { hostLevel?.accept() }
             for (index, fd) in order.enumerated() where fds[3 + index].revents != 0 {
@@ -227,28 +202,91 @@ public final class Sidecar {
                 ingestSpool()
                 lastScan = now
             }
-            if ready > 0 || pool.pending > 0 { lastBusy = now }
-            if server.captures != capturesSeen {
-                capturesSeen = server.captures
-                lastCapture = now
-            }
-            // A machine that has just crashed may crash again: the capture path stays mapped
-            // for a minute after a capture.
-            warm = lastCapture.map { now &- $0 < 60_000_000_000 } ?? false
-            if !warm, let busy = lastBusy, now &- busy > 200_000_000 {
-                ResidentMemory.releaseCleanFilePages()
-                lastBusy = nil
+            pages.look(now: now, busy: ready > 0 || pool.pending > 0, captures: server.captures)
+        }
+        stopServing()
+        return 0
+    }
+
+    /// Everything between the listening socket and the first poll: the reports directory, the
+    /// spool, the crash server, systemd told we are ready, the spool's crashes taken in.
+    func startServing() throws {
+        try prepareReports()
+        spool = try SpoolIngest(directory: configuration.spoolDirectory, shared: isRoot, log: log)
+        configureServer()
+        try startHostLevel()
+
+        let who = isRoot ? "every user" : "uid \(getuid()) only"
+        log.say(
+            "watching \(configuration.socketPath) (serving \(who)); reports in \(configuration.reportsRoot); spool \(configuration.spoolDirectory)"
+        )
+        notify("READY=1\nSTATUS=serving \(configuration.socketPath)")
+        ingestSpool()
+        // Serving from here on: the pages start-up touched need not stay mapped
+        // (ResidentMemory.swift); nor do those of clients and reports, once quiet for 200 ms and
+        // a minute after the last capture (IdlePages).
+        ResidentMemory.releaseCleanFilePages()
+    }
+
+    /// The daemon's signals, read from the signalfd: SIGHUP reloads, SIGTERM or SIGINT stops
+    /// (true), SIGCHLD is left to handleTraceEvents.
+    func takeSignals(_ signals: SignalDescriptor) -> Bool {
+        var stopping = false
+        while let number = signals.next()?.signal {
+            if number == SIGHUP {
+                reload()
+            } else if number == SIGCHLD {
+                continue  // handled below, with the statuses it announced
+            } else {
+                log.say("\(SignalNames.name(number)): finishing \(pool.pending) report(s) in flight, then exiting")
+                stopping = true
             }
         }
+        return stopping
+    }
+
+    /// After SIGTERM or SIGINT: the traced clients let go, the connections closed, the ends
+    /// being settled reported as they stand, and the reports in flight finished.
+    func stopServing() {
         notify("STOPPING=1")
         // The traced clients run on untraced (a tracer that exits would detach them anyway).
         for pid in traced.processes { traced.tracer(of: pid)?.detachEverything() }
         for fd in clients.keys { close(fd) }
         clients = [:]
         settleEndings(now: monotonicNanoseconds(), stopping: true)
+        // The pattern put back, and the dumps in flight read, before their reports are drained.
+        hostLevel?.stop()
+        hostLevel = nil
         pool.drain()
         log.say("stopped")
-        return 0
+    }
+
+    /// When the serving loop gives back the pages it touched (ResidentMemory.swift): once quiet
+    /// for 200 ms, except for a minute after a capture (a machine that has just crashed may crash
+    /// again: the capture path stays mapped meanwhile).
+    struct IdlePages {
+        /// When the loop last had something to do, until the pages are given back.
+        var lastBusy: UInt64?
+        var lastCapture: UInt64?
+        var capturesSeen = 0
+        var warm = false
+
+        /// How long the loop may sleep: 100 ms while the pages wait to be given back.
+        var timeout: Int32 { lastBusy == nil || warm ? 1000 : 100 }
+
+        /// One turn of the loop (`busy`: it had something to do); gives the pages back when due.
+        mutating func look(now: UInt64, busy: Bool, captures: Int) {
+            if busy { lastBusy = now }
+            if captures != capturesSeen {
+                capturesSeen = captures
+                lastCapture = now
+            }
+            warm = lastCapture.map { now &- $0 < 60_000_000_000 } ?? false
+            if !warm, let busy = lastBusy, now &- busy > 200_000_000 {
+                ResidentMemory.releaseCleanFilePages()
+                lastBusy = nil
+            }
+        }
     }
 
     // MARK: - The socket
@@ -271,10 +309,12 @@ public final class Sidecar {
                 unlink(path)  // stale: nothing listens on it
             }
         }
-        let fd = cp_unix_listen(path, 4096)
-        guard fd >= 0 else {
-            if errno == EADDRINUSE { try refuseIfServed(path) }
-            throw SidecarError.socket("cannot listen on \(path): \(String(cString: strerror(errno)))")
+        let socket: UnixSocket
+        do {
+            socket = try UnixSocket.listen(on: path, backlog: 4096)
+        } catch {
+            if error.errno == EADDRINUSE { try refuseIfServed(path) }
+            throw SidecarError.socket("cannot listen on \(path): \(error.reason)")
         }
         if !path.hasPrefix("@") {
             boundPath = path
@@ -282,18 +322,16 @@ public final class Sidecar {
             // the file mode, say who each client is. A user's socket is the user's.
             chmod(path, isRoot ? 0o666 : 0o600)
         }
-        return fd
+        return socket.fd
     }
 
     /// Throws when another watcher answers on `path`.
     func refuseIfServed(_ path: String) throws {
-        let probe = cp_unix_connect(path)
-        guard probe >= 0 else { return }
-        defer { close(probe) }
-        var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
-        _ = cp_peer_credentials(probe, &pid, &uid, &gid)
+        guard let probe = try? UnixSocket.connect(to: path) else { return }
+        defer { close(probe.fd) }
+        let peer = try? probe.peer()
         throw SidecarError.socket(
-            "another crashport watch (pid \(pid), uid \(uid)) is already listening on \(path); stop it first or choose another --socket"
+            "another crashport watch (pid \(peer?.pid ?? 0), uid \(peer?.uid ?? 0)) is already listening on \(path); stop it first or choose another --socket"
         )
     }
 
@@ -315,8 +353,10 @@ public final class Sidecar {
 
     func notify(_ text: String) {
         guard let socket = ProcessInfo.processInfo.environment["NOTIFY_SOCKET"], !socket.isEmpty else { return }
-        if cp_notify(socket, text) != 0 {
-            log.say("cannot notify systemd at \(socket): \(String(cString: strerror(errno)))")
+        do {
+            try UnixSocket.notify(socket, text)
+        } catch {
+            log.say("cannot notify systemd at \(socket): \(error.reason)")
         }
     }
 
@@ -324,19 +364,21 @@ public final class Sidecar {
 
     func acceptClients() {
         for _ in 0..<64 {
-            let fd = cp_unix_accept(listener)
-            if fd < 0 {
-                if errno == EMFILE || errno == ENFILE {
-                    log.say("cannot accept a client: \(String(cString: strerror(errno))) (\(clients.count) connected)")
+            let client: UnixSocket
+            do {
+                client = try UnixSocket(fd: listener).accept()
+            } catch {
+                if error.errno == EMFILE || error.errno == ENFILE {
+                    log.say("cannot accept a client: \(error.reason) (\(clients.count) connected)")
                 }
                 return
             }
-            var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
-            guard cp_peer_credentials(fd, &pid, &uid, &gid) == 0 else {
+            let fd = client.fd
+            guard let peer = try? client.peer() else {
                 close(fd)
                 continue
             }
-            let peer = Sender(pid: ProcessID(pid), uid: uid, gid: gid)
+            let (pid, uid) = (peer.pid, peer.uid)
             let sameUser = clients.values.lazy.filter { $0.peer.uid == uid }.count
             if clients.count >= configuration.maxClients || sameUser >= configuration.maxClientsPerUID {
                 log.say(
@@ -586,7 +628,7 @@ enum SocketActivation {
         let fd: Int32 = 3
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         for extra in 1..<max(count, 1) { _ = fcntl(fd + extra, F_SETFD, FD_CLOEXEC) }
-        guard cp_is_listening_seqpacket(fd) == 1 else {
+        guard UnixSocket(fd: fd).isListeningSeqpacket else {
             throw SidecarError.socket(
                 "the socket systemd passed (fd 3) is not a listening AF_UNIX SOCK_SEQPACKET socket: use ListenSequentialPacket= in the .socket unit"
             )

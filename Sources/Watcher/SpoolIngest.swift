@@ -10,7 +10,6 @@
 // process the sidecar reads. A file that does not parse is kept as NAME.bad and said once.
 
 import CCrashPortProtocol
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel

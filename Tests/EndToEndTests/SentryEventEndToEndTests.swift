@@ -1,6 +1,6 @@
 // End-to-end: real reports in Sentry's shape, judged by Sentry's own code. Real programs crash,
 // report a handled error, are SIGKILLed and hang under the real `crashport run`; each report's
-// event.json is converted by Reports.SentryEvent (as an upload will) and passed through Relay's
+// event.json is converted by Upload.SentryEvent (as an upload will) and passed through Relay's
 // normalizer (sentry-relay's StoreNormalizer, from PyPI), which must find no `errors` and keep
 // the exception, the threads and the debug images. The crash also goes through a whole envelope
 // (its real minidump and attachment) and the strict parser, and its executable's debug_id is
@@ -10,7 +10,7 @@
 
 import Foundation
 import ReportModel
-import Reports
+import Upload
 import TestSupport
 import XCTest
 

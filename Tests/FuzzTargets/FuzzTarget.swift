@@ -19,6 +19,7 @@ import LiveProcess
 import ReportModel
 import Symbolication
 import Unwinding
+import Upload
 import ObjectFile
 import Reports
 

@@ -5,7 +5,7 @@
 
 import Foundation
 import ReportModel
-import Reports
+import Upload
 import XCTest
 
 final class SentryEventTests: XCTestCase {

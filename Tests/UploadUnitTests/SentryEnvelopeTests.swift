@@ -3,7 +3,7 @@
 
 import Foundation
 import ReportModel
-import Reports
+import Upload
 import XCTest
 
 final class SentryEnvelopeTests: XCTestCase {
