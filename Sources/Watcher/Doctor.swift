@@ -25,6 +25,48 @@ public struct Doctor {
     /// Whether a sidecar answers on `socket` (CRASHPORT_SOCKET, else the default for this
     /// user), as whom, whether it would serve the caller, and whether it could capture the
     /// caller's processes (Yama, dumpable, its privileges).
+    /// The host level (crashport watch --host): whether it is the machine's core handler, in which
+    /// kernel mode, and whether another tool has replaced its pattern since.
+    public func hostFindings(paths: HostPaths = HostPaths()) -> [Finding] {
+        let pattern = HostPattern(paths: paths)
+        let now = (try? pattern.current()) ?? "(unreadable)"
+        guard let installation = pattern.recorded() else {
+            if pattern.isOurs(now) {
+                return [
+                    Finding(
+                        level: .warning,
+                        text:
+                            "host level: core_pattern is crashport's (\(now)) but no sidecar recorded it: a stale pattern; crashes go nowhere until crashport watch --host starts again"
+                    )
+                ]
+            }
+            return [
+                Finding(
+                    level: .ok,
+                    text:
+                        "host level: not installed (core_pattern \"\(now)\"); crashport watch --host would use \(HostMode.best().rawValue) mode on this kernel"
+                )
+            ]
+        }
+        if now != installation.pattern {
+            return [
+                Finding(
+                    level: .problem,
+                    text:
+                        "host level: another tool set core_pattern to \"\(now)\" after crashport installed \(installation.mode.rawValue) mode (\(installation.since)); crashes no stub reports are not seen until crashport watch --host restarts"
+                )
+            ]
+        }
+        let running = HostPattern.isRunningSidecar(installation.pid)
+        return [
+            Finding(
+                level: running ? .ok : .warning,
+                text:
+                    "host level: \(installation.mode.rawValue) mode since \(installation.since) (pid \(installation.pid)\(running ? "" : ", not running")); it replaced \"\(installation.replaced)\""
+            )
+        ]
+    }
+
     public func sidecarFindings(socket: String) -> [Finding] {
         let connection: UnixSocket
         do {

@@ -162,11 +162,11 @@ public struct HostPattern: Sendable {
             switch mode {
             case .socketRequest: "@@" + paths.coreSocket
             case .socket: "@" + paths.coreSocket
-            // %P pid (initial namespace), %u %g real ids, %s signal, %t time, %d dump mode, %F
-            // the pidfd's descriptor (6.16+: 3).
+            // The host directory (the helper finds the handoff socket there), %P the pid
+            // (initial namespace), %u %g its real ids, %d the dump mode, %F the pidfd's
+            // descriptor (6.16+: 3). Nothing else: the kernel keeps 127 bytes.
             case .pipe:
-                "|\(executable) core-handler \(paths.handoffSocket) %P %u %g %s %t %d"
-                    + (HostMode.best() == .pipe ? "" : " %F")
+                "|\(executable) core-handler \(paths.directory) %P %u %g %d" + (HostMode.best() == .pipe ? "" : " %F")
             }
         guard pattern.utf8.count < 128 else {
             throw HostError.unwritable(
@@ -179,7 +179,7 @@ public struct HostPattern: Sendable {
     /// Whether `pattern` is one this crashport installs over `paths` (a stale one of its own).
     public func isOurs(_ pattern: String) -> Bool {
         pattern == "@@" + paths.coreSocket || pattern == "@" + paths.coreSocket
-            || (pattern.hasPrefix("|") && pattern.contains(" core-handler \(paths.handoffSocket) "))
+            || (pattern.hasPrefix("|") && pattern.contains(" core-handler \(paths.directory) %P "))
     }
 
     /// The installation on record, if any (an unreadable or foreign file reads as none).

@@ -223,9 +223,11 @@ extension Sidecar {
 /// The pipe helper (`crashport core-handler`): the kernel starts it per dump, as root, with the
 /// core on its stdin and, from Linux 6.16, the dying process's pidfd.
 public enum CoreHandler {
-    /// Hands the core to the sidecar listening at `socket` and waits for it to be read (at most
+    /// Hands the core to the sidecar listening in the host directory and waits for it to be read (at most
     /// the hold bound and a little); with no sidecar there, reports it here. The exit status.
-    public static func run(handoff: CoreHandoff, socket: String, pidfd: Int32) -> Int32 {
+    public static func run(handoff: CoreHandoff, directory: String, pidfd: Int32) -> Int32 {
+        let paths = HostPaths(directory: directory)
+        let socket = paths.handoffSocket
         let connection = cp_unix_connect(socket)
         if connection >= 0 {
             let fds = pidfd >= 0 ? [0, pidfd] : [Int32(0)]
@@ -245,7 +247,6 @@ public enum CoreHandler {
             close(connection)
         }
         // No sidecar: this helper reports the core itself, into the sidecar's default places.
-        let paths = HostPaths(directory: socket.hasSuffix("/core-handoff.sock") ? String(socket.dropLast(18)) : "/run/crashport")
         let configuration = SidecarConfiguration.defaults()
         let log = WatcherLog(path: nil)
         let server = CrashServer(socket: -1, store: ReportStore(root: configuration.reportsRoot), options: configuration.capture)

@@ -1,5 +1,5 @@
 // crashport core-handler: the pipe helper the kernel starts for each core dump when the host level
-// runs in pipe mode (core_pattern "|crashport core-handler SOCKET %P %u %g %s %t %d [%F]"). It is
+// runs in pipe mode (core_pattern "|crashport core-handler DIRECTORY %P %u %g %d [%F]"). It is
 // not for people to run. It hands the core on its stdin, and the dying process's pidfd, to the
 // running sidecar and waits (bounded) for it to be read; when no sidecar answers, it writes the
 // report itself, with the sidecar's defaults.
@@ -14,19 +14,18 @@ struct CoreHandler: ParsableCommand {
         abstract: "The kernel's pipe helper for crashport watch --host (started by the kernel, not by hand).",
         shouldDisplay: false)
 
-    @Argument var socket: String
+    /// The host level's directory (its handoff socket is there).
+    @Argument var directory: String
     @Argument var pid: Int32
     @Argument var uid: UInt32
     @Argument var gid: UInt32
-    @Argument var signal: Int32
-    @Argument var time: Int
     @Argument var dumpMode: Int32
     /// %F: the descriptor the kernel put the pidfd on (3), absent before Linux 6.16.
     @Argument var pidfd: Int32?
 
     func run() throws {
         let handoff = CoreHandoff(pid: pid, uid: uid, gid: gid, dumpMode: dumpMode)
-        let status = Watcher.CoreHandler.run(handoff: handoff, socket: socket, pidfd: pidfd ?? -1)
+        let status = Watcher.CoreHandler.run(handoff: handoff, directory: directory, pidfd: pidfd ?? -1)
         throw ExitCode(status)
     }
 

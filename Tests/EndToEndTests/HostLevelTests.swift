@@ -37,6 +37,8 @@ final class HostLevelTests: XCTestCase {
 
     /// The pattern as the test found it (put back however the test ends).
     var savedPattern = ""
+    /// Each test directory's host directory.
+    var hostDirectories: [String: String] = [:]
 
     override func setUpWithError() throws {
         if let why = CorePattern.unavailable { throw XCTSkip("the host level cannot be installed: \(why)") }
@@ -46,11 +48,16 @@ final class HostLevelTests: XCTestCase {
     }
 
     /// A root sidecar with the host level, its sockets and records in `directory`/host.
+    /// (The host directory is short: the pipe mode's pattern names it, and the kernel keeps 127 bytes.)
     func hostSidecar(_ directory: String, mode: String? = nil, arguments: [String] = []) throws -> SidecarProcess {
+        let host = hostDirectories[directory] ?? "/tmp/cph-" + UUID().uuidString.prefix(6)
+        if hostDirectories[directory] == nil {
+            hostDirectories[directory] = host
+            addTeardownBlock { try? FileManager.default.removeItem(atPath: host) }
+        }
         let sidecar = try SidecarProcess(
             directory: directory,
-            arguments: ["--host", "--host-directory", directory + "/host"] + (mode.map { ["--host-mode", $0] } ?? [])
-                + arguments)
+            arguments: ["--host", "--host-directory", host] + (mode.map { ["--host-mode", $0] } ?? []) + arguments)
         try waitUntil("the sidecar installs the host level; log:\n\(sidecar.log)", timeout: 30) {
             sidecar.log.contains("host: the machine's core handler")
         }
@@ -198,7 +205,9 @@ final class HostLevelTests: XCTestCase {
         XCTAssertNotEqual(ours, savedPattern)
         first.stop(SIGKILL)
         XCTAssertEqual(Self.read(Self.patternFile), ours, "a killed sidecar cannot put it back")
-        let status = try TestSupport.run([TestSupport.crashport, "host", "status", "--host-directory", directory + "/host"])
+        let status = try TestSupport.run([
+            TestSupport.crashport, "host", "status", "--host-directory", hostDirectories[directory]!,
+        ])
         XCTAssertTrue(status.stdout.contains("not running"), status.stdout)
         let second = try hostSidecar(directory)
         XCTAssertTrue(second.log.contains("found its own pattern left by pid \(first.pid)"), second.log)
@@ -210,8 +219,13 @@ final class HostLevelTests: XCTestCase {
         try waitUntil("the sidecar notices the other pattern; log:\n\(third.log)", timeout: 30) {
             third.log.contains("changed to \"core.other-tool\" by someone else")
         }
-        let doctor = try TestSupport.run([TestSupport.crashport, "host", "status", "--host-directory", directory + "/host"])
+        let doctor = try TestSupport.run([
+            TestSupport.crashport, "host", "status", "--host-directory", hostDirectories[directory]!,
+        ])
         XCTAssertTrue(doctor.stdout.contains("another tool has set core_pattern"), doctor.stdout)
+        let checkup = try TestSupport.run(
+            [TestSupport.crashport, "doctor", "--host-directory", try XCTUnwrap(hostDirectories[directory])])
+        XCTAssertTrue(checkup.stdout.contains("host level: another tool set core_pattern"), checkup.stdout)
         XCTAssertEqual(third.stop(), 0)
         XCTAssertEqual(Self.read(Self.patternFile), "core.other-tool", "never overwritten back")
     }

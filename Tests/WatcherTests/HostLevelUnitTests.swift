@@ -45,7 +45,7 @@ final class HostLevelUnitTests: XCTestCase {
         let installed = try host.install(mode: .pipe, executable: "/usr/bin/crashport", handOn: false) { _ in }
         XCTAssertEqual(installed.replaced, found)
         XCTAssertEqual(try host.current(), installed.pattern)
-        XCTAssertTrue(installed.pattern.hasPrefix("|/usr/bin/crashport core-handler \(host.paths.handoffSocket) %P"))
+        XCTAssertTrue(installed.pattern.hasPrefix("|/usr/bin/crashport core-handler \(host.paths.directory) %P %u %g %d"))
         XCTAssertTrue(host.isOurs(installed.pattern))
         XCTAssertEqual(host.recorded(), installed)
         XCTAssertNotEqual(host.pipeLimit(), 0, "the kernel keeps /proc for the helper only with a limit")

@@ -3,8 +3,8 @@
  *
  *   host segv             a write through a null pointer in crash_here, called from main
  *   host threads N        N threads parked, then the main thread crashes in crash_here
- *   host daemon FILE      forks a child, exits; the child (reparented) writes its pid to FILE,
- *                         waits for its parent to be gone, and crashes in crash_here
+ *   host daemon FILE      double-forks; the grandchild, once its parent has exited and it is
+ *                         reparented, writes its pid to FILE and crashes in crash_here
  *   host heap MB          touches MB MiB of heap, then crashes in crash_here
  * Built static too (-static): the same crash, in a program no stub could be preloaded into. */
 #include <fcntl.h>
@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Null, through a volatile pointer so that the compiler cannot turn the write into a trap. */
@@ -40,14 +41,20 @@ int main(int argc, char **argv) {
         }
         usleep(100000);
     } else if (strcmp(what, "daemon") == 0) {
-        pid_t child = fork();
-        if (child != 0) return 0;
+        /* The classic double fork: the daemon's parent exits (reaped here), and its child, now
+         * reparented, crashes once it sees that. */
+        pid_t middle = fork();
+        if (middle != 0) {
+            waitpid(middle, NULL, 0);
+            return 0;
+        }
+        pid_t parent = getpid();
+        if (fork() != 0) _exit(0);
         /* A daemon lets go of its caller's descriptors (which wait for it otherwise). */
         int null = open("/dev/null", O_RDWR);
         dup2(null, 0);
         dup2(null, 1);
         dup2(null, 2);
-        pid_t parent = getppid();
         while (getppid() == parent) usleep(10000);
         FILE *file = fopen(argv[2], "w");
         fprintf(file, "%d\n", (int)getpid());
