@@ -16,7 +16,6 @@
 //     user, with the same pipeline as a live crash: `source` is `host`.
 
 import BoundedBytes
-import CShims
 import CoreDump
 import FoundationEssentials
 import LiveProcess
@@ -65,20 +64,29 @@ public struct CoreArrival: Sendable {
     /// A connection on the coredump socket: who the kernel says is dumping. Nil (with why) for a
     /// peer the kernel does not say is dumping: nobody but the kernel can connect (the socket is
     /// root's, 0600), but root's own processes can, and are not believed.
-    public static func fromKernel(connection: Int32, request: Bool) -> (CoreArrival?, String?) {
-        let pidfd = cp_peer_pidfd(connection)
-        guard pidfd >= 0 else { return (nil, "no pidfd for the connection: \(String(cString: strerror(errno)))") }
-        var info = cp_coredump_info()
-        let known = cp_pidfd_coredump_info(pidfd, &info)
-        // PIDFD_COREDUMPED 1 is set once the dump is done; while it streams, USER 4 or ROOT 8 is.
-        guard known == 1, info.coredump_mask & (4 | 8) != 0, info.pid > 0 else {
+    static func fromKernel(connection: CoreSocket, request: Bool) -> (CoreArrival?, String?) {
+        let pidfd: Int32
+        let info: KernelDumpInfo
+        do {
+            pidfd = try connection.peerPidfd()
+            do {
+                info = try KernelDumpInfo(pidfd: pidfd)
+            } catch {
+                close(pidfd)
+                throw error
+            }
+        } catch {
+            return (nil, "a connection whose dying process the kernel does not name: \(error)")
+        }
+        // PIDFD_COREDUMPED is set once the dump is done; while it streams, USER or ROOT is.
+        guard info.isDumping, info.pid.rawValue > 0 else {
             close(pidfd)
             return (nil, "a connection from pid \(info.pid) that the kernel does not say is dumping core; closed")
         }
         return (
             CoreArrival(
-                channel: request ? .socketRequest : .socket, stream: connection, pidfd: pidfd, pid: ProcessID(Int32(info.pid)),
-                uid: info.ruid, gid: info.rgid, rootOnly: info.coredump_mask & 8 != 0),
+                channel: request ? .socketRequest : .socket, stream: connection.fd, pidfd: pidfd, pid: info.pid,
+                uid: info.uid, gid: info.gid, rootOnly: info.rootOnly),
             nil
         )
     }
@@ -95,6 +103,8 @@ public final class HostDumps: Sendable {
     /// Whether the stub of `pid` reported a crash at or after `startedNanoseconds` (realtime).
     let stubReported: @Sendable (ProcessID, UInt64) -> Bool
     let say: @Sendable (String, UInt32?) -> Void
+    /// --keep-core: each core kept, compressed, beside its report (CoreKeeper).
+    let keepCore: Bool
     let inFlight = Mutex<Int>(0)
     /// Crashes not reported at all because too many dumps were being read (counted here, said
     /// in the next report's notes).
@@ -102,8 +112,10 @@ public final class HostDumps: Sendable {
 
     public init(
         paths: HostPaths, server: CrashServer, storeFor: @escaping @Sendable (Sender) -> ReportStore?,
-        stubReported: @escaping @Sendable (ProcessID, UInt64) -> Bool, say: @escaping @Sendable (String, UInt32?) -> Void
+        stubReported: @escaping @Sendable (ProcessID, UInt64) -> Bool, say: @escaping @Sendable (String, UInt32?) -> Void,
+        keepCore: Bool = false
     ) {
+        self.keepCore = keepCore
         self.paths = paths
         self.server = server
         self.limiter = HostRateLimit(directory: paths.directory + "/rate")
@@ -176,9 +188,16 @@ public final class HostDumps: Sendable {
         }
         let access = ProcessAccess(pid: pid, as: owner.credentials)
         let stream = DeadlineReader(fd: arrival.stream, deadline: deadline)
+        let id = ReportStore.newID(pid: pid.rawValue)
+        // --keep-core: the stream also goes, compressed, to a file of the user's.
+        let keeper = keepCore ? (try? access.perform { CoreKeeper(directory: store.root, id: id) }) ?? nil : nil
         var dump: CoreDump
         do {
-            dump = try CoreDumpReader.read(from: stream.read)
+            dump = try CoreDumpReader.read { buffer in
+                let count = stream.read(buffer)
+                keeper?.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+                return count
+            }
         } catch {
             dump = CoreDump()
             dump.notes.append("the core stream could not be read: \(error)")
@@ -215,7 +234,11 @@ public final class HostDumps: Sendable {
                 "dumped as root only (fs.suid_dumpable = 2: the process had changed its credentials): reported to root, not to uid \(arrival.uid)"
             )
         }
-        let id = ReportStore.newID(pid: pid.rawValue)
+        if let keeper {
+            // The reader stops at the last load; the rest of the stream (the section headers
+            // gdb does not need) is not waited for.
+            capture.notes.append(keeper.failure ?? "the core stream is kept in core.gz beside this report")
+        }
         let launchWindow = Self.launchWindowNanoseconds
         let duringLaunch = startedAt > 0 ? capture.record.timeNanoseconds &- startedAt < launchWindow : nil
         let finished = capture
@@ -229,6 +252,10 @@ public final class HostDumps: Sendable {
                     process.describe(&event)
                     if let duringLaunch, event.launch == nil { event.launch = LaunchRecord(crashedDuringLaunch: duringLaunch) }
                     buildID = event.process?.buildID
+                }
+                if let keeper {
+                    let kept = keeper.finish(into: written ? store.root + "/" + id : nil)
+                    if keeper.failure != nil || !written { self.say("host: pid \(pid): \(kept)", owner.uid) }
                 }
                 guard written, executable != "(gone)" else { return }
                 // A crash of the program like any other: its run history and launch-crash count.

@@ -71,11 +71,15 @@ public struct HostPaths: Sendable, Equatable {
     /// does not report them again.
     public var reportedMarks: String { directory + "/reported" }
 
+    /// The host directory of this machine's host level: CRASHPORT_HOST_DIRECTORY, else /run/crashport.
+    static func systemDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        environment["CRASHPORT_HOST_DIRECTORY"].flatMap { $0.isEmpty ? nil : $0 } ?? "/run/crashport"
+    }
+
     /// The marks directory of a host level installed on this machine (its record names the
     /// directory its sockets are in), nil when none is: `crashport run` leaves its marks there.
     public static func systemReportedMarks(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
-        let directory = environment["CRASHPORT_HOST_DIRECTORY"].flatMap { $0.isEmpty ? nil : $0 } ?? "/run/crashport"
-        let marks = HostPaths(directory: directory).reportedMarks
+        let marks = HostPaths(directory: systemDirectory(environment: environment)).reportedMarks
         var info = stat()
         guard lstat(marks, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == 0 else { return nil }
         return marks
@@ -281,6 +285,13 @@ public struct HostPattern: Sendable {
         }
         unlink(paths.state)
         return said
+    }
+
+    /// The installation of this machine's host level, when its pattern is in place now.
+    public static func installedOnThisMachine() -> HostInstallation? {
+        let pattern = HostPattern(paths: HostPaths(directory: HostPaths.systemDirectory()))
+        guard let installation = pattern.recorded(), pattern.replacedSince(installation) == nil else { return nil }
+        return installation
     }
 
     /// Whether pid is a live crashport (its executable's name), not a reused pid.

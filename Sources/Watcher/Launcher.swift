@@ -173,7 +173,7 @@ public struct Launcher {
         if !serving.disabled.withLock({ $0 }) {
             reportUnexplainedDeath(
                 termination, of: launch, target: target, release: environment["CRASHPORT_RELEASE"], session: session,
-                server: server)
+                server: server, coreDumped: status & 0x80 != 0, log: log)
         }
         history.ended(
             sessionRecord(
@@ -199,9 +199,15 @@ public struct Launcher {
         try store.prepare()
         let elf = try? ELFFile(path: executable)
         if let elf, !elf.isDynamicallyLinked, !elf.definesSymbol(named: "crashport_install") {
-            log(
-                "\(program) is statically linked, so the stub cannot be preloaded into it; crashes will not be reported. Link libcrashport.a into it (see README)."
-            )
+            if HostPattern.installedOnThisMachine() != nil {
+                log(
+                    "\(program) is statically linked, so the stub cannot be preloaded into it; the host level (crashport watch --host) reports its crashes"
+                )
+            } else {
+                log(
+                    "\(program) is statically linked, so the stub cannot be preloaded into it; crashes will not be reported. Link libcrashport.a into it (see README), or run crashport watch --host."
+                )
+            }
         }
         // Sanitizer runtimes insist on coming first in the library list ("ASan runtime does not
         // come first in initial library list"): preload the one the program links, then the stub.
@@ -254,12 +260,20 @@ public struct Launcher {
     /// its parent saw it (an AbnormalEnd, with the OOM count read now).
     func reportUnexplainedDeath(
         _ termination: ProcessExit, of launch: Launch, target: Target, release: String?, session: String,
-        server: CrashServer
+        server: CrashServer, coreDumped: Bool, log: (String) -> Void
     ) {
         let child = launch.child
         guard case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
             !server.reports.contains(where: { $0.event.process?.pid == child })
         else { return }
+        // Its core went to the host level (crashport watch --host), which reported it with every
+        // stack: a stackless report here would be the same crash twice.
+        if coreDumped, let host = HostPattern.installedOnThisMachine() {
+            log(
+                "\(program) (pid \(child)) was reported by the host level (crashport watch --host, \(host.mode.rawValue) mode), in the sidecar's reports"
+            )
+            return
+        }
         var end = AbnormalEnd(pid: child, executable: target.executable)
         end.witness = .parent(unwritten: server.unwritten[child])
         end.arguments = [program] + arguments

@@ -6,7 +6,6 @@
 // (logged once, never overwritten back), and the pattern put back at stop.
 
 import BoundedBytes
-import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel
@@ -42,13 +41,16 @@ final class SidecarHostLevel: @unchecked Sendable {
         let path = mode == .pipe ? paths.handoffSocket : paths.coreSocket
         unlink(path)
         let fd: Int32
-        if mode == .pipe {
-            fd = cp_unix_listen(path, 64)
-            if fd >= 0 { chmod(path, 0o600) }
-        } else {
-            fd = cp_stream_listen(path, 64)
+        do {
+            if mode == .pipe {
+                fd = try UnixSocket.listen(on: path, backlog: 64).fd
+                chmod(path, 0o600)
+            } else {
+                fd = try CoreSocket.listen(at: path, backlog: 64).fd
+            }
+        } catch {
+            throw HostError.socket("cannot listen on \(path): \(error)")
         }
-        guard fd >= 0 else { throw HostError.socket("cannot listen on \(path): \(String(cString: strerror(errno)))") }
         do {
             installation = try pattern.install(
                 mode: mode, executable: configuration.executable, handOn: false, log: { log.say($0) })
@@ -69,18 +71,17 @@ final class SidecarHostLevel: @unchecked Sendable {
     /// Takes every connection waiting: one thread per dump.
     func accept() {
         while true {
-            let fd =
-                installation.mode == .pipe ? cp_unix_accept(listener) : cp_stream_accept(listener)
-            guard fd >= 0 else { return }
             if installation.mode == .pipe {
+                guard let connection = try? UnixSocket(fd: listener).accept() else { return }
                 // The helper's message comes with its descriptors; it waits (bounded) for the answer.
-                startDump(name: "core-handoff") { [self] in takeHandoff(fd) }
+                startDump(name: "core-handoff") { [self] in takeHandoff(connection) }
             } else {
+                guard let connection = try? CoreSocket(fd: listener).accept() else { return }
                 let (arrival, refusal) = CoreArrival.fromKernel(
-                    connection: fd, request: installation.mode == .socketRequest)
+                    connection: connection, request: installation.mode == .socketRequest)
                 guard let arrival else {
                     log.say("host: \(refusal ?? "an unknown connection")")
-                    close(fd)
+                    close(connection.fd)
                     continue
                 }
                 startDump(name: "core-\(arrival.pid)") { [self] in dumps.handle(arrival) }
@@ -102,27 +103,24 @@ final class SidecarHostLevel: @unchecked Sendable {
 
     /// A pipe helper's handoff: "CPHOST1 PID UID GID DUMPMODE" with its stdin (the core) and the
     /// dying process's pidfd when the kernel gave one. Only root's (the kernel's helpers) are taken.
-    func takeHandoff(_ connection: Int32) {
-        defer { close(connection) }
-        var descriptor = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
+    func takeHandoff(_ connection: UnixSocket) {
+        defer { close(connection.fd) }
+        var descriptor = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
         guard poll(&descriptor, 1, 2000) > 0 else { return }
         var buffer = [UInt8](repeating: 0, count: 256)
-        var truncated: Int32 = 0, pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0, count: Int32 = 0
-        var fds = [Int32](repeating: -1, count: 4)
-        let length = cp_receive_message(
-            connection, &buffer, UInt(buffer.count), &truncated, &pid, &uid, &gid, &fds, 4, &count, Int32(MSG_DONTWAIT))
-        let received = Array(fds.prefix(Int(max(0, count))))
-        guard length > 0, uid == 0, truncated == 0, let handoff = CoreHandoff.parse(Array(buffer.prefix(length))),
-            received.count >= 1
+        guard let message = try? connection.receive(into: &buffer, maxDescriptors: 4) else { return }
+        let received = message.descriptors
+        guard message.count > 0, message.sender.uid == 0, !message.truncated,
+            let handoff = CoreHandoff.parse(Array(buffer.prefix(message.count))), received.count >= 1
         else {
             for fd in received { close(fd) }
-            log.say("host: a handoff that is not a crashport core helper's (uid \(uid)); refused")
+            log.say("host: a handoff that is not a crashport core helper's (uid \(message.sender.uid)); refused")
             return
         }
         let pidfd = received.count > 1 ? received[1] : -1
         for fd in received.dropFirst(2) { close(fd) }
         dumps.handle(handoff.arrival(stream: received[0], pidfd: pidfd))
-        _ = writeAll(connection, [1])
+        _ = writeAll(connection.fd, [1])
     }
 
     /// Every few seconds: whether the pattern is still crashport's (a change is logged once).
@@ -159,6 +157,8 @@ public struct HostConfiguration: Sendable {
     public var mode: HostMode?
     /// This crashport, for the pipe helper's pattern.
     public var executable: String
+    /// --keep-core: each core kept, compressed, beside its report.
+    public var keepCore = false
 
     public init(executable: String) { self.executable = executable }
 }
@@ -193,11 +193,10 @@ public struct CoreHandoff: Sendable, Equatable {
     public func arrival(stream: Int32, pidfd: Int32) -> CoreArrival {
         var arrival = CoreArrival(
             channel: .pipe, stream: stream, pidfd: pidfd, pid: ProcessID(pid), uid: uid, gid: gid, rootOnly: dumpMode == 2)
-        var info = cp_coredump_info()
-        if pidfd >= 0, cp_pidfd_coredump_info(pidfd, &info) == 1, info.pid == pid {
-            arrival.uid = info.ruid
-            arrival.gid = info.rgid
-            arrival.rootOnly = info.coredump_mask & 8 != 0
+        if pidfd >= 0, let info = try? KernelDumpInfo(pidfd: pidfd), info.isDumping, info.pid.rawValue == pid {
+            arrival.uid = info.uid
+            arrival.gid = info.gid
+            arrival.rootOnly = info.rootOnly
         }
         return arrival
     }
@@ -215,7 +214,7 @@ extension Sidecar {
             paths: host.paths, server: server,
             storeFor: { Sidecar.store(for: $0, configuration: configuration, log: log) },
             stubReported: { server.reportedStubCrash(of: $0, since: $1) },
-            say: { log.say($0, uid: $1) })
+            say: { log.say($0, uid: $1) }, keepCore: host.keepCore)
         hostLevel = try SidecarHostLevel(configuration: host, dumps: dumps, log: log)
     }
 }
@@ -228,23 +227,17 @@ public enum CoreHandler {
     public static func run(handoff: CoreHandoff, directory: String, pidfd: Int32) -> Int32 {
         let paths = HostPaths(directory: directory)
         let socket = paths.handoffSocket
-        let connection = cp_unix_connect(socket)
-        if connection >= 0 {
-            let fds = pidfd >= 0 ? [0, pidfd] : [Int32(0)]
-            let sent = handoff.encoded.withUnsafeBytes {
-                cp_send_with_fds(connection, $0.baseAddress, UInt($0.count), fds, Int32(fds.count))
-            }
-            if sent == 0 {
+        if let connection = try? UnixSocket.connect(to: socket) {
+            defer { close(connection.fd) }
+            if (try? connection.send(handoff.encoded, descriptors: pidfd >= 0 ? [0, pidfd] : [0])) != nil {
                 // The sidecar holds the stream now: the kernel waits for its copy to close.
                 close(0)
                 if pidfd >= 0 { close(pidfd) }
-                var descriptor = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
+                var descriptor = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
                 let wait = Int32((HostLevelLimits.holdNanoseconds + 5_000_000_000) / 1_000_000)
                 _ = poll(&descriptor, 1, wait)
-                close(connection)
                 return 0
             }
-            close(connection)
         }
         // No sidecar: this helper reports the core itself, into the sidecar's default places.
         let configuration = SidecarConfiguration.defaults()

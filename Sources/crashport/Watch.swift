@@ -66,6 +66,9 @@ struct Watch: ParsableCommand {
         help: ArgumentHelp("With --host: where its sockets and records live (default /run/crashport).", valueName: "DIR"))
     var hostDirectory: String?
 
+    @Flag(name: .long, help: "With --host: keep each core too, compressed (core.gz beside its report, under the quota).")
+    var keepCore = false
+
     @OptionGroup var quotaOption: QuotaOption
 
     @OptionGroup var captureFlags: CaptureFlags
@@ -126,10 +129,13 @@ struct Watch: ParsableCommand {
 
     func hostConfiguration() -> HostConfiguration? {
         guard host else {
-            if hostMode != nil || hostDirectory != nil { usageError("watch: --host-mode and --host-directory go with --host") }
+            if hostMode != nil || hostDirectory != nil || keepCore {
+                usageError("watch: --host-mode, --host-directory and --keep-core go with --host")
+            }
             return nil
         }
         var host = HostConfiguration(executable: CoreHandler.executablePath())
+        host.keepCore = keepCore
         if let hostDirectory {
             guard hostDirectory.hasPrefix("/") else { usageError("watch: --host-directory must be an absolute path") }
             host.paths = HostPaths(directory: hostDirectory)

@@ -83,7 +83,7 @@ final class HostLevelTests: XCTestCase {
     func testStublessCrashIsReportedWithRunsFrames() throws {
         let directory = fresh("socket")
         let program = try hostProgram(directory)
-        let sidecar = try hostSidecar(directory)
+        let sidecar = try hostSidecar(directory, arguments: ["--keep-core"])
         XCTAssertTrue(Self.read(Self.patternFile).hasPrefix("@"), Self.read(Self.patternFile))
         let crashed = try TestSupport.run([program, "threads", "3"])
         XCTAssertEqual(crashed.status, .signaled(SIGSEGV))
@@ -104,6 +104,22 @@ final class HostLevelTests: XCTestCase {
             try XCTUnwrap(FileManager.default.contents(atPath: reports + "/" + XCTUnwrap(runEvents.first) + "/event.json")))
         XCTAssertEqual(
             crashedFrames(event).prefix(3), crashedFrames(runEvent).prefix(3), "host level and crashport run differ")
+        // --keep-core kept the stream: gdb on that core shows the frames the report names.
+        let report = sidecar.reportsDirectory(uid: 0) + "/" + (try XCTUnwrap(sidecar.reportIDs(uid: 0).first))
+        let core = directory + "/core"
+        XCTAssertEqual(try TestSupport.run(["/bin/sh", "-c", "zcat '\(report)/core.gz' > '\(core)'"]).status, .exited(0))
+        if let gdb = TestSupport.which("gdb") {
+            let result = try TestSupport.run([gdb, "-q", "-batch", "-nx", "-ex", "bt", program, core], timeout: 120)
+            // gdb shows frame #0 as it loads the core, then the backtrace: from the last #0.
+            let lines = result.stdout.split(separator: "\n").filter { $0.hasPrefix("#") }
+            let backtrace = lines[(lines.lastIndex { $0.hasPrefix("#0 ") } ?? 0)...]
+            let frames = backtrace.compactMap { line in
+                line.split(separator: " ").first { word in
+                    ["crash_here", "call_crash", "main"].contains(String(word))
+                }.map(String.init)
+            }
+            XCTAssertEqual(frames, ["crash_here", "call_crash", "main"], result.stdout)
+        }
         XCTAssertEqual(sidecar.stop(), 0)
         XCTAssertEqual(Self.read(Self.patternFile), savedPattern, "the pattern is put back at SIGTERM")
     }
@@ -172,6 +188,39 @@ final class HostLevelTests: XCTestCase {
         let events = try sidecar.events(uid: 0)
         XCTAssertEqual(events.count, 1, sidecar.log)
         XCTAssertEqual(events.first?.source, "stub")
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
+    /// Under `crashport run` the levels cooperate too: a static program (no stub) is reported by
+    /// the host level alone (the launcher writes no stackless report of the same crash), and a
+    /// program whose stub reported to the launcher is not reported again by the host level (the
+    /// launcher's mark).
+    func testCrashportRunAndTheHostLevelReportEachCrashOnce() throws {
+        let directory = fresh("run")
+        let dynamic = try hostProgram(directory)
+        let staticProgram = try hostProgram(directory, static: true)
+        let sidecar = try hostSidecar(directory)
+        let environment = ["CRASHPORT_HOST_DIRECTORY": try XCTUnwrap(hostDirectories[directory])]
+        let runReports = directory + "/run-reports"
+        let plain = try TestSupport.run(
+            [TestSupport.crashport, "run", "--reports", runReports, "--", staticProgram, "segv"], environment: environment)
+        XCTAssertEqual(plain.status, .signaled(SIGSEGV))
+        XCTAssertTrue(plain.stderr.contains("was reported by the host level"), plain.stderr)
+        let hostEvent = try XCTUnwrap(sidecar.waitForReports(1, uid: 0).first)
+        XCTAssertEqual(hostEvent.source, "host")
+        func runReportCount() -> Int {
+            ((try? FileManager.default.contentsOfDirectory(atPath: runReports)) ?? []).filter { !$0.hasPrefix(".") }.count
+        }
+        XCTAssertEqual(runReportCount(), 0, "no second, stackless report of the same crash")
+
+        let stubbed = try TestSupport.run(
+            [TestSupport.crashport, "run", "--reports", runReports, "--", dynamic, "segv"], environment: environment)
+        XCTAssertEqual(stubbed.status, .signaled(SIGSEGV))
+        XCTAssertEqual(runReportCount(), 1, stubbed.stderr)
+        try waitUntil("the host level declines the launcher's crash; log:\n\(sidecar.log)", timeout: 30) {
+            sidecar.log.contains("reported by its stub; not again")
+        }
+        XCTAssertEqual(sidecar.reportIDs(uid: 0).count, 1, sidecar.log)
         XCTAssertEqual(sidecar.stop(), 0)
     }
 
