@@ -294,6 +294,80 @@ final class HostLevelTests: XCTestCase {
         XCTAssertEqual(sidecar.stop(), 0)
     }
 
+    /// A sidecar killed mid-dump lets the dying process end (its connection closes, the kernel
+    /// ends the dump), and the next sidecar starts cleanly over its stale pattern and reports the
+    /// next crash. Fifty processes crashing at once all end too: at most 4 dumps are read at
+    /// once, the rest are answered at once and counted.
+    func testKilledSidecarAndFiftyCrashesAtOnceNeverKeepAProcess() throws {
+        let directory = fresh("storm")
+        let program = try hostProgram(directory)
+        let first = try hostSidecar(directory)
+        let started = Date()
+        let large = Process()
+        large.executableURL = URL(fileURLWithPath: program)
+        large.arguments = ["heap", "1024"]
+        try large.run()
+        try waitUntil("the large process is being dumped; log:\n\(first.log)", timeout: 60) {
+            !large.isRunning || Self.read("/proc/\(large.processIdentifier)/stat").contains(") D ")
+                || (try? String(contentsOfFile: "/proc/\(large.processIdentifier)/status", encoding: .utf8))?.contains(
+                    "CoreDumping:\t1") == true
+        }
+        first.stop(SIGKILL)
+        large.waitUntilExit()
+        XCTAssertEqual(large.terminationReason, .uncaughtSignal, "it died of its fault")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 120, "not held past the hold bound")
+
+        let second = try hostSidecar(directory)
+        var crashers: [Process] = []
+        for index in 0..<50 {
+            let copy = directory + "/storm-\(index % 10)"
+            if index < 10 { try FileManager.default.copyItem(atPath: program, toPath: copy) }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: copy)
+            process.arguments = ["segv"]
+            crashers.append(process)
+        }
+        for process in crashers { try process.run() }
+        for process in crashers { process.waitUntilExit() }
+        XCTAssertTrue(crashers.allSatisfy { $0.terminationReason == .uncaughtSignal && $0.terminationStatus == SIGSEGV })
+        try waitUntil("every one of the 50 crashes is reported or counted; log:\n\(second.log)", timeout: 120) {
+            second.reportIDs(uid: 0).count
+                + second.log.components(separatedBy: "counted, not reported").count - 1 >= 50
+        }
+        XCTAssertTrue(second.isRunning)
+        XCTAssertLessThanOrEqual(second.reportIDs(uid: 0).count, 50)
+        XCTAssertGreaterThan(second.reportIDs(uid: 0).count, 0)
+        XCTAssertEqual(second.stop(), 0)
+        XCTAssertEqual(Self.read(Self.patternFile), savedPattern)
+    }
+
+    /// A setuid program crashed by a throwaway user under fs.suid_dumpable = 2: the kernel dumps
+    /// it as root only, and the host level reports it into root's reports, never the user's.
+    func testRootOnlyDumpIsReportedToRootAlone() throws {
+        let user = try SidecarTests.ThrowawayUser()
+        defer { user.remove() }
+        let directory = fresh("suid")
+        var filesystem = statvfs()
+        if statvfs(directory, &filesystem) == 0, filesystem.f_flag & UInt(ST_NOSUID) != 0 {
+            throw XCTSkip("\(directory) is on a file system mounted nosuid: no setuid program runs there")
+        }
+        let program = try hostProgram(directory)
+        chown(program, 0, 0)
+        chmod(program, 0o4755)
+        let dumpable = "/proc/sys/fs/suid_dumpable"
+        let saved = Self.read(dumpable)
+        Self.write("2", to: dumpable)
+        defer { Self.write(saved, to: dumpable) }
+        let sidecar = try hostSidecar(directory)
+        let crashed = try TestSupport.run(["/usr/sbin/runuser", "-u", user.name, "--", program, "segv"])
+        XCTAssertNotEqual(crashed.status, .exited(0))
+        let event = try XCTUnwrap(sidecar.waitForReports(1, uid: 0).first)
+        XCTAssertEqual(event.source, "host")
+        XCTAssertTrue((event.notes ?? []).contains { $0.contains("dumped as root only") }, "\(event.notes ?? [])")
+        XCTAssertTrue(sidecar.reportIDs(uid: user.uid).isEmpty, "nothing in the user's reports")
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
     /// A process with 2 GB of touched heap streams 2 GB of core: the sidecar keeps what a report
     /// needs, and its own peak memory stays far below the process's.
     func testLargeProcessIsReadWithBoundedMemory() throws {
