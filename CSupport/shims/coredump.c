@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -104,4 +106,11 @@ int cp_send_with_fds(int fd, const void *bytes, unsigned long length, const int 
         sent = sendmsg(fd, &message, MSG_NOSIGNAL);
     } while (sent < 0 && errno == EINTR);
     return sent == (ssize_t)length ? 0 : -1;
+}
+
+int cp_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+int cp_limit_core_to_one(int pid) {
+    struct rlimit one = {1, 1};
+    return prlimit(pid, RLIMIT_CORE, &one, NULL);
 }

@@ -66,8 +66,10 @@ public enum CoreDumpReader {
     }
 
     /// Reads a core stream from `source` (see CoreStream.Source), to the end of its last load.
+    /// `notesRead` hears the notes (threads, signal, files) once they are parsed, before any load
+    /// is read: what a handler the stream is passed on to needs to start (its signal argument).
     public static func read(
-        from source: @escaping CoreStream.Source, limits: Limits = Limits()
+        from source: @escaping CoreStream.Source, limits: Limits = Limits(), notesRead: ((CoreDump) -> Void)? = nil
     ) throws(CoreDumpError)
         -> CoreDump
     {
@@ -78,6 +80,7 @@ public enum CoreDumpReader {
         let notesEnded = try notes(notesSegment, from: &stream, into: &parser, limits: limits)
         var dump = parser.finish()
         dump.loads = loads
+        notesRead?(dump)
         guard !dump.threads.isEmpty else {
             if notesEnded { throw .truncated(what: "the notes, before any thread's NT_PRSTATUS", offset: stream.offset) }
             throw .malformed("the notes hold no NT_PRSTATUS: no thread's registers")

@@ -1,6 +1,7 @@
 // CoreSocket: the host level's system calls (CShims' coredump.c), one wrapper per call: the
 // coredump socket's listen and accept, the dying process's pidfd and what the kernel says of it
-// (PIDFD_INFO_COREDUMP), and the pipe helper's message with its descriptors. The one Watcher file
+// (PIDFD_INFO_COREDUMP), the pipe helper's message with its descriptors, and the settings of the
+// processes involved (the sidecar not dumpable, a handed-on handler's RLIMIT_CORE). The one Watcher file
 // that calls coredump.c; failures are SystemCallErrors.
 
 import BoundedBytes
@@ -69,5 +70,25 @@ extension UnixSocket {
             cp_send_with_fds(fd, $0.baseAddress, UInt($0.count), descriptors, Int32(descriptors.count))
         }
         guard sent == 0 else { throw SystemCallError("sendmsg", errno: errno) }
+    }
+}
+
+/// The host level's own process settings.
+enum HostProcessSettings {
+    /// cp_set_not_dumpable: a crash of the sidecar itself is not dumped to its own socket.
+    static func notDumpable() throws(SystemCallError) {
+        guard cp_set_not_dumpable() == 0 else { throw SystemCallError("prctl PR_SET_DUMPABLE", errno: errno) }
+    }
+
+    /// cp_limit_core_to_one: a handler started for a core dumps no core of its own.
+    static func limitCoreToOne(_ pid: pid_t) throws(SystemCallError) {
+        guard cp_limit_core_to_one(pid) == 0 else { throw SystemCallError("prlimit RLIMIT_CORE", errno: errno) }
+    }
+
+    /// cp_pipe: a pipe, both ends close-on-exec.
+    static func pipe() throws(SystemCallError) -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [-1, -1]
+        guard cp_pipe(&ends) == 0 else { throw SystemCallError("pipe2", errno: errno) }
+        return (ends[0], ends[1])
     }
 }

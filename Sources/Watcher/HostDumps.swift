@@ -105,6 +105,8 @@ public final class HostDumps: Sendable {
     let say: @Sendable (String, UInt32?) -> Void
     /// --keep-core: each core kept, compressed, beside its report (CoreKeeper).
     let keepCore: Bool
+    /// --host-previous chain: the pipe handler crashport replaced, each core handed on to it.
+    let handOn: HostHandOn?
     let inFlight = Mutex<Int>(0)
     /// Crashes not reported at all because too many dumps were being read (counted here, said
     /// in the next report's notes).
@@ -113,9 +115,10 @@ public final class HostDumps: Sendable {
     public init(
         paths: HostPaths, server: CrashServer, storeFor: @escaping @Sendable (Sender) -> ReportStore?,
         stubReported: @escaping @Sendable (ProcessID, UInt64) -> Bool, say: @escaping @Sendable (String, UInt32?) -> Void,
-        keepCore: Bool = false
+        keepCore: Bool = false, handOn: HostHandOn? = nil
     ) {
         self.keepCore = keepCore
+        self.handOn = handOn
         self.paths = paths
         self.server = server
         self.limiter = HostRateLimit(directory: paths.directory + "/rate")
@@ -191,17 +194,8 @@ public final class HostDumps: Sendable {
         let id = ReportStore.newID(pid: pid.rawValue)
         // --keep-core: the stream also goes, compressed, to a file of the user's.
         let keeper = keepCore ? (try? access.perform { CoreKeeper(directory: store.root, id: id) }) ?? nil : nil
-        var dump: CoreDump
-        do {
-            dump = try CoreDumpReader.read { buffer in
-                let count = stream.read(buffer)
-                keeper?.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-                return count
-            }
-        } catch {
-            dump = CoreDump()
-            dump.notes.append("the core stream could not be read: \(error)")
-        }
+        var dump = readStream(arrival, stream: stream, deadline: deadline, keeper: keeper)
+        if let handOn { dump.notes.append("the core was handed on to the handler crashport replaced, \(handOn.words[0])") }
         var capture = CaptureSession.core(dump, access: access, cache: server.cache)
         let process = HostProcess.read(pid: pid, access: access)
         // The dying process goes on (to its end) once the stream closes.
@@ -275,10 +269,81 @@ public final class HostDumps: Sendable {
 
     /// Answers a dump that is not reported: no core at all where the kernel asked (the process
     /// ends as it would have, without its core), else the stream closed unread.
+    /// With --host-previous chain the core is still handed on whole, only not reported here.
     func decline(_ arrival: CoreArrival, deadline: UInt64) {
-        if arrival.channel == .socketRequest {
-            _ = Self.answer(arrival.stream, mask: Self.coredumpReject, deadline: deadline)
+        guard handOn != nil else {
+            if arrival.channel == .socketRequest {
+                _ = Self.answer(arrival.stream, mask: Self.coredumpReject, deadline: deadline)
+            }
+            return
         }
+        if arrival.channel == .socketRequest,
+            Self.answer(arrival.stream, mask: Self.coredumpKernel | Self.coredumpWait, deadline: deadline) != nil
+        {
+            return
+        }
+        var passing = CoreDumpReader.Limits()
+        passing.keptBytes = 0
+        passing.threads = 1
+        _ = readStream(
+            arrival, stream: DeadlineReader(fd: arrival.stream, deadline: deadline), deadline: deadline, keeper: nil,
+            limits: passing)
+    }
+
+    /// Reads the stream once: what a report keeps, the whole of it to `keeper` (--keep-core), and
+    /// with --host-previous chain every byte to the handler crashport replaced, started once the
+    /// notes name the signal (the bytes before are held until then) and waited for before the
+    /// process is let go.
+    func readStream(
+        _ arrival: CoreArrival, stream: DeadlineReader, deadline: UInt64, keeper: CoreKeeper?,
+        limits: CoreDumpReader.Limits = CoreDumpReader.Limits()
+    ) -> CoreDump {
+        final class Passing {
+            var running: HostHandOn.Running?
+            var pending: [UInt8]? = []
+        }
+        let passing = Passing()
+        let handOn = handOn
+        var dump: CoreDump
+        do {
+            dump = try CoreDumpReader.read(
+                from: { buffer in
+                    let count = stream.read(buffer)
+                    let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+                    keeper?.append(chunk)
+                    if handOn != nil {
+                        if let running = passing.running {
+                            running.write(chunk, deadline: deadline)
+                        } else if passing.pending != nil {
+                            passing.pending! += chunk
+                        }
+                    }
+                    return count
+                }, limits: limits,
+                notesRead: { [say] notes in
+                    guard let handOn, let pending = passing.pending else { return }
+                    passing.pending = nil
+                    let facts = HostHandOn.Facts(
+                        pid: arrival.pid, uid: arrival.uid, gid: arrival.gid,
+                        signal: notes.signalInfo?.signal ?? notes.threads.first?.signal ?? 0, dumpMode: arrival.rootOnly ? 2 : 1)
+                    passing.running = handOn.start(facts) { say($0, arrival.uid) }
+                    pending.withUnsafeBytes { passing.running?.write($0, deadline: deadline) }
+                })
+        } catch {
+            dump = CoreDump()
+            dump.notes.append("the core stream could not be read: \(error)")
+        }
+        if let running = passing.running {
+            // The rest of the stream (past the last load a report needs) goes on too.
+            var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            while case let count = buffer.withUnsafeMutableBytes({ stream.read($0) }), count > 0 {
+                buffer.withUnsafeBytes { running.write(UnsafeRawBufferPointer(rebasing: $0[0..<count]), deadline: deadline) }
+            }
+            if let problem = running.finish(deadline: deadline) {
+                say("host: pid \(arrival.pid): the previous handler: \(problem)", arrival.uid)
+            }
+        }
+        return dump
     }
 
     /// The marks `crashport run` leaves for the crashes its stub reported (HostPaths.reportedMarks):

@@ -28,7 +28,7 @@ final class SidecarHostLevel: @unchecked Sendable {
     var warned = false
     var lastCheck: UInt64 = 0
 
-    init(configuration: HostConfiguration, dumps: HostDumps, log: WatcherLog) throws {
+    init(configuration: HostConfiguration, log: WatcherLog, dumps makeDumps: (HostHandOn?) -> HostDumps) throws {
         let pattern = HostPattern(paths: configuration.paths)
         guard geteuid() == 0 else { throw HostError.notRoot }
         let paths = configuration.paths
@@ -37,6 +37,12 @@ final class SidecarHostLevel: @unchecked Sendable {
         }
         // crashport run leaves its marks here as its user; nobody may list or remove another's.
         if ReportDirectories.make(paths.reportedMarks, mode: 0o1733) { chmod(paths.reportedMarks, 0o1733) }
+        // The kernel would dump a crash of this sidecar to its own socket, and wait on it.
+        do {
+            try HostProcessSettings.notDumpable()
+        } catch {
+            throw HostError.unwritable("cannot make the sidecar not dumpable: \(error)")
+        }
         let mode = configuration.mode ?? HostMode.best()
         let path = mode == .pipe ? paths.handoffSocket : paths.coreSocket
         unlink(path)
@@ -53,7 +59,7 @@ final class SidecarHostLevel: @unchecked Sendable {
         }
         do {
             installation = try pattern.install(
-                mode: mode, executable: configuration.executable, handOn: false, log: { log.say($0) })
+                mode: mode, executable: configuration.executable, handOn: configuration.handOn, log: { log.say($0) })
         } catch {
             close(fd)
             unlink(path)
@@ -61,11 +67,18 @@ final class SidecarHostLevel: @unchecked Sendable {
         }
         self.pattern = pattern
         self.listener = fd
-        self.dumps = dumps
         self.log = log
+        let handOn = configuration.handOn ? HostHandOn(pattern: installation.replaced) : nil
+        dumps = makeDumps(handOn)
         log.say(
             "host: the machine's core handler (\(mode.rawValue) mode: \(installation.pattern)); replaced \(HostPattern.quoted(installation.replaced))"
+                + (handOn != nil ? ", to which each core is handed on" : "")
         )
+        if configuration.handOn && handOn == nil {
+            log.say(
+                "host: --host-previous chain hands cores on to a pipe handler only; \(HostPattern.quoted(installation.replaced)) is replaced"
+            )
+        }
     }
 
     /// Takes every connection waiting: one thread per dump.
@@ -159,6 +172,8 @@ public struct HostConfiguration: Sendable {
     public var executable: String
     /// --keep-core: each core kept, compressed, beside its report.
     public var keepCore = false
+    /// --host-previous chain: each core also handed on to the pipe handler crashport replaced.
+    public var handOn = false
 
     public init(executable: String) { self.executable = executable }
 }
@@ -210,12 +225,13 @@ extension Sidecar {
         let configuration = configuration
         let log = log
         let server = server
-        let dumps = HostDumps(
-            paths: host.paths, server: server,
-            storeFor: { Sidecar.store(for: $0, configuration: configuration, log: log) },
-            stubReported: { server.reportedStubCrash(of: $0, since: $1) },
-            say: { log.say($0, uid: $1) }, keepCore: host.keepCore)
-        hostLevel = try SidecarHostLevel(configuration: host, dumps: dumps, log: log)
+        hostLevel = try SidecarHostLevel(configuration: host, log: log) { handOn in
+            HostDumps(
+                paths: host.paths, server: server,
+                storeFor: { Sidecar.store(for: $0, configuration: configuration, log: log) },
+                stubReported: { server.reportedStubCrash(of: $0, since: $1) },
+                say: { log.say($0, uid: $1) }, keepCore: host.keepCore, handOn: handOn)
+        }
     }
 }
 
@@ -250,7 +266,8 @@ public enum CoreHandler {
         let dumps = HostDumps(
             paths: paths, server: server,
             storeFor: { Sidecar.store(for: $0, configuration: configuration, log: log) },
-            stubReported: { _, _ in false }, say: { log.say("core-handler: " + $0, uid: $1) })
+            stubReported: { _, _ in false }, say: { log.say("core-handler: " + $0, uid: $1) },
+            handOn: HostPattern(paths: paths).recorded().flatMap { $0.handOn ? HostHandOn(pattern: $0.replaced) : nil })
         let arrival = handoff.arrival(stream: 0, pidfd: pidfd)
         if ReportStore.makeDirectories(configuration.reportsRoot, mode: 0o711) != nil {
             log.say("core-handler: cannot create \(configuration.reportsRoot); pid \(handoff.pid) not reported")

@@ -66,6 +66,13 @@ struct Watch: ParsableCommand {
         help: ArgumentHelp("With --host: where its sockets and records live (default /run/crashport).", valueName: "DIR"))
     var hostDirectory: String?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "With --host: whether each core is also handed on to the pipe handler it replaces (systemd-coredump, apport), or replaced (default).",
+            valueName: "chain|replace"))
+    var hostPrevious: String?
+
     @Flag(name: .long, help: "With --host: keep each core too, compressed (core.gz beside its report, under the quota).")
     var keepCore = false
 
@@ -129,13 +136,18 @@ struct Watch: ParsableCommand {
 
     func hostConfiguration() -> HostConfiguration? {
         guard host else {
-            if hostMode != nil || hostDirectory != nil || keepCore {
-                usageError("watch: --host-mode, --host-directory and --keep-core go with --host")
+            if hostMode != nil || hostDirectory != nil || keepCore || hostPrevious != nil {
+                usageError("watch: --host-mode, --host-directory, --host-previous and --keep-core go with --host")
             }
             return nil
         }
         var host = HostConfiguration(executable: CoreHandler.executablePath())
         host.keepCore = keepCore
+        switch hostPrevious {
+        case nil, "replace": break
+        case "chain": host.handOn = true
+        default: usageError("watch: --host-previous is chain or replace")
+        }
         if let hostDirectory {
             guard hostDirectory.hasPrefix("/") else { usageError("watch: --host-directory must be an absolute path") }
             host.paths = HostPaths(directory: hostDirectory)

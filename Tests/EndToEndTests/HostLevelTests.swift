@@ -224,6 +224,53 @@ final class HostLevelTests: XCTestCase {
         XCTAssertEqual(sidecar.stop(), 0)
     }
 
+    /// --host-previous chain: the pipe handler crashport replaced (here a script standing in for
+    /// systemd-coredump) still gets every core, whole and with its pattern's arguments, while the
+    /// process is held: the one crashport reports, and the one a stub reported; stopping puts that
+    /// handler's pattern back.
+    func testPreviousPipeHandlerIsHandedEachCore() throws {
+        let directory = fresh("chain")
+        let program = try hostProgram(directory)
+        let previous = "/tmp/cphp-" + UUID().uuidString.prefix(6)
+        try FileManager.default.createDirectory(atPath: previous, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: previous) }
+        try "cat > \"$(dirname \"$0\")/core.$1\"; echo \"$@\" > \"$(dirname \"$0\")/args.$1\"\n".write(
+            toFile: previous + "/prev.sh", atomically: true, encoding: .utf8)
+        let pattern = "|/bin/sh \(previous)/prev.sh %P %s %e %u"
+        Self.write(pattern, to: Self.patternFile)
+        let sidecar = try hostSidecar(directory, arguments: ["--host-previous", "chain"])
+        XCTAssertTrue(sidecar.log.contains("to which each core is handed on"), sidecar.log)
+        let crasher = Process()
+        crasher.executableURL = URL(fileURLWithPath: program)
+        crasher.arguments = ["segv"]
+        try crasher.run()
+        crasher.waitUntilExit()
+        let pid = crasher.processIdentifier
+        let event = try XCTUnwrap(sidecar.waitForReports(1, uid: 0).first)
+        XCTAssertEqual(event.source, "host")
+        XCTAssertEqual(Self.read(previous + "/args.\(pid)"), "\(pid) 11 crasher 0")
+        let core = try XCTUnwrap(FileManager.default.contents(atPath: previous + "/core.\(pid)"))
+        XCTAssertEqual(Array(core.prefix(4)), [0x7F, 0x45, 0x4C, 0x46])
+        if let gdb = TestSupport.which("gdb") {
+            let result = try TestSupport.run(
+                [gdb, "-q", "-batch", "-nx", "-ex", "bt", program, previous + "/core.\(pid)"], timeout: 120)
+            XCTAssertTrue(result.stdout.contains("crash_here"), "the handed-on core is whole:\n\(result.stdout)")
+        }
+        // A crash the stub reports is not reported again, but its core is still handed on.
+        let stubbed = Process()
+        stubbed.executableURL = URL(fileURLWithPath: program)
+        stubbed.arguments = ["segv"]
+        stubbed.environment = ["LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": sidecar.socket]
+        try stubbed.run()
+        stubbed.waitUntilExit()
+        try waitUntil("the stub's crash is handed on; log:\n\(sidecar.log)", timeout: 30) {
+            FileManager.default.fileExists(atPath: previous + "/args.\(stubbed.processIdentifier)")
+        }
+        XCTAssertEqual(sidecar.reportIDs(uid: 0).count, 2, "one report each, the second the stub's")
+        XCTAssertEqual(sidecar.stop(), 0)
+        XCTAssertEqual(Self.read(Self.patternFile), pattern)
+    }
+
     /// A Rust program built with panic = "abort": its abort is reported by the host level.
     func testRustPanicAbortIsReported() throws {
         let home = ProcessInfo.processInfo.environment["HOME"] ?? "/root"

@@ -174,6 +174,14 @@ struct cp_coredump_info {
 /* 1 with *info filled; 0 when the kernel gave the pid and ids but no coredump part; -1 with errno. */
 int cp_pidfd_coredump_info(int pidfd, struct cp_coredump_info *info);
 
+/* prctl(PR_SET_DUMPABLE, 0): the host level's own crash must not be dumped to itself (the
+ * kernel would wait on the very process that died). 0, or -1 with errno. */
+int cp_set_not_dumpable(void);
+
+/* prlimit(pid, RLIMIT_CORE, {1, 1}): the kernel's recursion guard, for a handler crashport starts
+ * as the kernel would. 0, or -1 with errno. */
+int cp_limit_core_to_one(int pid);
+
 /* sendmsg of length bytes with up to 4 descriptors (SCM_RIGHTS), MSG_NOSIGNAL: 0, or -1 with errno. */
 int cp_send_with_fds(int fd, const void *bytes, unsigned long length, const int *fds, int count);
 
