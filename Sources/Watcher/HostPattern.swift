@@ -101,11 +101,14 @@ public struct HostInstallation: Codable, Sendable, Equatable {
     public var pid: Int32
     /// Whether each core is also handed on, unchanged, to the pattern it replaced.
     public var handOn: Bool
+    /// The sidecar's reports directory: where a pipe helper that finds no sidecar writes.
+    public var reports: String?
 
     enum CodingKeys: String, CodingKey {
         case mode, pattern, replaced, since, pid
         case replacedPipeLimit = "replaced_pipe_limit"
         case handOn = "hand_on"
+        case reports
     }
 }
 
@@ -210,7 +213,9 @@ public struct HostPattern: Sendable {
 
     /// Installs crashport's pattern: records what was there first (a stale pattern of its own
     /// is replaced by what its record says was there before it). `log` hears what was found.
-    public func install(mode: HostMode, executable: String, handOn: Bool, log: (String) -> Void) throws -> HostInstallation {
+    public func install(
+        mode: HostMode, executable: String, handOn: Bool, reports: String? = nil, log: (String) -> Void
+    ) throws -> HostInstallation {
         guard geteuid() == 0 else { throw HostError.notRoot }
         let found = try current()
         var replaced = found
@@ -241,7 +246,7 @@ public struct HostPattern: Sendable {
         }
         let installation = HostInstallation(
             mode: mode, pattern: pattern, replaced: replaced, replacedPipeLimit: replacedLimit,
-            since: Event.timestamp(), pid: getpid(), handOn: handOn)
+            since: Event.timestamp(), pid: getpid(), handOn: handOn, reports: reports)
         try record(installation)
         if mode == .pipe, replacedLimit != nil {
             // The kernel keeps the dying process's /proc until the helper exits only while the

@@ -59,7 +59,8 @@ final class SidecarHostLevel: @unchecked Sendable {
         }
         do {
             installation = try pattern.install(
-                mode: mode, executable: configuration.executable, handOn: configuration.handOn, log: { log.say($0) })
+                mode: mode, executable: configuration.executable, handOn: configuration.handOn,
+                reports: configuration.reports, log: { log.say($0) })
         } catch {
             close(fd)
             unlink(path)
@@ -174,6 +175,8 @@ public struct HostConfiguration: Sendable {
     public var keepCore = false
     /// --host-previous chain: each core also handed on to the pipe handler crashport replaced.
     public var handOn = false
+    /// The sidecar's reports directory, recorded for a pipe helper that finds no sidecar.
+    public var reports: String?
 
     public init(executable: String) { self.executable = executable }
 }
@@ -221,7 +224,8 @@ extension Sidecar {
     /// With --host: installs the host level, its dumps reported through this sidecar's crash
     /// server (its report threads, hooks and per-user stores).
     func startHostLevel() throws {
-        guard let host = configuration.host else { return }
+        guard var host = configuration.host else { return }
+        host.reports = configuration.reportsRoot
         let configuration = configuration
         let log = log
         let server = server
@@ -255,8 +259,12 @@ public enum CoreHandler {
                 return 0
             }
         }
-        // No sidecar: this helper reports the core itself, into the sidecar's default places.
-        let configuration = SidecarConfiguration.defaults()
+        // No sidecar: this helper reports the core itself, where the sidecar that installed the
+        // pattern wrote (its record says), else into the sidecar's default places.
+        let recorded = HostPattern(paths: paths).recorded()
+        var defaults = SidecarConfiguration.defaults()
+        if let reports = recorded?.reports { defaults.reportsRoot = reports }
+        let configuration = defaults
         let log = WatcherLog(path: nil)
         let server = CrashServer(socket: -1, store: ReportStore(root: configuration.reportsRoot), options: configuration.capture)
         server.printSummary = false
@@ -267,7 +275,7 @@ public enum CoreHandler {
             paths: paths, server: server,
             storeFor: { Sidecar.store(for: $0, configuration: configuration, log: log) },
             stubReported: { _, _ in false }, say: { log.say("core-handler: " + $0, uid: $1) },
-            handOn: HostPattern(paths: paths).recorded().flatMap { $0.handOn ? HostHandOn(pattern: $0.replaced) : nil })
+            handOn: recorded.flatMap { $0.handOn ? HostHandOn(pattern: $0.replaced) : nil })
         let arrival = handoff.arrival(stream: 0, pidfd: pidfd)
         if ReportStore.makeDirectories(configuration.reportsRoot, mode: 0o711) != nil {
             log.say("core-handler: cannot create \(configuration.reportsRoot); pid \(handoff.pid) not reported")

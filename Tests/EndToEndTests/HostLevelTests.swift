@@ -271,6 +271,20 @@ final class HostLevelTests: XCTestCase {
         XCTAssertEqual(Self.read(Self.patternFile), pattern)
     }
 
+    /// Pipe mode with its sidecar gone (SIGKILL: the pattern stays): the helper the kernel starts
+    /// finds no sidecar and writes the report itself, where the sidecar wrote (its record says).
+    func testPipeHelperReportsWhenNoSidecarAnswers() throws {
+        let directory = fresh("alone")
+        let program = try hostProgram(directory)
+        let sidecar = try hostSidecar(directory, mode: "pipe")
+        sidecar.stop(SIGKILL)
+        XCTAssertTrue(Self.read(Self.patternFile).hasPrefix("|"), "a killed sidecar leaves its pattern")
+        XCTAssertEqual(try TestSupport.run([program, "segv"]).status, .signaled(SIGSEGV))
+        let event = try XCTUnwrap(sidecar.waitForReports(1, uid: 0).first)
+        XCTAssertEqual(event.source, "host")
+        XCTAssertTrue(containsInOrder(crashedFrames(event), ["crash_here", "call_crash", "main"]), "\(crashedFrames(event))")
+    }
+
     /// A Rust program built with panic = "abort": its abort is reported by the host level.
     func testRustPanicAbortIsReported() throws {
         let home = ProcessInfo.processInfo.environment["HOME"] ?? "/root"
