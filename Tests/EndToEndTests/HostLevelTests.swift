@@ -447,3 +447,30 @@ final class HostLevelTests: XCTestCase {
         XCTAssertEqual(sidecar.stop(), 0)
     }
 }
+
+/// The host level's systemd drop-in, over the unit tools/install puts in lib/systemd/system,
+/// passes systemd's own check (and is read: a key systemd does not know would be named).
+final class HostUnitFileTests: XCTestCase {
+    func testHostDropInVerifies() throws {
+        guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {
+            throw XCTSkip("no systemd-analyze (Debian: systemd)")
+        }
+        let directory = TestSupport.temporaryDirectory("host-units") + "/" + UUID().uuidString.prefix(6)
+        try FileManager.default.createDirectory(atPath: directory + "/crashport.service.d", withIntermediateDirectories: true)
+        let bin = (TestSupport.crashport as NSString).deletingLastPathComponent
+        let root = TestSupport.repositoryRoot + "/packaging/systemd/system/"
+        func filled(_ name: String) throws -> String {
+            try String(contentsOfFile: root + name, encoding: .utf8).replacingOccurrences(of: "@bindir@", with: bin)
+                .replacingOccurrences(of: "@prefix@", with: "/usr/local")
+        }
+        try filled("crashport.service.in").write(toFile: directory + "/crashport.service", atomically: true, encoding: .utf8)
+        try FileManager.default.copyItem(atPath: root + "crashport.socket", toPath: directory + "/crashport.socket")
+        try filled("crashport-host.conf.in").write(
+            toFile: directory + "/crashport.service.d/host.conf", atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        environment["SYSTEMD_UNIT_PATH"] = directory + ":"
+        let result = try TestSupport.run([analyze, "verify", directory + "/crashport.service"], environment: environment)
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        XCTAssertEqual(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines), "", result.stderr)
+    }
+}
