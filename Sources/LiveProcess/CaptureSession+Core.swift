@@ -82,7 +82,6 @@ extension CaptureSession {
             arguments = psargs.split(separator: " ").map(String.init)
             notes.append("the arguments are the core's NT_PRPSINFO (split at spaces, cut at 79 bytes by the kernel)")
         }
-        let startTicks = access.flatMap { ProcFiles.statFields(of: $0.pid) }.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
 
         let snapshot = ProcessSnapshot(
             pid: pid, crashedThreadID: crashed.tid,
@@ -90,7 +89,7 @@ extension CaptureSession {
                 signal: signal.signal, code: signal.code, faultAddress: signal.faultAddress, senderPID: signal.senderPID),
             threads: threads, modules: modules, extraMemory: dump.extraMemory, system: SystemProbe.current(),
             linuxFiles: files, captureTime: UInt32(clamping: timeNanoseconds / 1_000_000_000),
-            processStartTime: startTicks.flatMap(unixTime(ofStartTicks:)))
+            processStartTime: access.flatMap { startTime(of: $0.pid) })
         return Capture(
             snapshot: snapshot, executable: executable, arguments: arguments, notes: notes, record: record,
             suspendedNanoseconds: 0, heldNanoseconds: 0)

@@ -445,6 +445,12 @@ public enum CaptureSession {
 
     /// Unix seconds at which a process started `ticks` clock ticks after boot (/proc/stat
     /// btime, read once).
+    /// When `pid` started, in Unix seconds (/proc/PID/stat's start time, field 22); nil when it
+    /// is gone.
+    public static func startTime(of pid: ProcessID) -> UInt32? {
+        ProcFiles.statFields(of: pid).flatMap { $0.count > 19 ? UInt64($0[19]) : nil }.flatMap(unixTime(ofStartTicks:))
+    }
+
     public static func unixTime(ofStartTicks ticks: UInt64) -> UInt32? {
         guard let boot = bootTime else { return nil }
         let hertz = UInt64(max(sysconf(Int32(_SC_CLK_TCK)), 1))

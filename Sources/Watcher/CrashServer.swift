@@ -111,9 +111,7 @@ public final class CrashServer: @unchecked Sendable {
             if crashes.count > 4096 { crashes.removeAll() }
             crashes[record.pid] = record.timeNanoseconds
         }
-        guard let reportedMarks, let fields = ProcFiles.statFields(of: record.pid), fields.count > 19,
-            let ticks = UInt64(fields[19]), let start = CaptureSession.unixTime(ofStartTicks: ticks)
-        else { return }
+        guard let reportedMarks, let start = CaptureSession.startTime(of: record.pid) else { return }
         let fd = open(reportedMarks + "/\(record.pid)-\(start)", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd >= 0 { close(fd) }
     }

@@ -28,18 +28,8 @@ public struct Doctor {
     /// The host level (crashport watch --host): whether it is the machine's core handler, in which
     /// kernel mode, and whether another tool has replaced its pattern since.
     public func hostFindings(paths: HostPaths = HostPaths()) -> [Finding] {
-        let pattern = HostPattern(paths: paths)
-        let now = (try? pattern.current()) ?? "(unreadable)"
-        guard let installation = pattern.recorded() else {
-            if pattern.isOurs(now) {
-                return [
-                    Finding(
-                        level: .warning,
-                        text:
-                            "host level: core_pattern is crashport's (\(now)) but no sidecar recorded it: a stale pattern; crashes go nowhere until crashport watch --host starts again"
-                    )
-                ]
-            }
+        switch HostPattern(paths: paths).state() {
+        case .notInstalled(let now):
             return [
                 Finding(
                     level: .ok,
@@ -47,8 +37,15 @@ public struct Doctor {
                         "host level: not installed (core_pattern \"\(now)\"); crashport watch --host would use \(HostMode.best().rawValue) mode on this kernel"
                 )
             ]
-        }
-        if now != installation.pattern {
+        case .stale(let now):
+            return [
+                Finding(
+                    level: .warning,
+                    text:
+                        "host level: core_pattern is crashport's (\(now)) but no sidecar recorded it: a stale pattern; crashes go nowhere until crashport watch --host starts again"
+                )
+            ]
+        case .replaced(let now, let installation):
             return [
                 Finding(
                     level: .problem,
@@ -56,15 +53,15 @@ public struct Doctor {
                         "host level: another tool set core_pattern to \"\(now)\" after crashport installed \(installation.mode.rawValue) mode (\(installation.since)); crashes no stub reports are not seen until crashport watch --host restarts"
                 )
             ]
+        case .installed(let installation, let running):
+            return [
+                Finding(
+                    level: running ? .ok : .warning,
+                    text:
+                        "host level: \(installation.mode.rawValue) mode since \(installation.since) (pid \(installation.pid)\(running ? "" : ", not running")); it replaced \"\(installation.replaced)\""
+                )
+            ]
         }
-        let running = HostPattern.isRunningSidecar(installation.pid)
-        return [
-            Finding(
-                level: running ? .ok : .warning,
-                text:
-                    "host level: \(installation.mode.rawValue) mode since \(installation.since) (pid \(installation.pid)\(running ? "" : ", not running")); it replaced \"\(installation.replaced)\""
-            )
-        ]
     }
 
     public func sidecarFindings(socket: String) -> [Finding] {

@@ -197,7 +197,7 @@ public final class HostDumps: Sendable {
         var dump = readStream(arrival, stream: stream, deadline: deadline, keeper: keeper)
         if let handOn { dump.notes.append("the core was handed on to the handler crashport replaced, \(handOn.words[0])") }
         var capture = CaptureSession.core(dump, access: access, cache: server.cache)
-        let process = HostProcess.read(pid: pid, access: access)
+        let process = HostProcess.read(access)
         // The dying process goes on (to its end) once the stream closes.
         close(arrival.stream)
         open = false
@@ -362,10 +362,7 @@ public final class HostDumps: Sendable {
     /// When the process started, in realtime nanoseconds (its start ticks after boot, and the
     /// boot time); 0 when unknown.
     static func startRealtimeNanoseconds(of pid: ProcessID) -> UInt64 {
-        guard let fields = ProcFiles.statFields(of: pid), fields.count > 19, let ticks = UInt64(fields[19]),
-            let seconds = CaptureSession.unixTime(ofStartTicks: ticks)
-        else { return 0 }
-        return UInt64(seconds) * 1_000_000_000
+        CaptureSession.startTime(of: pid).map { UInt64($0) * 1_000_000_000 } ?? 0
     }
 
     // MARK: - The request protocol (include/uapi/linux/coredump.h)
@@ -446,14 +443,11 @@ struct HostProcess: Sendable {
     var unit: String?
     var container: String?
 
-    static func read(pid: ProcessID, access: ProcessAccess) -> HostProcess {
+    static func read(_ access: ProcessAccess) -> HostProcess {
         guard let bytes = access.read("cgroup", limit: 4096) else { return HostProcess() }
-        // cgroup v2: "0::/system.slice/nginx.service"; v1 lines name controllers first.
-        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
-        guard let line = lines.first(where: { $0.hasPrefix("0::") }) ?? lines.first,
-            let colon = line.lastIndex(of: ":")
-        else { return HostProcess() }
-        let path = String(line[line.index(after: colon)...])
+        // The unified (v2) path, else the v1 memory controller's: as the OOM counters read it.
+        let memberships = OOMCounters.parseCgroups(String(decoding: bytes, as: UTF8.self))
+        guard let path = memberships.unified ?? memberships.memoryV1 else { return HostProcess() }
         var process = HostProcess(cgroup: path)
         (process.unit, process.container) = Self.name(cgroup: path)
         return process

@@ -294,8 +294,8 @@ public struct HostPattern: Sendable {
 
     /// The installation of this machine's host level, when its pattern is in place now.
     public static func installedOnThisMachine() -> HostInstallation? {
-        let pattern = HostPattern(paths: HostPaths(directory: HostPaths.systemDirectory()))
-        guard let installation = pattern.recorded(), pattern.replacedSince(installation) == nil else { return nil }
+        guard case .installed(let installation, _) = HostPattern(paths: HostPaths(directory: HostPaths.systemDirectory())).state()
+        else { return nil }
         return installation
     }
 
@@ -307,29 +307,53 @@ public struct HostPattern: Sendable {
 
     static func quoted(_ pattern: String) -> String { "\"" + pattern + "\"" }
 
+    /// What stands in core_pattern, against crashport's record of it.
+    public enum State: Equatable {
+        /// Not crashport's: the pattern that is there.
+        case notInstalled(String)
+        /// crashport's pattern with no record of it (a sidecar killed before it recorded).
+        case stale(String)
+        /// Installed, but another tool has set `pattern` since.
+        case replaced(by: String, HostInstallation)
+        /// Installed and in place; whether the sidecar that installed it still runs.
+        case installed(HostInstallation, running: Bool)
+    }
+
+    /// The state of the host level now (doctor and `crashport host status` read it).
+    public func state() -> State {
+        let now = (try? current()) ?? "(unreadable)"
+        guard let installation = recorded() else { return isOurs(now) ? .stale(now) : .notInstalled(now) }
+        if now != installation.pattern { return .replaced(by: now, installation) }
+        return .installed(installation, running: Self.isRunningSidecar(installation.pid))
+    }
+
     /// `crashport host status`: which mode is installed, since when, what it replaced, and
     /// whether another tool has replaced it since.
     public func status() -> (text: String, installed: Bool) {
-        let now = (try? current()) ?? "(unreadable)"
-        guard let installation = recorded() else {
-            if isOurs(now) {
-                return (
-                    "core_pattern: \(now)\nhost level: crashport's pattern is installed but no sidecar recorded it (a stale pattern: the next crashport watch --host replaces it)",
-                    false
-                )
-            }
+        func describe(_ installation: HostInstallation, now: String) -> [String] {
+            [
+                "core_pattern: \(now)",
+                "host level: \(installation.mode.rawValue) mode, installed \(installation.since) by pid \(installation.pid)\(Self.isRunningSidecar(installation.pid) ? "" : " (not running: the next start takes over)")",
+                "replaced: \(installation.replaced)" + (installation.handOn ? " (each core is handed on to it)" : ""),
+            ]
+        }
+        switch state() {
+        case .notInstalled(let now):
             return ("core_pattern: \(now)\nhost level: not installed (start it with: crashport watch --host)", false)
-        }
-        var lines = [
-            "core_pattern: \(now)",
-            "host level: \(installation.mode.rawValue) mode, installed \(installation.since) by pid \(installation.pid)\(Self.isRunningSidecar(installation.pid) ? "" : " (not running: the next start takes over)")",
-            "replaced: \(installation.replaced)" + (installation.handOn ? " (each core is handed on to it)" : ""),
-        ]
-        if now != installation.pattern {
-            lines.append("warning: another tool has set core_pattern since; crashport does not see crashes until it is restarted")
+        case .stale(let now):
+            return (
+                "core_pattern: \(now)\nhost level: crashport's pattern is installed but no sidecar recorded it (a stale pattern: the next crashport watch --host replaces it)",
+                false
+            )
+        case .replaced(let now, let installation):
+            let lines =
+                describe(installation, now: now) + [
+                    "warning: another tool has set core_pattern since; crashport does not see crashes until it is restarted"
+                ]
             return (lines.joined(separator: "\n"), false)
+        case .installed(let installation, _):
+            return (describe(installation, now: installation.pattern).joined(separator: "\n"), true)
         }
-        return (lines.joined(separator: "\n"), true)
     }
 }
 

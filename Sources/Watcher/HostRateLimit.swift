@@ -11,6 +11,7 @@
 import BoundedBytes
 import FoundationEssentials
 import LiveProcess
+import Store
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,7 +33,7 @@ public struct HostRateLimit: Sendable {
     /// What the record says of one more crash of `program` by `uid` at `now` (Unix seconds),
     /// and the record updated. A record that cannot be kept lets the report through.
     public func admit(program: String, uid: UInt32, now: Int = Int(time(nil))) -> Decision {
-        guard ReportDirectories.make(directory, mode: 0o700) else { return .report(counted: 0) }
+        guard ReportStore.makeDirectories(directory, mode: 0o700) == nil else { return .report(counted: 0) }
         let path = directory + "/" + Self.fileName(program: program, uid: uid)
         let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return .report(counted: 0) }
@@ -80,17 +81,5 @@ public struct HostRateLimit: Sendable {
             hash = hash &* 0x100_0000_01b3
         }
         return "\(uid)-" + String(hash, radix: 16)
-    }
-}
-
-/// mkdir -p, each new directory with `mode`; whether the directory exists at the end.
-enum ReportDirectories {
-    static func make(_ path: String, mode: mode_t) -> Bool {
-        var info = stat()
-        if lstat(path, &info) == 0 { return (info.st_mode & S_IFMT) == S_IFDIR }
-        if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
-            _ = make(String(path[..<slash]), mode: 0o755)
-        }
-        return mkdir(path, mode) == 0 || errno == EEXIST
     }
 }

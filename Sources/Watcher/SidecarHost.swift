@@ -32,11 +32,11 @@ final class SidecarHostLevel: @unchecked Sendable {
         let pattern = HostPattern(paths: configuration.paths)
         guard geteuid() == 0 else { throw HostError.notRoot }
         let paths = configuration.paths
-        guard ReportDirectories.make(paths.directory, mode: 0o755) else {
-            throw HostError.unwritable("cannot create \(paths.directory): \(String(cString: strerror(errno)))")
+        if let failure = ReportStore.makeDirectories(paths.directory, mode: 0o755) {
+            throw HostError.unwritable("cannot create \(paths.directory): \(failure)")
         }
         // crashport run leaves its marks here as its user; nobody may list or remove another's.
-        if ReportDirectories.make(paths.reportedMarks, mode: 0o1733) { chmod(paths.reportedMarks, 0o1733) }
+        if ReportStore.makeDirectories(paths.reportedMarks, mode: 0o1733) == nil { chmod(paths.reportedMarks, 0o1733) }
         // The kernel would dump a crash of this sidecar to its own socket, and wait on it.
         do {
             try HostProcessSettings.notDumpable()
