@@ -120,6 +120,12 @@ public struct Event: Codable, Sendable, Equatable {
     public var title: String?
     /// The crashing thread's first frame that is the program's own (in_app).
     public var culprit: CulpritRecord?
+    /// What identifies the bug, for people: the frames that decide it, Socorro's way
+    /// ("strlen | parse_records"). See Reports/Signature.swift.
+    public var signature: String?
+    /// The bug's name for machines: 16 hex digits over the signature, the fault and the module,
+    /// the same on every machine and build (Sentry's `fingerprint`).
+    public var fingerprint: String?
     /// Why a termination or hang report was written: `SIGKILL`, `oom-kill` (the kernel's OOM
     /// counters moved: its cgroup's, or the machine's), `exit` (a non-zero exit status, or, seen
     /// by a sidecar, an exit without goodbye), `signal` (a fatal signal no handler reported),
@@ -166,7 +172,8 @@ public struct Event: Codable, Sendable, Equatable {
         case source
         case annotations
         case annotationsTruncated = "annotations_truncated"
-        case breadcrumbs, attachments, exception, reason, launch, release, session, title, culprit, cause, related
+        case breadcrumbs, attachments, exception, reason, launch, release, session, title, culprit, signature, fingerprint
+        case cause, related
         case hangMilliseconds = "hang_ms"
         case exitCode = "exit_code"
     }

@@ -47,6 +47,8 @@ public struct InAppRules: Sendable, Equatable {
         "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__rust", "rust_panic", "rust_begin_unwind",
         "__gnu_cxx::", "__cxxabiv1::", "__cxa_", "_Unwind_", "__gxx_", "Swift.", "static Swift.", "swift_",
         "Swift runtime failure", "__libc_start", "crashport_", "static CrashPort.", "CrashPort.",
+        // Go's runtime and its cgo glue.
+        "runtime.", "runtime/", "internal/", "syscall.", "_cgo_", "x_cgo_", "crosscall",
     ]
     /// Whole names (a program's own `clone_record` or `start_thread_pool` stays the program's).
     static let runtimeFunctionNames: Set<String> = [
@@ -61,22 +63,104 @@ public struct InAppRules: Sendable, Equatable {
     static let runtimeSources = ["/usr/include/", "/usr/lib/gcc/", "/rustc/", "Swift/", "/usr/src/"]
 
     /// Whether a frame of `module` (its full path when known, else its file name) running
-    /// `function` from source `file` is the program's own.
-    public func isInApp(modulePath: String?, function: String?, file: String? = nil) -> Bool {
+    /// `function` (its mangled name `mangled`) from source `file` is the program's own.
+    /// `staticLibC`: the C library is linked into the program (no libc.so is loaded), so its
+    /// functions' names say what they are.
+    public func isInApp(
+        modulePath: String?, function: String?, file: String? = nil, mangled: String? = nil, staticLibC: Bool = false
+    ) -> Bool {
         if let path = modulePath {
             if notInApp.contains(where: { Self.matches($0, path: path) }) { return false }
             if inApp.contains(where: { Self.matches($0, path: path) }) { return true }
         }
-        if let function,
-            Self.runtimeFunctionNames.contains(function) || Self.runtimeFunctions.contains(where: { function.hasPrefix($0) })
-        {
+        if let function, Self.isRuntimeFunction(Signature.droppingCloneSuffixes(function), staticLibC: staticLibC) {
             return false
         }
-        if let file, Self.runtimeSources.contains(where: { file.hasPrefix($0) }) { return false }
+        if let mangled, Self.isSwiftStandardLibrary(mangled: mangled) { return false }
+        if let file, Self.isRuntimeSource(file, function: function) { return false }
         guard let path = modulePath else { return function != nil }
         if Self.systemDirectories.contains(where: { path.hasPrefix($0) }) { return false }
         return !Self.runtimeLibraries.contains { Self.matches($0, path: path) }
     }
+
+    static func isRuntimeFunction(_ function: String, staticLibC: Bool) -> Bool {
+        if runtimeFunctionNames.contains(function) || runtimeFunctions.contains(where: { function.hasPrefix($0) }) {
+            return true
+        }
+        // A C identifier the C standard reserves for the implementation (`__strlen_evex`,
+        // `_IO_file_write`), or, with the C library linked in, one of its functions.
+        let isCIdentifier = function.allSatisfy { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
+        guard isCIdentifier, let first = function.first else { return false }
+        if first == "_", let second = function.dropFirst().first, second == "_" || second.isUppercase { return true }
+        return staticLibC && (staticLibCNames.contains(function) || Signature.cLibraryFunction(function) != nil)
+    }
+
+    /// Swift's standard library, from the mangled name: the module `Swift` (`$ss…`) or one of its
+    /// standard types (`$sSa…` Array, `$sSD…` Dictionary, …), specialised into the program or not,
+    /// unless the program extends it (`$sSa7MyAppE…`: an extension in module MyApp).
+    static func isSwiftStandardLibrary(mangled: String) -> Bool {
+        var rest = Substring(mangled)
+        if rest.hasPrefix("_") { rest = rest.dropFirst() }
+        guard rest.hasPrefix("$s") else { return false }
+        rest = rest.dropFirst(2)
+        if rest.hasPrefix("s") {
+            rest = rest.dropFirst()
+            // The type in module Swift: its length-prefixed name and kind (`5Int32V`).
+            let digits = rest.prefix(while: \.isNumber)
+            guard let length = Int(digits) else { return true }
+            rest = rest.dropFirst(digits.count + length + 1)
+        } else if rest.hasPrefix("Sc"), rest.count > 2 {
+            rest = rest.dropFirst(3)
+        } else if rest.hasPrefix("S"), let kind = rest.dropFirst().first, kind.isLetter, kind != "o", kind != "C" {
+            rest = rest.dropFirst(2)
+        } else {
+            return false
+        }
+        // An extension in another module: `7MyAppE`.
+        let digits = rest.prefix(while: \.isNumber)
+        if let length = Int(digits), rest.count > digits.count + length,
+            rest.dropFirst(digits.count + length).first == "E"
+        {
+            return false
+        }
+        return true
+    }
+
+    static func isRuntimeSource(_ file: String, function: String?) -> Bool {
+        if runtimeSources.contains(where: { file.hasPrefix($0) }) || file.hasSuffix("<compiler-generated>") && function?
+            .hasPrefix("Swift") == true
+        {
+            return true
+        }
+        // glibc's own sources, as its debug information names them ("./nptl/pthread_kill.c",
+        // "../sysdeps/x86_64/multiarch/strlen-evex.S"), linked in statically or not.
+        if file.hasPrefix("./") || file.hasPrefix("../") {
+            let directory = file.split(separator: "/").first { $0 != "." && $0 != ".." }
+            if let directory, glibcDirectories.contains(String(directory)) { return true }
+        }
+        // Go's standard library: a package whose path's first element has no dot, under a GOROOT.
+        if file.hasSuffix(".go") || file.hasSuffix(".s"), let function {
+            if file.contains("/go/src/") || file.contains("/go-") && file.contains("/src/") {
+                let package = function.prefix { $0 != "." }
+                let first = package.split(separator: "/").first ?? package
+                return package != "main" && !first.contains(".")
+            }
+        }
+        return false
+    }
+
+    static let glibcDirectories: Set<String> = [
+        "sysdeps", "nptl", "csu", "stdlib", "string", "misc", "signal", "malloc", "libio", "assert", "stdio-common",
+        "elf", "dlfcn", "posix", "io", "time", "wcsmbs", "iconv", "locale", "resolv", "debug", "setjmp",
+    ]
+    /// The C library's functions a crash stack shows (the allocator's and string functions are
+    /// Signature's prefix list).
+    static let staticLibCNames: Set<String> = [
+        "abort", "raise", "exit", "puts", "printf", "fprintf", "vfprintf", "sprintf", "snprintf", "qsort", "bsearch",
+        "malloc", "free", "calloc", "realloc", "pthread_kill", "pthread_create", "pthread_join", "gsignal",
+        "malloc_printerr", "_int_free", "_int_malloc", "_int_realloc", "tcache_put", "tcache_get", "unlink_chunk",
+        "sysmalloc", "cfree",
+    ]
 }
 
 public enum Culprit {
@@ -88,12 +172,20 @@ public enum Culprit {
             guard let path = module.path else { continue }
             paths[path.split(separator: "/").last.map(String.init) ?? path] = path
         }
+        // No libc.so among the modules (and some modules known): the C library is linked in.
+        let modules = event.modules ?? []
+        let staticLibC =
+            !modules.isEmpty
+            && !modules.contains {
+                InAppRules.matches("libc.so*", path: $0.path ?? "") || InAppRules.matches("libc-*.so", path: $0.path ?? "")
+            }
         for threadIndex in (event.threads ?? []).indices {
             for frameIndex in (event.threads?[threadIndex].frames ?? []).indices {
                 let frame = event.threads![threadIndex].frames![frameIndex]
                 let path = frame.module.map { paths[$0] ?? $0 }
                 event.threads![threadIndex].frames![frameIndex].inApp = rules.isInApp(
-                    modulePath: path, function: frame.function, file: frame.file)
+                    modulePath: path, function: frame.function, file: frame.file, mangled: frame.mangled,
+                    staticLibC: staticLibC)
             }
         }
         let frames = event.crashedThreadRecord?.frames ?? []
@@ -104,6 +196,7 @@ public enum Culprit {
                 function: culprit.function, file: culprit.file, line: culprit.line, module: culprit.module)
         }
         event.title = title(event)
+        Signature.mark(&event)
     }
 
     /// Sentry's kind of title: what happened, then where in the program.
