@@ -42,6 +42,9 @@ public struct ProgramRuns: Codable, Sendable, Equatable {
     public var consecutiveLaunchCrashes: Int = 0
     public var lastCrashed: Bool = false
     public var lastCrashedDuringLaunch: Bool = false
+    /// The last run was killed (SIGKILL, the OOM killer...) rather than crashed: `lastCrashed`
+    /// counts it as a crash, this says which (nil: not, or a record from before it was kept).
+    public var lastEndedAbnormally: Bool?
     public var lastReportID: String?
     public var lastEnded: String?
     public var disabled: Bool = false
@@ -58,6 +61,7 @@ public struct ProgramRuns: Codable, Sendable, Equatable {
         case consecutiveLaunchCrashes = "consecutive_launch_crashes"
         case lastCrashed = "last_crashed"
         case lastCrashedDuringLaunch = "last_crashed_during_launch"
+        case lastEndedAbnormally = "last_ended_abnormally"
         case lastReportID = "last_report_id"
         case lastEnded = "last_ended"
         case disabled
@@ -212,11 +216,13 @@ public struct RunHistory: Sendable {
             if duringLaunch { record.consecutiveLaunchCrashes += 1 }
             record.lastCrashed = true
             record.lastCrashedDuringLaunch = duringLaunch
+            record.lastEndedAbnormally = session.status == .abnormal ? true : nil
             record.lastReportID = session.reportID
         case .exited:
             record.consecutiveLaunchCrashes = 0
             record.lastCrashed = false
             record.lastCrashedDuringLaunch = false
+            record.lastEndedAbnormally = nil
             record.lastReportID = nil
         }
         record.lastEnded = Event.timestamp()

@@ -135,6 +135,11 @@ final class RunCountsTests: XCTestCase {
         XCTAssertEqual(killed.result.status, .signaled(SIGKILL), killed.result.stderr)
         XCTAssertEqual(killed.reportIDs.count, 1, killed.result.stderr)
         XCTAssertEqual(try killed.event().kind, .termination)
+        let listed = try crashport(["list", "--reports", reports, "--program", program])
+        XCTAssertTrue(
+            listed.stdout.contains(
+                "ended abnormally during launch (1 launch crash in a row), report \(killed.reportIDs[0])"),
+            listed.stdout)
         let next = try TestSupport.crashportRun([program, "run", "clean"], reports: reports)
         XCTAssertEqual(
             lastRun(next.result),
