@@ -758,10 +758,10 @@ extension Sidecar: CrashServerDelegate {
 }
 
 /// What the sidecar adds to each report, on the thread that writes it: the client's session id
-/// (the session itself ended as crashed when the crash was captured), the link from a SIGABRT to the hang report
-/// before it, an upload after a report (not while one still runs: a storm of crashes starts one
-/// pass, which takes the reports written while it runs; the timer takes what comes after its
-/// last look), and the spool for a crash whose report cannot be written.
+/// (the session itself ended as crashed when the crash was captured), the link from a SIGABRT
+/// to the hang report before it, an upload after a report (not while one still runs: a storm of
+/// crashes starts one pass, which takes the reports written while it runs; the timer takes what
+/// comes after its last look), and the spool for a crash whose report cannot be written.
 struct SidecarReportHooks: ReportHooks {
     let sessions: Sidecar.PendingSessions
     let hangReports: HangReports
