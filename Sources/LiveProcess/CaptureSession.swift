@@ -52,6 +52,10 @@ public struct HeldCapture: Sendable {
     public let suspendedNanoseconds: UInt64
     let heldNanoseconds: UInt64
 
+    /// The app area as read while the process was held, decoded (nil when none was, or it
+    /// does not decode): what the serving thread needs of it before the report is built.
+    public var app: AppArea? { appArea.flatMap { try? AppArea(bytes: $0) } }
+
     public func finish(cache: ELFCache) -> Capture {
         var notes = notes
         let modules = ModuleMap.open(pendingModules, access: access, cache: cache)

@@ -17,8 +17,14 @@
 // that does not decode is set aside as if empty, with a note, never trusted and never a crash.
 //
 // Semantics as Bugsnag's lastRunInfo: a crash during launch adds one to the count; a crash
-// after launch keeps it; a run that ends without a crash sets it to 0. A run killed without a
-// crash report (SIGKILL, the OOM killer) keeps it too: crashport could not tell when it died.
+// after launch keeps it; a run that ends without a crash sets it to 0. Every way a run can die
+// counts, not only a crash the stub reported: a crash before the stub installed (a library's
+// constructor) or in a program without it, and an abnormal end (SIGKILL, the OOM killer, an end
+// --trace-exit captured) are crashes here too, during launch when they came within the launch
+// window (LaunchWindow), so a program killed in its first seconds, run after run, sees its loop.
+// (Until issue 33 a run killed without a crash report kept the count and read as not crashed:
+// the launch-crash counter missed the very loops it exists for.) A run's session stays
+// `abnormal` rather than `crashed` for such a kill, as Sentry's sessions tell them apart.
 
 import BoundedBytes
 import FoundationEssentials
@@ -36,9 +42,18 @@ public struct ProgramRuns: Codable, Sendable, Equatable {
     public var consecutiveLaunchCrashes: Int = 0
     public var lastCrashed: Bool = false
     public var lastCrashedDuringLaunch: Bool = false
+    /// The last run was killed (SIGKILL, the OOM killer...) rather than crashed: `lastCrashed`
+    /// counts it as a crash, this says which (nil: not, or a record from before it was kept).
+    public var lastEndedAbnormally: Bool?
     public var lastReportID: String?
     public var lastEnded: String?
     public var disabled: Bool = false
+
+    /// A program with none of its runs on record yet.
+    public init(executable: String, buildID: String?) {
+        self.executable = executable
+        self.buildID = buildID
+    }
 
     enum CodingKeys: String, CodingKey {
         case executable
@@ -46,6 +61,7 @@ public struct ProgramRuns: Codable, Sendable, Equatable {
         case consecutiveLaunchCrashes = "consecutive_launch_crashes"
         case lastCrashed = "last_crashed"
         case lastCrashedDuringLaunch = "last_crashed_during_launch"
+        case lastEndedAbnormally = "last_ended_abnormally"
         case lastReportID = "last_report_id"
         case lastEnded = "last_ended"
         case disabled
@@ -156,8 +172,13 @@ public struct RunHistory: Sendable {
 
     /// What the stub's crashport_last_run answers.
     public func lastRun(executable: String, buildID: String?) -> LastRunInfo {
+        Self.lastRun(of: program(executable: executable, buildID: buildID))
+    }
+
+    /// What the stub's crashport_last_run answers for a program's record (nil: none on record).
+    public static func lastRun(of known: ProgramRuns?) -> LastRunInfo {
         var info = LastRunInfo()
-        guard let known = program(executable: executable, buildID: buildID) else { return info }
+        guard let known else { return info }
         info.known = true
         info.crashed = known.lastCrashed
         info.crashedDuringLaunch = known.lastCrashedDuringLaunch
@@ -176,29 +197,35 @@ public struct RunHistory: Sendable {
                 var record =
                     state.programs.first { $0.executable == session.executable && $0.buildID == session.buildID }
                     ?? ProgramRuns(executable: session.executable, buildID: session.buildID)
-                switch session.status {
-                case .crashed:
-                    if session.crashedDuringLaunch == true { record.consecutiveLaunchCrashes += 1 }
-                    record.lastCrashed = true
-                    record.lastCrashedDuringLaunch = session.crashedDuringLaunch == true
-                    record.lastReportID = session.reportID
-                case .exited:
-                    record.consecutiveLaunchCrashes = 0
-                    record.lastCrashed = false
-                    record.lastCrashedDuringLaunch = false
-                    record.lastReportID = nil
-                case .abnormal:
-                    record.lastCrashed = false
-                    record.lastCrashedDuringLaunch = false
-                    record.lastReportID = nil
-                }
-                record.lastEnded = Event.timestamp()
+                Self.apply(session, to: &record)
                 state.programs.removeAll { $0.executable == session.executable && $0.buildID == session.buildID }
                 state.programs.append(record)
                 try Self.write(state, root: store.root)
                 try Self.append(session, root: store.root)
             }
         }
+    }
+
+    /// How a run's end moves its program's record on (the header's semantics): a crash or an
+    /// abnormal end during launch adds one to the launch-crash count, after launch keeps it; an
+    /// end without either resets it.
+    public static func apply(_ session: SessionRecord, to record: inout ProgramRuns) {
+        switch session.status {
+        case .crashed, .abnormal:
+            let duringLaunch = session.crashedDuringLaunch == true
+            if duringLaunch { record.consecutiveLaunchCrashes += 1 }
+            record.lastCrashed = true
+            record.lastCrashedDuringLaunch = duringLaunch
+            record.lastEndedAbnormally = session.status == .abnormal ? true : nil
+            record.lastReportID = session.reportID
+        case .exited:
+            record.consecutiveLaunchCrashes = 0
+            record.lastCrashed = false
+            record.lastCrashedDuringLaunch = false
+            record.lastEndedAbnormally = nil
+            record.lastReportID = nil
+        }
+        record.lastEnded = Event.timestamp()
     }
 
     /// crashport_set_enabled, kept for the program's next runs. Throws when it could not be

@@ -259,7 +259,7 @@ public final class CrashServer: @unchecked Sendable {
         }
         handleCrash(
             record, access: sender.access(record.pid), threads: threads, status: status, bytes: bytes, reply: reply,
-            store: store)
+            store: store, sender: sender)
         return nil
     }
 
@@ -396,8 +396,8 @@ public final class CrashServer: @unchecked Sendable {
     /// none), into `store`: the summary or one log line, the store pruned, and the hooks told.
     /// The report, or nil (said why) when it could not be written.
     @discardableResult
-    public func writeTermination(_ end: AbnormalEnd, store: ReportStore) -> WrittenReport? {
-        let id = ReportStore.newID(pid: end.pid.rawValue)
+    public func writeTermination(_ end: AbnormalEnd, store: ReportStore, id chosen: String? = nil) -> WrittenReport? {
+        let id = chosen ?? ReportStore.newID(pid: end.pid.rawValue)
         var event = TerminationReport.event(for: end, id: id, timestamp: Event.timestamp())
         event.source = "launcher"
         do {
@@ -444,7 +444,7 @@ public final class CrashServer: @unchecked Sendable {
 
     func handleCrash(
         _ record: CrashRecord, access: ProcessAccess, threads: [ThreadID], status: [UInt8]?, bytes: [UInt8], reply: Int32,
-        store: ReportStore
+        store: ReportStore, sender: Sender? = nil
     ) {
         let started = monotonicNanoseconds()
         // A process with many threads takes longer to capture: say so before starting, so the
@@ -462,10 +462,13 @@ public final class CrashServer: @unchecked Sendable {
         // unwinding, symbolication and writing happen while it dies.
         let elapsed = monotonicNanoseconds() - started
         sendVerdict(reply, nanoseconds: elapsed)
+        let id = ReportStore.newID(pid: record.pid.rawValue)
+        if let sender, !record.isError { delegate?.captured(record, id: id, app: held.app, from: sender) }
         submit { [self, cache] in
             asClient(access, pid: record.pid) {
                 writeReport(
-                    held.finish(cache: cache), recordBytes: bytes, store: store, started: started, captureNanoseconds: elapsed)
+                    held.finish(cache: cache), recordBytes: bytes, store: store, started: started, captureNanoseconds: elapsed,
+                    id: id)
             }
         }
     }

@@ -28,6 +28,10 @@ protocol CrashServerDelegate: AnyObject {
     /// What already holds a process the watcher traces (--trace-exit): its crashes are captured
     /// through it, since a second PTRACE_SEIZE would fail.
     func holder(of pid: ProcessID) -> ThreadHold?
+    /// A crash record was captured and its process released; its report, to be written under
+    /// `id`, is not yet. `app`: the app area as read then (its launch window, its release).
+    /// The sidecar ends the client's session here, so that the next HELLO already counts it.
+    func captured(_ record: CrashRecord, id: String, app: AppArea?, from sender: Sender)
 }
 
 extension CrashServerDelegate {
@@ -36,6 +40,7 @@ extension CrashServerDelegate {
     func consent(_ message: ConsentMessage, from sender: Sender) {}
     func goodbye(_ goodbye: GoodbyeMessage, from sender: Sender) {}
     func holder(of pid: ProcessID) -> ThreadHold? { nil }
+    func captured(_ record: CrashRecord, id: String, app: AppArea?, from sender: Sender) {}
 }
 
 /// Called on the thread that writes a report.

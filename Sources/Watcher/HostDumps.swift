@@ -265,7 +265,7 @@ public final class HostDumps: Sendable {
 
     /// Crashes within this long of the process's start count as launch crashes (the stub's default
     /// CRASHPORT_LAUNCH_MS: a process without the stub has no other word on it).
-    static let launchWindowNanoseconds: UInt64 = 5_000_000_000
+    static let launchWindowNanoseconds = UInt64(LaunchWindow.defaultMilliseconds) * 1_000_000
 
     /// Answers a dump that is not reported: no core at all where the kernel asked (the process
     /// ends as it would have, without its core), else the stream closed unread.

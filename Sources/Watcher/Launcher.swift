@@ -175,10 +175,13 @@ public struct Launcher {
                 termination, of: launch, target: target, release: environment["CRASHPORT_RELEASE"], session: session,
                 server: server, coreDumped: status & 0x80 != 0, log: log)
         }
-        history.ended(
-            sessionRecord(
-                session, of: launch.child, runKey: runKey, started: started, termination: termination,
-                release: environment["CRASHPORT_RELEASE"], reports: server.reports))
+        let window = LaunchWindow.milliseconds(environment: environment)
+        for record in sessionRecords(
+            session, of: launch.child, runKey: runKey, started: started, termination: termination,
+            release: environment["CRASHPORT_RELEASE"], launchMilliseconds: window, reports: server.reports)
+        {
+            history.ended(record)
+        }
         return (termination, server.reports)
     }
 
@@ -252,7 +255,8 @@ public struct Launcher {
         server.reportedMarks = HostPaths.systemReportedMarks()
         server.log = log
         server.delegate = serving
-        server.hooks = LaunchReportHooks(child: serving.child, session: session, watch: serving.watch)
+        server.hooks = LaunchReportHooks(
+            child: serving.child, runKey: serving.runKey, session: session, watch: serving.watch)
         return server
     }
 
@@ -291,25 +295,78 @@ public struct Launcher {
         server.writeTermination(end, store: store)
     }
 
-    /// The run as its program's history keeps it: crashed, ended abnormally or exited, with its
-    /// handled errors and its crash report.
-    func sessionRecord(
+    /// The run as its program's history keeps it, and a session of their own for the
+    /// descendants that ran another program and crashed. A run is one session, as Sentry's
+    /// release health counts an application run: it is `crashed` when any process of it running
+    /// its program crashed (the child, or a worker it forked: a prefork server whose worker
+    /// crashed had a crashed run), or when the child died of a crash signal no record explained
+    /// (it crashed before the stub installed, or has none); `abnormal` when the child was killed
+    /// otherwise (SIGKILL, the OOM killer, an end --trace-exit captured); else `exited`. A crash
+    /// or abnormal end is a launch crash when it came in the launch window (the report's word,
+    /// else LaunchWindow from the run's start). Handled errors of all its processes count.
+    func sessionRecords(
         _ session: String, of child: ProcessID, runKey: (executable: String, buildID: String?), started: Date,
-        termination: ProcessExit, release: String?, reports: [WrittenReport]
-    ) -> SessionRecord {
-        let mine = reports.filter { $0.event.process?.pid == child }
-        let crash = mine.first { $0.event.kind == .crash }
-        let killed = mine.first { $0.event.kind == .termination }
-        return SessionRecord(
-            sid: session, executable: runKey.executable, buildID: runKey.buildID,
-            release: crash?.event.release ?? release, pid: child.rawValue, started: started,
-            ended: Date(),
-            status: crash != nil
-                ? .crashed
-                : killed != nil || (termination.signal.map(Self.unexplainedDeaths.contains) ?? false) ? .abnormal : .exited,
-            errors: mine.filter { $0.event.kind == .error }.count,
-            crashedDuringLaunch: crash?.event.launch?.crashedDuringLaunch, reportID: crash?.id)
+        termination: ProcessExit, release: String?, launchMilliseconds: UInt32?, reports: [WrittenReport]
+    ) -> [SessionRecord] {
+        let ended = Date()
+        let endedDuringLaunch = LaunchWindow.contains(
+            ended: Self.nanoseconds(ended), started: Self.nanoseconds(started), milliseconds: launchMilliseconds)
+        var mine: [WrittenReport] = []
+        var others: [ProcessID: [WrittenReport]] = [:]
+        for report in reports {
+            guard let process = report.event.process, let pid = process.pid else { continue }
+            let program = process.executable.map(RunHistory.realPath)
+            if pid == child || (program == runKey.executable && process.buildID == runKey.buildID) {
+                mine.append(report)
+            } else if report.event.kind == .crash {
+                others[pid, default: []].append(report)
+            }
+        }
+        let crashes = mine.filter { $0.event.kind == .crash }
+        let end = mine.first { $0.event.kind == .termination && $0.event.process?.pid == child }
+        let signal = termination.signal
+        let status: SessionRecord.Status
+        var crash = crashes.first { $0.event.launch?.crashedDuringLaunch == true } ?? crashes.first
+        var duringLaunch = crash?.event.launch?.crashedDuringLaunch
+        if crash != nil {
+            status = .crashed
+        } else if let signal, Self.crashSignals.contains(signal) {
+            // No record: it crashed before the stub installed, or has no stub.
+            status = .crashed
+            crash = end
+            duringLaunch = end?.event.launch?.crashedDuringLaunch ?? endedDuringLaunch
+        } else if end != nil || (signal.map(Self.unexplainedDeaths.contains) ?? false) {
+            status = .abnormal
+            crash = end
+            duringLaunch = end?.event.launch?.crashedDuringLaunch ?? endedDuringLaunch
+        } else {
+            status = .exited
+        }
+        var records = [
+            SessionRecord(
+                sid: session, executable: runKey.executable, buildID: runKey.buildID,
+                release: crash?.event.release ?? release, pid: child.rawValue, started: started, ended: ended,
+                status: status, errors: mine.filter { $0.event.kind == .error }.count,
+                crashedDuringLaunch: status == .exited ? nil : duringLaunch, reportID: crash?.id)
+        ]
+        for (pid, crashed) in others.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            guard let first = crashed.first, let executable = first.event.process?.executable else { continue }
+            let decisive = crashed.first { $0.event.launch?.crashedDuringLaunch == true } ?? first
+            records.append(
+                SessionRecord(
+                    sid: first.event.session ?? SessionRecord.newID(), executable: RunHistory.realPath(executable),
+                    buildID: first.event.process?.buildID, release: first.event.release, pid: pid.rawValue,
+                    started: started, ended: ended, status: .crashed, errors: 0,
+                    crashedDuringLaunch: decisive.event.launch?.crashedDuringLaunch, reportID: decisive.id))
+        }
+        return records
     }
+
+    static func nanoseconds(_ date: Date) -> UInt64 { UInt64(max(0, date.timeIntervalSince1970 * 1e9)) }
+
+    /// The signals the stub reports (its default set): a death by one of them with no record is
+    /// a crash the stub did not see, not a kill.
+    static let crashSignals: Set<Int32> = [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS]
 
     /// Deaths that deserve a report even without a crash record: the core-dumping signals and
     /// SIGKILL (SIGTERM, SIGINT and the like are ordinary ways to stop a program); the same set
@@ -781,12 +838,21 @@ final class LaunchServing: CrashServerDelegate {
 /// exit, and the link from a watchdog's SIGABRT to the hang report before it.
 struct LaunchReportHooks: ReportHooks {
     let child: ProcessID
+    let runKey: (executable: String, buildID: String?)
     let session: String
     let watch: ChildWatch
 
     func sessionID(of pid: ProcessID) -> String? { pid == child ? session : nil }
 
     func amend(_ event: inout Event, record: CrashRecord) {
+        // A descendant's report: the run's session when it runs the run's program (a forked
+        // worker), else a session of its own (Launcher.sessionRecords).
+        if event.session == nil, let process = event.process {
+            let program = process.executable.map(RunHistory.realPath)
+            event.session =
+                program == runKey.executable && process.buildID == runKey.buildID
+                ? session : watch.session(of: record.pid)
+        }
         if case .exit? = record.observation, record.pid == child {
             event.notes = (event.notes ?? []) + watch.exitNotes
         }
@@ -797,6 +863,8 @@ struct LaunchReportHooks: ReportHooks {
 
 final class ChildWatch: Sendable {
     private let state = Mutex<(appArea: UInt64, exitNotes: [String])>((0, []))
+    /// The sessions of descendants that run another program, by pid.
+    private let sessions = Mutex<[ProcessID: String]>([:])
     /// Its hang reports, for the SIGABRT that may follow (--hang-kill's, or a watchdog's).
     let hangs = HangReports()
 
@@ -810,6 +878,16 @@ final class ChildWatch: Sendable {
     var exitNotes: [String] {
         get { state.withLock { $0.exitNotes } }
         set { state.withLock { $0.exitNotes = newValue } }
+    }
+
+    /// The session of a descendant that runs another program, made at its first report.
+    func session(of pid: ProcessID) -> String {
+        sessions.withLock { known in
+            if let sid = known[pid] { return sid }
+            let sid = SessionRecord.newID()
+            known[pid] = sid
+            return sid
+        }
     }
 
 }

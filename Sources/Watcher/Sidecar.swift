@@ -97,42 +97,59 @@ public final class Sidecar {
         var started: Date
         var errors = 0
         var store: ReportStore
+        /// The first crash of a process it forked (sharing its connection, running its program):
+        /// the run crashed, whatever way its own process ends (Launcher.sessionRecords).
+        var forkedCrash: (id: String, duringLaunch: Bool?, release: String?)?
 
         func record(
             status: SessionRecord.Status, crashedDuringLaunch: Bool? = nil, reportID: String? = nil, release: String? = nil
         )
             -> SessionRecord
         {
-            SessionRecord(
+            if status != .crashed, let crash = forkedCrash {
+                return record(
+                    status: .crashed, crashedDuringLaunch: crash.duringLaunch, reportID: crash.id, release: crash.release)
+            }
+            return SessionRecord(
                 sid: sid, executable: executable, buildID: buildID, release: release ?? self.release, pid: pid.rawValue,
                 started: started, ended: Date(), status: status, errors: errors, crashedDuringLaunch: crashedDuringLaunch,
                 reportID: reportID)
         }
+
+        /// Whether an end at `ended` (ns since the epoch) came in its launch window (LaunchWindow,
+        /// from HELLO, with its app area as the monitor last read it).
+        func endedDuringLaunch(app: AppArea?, ended: UInt64 = realtimeNanoseconds()) -> Bool {
+            LaunchWindow.contains(ended: ended, started: Launcher.nanoseconds(started), app: app)
+        }
     }
 
-    /// Sessions whose process sent a crash record: ended by the report thread once the report
-    /// is written (it says whether the crash came during launch, and its id).
+    /// Every connected client's session id, for its reports (read on the writing threads); a
+    /// crashed client's until its report is written.
     let crashedSessions = PendingSessions()
 
     final class PendingSessions: Sendable {
-        private let sessions = Mutex<[ProcessID: ClientSession]>([:])
-        /// Every connected client's session id, for its reports (read on the writing threads).
         private let ids = Mutex<[ProcessID: String]>([:])
 
-        func started(_ session: ClientSession) { ids.withLock { $0[session.pid] = session.sid } }
+        func started(_ session: ClientSession) { name(session.pid, session: session.sid) }
+        func name(_ pid: ProcessID, session sid: String) {
+            ids.withLock { $0[pid] = sid }
+        }
         func ended(_ pid: ProcessID) { ids.withLock { _ = $0.removeValue(forKey: pid) } }
         func id(of pid: ProcessID) -> String? { ids.withLock { $0[pid] } }
+    }
 
-        func keep(_ session: ClientSession) {
-            sessions.withLock { pending in
-                if pending.count > 4096 { pending.removeAll() }
-                pending[session.pid] = session
-            }
-        }
+    /// The runs ended on this thread whose history a report thread has not written yet.
+    let runsInFlight = RunsInFlight()
 
-        func take(_ pid: ProcessID) -> ClientSession? {
-            ended(pid)
-            return sessions.withLock { $0.removeValue(forKey: pid) }
+    /// Ends a run: its program's record moves on at once for the next HELLO (runsInFlight), and
+    /// the session is written (and fsynced) on a report thread, after `first` (its report).
+    func endRun(_ record: SessionRecord, store: ReportStore, after first: (@Sendable () -> Void)? = nil) {
+        let key = runsInFlight.ended(record, store: store)
+        let runs = runsInFlight
+        pool.submit {
+            first?()
+            RunHistory(store: store).ended(record)
+            runs.written(key)
         }
     }
 
@@ -439,17 +456,13 @@ public final class Sidecar {
                     drop(fd)
                     return
                 }
-                // The connection's own process crashed or reported an error: its session says so.
+                // The connection's own process reported an error: its session says so (a crash
+                // ended it in captured(_:id:app:from:)).
                 if sender.pid == client.peer.pid, var session = clients[fd]?.session,
-                    let type = (try? WireHeader(bytes: bytes))?.type
+                    (try? WireHeader(bytes: bytes))?.type == CP_MSG_ERROR.rawValue
                 {
-                    if type == CP_MSG_CRASH.rawValue {
-                        clients[fd]?.session = nil
-                        crashedSessions.keep(session)
-                    } else if type == CP_MSG_ERROR.rawValue {
-                        session.errors += 1
-                        clients[fd]?.session = session
-                    }
+                    session.errors += 1
+                    clients[fd]?.session = session
                 }
             }
         }
@@ -477,9 +490,7 @@ public final class Sidecar {
                 endings.append(PendingEnd(session: session, watch: watch, uid: client.peer.uid, closed: monotonicNanoseconds()))
             } else {
                 appAreaBytes = max(0, appAreaBytes - held)
-                // Written (and fsynced) on a report thread: the loop goes on serving crashes.
-                let record = session.record(status: .exited)
-                pool.submit { RunHistory(store: session.store).ended(record) }
+                endRun(session.record(status: .exited), store: session.store)
             }
         } else {
             appAreaBytes = max(0, appAreaBytes - held)
@@ -656,7 +667,10 @@ extension Sidecar: CrashServerDelegate {
             let executable = ProcFiles.executable(of: sender.pid)
         {
             let buildID = BuildID(hello.buildID)?.hex
-            lastRun = RunHistory(store: store).lastRun(executable: executable, buildID: buildID)
+            // Every end this sidecar has received counts, written yet or not.
+            lastRun = RunHistory.lastRun(
+                of: runsInFlight.record(store: store, executable: executable, buildID: buildID)
+                    ?? RunHistory(store: store).program(executable: executable, buildID: buildID))
             lastRun.pendingReports = UInt32(
                 ConsentDecisions.awaiting(
                     store: store, program: executable, log: { [log] in log.say("pid \(sender.pid): \($0)", uid: sender.uid) }
@@ -682,6 +696,7 @@ extension Sidecar: CrashServerDelegate {
         guard let store = store(for: sender) else { return }
         let session = clients.values.first { $0.peer.pid == sender.pid }?.session
         let key = session.map { ($0.executable, $0.buildID) } ?? RunHistory.programKey(pid: sender.pid)
+        runsInFlight.setEnabled(enabled, store: store, executable: key.0, buildID: key.1)
         do {
             try RunHistory(store: store).setEnabled(enabled, executable: key.0, buildID: key.1)
         } catch {
@@ -717,13 +732,36 @@ extension Sidecar: CrashServerDelegate {
     }
 
     func holder(of pid: ProcessID) -> ThreadHold? { traced.tracer(of: pid) }
+
+    /// A crash record captured: the connection's own process ends its run as crashed now, before
+    /// its report is written, so a HELLO that follows (the program restarted at once) already
+    /// counts it. Another process on the connection is one it forked, running its program (the
+    /// connection is close-on-exec: a program it execs says HELLO on its own): its crash marks
+    /// the run crashed, which the run says when it ends.
+    func captured(_ record: CrashRecord, id: String, app: AppArea?, from sender: Sender) {
+        guard currentClient >= 0, let client = clients[currentClient], var session = client.session else { return }
+        let duringLaunch = app?.crashedDuringLaunch(at: record.timeNanoseconds)
+        let release = app?.annotations.first { $0.key == "release" }?.value ?? app?.release
+        if sender.pid == client.peer.pid {
+            clients[currentClient]?.session = nil
+            endRun(
+                session.record(status: .crashed, crashedDuringLaunch: duringLaunch, reportID: id, release: release),
+                store: session.store)
+        } else {
+            // Its report names the run's session too (until it is written).
+            crashedSessions.name(sender.pid, session: session.sid)
+            guard session.forkedCrash == nil else { return }
+            session.forkedCrash = (id, duringLaunch, release)
+            clients[currentClient]?.session = session
+        }
+    }
 }
 
-/// What the sidecar adds to each report, on the thread that writes it: the client's session
-/// (ended as crashed once its crash is written), the link from a SIGABRT to the hang report
-/// before it, an upload after a report (not while one still runs: a storm of crashes starts one
-/// pass, which takes the reports written while it runs; the timer takes what comes after its
-/// last look), and the spool for a crash whose report cannot be written.
+/// What the sidecar adds to each report, on the thread that writes it: the client's session id
+/// (the session itself ended as crashed when the crash was captured), the link from a SIGABRT
+/// to the hang report before it, an upload after a report (not while one still runs: a storm of
+/// crashes starts one pass, which takes the reports written while it runs; the timer takes what
+/// comes after its last look), and the spool for a crash whose report cannot be written.
 struct SidecarReportHooks: ReportHooks {
     let sessions: Sidecar.PendingSessions
     let hangReports: HangReports
@@ -736,7 +774,6 @@ struct SidecarReportHooks: ReportHooks {
     func amend(_ event: inout Event, record: CrashRecord) { hangReports.amend(&event, record) }
 
     func wrote(_ report: WrittenReport, into store: ReportStore) {
-        let crashedSessions = sessions
         if let uploads {
             uploads.pids.withLock { running in
                 guard running.isEmpty,
@@ -746,18 +783,67 @@ struct SidecarReportHooks: ReportHooks {
                 running.insert(child)
             }
         }
-        guard let pid = report.event.process?.pid, report.event.kind == .crash,
-            let session = crashedSessions.take(pid)
-        else { return }
-        RunHistory(store: session.store).ended(
-            session.record(
-                status: .crashed, crashedDuringLaunch: report.event.launch?.crashedDuringLaunch, reportID: report.id,
-                release: report.event.release))
+        // Its session ended when the crash was captured (Sidecar.captured); its id was kept for
+        // this report.
+        if let pid = report.event.process?.pid, report.event.kind == .crash { sessions.ended(pid) }
     }
 
     func unwritable(_ capture: Capture, recordBytes: [UInt8], error: Error, store: ReportStore) -> Bool {
         guard let spool else { return false }
         spool.keep(capture: capture, recordBytes: recordBytes, owner: store.owner, because: "\(error)")
         return true
+    }
+}
+
+/// The runs the serving thread has ended whose history a report thread has not written yet,
+/// per program: its record as it will read once they are written. A HELLO reads it before the
+/// file, so it answers with every end this sidecar has received, with no window while the
+/// report is built. Only the serving thread adds; report threads take their writes off.
+final class RunsInFlight: Sendable {
+    struct Entry: Sendable {
+        var record: ProgramRuns
+        /// Writes still to come.
+        var pending: Int
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+
+    static func key(root: String, executable: String, buildID: String?) -> String {
+        root + "\u{0}" + executable + "\u{0}" + (buildID ?? "")
+    }
+
+    /// The program's record with `session` applied, kept until it is written; its key.
+    func ended(_ session: SessionRecord, store: ReportStore) -> String {
+        let key = Self.key(root: store.root, executable: session.executable, buildID: session.buildID)
+        // Nothing in flight for it: the file is up to date (only this thread adds).
+        var record =
+            entries.withLock { $0[key]?.record }
+            ?? RunHistory(store: store).program(executable: session.executable, buildID: session.buildID)
+            ?? ProgramRuns(executable: session.executable, buildID: session.buildID)
+        RunHistory.apply(session, to: &record)
+        entries.withLock { all in
+            all[key] = Entry(record: record, pending: (all[key]?.pending ?? 0) + 1)
+        }
+        return key
+    }
+
+    /// One write of `key` is on disk; once none is left, the file answers again.
+    func written(_ key: String) {
+        entries.withLock { all in
+            guard var entry = all[key] else { return }
+            entry.pending -= 1
+            all[key] = entry.pending > 0 ? entry : nil
+        }
+    }
+
+    func record(store: ReportStore, executable: String, buildID: String?) -> ProgramRuns? {
+        entries.withLock { $0[Self.key(root: store.root, executable: executable, buildID: buildID)]?.record }
+    }
+
+    /// crashport_set_enabled, for a record still in flight.
+    func setEnabled(_ enabled: Bool, store: ReportStore, executable: String, buildID: String?) {
+        entries.withLock { all in
+            all[Self.key(root: store.root, executable: executable, buildID: buildID)]?.record.disabled = !enabled
+        }
     }
 }

@@ -233,8 +233,7 @@ extension Sidecar {
             // ordinary end of this run of the program. Traced, it is let go, unless it said HELLO
             // again (the program it execed has the stub too).
             if end.watch.traced, connection(of: pid) == nil { traced.tracer(of: pid)?.detachEverything() }
-            let record = session.record(status: .exited)
-            pool.submit { RunHistory(store: session.store).ended(record) }
+            endRun(session.record(status: .exited), store: session.store)
             return
         case .ended(.known(let exit, let source)):
             abnormal.exit = exit
@@ -244,18 +243,22 @@ extension Sidecar {
         case .ended(.notYet):
             abnormal.exitUnknown = "it had not ended"
         }
+        // An abnormal end in its launch window is a launch crash (RunHistory): measured when its
+        // connection closed, as its death is not timed more closely.
+        let closedAt = realtimeNanoseconds() &- (now &- end.closed)
+        let duringLaunch = session.endedDuringLaunch(app: end.watch.monitor?.area, ended: closedAt)
         // Traced, it was captured at its exit stops, and that report says it all.
         if let report = end.watch.exitReport {
-            let record = session.record(status: .abnormal, reportID: report)
-            pool.submit { RunHistory(store: session.store).ended(record) }
+            endRun(
+                session.record(status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: report),
+                store: session.store)
             return
         }
         // An exit with 0, or a death by a signal that ordinarily stops programs, is an end like
         // any other (as `crashport run` counts them).
         if let exit = abnormal.exit, exit == .exited(0) || exit.signal.map({ !Launcher.unexplainedDeaths.contains($0) }) == true {
             log.say("client pid \(pid) ended without a goodbye: \(TerminationReport.describe(exit))")
-            let record = session.record(status: .exited)
-            pool.submit { RunHistory(store: session.store).ended(record) }
+            endRun(session.record(status: .exited), store: session.store)
             return
         }
         abnormal.arguments = end.watch.arguments
@@ -292,10 +295,11 @@ extension Sidecar {
         }
         let server = self.server
         let ended = abnormal
-        pool.submit {
-            let report = write ? server.writeTermination(ended, store: session.store) : nil
-            RunHistory(store: session.store).ended(
-                session.record(status: .abnormal, reportID: report?.id, release: report?.event.release))
+        let id = write ? ReportStore.newID(pid: pid.rawValue) : nil
+        endRun(
+            session.record(status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: id), store: session.store
+        ) {
+            if let id { server.writeTermination(ended, store: session.store, id: id) }
         }
     }
 }

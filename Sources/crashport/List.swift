@@ -11,7 +11,11 @@ import Upload
 
 /// "crashed during launch (3 launch crashes in a row), report ID" and the like.
 func describeLastRun(_ runs: ProgramRuns) -> String {
-    var text = runs.lastCrashed ? (runs.lastCrashedDuringLaunch ? "crashed during launch" : "crashed") : "ended without a crash"
+    var text = "ended without a crash"
+    if runs.lastCrashed {
+        text = (runs.lastEndedAbnormally == true ? "ended abnormally" : "crashed")
+        if runs.lastCrashedDuringLaunch { text += " during launch" }
+    }
     if runs.consecutiveLaunchCrashes > 0 {
         text += " (\(runs.consecutiveLaunchCrashes) launch crash\(runs.consecutiveLaunchCrashes == 1 ? "" : "es") in a row)"
     }

@@ -11,8 +11,9 @@
  *                 (the rate limit lets 9 more through), then one from a signal handler;
  *                 prints each outcome and exits 0
  *   run HOW       prints what crashport_last_run says, then: "crash" (during launch), "late"
- *                 (crashport_launch_completed, then crash), "clean" (exit 0), "disable"
- *                 (crashport_set_enabled(0), then crash), "enable" (turn it back on, exit 0)
+ *                 (crashport_launch_completed, then crash), "clean" (exit 0), "sigkill" (raises
+ *                 SIGKILL), "disable" (crashport_set_enabled(0), then crash), "enable" (turn it
+ *                 back on, exit 0)
  */
 #define _GNU_SOURCE
 #include <crashport.h>
@@ -155,6 +156,7 @@ int main(int argc, char **argv)
         fflush(stdout);
         const char *how = argv[2];
         if (strcmp(how, "clean") == 0) return 0;
+        if (strcmp(how, "sigkill") == 0) raise(SIGKILL);
         if (strcmp(how, "late") == 0) crashport_launch_completed();
         if (strcmp(how, "disable") == 0) printf("disabled %d\n", crashport_set_enabled(0));
         if (strcmp(how, "enable") == 0) {
