@@ -453,6 +453,15 @@ public final class CrashServer: @unchecked Sendable {
             let heartbeat = HeartbeatMessage.encode(extendMilliseconds: 10_000)
             _ = heartbeat.withUnsafeBytes { send(reply, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         }
+        // The thread whose fault a handler turned into a call crashed again on its way out (Go
+        // with GOTRACEBACK=crash aborts): the held capture, taken at the fault, is the report.
+        if !record.isError, record.reraise?.how != .called, let fault = takeHeldFault(of: record.pid) {
+            if fault.record.tid == record.tid {
+                sendVerdict(reply, nanoseconds: 0)
+                writeHeldFault(fault, then: record)
+                return
+            }
+        }
         captures += 1
         noteStubCrash(record)
         let held = CaptureSession.hold(
@@ -462,12 +471,94 @@ public final class CrashServer: @unchecked Sendable {
         // unwinding, symbolication and writing happen while it dies.
         let elapsed = monotonicNanoseconds() - started
         sendVerdict(reply, nanoseconds: elapsed)
+        if record.reraise?.how == .called {
+            let fault = HeldFault(
+                record: record, held: held, recordBytes: bytes, store: store, access: access, started: started,
+                elapsed: elapsed)
+            heldFaults.withLock { faults in
+                if faults.count >= Self.heldFaultLimit { faults.removeAll() }
+                faults[record.pid] = fault
+            }
+            return
+        }
         submit { [self, cache] in
             asClient(access, pid: record.pid) {
                 writeReport(
                     held.finish(cache: cache), recordBytes: bytes, store: store, started: started, captureNanoseconds: elapsed)
             }
         }
+    }
+
+    // MARK: - Faults a handler turned into a call
+
+    /// A fault a program's handler turned into a call (CP_RERAISE_CALLED: Go's runtime making
+    /// it a panic, runtime.sigpanic), captured at the fault and held until the process's end
+    /// says whether it was the crash: an exit with status 2 (Go's fatal error after a fault in C
+    /// code, an unrecovered panic) writes it; a later crash record of the same thread (Go with
+    /// GOTRACEBACK=crash aborts) writes it with that signal as its re-raise; any other end, or a
+    /// later such fault of the process, drops it (the panic was recovered). Never spooled.
+    struct HeldFault: Sendable {
+        var record: CrashRecord
+        var held: HeldCapture
+        var recordBytes: [UInt8]
+        var store: ReportStore
+        var access: ProcessAccess
+        var started: UInt64
+        var elapsed: UInt64
+    }
+
+    /// By pid, one per process (the latest); cleared when a storm of processes leaves this many.
+    let heldFaults = Mutex<[ProcessID: HeldFault]>([:])
+    static let heldFaultLimit = 1024
+    /// The exit status Go's runtime ends a process with after a fatal error or an unrecovered
+    /// panic (runtime.exit(2) in fatalthrow and fatalpanic).
+    public static let goFatalExitStatus: Int32 = 2
+
+    func takeHeldFault(of pid: ProcessID) -> HeldFault? { heldFaults.withLock { $0.removeValue(forKey: pid) } }
+
+    /// Whether a fault of `pid`'s is held, waiting for its end.
+    public func holdsFault(of pid: ProcessID) -> Bool { heldFaults.withLock { $0[pid] != nil } }
+
+    /// `pid` ended (`exit`, nil when unknown, or when it lives on after an exec): a held fault
+    /// of its is written as its crash when it exited with Go's fatal status, else dropped.
+    /// Returns the id the report is written under (through `submit`), or nil.
+    @discardableResult
+    public func settleHeldFault(of pid: ProcessID, exit: ProcessExit?) -> String? {
+        guard let fault = takeHeldFault(of: pid), exit == .exited(Self.goFatalExitStatus) else { return nil }
+        var reraise = fault.record.reraise
+        reraise?.code = Self.goFatalExitStatus
+        let note =
+            "captured at the fault, written when the process exited: the program's handler made the faulting instruction call a function (Go's runtime: runtime.sigpanic), and the runtime then ended the process with exit status \(Self.goFatalExitStatus) (Go prints \"fatal error\" or \"panic\" and the goroutines on stderr); with GOTRACEBACK=crash it aborts with SIGABRT instead (crashport doctor)"
+        return writeHeldFault(fault, reraise: reraise, note: note)
+    }
+
+    /// Writes a held fault whose thread crashed again with `second` (its re-raise).
+    func writeHeldFault(_ fault: HeldFault, then second: CrashRecord) {
+        // The handler stays the one that turned the fault into a call.
+        var reraise = fault.record.reraise
+        reraise?.how = second.code > 0 ? .faulted : .raised
+        reraise?.signal = second.signal
+        reraise?.code = second.code
+        reraise?.pc = second.reraise?.pc ?? 0
+        let note =
+            "captured at the fault: the program's handler made the faulting instruction call a function (Go's runtime: runtime.sigpanic), and the thread then ended the process with \(SignalNames.name(second.signal)) (Go with GOTRACEBACK=crash)"
+        writeHeldFault(fault, reraise: reraise, note: note)
+    }
+
+    @discardableResult
+    func writeHeldFault(_ fault: HeldFault, reraise: WireReraise?, note: String) -> String {
+        let id = ReportStore.newID(pid: fault.record.pid.rawValue)
+        submit { [self, cache] in
+            asClient(fault.access, pid: fault.record.pid) {
+                var capture = fault.held.finish(cache: cache)
+                capture.record.reraise = reraise
+                capture.notes.append(note)
+                writeReport(
+                    capture, recordBytes: fault.recordBytes, store: fault.store, started: fault.started,
+                    captureNanoseconds: fault.elapsed, id: id, spoolOnFailure: false)
+            }
+        }
+        return id
     }
 
     /// Runs a report's building and writing with the credentials of the process's user (the

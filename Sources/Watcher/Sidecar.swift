@@ -443,7 +443,9 @@ public final class Sidecar {
                 if sender.pid == client.peer.pid, var session = clients[fd]?.session,
                     let type = (try? WireHeader(bytes: bytes))?.type
                 {
-                    if type == CP_MSG_CRASH.rawValue {
+                    // A fault a handler turned into a call (Go's panic) is held until the
+                    // process's end says whether it was the crash (SidecarEnds).
+                    if type == CP_MSG_CRASH.rawValue, (try? CrashRecord(bytes: bytes))?.reraise?.how != .called {
                         clients[fd]?.session = nil
                         crashedSessions.keep(session)
                     } else if type == CP_MSG_ERROR.rawValue {
@@ -478,6 +480,7 @@ public final class Sidecar {
             } else {
                 appAreaBytes = max(0, appAreaBytes - held)
                 // Written (and fsynced) on a report thread: the loop goes on serving crashes.
+                server.settleHeldFault(of: session.pid, exit: nil)
                 let record = session.record(status: .exited)
                 pool.submit { RunHistory(store: session.store).ended(record) }
             }

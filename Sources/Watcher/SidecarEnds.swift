@@ -233,6 +233,7 @@ extension Sidecar {
             // ordinary end of this run of the program. Traced, it is let go, unless it said HELLO
             // again (the program it execed has the stub too).
             if end.watch.traced, connection(of: pid) == nil { traced.tracer(of: pid)?.detachEverything() }
+            server.settleHeldFault(of: pid, exit: nil)
             let record = session.record(status: .exited)
             pool.submit { RunHistory(store: session.store).ended(record) }
             return
@@ -243,6 +244,13 @@ extension Sidecar {
             abnormal.exitUnknown = why
         case .ended(.notYet):
             abnormal.exitUnknown = "it had not ended"
+        }
+        // A fault Go's runtime turned into a panic, and the exit (status 2) that followed: the
+        // fault, captured when it happened, is the crash; any other end drops it.
+        if let report = server.settleHeldFault(of: pid, exit: end.watch.disabled ? nil : abnormal.exit) {
+            let record = session.record(status: .crashed, reportID: report)
+            pool.submit { RunHistory(store: session.store).ended(record) }
+            return
         }
         // Traced, it was captured at its exit stops, and that report says it all.
         if let report = end.watch.exitReport {
