@@ -1,0 +1,62 @@
+// A Go program for GoTests: a fault in C code called through cgo, a nil dereference in Go code
+// (a panic nobody recovers), and one that is recovered. Built by the test with `go build`.
+//
+//	ledger cgo        C code called from Go writes through NULL: Go's runtime prints
+//	                  "fatal error: unexpected signal during runtime execution" and exits 2
+//	ledger nil        a Go method on a nil pointer: "panic: runtime error: invalid memory
+//	                  address or nil pointer dereference", exit 2
+//	ledger recovered  the same panic, recovered: "recovered" on stdout, exit 0
+package main
+
+/*
+// noinline and noclone: the crashing function keeps its own frame and its own name at -O2
+// (cgo's default flags), as gdb shows it.
+__attribute__((noinline, noclone)) void ledger_write_entry(int *entry, int amount) { *entry = amount; }
+__attribute__((noinline, noclone)) int ledger_post(int amount) {
+	ledger_write_entry((int *)0, amount);
+	return amount + 1;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+)
+
+type ledger struct {
+	balance int
+}
+
+//go:noinline
+func (l *ledger) credit(amount int) { l.balance += amount }
+
+//go:noinline
+func postThroughC(amount int) int { return int(C.ledger_post(C.int(amount))) }
+
+//go:noinline
+func recoveredCredit() (message string) {
+	defer func() { message = fmt.Sprint(recover()) }()
+	var missing *ledger
+	missing.credit(7)
+	return "not reached"
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: ledger cgo|nil|recovered")
+		os.Exit(64)
+	}
+	switch os.Args[1] {
+	case "cgo":
+		fmt.Println(postThroughC(5))
+	case "nil":
+		var missing *ledger
+		missing.credit(5)
+	case "recovered":
+		fmt.Println("recovered:", recoveredCredit())
+	default:
+		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
+		os.Exit(64)
+	}
+}
