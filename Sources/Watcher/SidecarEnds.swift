@@ -59,6 +59,8 @@ extension Sidecar {
         var hangKill = false
         /// The report of its death, captured at its exit stops (traced): nothing more to write.
         var exitReport: String?
+        /// A fault of its the runtime turned into a call, written at its exit stop (traced): its crash.
+        var heldFaultReport: String?
 
         init(connection: Int32, access: ProcessAccess, appArea: UInt64, disabled: Bool) {
             let pid = access.pid
@@ -247,7 +249,9 @@ extension Sidecar {
         }
         // A fault Go's runtime turned into a panic, and the exit (status 2) that followed: the
         // fault, captured when it happened, is the crash; any other end drops it.
-        if let report = server.settleHeldFault(of: pid, exit: end.watch.disabled ? nil : abnormal.exit) {
+        if let report = end.watch.heldFaultReport
+            ?? server.settleHeldFault(of: pid, exit: end.watch.disabled ? nil : abnormal.exit)
+        {
             let record = session.record(status: .crashed, reportID: report)
             pool.submit { RunHistory(store: session.store).ended(record) }
             return

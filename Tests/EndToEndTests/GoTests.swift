@@ -119,6 +119,28 @@ final class GoTests: XCTestCase {
         XCTAssertEqual(session["report_id"] as? String, sidecar.reportIDs().first, "\(session)")
     }
 
+    /// A sidecar that traces its clients to their exit stops (--trace-exit --trace-exit-codes)
+    /// would capture the exit(2) too: the fault is the one report, and the session's.
+    func testCgoSegfaultUnderATracingSidecarIsOneReport() throws {
+        let program = try ledger()
+        let directory = TestSupport.temporaryDirectory("go-traced")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let sidecar = try SidecarProcess(directory: directory, arguments: ["--trace-exit", "--trace-exit-codes"])
+        defer { sidecar.stop() }
+        let client = try TestSupport.run(
+            [program, "cgo"], environment: ["LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": sidecar.socket])
+        XCTAssertEqual(client.status, .exited(2), facts("under the sidecar", client))
+        let pid = try XCTUnwrap(sidecar.waitForReports(1).first?.process?.pid?.rawValue)
+        // The session is recorded after every report of the process was written.
+        let session = try sidecar.session(of: pid)
+        let events = try sidecar.events()
+        XCTAssertEqual(events.count, 1, "\(events.map { $0.title ?? "?" }): \(sidecar.log)")
+        guard let event = events.first else { return }
+        checkCgoFault(event, how: .calledThenExited, sidecar.log)
+        XCTAssertEqual(session["status"] as? String, "crashed", "\(session)")
+        XCTAssertEqual(session["report_id"] as? String, event.id, "\(session)")
+    }
+
     func testCgoSegfaultWithGOTRACEBACKCrashNamesTheFaultAndTheAbort() throws {
         let program = try ledger()
         let environment = ["GOTRACEBACK": "crash"]
