@@ -528,7 +528,7 @@ public final class CrashServer: @unchecked Sendable {
         var reraise = fault.record.reraise
         reraise?.code = Self.goFatalExitStatus
         let note =
-            "captured at the fault, written when the process exited: the program's handler made the faulting instruction call a function (Go's runtime: runtime.sigpanic), and the runtime then ended the process with exit status \(Self.goFatalExitStatus) (Go prints \"fatal error\" or \"panic\" and the goroutines on stderr); with GOTRACEBACK=crash it aborts with SIGABRT instead (crashport doctor)"
+            "captured at the fault, written when the process exited with status \(Self.goFatalExitStatus), Go's fatal exit (Go printed \"fatal error\" or \"panic\" and its goroutines on stderr); GOTRACEBACK=crash makes Go abort with SIGABRT instead (crashport doctor)"
         return writeHeldFault(fault, reraise: reraise, note: note)
     }
 
@@ -541,7 +541,7 @@ public final class CrashServer: @unchecked Sendable {
         reraise?.code = second.code
         reraise?.pc = second.reraise?.pc ?? 0
         let note =
-            "captured at the fault: the program's handler made the faulting instruction call a function (Go's runtime: runtime.sigpanic), and the thread then ended the process with \(SignalNames.name(second.signal)) (Go with GOTRACEBACK=crash)"
+            "captured at the fault, before the thread ended the process with \(SignalNames.name(second.signal)) (Go with GOTRACEBACK=crash aborts after printing)"
         writeHeldFault(fault, reraise: reraise, note: note)
     }
 
