@@ -92,6 +92,27 @@ final class GoTests: XCTestCase {
         XCTAssertEqual(Array(ours.prefix(named.count)), named.map(\.function), "gdb: \(gdb)\ncrashport: \(names(event))")
     }
 
+    /// From a goroutine, on another thread than the main one, with GOTRACEBACK=crash too: the
+    /// SIGABRT comes from the thread that faulted, and the report is that thread's fault.
+    func testCgoSegfaultOnAnotherThreadIsThatThreadsFault() throws {
+        let program = try ledger()
+        for traceback in ["", "crash"] {
+            let environment = traceback.isEmpty ? [:] : ["GOTRACEBACK": traceback]
+            let plain = try TestSupport.run([program, "cgo-goroutine"], environment: environment)
+            let watched = try TestSupport.crashportRun([program, "cgo-goroutine"], environment: environment)
+            defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+            let context = facts("GOTRACEBACK=\(traceback) under crashport", watched.result)
+            XCTAssertEqual(plain.status, traceback.isEmpty ? .exited(2) : .signaled(SIGABRT), facts("plain", plain))
+            XCTAssertEqual(watched.result.status, plain.status, context)
+            XCTAssertEqual(watched.reportIDs.count, 1, context)
+            guard watched.reportIDs.count == 1 else { continue }
+            let event = try watched.event()
+            checkCgoFault(event, how: traceback.isEmpty ? .calledThenExited : .raised, context)
+            XCTAssertNotEqual(
+                event.crashedThreadRecord?.tid?.rawValue, event.process?.pid?.rawValue, "not the main thread: \(context)")
+        }
+    }
+
     func testCgoSegfaultUnderTheSidecarAgreesWithRun() throws {
         let program = try ledger()
         let watched = try TestSupport.crashportRun([program, "cgo"])

@@ -3,6 +3,7 @@
 //
 //	ledger cgo        C code called from Go writes through NULL: Go's runtime prints
 //	                  "fatal error: unexpected signal during runtime execution" and exits 2
+//	ledger cgo-goroutine  the same from a goroutine, on another thread than the main one
 //	ledger nil        a Go method on a nil pointer: "panic: runtime error: invalid memory
 //	                  address or nil pointer dereference", exit 2
 //	ledger recovered  the same panic, recovered: "recovered" on stdout, exit 0
@@ -22,6 +23,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"runtime"
 )
 
 type ledger struct {
@@ -42,14 +44,22 @@ func recoveredCredit() (message string) {
 	return "not reached"
 }
 
+// The main goroutine keeps the main thread (init runs on it), so every other goroutine runs on
+// another thread.
+func init() { runtime.LockOSThread() }
+
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: ledger cgo|nil|recovered")
+		fmt.Fprintln(os.Stderr, "usage: ledger cgo|cgo-goroutine|nil|recovered")
 		os.Exit(64)
 	}
 	switch os.Args[1] {
 	case "cgo":
 		fmt.Println(postThroughC(5))
+	case "cgo-goroutine":
+		done := make(chan int)
+		go func() { done <- postThroughC(6) }()
+		fmt.Println(<-done)
 	case "nil":
 		var missing *ledger
 		missing.credit(5)
