@@ -464,6 +464,16 @@ public final class CrashServer: @unchecked Sendable {
         }
         captures += 1
         noteStubCrash(record)
+        // Past the first few faults a handler turned into calls (recovered panics, most likely),
+        // only the faulting thread, from the record: a full capture stops every thread.
+        var options = self.options
+        var thin = false
+        if record.reraise?.how == .called {
+            if calledFaults.count >= Self.heldFaultLimit { calledFaults.removeAll() }
+            calledFaults[record.pid, default: 0] += 1
+            thin = calledFaults[record.pid, default: 0] > Self.fullCapturesOfCalledFaults
+            if thin { options.usePtrace = false }
+        }
         let held = CaptureSession.hold(
             record: record, access: access, threads: threads, status: status, options: options, cache: cache,
             holder: delegate?.holder(of: record.pid))
@@ -474,7 +484,7 @@ public final class CrashServer: @unchecked Sendable {
         if record.reraise?.how == .called {
             let fault = HeldFault(
                 record: record, held: held, recordBytes: bytes, store: store, access: access, started: started,
-                elapsed: elapsed)
+                elapsed: elapsed, thin: thin)
             heldFaults.withLock { faults in
                 if faults.count >= Self.heldFaultLimit { faults.removeAll() }
                 faults[record.pid] = fault
@@ -505,7 +515,17 @@ public final class CrashServer: @unchecked Sendable {
         var access: ProcessAccess
         var started: UInt64
         var elapsed: UInt64
+        /// Captured from the record only (past fullCapturesOfCalledFaults of its process).
+        var thin: Bool
     }
+
+    /// Faults turned into calls by pid (serving thread): how many were captured whole.
+    var calledFaults: [ProcessID: Int] = [:]
+    /// How many faults turned into calls of one process are captured whole (every thread
+    /// stopped, a few ms each); the rest only from the record (the faulting thread's registers
+    /// and stack copy, and the modules), a fraction of that. A Go program that recovers
+    /// thousands of nil dereferences pays the full capture a few times, not each time.
+    static let fullCapturesOfCalledFaults = 4
 
     /// By pid, one per process (the latest); cleared when a storm of processes leaves this many.
     let heldFaults = Mutex<[ProcessID: HeldFault]>([:])
@@ -553,6 +573,12 @@ public final class CrashServer: @unchecked Sendable {
                 var capture = fault.held.finish(cache: cache)
                 capture.record.reraise = reraise
                 capture.notes.append(note)
+                if fault.thin {
+                    capture.notes.removeAll { $0.hasPrefix("ptrace not used (--no-ptrace)") }
+                    capture.notes.append(
+                        "only the faulting thread, from the stub's record: more than \(Self.fullCapturesOfCalledFaults) faults of this process were turned into calls (recovered panics, most likely), and only the first \(Self.fullCapturesOfCalledFaults) stop every thread"
+                    )
+                }
                 writeReport(
                     capture, recordBytes: fault.recordBytes, store: fault.store, started: fault.started,
                     captureNanoseconds: fault.elapsed, id: id, spoolOnFailure: false)

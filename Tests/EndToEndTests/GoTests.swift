@@ -203,6 +203,21 @@ final class GoTests: XCTestCase {
         XCTAssertTrue(containsInOrder(names(event), ["main.(*ledger).credit", "main.main"]), "\(names(event).prefix(8))")
     }
 
+    /// After ten recovered panics (each captured from the record only, past the first few), the
+    /// fatal fault is still the one report, with its frames.
+    func testCgoSegfaultAfterRecoveredPanicsIsTheOneReport() throws {
+        let program = try ledger()
+        let watched = try TestSupport.crashportRun([program, "recovered-then-cgo"])
+        defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+        let context = facts("under crashport", watched.result)
+        XCTAssertEqual(watched.result.status, .exited(2), context)
+        XCTAssertEqual(watched.reportIDs.count, 1, context)
+        guard watched.reportIDs.count == 1 else { return }
+        let event = try watched.event()
+        checkCgoFault(event, how: .calledThenExited, context)
+        XCTAssertTrue((event.notes ?? []).contains { $0.hasPrefix("only the faulting thread") }, "\(event.notes ?? [])")
+    }
+
     func testRecoveredPanicIsNoReport() throws {
         let program = try ledger()
         let watched = try TestSupport.crashportRun([program, "recovered"])

@@ -7,6 +7,7 @@
 //	ledger nil        a Go method on a nil pointer: "panic: runtime error: invalid memory
 //	                  address or nil pointer dereference", exit 2
 //	ledger recovered  the same panic, recovered: "recovered" on stdout, exit 0
+//	ledger recovered-then-cgo  ten such panics recovered, then the cgo fault
 package main
 
 /*
@@ -50,7 +51,7 @@ func init() { runtime.LockOSThread() }
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: ledger cgo|cgo-goroutine|nil|recovered")
+		fmt.Fprintln(os.Stderr, "usage: ledger cgo|cgo-goroutine|nil|recovered|recovered-then-cgo")
 		os.Exit(64)
 	}
 	switch os.Args[1] {
@@ -65,6 +66,11 @@ func main() {
 		missing.credit(5)
 	case "recovered":
 		fmt.Println("recovered:", recoveredCredit())
+	case "recovered-then-cgo":
+		for i := 0; i < 10; i++ {
+			recoveredCredit()
+		}
+		fmt.Println(postThroughC(8))
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
 		os.Exit(64)
