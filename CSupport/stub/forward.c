@@ -503,6 +503,18 @@ bool cp_forward_came_back(uint32_t tid, int signo, const siginfo_t *info, const 
     return true;
 }
 
+/** Whether a handler returning from `fault` with `uc` resumes in a call it pushed: the stack
+ *  pointer one word below the fault's, holding the fault's pc as the return address (Go's
+ *  sigctxt.pushCall of runtime.sigpanic). A JVM's handler, which only moves the pc, does not. */
+static bool cp_forward_made_a_call(const cp_fault *fault, const ucontext_t *uc)
+{
+    uint64_t fault_pc = (uint64_t)fault->gregs[REG_RIP];
+    uint64_t fault_sp = (uint64_t)fault->gregs[REG_RSP];
+    uint64_t sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+    return fault_pc != 0 && (uint64_t)uc->uc_mcontext.gregs[REG_RIP] != fault_pc && sp == fault_sp - 8 &&
+           cp_forward_peek(sp) == fault_pc;
+}
+
 void cp_forward_returned(ucontext_t *uc)
 {
     cp_stub_state *state = &cp_state;
@@ -567,6 +579,12 @@ void cp_forward_returned(ucontext_t *uc)
         reraise.how = CP_RERAISE_RESET;
         cp_report_fault(state, tid, &thread->original, &reraise, CP_CRASH_FORWARD_FIRST);
         cp_forward_kernel_default(signo);
+    } else if (index == 0 && frame->code > 0 && cp_forward_made_a_call(&thread->original, uc)) {
+        /* It made the faulting instruction seem to call something: Go's runtime turning the
+         * fault into a panic. Whether that ends the process (a fault in C code, an unrecovered
+         * panic) only the process's end will say: the watcher captures it now and holds it. */
+        reraise.how = CP_RERAISE_CALLED;
+        cp_report_fault(state, tid, &thread->original, &reraise, CP_CRASH_FORWARD_FIRST);
     } else if (frame->code > 0) {
         /* Handled, presumably: remember the fault and the registers it resumes with. */
         cp_forward_memo *memo = &cp_forward_memos[tid % CP_FORWARD_THREADS];

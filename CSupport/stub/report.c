@@ -979,6 +979,12 @@ void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *origina
         }
         return; /* holder == tid: this thread already reported; one report per process */
     }
+    /* A report runs now (the word may be left at 1 by a fault a handler turned into a call). */
+    __atomic_store_n(&state->crash_done, 0, __ATOMIC_RELEASE);
+    /* A fault a program handler turned into a call (CP_RERAISE_CALLED) is not yet the
+     * process's crash: the watcher holds it until the process ends, nothing is spooled for it,
+     * and a later fault is reported again. */
+    bool provisional = reraise != NULL && reraise->how == CP_RERAISE_CALLED;
 
     cp_handler_answer answer;
     cp_safe_set(&answer, 0, sizeof answer);
@@ -997,13 +1003,16 @@ void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *origina
         state->record->flags |= record_flags;
         cp_handler_allow_ptrace(state);
         cp_handler_report(state, &answer);
-        if (!answer.has_verdict) {
+        if (!answer.has_verdict && !provisional) {
             cp_handler_unanswered(state, answer.sent);
         }
     }
 
     __atomic_store_n(&state->crash_done, 1, __ATOMIC_RELEASE);
     (void)cp_safe_syscall3(SYS_futex, (long)&state->crash_done, FUTEX_WAKE_PRIVATE, INT_MAX);
+    if (provisional) {
+        __atomic_store_n(&state->crashing_tid, 0, __ATOMIC_RELEASE);
+    }
 
     if (answer.has_verdict && state->timing_fd >= 0) {
         cp_handler_write_timing(state->timing_fd, &answer);

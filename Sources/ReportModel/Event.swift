@@ -393,6 +393,10 @@ public struct ReraiseRecord: Codable, Sendable, Equatable {
         case resetAndReturned = "reset_and_returned"
         /// The handler returned without repairing anything and the same fault came back.
         case cameBack = "came_back"
+        /// The handler turned the fault into a call (Go's runtime: runtime.sigpanic), and the
+        /// runtime then ended the process with `exit_status` (Go's fatal error or unrecovered
+        /// panic: 2) without another signal.
+        case calledThenExited = "called_then_exited"
     }
 
     public var how: How?
@@ -408,6 +412,8 @@ public struct ReraiseRecord: Codable, Sendable, Equatable {
     /// When the crashed thread was unwound from the second signal (a handler crashport did not
     /// run, found through its signal frame): the index of the frame the original fault is in.
     public var originalFrame: Int?
+    /// called_then_exited: the status the process exited with.
+    public var exitStatus: Int32?
 
     public init(
         how: How? = nil, signal: String? = nil, number: Int32? = nil, code: Int32? = nil, codeName: String? = nil,
@@ -429,6 +435,7 @@ public struct ReraiseRecord: Codable, Sendable, Equatable {
         case codeName = "code_name"
         case handler, function, module
         case originalFrame = "original_frame"
+        case exitStatus = "exit_status"
     }
 }
 

@@ -177,6 +177,10 @@ public struct ChainRecord: Equatable, Sendable {
 public struct WireReraise: Equatable, Sendable {
     public enum How: UInt32, Sendable {
         case raised = 1, faulted, reset, cameBack
+        /// CP_RERAISE_CALLED: the handler made the faulting instruction seem to call something
+        /// (Go's runtime.sigpanic); a crash only if the process then ends by the runtime's fatal path.
+        /// No second signal: once the process has ended so, the watcher puts its exit status in `code`.
+        case called
     }
 
     public var how: How

@@ -61,6 +61,8 @@ public enum CrashLog {
                 case .faulted?: text += ", faulted again in \(handler) (\(raised))"
                 case .resetAndReturned?: text += ", not recovered by \(handler) (it reset the action and returned)"
                 case .cameBack?, nil: text += ", not recovered by \(handler) (the same fault came back)"
+                case .calledThenExited?:
+                    text += ", turned into a call by \(handler), then exit status \(reraise.exitStatus.map(String.init) ?? "?")"
                 }
             }
         }
@@ -77,6 +79,9 @@ public enum CrashLog {
         case .faulted?: return "faulted (\(signal))"
         case .resetAndReturned?: return "reset it to SIG_DFL and returned"
         case .cameBack?: return "returned and the same fault came back"
+        case .calledThenExited?:
+            return "turned it into a call (Go's runtime.sigpanic), after which the process exited"
+                + (reraise.exitStatus.map { " with status \($0)" } ?? "")
         case nil: return "did not recover"
         }
     }

@@ -123,13 +123,17 @@ public enum ReportBuilder {
         case .faulted: how = .faulted
         case .reset: how = .resetAndReturned
         case .cameBack: how = .cameBack
+        case .called: how = .calledThenExited
         }
         let symbol = symbolizer.symbolicate(pc: reraise.handler, isReturnAddress: false).last
         let signal = reraise.signal > 0 ? reraise.signal : nil
-        return ReraiseRecord(
+        var record = ReraiseRecord(
             how: how, signal: signal.map(SignalNames.name), number: signal, code: signal.map { _ in reraise.code },
             codeName: signal.flatMap { SignalNames.codeName(signal: $0, code: reraise.code) },
             handler: HexAddress(reraise.handler), function: symbol?.function, module: symbol?.module)
+        // A held fault's exit status, put in `code` by the watcher once the process ended.
+        if reraise.how == .called { record.exitStatus = reraise.code }
+        return record
     }
 
     /// An event from any snapshot (a live capture, or a minidump read offline): every thread

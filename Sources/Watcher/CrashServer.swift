@@ -453,8 +453,27 @@ public final class CrashServer: @unchecked Sendable {
             let heartbeat = HeartbeatMessage.encode(extendMilliseconds: 10_000)
             _ = heartbeat.withUnsafeBytes { send(reply, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         }
+        // The thread whose fault a handler turned into a call crashed again on its way out (Go
+        // with GOTRACEBACK=crash aborts): the held capture, taken at the fault, is the report.
+        if !record.isError, record.reraise?.how != .called, let fault = takeHeldFault(of: record.pid) {
+            if fault.record.tid == record.tid {
+                sendVerdict(reply, nanoseconds: 0)
+                writeHeldFault(fault, then: record)
+                return
+            }
+        }
         captures += 1
         noteStubCrash(record)
+        // Past the first few faults a handler turned into calls (recovered panics, most likely),
+        // only the faulting thread, from the record: a full capture stops every thread.
+        var options = self.options
+        var thin = false
+        if record.reraise?.how == .called {
+            if calledFaults.count >= Self.heldFaultLimit { calledFaults.removeAll() }
+            calledFaults[record.pid, default: 0] += 1
+            thin = calledFaults[record.pid, default: 0] > Self.fullCapturesOfCalledFaults
+            if thin { options.usePtrace = false }
+        }
         let held = CaptureSession.hold(
             record: record, access: access, threads: threads, status: status, options: options, cache: cache,
             holder: delegate?.holder(of: record.pid))
@@ -462,6 +481,16 @@ public final class CrashServer: @unchecked Sendable {
         // unwinding, symbolication and writing happen while it dies.
         let elapsed = monotonicNanoseconds() - started
         sendVerdict(reply, nanoseconds: elapsed)
+        if record.reraise?.how == .called {
+            let fault = HeldFault(
+                record: record, held: held, recordBytes: bytes, store: store, access: access, started: started,
+                elapsed: elapsed, thin: thin)
+            heldFaults.withLock { faults in
+                if faults.count >= Self.heldFaultLimit { faults.removeAll() }
+                faults[record.pid] = fault
+            }
+            return
+        }
         let id = ReportStore.newID(pid: record.pid.rawValue)
         if let sender, !record.isError { delegate?.captured(record, id: id, app: held.app, from: sender) }
         submit { [self, cache] in
@@ -471,6 +500,94 @@ public final class CrashServer: @unchecked Sendable {
                     id: id)
             }
         }
+    }
+
+    // MARK: - Faults a handler turned into a call
+
+    /// A fault a program's handler turned into a call (CP_RERAISE_CALLED: Go's runtime making
+    /// it a panic, runtime.sigpanic), captured at the fault and held until the process's end
+    /// says whether it was the crash: an exit with status 2 (Go's fatal error after a fault in C
+    /// code, an unrecovered panic) writes it; a later crash record of the same thread (Go with
+    /// GOTRACEBACK=crash aborts) writes it with that signal as its re-raise; any other end, or a
+    /// later such fault of the process, drops it (the panic was recovered). Never spooled.
+    struct HeldFault: Sendable {
+        var record: CrashRecord
+        var held: HeldCapture
+        var recordBytes: [UInt8]
+        var store: ReportStore
+        var access: ProcessAccess
+        var started: UInt64
+        var elapsed: UInt64
+        /// Captured from the record only (past fullCapturesOfCalledFaults of its process).
+        var thin: Bool
+    }
+
+    /// Faults turned into calls by pid (serving thread): how many were captured whole.
+    var calledFaults: [ProcessID: Int] = [:]
+    /// How many faults turned into calls of one process are captured whole (every thread
+    /// stopped, a few ms each); the rest only from the record (the faulting thread's registers
+    /// and stack copy, and the modules), a fraction of that. A Go program that recovers
+    /// thousands of nil dereferences pays the full capture a few times, not each time.
+    static let fullCapturesOfCalledFaults = 4
+
+    /// By pid, one per process (the latest); cleared when a storm of processes leaves this many.
+    let heldFaults = Mutex<[ProcessID: HeldFault]>([:])
+    static let heldFaultLimit = 1024
+    /// The exit status Go's runtime ends a process with after a fatal error or an unrecovered
+    /// panic (runtime.exit(2) in fatalthrow and fatalpanic).
+    public static let goFatalExitStatus: Int32 = 2
+
+    func takeHeldFault(of pid: ProcessID) -> HeldFault? { heldFaults.withLock { $0.removeValue(forKey: pid) } }
+
+    /// Whether a fault of `pid`'s is held, waiting for its end.
+    public func holdsFault(of pid: ProcessID) -> Bool { heldFaults.withLock { $0[pid] != nil } }
+
+    /// `pid` ended (`exit`, nil when unknown, or when it lives on after an exec): a held fault
+    /// of its is written as its crash when it exited with Go's fatal status, else dropped.
+    /// Returns the id the report is written under (through `submit`), or nil.
+    @discardableResult
+    public func settleHeldFault(of pid: ProcessID, exit: ProcessExit?) -> String? {
+        guard let fault = takeHeldFault(of: pid), exit == .exited(Self.goFatalExitStatus) else { return nil }
+        var reraise = fault.record.reraise
+        reraise?.code = Self.goFatalExitStatus
+        let note =
+            "captured at the fault, written when the process exited with status \(Self.goFatalExitStatus), Go's fatal exit (Go printed \"fatal error\" or \"panic\" and its goroutines on stderr); GOTRACEBACK=crash makes Go abort with SIGABRT instead (crashport doctor)"
+        return writeHeldFault(fault, reraise: reraise, note: note)
+    }
+
+    /// Writes a held fault whose thread crashed again with `second` (its re-raise).
+    func writeHeldFault(_ fault: HeldFault, then second: CrashRecord) {
+        // The handler stays the one that turned the fault into a call.
+        var reraise = fault.record.reraise
+        reraise?.how = second.code > 0 ? .faulted : .raised
+        reraise?.signal = second.signal
+        reraise?.code = second.code
+        reraise?.pc = second.reraise?.pc ?? 0
+        let note =
+            "captured at the fault, before the thread ended the process with \(SignalNames.name(second.signal)) (Go with GOTRACEBACK=crash aborts after printing)"
+        writeHeldFault(fault, reraise: reraise, note: note)
+    }
+
+    @discardableResult
+    func writeHeldFault(_ fault: HeldFault, reraise: WireReraise?, note: String) -> String {
+        let id = ReportStore.newID(pid: fault.record.pid.rawValue)
+        submit { [self, cache] in
+            asClient(fault.access, pid: fault.record.pid) {
+                var capture = fault.held.finish(cache: cache)
+                capture.record.reraise = reraise
+                capture.notes.append(note)
+                if fault.thin {
+                    capture.notes.removeAll { $0.hasPrefix("ptrace not used (--no-ptrace)") }
+                    capture.notes.append(
+                        "only the faulting thread, from the stub's record: more than \(Self.fullCapturesOfCalledFaults) faults of this process were turned into calls (recovered panics, most likely), and only the first \(Self.fullCapturesOfCalledFaults) stop every thread"
+                    )
+                }
+                writeReport(
+                    capture, recordBytes: fault.recordBytes, store: fault.store, started: fault.started,
+                    captureNanoseconds: fault.elapsed, id: id, spoolOnFailure: false)
+            }
+        }
+        return id
     }
 
     /// Runs a report's building and writing with the credentials of the process's user (the

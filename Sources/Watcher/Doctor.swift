@@ -206,7 +206,29 @@ public struct Doctor {
                         : "libc debug symbols: missing (install libc6-dbg to name libc's internal frames)"))
         }
         findings.append(debuginfodFinding())
+        findings.append(Self.goFinding(traceback: ProcessInfo.processInfo.environment["GOTRACEBACK"]))
         return findings
+    }
+
+    /// What Go programs started with this environment's GOTRACEBACK get reported (advice, never
+    /// a problem: Go's default works too). Go's runtime handles its own faults: one it cannot
+    /// recover (in cgo code) or that no one recovers ends the process with exit(2), reported from
+    /// the fault; a fatal error without a signal (panic(), a deadlock) is an exit(2) with nothing
+    /// to report. GOTRACEBACK=crash makes every fatal error abort (SIGABRT) after printing.
+    static func goFinding(traceback: String?) -> Finding {
+        let value = traceback.flatMap { $0.isEmpty ? nil : $0 }
+        if value == "crash" {
+            return Finding(
+                level: .ok,
+                text:
+                    "Go: GOTRACEBACK=crash: a Go program's fatal error or unrecovered panic ends in SIGABRT, reported with its stack (a fault's report names the fault too); its exit status is SIGABRT's, not 2, and the kernel may dump core"
+            )
+        }
+        return Finding(
+            level: .ok,
+            text:
+                "Go: GOTRACEBACK=\(value ?? "single (unset)"): a fault Go's runtime ends with exit status 2 (in cgo code, or a nil dereference no one recovers) is reported from the fault; a fatal error without a signal (panic(), a deadlock) exits 2 with nothing to report. GOTRACEBACK=crash makes every one abort with SIGABRT, reported with its stack"
+        )
     }
 
     /// What `--debuginfod` would ask (`symbolicate`, and `run`/`watch` after the verdict, never

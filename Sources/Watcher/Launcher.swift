@@ -170,6 +170,8 @@ public struct Launcher {
         if socketOpen { server.drain() }
         // waitpid's final status: an end, never a stop.
         let termination = ProcessExit(waitStatus: status) ?? .signaled(status & 0x7F)
+        // A fault Go's runtime turned into a panic is the crash when it ended the run (exit 2).
+        server.settleHeldFault(of: launch.child, exit: serving.disabled.withLock({ $0 }) ? nil : termination)
         if !serving.disabled.withLock({ $0 }) {
             reportUnexplainedDeath(
                 termination, of: launch, target: target, release: environment["CRASHPORT_RELEASE"], session: session,
@@ -597,6 +599,11 @@ public struct Launcher {
                     continue
                 }
                 exitHandled = true
+                // A fault Go's runtime turned into a panic, now ending the process (exit 2): that
+                // capture is the report (written now, inline), not this exit.
+                if server.holdsFault(of: child), let exit = ProcessExit(waitStatus: exitStatus), !disabled() {
+                    server.settleHeldFault(of: child, exit: exit)
+                }
                 // A crash the stub reported, or reporting turned off: let it die.
                 let reported = server.reports.contains {
                     $0.event.process?.pid == child && $0.event.kind == .crash

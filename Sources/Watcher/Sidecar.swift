@@ -490,6 +490,7 @@ public final class Sidecar {
                 endings.append(PendingEnd(session: session, watch: watch, uid: client.peer.uid, closed: monotonicNanoseconds()))
             } else {
                 appAreaBytes = max(0, appAreaBytes - held)
+                server.settleHeldFault(of: session.pid, exit: nil)
                 endRun(session.record(status: .exited), store: session.store)
             }
         } else {

@@ -59,6 +59,8 @@ extension Sidecar {
         var hangKill = false
         /// The report of its death, captured at its exit stops (traced): nothing more to write.
         var exitReport: String?
+        /// A fault of its the runtime turned into a call, written at its exit stop (traced): its crash.
+        var heldFaultReport: String?
 
         init(connection: Int32, access: ProcessAccess, appArea: UInt64, disabled: Bool) {
             let pid = access.pid
@@ -233,6 +235,7 @@ extension Sidecar {
             // ordinary end of this run of the program. Traced, it is let go, unless it said HELLO
             // again (the program it execed has the stub too).
             if end.watch.traced, connection(of: pid) == nil { traced.tracer(of: pid)?.detachEverything() }
+            server.settleHeldFault(of: pid, exit: nil)
             endRun(session.record(status: .exited), store: session.store)
             return
         case .ended(.known(let exit, let source)):
@@ -247,6 +250,16 @@ extension Sidecar {
         // connection closed, as its death is not timed more closely.
         let closedAt = realtimeNanoseconds() &- (now &- end.closed)
         let duringLaunch = session.endedDuringLaunch(app: end.watch.monitor?.area, ended: closedAt)
+        // A fault Go's runtime turned into a panic, and the exit (status 2) that followed: the
+        // fault, captured when it happened, is the crash; any other end drops it.
+        if let report = end.watch.heldFaultReport
+            ?? server.settleHeldFault(of: pid, exit: end.watch.disabled ? nil : abnormal.exit)
+        {
+            endRun(
+                session.record(status: .crashed, crashedDuringLaunch: duringLaunch, reportID: report),
+                store: session.store)
+            return
+        }
         // Traced, it was captured at its exit stops, and that report says it all.
         if let report = end.watch.exitReport {
             endRun(

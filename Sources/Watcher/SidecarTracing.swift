@@ -113,6 +113,14 @@ extension Sidecar {
                 for held in tracer.exiting { tracer.release(exitOf: held) }
                 continue
             }
+            // A fault Go's runtime turned into a panic, now ending the process (exit 2): that
+            // capture, taken at the fault, is the report, not this exit.
+            if server.holdsFault(of: pid), let id = server.settleHeldFault(of: pid, exit: ProcessExit(waitStatus: status)) {
+                for held in tracer.exiting { tracer.release(exitOf: held) }
+                clients[fd]?.watch?.exitReport = id
+                clients[fd]?.watch?.heldFaultReport = id
+                continue
+            }
             let oomKilled = watch.oomCount()?.moved == true
             let id = server.captureExit(
                 of: tracer, status: status, first: tid, appArea: watch.appArea, oomKilled: oomKilled,

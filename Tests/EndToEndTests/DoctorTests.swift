@@ -14,6 +14,12 @@ final class DoctorTests: XCTestCase {
         XCTAssertTrue(result.stdout.contains("ptrace: a test child was suspended"), result.stdout)
         XCTAssertTrue(result.stdout.contains("stub: "), result.stdout)
         XCTAssertTrue(result.stdout.contains("(writable)"), result.stdout)
+        // What GOTRACEBACK=crash adds for Go programs, whether it is set or not.
+        XCTAssertTrue(result.stdout.contains("GOTRACEBACK=crash makes every one abort with SIGABRT"), result.stdout)
+        let crash = try TestSupport.run(
+            [TestSupport.crashport, "doctor", "--reports", reports],
+            environment: ["CRASHPORT_STUB": try TestSupport.stub(), "GOTRACEBACK": "crash"])
+        XCTAssertTrue(crash.stdout.contains("Go: GOTRACEBACK=crash: a Go program's fatal error"), crash.stdout)
 
         let broken = try TestSupport.run(
             [TestSupport.crashport, "doctor", "--reports", "/proc/version/reports"],

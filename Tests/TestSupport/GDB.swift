@@ -35,15 +35,17 @@ extension GDBFrame {
 
 extension TestSupport {
     /// gdb's backtrace of the crashing thread at the program's first fatal signal, innermost
-    /// first. Callers skip, saying so, where `which("gdb")` finds none.
-    public static func gdbBacktrace(_ command: [String]) throws -> [GDBFrame] {
+    /// first. Callers skip, saying so, where `which("gdb")` finds none. `settings` are gdb
+    /// commands run before the program starts (a Go program's `handle SIGURG nostop noprint`:
+    /// its runtime preempts goroutines with SIGURG, where gdb would stop first).
+    public static func gdbBacktrace(
+        _ command: [String], settings: [String] = [], environment: [String: String] = [:]
+    ) throws -> [GDBFrame] {
         guard let gdb = which("gdb") else { throw TestFailure("gdb is not installed") }
         let result = try run(
-            [
-                gdb, "-q", "-batch", "-nx", "-ex", "set pagination off", "-ex", "set backtrace past-main on", "-ex", "run", "-ex",
-                "bt", "--args",
-            ] + command,
-            timeout: 300)
+            [gdb, "-q", "-batch", "-nx", "-ex", "set pagination off", "-ex", "set backtrace past-main on"]
+                + settings.flatMap { ["-ex", $0] } + ["-ex", "run", "-ex", "bt", "--args"] + command,
+            environment: environment, timeout: 300)
         // "#12 0x00007f… in name (args) at file:line" or, for frame 0, "#0  name (args) at …".
         let pattern = try NSRegularExpression(pattern: #"^#\d+\s+(?:0x[0-9a-f]+ in )?(.+?) \(.*\)(?: at (\S+))?(?: from \S+)?$"#)
         let frames = result.stdout.split(separator: "\n").compactMap { line -> GDBFrame? in

@@ -212,6 +212,12 @@ typedef struct cp_chain_entry {
 #define CP_RERAISE_FAULTED 2u   /* the handler faulted itself */
 #define CP_RERAISE_RESET 3u     /* it reset the action to SIG_DFL and returned: the fault recurs */
 #define CP_RERAISE_CAME_BACK 4u /* it returned, changing nothing, and the same fault came back */
+/* It returned into a call it made the faulting instruction seem to make (the fault's pc pushed as
+ * the return address), as Go's runtime does to turn a fault into a panic (runtime.sigpanic): the
+ * fault is a crash only if the process then ends by the runtime's fatal path (Go: exit status 2),
+ * so the watcher holds the report until the process's end says (docs/using.md, "Go"). The stub
+ * goes on as if the fault were handled. */
+#define CP_RERAISE_CALLED 5u
 
 /* The second signal of a fault that a program handler ran on first. The record's signo, code,
  * fault_address, registers and stack are always the ORIGINAL fault's. */
