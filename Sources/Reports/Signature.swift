@@ -163,6 +163,8 @@ public enum Signature {
     /// A demangled C++ name: has `::` or an argument list, and is not Swift's (`(_:)`, `(at:)`).
     static func looksLikeCxx(_ name: String) -> Bool {
         guard name.contains("::") || name.contains("(") else { return false }
+        // Go's methods: `main.(*ledger).credit`.
+        if !name.contains("::") && name.contains(".(") { return false }
         return !name.contains(":)") && !name.contains(" in ") && !name.hasPrefix("<")
     }
 
@@ -213,8 +215,9 @@ public enum Signature {
                 paren = max(0, paren - 1)
                 output.append(character)
             case " " where angle == 0 && paren == 0:
-                // A return type before the name: keep what follows the last top-level space.
-                output = ""
+                // A return type before the name: keep what follows the last top-level space
+                // (not the space between an operator and its template arguments).
+                if characters.dropFirst(index + 1).first != "<" { output = "" }
             default:
                 if angle == 0 { output.append(character) }
             }

@@ -109,6 +109,11 @@ public enum SentryEvent {
             if isTag(key: key, value: value) { tags[key] = value } else { extraAnnotations[key] = value }
         }
         if let kind = event.kind { tags["crashport.kind"] = kind.rawValue }
+        // The machine's grouping, so that the server groups as `crashport list --group` does.
+        if let fingerprint = event.fingerprint {
+            payload["fingerprint"] = [fingerprint]
+            tags["crashport.fingerprint"] = fingerprint
+        }
         if let cause = event.cause { tags["crashport.cause"] = cause }
         payload["tags"] = tags
         var extra = self.extra(event)

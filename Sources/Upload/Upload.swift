@@ -275,11 +275,13 @@ public enum CrashpadUpload {
         var fields: [(String, String)] = []
         for (key, value) in (event.annotations ?? [:]).sorted(by: { $0.key < $1.key }) { fields.append((key, value)) }
         let program = event.process?.executable.map { $0.pathBaseName } ?? "unknown"
-        let own: [(String, String)] = [
+        var own: [(String, String)] = [
             ("prod", event.annotations?["prod"] ?? program), ("ver", event.annotations?["ver"] ?? event.release ?? "0"),
             ("guid", guid(reportID)), ("plat", "Linux"), ("crashport_report_id", reportID),
             ("crashport_kind", event.kind?.rawValue ?? "crash"),
         ]
+        let signed = [("crashport_fingerprint", event.fingerprint), ("crashport_signature", event.signature)]
+        own += signed.compactMap { name, value in value.map { (name, $0) } }
         let ownNames = Set(own.map(\.0))
         return fields.filter { !ownNames.contains($0.0) } + own
     }

@@ -32,7 +32,12 @@ struct List: ParsableCommand {
             With no reports, says so on stderr (naming the directory) and exits 0. --format json
             prints an array, newest first, one object per report: id, path, timestamp, program,
             executable, signal or kind, title, culprit (the program's own frame that crashed),
-            top_frame (the crashing thread's first frame).
+            top_frame (the crashing thread's first frame), signature and fingerprint (which bug it
+            is: see the README, "Which reports are one bug").
+
+            --group prints one line per bug instead, the most reported first: the count, the
+            fingerprint, the programs, the newest report's title with the signature, and when it
+            was first and last seen; in JSON, one object per bug with its reports' ids.
             """)
 
     enum Format: String, ExpressibleByArgument { case text, json }
@@ -49,6 +54,8 @@ struct List: ParsableCommand {
         var title: String?
         var culprit: String?
         var topFrame: String?
+        var signature: String?
+        var fingerprint: String?
         /// Per destination: pending, sent (with the server's id), failed (upload.json).
         var upload: [String: String]?
     }
@@ -60,6 +67,9 @@ struct List: ParsableCommand {
 
     @Option(name: .long, help: "text (one line per report) or json (an array of reports).")
     var format: Format = .text
+
+    @Flag(name: .long, help: "One line per bug (per fingerprint) with a count, first and last seen.")
+    var group = false
 
     func run() throws {
         let store = reportsOption.store
@@ -75,6 +85,7 @@ struct List: ParsableCommand {
                 say("last run of \(only)\(record.buildID.map { " (build-id \($0))" } ?? ""): \(describeLastRun(record))")
             }
         }
+        if group { return try printGroups(store: store, only: only) }
         var entries: [Entry] = []
         let consent = (try? ConsentSettings.read(root: store.root)) ?? ConsentSettings()
         for id in store.ids() {
@@ -91,6 +102,7 @@ struct List: ParsableCommand {
                             CrashLog.describe(FrameRecord(module: $0.module, function: $0.function, file: $0.file, line: $0.line))
                         },
                         topFrame: event.crashedThreadRecord?.frames?.first.map { CrashLog.describe($0) },
+                        signature: event.signature, fingerprint: event.fingerprint,
                         upload: Self.uploadStates(
                             directory: store.path(of: id),
                             asked: consent.choice(for: event.process?.executable) == .ask)))
@@ -130,6 +142,21 @@ struct List: ParsableCommand {
 }
 
 extension List {
+    func printGroups(store: ReportStore, only: String?) throws {
+        let groups = ReportGroup.of(store, executable: only) { StandardError.write("crashport: \($0)\n") }
+        if groups.isEmpty {
+            StandardError.write("crashport: \(only.map { "no reports of \($0)" } ?? "no reports") in \(store.root)\n")
+        }
+        switch format {
+        case .text: for group in groups { print(group.line) }
+        case .json:
+            let encoder = JSONEncoder()
+            encoder.keyEncodingStrategy = .convertToSnakeCase
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            print(groups.isEmpty ? "[]" : String(decoding: try encoder.encode(groups), as: UTF8.self))
+        }
+    }
+
     /// A report's upload state per destination ("sent bp-…", "pending (2 attempts)", "failed:
     /// HTTP 413…"), and under `consent` the user's decision, or that it awaits one (`asked`:
     /// crashport consent ask applies to it); nil when there is nothing to say.

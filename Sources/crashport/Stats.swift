@@ -2,12 +2,17 @@
 
 import ArgumentParser
 import BoundedBytes
+import Reports
 import Store
 
 struct Stats: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stats",
-        abstract: "Launches, crashes and crash-free sessions per program and release.")
+        abstract: "Launches, crashes and crash-free sessions per program and release, and reports per bug.",
+        discussion: """
+            The second table counts the reports by bug, as list --group does: the count, the
+            fingerprint, the programs and the signature.
+            """)
 
     @OptionGroup var reportsOption: ReportsOption
 
@@ -16,12 +21,29 @@ struct Stats: ParsableCommand {
 
     func run() throws {
         let store = reportsOption.store
-        let rows = RunStatistics.of(RunHistory(store: store), program: program.map(RunHistory.realPath))
-        guard !rows.isEmpty else {
+        let only = program.map(RunHistory.realPath)
+        let rows = RunStatistics.of(RunHistory(store: store), program: only)
+        let groups = ReportGroup.of(store, executable: only) { StandardError.write("crashport: \($0)\n") }
+        guard !rows.isEmpty || !groups.isEmpty else {
             // Like list: nothing on stdout, the directory named on stderr, exit 0.
             StandardError.write("crashport: no runs on record in \(store.root)\n")
             return
         }
+        if !rows.isEmpty { printRuns(rows) }
+        if !groups.isEmpty {
+            if !rows.isEmpty { print("") }
+            print("reports  fingerprint  programs  signature")
+            for group in groups {
+                print(
+                    [
+                        "\(group.count)", group.fingerprint, group.programs.sorted().joined(separator: ","),
+                        group.signature.isEmpty ? "(no frames)" : CrashLog.escaped(group.signature),
+                    ].joined(separator: "  "))
+            }
+        }
+    }
+
+    func printRuns(_ rows: [RunStatistics]) {
         print("program  release  launches  crashes (during launch)  abnormal  with errors  crash-free  launch crashes in a row")
         for row in rows {
             let tenths = Int((row.crashFreePercent * 10).rounded())
