@@ -236,11 +236,15 @@ public enum CrashLog {
             lines.append(text)
         }
         if !(event.handlerChain ?? []).isEmpty { lines.append("") }
-        lines.append("Modules:")
-        for module in event.modules ?? [] {
-            let base = (module.base?.description ?? "?").padding(toLength: 18)
-            lines.append("  \(base) \(escaped(module.path ?? "?"))  \(module.buildID ?? "no build-id")")
+        // A report with no modules (a termination seen from outside) has no heading for them.
+        if let modules = event.modules, !modules.isEmpty {
+            lines.append("Modules:")
+            for module in modules {
+                let base = (module.base?.description ?? "?").padding(toLength: 18)
+                lines.append("  \(base) \(escaped(module.path ?? "?"))  \(module.buildID ?? "no build-id")")
+            }
         }
+        while lines.last == "" { lines.removeLast() }
         return lines.joined(separator: "\n")
     }
 }
