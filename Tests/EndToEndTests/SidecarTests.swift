@@ -400,14 +400,15 @@ final class SidecarTests: XCTestCase {
     }
 
     /// No sidecar at all: the program dies as it would (SIGSEGV) without waiting, its record is
-    /// spooled, and the next `crashport watch` reports it from the spool, marked as such, and
-    /// removes the spool file.
+    /// spooled, and the next `crashport watch` reports it from the spool, marked as such, dated
+    /// when it crashed (not when it was picked up) and with its command line, and removes the
+    /// spool file.
     func testNoSidecarSpoolsAndTheNextSidecarReports() throws {
         let directory = fresh("spool")
         let spool = directory + "/spool"
         try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
         let program = try Waiter(
-            waiter,
+            waiter, arguments: ["spooled", "two words"],
             environment: [
                 "LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": directory + "/crashport.sock",
                 "CRASHPORT_SPOOL": spool,
@@ -419,10 +420,21 @@ final class SidecarTests: XCTestCase {
         XCTAssertEqual(files.filter { $0.hasSuffix(".crash") }.count, 1, "\(files)")
         XCTAssertFalse(files.contains { $0.hasPrefix(".tmp-") }, "\(files)")
 
+        let beforeSidecar = Event.timestamp()
         let sidecar = try SidecarProcess(directory: directory, spool: spool)
         let events = try sidecar.waitForReports(1)
         XCTAssertEqual(events[0].capturedFrom, "spool")
         XCTAssertEqual(events[0].process?.pid?.rawValue, program.pid)
+        XCTAssertEqual(events[0].process?.arguments, [try waiter, "spooled", "two words"], "the stub's /proc/self/cmdline")
+        // Dated by the crash (the record's time, in the spool file's name), id included.
+        let timestamp = try XCTUnwrap(events[0].timestamp)
+        XCTAssertLessThanOrEqual(timestamp, beforeSidecar, "the crash's time, not the pickup's")
+        let crashed = try XCTUnwrap(files.first { $0.hasSuffix(".crash") }?.dropLast(6).split(separator: "-").last)
+        let second = try XCTUnwrap(UInt64(crashed)) / 1_000_000_000
+        XCTAssertEqual(timestamp.prefix(19), Event.timestamp(Date(timeIntervalSince1970: Double(second))).prefix(19))
+        XCTAssertEqual(
+            events[0].id?.prefix(15), timestamp.prefix(19).filter { $0 != "-" && $0 != ":" }.prefix(15),
+            "the id begins with the same moment")
         XCTAssertEqual(events[0].signal?.name, "SIGSEGV")
         XCTAssertEqual(crashFrames(events[0]).first, "crash_after_input", "unwound from the stack copy")
         XCTAssertTrue(crashFrames(events[0]).contains("main"))
