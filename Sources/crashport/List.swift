@@ -25,10 +25,12 @@ struct List: ParsableCommand {
         commandName: "list",
         abstract: "One line per report, newest first.",
         discussion: """
-            With no reports, says so on stderr (naming the directory) and exits 0. --format json
-            prints an array, newest first, one object per report: id, path, timestamp, program,
-            executable, signal or kind, title, culprit (the program's own frame that crashed),
-            top_frame (the crashing thread's first frame).
+            With no reports, says so on stderr (naming the directory) and exits 0. --format json prints an array, \
+            newest first, one object per report: id, path, timestamp, program, executable, signal or kind, title, \
+            culprit (the program's own frame that crashed), top_frame (the crashing thread's first frame).
+
+            Given a root sidecar's reports directory (one directory per uid), lists the reports of every user whose \
+            directory the caller may read, as coredumpctl does: root sees all, a user their own.
             """)
 
     enum Format: String, ExpressibleByArgument { case text, json }
@@ -65,7 +67,7 @@ struct List: ParsableCommand {
             if format == .json { StandardError.write("crashport: \(line)\n") } else { print(line) }
         }
         if let only {
-            let runs = RunHistory(store: store).programs().filter { $0.executable == only }
+            let runs = reportsOption.stores.flatMap { RunHistory(store: $0).programs() }.filter { $0.executable == only }
             if runs.isEmpty { say("no run of \(only) on record in \(store.root)") }
             for record in runs {
                 say("last run of \(only)\(record.buildID.map { " (build-id \($0))" } ?? ""): \(describeLastRun(record))")
@@ -73,7 +75,8 @@ struct List: ParsableCommand {
         }
         var entries: [Entry] = []
         let consent = (try? ConsentSettings.read(root: store.root)) ?? ConsentSettings()
-        for id in store.ids() {
+        let reports = reportsOption.stores.flatMap { store in store.ids().map { (store, $0) } }.sorted { $0.1 > $1.1 }
+        for (store, id) in reports {
             do {
                 let event = try store.event(id: id)
                 if let only, event.process?.executable.map(RunHistory.realPath) != only { continue }
@@ -99,6 +102,7 @@ struct List: ParsableCommand {
             let missing = stat(store.root, &info) != 0
             let what = only.map { "no reports of \($0)" } ?? "no reports"
             StandardError.write("crashport: \(what) in \(store.root)\(missing ? " (the directory does not exist)" : "")\n")
+            if let hint = store.unreadableUsersHint() { StandardError.write("crashport: \(hint)\n") }
         }
         switch format {
         case .text:

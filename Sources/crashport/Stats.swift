@@ -16,10 +16,13 @@ struct Stats: ParsableCommand {
 
     func run() throws {
         let store = reportsOption.store
-        let rows = RunStatistics.of(RunHistory(store: store), program: program.map(RunHistory.realPath))
+        let rows = reportsOption.stores.flatMap {
+            RunStatistics.of(RunHistory(store: $0), program: program.map(RunHistory.realPath))
+        }
         guard !rows.isEmpty else {
             // Like list: nothing on stdout, the directory named on stderr, exit 0.
             StandardError.write("crashport: no runs on record in \(store.root)\n")
+            if let hint = store.unreadableUsersHint() { StandardError.write("crashport: \(hint)\n") }
             return
         }
         print("program  release  launches  crashes (during launch)  abnormal  with errors  crash-free  launch crashes in a row")
