@@ -12,6 +12,18 @@ public enum CrashLog {
         escaped(describeRaw(frame, fullPath: fullPath))
     }
 
+    /// The culprit as `list` shows it: from its frame in the crashing thread where it is one
+    /// (a culprit record keeps no module offset: "plugin_crash (libplugin.so+0x1139)", not
+    /// "libplugin.so+?"), else from the record alone.
+    public static func describe(culprit: CulpritRecord, in event: Event) -> String {
+        let frame = event.crashedThreadRecord?.frames?.first {
+            $0.function == culprit.function && $0.module == culprit.module && $0.file == culprit.file
+                && $0.line == culprit.line
+        }
+        return describe(
+            frame ?? FrameRecord(module: culprit.module, function: culprit.function, file: culprit.file, line: culprit.line))
+    }
+
     /// Names from the program's files (functions, files, modules) may hold anything: escaped.
     static func describeRaw(_ frame: FrameRecord, fullPath: Bool) -> String {
         if frame.trust == .signalFrame { return FrameRecord.signalHandlerCalled }

@@ -86,9 +86,7 @@ struct List: ParsableCommand {
                         program: event.process?.executable.map { $0.pathBaseName },
                         executable: event.process?.executable, signal: event.signal?.name, kind: event.kind?.rawValue,
                         title: event.title,
-                        culprit: event.culprit.map {
-                            CrashLog.describe(FrameRecord(module: $0.module, function: $0.function, file: $0.file, line: $0.line))
-                        },
+                        culprit: event.culprit.map { CrashLog.describe(culprit: $0, in: event) },
                         topFrame: event.crashedThreadRecord?.frames?.first.map { CrashLog.describe($0) },
                         upload: Self.uploadStates(
                             directory: store.path(of: id),
