@@ -219,6 +219,32 @@ final class CommandLineTests: XCTestCase {
         XCTAssertTrue(help.stdout.contains("64     usage error"), help.stdout)
     }
 
+    /// Help texts are paragraphs that the argument parser wraps: no line of a command's overview
+    /// or discussion is broken by hand where its next word would still have fit, at a terminal's
+    /// 80 columns (the parser keeps lines under 80 characters). A row of a table (the exit
+    /// statuses: a label, then two spaces or more) begins a line of its own.
+    func testHelpTextsWrapAsParagraphs() throws {
+        let commands: [[String]] = [
+            [], ["run"], ["watch"], ["list"], ["show"], ["stats"], ["symbolicate"], ["upload"], ["consent"], ["send"],
+            ["discard"], ["doctor"], ["host"], ["host", "status"], ["core-handler"],
+        ]
+        func indentation(_ line: Substring) -> Int { line.prefix { $0 == " " }.count }
+        for command in commands {
+            let result = try TestSupport.run([TestSupport.crashport] + command + ["--help"], environment: ["COLUMNS": "80"])
+            XCTAssertEqual(result.status, .exited(0), "\(command): \(result.stderr)")
+            let prose = result.stdout.components(separatedBy: "\nUSAGE:").first ?? ""
+            let lines = prose.split(separator: "\n", omittingEmptySubsequences: false)
+            for (line, next) in zip(lines, lines.dropFirst()) where !line.isEmpty && !next.isEmpty {
+                let text = next.drop { $0 == " " }
+                guard indentation(line) == indentation(next), !text.contains("  ") else { continue }
+                let word = text.prefix { $0 != " " }
+                XCTAssertGreaterThanOrEqual(
+                    line.count + 1 + word.count, 80,
+                    "crashport \(command.joined(separator: " ")) --help breaks a line by hand:\n\(line)\n\(next)")
+            }
+        }
+    }
+
     /// A frame in a library without debug information (a function from its symbol table, no
     /// file) is listed with its module offset, which the report has: `libplugin.so+0x…`.
     func testListShowsTheModuleOffsetOfAFrameWithoutASourceFile() throws {
