@@ -17,8 +17,9 @@
  * the connect wait and the verdict timeout, the listener's uid checked as at install), names the
  * new peer as ptracer, sends the HELLO built at install, then the record. When no verdict comes
  * (nobody to send to, send failed, wait over) and a spool directory was opened at install, the
- * record is written there with the executable's path and /proc/self/maps (the spool file of
- * crashport_protocol.h) for the sidecar to ingest later, and one line on stderr names it.
+ * record is written there with the executable's path, /proc/self/maps and /proc/self/cmdline
+ * (the spool file of crashport_protocol.h) for the sidecar to ingest later, and one line on
+ * stderr names it.
  * Either way the chain then continues at once: a missing sidecar costs one failed connect.
  *
  * Not dumpable means not reported by memory: a process that is not dumpable at the crash
@@ -722,18 +723,20 @@ static long cp_handler_pwrite_all(int fd, const void *buffer, size_t size, long 
     return 0;
 }
 
-/** Copies /proc/self/maps into fd through the scratch buffer, at most CP_SPOOL_MAPS_MAX bytes
- *  (then sets CP_SPOOL_MAPS_TRUNCATED). A maps file that cannot be read leaves what was copied.
- *  Returns 0 or -errno of a failed write. Runs in signal context. */
-static long cp_handler_spool_maps(const cp_stub_state *state, int fd, cp_spool_header *header)
+/** Copies the file at path (/proc/self/maps, /proc/self/cmdline) into fd through the scratch
+ *  buffer, at most limit bytes, adding what it copied to *size (then, cut at the limit, sets
+ *  truncated in header->flags). A file that cannot be read leaves what was copied. Returns 0 or
+ *  -errno of a failed write. Runs in signal context. */
+static long cp_handler_spool_file(const cp_stub_state *state, int fd, const char *path, uint32_t limit,
+                                  uint32_t *size, uint32_t truncated, cp_spool_header *header)
 {
-    long maps = cp_safe_syscall4(SYS_openat, AT_FDCWD, (long)"/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
-    if (maps < 0) {
+    long file = cp_safe_syscall4(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0);
+    if (file < 0) {
         return 0;
     }
     long result = 0;
     for (;;) {
-        long got = cp_safe_syscall3(SYS_read, maps, (long)state->scratch, CP_SCRATCH_BYTES);
+        long got = cp_safe_syscall3(SYS_read, file, (long)state->scratch, CP_SCRATCH_BYTES);
         if (got == -CP_EINTR) {
             continue;
         }
@@ -741,20 +744,20 @@ static long cp_handler_spool_maps(const cp_stub_state *state, int fd, cp_spool_h
             break;
         }
         uint64_t take = (uint64_t)got;
-        if (header->maps_size + take > CP_SPOOL_MAPS_MAX) {
-            take = CP_SPOOL_MAPS_MAX - header->maps_size;
-            header->flags |= CP_SPOOL_MAPS_TRUNCATED;
+        if (*size + take > limit) {
+            take = limit - *size;
+            header->flags |= truncated;
         }
         result = cp_safe_write_all(fd, state->scratch, (size_t)take);
         if (result != 0) {
             break;
         }
-        header->maps_size += (uint32_t)take;
-        if (header->flags & CP_SPOOL_MAPS_TRUNCATED) {
+        *size += (uint32_t)take;
+        if (header->flags & truncated) {
             break;
         }
     }
-    (void)cp_safe_close((int)maps);
+    (void)cp_safe_close((int)file);
     return result;
 }
 
@@ -868,7 +871,15 @@ static long cp_handler_spool(const cp_stub_state *state, bool sent, char *name, 
         }
     }
     if (result == 0 && !(record->flags & CP_CRASH_NOT_DUMPABLE)) {
-        result = cp_handler_spool_maps(state, (int)fd, &header);
+        result = cp_handler_spool_file(state, (int)fd, "/proc/self/maps", CP_SPOOL_MAPS_MAX, &header.maps_size,
+                                       CP_SPOOL_MAPS_TRUNCATED, &header);
+    }
+    /* The command line, as the live watcher reads it from /proc/PID/cmdline: what the process
+     * set its arguments to. A process that is not dumpable is still reported with it (its
+     * user may read it; docs/security.md). */
+    if (result == 0) {
+        result = cp_handler_spool_file(state, (int)fd, "/proc/self/cmdline", CP_SPOOL_CMDLINE_MAX,
+                                       &header.cmdline_size, CP_SPOOL_CMDLINE_TRUNCATED, &header);
     }
     if (result == 0) {
         header.header.magic = CP_MAGIC;

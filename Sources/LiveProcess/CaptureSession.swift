@@ -279,12 +279,16 @@ public enum CaptureSession {
     /// stub wrote: the crashing thread's registers and stack copy, and the modules of the
     /// /proc/self/maps it read at the crash, opened from disk now.
     public static func spooled(
-        record: CrashRecord, executable: String?, maps: String, mapsTruncated: Bool, cache: ELFCache
+        record: CrashRecord, executable: String?, maps: String, mapsTruncated: Bool, commandLine: [UInt8] = [],
+        commandLineTruncated: Bool = false, cache: ELFCache
     ) -> Capture {
         var notes = [
             "reported from the spool: no watcher answered when the process crashed; only the crashing thread, unwound from the stub's \(record.stack.bytes.count)-byte copy of its stack; modules named by the /proc/self/maps the stub copied, read from disk at ingestion"
         ]
         if mapsTruncated { notes.append("the stub's copy of /proc/self/maps was cut at its limit: some modules are unknown") }
+        if commandLineTruncated {
+            notes.append("the stub's copy of /proc/self/cmdline was cut at its limit: the last arguments are missing")
+        }
         let mappings = MemoryMapping.parse(maps)
         let crashed = ThreadSnapshot(tid: record.tid, name: record.threadName, registers: record.registers, stack: record.stack)
         let pending = ModuleMap.pending(access: nil, mappings: mappings, executable: executable, memory: nil, cache: cache)
@@ -294,6 +298,7 @@ public enum CaptureSession {
         }
         var files = LinuxFiles()
         files.maps = Array(maps.utf8)
+        if !commandLine.isEmpty { files.cmdLine = commandLine }
         let snapshot = ProcessSnapshot(
             pid: record.pid, crashedThreadID: record.tid,
             exception: ExceptionInfo(
@@ -302,8 +307,9 @@ public enum CaptureSession {
             threads: [crashed], modules: modules, extraMemory: [], system: SystemProbe.current(),
             linuxFiles: files, captureTime: UInt32(clamping: record.timeNanoseconds / 1_000_000_000), processStartTime: nil)
         return Capture(
-            snapshot: snapshot, executable: executable, arguments: [], notes: notes, record: record,
-            suspendedNanoseconds: 0, heldNanoseconds: 0)
+            snapshot: snapshot, executable: executable,
+            arguments: commandLine.isEmpty ? [] : ProcFiles.arguments(cmdline: commandLine), notes: notes,
+            record: record, suspendedNanoseconds: 0, heldNanoseconds: 0)
     }
 
     /// The process's cp_app_area: its header first, then only the slots its high-water marks

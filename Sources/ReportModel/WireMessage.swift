@@ -494,50 +494,67 @@ public struct SpooledRecord: Sendable {
     public var executable: String?
     public var maps: String
     public var mapsTruncated: Bool
+    /// /proc/self/cmdline as the stub read it at the crash (NUL-terminated arguments); empty in
+    /// a file of the older 32-byte header, which has none.
+    public var commandLine: [UInt8]
+    public var commandLineTruncated: Bool
     /// The record had reached a watcher that never answered (it may have been reported).
     public var wasSent: Bool
 
     public static let headerSize = MemoryLayout<cp_spool_header>.size
-    public static let maximumSize = headerSize + CrashRecord.maximumSize + Int(CP_SPOOL_EXE_MAX) + Int(CP_SPOOL_MAPS_MAX)
+    /// The header as it was before the command line (it ends at `flags`): still read, so that
+    /// crashes spooled by an older stub are reported after an upgrade.
+    static let headerSizeWithoutCommandLine = Layout.offset(\cp_spool_header.cmdline_size)
+    public static let maximumSize =
+        headerSize + CrashRecord.maximumSize + Int(CP_SPOOL_EXE_MAX) + Int(CP_SPOOL_MAPS_MAX) + Int(CP_SPOOL_CMDLINE_MAX)
 
     public init(bytes: [UInt8]) throws {
-        guard bytes.count >= Self.headerSize else { throw WireError.tooShort(bytes.count) }
+        guard bytes.count >= Self.headerSizeWithoutCommandLine else { throw WireError.tooShort(bytes.count) }
         guard bytes.count <= Self.maximumSize else {
             throw WireError.badField("spool file of \(bytes.count) bytes exceeds \(Self.maximumSize)")
         }
-        let header = try WireHeader(bytes: Array(bytes.prefix(Self.headerSize)))
-        guard header.type == CP_MSG_SPOOLED.rawValue else { throw WireError.unexpectedType(header.type) }
         let wire = WireBytes(bytes: bytes)
+        let declared = Int(wire.u32(Layout.offset(\cp_header.size)))
+        let headerSize = declared == Self.headerSizeWithoutCommandLine ? declared : Self.headerSize
+        guard bytes.count >= headerSize else { throw WireError.tooShort(bytes.count) }
+        let header = try WireHeader(bytes: Array(bytes.prefix(headerSize)))
+        guard header.type == CP_MSG_SPOOLED.rawValue else { throw WireError.unexpectedType(header.type) }
         let recordSize = Int(wire.u32(Layout.offset(\cp_spool_header.record_size)))
         let exeSize = Int(wire.u32(Layout.offset(\cp_spool_header.exe_size)))
         let mapsSize = Int(wire.u32(Layout.offset(\cp_spool_header.maps_size)))
         let flags = wire.u32(Layout.offset(\cp_spool_header.flags))
+        let commandLineSize = headerSize == Self.headerSize ? Int(wire.u32(Layout.offset(\cp_spool_header.cmdline_size))) : 0
         guard exeSize <= Int(CP_SPOOL_EXE_MAX), mapsSize <= Int(CP_SPOOL_MAPS_MAX), recordSize <= CrashRecord.maximumSize,
-            Self.headerSize + recordSize + exeSize + mapsSize == bytes.count
+            commandLineSize <= Int(CP_SPOOL_CMDLINE_MAX),
+            headerSize + recordSize + exeSize + mapsSize + commandLineSize == bytes.count
         else {
             throw WireError.badField(
-                "spool sizes (record \(recordSize), exe \(exeSize), maps \(mapsSize)) disagree with the file's \(bytes.count) bytes"
+                "spool sizes (record \(recordSize), exe \(exeSize), maps \(mapsSize), cmdline \(commandLineSize)) disagree with the file's \(bytes.count) bytes"
             )
         }
-        var cursor = Self.headerSize
+        var cursor = headerSize
         record = try CrashRecord(bytes: Array(bytes[cursor..<cursor + recordSize]))
         cursor += recordSize
         executable = exeSize == 0 ? nil : String(decoding: bytes[cursor..<cursor + exeSize], as: UTF8.self)
         cursor += exeSize
         maps = String(decoding: bytes[cursor..<cursor + mapsSize], as: UTF8.self)
+        cursor += mapsSize
+        commandLine = Array(bytes[cursor..<cursor + commandLineSize])
         mapsTruncated = flags & CP_SPOOL_MAPS_TRUNCATED != 0
+        commandLineTruncated = flags & CP_SPOOL_CMDLINE_TRUNCATED != 0
         wasSent = flags & CP_SPOOL_SENT != 0
     }
 }
 
 extension SpooledRecord {
     /// A spool file's bytes (the sidecar keeps a crash it cannot write a report for this way).
-    public static func encode(record: [UInt8], executable: [UInt8], maps: [UInt8]) -> [UInt8] {
+    public static func encode(record: [UInt8], executable: [UInt8], maps: [UInt8], commandLine: [UInt8] = []) -> [UInt8] {
         var header = MessageEncoder(type: CP_MSG_SPOOLED.rawValue, size: headerSize)
         header.put32(UInt32(record.count), at: Layout.offset(\cp_spool_header.record_size))
         header.put32(UInt32(executable.count), at: Layout.offset(\cp_spool_header.exe_size))
         header.put32(UInt32(maps.count), at: Layout.offset(\cp_spool_header.maps_size))
-        return header.bytes + record + executable + maps
+        header.put32(UInt32(commandLine.count), at: Layout.offset(\cp_spool_header.cmdline_size))
+        return header.bytes + record + executable + maps + commandLine
     }
 }
 

@@ -3,8 +3,13 @@
 // each address, a function line and a file:line:column line per frame, innermost inlined
 // frame first, then a blank line; "??" where unknown. Addresses come from the arguments, or
 // one per line on stdin (answered as each chunk of input arrives, so it works interactively).
+// With `--format json`, as llvm-symbolizer's --output-style=JSON arranges it: the addresses
+// given as arguments are answered as one array, those read from stdin as one object per line;
+// each object is {"address", "frames": [{function, file, line, column, inlined}]}, innermost
+// frame first, a field missing where it is unknown.
 
 import BoundedBytes
+import FoundationEssentials
 import ObjectFile
 import Symbolication
 #if canImport(Glibc)
@@ -14,6 +19,8 @@ import Glibc
 public struct AddressSymbolicator {
     let debug: DebugImage
     let demangle: Bool
+    /// JSON instead of llvm-symbolizer's text (see the top of this file).
+    public var json = false
 
     /// Debug data of the object that was not decompressed (SectionCompression's caps).
     public var refusals: [DebugDataRefusal] { debug.refusals }
@@ -105,6 +112,38 @@ public struct AddressSymbolicator {
         output.append(10)
     }
 
+    /// One address's answer in JSON.
+    struct Answer: Encodable {
+        struct Frame: Encodable {
+            var function: String?
+            var file: String?
+            var line: Int?
+            var column: Int?
+            var inlined: Bool
+        }
+        var address: String
+        var frames: [Frame] = []
+        var error: String?
+    }
+
+    /// The JSON object of `text` (its value `address`, nil when it is not one), on one line.
+    func appendJSON(_ text: String, _ address: UInt64?, to output: inout [UInt8]) {
+        var answer = Answer(address: text.trimmed)
+        if let address {
+            answer.address = "0x" + String(address, radix: 16)
+            answer.frames = Symbolizer.frames(
+                in: debug, virtualAddress: address, isReturnAddress: false, demangle: demangle, symbolFile: true,
+                asLLVMSymbolizer: true
+            ).map { Answer.Frame(function: $0.function, file: $0.file, line: $0.line, column: $0.column, inlined: $0.inlined) }
+        } else {
+            answer.error = "not an address: 0x-prefixed hex or decimal"
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let encoded: [UInt8] = (try? encoder.encode(answer)).map { Array($0) } ?? Array("{}".utf8)
+        output.append(contentsOf: encoded)
+    }
+
     static func write(_ bytes: [UInt8]) {
         writeAll(STDOUT_FILENO, bytes)
     }
@@ -112,9 +151,27 @@ public struct AddressSymbolicator {
     public func run(addresses: [String]) {
         var output: [UInt8] = []
         if !addresses.isEmpty {
-            for text in addresses { append(Self.parse(Substring(text)), to: &output) }
+            if json {
+                output.append(contentsOf: "[\n".utf8)
+                for (index, text) in addresses.enumerated() {
+                    if index > 0 { output.append(contentsOf: ",\n".utf8) }
+                    appendJSON(text, Self.parse(Substring(text)), to: &output)
+                }
+                output.append(contentsOf: "\n]\n".utf8)
+            } else {
+                for text in addresses { append(Self.parse(Substring(text)), to: &output) }
+            }
             Self.write(output)
             return
+        }
+        // From stdin, in JSON: one object per line, each as its line arrives.
+        func answer(_ line: UnsafeRawBufferPointer) {
+            if json {
+                appendJSON(String(decoding: line, as: UTF8.self), Self.parse(line: line), to: &output)
+                output.append(10)
+            } else {
+                append(Self.parse(line: line), to: &output)
+            }
         }
         var pending: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
@@ -127,7 +184,7 @@ public struct AddressSymbolicator {
             pending.withUnsafeBytes { bytes in
                 var start = 0
                 for index in 0...lastNewline where bytes[index] == 10 {
-                    append(Self.parse(line: UnsafeRawBufferPointer(rebasing: bytes[start..<index])), to: &output)
+                    answer(UnsafeRawBufferPointer(rebasing: bytes[start..<index]))
                     start = index + 1
                 }
             }
@@ -135,7 +192,7 @@ public struct AddressSymbolicator {
             Self.write(output)
             output.removeAll(keepingCapacity: true)
         }
-        if !pending.isEmpty { append(Self.parse(Substring(String(decoding: pending, as: UTF8.self))), to: &output) }
+        if !pending.isEmpty { pending.withUnsafeBytes { answer($0) } }
         Self.write(output)
     }
 }

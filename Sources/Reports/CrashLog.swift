@@ -12,6 +12,18 @@ public enum CrashLog {
         escaped(describeRaw(frame, fullPath: fullPath))
     }
 
+    /// The culprit as `list` shows it: from its frame in the crashing thread where it is one
+    /// (a culprit record keeps no module offset: "plugin_crash (libplugin.so+0x1139)", not
+    /// "libplugin.so+?"), else from the record alone.
+    public static func describe(culprit: CulpritRecord, in event: Event) -> String {
+        let frame = event.crashedThreadRecord?.frames?.first {
+            $0.function == culprit.function && $0.module == culprit.module && $0.file == culprit.file
+                && $0.line == culprit.line
+        }
+        return describe(
+            frame ?? FrameRecord(module: culprit.module, function: culprit.function, file: culprit.file, line: culprit.line))
+    }
+
     /// Names from the program's files (functions, files, modules) may hold anything: escaped.
     static func describeRaw(_ frame: FrameRecord, fullPath: Bool) -> String {
         if frame.trust == .signalFrame { return FrameRecord.signalHandlerCalled }
@@ -241,11 +253,15 @@ public enum CrashLog {
             lines.append(text)
         }
         if !(event.handlerChain ?? []).isEmpty { lines.append("") }
-        lines.append("Modules:")
-        for module in event.modules ?? [] {
-            let base = (module.base?.description ?? "?").padding(toLength: 18)
-            lines.append("  \(base) \(escaped(module.path ?? "?"))  \(module.buildID ?? "no build-id")")
+        // A report with no modules (a termination seen from outside) has no heading for them.
+        if let modules = event.modules, !modules.isEmpty {
+            lines.append("Modules:")
+            for module in modules {
+                let base = (module.base?.description ?? "?").padding(toLength: 18)
+                lines.append("  \(base) \(escaped(module.path ?? "?"))  \(module.buildID ?? "no build-id")")
+            }
         }
+        while lines.last == "" { lines.removeLast() }
         return lines.joined(separator: "\n")
     }
 }

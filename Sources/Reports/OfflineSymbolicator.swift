@@ -34,7 +34,9 @@ public struct OfflineSymbolicator {
             throw OfflineError.unreadable(path: path, reason: "cannot be read")
         }
         if data.starts(with: Array("MDMP".utf8)) {
-            return try symbolicate(minidump: Minidump(bytes: Array(data)), name: path)
+            var event = try symbolicate(minidump: Minidump(bytes: Array(data)), name: path)
+            Self.nameAsItsReport(&event, minidump: path)
+            return event
         }
         let event: Event
         do {
@@ -153,6 +155,21 @@ public struct OfflineSymbolicator {
         // Names found now may move the culprit (a stripped program's frames had none online).
         Culprit.mark(&event)
         return event
+    }
+
+    /// A report's minidump (REPORT/minidump.dmp) is named as `crashport show` names the report:
+    /// the id and the timestamp of the event.json beside it (a minidump keeps whole seconds),
+    /// else the report directory's name; any other minidump keeps its file name.
+    static func nameAsItsReport(_ event: inout Event, minidump path: String) {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[..<$0]) } ?? "."
+        let report = FileManager.default.contents(atPath: directory + "/event.json").flatMap { try? Event.decode($0) }
+        if let id = report?.id {
+            event.id = id
+        } else if path.pathBaseName == "minidump.dmp", slash != nil, !directory.pathBaseName.isEmpty {
+            event.id = directory.pathBaseName
+        }
+        if let timestamp = report?.timestamp { event.timestamp = timestamp }
     }
 
     /// Unwinds and symbolicates a minidump: threads, registers and stacks from the dump; code,

@@ -85,6 +85,15 @@ public struct AbnormalEnd: Sendable {
         self.executable = executable
     }
 
+    /// Whether the OOM killer may have ended it: killed by SIGKILL, or how it ended is unknown.
+    public var mayBeOOMKill: Bool {
+        switch exit {
+        case .signaled(let signal)?: return signal == SIGKILL
+        case .exited?: return false
+        case nil: return true
+        }
+    }
+
     /// The event's cause: `oom-kill` when it was killed by SIGKILL (or how is unknown) while
     /// its cgroup's OOM-kill counter moved, `SIGKILL`, `signal` (another fatal signal), `exit`;
     /// nil when nothing is known.
@@ -136,11 +145,15 @@ public enum TerminationReport {
         } else {
             notes.append("exit status unknown: \(end.exitUnknown ?? "the kernel would not say")")
         }
-        if let oom = end.oomKills {
-            notes.append(oom.note)
-        } else {
-            notes.append(
-                "its memory cgroup's OOM-kill counter could not be read: an OOM kill cannot be told from another SIGKILL")
+        // The OOM killer kills with SIGKILL: its counter says something only about such an end
+        // (or one whose signal is unknown); a SIGSEGV or an exit gets no OOM note.
+        if end.mayBeOOMKill {
+            if let oom = end.oomKills {
+                notes.append(oom.note)
+            } else {
+                notes.append(
+                    "its memory cgroup's OOM-kill counter could not be read: an OOM kill cannot be told from another SIGKILL")
+            }
         }
         if let app = end.app {
             event.record(annotations: app.annotations, breadcrumbs: app.breadcrumbs)

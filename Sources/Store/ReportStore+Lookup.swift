@@ -34,7 +34,11 @@ extension ReportStore {
     /// `latest`/`last`. A path is not resolved here: see `locating`. Throws `notFound` (with the
     /// nearest ids) or `ambiguous` (with every match).
     public func resolve(_ reference: String, prefixes: Bool = true) throws -> String {
-        let ids = ids()  // newest first
+        try resolve(reference, prefixes: prefixes, among: ids())
+    }
+
+    /// `resolve` over `ids` (newest first), a miss or an ambiguity naming this directory.
+    func resolve(_ reference: String, prefixes: Bool, among ids: [String]) throws -> String {
         func miss() -> StoreError {
             var info = stat()
             let exists = stat(root, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR

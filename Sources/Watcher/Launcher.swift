@@ -290,7 +290,7 @@ public struct Launcher {
         end.exitSource = "waitpid (crashport is its parent)"
         let count = launch.oom.atDeath()
         end.oomKills = count.count
-        end.notes = count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? []
+        end.notes = end.mayBeOOMKill ? count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? [] : []
         if let why = launch.untraced {
             end.notes.append("not traced (\(why)): no stacks; only its parent's view of its end")
         }

@@ -132,17 +132,32 @@ final class SpoolIngest: Sendable {
                     (try? asOwner(owner) {
                         CaptureSession.spooled(
                             record: spooled.record, executable: spooled.executable, maps: spooled.maps,
-                            mapsTruncated: spooled.mapsTruncated, cache: ELFCache())
+                            mapsTruncated: spooled.mapsTruncated, commandLine: spooled.commandLine,
+                            commandLineTruncated: spooled.commandLineTruncated, cache: ELFCache())
                     })
                 var written = false
                 if let capture {
                     log.say("spool: reporting \(name) (uid \(owner.uid))")
+                    // Dated (id and timestamp) when it crashed, not when it was picked up.
+                    let crashed = Self.crashDate(of: spooled.record, now: realtimeNanoseconds())
                     // Symbolicated as the owner too: the debug files it finds are the owner's to read.
                     written =
                         (try? asOwner(owner) {
                             server.writeReport(
                                 capture, recordBytes: [], store: store, started: monotonicNanoseconds(),
-                                captureNanoseconds: 0, capturedFrom: "spool", spoolOnFailure: false)
+                                captureNanoseconds: 0, capturedFrom: "spool",
+                                id: crashed.map { ReportStore.newID(pid: spooled.record.pid.rawValue, date: $0) },
+                                spoolOnFailure: false
+                            ) { event in
+                                if let crashed {
+                                    event.timestamp = Event.timestamp(crashed)
+                                } else {
+                                    event.notes =
+                                        (event.notes ?? []) + [
+                                            "the spool file's crash time (\(spooled.record.timeNanoseconds) ns since 1970) is not a past moment: the timestamp is when it was reported"
+                                        ]
+                                }
+                            }
                         }) ?? false
                 }
                 if written { remove(name, owner: owner) }
@@ -152,6 +167,15 @@ final class SpoolIngest: Sendable {
                 }
             }
         }
+    }
+
+    /// When a spooled crash happened: its record's CLOCK_REALTIME at the fault (the time in
+    /// the file's name too); nil when that is 0 or later than `now` (nanoseconds since 1970),
+    /// which no crash that is being reported can be.
+    static func crashDate(of record: CrashRecord, now: UInt64) -> Date? {
+        let time = record.timeNanoseconds
+        guard time > 0, time <= now else { return nil }
+        return Date(timeIntervalSince1970: Double(time / 1_000_000_000) + Double(time % 1_000_000_000) / 1e9)
     }
 
     /// The file's record and its owner, read as the owner; nil (said why, the file kept as
@@ -219,7 +243,9 @@ final class SpoolIngest: Sendable {
         let record = capture.record
         let executable = Array((capture.executable ?? "").utf8.prefix(Int(CP_SPOOL_EXE_MAX)))
         let maps = Array((capture.snapshot.linuxFiles.maps ?? []).prefix(Int(CP_SPOOL_MAPS_MAX)))
-        let bytes = SpooledRecord.encode(record: recordBytes, executable: executable, maps: maps)
+        let commandLine = Array(
+            capture.arguments.flatMap { argument -> [UInt8] in Array(argument.utf8) + [0] }.prefix(Int(CP_SPOOL_CMDLINE_MAX)))
+        let bytes = SpooledRecord.encode(record: recordBytes, executable: executable, maps: maps, commandLine: commandLine)
         let name = "\(record.pid)-\(record.tid)-\(record.timeNanoseconds).crash"
         let temporary = ".tmp-watch-\(name)"
         let kept: Bool =

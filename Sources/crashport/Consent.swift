@@ -9,11 +9,12 @@ struct Consent: ParsableCommand {
         commandName: "consent",
         abstract: "Whether reports may leave this machine: ask, always or never.",
         discussion: """
-            always (the default once a destination is configured): crashport upload sends them.
-            never: they are kept here and never sent. ask: each waits until crashport send or
-            crashport discard decides (App Center's "send / don't send / always send"). With
-            --program, for that executable only. Kept in the reports directory (per user). With no
-            choice, prints the settings.
+            always (the default once a destination is configured): crashport upload sends them. never: they are kept \
+            here and never sent. ask: each waits until crashport send or crashport discard decides (App Center's \
+            "send / don't send / always send").
+
+            With --program, for that executable only. Kept in the reports directory (per user). With no choice, \
+            prints the settings.
             """)
 
     @OptionGroup var reportsOption: ReportsOption

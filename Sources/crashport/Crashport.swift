@@ -22,8 +22,8 @@ struct Crashport: ParsableCommand {
             Exit status, the same for every command:
               0      success (list and stats with nothing to show included)
               1      not found or unreadable: show's report (no such id, a prefix of
-                     several), symbolicate's FILE or --debug-dir; doctor found a
-                     problem; watch could not serve
+                     several), symbolicate's FILE or --debug-dir; doctor found a problem;
+                     watch could not serve
               64     usage error: an unknown option, a missing or malformed argument
               125    run: crashport failed before the program started
               126    run: the program is not executable

@@ -19,10 +19,19 @@ struct ReportGroup: Encodable {
     var latest: String?
     var reports: [String] = []
 
-    /// The groups of the reports in `store` (of `executable` only, when given), the most
+    /// The groups of the reports in `stores` (of `executable` only, when given), the most
     /// reported first, then the most recent.
-    static func of(_ store: ReportStore, executable: String? = nil, warn: (String) -> Void) -> [ReportGroup] {
+    static func of(_ stores: [ReportStore], executable: String? = nil, warn: (String) -> Void) -> [ReportGroup] {
         var groups: [String: ReportGroup] = [:]
+        for store in stores {
+            add(store, executable: executable, to: &groups, warn: warn)
+        }
+        return groups.values.sorted {
+            ($0.count, $0.lastSeen ?? "", $0.fingerprint) > ($1.count, $1.lastSeen ?? "", $1.fingerprint)
+        }
+    }
+
+    static func add(_ store: ReportStore, executable: String?, to groups: inout [String: ReportGroup], warn: (String) -> Void) {
         for id in store.ids() {
             guard var event = try? store.event(id: id) else {
                 warn("\(id): not read (crashport show \(id) says why)")
@@ -46,9 +55,6 @@ struct ReportGroup: Encodable {
                 group.programs.append(program)
             }
             groups[fingerprint] = group
-        }
-        return groups.values.sorted {
-            ($0.count, $0.lastSeen ?? "", $0.fingerprint) > ($1.count, $1.lastSeen ?? "", $1.fingerprint)
         }
     }
 

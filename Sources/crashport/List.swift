@@ -29,15 +29,17 @@ struct List: ParsableCommand {
         commandName: "list",
         abstract: "One line per report, newest first.",
         discussion: """
-            With no reports, says so on stderr (naming the directory) and exits 0. --format json
-            prints an array, newest first, one object per report: id, path, timestamp, program,
-            executable, signal or kind, title, culprit (the program's own frame that crashed),
-            top_frame (the crashing thread's first frame), signature and fingerprint (which bug it
-            is: see the README, "Which reports are one bug").
+            With no reports, says so on stderr (naming the directory) and exits 0. --format json prints an array, \
+            newest first, one object per report: id, path, timestamp, program, executable, signal or kind, title, \
+            culprit (the program's own frame that crashed), top_frame (the crashing thread's first frame), signature \
+            and fingerprint (which bug it is: see the README, "Which reports are one bug").
 
-            --group prints one line per bug instead, the most reported first: the count, the
-            fingerprint, the programs, the newest report's title with the signature, and when it
-            was first and last seen; in JSON, one object per bug with its reports' ids.
+            --group prints one line per bug instead, the most reported first: the count, the fingerprint, the \
+            programs, the newest report's title with the signature, and when it was first and last seen; in JSON, \
+            one object per bug with its reports' ids.
+
+            Given a root sidecar's reports directory (one directory per uid), lists the reports of every user whose \
+            directory the caller may read, as coredumpctl does: root sees all, a user their own.
             """)
 
     enum Format: String, ExpressibleByArgument { case text, json }
@@ -79,7 +81,7 @@ struct List: ParsableCommand {
             if format == .json { StandardError.write("crashport: \(line)\n") } else { print(line) }
         }
         if let only {
-            let runs = RunHistory(store: store).programs().filter { $0.executable == only }
+            let runs = reportsOption.stores.flatMap { RunHistory(store: $0).programs() }.filter { $0.executable == only }
             if runs.isEmpty { say("no run of \(only) on record in \(store.root)") }
             for record in runs {
                 say("last run of \(only)\(record.buildID.map { " (build-id \($0))" } ?? ""): \(describeLastRun(record))")
@@ -88,7 +90,8 @@ struct List: ParsableCommand {
         if group { return try printGroups(store: store, only: only) }
         var entries: [Entry] = []
         let consent = (try? ConsentSettings.read(root: store.root)) ?? ConsentSettings()
-        for id in store.ids() {
+        let reports = reportsOption.stores.flatMap { store in store.ids().map { (store, $0) } }.sorted { $0.1 > $1.1 }
+        for (store, id) in reports {
             do {
                 let event = try store.event(id: id)
                 if let only, event.process?.executable.map(RunHistory.realPath) != only { continue }
@@ -98,9 +101,7 @@ struct List: ParsableCommand {
                         program: event.process?.executable.map { $0.pathBaseName },
                         executable: event.process?.executable, signal: event.signal?.name, kind: event.kind?.rawValue,
                         title: event.title,
-                        culprit: event.culprit.map {
-                            CrashLog.describe(FrameRecord(module: $0.module, function: $0.function, file: $0.file, line: $0.line))
-                        },
+                        culprit: event.culprit.map { CrashLog.describe(culprit: $0, in: event) },
                         topFrame: event.crashedThreadRecord?.frames?.first.map { CrashLog.describe($0) },
                         signature: event.signature, fingerprint: event.fingerprint,
                         upload: Self.uploadStates(
@@ -115,6 +116,7 @@ struct List: ParsableCommand {
             let missing = stat(store.root, &info) != 0
             let what = only.map { "no reports of \($0)" } ?? "no reports"
             StandardError.write("crashport: \(what) in \(store.root)\(missing ? " (the directory does not exist)" : "")\n")
+            if let hint = store.unreadableUsersHint() { StandardError.write("crashport: \(hint)\n") }
         }
         switch format {
         case .text:
@@ -143,7 +145,7 @@ struct List: ParsableCommand {
 
 extension List {
     func printGroups(store: ReportStore, only: String?) throws {
-        let groups = ReportGroup.of(store, executable: only) { StandardError.write("crashport: \($0)\n") }
+        let groups = ReportGroup.of(reportsOption.stores, executable: only) { StandardError.write("crashport: \($0)\n") }
         if groups.isEmpty {
             StandardError.write("crashport: \(only.map { "no reports of \($0)" } ?? "no reports") in \(store.root)\n")
         }

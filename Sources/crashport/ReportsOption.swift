@@ -13,4 +13,8 @@ struct ReportsOption: ParsableArguments {
     var reports: String?
 
     var store: ReportStore { ReportStore(root: reports ?? ReportStore.defaultRoot()) }
+
+    /// The directory and, where it is a root sidecar's (one directory per uid), each user's in
+    /// it that the caller may read, as coredumpctl lists every core the caller may read.
+    var stores: [ReportStore] { store.readableStores() }
 }

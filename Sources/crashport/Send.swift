@@ -9,8 +9,8 @@ struct Send: ParsableCommand {
         commandName: "send",
         abstract: "Allow reports held by crashport consent ask to be sent, and send them now.",
         discussion: """
-            Records the decision beside each report; with a destination (as for crashport upload),
-            sends them at once, else the next crashport upload does.
+            Records the decision beside each report; with a destination (as for crashport upload), sends them at \
+            once, else the next crashport upload does.
             """)
 
     @OptionGroup var reportsOption: ReportsOption

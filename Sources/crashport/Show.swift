@@ -13,10 +13,11 @@ struct Show: ParsableCommand {
         commandName: "show",
         abstract: "Show one report.",
         discussion: """
-            REPORT is an id (see crashport list), a prefix of exactly one id, latest (or last) for the
-            newest, or a report directory's path as the crash summary prints it (also with a
-            trailing slash, or /event.json). A miss names the directory searched and the nearest
-            ids; a prefix of several ids lists them (exit 1).
+            REPORT is an id (see crashport list), a prefix of exactly one id, latest (or last) for the newest, or a \
+            report directory's path as the crash summary prints it (also with a trailing slash, or /event.json). A \
+            miss names the directory searched and the nearest ids; a prefix of several ids lists them (exit 1). An \
+            id is also looked for in the per-user directories of a root sidecar's reports directory that the caller \
+            may read.
             """)
 
     @OptionGroup var reportsOption: ReportsOption
@@ -42,9 +43,13 @@ struct Show: ParsableCommand {
         var id = self.id ?? ""
         if let last {
             let path = RunHistory.realPath(last)
-            guard let record = RunHistory(store: store).programs().last(where: { $0.executable == path }) else {
+            let found = reportsOption.stores.lazy.compactMap { store in
+                RunHistory(store: store).programs().last(where: { $0.executable == path }).map { (store, $0) }
+            }.first
+            guard let (owner, record) = found else {
                 fail("no run of \(path) on record in \(store.root)", status: ExitStatus.failure)
             }
+            store = owner
             guard let report = record.lastReportID, format == .text || record.lastCrashed else {
                 print("last run of \(path): \(describeLastRun(record))")
                 return
@@ -56,9 +61,11 @@ struct Show: ParsableCommand {
             let isPath = located.root != store.root || name != id
             store = located
             do {
-                id = try store.resolve(name, prefixes: !isPath)
+                // An id is looked for in the users' directories of a root sidecar's too.
+                (store, id) = isPath ? (store, try store.resolve(name, prefixes: false)) : try store.resolveAmongUsers(name)
             } catch {
-                fail("\(error)", status: ExitStatus.failure)
+                let hint = isPath ? nil : store.unreadableUsersHint()
+                fail("\(error)\(hint.map { "; \($0)" } ?? "")", status: ExitStatus.failure)
             }
         }
         do {

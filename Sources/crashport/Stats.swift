@@ -22,11 +22,12 @@ struct Stats: ParsableCommand {
     func run() throws {
         let store = reportsOption.store
         let only = program.map(RunHistory.realPath)
-        let rows = RunStatistics.of(RunHistory(store: store), program: only)
-        let groups = ReportGroup.of(store, executable: only) { StandardError.write("crashport: \($0)\n") }
+        let rows = reportsOption.stores.flatMap { RunStatistics.of(RunHistory(store: $0), program: only) }
+        let groups = ReportGroup.of(reportsOption.stores, executable: only) { StandardError.write("crashport: \($0)\n") }
         guard !rows.isEmpty || !groups.isEmpty else {
             // Like list: nothing on stdout, the directory named on stderr, exit 0.
             StandardError.write("crashport: no runs on record in \(store.root)\n")
+            if let hint = store.unreadableUsersHint() { StandardError.write("crashport: \(hint)\n") }
             return
         }
         if !rows.isEmpty { printRuns(rows) }

@@ -11,13 +11,16 @@ struct Symbolicate: ParsableCommand {
         commandName: "symbolicate",
         abstract: "Symbolicate a report offline, or addresses in one file (llvm-symbolizer's output format).",
         discussion: """
-            crashport symbolicate FILE [--debug-dir DIR]... [--format text|json] [--verbose]
-              FILE is an event.json or a minidump (crashport's, Breakpad's or Crashpad's), or a report
-              directory (its minidump.dmp, else its event.json); modules are
-              matched by build-id in --debug-dir (as DIR/.build-id/xx/rest.debug or any ELF file
-              directly in DIR), /usr/lib/debug, and the module's own path.
-            crashport symbolicate --obj FILE [--no-demangle] [ADDRESS...]
-              ADDRESS is 0x-prefixed hex or decimal; without arguments, one per line on stdin.
+            crashport symbolicate FILE: FILE is an event.json or a minidump (crashport's, Breakpad's or Crashpad's), \
+            or a report directory (its minidump.dmp, else its event.json); modules are matched by build-id in \
+            --debug-dir (as DIR/.build-id/xx/rest.debug or any ELF file directly in DIR), /usr/lib/debug, and the \
+            module's own path. --format text is a crash log, json the event with its frames filled in.
+
+            crashport symbolicate --obj FILE [ADDRESS...]: ADDRESS is 0x-prefixed hex or decimal; without arguments, \
+            one per line on stdin. --format text is llvm-symbolizer's output; json is an array of {"address", \
+            "frames": [{function, file, line, column, inlined}]}, innermost frame first (from stdin, one object per \
+            line).
+
             A --debug-dir that is not a directory, or a FILE that is missing, exits 1.
             """)
 
@@ -57,7 +60,8 @@ struct Symbolicate: ParsableCommand {
             }
         }
         if let obj {
-            Self.symbolicateAddresses(in: obj, debugDirectories: debugDir, demangle: !noDemangle, addresses: inputs)
+            Self.symbolicateAddresses(
+                in: obj, debugDirectories: debugDir, demangle: !noDemangle, json: format == .json, addresses: inputs)
             return
         }
         guard inputs.count == 1, var file = inputs.first else {
@@ -92,11 +96,14 @@ struct Symbolicate: ParsableCommand {
 
 extension Symbolicate {
     /// `--obj FILE`: ADDRESSes (stdin's lines when there are none) in llvm-symbolizer's format.
-    static func symbolicateAddresses(in object: String, debugDirectories: [String], demangle: Bool, addresses: [String]) {
+    static func symbolicateAddresses(
+        in object: String, debugDirectories: [String], demangle: Bool, json: Bool = false, addresses: [String]
+    ) {
         do {
-            let symbolicator = try AddressSymbolicator(
+            var symbolicator = try AddressSymbolicator(
                 object: object, debugDirectories: debugDirectories, demangle: demangle,
                 batch: addresses.isEmpty || addresses.count > 64)
+            symbolicator.json = json
             for refusal in symbolicator.refusals {
                 StandardError.write("crashport: symbolicate: \(refusal)\n")
             }

@@ -8,18 +8,19 @@ struct Upload: ParsableCommand {
         commandName: "upload",
         abstract: "Send reports to Sentry and to Crashpad or Breakpad collectors.",
         discussion: """
-            Destinations: --sentry-dsn (or CRASHPORT_SENTRY_DSN): an envelope with the event in
-            Sentry's shape and the minidump as event.minidump; --url (or CRASHPORT_UPLOAD_URL): a
-            Crashpad/Breakpad collector, sent Crashpad's multipart (the minidump as
-            upload_file_minidump; annotations, prod, ver, guid as fields). Both at once if both are
-            given; nothing is sent unless one is. Bodies are gzipped. Every report not sent yet goes,
-            oldest first, and keeps its state per destination in upload.json beside it (pending,
-            sent with the server's id, failed), so nothing is sent twice. A transport failure, a
-            429 or a 5xx is tried again after 15 min, doubling up to 8 h, at most 6 times; a
-            server's Retry-After or X-Sentry-Rate-Limits is kept even by --now; a 413 or another
-            4xx is not retried; reports older than 7 days are not sent. What crashport consent
-            says holds: never sends nothing, ask sends only what crashport send decided. Runs by
-            hand or from a timer (crashport-upload.timer).
+            Destinations: --sentry-dsn (or CRASHPORT_SENTRY_DSN): an envelope with the event in Sentry's shape and \
+            the minidump as event.minidump; --url (or CRASHPORT_UPLOAD_URL): a Crashpad/Breakpad collector, sent \
+            Crashpad's multipart (the minidump as upload_file_minidump; annotations, prod, ver, guid as fields). \
+            Both at once if both are given; nothing is sent unless one is. Bodies are gzipped.
+
+            Every report not sent yet goes, oldest first, and keeps its state per destination in upload.json beside \
+            it (pending, sent with the server's id, failed), so nothing is sent twice. A transport failure, a 429 or \
+            a 5xx is tried again after 15 min, doubling up to 8 h, at most 6 times; a server's Retry-After or \
+            X-Sentry-Rate-Limits is kept even by --now; a 413 or another 4xx is not retried; reports older than 7 \
+            days are not sent.
+
+            What crashport consent says holds: never sends nothing, ask sends only what crashport send decided. Runs \
+            by hand or from a timer (crashport-upload.timer).
             """)
 
     @OptionGroup var reportsOption: ReportsOption

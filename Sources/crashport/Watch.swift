@@ -8,23 +8,25 @@ struct Watch: ParsableCommand {
         commandName: "watch",
         abstract: "Serve every process that connects (CRASHPORT_SOCKET): the sidecar, for production.",
         discussion: """
-            Defaults as root: --socket /run/crashport/crashport.sock, --reports /var/lib/crashport/reports
-            (one 0700 directory per uid, owned by it), --spool /var/spool/crashport (mode 1733).
-            As a user: $XDG_RUNTIME_DIR/crashport/crashport.sock, ~/.local/state/crashport/reports,
-            ~/.local/state/crashport/spool (and only that user's processes are served).
-            CRASHPORT_SOCKET, CRASHPORT_REPORTS and CRASHPORT_SPOOL override the defaults.
-            A socket passed by systemd (LISTEN_FDS) is used instead of --socket; READY=1 goes to
-            $NOTIFY_SOCKET. SIGTERM/SIGINT finish the reports in flight and exit 0; SIGHUP reopens
-            --log and rereads --config (allow-uid, allow-group, max-reports, max-size, jobs, no-ptrace,
-            capture-environment, trace-exit, trace-exit-codes, hang-ms, hang-kill: one `key = value`
-            per line).
-            --trace-exit, --hang-ms and --hang-kill apply to every client; a client can ask for them
-            itself with CRASHPORT_TRACE_EXIT=1 (or codes), CRASHPORT_HANG_MS=MS and
-            CRASHPORT_HANG_KILL=1 in its environment (--no-ptrace refuses tracing).
-            --host (root) makes it the machine's core handler too while it runs: it installs itself in
-            /proc/sys/kernel/core_pattern (the coredump socket on Linux 6.16+, else a pipe helper,
-            `crashport core-handler`), reports every crash no stub reported (`source: host`), and puts
-            back exactly the pattern it found when it stops. `crashport host status` says what is installed.
+            Defaults as root: --socket /run/crashport/crashport.sock, --reports /var/lib/crashport/reports (one 0700 \
+            directory per uid, owned by it), --spool /var/spool/crashport (mode 1733). As a user: \
+            $XDG_RUNTIME_DIR/crashport/crashport.sock, ~/.local/state/crashport/reports, \
+            ~/.local/state/crashport/spool (and only that user's processes are served). CRASHPORT_SOCKET, \
+            CRASHPORT_REPORTS and CRASHPORT_SPOOL override the defaults.
+
+            A socket passed by systemd (LISTEN_FDS) is used instead of --socket; READY=1 goes to $NOTIFY_SOCKET. \
+            SIGTERM/SIGINT finish the reports in flight and exit 0; SIGHUP reopens --log and rereads --config \
+            (allow-uid, allow-group, max-reports, max-size, jobs, no-ptrace, capture-environment, trace-exit, \
+            trace-exit-codes, hang-ms, hang-kill: one `key = value` per line).
+
+            --trace-exit, --hang-ms and --hang-kill apply to every client; a client can ask for them itself with \
+            CRASHPORT_TRACE_EXIT=1 (or codes), CRASHPORT_HANG_MS=MS and CRASHPORT_HANG_KILL=1 in its environment \
+            (--no-ptrace refuses tracing).
+
+            --host (root) makes it the machine's core handler too while it runs: it installs itself in \
+            /proc/sys/kernel/core_pattern (the coredump socket on Linux 6.16+, else a pipe helper, `crashport \
+            core-handler`), reports every crash no stub reported (`source: host`), and puts back exactly the pattern \
+            it found when it stops. `crashport host status` says what is installed.
             """)
 
     @Option(name: .long, help: ArgumentHelp("The socket to listen on ('@name': abstract namespace).", valueName: "PATH"))

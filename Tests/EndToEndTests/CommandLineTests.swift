@@ -219,6 +219,100 @@ final class CommandLineTests: XCTestCase {
         XCTAssertTrue(help.stdout.contains("64     usage error"), help.stdout)
     }
 
+    /// Help texts are paragraphs that the argument parser wraps: no line of a command's overview
+    /// or discussion is broken by hand where its next word would still have fit, at a terminal's
+    /// 80 columns (the parser keeps lines under 80 characters). A row of a table (the exit
+    /// statuses: a label, then two spaces or more) begins a line of its own.
+    func testHelpTextsWrapAsParagraphs() throws {
+        let commands: [[String]] = [
+            [], ["run"], ["watch"], ["list"], ["show"], ["stats"], ["symbolicate"], ["upload"], ["consent"], ["send"],
+            ["discard"], ["doctor"], ["host"], ["host", "status"], ["core-handler"],
+        ]
+        func indentation(_ line: Substring) -> Int { line.prefix { $0 == " " }.count }
+        for command in commands {
+            let result = try TestSupport.run([TestSupport.crashport] + command + ["--help"], environment: ["COLUMNS": "80"])
+            XCTAssertEqual(result.status, .exited(0), "\(command): \(result.stderr)")
+            let prose = result.stdout.components(separatedBy: "\nUSAGE:").first ?? ""
+            let lines = prose.split(separator: "\n", omittingEmptySubsequences: false)
+            for (line, next) in zip(lines, lines.dropFirst()) where !line.isEmpty && !next.isEmpty {
+                let text = next.drop { $0 == " " }
+                guard indentation(line) == indentation(next), !text.contains("  ") else { continue }
+                let word = text.prefix { $0 != " " }
+                XCTAssertGreaterThanOrEqual(
+                    line.count + 1 + word.count, 80,
+                    "crashport \(command.joined(separator: " ")) --help breaks a line by hand:\n\(line)\n\(next)")
+            }
+        }
+    }
+
+    /// A frame in a library without debug information (a function from its symbol table, no
+    /// file) is listed with its module offset, which the report has: `libplugin.so+0x…`.
+    func testListShowsTheModuleOffsetOfAFrameWithoutASourceFile() throws {
+        let directory = TestSupport.temporaryDirectory("cli-plugin")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+        __attribute__((noinline)) void plugin_crash(volatile int *target) { *target = 42; }
+        """.write(toFile: directory + "/plugin.c", atomically: true, encoding: .utf8)
+        try """
+        void plugin_crash(volatile int *target);
+        int main(void) { plugin_crash(0); return 0; }
+        """.write(toFile: directory + "/main.c", atomically: true, encoding: .utf8)
+        _ = try TestSupport.compile(
+            [directory + "/plugin.c"], output: directory + "/libplugin.so", flags: ["-O1", "-fPIC", "-shared"])
+        let program = try TestSupport.compile(
+            [directory + "/main.c"], output: directory + "/host", flags: ["-O1", "-g"],
+            linkFlags: ["-L", directory, "-Wl,-rpath," + directory, "-lplugin"])
+        let run = try TestSupport.crashportRun([program], reports: directory + "/reports")
+        XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
+        let list = try TestSupport.run([TestSupport.crashport, "list", "--reports", directory + "/reports"])
+        XCTAssertEqual(list.status, .exited(0), list.stderr)
+        XCTAssertTrue(list.stdout.contains("plugin_crash (libplugin.so+0x"), list.stdout)
+        XCTAssertFalse(list.stdout.contains("+?"), list.stdout)
+    }
+
+    /// `symbolicate --obj FILE --format json`: an array with one object per address (from the
+    /// arguments), one object per line (from stdin), frames innermost first; a word that is no
+    /// address is said so in its object.
+    func testSymbolicateObjectAsJSON() throws {
+        let directory = TestSupport.temporaryDirectory("cli-obj-json")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try """
+        static inline __attribute__((always_inline)) int inner(int x) { return x * 3 + 1; }
+        __attribute__((noinline)) int outer(int x) { return inner(x) + 2; }
+        int main(int argc, char **argv) { (void)argv; return outer(argc); }
+        """.write(toFile: directory + "/obj.c", atomically: true, encoding: .utf8)
+        let object = try TestSupport.compile([directory + "/obj.c"], output: directory + "/obj", flags: ["-O2", "-g"])
+        let symbols = try TestSupport.run(["nm", object]).stdout
+        let outer = try XCTUnwrap(
+            symbols.split(separator: "\n").first { $0.hasSuffix(" T outer") }?.split(separator: " ").first.map(String.init))
+        let address = "0x" + outer
+
+        let result = try TestSupport.run(
+            [TestSupport.crashport, "symbolicate", "--obj", object, "--format", "json", address, "nonsense"])
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        let array = try XCTUnwrap(
+            try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]], result.stdout)
+        XCTAssertEqual(array.count, 2)
+        XCTAssertEqual(array[0]["address"] as? String, "0x" + String(UInt64(outer, radix: 16) ?? 0, radix: 16))
+        let frames = try XCTUnwrap(array[0]["frames"] as? [[String: Any]])
+        XCTAssertEqual(frames.last?["function"] as? String, "outer", "\(frames)")
+        XCTAssertEqual(frames.last?["inlined"] as? Bool, false)
+        XCTAssertTrue((frames.last?["file"] as? String)?.hasSuffix("obj.c") == true, "\(frames)")
+        XCTAssertNotNil(frames.last?["line"] as? Int)
+        XCTAssertEqual(array[1]["address"] as? String, "nonsense")
+        XCTAssertNotNil(array[1]["error"] as? String)
+
+        let lines = try TestSupport.run(
+            [TestSupport.crashport, "symbolicate", "--obj", object, "--format", "json"], input: address + "\n" + address + "\n")
+        XCTAssertEqual(lines.status, .exited(0), lines.stderr)
+        let objects = lines.stdout.split(separator: "\n")
+        XCTAssertEqual(objects.count, 2, lines.stdout)
+        for line in objects {
+            let one = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            XCTAssertEqual(((one?["frames"] as? [[String: Any]])?.last)?["function"] as? String, "outer", String(line))
+        }
+    }
+
     func testSymbolicateDebugDirectoryAndReportDirectory() throws {
         let (reports, ids) = try twoReports()
         defer { try? FileManager.default.removeItem(atPath: reports) }
@@ -229,12 +323,21 @@ final class CommandLineTests: XCTestCase {
         XCTAssertTrue(missing.stderr.contains("--debug-dir \(reports)/no-such-dir"), missing.stderr)
         XCTAssertEqual(missing.stdout, "")
 
+        let stored = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report + "/event.json")))
+        let timestamp = try XCTUnwrap((stored as? [String: Any])?["timestamp"] as? String)
         for directory in [report, report + "/"] {
             let result = try TestSupport.run([TestSupport.crashport, "symbolicate", "--format", "json", directory])
             XCTAssertEqual(result.status, .exited(0), "\(directory): \(result.stderr)")
             let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
             XCTAssertEqual((object?["signal"] as? [String: Any])?["name"] as? String, "SIGSEGV", result.stdout)
+            // Named as `crashport show` names the report: its id, and its time to the millisecond.
+            XCTAssertEqual(object?["id"] as? String, ids[0])
+            XCTAssertEqual(object?["timestamp"] as? String, timestamp)
         }
+        let header = try TestSupport.run([TestSupport.crashport, "symbolicate", report + "/minidump.dmp"])
+        XCTAssertEqual(header.status, .exited(0), header.stderr)
+        XCTAssertTrue(header.stdout.contains("Report:    \(ids[0])\n"), header.stdout)
+        XCTAssertTrue(header.stdout.contains("Time:      \(timestamp)\n"), header.stdout)
         // Without a minidump, the event.
         try FileManager.default.removeItem(atPath: report + "/minidump.dmp")
         let eventOnly = try TestSupport.run([TestSupport.crashport, "symbolicate", report])

@@ -400,14 +400,15 @@ final class SidecarTests: XCTestCase {
     }
 
     /// No sidecar at all: the program dies as it would (SIGSEGV) without waiting, its record is
-    /// spooled, and the next `crashport watch` reports it from the spool, marked as such, and
-    /// removes the spool file.
+    /// spooled, and the next `crashport watch` reports it from the spool, marked as such, dated
+    /// when it crashed (not when it was picked up) and with its command line, and removes the
+    /// spool file.
     func testNoSidecarSpoolsAndTheNextSidecarReports() throws {
         let directory = fresh("spool")
         let spool = directory + "/spool"
         try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
         let program = try Waiter(
-            waiter,
+            waiter, arguments: ["spooled", "two words"],
             environment: [
                 "LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": directory + "/crashport.sock",
                 "CRASHPORT_SPOOL": spool,
@@ -419,10 +420,21 @@ final class SidecarTests: XCTestCase {
         XCTAssertEqual(files.filter { $0.hasSuffix(".crash") }.count, 1, "\(files)")
         XCTAssertFalse(files.contains { $0.hasPrefix(".tmp-") }, "\(files)")
 
+        let beforeSidecar = Event.timestamp()
         let sidecar = try SidecarProcess(directory: directory, spool: spool)
         let events = try sidecar.waitForReports(1)
         XCTAssertEqual(events[0].capturedFrom, "spool")
         XCTAssertEqual(events[0].process?.pid?.rawValue, program.pid)
+        XCTAssertEqual(events[0].process?.arguments, [try waiter, "spooled", "two words"], "the stub's /proc/self/cmdline")
+        // Dated by the crash (the record's time, in the spool file's name), id included.
+        let timestamp = try XCTUnwrap(events[0].timestamp)
+        XCTAssertLessThanOrEqual(timestamp, beforeSidecar, "the crash's time, not the pickup's")
+        let crashed = try XCTUnwrap(files.first { $0.hasSuffix(".crash") }?.dropLast(6).split(separator: "-").last)
+        let second = try XCTUnwrap(UInt64(crashed)) / 1_000_000_000
+        XCTAssertEqual(timestamp.prefix(19), Event.timestamp(Date(timeIntervalSince1970: Double(second))).prefix(19))
+        XCTAssertEqual(
+            events[0].id?.prefix(15), timestamp.prefix(19).filter { $0 != "-" && $0 != ":" }.prefix(15),
+            "the id begins with the same moment")
         XCTAssertEqual(events[0].signal?.name, "SIGSEGV")
         XCTAssertEqual(crashFrames(events[0]).first, "crash_after_input", "unwound from the stack copy")
         XCTAssertTrue(crashFrames(events[0]).contains("main"))
@@ -571,6 +583,23 @@ final class SidecarTests: XCTestCase {
         let mine = try Waiter(program, environment: ["LD_PRELOAD": stub, "CRASHPORT_SOCKET": sidecar.socket])
         XCTAssertEqual(try mine.crash().status, .signaled(SIGSEGV))
         _ = try sidecar.waitForReports(1, uid: 0)
+        // The readers, given the sidecar's directory, find what the caller may read, as
+        // coredumpctl does; another user's directory is named, never read.
+        func asUser(_ arguments: [String]) throws -> RunResult {
+            try TestSupport.run(["/usr/sbin/runuser", "-u", user.name, "--", TestSupport.crashport] + arguments)
+        }
+        let nothingYet = try asUser(["list", "--reports", sidecar.reports])
+        XCTAssertEqual(nothingYet.status, .exited(0), nothingYet.stderr)
+        XCTAssertEqual(nothingYet.stdout, "", "root's report is not the user's to list")
+        // Where the user may list the directory (the sidecar makes it 0711: then not even
+        // that), the directories they may not read are named.
+        chmod(sidecar.reports, 0o755)
+        let hinted = try asUser(["list", "--reports", sidecar.reports])
+        chmod(sidecar.reports, 0o711)
+        XCTAssertEqual(hinted.stdout, "")
+        XCTAssertTrue(
+            hinted.stderr.contains("reports of uid 0 are in \(sidecar.reports)/0, which only that user or root may read"),
+            hinted.stderr)
 
         let theirs = try Waiter(
             program, environment: ["LD_PRELOAD": stub, "CRASHPORT_SOCKET": sidecar.socket], user: user.name)
@@ -598,6 +627,26 @@ final class SidecarTests: XCTestCase {
         XCTAssertNotEqual(reading.status, .exited(0), "nor read them")
         let own = try TestSupport.run(["/usr/sbin/runuser", "-u", user.name, "--", "ls", theirDirectory])
         XCTAssertEqual(own.status, .exited(0), "but lists its own: \(own.stderr)")
+
+        let (rootID, userID) = (sidecar.reportIDs(uid: 0)[0], sidecar.reportIDs(uid: user.uid)[0])
+        let theirList = try asUser(["list", "--reports", sidecar.reports])
+        XCTAssertEqual(theirList.status, .exited(0), theirList.stderr)
+        XCTAssertTrue(theirList.stdout.contains(userID), theirList.stdout)
+        XCTAssertFalse(theirList.stdout.contains(rootID), theirList.stdout)
+        let theirShow = try asUser(["show", "--reports", sidecar.reports, "latest"])
+        XCTAssertEqual(theirShow.status, .exited(0), theirShow.stderr)
+        XCTAssertTrue(theirShow.stdout.contains("Report:    \(userID)"), theirShow.stdout)
+        let notTheirs = try asUser(["show", "--reports", sidecar.reports, rootID])
+        XCTAssertEqual(notTheirs.status, .exited(1), notTheirs.stderr)
+        XCTAssertTrue(notTheirs.stderr.contains("no report '\(rootID)'"), notTheirs.stderr)
+        let rootList = try TestSupport.run([TestSupport.crashport, "list", "--reports", sidecar.reports])
+        XCTAssertEqual(rootList.status, .exited(0), rootList.stderr)
+        XCTAssertTrue(rootList.stdout.contains(rootID) && rootList.stdout.contains(userID), "root reads all: \(rootList.stdout)")
+        let rootShow = try TestSupport.run([TestSupport.crashport, "show", "--reports", sidecar.reports, userID])
+        XCTAssertEqual(rootShow.status, .exited(0), rootShow.stderr)
+        let rootStats = try TestSupport.run([TestSupport.crashport, "stats", "--reports", sidecar.reports])
+        XCTAssertEqual(rootStats.status, .exited(0), rootStats.stderr)
+        XCTAssertTrue(rootStats.stdout.contains(program), "\(rootStats.stdout)\(rootStats.stderr)")
         sidecar.stop()
     }
 

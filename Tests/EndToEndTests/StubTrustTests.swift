@@ -245,14 +245,9 @@ final class StubTrustTests: XCTestCase {
         XCTAssertEqual(spoolFiles.count, 1, "\(spoolFiles.map(\.0))")
         for (name, bytes) in spoolFiles {
             XCTAssertFalse(contains(bytes, secret), "\(name) holds the secret")
-            guard bytes.count >= 32 else {
-                XCTFail("\(name) is \(bytes.count) bytes")
-                continue
-            }
-            func u32(_ at: Int) -> Int { (0..<4).reduce(0) { $0 | Int(bytes[at + $1]) << (8 * $1) } }
-            let (recordSize, mapsSize) = (u32(16), u32(24))
-            XCTAssertEqual(mapsSize, 0, "\(name) holds no memory map")
-            let record = try CrashRecord(bytes: Array(bytes[32..<32 + recordSize]))
+            let file = try SpooledRecord(bytes: bytes)
+            XCTAssertEqual(file.maps, "", "\(name) holds no memory map")
+            let record = file.record
             XCTAssertTrue(record.notDumpable)
             XCTAssertEqual(record.stack.bytes.count, 0)
             XCTAssertEqual(record.pid.rawValue, spooled.pid)

@@ -45,6 +45,34 @@ final class WireProtocolTests: XCTestCase {
             pid: pid, signal: signal, code: 1, faultAddress: 0xdead, appArea: 0x5000_0000, stackStart: 0x7000_0000, stack: stack)
     }
 
+    /// A spool file carries the command line after the maps; a file of the older 32-byte header
+    /// (no cmdline_size) still reads, without one; sizes that disagree with the file are refused.
+    func testSpoolFileWithItsCommandLineAndTheOlderHeader() throws {
+        XCTAssertEqual(MemoryLayout<cp_spool_header>.size, 40)
+        XCTAssertEqual(MemoryLayout<cp_spool_header>.offset(of: \cp_spool_header.cmdline_size), 32)
+        let maps = Array("00400000-00401000 r-xp 00000000 08:01 1 /bin/x\n".utf8)
+        let commandLine = Array("/bin/x\u{0}two words\u{0}".utf8)
+        let file = SpooledRecord.encode(record: record(), executable: Array("/bin/x".utf8), maps: maps, commandLine: commandLine)
+        let spooled = try SpooledRecord(bytes: file)
+        XCTAssertEqual(spooled.record.pid, 1234)
+        XCTAssertEqual(spooled.executable, "/bin/x")
+        XCTAssertEqual(Array(spooled.maps.utf8), maps)
+        XCTAssertEqual(spooled.commandLine, commandLine)
+
+        var older = SpooledRecord.encode(record: record(), executable: Array("/bin/x".utf8), maps: maps)
+        older.removeSubrange(32..<40)
+        older.replaceSubrange(8..<12, with: [32, 0, 0, 0])
+        let old = try SpooledRecord(bytes: older)
+        XCTAssertEqual(old.record.pid, 1234)
+        XCTAssertEqual(Array(old.maps.utf8), maps)
+        XCTAssertEqual(old.commandLine, [])
+
+        var lying = file
+        lying[32] &+= 1
+        XCTAssertThrowsError(try SpooledRecord(bytes: lying))
+        XCTAssertThrowsError(try SpooledRecord(bytes: Array(file.dropLast())))
+    }
+
     func testDecodesAValidRecord() throws {
         let decoded = try CrashRecord(bytes: record())
         XCTAssertEqual(decoded.pid, 1234)

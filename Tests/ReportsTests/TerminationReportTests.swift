@@ -51,6 +51,29 @@ final class TerminationReportTests: XCTestCase {
         XCTAssertEqual(event(end(nil, oom: (0, 1))).cause, "oom-kill", "an unknown end while the OOM killer was at work")
     }
 
+    func testOnlyAnEndTheOOMKillerMayHaveMadeHasAnOOMNote() {
+        func oomNotes(_ event: Event) -> [String] {
+            (event.notes ?? []).filter { $0.contains("OOM killer killed") || $0.contains("OOM-kill counter") }
+        }
+        // The OOM killer kills with SIGKILL: a SIGSEGV or an exit says nothing about it.
+        XCTAssertEqual(oomNotes(event(end(.signaled(SIGSEGV), oom: (3, 3)))), [])
+        XCTAssertEqual(oomNotes(event(end(.signaled(SIGSEGV)))), [])
+        XCTAssertEqual(oomNotes(event(end(.exited(3)))), [])
+        XCTAssertEqual(oomNotes(event(end(.signaled(SIGKILL), oom: (3, 3)))).count, 1, "SIGKILL: whether it was the OOM killer")
+        XCTAssertEqual(oomNotes(event(end(.signaled(SIGKILL)))).count, 1, "SIGKILL, the counter unreadable")
+        XCTAssertEqual(oomNotes(event(end(nil))).count, 1, "an unknown end")
+    }
+
+    func testACrashLogWithoutModulesHasNoModulesHeading() {
+        let log = CrashLog.full(event(end(.signaled(SIGSEGV))))
+        XCTAssertFalse(log.contains("Modules:"), log)
+        XCTAssertFalse(log.hasSuffix("\n"), log)
+        var withModules = event(end(.signaled(SIGSEGV)))
+        withModules.modules = [ModuleRecord(path: "/srv/app", base: HexAddress(0x1000), size: HexAddress(0x2000), buildID: "ab")]
+        XCTAssertTrue(
+            CrashLog.full(withModules).hasSuffix("Modules:\n  0x1000             /srv/app  ab"), CrashLog.full(withModules))
+    }
+
     func testBreadcrumbsReadEarlierAreMarked() {
         var end = end(.signaled(SIGKILL))
         var area = AppArea()

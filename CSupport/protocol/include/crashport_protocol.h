@@ -144,12 +144,17 @@ typedef struct cp_goodbye {
  * (it trusts the file's owner, never the bytes). Layout: this header, then record_size bytes of
  * the CRASH record (exactly as it would have been sent), then exe_size bytes of
  * /proc/self/exe's target (no NUL), then maps_size bytes of /proc/self/maps as read at the
- * crash. The stub writes the header last (pwrite at 0), so a file cut short has sizes of 0.
+ * crash, then cmdline_size bytes of /proc/self/cmdline as read at the crash (the arguments,
+ * each NUL-terminated, as the live watcher reads them). The stub writes the header last
+ * (pwrite at 0), so a file cut short has sizes of 0. A header of 32 bytes (header.size; files
+ * written before cmdline_size was added) ends at flags and has no command line.
  */
 #define CP_SPOOL_SENT 0x1u            /* the record reached a watcher, but no verdict came */
 #define CP_SPOOL_MAPS_TRUNCATED 0x2u  /* /proc/self/maps was longer than CP_SPOOL_MAPS_MAX */
+#define CP_SPOOL_CMDLINE_TRUNCATED 0x4u /* /proc/self/cmdline was longer than CP_SPOOL_CMDLINE_MAX */
 #define CP_SPOOL_MAPS_MAX (1024u * 1024u)
 #define CP_SPOOL_EXE_MAX 4096u
+#define CP_SPOOL_CMDLINE_MAX (64u * 1024u)
 
 typedef struct cp_spool_header {
     cp_header header; /* magic, version, size = sizeof(cp_spool_header), type CP_MSG_SPOOLED */
@@ -157,6 +162,8 @@ typedef struct cp_spool_header {
     uint32_t exe_size;
     uint32_t maps_size;
     uint32_t flags; /* CP_SPOOL_* */
+    uint32_t cmdline_size;
+    uint32_t reserved;
 } cp_spool_header;
 
 /* ELF e_machine values naming the register layout of a record. */
@@ -396,7 +403,7 @@ _Static_assert(sizeof(cp_last_run) == 88, "cp_last_run is 88 bytes");
 _Static_assert(sizeof(cp_hello_reply) == 496, "cp_hello_reply is 496 bytes");
 _Static_assert(sizeof(cp_setting) == 24, "cp_setting is 24 bytes");
 _Static_assert(sizeof(cp_goodbye) == 24, "cp_goodbye is 24 bytes");
-_Static_assert(sizeof(cp_spool_header) == 32, "cp_spool_header is 32 bytes");
+_Static_assert(sizeof(cp_spool_header) == 40, "cp_spool_header is 40 bytes");
 _Static_assert(sizeof(cp_action) == 32, "cp_action is 32 bytes");
 _Static_assert(__builtin_offsetof(cp_crash, regs) == 88, "regs at 88");
 _Static_assert(__builtin_offsetof(cp_crash, fpregs) == 360, "fpregs at 360");
