@@ -207,6 +207,10 @@ public enum CrashLog {
         }
         if let id = event.id { lines.append("Report:    \(id)") }
         if let timestamp = event.timestamp { lines.append("Time:      \(timestamp)") }
+        if let fingerprint = event.fingerprint {
+            let signature = event.signature.flatMap { $0.isEmpty ? nil : escaped($0) } ?? "(no frames)"
+            lines.append("Signature: \(signature) (fingerprint \(fingerprint))")
+        }
         if let reason = event.reason { lines.append("Reason:    \(escaped(reason))") }
         if let arguments = event.process?.arguments, !arguments.isEmpty {
             lines.append("Command:   \(escaped(arguments.joined(separator: " ")))")

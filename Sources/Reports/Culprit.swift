@@ -127,8 +127,10 @@ public struct InAppRules: Sendable, Equatable {
     }
 
     static func isRuntimeSource(_ file: String, function: String?) -> Bool {
-        if runtimeSources.contains(where: { file.hasPrefix($0) }) || file.hasSuffix("<compiler-generated>") && function?
-            .hasPrefix("Swift") == true
+        if runtimeSources.contains(where: { file.hasPrefix($0) })
+            || file.hasSuffix("<compiler-generated>")
+                && function?
+                    .hasPrefix("Swift") == true
         {
             return true
         }

@@ -197,8 +197,10 @@ public enum Signature {
             let rest = String(characters[index...])
             if rest.hasPrefix("operator") {
                 // Operators' own angle brackets and parentheses are part of the name.
-                let operators = ["operator<<=", "operator>>=", "operator<<", "operator>>", "operator<=", "operator>=",
-                    "operator->", "operator<", "operator>", "operator()"]
+                let operators = [
+                    "operator<<=", "operator>>=", "operator<<", "operator>>", "operator<=", "operator>=",
+                    "operator->", "operator<", "operator>", "operator()",
+                ]
                 if angle == 0, let op = operators.first(where: { rest.hasPrefix($0) }) {
                     output += op
                     index += op.count

@@ -36,7 +36,9 @@ final class GroupingTests: XCTestCase {
     /// The three builds of each program, each in its own directory under the same name (a
     /// program's name is part of what identifies a bug in it).
     func build(in directory: String) throws -> [String] {
-        let builds = [("O0", ["-O0"], ["-Onone"]), ("O2", ["-O2"], ["-O"]), ("O2u", ["-O2", "-DUNRELATED"], ["-O", "-DUNRELATED"])]
+        let builds = [
+            ("O0", ["-O0"], ["-Onone"]), ("O2", ["-O2"], ["-O"]), ("O2u", ["-O2", "-DUNRELATED"], ["-O", "-DUNRELATED"]),
+        ]
         for (name, cFlags, swiftFlags) in builds {
             let output = directory + "/" + name
             try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
@@ -95,7 +97,8 @@ final class GroupingTests: XCTestCase {
         XCTAssertEqual(text.stdout.split(separator: "\n").count, Self.bugs.count, text.stdout)
         let stats = try TestSupport.run([TestSupport.crashport, "stats", "--reports", reports])
         for fingerprint in distinct {
-            XCTAssertTrue(stats.stdout.contains("\(builds.count)  \(fingerprint)  "), "stats lacks \(fingerprint):\n\(stats.stdout)")
+            XCTAssertTrue(
+                stats.stdout.contains("\(builds.count)  \(fingerprint)  "), "stats lacks \(fingerprint):\n\(stats.stdout)")
         }
     }
 

@@ -91,6 +91,8 @@ final class SentryEventEndToEndTests: XCTestCase {
         XCTAssertEqual(normalized["platform"] as? String, "native")
         let functions = frames(normalized).map { $0["function"] as? String ?? "?" }
         XCTAssertEqual(functions.last, "crash_after_telling", "innermost last: \(functions)")
+        // Relay keeps the machine's grouping: Sentry groups by it rather than by its own rules.
+        XCTAssertEqual(normalized["fingerprint"] as? [String], [try XCTUnwrap(event.fingerprint)])
         XCTAssertTrue(containsInOrder(functions, ["main", "tell", "crash_after_telling"]), "\(functions)")
         let exception = try XCTUnwrap(((normalized["exception"] as? [String: Any])?["values"] as? [[String: Any]])?.first)
         let signal = ((exception["mechanism"] as? [String: Any])?["meta"] as? [String: Any])?["signal"] as? [String: Any]

@@ -54,10 +54,11 @@ final class SignatureTests: XCTestCase {
     }
 
     func testPrefixMachineryAndTheFault() {
-        var crash = event([
-            ("__pthread_kill_implementation", false), ("raise", false), ("abort", false), ("__libc_message", false),
-            ("malloc_printerr", false), ("_int_free", false), ("cfree", false), ("release_buffer.cold", true), ("main", true),
-        ], signal: "SIGABRT")
+        var crash = event(
+            [
+                ("__pthread_kill_implementation", false), ("raise", false), ("abort", false), ("__libc_message", false),
+                ("malloc_printerr", false), ("_int_free", false), ("cfree", false), ("release_buffer.cold", true), ("main", true),
+            ], signal: "SIGABRT")
         Signature.mark(&crash)
         XCTAssertEqual(crash.signature, "free | release_buffer")
 
@@ -119,18 +120,27 @@ final class SignatureTests: XCTestCase {
     func testInAppByWhatTheFrameIs() {
         let rules = InAppRules()
         // Swift's standard library specialised into the program, and the program's extension of it.
-        XCTAssertFalse(rules.isInApp(modulePath: "/srv/app", function: "specialized Array._checkSubscript(_:wasNativeTypeChecked:)",
-            file: "/<compiler-generated>", mangled: "$sSa15_checkSubscript_20wasNativeTypeCheckeds16_DependenceTokenVSi_SbtFSi_Tg5"))
-        XCTAssertFalse(rules.isInApp(modulePath: "/srv/app", function: "specialized Dictionary.subscript.getter",
-            mangled: "$sSDyq_SgxcigSS_SiTg5"))
+        XCTAssertFalse(
+            rules.isInApp(
+                modulePath: "/srv/app", function: "specialized Array._checkSubscript(_:wasNativeTypeChecked:)",
+                file: "/<compiler-generated>",
+                mangled: "$sSa15_checkSubscript_20wasNativeTypeCheckeds16_DependenceTokenVSi_SbtFSi_Tg5"))
+        XCTAssertFalse(
+            rules.isInApp(
+                modulePath: "/srv/app", function: "specialized Dictionary.subscript.getter",
+                mangled: "$sSDyq_SgxcigSS_SiTg5"))
         XCTAssertTrue(rules.isInApp(modulePath: "/srv/app", function: "Array.total()", mangled: "$sSa4mainE5totalSiyF"))
-        XCTAssertTrue(rules.isInApp(modulePath: "/srv/app", function: "specialized Warehouse.stock(at:)",
-            mangled: "$s4main9WarehouseV5stock2atS2i_tFTf4nx_n"))
+        XCTAssertTrue(
+            rules.isInApp(
+                modulePath: "/srv/app", function: "specialized Warehouse.stock(at:)",
+                mangled: "$s4main9WarehouseV5stock2atS2i_tFTf4nx_n"))
         // Go's runtime and standard library; the program's packages.
         XCTAssertFalse(rules.isInApp(modulePath: "/srv/app", function: "runtime.raise.abi0"))
         XCTAssertFalse(rules.isInApp(modulePath: "/srv/app", function: "fmt.Fprintf", file: "/usr/lib/go-1.19/src/fmt/print.go"))
         XCTAssertTrue(rules.isInApp(modulePath: "/srv/app", function: "main.(*ledger).credit", file: "/src/ledger/main.go"))
-        XCTAssertTrue(rules.isInApp(modulePath: "/srv/app", function: "github.com/acme/db.Open", file: "/root/go/pkg/mod/github.com/acme/db/open.go"))
+        XCTAssertTrue(
+            rules.isInApp(
+                modulePath: "/srv/app", function: "github.com/acme/db.Open", file: "/root/go/pkg/mod/github.com/acme/db/open.go"))
         // A statically linked libc, by its reserved names, its sources and, when linked in, its functions.
         XCTAssertFalse(rules.isInApp(modulePath: "/srv/app", function: "__strlen_evex"))
         XCTAssertFalse(rules.isInApp(modulePath: "/srv/app", function: "raise", file: "../sysdeps/unix/sysv/linux/raise.c"))

@@ -329,6 +329,21 @@ final class SentryEventTests: XCTestCase {
         XCTAssertEqual(((mechanism["meta"] as? [String: Any])?["signal"] as? [String: Any])?["name"] as? String, "SIGABRT")
     }
 
+    /// The machine's grouping travels: Sentry's `fingerprint` replaces its own, so the server
+    /// groups as `crashport list --group` does; Crashpad collectors get it as a form field.
+    func testTheFingerprintGroupsOnTheServerAsOnTheMachine() throws {
+        var event = crash()
+        event.fingerprint = "8e1239788f24c726"
+        event.signature = "strlen | parse_records"
+        let payload = try payload(event)
+        XCTAssertEqual(payload["fingerprint"] as? [String], ["8e1239788f24c726"])
+        XCTAssertEqual((payload["tags"] as? [String: Any])?["crashport.fingerprint"] as? String, "8e1239788f24c726")
+        let fields = Dictionary(CrashpadUpload.fields(for: event, reportID: "r1"), uniquingKeysWith: { first, _ in first })
+        XCTAssertEqual(fields["crashport_fingerprint"], "8e1239788f24c726")
+        XCTAssertEqual(fields["crashport_signature"], "strlen | parse_records")
+        XCTAssertNil(try self.payload(crash())["fingerprint"], "no fingerprint: Sentry groups by its own rules")
+    }
+
     /// An event with nothing in it still gives a payload Sentry takes (every field optional).
     func testAnEmptyEventStillConverts() throws {
         let payload = try payload(Event())
