@@ -771,8 +771,13 @@ public struct Launcher {
         case .exited(let code):
             Glibc.exit(code)
         case .signaled(let signal):
-            var limit = rlimit(rlim_cur: 0, rlim_max: 0)
+            // No core of crashport itself: the program's crash was reported already, and a host
+            // level (core_pattern's pipe or socket, which RLIMIT_CORE 0 does not stop) would
+            // report this death again as crashport's. A limit of 1 is the kernel's "never pipe
+            // this one" (the pipe helper's own guard); non-dumpable stops the socket too.
+            var limit = rlimit(rlim_cur: 1, rlim_max: 1)
             setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)
+            try? HostProcessSettings.notDumpable()
             Glibc.signal(signal, SIG_DFL)
             var set = sigset_t()
             sigemptyset(&set)

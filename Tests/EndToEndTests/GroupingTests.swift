@@ -7,6 +7,7 @@
 
 import Foundation
 import ReportModel
+@testable import Reports
 import TestSupport
 import XCTest
 
@@ -135,6 +136,52 @@ final class GroupingTests: XCTestCase {
                 seen.append(event.fingerprint ?? "")
             }
             XCTAssertEqual(Set(seen).count, 1, "\(mode): the static and the dynamic build group apart: \(seen)")
+        }
+    }
+
+    /// The crashing thread's frames, name for name, as gdb's `bt` shows them: the C bugs at -O2
+    /// (GCC's `.cold` part named by its function), statically linked, and the C++ pool's worker
+    /// (argument lists aside: gdb prints `Ledger::credit` where crashport demangles the whole
+    /// linkage name). The daemon and prefork cases are RunCountsTests'; Go's, GoTests'.
+    func testFramesAreGDBs() throws {
+        guard TestSupport.which("gdb") != nil else { throw XCTSkip("gdb is not installed: no reference backtrace") }
+        let directory = TestSupport.temporaryDirectory("grouping-gdb")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let source = TestSupport.fixture("grouping/bugs.c")
+        var programs = [
+            (try TestSupport.compile([source], output: directory + "/bugs", flags: ["-O2", "-g", "-w"]), [String]())
+        ]
+        if let staticBuild = try? TestSupport.compile(
+            [source], output: directory + "/bugs-static", flags: ["-O2", "-g", "-w", "-static"])
+        {
+            programs.append((staticBuild, ["--trace-exit"]))
+        } else {
+            print("GroupingTests: no static libc to link with; the static build is not compared")
+        }
+        var cases = programs.flatMap { program, options in
+            ["parse", "double-free", "assert", "average", "walk", "setting", "request-null", "request-div"].map {
+                ([program, $0], options, false)
+            }
+        }
+        let pool = try TestSupport.compile(
+            [TestSupport.fixture("grouping/pool.cpp")], output: directory + "/pool", compiler: "g++",
+            flags: ["-O2", "-g", "-pthread"])
+        cases += [([pool, "credit"], [], true)]
+        for (command, options, cxx) in cases {
+            let reference = try TestSupport.gdbBacktrace(command)
+            let watched = try TestSupport.crashportRun(command, options: options)
+            defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+            XCTAssertEqual(watched.reportIDs.count, 1, "\(command): \(watched.result.stderr)")
+            guard watched.reportIDs.count == 1 else { continue }
+            let frames = try watched.event().crashedThreadRecord?.frames ?? []
+            let names = frames.enumerated().map { index, frame -> String? in
+                guard cxx, let function = frame.function else { return frame.function }
+                // gdb leaves a lambda's members unqualified (`_FUN`).
+                let simplified = Signature.simplifiedCxx(function)
+                let gdbName = index < reference.count ? reference[index].function : ""
+                return simplified.hasSuffix("::" + gdbName) ? gdbName : simplified
+            }
+            XCTAssertNil(GDBFrame.differences(reference, names), "\(command): gdb \(reference), crashport \(names)")
         }
     }
 }
