@@ -184,6 +184,7 @@ public struct Launcher {
         {
             history.ended(record)
         }
+        serving.sayWhoOutlivesTheRun(socket: ours, open: socketOpen)
         return (termination, server.reports)
     }
 
@@ -820,7 +821,23 @@ final class LaunchServing: CrashServerDelegate {
     func store(for sender: Sender) -> ReportStore? { store }
 
     func hello(_ hello: HelloMessage, from sender: Sender) {
-        if sender.pid == child { watch.appArea = hello.appArea }
+        if sender.pid == child { watch.appArea = hello.appArea } else { greeted.withLock { _ = $0.insert(sender.pid) } }
+    }
+
+    /// The descendants that said HELLO on the run's socket.
+    let greeted = Mutex<Set<ProcessID>>([])
+
+    /// Descendants with the stub that outlive the run (a daemon that forked away, which still
+    /// holds the run's socket: no hang-up on `socket`): nobody serves them once crashport run
+    /// has exited, so it says so rather than leave their crashes unsaid.
+    func sayWhoOutlivesTheRun(socket: Int32, open: Bool) {
+        var poll = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        guard open, Glibc.poll(&poll, 1, 0) >= 0, poll.revents & Int16(POLLHUP) == 0 else { return }
+        let alive = greeted.withLock({ $0 }).filter { kill($0.rawValue, 0) == 0 }.map { "\($0)" }.sorted()
+        let who = alive.isEmpty ? "a descendant of the program" : "pid " + alive.joined(separator: ", pid ")
+        log(
+            "\(who) still runs with the stub after the program ended (a daemon?); its crashes are not reported once crashport run exits: serve daemons with crashport watch (docs/operating.md)"
+        )
     }
 
     func holder(of pid: ProcessID) -> ThreadHold? { pid == child ? tracer : nil }

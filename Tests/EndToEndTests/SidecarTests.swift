@@ -757,3 +757,54 @@ final class SidecarTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: socketPath), "an activated socket is systemd's: never unlinked")
     }
 }
+
+/// A daemon (daemon(3): it forks away and its parent exits 0): `crashport run` ends with the
+/// parent and says that a descendant with the stub outlives it; the sidecar serves the daemon
+/// and reports its crash with gdb's frames.
+final class DaemonTests: XCTestCase {
+    func testADaemonIsTheSidecarsAndRunSaysSo() throws {
+        let directory = TestSupport.temporaryDirectory("daemon")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let program = try TestSupport.compile([TestSupport.fixture("daemon/daemon.c")], output: directory + "/daemon")
+        let fifo = directory + "/fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        func release() {
+            // The daemon reads one line, then crashes (bounded: it may already be gone).
+            let fd = open(fifo, O_WRONLY | O_NONBLOCK)
+            if fd >= 0 {
+                _ = write(fd, "go\n", 3)
+                close(fd)
+            }
+        }
+
+        // Started with no descriptor but the standard three (Foundation's Process watches for
+        // its child's end on a socket the daemon would otherwise inherit and keep open).
+        let closing = ["python3", "-c", "import os, sys; os.closerange(3, 65536); os.execv(sys.argv[1], sys.argv[1:])"]
+        let run = try TestSupport.run(
+            closing + [TestSupport.crashport, "run", "--reports", directory + "/run", "--", program, fifo],
+            environment: ["CRASHPORT_STUB": try TestSupport.stub()])
+        XCTAssertEqual(run.status, .exited(0), run.stderr)
+        XCTAssertTrue(run.stderr.contains("still runs with the stub after the program ended"), run.stderr)
+        for _ in 0..<200 {
+            release()
+            usleep(10_000)
+        }
+
+        try FileManager.default.createDirectory(atPath: directory + "/sidecar", withIntermediateDirectories: true)
+        let sidecar = try SidecarProcess(directory: directory + "/sidecar")
+        defer { _ = sidecar.stop() }
+        let started = try TestSupport.run(
+            closing + [program, fifo], environment: ["LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": sidecar.socket])
+        XCTAssertEqual(started.status, .exited(0))
+        var events: [Event] = []
+        for _ in 0..<400 where events.isEmpty {
+            release()
+            events = (try? sidecar.waitForReports(1, timeout: 0.05)) ?? []
+        }
+        let event = try XCTUnwrap(events.first, sidecar.log)
+        XCTAssertEqual(event.signal?.name, "SIGSEGV")
+        let functions = event.crashedThreadRecord?.frames?.compactMap(\.function) ?? []
+        XCTAssertEqual(Array(functions.prefix(2)), ["serve_forever", "main"], "\(functions)")
+        XCTAssertEqual(event.culprit?.function, "serve_forever")
+    }
+}
