@@ -218,7 +218,7 @@ public final class Symbolizer: Sendable {
         let sources =
             debug.dwarf?.frames(at: lookup, skippingLineZero: !asLLVMSymbolizer, namingOutermostBySymbol: asLLVMSymbolizer) ?? []
         let symbols = debug.symbolsMatch ? debug.symbolSource.symbols : nil
-        /// The symbol that ran, for the outermost frame's `symbol`.
+        // The symbol that ran, for the outermost frame's `symbol`.
         var ran: String?
         // The symbol's name (a string made, maybe demangled) only when a frame will show it:
         // DWARF usually names every frame, and then only the symbol's start and name are needed.
