@@ -468,6 +468,11 @@ public struct FrameRecord: Codable, Sendable, Equatable {
     public var moduleOffset: HexAddress?
     public var function: String?
     public var mangled: String?
+    /// The raw name of the ELF symbol that ran, when it names something other than `function`:
+    /// a GCC clone or split part (`worker_loop.cold`, `bind_port.constprop.0`, whose function
+    /// is `worker_loop`, `bind_port`, as the DWARF and gdb say), or another alias of the same
+    /// code. Only on a pc's outermost frame; `function_offset` counts from its start.
+    public var symbol: String?
     public var functionOffset: HexAddress?
     public var file: String?
     public var line: Int?
@@ -487,8 +492,9 @@ public struct FrameRecord: Codable, Sendable, Equatable {
 
     public init(
         index: Int? = nil, pc: HexAddress? = nil, module: String? = nil, moduleOffset: HexAddress? = nil,
-        function: String? = nil, mangled: String? = nil, functionOffset: HexAddress? = nil, file: String? = nil,
-        line: Int? = nil, column: Int? = nil, inlined: Bool? = nil, tailCall: Bool? = nil, trust: FrameTrust? = nil
+        function: String? = nil, mangled: String? = nil, symbol: String? = nil, functionOffset: HexAddress? = nil,
+        file: String? = nil, line: Int? = nil, column: Int? = nil, inlined: Bool? = nil, tailCall: Bool? = nil,
+        trust: FrameTrust? = nil
     ) {
         self.index = index
         self.pc = pc
@@ -496,6 +502,7 @@ public struct FrameRecord: Codable, Sendable, Equatable {
         self.moduleOffset = moduleOffset
         self.function = function
         self.mangled = mangled
+        self.symbol = symbol
         self.functionOffset = functionOffset
         self.file = file
         self.line = line
@@ -508,7 +515,7 @@ public struct FrameRecord: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case index, pc, module
         case moduleOffset = "module_offset"
-        case function, mangled
+        case function, mangled, symbol
         case functionOffset = "function_offset"
         case file, line, column, inlined
         case tailCall = "tail_call"

@@ -353,7 +353,8 @@ extension FrameRecord {
     init(index: Int, pc: HexAddress?, symbol: SymbolicatedFrame, trust: FrameTrust?) {
         self.init(
             index: index, pc: pc, module: symbol.module, moduleOffset: symbol.moduleOffset.map(HexAddress.init),
-            function: symbol.function, mangled: symbol.mangled, functionOffset: symbol.functionOffset.map(HexAddress.init),
+            function: symbol.function, mangled: symbol.mangled, symbol: symbol.symbol,
+            functionOffset: symbol.functionOffset.map(HexAddress.init),
             file: symbol.file, line: symbol.line, column: symbol.column, inlined: symbol.inlined ? true : nil,
             tailCall: symbol.tailCall ? true : nil, trust: trust)
     }

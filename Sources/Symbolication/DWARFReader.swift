@@ -51,7 +51,6 @@ public final class DWARFInfo: @unchecked Sendable {
     let sections: DWARFSections
     let units: [DWARFUnit]
     let unitMap: DWARFAddressMap
-    private let usesSymbolTable: Bool
     let lock = DWARFLock()
     // Guarded by `lock`:
     private var symbolNames: DWARFSymbolNames?
@@ -66,17 +65,14 @@ public final class DWARFInfo: @unchecked Sendable {
 
     /// Reads the DWARF of `elf`; nil when it has no readable .debug_info unit.
     ///
-    /// With `usesSymbolTable` (the default, as in llvm-symbolizer), the outermost frame's
-    /// function is the ELF symbol covering the address when there is one: it names the code
-    /// actually run (`f.cold`, `f.constprop.0`) where DWARF names the source function `f`.
-    /// The symbols are those of `symbolFile`, by default `elf` itself. When `elf` is a separate
+    /// `symbolFile` (by default `elf` itself) is the file whose symbols name the outermost
+    /// frame when `frames(at:)` is asked to, as llvm-symbolizer does. When `elf` is a separate
     /// debug file, passing the binary it belongs to gives llvm-symbolizer's answers exactly
     /// (it reads the symbols of the file it was given: .dynsym names such as `setbuffer` for
     /// a stripped libc, where the debug file's .symtab says `_IO_setbuffer`).
-    public init?(elf: ELFFile, symbolFile: ELFFile? = nil, usesSymbolTable: Bool = true) {
+    public init?(elf: ELFFile, symbolFile: ELFFile? = nil) {
         self.elf = elf
         self.symbolFile = symbolFile ?? elf
-        self.usesSymbolTable = usesSymbolTable
         let sections = DWARFSections(elf: elf)
         guard sections.info.count > 0 else { return nil }
         self.sections = sections
@@ -119,7 +115,14 @@ public final class DWARFInfo: @unchecked Sendable {
     /// With `skippingLineZero`, a row of line 0 takes the line before it, as gdb shows it
     /// (DWARFLineTable.row(for:skippingLineZero:)): reports do; `symbolicate --obj` answers as
     /// llvm-symbolizer.
-    public func frames(at address: UInt64, skippingLineZero: Bool = false) -> [SourceFrame] {
+    ///
+    /// With `namingOutermostBySymbol` (the default, as in llvm-symbolizer with linkage names),
+    /// the outermost frame's function is the ELF symbol of `symbolFile` covering the address
+    /// when there is one: it names the code actually run (`f.cold`, `f.constprop.0`) where
+    /// DWARF names the source function `f`. Without it, every frame has DWARF's name, as gdb
+    /// shows it (reports).
+    public func frames(at address: UInt64, skippingLineZero: Bool = false, namingOutermostBySymbol: Bool = true) -> [SourceFrame]
+    {
         lock.lock()
         defer { lock.unlock() }
         guard let unitIndex = unitMap.lookup(address), Int(unitIndex) < units.count else { return [] }
@@ -164,7 +167,7 @@ public final class DWARFInfo: @unchecked Sendable {
                 frames.append(frame)
             }
         }
-        if usesSymbolTable {
+        if namingOutermostBySymbol {
             if symbolNames == nil { symbolNames = DWARFSymbolNames(elf: symbolFile) }
             if let name = symbolNames?.name(at: address) { frames[frames.count - 1].function = name }
         }

@@ -2,7 +2,9 @@
 //
 // DWARF names the source function (`f`); the symbol table names the code that ran (`f.cold`,
 // `f.constprop.0`, `f.part.0`, one of a constructor's C1/C2 aliases). llvm-symbolizer, with
-// linkage names, takes the symbol's name for the outermost frame, and DWARFInfo does the same.
+// linkage names, takes the symbol's name for the outermost frame, and DWARFInfo does the same
+// when asked (`symbolicate --obj`, which answers as llvm-symbolizer; reports name every frame
+// from DWARF, as gdb does, and keep the symbol that ran in `symbol`: Symbolizer).
 // This is deliberately LLVM's SymbolizableObjectFile rule, not SymbolTable's (which serves
 // function+offset and ranks aliases its own way): .symtab (else .dynsym) symbols of type
 // NOTYPE, FUNC, OBJECT or GNU_IFUNC in a real section; sorted by (address, size) keeping

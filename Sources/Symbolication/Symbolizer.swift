@@ -16,6 +16,11 @@ public struct SymbolicatedFrame: Sendable, Equatable {
     public var moduleOffset: UInt64?
     public var function: String?
     public var mangled: String?
+    /// The raw name of the ELF symbol that ran, on the outermost frame of a pc, when it names
+    /// something other than `function`: a GCC clone or split part (`worker_loop.cold`,
+    /// `_ZN3foo3barEv.constprop.0`) or another alias of the code (`abort` where DWARF says
+    /// `__GI_abort`). `functionOffset` counts from its start.
+    public var symbol: String?
     public var functionOffset: UInt64?
     public var file: String?
     public var line: Int?
@@ -195,45 +200,65 @@ public final class Symbolizer: Sendable {
     /// Symbolicates an ELF virtual address of one image (the offline and addr2line paths).
     /// With `demangle` false, names stay as they are in the file (and cost nothing more);
     /// with `symbolFile`, a frame without DWARF takes its file from the preceding STT_FILE
-    /// symbol, as llvm-symbolizer does (line 0). `asLLVMSymbolizer` keeps llvm-symbolizer's
-    /// answer for code of line 0 (its row's file, no line) where reports show gdb's (the line
-    /// before it), and skips the function offset, which its output has no place for.
+    /// symbol, as llvm-symbolizer does (line 0).
+    ///
+    /// Reports name each frame as gdb does: from DWARF where it covers the address (a clone's
+    /// or split part's source function: `worker_loop`, not `worker_loop.cold`), else from the
+    /// symbol table without GCC's clone suffixes (CloneSuffixes); the symbol that ran is kept in
+    /// `symbol`. `asLLVMSymbolizer` keeps llvm-symbolizer's answer instead: the outermost frame
+    /// named by the symbol as it is, and for code of line 0 its row's file and no line (where
+    /// reports show gdb's, the line before it); and it skips the function offset, which its
+    /// output has no place for.
     public static func frames(
         in debug: DebugImage, virtualAddress: UInt64, isReturnAddress: Bool, template: SymbolicatedFrame = SymbolicatedFrame(),
         demangle: Bool = true, symbolFile: Bool = false, asLLVMSymbolizer: Bool = false
     ) -> [SymbolicatedFrame] {
         var frame = template
         let lookup = virtualAddress &- (isReturnAddress ? 1 : 0)
-        let sources = debug.dwarf?.frames(at: lookup, skippingLineZero: !asLLVMSymbolizer) ?? []
+        let sources =
+            debug.dwarf?.frames(at: lookup, skippingLineZero: !asLLVMSymbolizer, namingOutermostBySymbol: asLLVMSymbolizer) ?? []
         let symbols = debug.symbolsMatch ? debug.symbolSource.symbols : nil
+        // The symbol that ran, for the outermost frame's `symbol`.
+        var ran: String?
         // The symbol's name (a string made, maybe demangled) only when a frame will show it:
-        // DWARF usually names every frame, and then only the symbol's start is needed.
+        // DWARF usually names every frame, and then only the symbol's start and name are needed.
         if sources.isEmpty || sources.contains(where: { $0.function == nil }) {
             if let symbol = symbols?.lookup(lookup) {
-                let demangled = demangle ? debug.demangled(symbol.name) : nil
-                frame.function = demangled ?? symbol.name
-                frame.mangled = demangled == nil ? nil : symbol.name
+                let name = asLLVMSymbolizer ? symbol.name : (CloneSuffixes.stripped(symbol.name) ?? symbol.name)
+                let demangled = demangle ? debug.demangled(name) : nil
+                frame.function = demangled ?? name
+                frame.mangled = demangled == nil ? nil : name
+                if name != symbol.name { frame.symbol = symbol.name }
                 frame.functionOffset = virtualAddress &- symbol.address
+                if !asLLVMSymbolizer { ran = symbol.name }
                 if sources.isEmpty {
                     if symbolFile, let file = symbol.symbolFile { frame.file = file }
                     return [frame]
                 }
             }
-        } else if !asLLVMSymbolizer, let start = symbols?.start(containing: lookup) {
-            frame.functionOffset = virtualAddress &- start
+        } else if !asLLVMSymbolizer, let symbol = symbols?.lookup(lookup) {
+            frame.functionOffset = virtualAddress &- symbol.address
+            ran = symbol.name
         }
         guard !sources.isEmpty else { return [frame] }
         var result: [SymbolicatedFrame] = []
         for (position, source) in sources.enumerated() {
             var entry = frame
             let outermost = position == sources.count - 1
-            // DWARFInfo already names the outermost frame from the symbol covering the address
-            // (f.cold, f.constprop.0, the right constructor alias), as llvm-symbolizer does.
+            // As llvm-symbolizer, DWARFInfo names the outermost frame from the symbol covering
+            // the address (f.cold, f.constprop.0, the right constructor alias); for reports, by
+            // its DWARF name (f), and the symbol that ran is kept when it reads otherwise.
             if let name = source.function {
                 let demangled = demangle ? debug.demangled(name) : nil
                 entry.function = demangled ?? name
                 entry.mangled = demangled == nil ? nil : name
                 if !outermost { entry.functionOffset = nil }
+            }
+            if !outermost {
+                entry.symbol = nil
+            } else if let ran, source.function != nil {
+                let readable = demangle ? (debug.demangled(ran) ?? ran) : ran
+                entry.symbol = readable == entry.function ? nil : ran
             }
             entry.file = source.file
             entry.line = source.line.flatMap { $0 > 0 ? $0 : nil }

@@ -250,7 +250,9 @@ public enum SentryEvent {
         var frame: [String: Any] = [:]
         if let pc = record.pc { frame["instruction_addr"] = pc.description }
         if let function = record.function { frame["function"] = function }
-        if let mangled = record.mangled { frame["symbol"] = mangled }
+        // Sentry's `symbol` is the name as it is in the binary: the clone or alias that ran
+        // (`worker_loop.cold`) when there is one, else the mangled name of `function`.
+        if let symbol = record.symbol ?? record.mangled { frame["symbol"] = symbol }
         if let pc = record.pc?.value, let offset = record.functionOffset?.value, offset <= pc {
             frame["symbol_addr"] = HexAddress(pc - offset).description
         }

@@ -49,7 +49,8 @@ final class CrashCorpusTests: XCTestCase {
             XCTAssertEqual(event.signal?.codeName, testCase.code, label, file: file, line: line)
             let functions = event.crashedFunctions
             XCTAssertTrue(
-                containsInOrder(functions, testCase.frames), "\(label): frames \(functions) lack \(testCase.frames) in order",
+                containsInOrder(event.crashedFrames, testCase.frames),
+                "\(label): frames \(functions) lack \(testCase.frames) in order",
                 file: file, line: line)
             if testCase.topIsFirst {
                 XCTAssertEqual(

@@ -222,7 +222,7 @@ final class ForwardingTests: XCTestCase {
         // The frames gdb shows from the fault (its "<signal handler called>" onwards).
         XCTAssertTrue(
             containsInOrder(
-                event.crashedFunctions,
+                event.crashedFrames,
                 [
                     "string_at", "ffi_call", "_ctypes_callproc", "PyEval_EvalCode", "Py_RunMain", "Py_BytesMain",
                     "__libc_start_main",

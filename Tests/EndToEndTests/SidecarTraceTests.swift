@@ -136,10 +136,12 @@ final class SidecarTraceTests: XCTestCase {
         else { return XCTFail("\(events.map(\.kind)):\n\(sidecar.log)") }
         XCTAssertGreaterThanOrEqual(hang.hangMilliseconds ?? 0, 1000)
         for function in ["post_entry", "audit_journal"] {
-            let names = frames(hang.threads?.first { frames($0).contains(function) })
-            XCTAssertTrue(
-                names.firstIndex(of: "__pthread_mutex_lock").map { $0 < names.firstIndex(of: function)! } == true,
-                "\(function): \(names)")
+            let thread = hang.threads?.first { frames($0).contains(function) }
+            let records = thread?.frames ?? []
+            // libc's lock: `___pthread_mutex_lock` in its DWARF, symbol `__pthread_mutex_lock`.
+            let lock = try XCTUnwrap(records.firstIndex { $0.isNamed("__pthread_mutex_lock") }, "\(function): \(frames(thread))")
+            let caller = try XCTUnwrap(records.firstIndex { $0.function == function })
+            XCTAssertLessThan(lock, caller, "\(function): \(frames(thread))")
         }
         XCTAssertEqual(killed.signal?.name, "SIGABRT")
         XCTAssertEqual(killed.cause, "watchdog")

@@ -53,8 +53,8 @@ final class StressTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
         XCTAssertEqual(watched.result.status, .signaled(6), watched.result.stderr)
         XCTAssertEqual(watched.reportIDs.count, 1)
-        let functions = try watched.event().crashedFunctions
-        XCTAssertTrue(containsInOrder(functions, ["abort", "main"]), "\(functions)")
+        let event = try watched.event()
+        XCTAssertTrue(containsInOrder(event.crashedFrames, ["abort", "main"]), "\(event.crashedFunctions)")
     }
 
     /// Starts `crashport run -- stress slow`, returns the watcher process and the program's pid.

@@ -256,10 +256,11 @@ final class TraceExitTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(hang.hangMilliseconds ?? 0, 1000)
         for function in ["post_entry", "audit_journal"] {
             let thread = hang.threads?.first { frames($0).contains(function) }
-            let names = frames(thread)
-            XCTAssertTrue(
-                names.firstIndex(of: "__pthread_mutex_lock").map { $0 < names.firstIndex(of: function)! } == true,
-                "\(function): \(names)")
+            let records = thread?.frames ?? []
+            // libc's lock: `___pthread_mutex_lock` in its DWARF, symbol `__pthread_mutex_lock`.
+            let lock = try XCTUnwrap(records.firstIndex { $0.isNamed("__pthread_mutex_lock") }, "\(function): \(frames(thread))")
+            let caller = try XCTUnwrap(records.firstIndex { $0.function == function })
+            XCTAssertLessThan(lock, caller, "\(function): \(frames(thread))")
         }
         XCTAssertEqual(hang.culprit?.function, "post_entry", "main beat last")
         let killed = try run.event(1)

@@ -73,7 +73,8 @@ final class WholeProcessTests: XCTestCase {
         XCTAssertNotEqual(event.crashedThread, mainThread, "the worker thread crashed, not main")
         XCTAssertEqual(event.threads?.count, 2)
         let functions = event.crashedFunctions
-        XCTAssertTrue(containsInOrder(functions, ["abort", "std::terminate()", "__cxa_throw", "worker(int)"]), "\(functions)")
+        XCTAssertTrue(
+            containsInOrder(event.crashedFrames, ["abort", "std::terminate()", "__cxa_throw", "worker(int)"]), "\(functions)")
         XCTAssertTrue(functions.contains { $0.hasPrefix("parse_config(int)") }, "\(functions)")
         let main = event.threads?.first { $0.tid == mainThread }
         XCTAssertTrue(main?.frames?.contains { $0.function == "main" } ?? false)

@@ -77,3 +77,25 @@ public func containsInOrder(_ list: [String], _ expected: [String]) -> Bool {
     }
     return remaining.isEmpty
 }
+
+extension FrameRecord {
+    /// Whether the frame is named `name`: its function, or the symbol that ran there. libc's
+    /// `abort` is `__GI_abort` where its debug file is found (its DWARF's name, gdb's too) and
+    /// `abort` where it is not; the symbol is `abort` either way.
+    public func isNamed(_ name: String) -> Bool { function == name || symbol == name }
+}
+
+extension Event {
+    /// The crashed thread's frames (empty when there are none).
+    public var crashedFrames: [FrameRecord] { crashedThreadRecord?.frames ?? [] }
+}
+
+/// Whether frames named `expected` (FrameRecord.isNamed) appear in `frames` in order.
+public func containsInOrder(_ frames: [FrameRecord], _ expected: [String]) -> Bool {
+    var remaining = expected[...]
+    for frame in frames where remaining.first.map(frame.isNamed) == true {
+        remaining = remaining.dropFirst()
+        if remaining.isEmpty { return true }
+    }
+    return remaining.isEmpty
+}

@@ -12,11 +12,11 @@ public struct GDBFrame: Equatable, CustomStringConvertible {
     /// Whether `name`, crashport's name for a frame, is the function gdb shows. Compared only
     /// where gdb's name is a plain path (`deep::recurse`, `start_thread`): gdb names generic
     /// and closure frames from DWARF (`call_once<…>`, `{closure#1}`) where crashport demangles
-    /// the linkage name, and libc's internal aliases (`__GI_raise`, `__libc_start_main_impl`)
-    /// where crashport takes the exported symbol.
+    /// the linkage name. libc's frames are compared too: with its debug file both name them
+    /// from its DWARF (`__GI_raise`, `__libc_start_main_impl`), without it from its symbols.
     public func isNamed(_ name: String?) -> Bool {
         let plain = function.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" || $0 == ":" }
-        guard plain, !function.hasPrefix("__GI_"), !function.hasPrefix("__libc_start_main") else { return true }
+        guard plain else { return true }
         return name == function
     }
 }

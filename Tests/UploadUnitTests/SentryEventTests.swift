@@ -33,7 +33,8 @@ final class SentryEventTests: XCTestCase {
             mangled: "_Z1gv", functionOffset: HexAddress(0x17), file: "/src/app.c", line: 41, trust: .context)
         outer.inApp = true
         var main = FrameRecord(
-            index: 2, pc: HexAddress(0x1000_17ec), module: "app", function: "main", file: "app.c", line: 80, trust: .cfi)
+            index: 2, pc: HexAddress(0x1000_17ec), module: "app", function: "main", symbol: "main.cold", file: "app.c", line: 80,
+            trust: .cfi)
         main.inApp = true
         var libc = FrameRecord(index: 3, pc: HexAddress(0x7f00_0002_7305), module: "libc.so.6", function: "__libc_start_main")
         libc.inApp = false
@@ -131,6 +132,9 @@ final class SentryEventTests: XCTestCase {
         XCTAssertEqual(frames[3]["lineno"] as? Int, 30)
         XCTAssertEqual(frames[3]["colno"] as? Int, 14)
         XCTAssertEqual(frames[2]["symbol"] as? String, "_Z1gv")
+        // The symbol that ran, when it is not the function's own (a GCC split part).
+        XCTAssertEqual(frames[1]["symbol"] as? String, "main.cold")
+        XCTAssertEqual(frames[1]["function"] as? String, "main")
         XCTAssertEqual(frames[2]["symbol_addr"] as? String, "0x100012c0")
         XCTAssertEqual(stacktrace["registers"] as? [String: String], ["rip": "0x100012d7"])
     }
