@@ -29,6 +29,7 @@
 // library; the signature is kept beside it for people.
 
 import ReportModel
+import Symbolication
 
 public enum Signature {
     /// Sets the event's `signature` and `fingerprint` from its frames (marked in-app and with a
@@ -140,25 +141,9 @@ public enum Signature {
         return name
     }
 
-    /// `f.cold`, `f.constprop.0`, `f.isra.0`, `f.part.0.isra.0`, `f.lto_priv.0`: `f`.
-    public static func droppingCloneSuffixes(_ name: String) -> String {
-        let suffixes: Set<Substring> = ["cold", "hot", "constprop", "isra", "part", "lto_priv", "localalias", "clone"]
-        var parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        var dropped = false
-        while parts.count > 1 {
-            if let last = parts.last, !last.isEmpty, last.allSatisfy(\.isNumber), parts.count > 2,
-                suffixes.contains(parts[parts.count - 2])
-            {
-                parts.removeLast(2)
-            } else if let last = parts.last, suffixes.contains(last) {
-                parts.removeLast()
-            } else {
-                break
-            }
-            dropped = true
-        }
-        return dropped ? parts.joined(separator: ".") : name
-    }
+    /// `f.cold`, `f.constprop.0`, `f.isra.0`, `f.part.0.isra.0`, `f.lto_priv.0`: `f`
+    /// (Symbolication's CloneSuffixes), for reports written before frames were named so.
+    public static func droppingCloneSuffixes(_ name: String) -> String { CloneSuffixes.stripped(name) ?? name }
 
     /// A demangled C++ name: has `::` or an argument list, and is not Swift's (`(_:)`, `(at:)`).
     static func looksLikeCxx(_ name: String) -> Bool {
