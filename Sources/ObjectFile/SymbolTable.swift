@@ -18,7 +18,7 @@ public struct SymbolTable: Sendable {
         var size: UInt64
         var nameOffset: UInt32
         var table: UInt8  // index into `strings`: .symtab's first when it has one
-        var rank: UInt8  // lower wins among aliases: sized global < sized local < unsized
+        var rank: UInt8  // lower wins among aliases: sized global < sized local < unsized, then the public name
         /// Name offset of the STT_FILE symbol before this one in its table (0: none).
         var fileNameOffset: UInt32
     }
@@ -88,7 +88,15 @@ public struct SymbolTable: Sendable {
                 guard type == STT_FUNC || type == STT_GNU_IFUNC, symbol.st_shndx != UInt16(SHN_UNDEF),
                     symbol.st_value != 0
                 else { return true }
-                let rank: UInt8 = symbol.st_size == 0 ? 2 : (binding == STB_GLOBAL ? 0 : 1)
+                // Among aliases of one rank, the public name: default visibility before hidden,
+                // then the fewest leading underscores (`free` before `__free` and `__libc_free`,
+                // as gdb names it).
+                var underscores: UInt8 = 0
+                while underscores < 3, stringTable.u8(UInt64(symbol.st_name) + UInt64(underscores)) == UInt8(ascii: "_") {
+                    underscores += 1
+                }
+                let hidden: UInt8 = symbol.st_other & 0x3 == UInt8(STV_DEFAULT) ? 0 : 1
+                let rank: UInt8 = (symbol.st_size == 0 ? 2 : (binding == STB_GLOBAL ? 0 : 1)) * 16 + hidden * 4 + underscores
                 entries.append(
                     Entry(
                         address: symbol.st_value, size: symbol.st_size, nameOffset: symbol.st_name, table: tableIndex,

@@ -10,8 +10,8 @@ struct Stats: ParsableCommand {
         commandName: "stats",
         abstract: "Launches, crashes and crash-free sessions per program and release, and reports per bug.",
         discussion: """
-            The second table counts the reports by bug, as list --group does: the count, the
-            fingerprint, the programs and the signature.
+            The second table counts the reports by bug, as list --group does: the count, the fingerprint, the \
+            programs and the signature.
             """)
 
     @OptionGroup var reportsOption: ReportsOption
