@@ -485,10 +485,7 @@ public final class CrashServer: @unchecked Sendable {
             let fault = HeldFault(
                 record: record, held: held, recordBytes: bytes, store: store, access: access, started: started,
                 elapsed: elapsed, thin: thin)
-            heldFaults.withLock { faults in
-                if faults.count >= Self.heldFaultLimit { faults.removeAll() }
-                faults[record.pid] = fault
-            }
+            heldFaults.withLock { Self.hold(fault, in: &$0) }
             return
         }
         let id = ReportStore.newID(pid: record.pid.rawValue)
@@ -530,17 +527,41 @@ public final class CrashServer: @unchecked Sendable {
     /// thousands of nil dereferences pays the full capture a few times, not each time.
     static let fullCapturesOfCalledFaults = 4
 
-    /// By pid, one per process (the latest); cleared when a storm of processes leaves this many.
-    let heldFaults = Mutex<[ProcessID: HeldFault]>([:])
-    static let heldFaultLimit = 1024
+    /// By pid, one per process (the latest), oldest first. Each holds a capture (every thread's
+    /// stack) until its process ends, and a user can fault and then never end: so at most
+    /// `heldFaultsPerUser` per user (past it, that user's oldest is let go) and
+    /// `heldFaultLimit` in all (past it, the oldest), never a storm of one user's processes
+    /// holding the sidecar's memory or pushing out another user's.
+    let heldFaults = Mutex<[HeldFault]>([])
+    static let heldFaultLimit = 256
+    static let heldFaultsPerUser = 16
+
+    static func hold(_ fault: HeldFault, in faults: inout [HeldFault]) {
+        hold(fault, in: &faults, pid: \.record.pid, uid: { $0.access.credentials?.uid })
+    }
+
+    /// The eviction rule of `hold`, for any held thing of a pid and a user.
+    static func hold<Held>(
+        _ new: Held, in held: inout [Held], pid: (Held) -> ProcessID, uid: (Held) -> UInt32?
+    ) {
+        held.removeAll { pid($0) == pid(new) }
+        let user = uid(new)
+        if held.count(where: { uid($0) == user }) >= heldFaultsPerUser, let oldest = held.firstIndex(where: { uid($0) == user }) {
+            held.remove(at: oldest)
+        }
+        if held.count >= heldFaultLimit { held.removeFirst() }
+        held.append(new)
+    }
     /// The exit status Go's runtime ends a process with after a fatal error or an unrecovered
     /// panic (runtime.exit(2) in fatalthrow and fatalpanic).
     public static let goFatalExitStatus: Int32 = 2
 
-    func takeHeldFault(of pid: ProcessID) -> HeldFault? { heldFaults.withLock { $0.removeValue(forKey: pid) } }
+    func takeHeldFault(of pid: ProcessID) -> HeldFault? {
+        heldFaults.withLock { faults in faults.firstIndex { $0.record.pid == pid }.map { faults.remove(at: $0) } }
+    }
 
     /// Whether a fault of `pid`'s is held, waiting for its end.
-    public func holdsFault(of pid: ProcessID) -> Bool { heldFaults.withLock { $0[pid] != nil } }
+    public func holdsFault(of pid: ProcessID) -> Bool { heldFaults.withLock { $0.contains { $0.record.pid == pid } } }
 
     /// `pid` ended (`exit`, nil when unknown, or when it lives on after an exec): a held fault
     /// of its is written as its crash when it exited with Go's fatal status, else dropped.
