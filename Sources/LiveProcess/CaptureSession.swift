@@ -42,6 +42,8 @@ public struct HeldCapture: Sendable {
     let files: LinuxFiles
     let executable: String?
     let startTicks: UInt64?
+    /// Its memory cgroup, found while it was held (its files are read after release).
+    var memoryCgroup: MemoryState.Cgroup? = nil
     /// The process's cp_app_area as read while it was held, when it was in use, and the
     /// runtimes' abort messages it led to.
     let appArea: [UInt8]?
@@ -95,6 +97,10 @@ public struct HeldCapture: Sendable {
             record: record, suspendedNanoseconds: suspendedNanoseconds, heldNanoseconds: heldNanoseconds)
         capture.app = app
         capture.stackStrings = stackStrings
+        if memoryCgroup != nil || files.procStatus != nil {
+            capture.memory = MemoryState.record(
+                cgroup: memoryCgroup, status: files.procStatus.map { String(decoding: $0, as: UTF8.self) })
+        }
         return capture
     }
 }
@@ -190,13 +196,17 @@ public enum CaptureSession {
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
 
+        let memoryCgroup = live ? MemoryState.cgroup(of: record.pid) : nil
+
         // Everything needed from the live process is in hand: release it.
         session?.detachAll(timeoutMilliseconds: 1000)
-        return HeldCapture(
+        var held = HeldCapture(
             record: record, access: access, threads: threads, pendingModules: pendingModules, extraMemory: extra,
             files: files, executable: executable, startTicks: startTicks, appArea: appArea, messages: messages,
             stackStrings: stackStrings, notes: notes, suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
+        held.memoryCgroup = memoryCgroup
+        return held
     }
 
     /// What capture may read of a process, as the kernel answers for its user.

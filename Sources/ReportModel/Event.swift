@@ -138,6 +138,9 @@ public struct Event: Codable, Sendable, Equatable {
     public var hangMilliseconds: UInt64?
     /// The exit code of a process that exited (a termination with cause `exit`), when known.
     public var exitCode: Int32?
+    /// Its memory as the kernel accounted it when captured: the memory cgroup's limit, usage,
+    /// peak and events, the pressure on it, the process's peak resident set.
+    public var memory: MemoryRecord?
 
     public init() {}
 
@@ -176,6 +179,7 @@ public struct Event: Codable, Sendable, Equatable {
         case cause, related
         case hangMilliseconds = "hang_ms"
         case exitCode = "exit_code"
+        case memory
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.

@@ -192,6 +192,8 @@ public struct Capture: Sendable {
     public var app: AppArea?
     /// Texts near the crashed thread's stack pointer, for a SIGABRT (StackStrings).
     public var stackStrings: [StackString] = []
+    /// What the kernel said about its memory (its cgroup's limit, peak, events, pressure).
+    public var memory: MemoryRecord?
 
     public init(
         snapshot: ProcessSnapshot, executable: String?, arguments: [String], notes: [String], record: CrashRecord,

@@ -207,6 +207,7 @@ public enum CrashLog {
         }
         if let id = event.id { lines.append("Report:    \(id)") }
         if let timestamp = event.timestamp { lines.append("Time:      \(timestamp)") }
+        if let memory = event.memory, let line = describe(memory: memory) { lines.append("Memory:    \(line)") }
         if let fingerprint = event.fingerprint {
             let signature = event.signature.flatMap { $0.isEmpty ? nil : escaped($0) } ?? "(no frames)"
             lines.append("Signature: \(signature) (fingerprint \(fingerprint))")
@@ -405,6 +406,28 @@ extension CrashLog {
     }
 
     /// Text from the program made safe for a terminal: control characters as \n, \t, \u{1b}.
+    /// "peak 61.2 MB of a 64.0 MB limit (cgroup /sys/fs/cgroup/memory/app); process peak 60.8 MB;
+    /// OOM kills 1; pressure some 12.5%, full 3.1% over 10 s (cgroup)".
+    public static func describe(memory: MemoryRecord) -> String? {
+        func megabytes(_ bytes: UInt64) -> String {
+            let tenths = (bytes * 10 + 512 * 1024) / (1024 * 1024)
+            return "\(tenths / 10).\(tenths % 10) MB"
+        }
+        var parts: [String] = []
+        if let peak = memory.peak ?? memory.usage {
+            let of = memory.limit.map { " of a \(megabytes($0)) limit" } ?? ", no limit"
+            parts.append("peak \(megabytes(peak))\(of)" + (memory.cgroup.map { " (cgroup \(escaped($0)))" } ?? ""))
+        }
+        if let process = memory.processPeak { parts.append("process peak \(megabytes(process))") }
+        let events = (memory.events ?? [:]).filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        if !events.isEmpty { parts.append(events.map { "\($0.key) \($0.value)" }.joined(separator: ", ")) }
+        if let pressure = memory.pressure, let some = pressure.someAvg10 {
+            let full = pressure.fullAvg10.map { ", full \($0)%" } ?? ""
+            parts.append("pressure some \(some)%\(full) over 10 s (\(pressure.scope))")
+        }
+        return parts.isEmpty ? nil : parts.joined(separator: "; ")
+    }
+
     public static func escaped(_ text: String) -> String {
         var out = ""
         for scalar in text.unicodeScalars {

@@ -62,6 +62,7 @@ public enum ReportBuilder {
             event.reason = said.isEmpty ? "panicked" : "panicked: \(said)"
         }
         if let observation = capture.record.observation { observed(observation, into: &event) }
+        event.memory = capture.memory
         if let app = capture.app, let during = app.crashedDuringLaunch(at: capture.record.timeNanoseconds),
             !capture.record.isError
         {

@@ -211,6 +211,35 @@ final class TraceExitTests: XCTestCase {
             "\(event.notes ?? [])")
     }
 
+    /// A crash in a memory cgroup near its limit: the report's `memory` section says the limit,
+    /// the peak, the process's own peak, and that the memory was under pressure.
+    func testMemoryNearTheLimitIsInTheReport() throws {
+        let parent = try memoryCgroup()
+        let cgroup = parent.path + "/crashport-pressure-\(getpid())"
+        do {
+            try FileManager.default.createDirectory(atPath: cgroup, withIntermediateDirectories: false)
+        } catch {
+            throw XCTSkip("a memory cgroup cannot be made under \(parent.path) (\(error)): the test needs one")
+        }
+        defer { rmdir(cgroup) }
+        try write(parent.v2 ? "64M" : "67108864", to: cgroup + (parent.v2 ? "/memory.max" : "/memory.limit_in_bytes"))
+        let run = try TestSupport.crashportRun([try program(), "pressure", cgroup], timeout: 120)
+        XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
+        XCTAssertEqual(run.reportIDs.count, 1, run.result.stderr)
+        guard run.reportIDs.count == 1 else { return }
+        let event = try run.event()
+        XCTAssertEqual(event.culprit?.function, "tally_under_pressure")
+        let memory = try XCTUnwrap(event.memory, "no memory section")
+        XCTAssertEqual(memory.cgroup, cgroup)
+        XCTAssertEqual(memory.limit, 64 << 20)
+        XCTAssertGreaterThanOrEqual(memory.peak ?? 0, 58 << 20, "\(memory)")
+        XCTAssertGreaterThanOrEqual(memory.processPeak ?? 0, 58 << 20, "\(memory)")
+        XCTAssertTrue(memory.underPressure, "\(memory)")
+        XCTAssertNotNil(memory.pressure, "PSI, the cgroup's or the machine's")
+        let shown = try TestSupport.run([TestSupport.crashport, "show", "--reports", run.reportsDirectory, "latest"])
+        XCTAssertTrue(shown.stdout.contains("of a 64.0 MB limit"), shown.stdout)
+    }
+
     /// Under --trace-exit the program's own signals, stops, forks, clones, execs and exit codes
     /// are as without crashport, and an ordinary exit writes no report (nor the SIGKILL of a
     /// process it clone()d, which TRACECLONE follows).

@@ -104,6 +104,24 @@ static void oom_mode(const char *cgroup)
     fill_ledger();
 }
 
+/* Joins the cgroup, touches 58 MiB (of the test's 64 MiB limit, 90 %), then crashes: a report
+ * that must say the memory was under pressure. */
+__attribute__((noinline)) static void tally_under_pressure(const char *cgroup)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cgroup.procs", cgroup);
+    FILE *procs = fopen(path, "w");
+    if (procs == NULL || fprintf(procs, "%d\n", (int)getpid()) < 0 || fclose(procs) != 0) {
+        perror(path);
+        exit(93);
+    }
+    for (int i = 0; i < 58; i++) {
+        char *block = malloc(1 << 20);
+        if (block != NULL) memset(block, 0x5a, 1 << 20);
+    }
+    *(volatile int *)NULL = 1;
+}
+
 __attribute__((noinline)) static void leave_with_three(void)
 {
     exit(3);
@@ -226,6 +244,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IONBF, 0);
     if (!strcmp(mode, "kill")) kill_mode();
     if (!strcmp(mode, "oom") && argc > 2) oom_mode(argv[2]);
+    if (!strcmp(mode, "pressure") && argc > 2) tally_under_pressure(argv[2]);
     if (!strcmp(mode, "exit")) leave_with_three();
     if (!strncmp(mode, "traceme-", 8)) traceme_mode(mode);
     if (!strcmp(mode, "forks")) return forks_mode();
