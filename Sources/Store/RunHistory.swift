@@ -45,6 +45,10 @@ public struct ProgramRuns: Codable, Sendable, Equatable {
     /// The last run was killed (SIGKILL, the OOM killer...) rather than crashed: `lastCrashed`
     /// counts it as a crash, this says which (nil: not, or a record from before it was kept).
     public var lastEndedAbnormally: Bool?
+    /// The last run's memory was under pressure (SessionMemory), or the OOM killer ended it:
+    /// App Center's "memory warning in the last session". Nil when not known.
+    public var lastMemoryPressure: Bool?
+    public var lastOOMKilled: Bool?
     public var lastReportID: String?
     public var lastEnded: String?
     public var disabled: Bool = false
@@ -62,6 +66,8 @@ public struct ProgramRuns: Codable, Sendable, Equatable {
         case lastCrashed = "last_crashed"
         case lastCrashedDuringLaunch = "last_crashed_during_launch"
         case lastEndedAbnormally = "last_ended_abnormally"
+        case lastMemoryPressure = "last_memory_pressure"
+        case lastOOMKilled = "last_oom_killed"
         case lastReportID = "last_report_id"
         case lastEnded = "last_ended"
         case disabled
@@ -91,6 +97,8 @@ public struct SessionRecord: Codable, Sendable, Equatable {
     public var errors: Int
     public var crashedDuringLaunch: Bool?
     public var reportID: String?
+    /// Its memory over the run, where the watcher could tell (`crashport run`).
+    public var memory: SessionMemory?
 
     /// A new session id.
     public static func newID() -> String { UUID().uuidString.lowercased() }
@@ -118,6 +126,66 @@ public struct SessionRecord: Codable, Sendable, Equatable {
         case release, pid, started, duration, status, errors
         case crashedDuringLaunch = "crashed_during_launch"
         case reportID = "report_id"
+        case memory
+    }
+}
+
+/// A run's memory: its cgroup's limit, the program's peak resident set (the largest child's
+/// ru_maxrss), what the cgroup's counters did during the run, and the verdict.
+public struct SessionMemory: Codable, Sendable, Equatable {
+    public var limit: UInt64?
+    public var peakRSS: UInt64?
+    /// The cgroup's OOM kills and limit hits (v1 failcnt, v2 max events) during the run.
+    public var oomKills: UInt64?
+    public var limitHits: UInt64?
+    public var oomKilled: Bool?
+    /// The OOM killer or the limit acted during the run, or the program's peak, or its cgroup's
+    /// if it rose during the run, came within 15 % of the limit (MemoryRecord's rule).
+    public var underPressure: Bool
+
+    public init(
+        limit: UInt64?, peakRSS: UInt64?, oomKills: UInt64?, limitHits: UInt64?, oomKilled: Bool?, underPressure: Bool
+    ) {
+        self.limit = limit
+        self.peakRSS = peakRSS
+        self.oomKills = oomKills
+        self.limitHits = limitHits
+        self.oomKilled = oomKilled
+        self.underPressure = underPressure
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case limit
+        case peakRSS = "peak_rss"
+        case oomKills = "oom_kills"
+        case limitHits = "limit_hits"
+        case oomKilled = "oom_killed"
+        case underPressure = "under_pressure"
+    }
+
+    /// From the cgroup's record at the run's start and end (MemoryState), the peak RSS, and
+    /// whether the OOM killer ended it.
+    public static func over(start: MemoryRecord?, end: MemoryRecord?, peakRSS: UInt64?, oomKilled: Bool) -> SessionMemory {
+        func delta(_ names: [String]) -> UInt64? {
+            guard let after = end?.events else { return nil }
+            return names.compactMap { name in
+                after[name].map { $0 &- min($0, start?.events?[name] ?? $0) }
+            }.reduce(0, +)
+        }
+        let oomKills = delta(["oom_kill"])
+        let limitHits = delta(["failcnt", "max", "oom"])
+        let limit = end?.limit ?? start?.limit
+        var under = oomKilled || (oomKills ?? 0) > 0 || (limitHits ?? 0) > 0
+        if let limit, limit > 0 {
+            let near = limit - limit / 100 * 15
+            // The program's own peak, or the cgroup's when it rose during the run (the cgroup's
+            // usage is what its limit holds to: a watcher inside the same cgroup counts too).
+            let cgroupPeak = end?.peak.flatMap { $0 > (start?.peak ?? 0) ? $0 : nil }
+            if (peakRSS ?? 0) >= near || (cgroupPeak ?? 0) >= near { under = true }
+        }
+        return SessionMemory(
+            limit: limit, peakRSS: peakRSS, oomKills: oomKills, limitHits: limitHits, oomKilled: oomKilled ? true : nil,
+            underPressure: under)
     }
 }
 
@@ -225,6 +293,8 @@ public struct RunHistory: Sendable {
             record.lastEndedAbnormally = nil
             record.lastReportID = nil
         }
+        record.lastMemoryPressure = session.memory?.underPressure
+        record.lastOOMKilled = session.memory.map { $0.oomKilled == true }
         record.lastEnded = Event.timestamp()
     }
 

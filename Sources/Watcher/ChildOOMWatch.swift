@@ -8,6 +8,7 @@
 import LiveProcess
 import ReportModel
 import Reports
+import Store
 
 #if canImport(Glibc)
 import Glibc
@@ -18,6 +19,10 @@ struct ChildOOMWatch {
     /// The child's cgroup counter at the start; nil when it has none that can be read.
     let start: OOMCounters.Reading?
     let machineStart: UInt64?
+    /// Its memory cgroup and what the cgroup's counters said at the start (for the session's
+    /// memory: what they did during the run).
+    let memoryCgroup: MemoryState.Cgroup?
+    let memoryStart: MemoryRecord?
 
     /// Reads the counters now: call while the child lives (before its exec is fine: the exec
     /// keeps the cgroup).
@@ -25,6 +30,19 @@ struct ChildOOMWatch {
         self.pid = pid
         start = OOMCounters.reading(of: pid)
         machineStart = OOMCounters.systemWide()
+        memoryCgroup = MemoryState.cgroup(of: pid)
+        memoryStart = memoryCgroup.flatMap { MemoryState.record(cgroup: $0, status: nil) }
+    }
+
+    /// The run's memory, once it has been reaped: the peak resident set of crashport's largest
+    /// reaped child (the program: RUSAGE_CHILDREN's ru_maxrss) and its cgroup's counters since
+    /// the start.
+    func sessionMemory(oomKilled: Bool) -> SessionMemory? {
+        var usage = rusage()
+        let peak = getrusage(RUSAGE_CHILDREN.rawValue, &usage) == 0 ? UInt64(max(0, usage.ru_maxrss)) * 1024 : nil
+        guard memoryCgroup != nil || peak != nil else { return nil }
+        let end = memoryCgroup.flatMap { MemoryState.record(cgroup: $0, status: nil) }
+        return SessionMemory.over(start: memoryStart, end: end, peakRSS: peak, oomKilled: oomKilled)
     }
 
     /// The count over the child's life, read at its death (while it is held at its exit, or a

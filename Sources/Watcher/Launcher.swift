@@ -178,12 +178,16 @@ public struct Launcher {
                 server: server, coreDumped: status & 0x80 != 0, log: log)
         }
         let window = LaunchWindow.milliseconds(environment: environment)
-        for record in sessionRecords(
+        var records = sessionRecords(
             session, of: launch.child, runKey: runKey, started: started, termination: termination,
             release: environment["CRASHPORT_RELEASE"], launchMilliseconds: window, reports: server.reports)
-        {
-            history.ended(record)
+        if !records.isEmpty {
+            let oomKilled = server.reports.contains {
+                $0.event.process?.pid == launch.child && $0.event.cause == "oom-kill"
+            }
+            records[0].memory = launch.oom.sessionMemory(oomKilled: oomKilled)
         }
+        for record in records { history.ended(record) }
         serving.sayWhoOutlivesTheRun(socket: ours, open: socketOpen)
         return (termination, server.reports)
     }

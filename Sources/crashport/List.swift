@@ -20,6 +20,11 @@ func describeLastRun(_ runs: ProgramRuns) -> String {
         text += " (\(runs.consecutiveLaunchCrashes) launch crash\(runs.consecutiveLaunchCrashes == 1 ? "" : "es") in a row)"
     }
     if let id = runs.lastReportID { text += ", report \(id)" }
+    if runs.lastOOMKilled == true {
+        text += "; the OOM killer ended it"
+    } else if runs.lastMemoryPressure == true {
+        text += "; its memory was under pressure"
+    }
     if runs.disabled { text += "; crash reporting is disabled for it (crashport_set_enabled)" }
     return text
 }
