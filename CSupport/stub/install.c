@@ -30,7 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <link.h>
+#include <link.h> /* dl_iterate_phdr */
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -58,8 +58,12 @@
 #include "safe.h"
 #include "stub_state.h"
 
-/* interpose.c, in libcrashport.so only: resolves libc's sigaction while it is safe to. */
-extern void cp_interpose_resolve(void) __attribute__((weak, visibility("hidden")));
+/* interpose.c, in libcrashport.so only: resolves libc's sigaction while it is safe to, and
+ * says that it is there. Elsewhere (libcrashport.a, SwiftPM's CCrashPort) these weak
+ * definitions stand in: a weak undefined symbol does not read as NULL in a position-independent
+ * executable (its address comes out as the executable's base). */
+__attribute__((weak, visibility("hidden"))) bool cp_interposing = false; /* not const: never folded */
+__attribute__((weak, visibility("hidden"))) void cp_interpose_resolve(void) {}
 
 #define CP_HELLO_SEND_WAIT_MS 1000
 #define CP_HELLO_REPLY_WAIT_MS 1000
@@ -68,6 +72,18 @@ extern void cp_interpose_resolve(void) __attribute__((weak, visibility("hidden")
 #define CP_BIT(signo) (1ull << (signo))
 /* CP_DEFAULT_SIGNALS, the signals handled unless the options name others: crashport_protocol.h,
  * which the watcher reads too. */
+
+/* The stub's mark: an ELF note (owner "crashport", type 1) in every object that carries a copy
+ * of the stub: libcrashport.so, or a program that has it compiled in (a Swift program using the
+ * CrashPort package, whose SwiftPM build compiles these sources; or libcrashport.a). Found at
+ * install through each loaded object's PT_NOTE segments (cp_install_other_copy). */
+typedef struct {
+    uint32_t name_size, description_size, type;
+    char name[12]; /* "crashport\0", padded to 4 bytes */
+    uint32_t description;
+} cp_install_mark_note;
+__attribute__((section(".note.crashport"), used, aligned(4))) static const cp_install_mark_note
+    cp_install_mark = {10, 4, 1, "crashport", 1};
 
 static pthread_mutex_t cp_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool cp_installed; /* guarded by cp_install_lock */
@@ -420,9 +436,7 @@ static int cp_install_handlers(uint64_t signals, int *failed_signo)
     }
     cp_state.has_previous = signals;
     cp_state.handler_address = (uint64_t)(uintptr_t)&cp_handler_signal;
-    if (cp_interpose_resolve != NULL) {
-        cp_interpose_resolve();
-    }
+    cp_interpose_resolve();
 
     /* libc's sigaction (ours passes these through until 'handled' is published below), so
      * that the kernel gets libc's restorer, as for any other action. */
@@ -897,6 +911,42 @@ int crashport_install(const crashport_options *options)
     return result;
 }
 
+/* dl_iterate_phdr callback: 1 when the object carries a stub's mark that is not ours. */
+static int cp_install_find_other_mark(struct dl_phdr_info *object, size_t size, void *unused)
+{
+    (void)size;
+    (void)unused;
+    for (int i = 0; i < object->dlpi_phnum; i++) {
+        const ElfW(Phdr) *header = &object->dlpi_phdr[i];
+        if (header->p_type != PT_NOTE) continue;
+        size_t align = header->p_align == 8 ? 8 : 4;
+        const char *cursor = (const char *)(object->dlpi_addr + header->p_vaddr);
+        const char *end = cursor + header->p_memsz;
+        while ((size_t)(end - cursor) >= sizeof(ElfW(Nhdr))) {
+            const ElfW(Nhdr) *note = (const ElfW(Nhdr) *)cursor;
+            size_t name_end = (sizeof *note + note->n_namesz + align - 1) & ~(align - 1);
+            size_t total = (name_end + note->n_descsz + align - 1) & ~(align - 1);
+            if (total > (size_t)(end - cursor)) break;
+            if (note->n_type == 1 && note->n_namesz == 10 &&
+                memcmp(cursor + sizeof *note, "crashport", 10) == 0 &&
+                cursor != (const char *)&cp_install_mark) {
+                return 1;
+            }
+            cursor += total;
+        }
+    }
+    return 0;
+}
+
+/* True in libcrashport.so (the copy with the interposer) when another loaded object carries a
+ * stub of its own: a program with crashport compiled in, given libcrashport.so as well
+ * (`crashport run` preloads it). That copy stands down, or two stubs would be installed and the
+ * program's API calls would write the annotations of the one that does not report. */
+static bool cp_install_other_copy(void)
+{
+    return cp_interposing && dl_iterate_phdr(cp_install_find_other_mark, NULL) != 0;
+}
+
 /* LD_PRELOAD path (and any program linked with libcrashport): install when a launcher handed
  * us a socket (CRASHPORT_FD) or a sidecar's path is set (CRASHPORT_SOCKET), unless the program
  * asked to choose the moment itself (CRASHPORT_INSTALL=manual: it calls crashport_install()
@@ -917,6 +967,9 @@ __attribute__((constructor)) static void cp_install_from_environment(void)
     const char *mode = cp_install_getenv("CRASHPORT_INSTALL");
     if (mode != NULL && strcmp(mode, "manual") == 0) {
         return;
+    }
+    if (cp_install_other_copy()) {
+        return; /* the program's own copy installs (its constructor, or the program's call) */
     }
     if (cp_install_getenv("CRASHPORT_FD") != NULL || cp_install_getenv("CRASHPORT_SOCKET") != NULL) {
         (void)crashport_install(NULL);

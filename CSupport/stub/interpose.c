@@ -75,6 +75,9 @@ typedef sighandler_t (*cp_sigset_function)(int, sighandler_t);
 
 typedef void (*cp_exit_function)(int);
 
+/* install.c's weak definition says false where this file is not linked. */
+__attribute__((visibility("hidden"))) bool cp_interposing = true;
+
 static cp_sigaction_function cp_real_sigaction;
 static cp_sigset_function cp_real_sigset;
 static cp_exit_function cp_real_exit;

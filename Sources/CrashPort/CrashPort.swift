@@ -2,9 +2,8 @@
 // (CSupport/stub/include/crashport.h, module CCrashPort). The stub does the work, in C, with
 // everything preallocated: nothing here runs in a crash.
 //
-// Link: a program that uses this module links libcrashport (`link "crashport"`): install
-// crashport (`tools/install --prefix DIR`) and build with `-Xlinker -L -Xlinker DIR/lib` (and
-// `-Xlinker -rpath -Xlinker DIR/lib` outside the loader's path), or point LD_LIBRARY_PATH at it.
+// Link: nothing to do. SwiftPM compiles the stub's C sources into the program (CCrashPort), so
+// a package that depends on crashport builds with plain `swift build`.
 
 import CCrashPort
 
