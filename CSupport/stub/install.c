@@ -608,6 +608,53 @@ static uint64_t cp_install_forward_first(const crashport_options *options)
     return forward_first;
 }
 
+/* The signals reported: the option, else CRASHPORT_SIGNALS, else CP_DEFAULT_SIGNALS. The
+ * variable names the set ("SEGV,BUS,ABRT") or edits the default ("-ILL,-TRAP", "+7"); a value
+ * that cannot be used (an unknown signal, both forms mixed, an empty set) is said once and the
+ * default is used. */
+static uint64_t cp_install_signals(const crashport_options *options)
+{
+    if (options->signals != 0) return options->signals;
+    const char *text = cp_install_getenv("CRASHPORT_SIGNALS");
+    if (text == NULL || *text == '\0') return CP_DEFAULT_SIGNALS;
+    char list[256];
+    if (strlen(text) >= sizeof list) {
+        cp_install_say("CRASHPORT_SIGNALS is longer than %zu bytes; using the default signals",
+                       sizeof list - 1);
+        return CP_DEFAULT_SIGNALS;
+    }
+    /* Split the entries by their sign: bare ones name the set, signed ones edit the default. */
+    char named[256] = "", added[256] = "", removed[256] = "";
+    snprintf(list, sizeof list, "%s", text);
+    for (char *save = NULL, *entry = strtok_r(list, ",", &save); entry != NULL;
+         entry = strtok_r(NULL, ",", &save)) {
+        char *target = *entry == '+' ? added : *entry == '-' ? removed : named;
+        const char *name = *entry == '+' || *entry == '-' ? entry + 1 : entry;
+        if (*name == '\0') name = "?"; /* a sign alone: unknown, said as such */
+        size_t used = strlen(target);
+        snprintf(target + used, sizeof named - used, "%s%s", used > 0 ? "," : "", name);
+    }
+    char bad[32] = "";
+    uint64_t signals = 0, add = 0, remove = 0;
+    const char *problem = NULL;
+    if (named[0] != '\0' && (added[0] != '\0' || removed[0] != '\0')) {
+        problem = "names signals and edits the default at once (use \"SEGV,BUS\" or \"-ILL,+7\")";
+    } else if (!cp_install_parse_signals(named[0] != '\0' ? named : "SEGV", &signals, bad, sizeof bad) ||
+               (added[0] != '\0' && !cp_install_parse_signals(added, &add, bad, sizeof bad)) ||
+               (removed[0] != '\0' && !cp_install_parse_signals(removed, &remove, bad, sizeof bad))) {
+        problem = "names an unknown signal or one that cannot be handled";
+    } else {
+        if (named[0] == '\0') signals = (CP_DEFAULT_SIGNALS | add) & ~remove;
+        if (signals == 0) problem = "leaves no signal";
+    }
+    if (problem != NULL) {
+        cp_install_say("CRASHPORT_SIGNALS=%s %s%s%s%s; using the default signals", text, problem,
+                       bad[0] != '\0' ? " (\"" : "", bad, bad[0] != '\0' ? "\")" : "");
+        return CP_DEFAULT_SIGNALS;
+    }
+    return signals;
+}
+
 /* Lets the watcher at the other end of the socket ptrace us (Yama's PR_SET_PTRACER), and
  * remembers its pid for forked children. The pid comes from the socket's credentials. */
 static void cp_install_allow_watcher(int fd)
@@ -806,7 +853,7 @@ static int cp_install_locked(const crashport_options *options)
     }
     uint32_t timeout_ms = cp_install_timeout(options);
     /* SIGKILL and SIGSTOP cannot be caught; bit 0 is no signal. */
-    uint64_t signals = options->signals != 0 ? options->signals : CP_DEFAULT_SIGNALS;
+    uint64_t signals = cp_install_signals(options);
     if (signals & (CP_BIT(0) | CP_BIT(SIGKILL) | CP_BIT(SIGSTOP))) {
         cp_install_say("signal set 0x%llx has bit 0, SIGKILL or SIGSTOP, which cannot be "
                        "handled; crash reporting is off",

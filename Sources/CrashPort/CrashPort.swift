@@ -23,11 +23,19 @@ public enum CrashPort {
         public var timeoutMilliseconds: UInt32?
         /// Where a crash no watcher answered is written; nil: `CRASHPORT_SPOOL` or the sidecar's.
         public var spoolPath: String?
+        /// The signals reported (`Signal.defaults.subtracting([.illegalInstruction])` leaves
+        /// Swift's traps to the program); nil: `CRASHPORT_SIGNALS`, else `Signal.defaults`. An
+        /// empty set, SIGKILL or SIGSTOP, or a number outside 1...63: `start` throws EINVAL.
+        public var signals: Set<Signal>?
 
-        public init(socketPath: String? = nil, timeoutMilliseconds: UInt32? = nil, spoolPath: String? = nil) {
+        public init(
+            socketPath: String? = nil, timeoutMilliseconds: UInt32? = nil, spoolPath: String? = nil,
+            signals: Set<Signal>? = nil
+        ) {
             self.socketPath = socketPath
             self.timeoutMilliseconds = timeoutMilliseconds
             self.spoolPath = spoolPath
+            self.signals = signals
         }
     }
 
@@ -44,6 +52,12 @@ public enum CrashPort {
         var raw = crashport_options(
             fd: -1, timeout_ms: options.timeoutMilliseconds ?? 0, signals: 0, forward_first: 0, socket_path: nil,
             spool_path: nil)
+        if let signals = options.signals {
+            guard !signals.isEmpty, signals.allSatisfy({ (1...63).contains($0.rawValue) }) else {
+                throw Failure(code: EINVAL)
+            }
+            raw.signals = signals.reduce(0) { $0 | 1 << UInt64($1.rawValue) }
+        }
         let result = withOptionalCString(options.socketPath) { socket in
             withOptionalCString(options.spoolPath) { spool in
                 raw.socket_path = socket
