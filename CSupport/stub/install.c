@@ -76,14 +76,10 @@ __attribute__((weak, visibility("hidden"))) void cp_interpose_resolve(void) {}
 /* The stub's mark: an ELF note (owner "crashport", type 1) in every object that carries a copy
  * of the stub: libcrashport.so, or a program that has it compiled in (a Swift program using the
  * CrashPort package, whose SwiftPM build compiles these sources; or libcrashport.a). Found at
- * install through each loaded object's PT_NOTE segments (cp_install_other_copy). */
-typedef struct {
-    uint32_t name_size, description_size, type;
-    char name[12]; /* "crashport\0", padded to 4 bytes */
-    uint32_t description;
-} cp_install_mark_note;
-__attribute__((section(".note.crashport"), used, aligned(4))) static const cp_install_mark_note
-    cp_install_mark = {10, 4, 1, "crashport", 1};
+ * install through each loaded object's PT_NOTE segments (cp_install_other_copy); interpose.c
+ * adds its own (CP_MARK_INTERPOSER), so a libcrashport.so is told from a copy compiled in. */
+__attribute__((section(".note.crashport"), used, aligned(4))) static const cp_mark_note cp_install_mark = {
+    10, 4, CP_MARK_STUB, "crashport", 1};
 
 static pthread_mutex_t cp_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool cp_installed; /* guarded by cp_install_lock */
@@ -958,11 +954,15 @@ int crashport_install(const crashport_options *options)
     return result;
 }
 
-/* dl_iterate_phdr callback: 1 when the object carries a stub's mark that is not ours. */
+/* dl_iterate_phdr callback: 1 when the object carries a stub compiled in: the mark (type 1)
+ * without interpose.c's (type 2), which only a libcrashport.so has (ours included). Two
+ * libcrashport.so copies (a program linked with one, preloaded with another) both install, as
+ * before: neither may stand down for the other. */
 static int cp_install_find_other_mark(struct dl_phdr_info *object, size_t size, void *unused)
 {
     (void)size;
     (void)unused;
+    bool marked = false, interposing = false;
     for (int i = 0; i < object->dlpi_phnum; i++) {
         const ElfW(Phdr) *header = &object->dlpi_phdr[i];
         if (header->p_type != PT_NOTE) continue;
@@ -974,15 +974,14 @@ static int cp_install_find_other_mark(struct dl_phdr_info *object, size_t size, 
             size_t name_end = (sizeof *note + note->n_namesz + align - 1) & ~(align - 1);
             size_t total = (name_end + note->n_descsz + align - 1) & ~(align - 1);
             if (total > (size_t)(end - cursor)) break;
-            if (note->n_type == 1 && note->n_namesz == 10 &&
-                memcmp(cursor + sizeof *note, "crashport", 10) == 0 &&
-                cursor != (const char *)&cp_install_mark) {
-                return 1;
+            if (note->n_namesz == 10 && memcmp(cursor + sizeof *note, "crashport", 10) == 0) {
+                marked = marked || note->n_type == CP_MARK_STUB;
+                interposing = interposing || note->n_type == CP_MARK_INTERPOSER;
             }
             cursor += total;
         }
     }
-    return 0;
+    return marked && !interposing ? 1 : 0;
 }
 
 /* True in libcrashport.so (the copy with the interposer) when another loaded object carries a
