@@ -1,8 +1,9 @@
 // swift-tools-version: 6.0
 //
 // crashport: an out-of-process crash reporter for Linux. The in-process stub (CSupport/stub) is
-// built by tools/build-stub with the C compiler, not by SwiftPM, so no Swift runtime is ever
-// loaded into a watched process. Everything here is the watcher side and its tests.
+// built by tools/build-stub with the C compiler, so no Swift runtime is ever loaded into a
+// watched process; SwiftPM compiles the same C sources only into Swift programs that use the
+// CrashPort module (CCrashPort). Everything else here is the watcher side and its tests.
 //
 // The targets are layers, lowest first; each depends only on layers below it:
 //   BoundedBytes  →  ObjectFile  →  ReportModel, Symbolication, Unwinding
@@ -19,8 +20,8 @@ let package = Package(
         .executable(name: "crashport", targets: ["crashport"]),
         // The fuzz targets, for the libFuzzer package in Fuzz/ (built with -sanitize=fuzzer).
         .library(name: "FuzzTargets", targets: ["FuzzTargets"]),
-        // The app-facing API for Swift programs: a thin layer over the stub's C API, linking
-        // libcrashport (see Sources/CrashPort); examples/swift-api uses it.
+        // The app-facing API for Swift programs: a thin layer over the stub's C API, with the
+        // stub compiled in (CCrashPort); examples/swift-api uses it.
         .library(name: "CrashPort", targets: ["CrashPort"]),
     ],
     dependencies: [
@@ -30,8 +31,14 @@ let package = Package(
         // C modules.
         // The wire ABI shared with the stub (header only; protocol.c holds its static checks).
         .target(name: "CCrashPortProtocol", path: "CSupport/protocol"),
-        // The stub's public C API (crashport.h), linking libcrashport: for the CrashPort module only.
-        .systemLibrary(name: "CCrashPort", path: "CSupport/api"),
+        // The stub itself, compiled into a Swift program that uses the CrashPort module, so that
+        // `swift build` alone links it (no -L, no rpath, from a path or a URL dependency): the
+        // objects of tools/build-stub's libcrashport.a (interpose.c is libcrashport.so's only).
+        // No flags (SwiftPM refuses unsafeFlags in a dependency): the crash-path files carry
+        // their own rules (a clang pragma: no stack protector, no sanitizer; safe.h keeps its
+        // loops from becoming libc calls), and SwiftPackageTests runs tools/check-stub-safety on
+        // the objects SwiftPM builds, debug and release. Public header: include/crashport.h.
+        .target(name: "CCrashPort", dependencies: ["CCrashPortProtocol"], path: "CSupport/stub", exclude: ["interpose.c"]),
         // The app-facing Swift API; not a layer of the watcher, which never links the stub.
         .target(name: "CrashPort", dependencies: ["CCrashPort"]),
         // Thin C over what Swift cannot call (variadic ptrace, recvmsg control messages,

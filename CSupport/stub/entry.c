@@ -32,6 +32,11 @@
  *  - change the program's actions or the kernel's slot: that is forward.c's (the default
  *    action) and interpose.c's (the program's sigaction).
  */
+/* The crash path's code-generation rules, in the source for builds that cannot pass
+ * tools/build-stub's flags (SwiftPM's, CCrashPort): no stack protector, no sanitizer. */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((no_stack_protector, disable_sanitizer_instrumentation)), apply_to = function)
+#endif
 #define _GNU_SOURCE
 #include <signal.h>   /* siginfo_t, SIG_IGN */
 #include <stdbool.h>
@@ -85,3 +90,7 @@ void cp_handler_signal(int signo, siginfo_t *info, void *context)
     cp_report_fault(state, tid, &fault, again ? &came_back : NULL, again ? CP_CRASH_FORWARD_FIRST : 0);
     cp_forward_deliver(state, tid, signo, info, uc, &action, &fault);
 }
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

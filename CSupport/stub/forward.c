@@ -42,6 +42,11 @@
  *  - run a program handler where the kernel could not have (no room on its stack): the process
  *    dies then, as the kernel would kill it, after the report.
  */
+/* The crash path's code-generation rules, in the source for builds that cannot pass
+ * tools/build-stub's flags (SwiftPM's, CCrashPort): no stack protector, no sanitizer. */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((no_stack_protector, disable_sanitizer_instrumentation)), apply_to = function)
+#endif
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdbool.h>
@@ -598,3 +603,7 @@ void cp_forward_returned(ucontext_t *uc)
         cp_forward_release(slot);
     }
 }
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -30,7 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <link.h>
+#include <link.h> /* dl_iterate_phdr */
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -58,8 +58,12 @@
 #include "safe.h"
 #include "stub_state.h"
 
-/* interpose.c, in libcrashport.so only: resolves libc's sigaction while it is safe to. */
-extern void cp_interpose_resolve(void) __attribute__((weak, visibility("hidden")));
+/* interpose.c, in libcrashport.so only: resolves libc's sigaction while it is safe to, and
+ * says that it is there. Elsewhere (libcrashport.a, SwiftPM's CCrashPort) these weak
+ * definitions stand in: a weak undefined symbol does not read as NULL in a position-independent
+ * executable (its address comes out as the executable's base). */
+__attribute__((weak, visibility("hidden"))) bool cp_interposing = false; /* not const: never folded */
+__attribute__((weak, visibility("hidden"))) void cp_interpose_resolve(void) {}
 
 #define CP_HELLO_SEND_WAIT_MS 1000
 #define CP_HELLO_REPLY_WAIT_MS 1000
@@ -68,6 +72,14 @@ extern void cp_interpose_resolve(void) __attribute__((weak, visibility("hidden")
 #define CP_BIT(signo) (1ull << (signo))
 /* CP_DEFAULT_SIGNALS, the signals handled unless the options name others: crashport_protocol.h,
  * which the watcher reads too. */
+
+/* The stub's mark: an ELF note (owner "crashport", type 1) in every object that carries a copy
+ * of the stub: libcrashport.so, or a program that has it compiled in (a Swift program using the
+ * CrashPort package, whose SwiftPM build compiles these sources; or libcrashport.a). Found at
+ * install through each loaded object's PT_NOTE segments (cp_install_other_copy); interpose.c
+ * adds its own (CP_MARK_INTERPOSER), so a libcrashport.so is told from a copy compiled in. */
+__attribute__((section(".note.crashport"), used, aligned(4))) static const cp_mark_note cp_install_mark = {
+    10, 4, CP_MARK_STUB, "crashport", 1};
 
 static pthread_mutex_t cp_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool cp_installed; /* guarded by cp_install_lock */
@@ -420,9 +432,7 @@ static int cp_install_handlers(uint64_t signals, int *failed_signo)
     }
     cp_state.has_previous = signals;
     cp_state.handler_address = (uint64_t)(uintptr_t)&cp_handler_signal;
-    if (cp_interpose_resolve != NULL) {
-        cp_interpose_resolve();
-    }
+    cp_interpose_resolve();
 
     /* libc's sigaction (ours passes these through until 'handled' is published below), so
      * that the kernel gets libc's restorer, as for any other action. */
@@ -592,6 +602,53 @@ static uint64_t cp_install_forward_first(const crashport_options *options)
         }
     }
     return forward_first;
+}
+
+/* The signals reported: the option, else CRASHPORT_SIGNALS, else CP_DEFAULT_SIGNALS. The
+ * variable names the set ("SEGV,BUS,ABRT") or edits the default ("-ILL,-TRAP", "+7"); a value
+ * that cannot be used (an unknown signal, both forms mixed, an empty set) is said once and the
+ * default is used. */
+static uint64_t cp_install_signals(const crashport_options *options)
+{
+    if (options->signals != 0) return options->signals;
+    const char *text = cp_install_getenv("CRASHPORT_SIGNALS");
+    if (text == NULL || *text == '\0') return CP_DEFAULT_SIGNALS;
+    char list[256];
+    if (strlen(text) >= sizeof list) {
+        cp_install_say("CRASHPORT_SIGNALS is longer than %zu bytes; using the default signals",
+                       sizeof list - 1);
+        return CP_DEFAULT_SIGNALS;
+    }
+    /* Split the entries by their sign: bare ones name the set, signed ones edit the default. */
+    char named[256] = "", added[256] = "", removed[256] = "";
+    snprintf(list, sizeof list, "%s", text);
+    for (char *save = NULL, *entry = strtok_r(list, ",", &save); entry != NULL;
+         entry = strtok_r(NULL, ",", &save)) {
+        char *target = *entry == '+' ? added : *entry == '-' ? removed : named;
+        const char *name = *entry == '+' || *entry == '-' ? entry + 1 : entry;
+        if (*name == '\0') name = "?"; /* a sign alone: unknown, said as such */
+        size_t used = strlen(target);
+        snprintf(target + used, sizeof named - used, "%s%s", used > 0 ? "," : "", name);
+    }
+    char bad[32] = "";
+    uint64_t signals = 0, add = 0, remove = 0;
+    const char *problem = NULL;
+    if (named[0] != '\0' && (added[0] != '\0' || removed[0] != '\0')) {
+        problem = "names signals and edits the default at once (use \"SEGV,BUS\" or \"-ILL,+7\")";
+    } else if (!cp_install_parse_signals(named[0] != '\0' ? named : "SEGV", &signals, bad, sizeof bad) ||
+               (added[0] != '\0' && !cp_install_parse_signals(added, &add, bad, sizeof bad)) ||
+               (removed[0] != '\0' && !cp_install_parse_signals(removed, &remove, bad, sizeof bad))) {
+        problem = "names an unknown signal or one that cannot be handled";
+    } else {
+        if (named[0] == '\0') signals = (CP_DEFAULT_SIGNALS | add) & ~remove;
+        if (signals == 0) problem = "leaves no signal";
+    }
+    if (problem != NULL) {
+        cp_install_say("CRASHPORT_SIGNALS=%s %s%s%s%s; using the default signals", text, problem,
+                       bad[0] != '\0' ? " (\"" : "", bad, bad[0] != '\0' ? "\")" : "");
+        return CP_DEFAULT_SIGNALS;
+    }
+    return signals;
 }
 
 /* Lets the watcher at the other end of the socket ptrace us (Yama's PR_SET_PTRACER), and
@@ -792,7 +849,7 @@ static int cp_install_locked(const crashport_options *options)
     }
     uint32_t timeout_ms = cp_install_timeout(options);
     /* SIGKILL and SIGSTOP cannot be caught; bit 0 is no signal. */
-    uint64_t signals = options->signals != 0 ? options->signals : CP_DEFAULT_SIGNALS;
+    uint64_t signals = cp_install_signals(options);
     if (signals & (CP_BIT(0) | CP_BIT(SIGKILL) | CP_BIT(SIGSTOP))) {
         cp_install_say("signal set 0x%llx has bit 0, SIGKILL or SIGSTOP, which cannot be "
                        "handled; crash reporting is off",
@@ -897,6 +954,45 @@ int crashport_install(const crashport_options *options)
     return result;
 }
 
+/* dl_iterate_phdr callback: 1 when the object carries a stub compiled in: the mark (type 1)
+ * without interpose.c's (type 2), which only a libcrashport.so has (ours included). Two
+ * libcrashport.so copies (a program linked with one, preloaded with another) both install, as
+ * before: neither may stand down for the other. */
+static int cp_install_find_other_mark(struct dl_phdr_info *object, size_t size, void *unused)
+{
+    (void)size;
+    (void)unused;
+    bool marked = false, interposing = false;
+    for (int i = 0; i < object->dlpi_phnum; i++) {
+        const ElfW(Phdr) *header = &object->dlpi_phdr[i];
+        if (header->p_type != PT_NOTE) continue;
+        size_t align = header->p_align == 8 ? 8 : 4;
+        const char *cursor = (const char *)(object->dlpi_addr + header->p_vaddr);
+        const char *end = cursor + header->p_memsz;
+        while ((size_t)(end - cursor) >= sizeof(ElfW(Nhdr))) {
+            const ElfW(Nhdr) *note = (const ElfW(Nhdr) *)cursor;
+            size_t name_end = (sizeof *note + note->n_namesz + align - 1) & ~(align - 1);
+            size_t total = (name_end + note->n_descsz + align - 1) & ~(align - 1);
+            if (total > (size_t)(end - cursor)) break;
+            if (note->n_namesz == 10 && memcmp(cursor + sizeof *note, "crashport", 10) == 0) {
+                marked = marked || note->n_type == CP_MARK_STUB;
+                interposing = interposing || note->n_type == CP_MARK_INTERPOSER;
+            }
+            cursor += total;
+        }
+    }
+    return marked && !interposing ? 1 : 0;
+}
+
+/* True in libcrashport.so (the copy with the interposer) when another loaded object carries a
+ * stub of its own: a program with crashport compiled in, given libcrashport.so as well
+ * (`crashport run` preloads it). That copy stands down, or two stubs would be installed and the
+ * program's API calls would write the annotations of the one that does not report. */
+static bool cp_install_other_copy(void)
+{
+    return cp_interposing && dl_iterate_phdr(cp_install_find_other_mark, NULL) != 0;
+}
+
 /* LD_PRELOAD path (and any program linked with libcrashport): install when a launcher handed
  * us a socket (CRASHPORT_FD) or a sidecar's path is set (CRASHPORT_SOCKET), unless the program
  * asked to choose the moment itself (CRASHPORT_INSTALL=manual: it calls crashport_install()
@@ -917,6 +1013,9 @@ __attribute__((constructor)) static void cp_install_from_environment(void)
     const char *mode = cp_install_getenv("CRASHPORT_INSTALL");
     if (mode != NULL && strcmp(mode, "manual") == 0) {
         return;
+    }
+    if (cp_install_other_copy()) {
+        return; /* the program's own copy installs (its constructor, or the program's call) */
     }
     if (cp_install_getenv("CRASHPORT_FD") != NULL || cp_install_getenv("CRASHPORT_SOCKET") != NULL) {
         (void)crashport_install(NULL);

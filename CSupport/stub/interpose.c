@@ -75,6 +75,12 @@ typedef sighandler_t (*cp_sigset_function)(int, sighandler_t);
 
 typedef void (*cp_exit_function)(int);
 
+/* install.c's weak definition says false where this file is not linked; the note says it to
+ * another copy of the stub (stub_state.h). */
+__attribute__((visibility("hidden"))) bool cp_interposing = true;
+__attribute__((section(".note.crashport"), used, aligned(4))) static const cp_mark_note cp_interpose_mark = {
+    10, 4, CP_MARK_INTERPOSER, "crashport", 1};
+
 static cp_sigaction_function cp_real_sigaction;
 static cp_sigset_function cp_real_sigset;
 static cp_exit_function cp_real_exit;

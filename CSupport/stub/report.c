@@ -61,6 +61,11 @@
  *    record's chain) but never sets an action; forward.c applies what the kernel would;
  *  - make the process dumpable, or copy its memory into a record when it is not.
  */
+/* The crash path's code-generation rules, in the source for builds that cannot pass
+ * tools/build-stub's flags (SwiftPM's, CCrashPort): no stack protector, no sanitizer. */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((no_stack_protector, disable_sanitizer_instrumentation)), apply_to = function)
+#endif
 #define _GNU_SOURCE
 #include <asm/prctl.h>     /* ARCH_GET_FS, ARCH_GET_GS */
 #include <fcntl.h>         /* O_*, AT_FDCWD (macros only: no function of it is called) */
@@ -1029,3 +1034,7 @@ void cp_report_fault(cp_stub_state *state, uint32_t tid, const cp_fault *origina
         cp_handler_write_timing(state->timing_fd, &answer);
     }
 }
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

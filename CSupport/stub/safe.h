@@ -132,6 +132,9 @@ static inline size_t cp_safe_strlen(const char *string)
     size_t length = 0;
     while (string[length] != '\0') {
         length++;
+        /* Opaque to the optimizer: clang at -O2 turns this loop into a call to libc's strlen
+         * unless -fno-builtin, which a SwiftPM build of the stub (CCrashPort) cannot pass. */
+        __asm__("" : "+r"(length));
     }
     return length;
 }

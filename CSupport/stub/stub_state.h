@@ -162,4 +162,16 @@ bool cp_install_secure(void) CP_HIDDEN;
  *  own (install.c). Every CRASHPORT_* read goes through it. */
 const char *cp_install_getenv(const char *name) CP_HIDDEN;
 
+/* The ELF notes that mark a copy of the stub in a loaded object (owner "crashport"):
+ * CP_MARK_STUB in every copy (install.c), CP_MARK_INTERPOSER in libcrashport.so only
+ * (interpose.c). A preloaded libcrashport.so stands down before a copy compiled into the
+ * program (install.c, cp_install_other_copy). */
+#define CP_MARK_STUB 1u
+#define CP_MARK_INTERPOSER 2u
+typedef struct cp_mark_note {
+    uint32_t name_size, description_size, type;
+    char name[12]; /* "crashport\0", padded to 4 bytes */
+    uint32_t description;
+} cp_mark_note;
+
 #endif /* CRASHPORT_STUB_STATE_H */

@@ -15,6 +15,11 @@
  * kept in a few slots for the next threads (an atomic exchange per slot: no lock, no ABA), so
  * a program that keeps creating threads pays two sigaltstack calls per thread, not five.
  */
+/* The crash path's code-generation rules, in the source for builds that cannot pass
+ * tools/build-stub's flags (SwiftPM's, CCrashPort): no stack protector, no sanitizer. */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((no_stack_protector, disable_sanitizer_instrumentation)), apply_to = function)
+#endif
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -133,3 +138,7 @@ void *cp_thread_start(void *argument)
     cp_thread_setup(region);
     return start(start_argument); /* -O2: a sibling call (jmp), checked by tools/build-stub */
 }
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -2,9 +2,8 @@
 // (CSupport/stub/include/crashport.h, module CCrashPort). The stub does the work, in C, with
 // everything preallocated: nothing here runs in a crash.
 //
-// Link: a program that uses this module links libcrashport (`link "crashport"`): install
-// crashport (`tools/install --prefix DIR`) and build with `-Xlinker -L -Xlinker DIR/lib` (and
-// `-Xlinker -rpath -Xlinker DIR/lib` outside the loader's path), or point LD_LIBRARY_PATH at it.
+// Link: nothing to do. SwiftPM compiles the stub's C sources into the program (CCrashPort), so
+// a package that depends on crashport builds with plain `swift build`.
 
 import CCrashPort
 
@@ -24,11 +23,19 @@ public enum CrashPort {
         public var timeoutMilliseconds: UInt32?
         /// Where a crash no watcher answered is written; nil: `CRASHPORT_SPOOL` or the sidecar's.
         public var spoolPath: String?
+        /// The signals reported (`Signal.defaults.subtracting([.illegalInstruction])` leaves
+        /// Swift's traps to the program); nil: `CRASHPORT_SIGNALS`, else `Signal.defaults`. An
+        /// empty set, SIGKILL or SIGSTOP, or a number outside 1...63: `start` throws EINVAL.
+        public var signals: Set<Signal>?
 
-        public init(socketPath: String? = nil, timeoutMilliseconds: UInt32? = nil, spoolPath: String? = nil) {
+        public init(
+            socketPath: String? = nil, timeoutMilliseconds: UInt32? = nil, spoolPath: String? = nil,
+            signals: Set<Signal>? = nil
+        ) {
             self.socketPath = socketPath
             self.timeoutMilliseconds = timeoutMilliseconds
             self.spoolPath = spoolPath
+            self.signals = signals
         }
     }
 
@@ -45,6 +52,12 @@ public enum CrashPort {
         var raw = crashport_options(
             fd: -1, timeout_ms: options.timeoutMilliseconds ?? 0, signals: 0, forward_first: 0, socket_path: nil,
             spool_path: nil)
+        if let signals = options.signals {
+            guard !signals.isEmpty, signals.allSatisfy({ (1...63).contains($0.rawValue) }) else {
+                throw Failure(code: EINVAL)
+            }
+            raw.signals = signals.reduce(0) { $0 | 1 << UInt64($1.rawValue) }
+        }
         let result = withOptionalCString(options.socketPath) { socket in
             withOptionalCString(options.spoolPath) { spool in
                 raw.socket_path = socket

@@ -4,9 +4,8 @@
 // its last run, and a crash. Copy this directory and point the dependency at your crashport
 // checkout (or its git URL).
 //
-// CrashPort links libcrashport: give the linker its directory (DIR/lib after
-// `tools/install --prefix DIR`, or a build tree's `.build/release`):
-//   swift build -Xlinker -L -Xlinker DIR/lib -Xlinker -rpath -Xlinker DIR/lib
+// The stub is compiled into the program from crashport's C sources: nothing to link by hand.
+//   swift build
 //   CRASHPORT_SOCKET=/run/crashport/crashport.sock .build/debug/Ledger     # a sidecar
 //   crashport run -- .build/debug/Ledger                                   # or the launcher
 import PackageDescription

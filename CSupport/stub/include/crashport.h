@@ -22,6 +22,8 @@
  *   CRASHPORT_SPOOL       the spool directory ("" for none)
  *   CRASHPORT_TIMEOUT_MS  the verdict wait (default 10000)
  *   CRASHPORT_FORWARD_FIRST  e.g. "SIGSEGV,SIGBUS"
+ *   CRASHPORT_SIGNALS     the signals reported: "SEGV,BUS,ABRT" (the set) or "-ILL,+10" (the
+ *                         default set edited); a bad value is said once and the default kept
  *   CRASHPORT_INSTALL=manual  the constructor leaves the install to the program
  *   CRASHPORT_LAUNCH_MS   the launch window (default 5000; 0: until crashport_launch_completed)
  *   CRASHPORT_RELEASE     the program's release, for sessions and reports
@@ -53,8 +55,8 @@ typedef struct crashport_options {
     int fd;              /* the launcher's socket (SOCK_SEQPACKET); -1: take CRASHPORT_FD, and
                             when that is unset too, sidecar mode (socket_path) */
     unsigned timeout_ms; /* verdict wait; 0: CRASHPORT_TIMEOUT_MS, else 10000 */
-    uint64_t signals;    /* bitmask 1 << signo; 0: SIGSEGV SIGBUS SIGILL SIGFPE SIGABRT
-                            SIGTRAP SIGSYS */
+    uint64_t signals;    /* bitmask 1 << signo; 0: CRASHPORT_SIGNALS, else SIGSEGV SIGBUS
+                            SIGILL SIGFPE SIGABRT SIGTRAP SIGSYS */
     uint64_t forward_first; /* bitmask 1 << signo of signals whose previous handler runs first
                                (crashport reports only if the fault comes back unhandled);
                                0: CRASHPORT_FORWARD_FIRST (e.g. "SIGSEGV,SIGBUS"), else none */
