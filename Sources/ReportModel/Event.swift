@@ -138,6 +138,10 @@ public struct Event: Codable, Sendable, Equatable {
     public var hangMilliseconds: UInt64?
     /// The exit code of a process that exited (a termination with cause `exit`), when known.
     public var exitCode: Int32?
+    /// A test crash (crashport_test_crash(), CrashPort.testCrash(), `crashport test-crash`): a
+    /// real crash made on purpose, titled "test crash: …" and kept out of crash-free statistics.
+    /// Absent for any other report.
+    public var test: Bool?
 
     public init() {}
 
@@ -176,6 +180,7 @@ public struct Event: Codable, Sendable, Equatable {
         case cause, related
         case hangMilliseconds = "hang_ms"
         case exitCode = "exit_code"
+        case test
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.

@@ -201,6 +201,9 @@ public enum Culprit {
         Signature.mark(&event)
     }
 
+    /// What a test crash's title starts with (crashport_test_crash()).
+    public static let testPrefix = "test crash: "
+
     /// Sentry's kind of title: what happened, then where in the program.
     /// "SIGABRT: uncaught exception config_error: the config file is missing in load_config (config.cpp:42)",
     /// "SIGSEGV: stack overflow in thread 'worker' in recurse (main.rs:3)", "ParseError: line 3 in parse_config (app.c:82)",
@@ -245,6 +248,7 @@ public enum Culprit {
         }
         what = String(what.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
         if what.count > 160 { what = String(what.prefix(159)) + "…" }
+        if event.test == true { what = Self.testPrefix + what }
         guard let culprit = event.culprit, let function = culprit.function else { return what }
         var location = ""
         if let file = culprit.file {
