@@ -78,6 +78,30 @@ final class TestCrashTests: XCTestCase {
         XCTAssertEqual(lastRun(next.result), "last_run 0 crashed 1 during_launch 0 consecutive 0 report \(run.reportIDs[0])")
     }
 
+    /// Under the sidecar: the test crash's report is in its directory, titled as a test, and the
+    /// run ends as a test crash (not crashed), which the program's next start hears of.
+    func testACProgramsTestCrashUnderTheSidecar() throws {
+        let work = fresh("sidecar")
+        let app = try program(in: work)
+        let sidecar = try SidecarProcess(directory: fresh("sidecar-watch"), environment: Self.noUpload)
+        defer { sidecar.stop() }
+        let environment = ["CRASHPORT_SOCKET": sidecar.socket]
+        let crashed = try TestSupport.run([app, "crash"], environment: environment)
+        XCTAssertEqual(crashed.status, .signaled(SIGSEGV), crashed.stderr)
+        let events = try sidecar.waitForReports(1)
+        XCTAssertEqual(events.first?.test, true)
+        XCTAssertTrue(events.first?.title?.hasPrefix("test crash: SIGSEGV") == true, events.first?.title ?? "no title")
+        var runs: [[String: Any]] = []
+        try waitUntil("the run is on record:\n\(sidecar.log)", timeout: 60) {
+            runs = sidecar.sessions().filter { $0["executable"] as? String == app }
+            return !runs.isEmpty
+        }
+        XCTAssertEqual(runs.map { $0["status"] as? String }, ["test-crash"], "\(runs)")
+        let next = try TestSupport.run([app, "clean"], environment: environment)
+        XCTAssertEqual(
+            lastRun(next), "last_run 0 crashed 1 during_launch 0 consecutive 0 report \(sidecar.reportIDs().first ?? "?")")
+    }
+
     /// `crashport test-crash --reports DIR`: one test report in DIR, its id and path printed.
     func testTestCrashCommandWritesAReport() throws {
         let reports = fresh("command")
