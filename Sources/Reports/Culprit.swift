@@ -208,7 +208,8 @@ public enum Culprit {
     /// "SIGABRT: uncaught exception config_error: the config file is missing in load_config (config.cpp:42)",
     /// "SIGSEGV: stack overflow in thread 'worker' in recurse (main.rs:3)", "ParseError: line 3 in parse_config (app.c:82)",
     /// "SIGABRT: killed by the watchdog (inferred) in serve_forever (server.c:42)"; a termination:
-    /// "killed by SIGKILL", "killed by the OOM killer (SIGKILL)", "exited with status 3 without saying goodbye".
+    /// "killed by SIGKILL", "killed by the OOM killer (SIGKILL)", "exited with status 3 without saying goodbye";
+    /// a test crash: "test crash: SIGSEGV: segmentation fault at 0x0 in check_crash_reporting (app.c:12)".
     public static func title(_ event: Event) -> String {
         var what: String
         if event.kind == .error {

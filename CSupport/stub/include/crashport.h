@@ -177,7 +177,8 @@ __attribute__((visibility("default"))) int crashport_report_error(const char *ty
  * crashport reports as any crash (the handler, the watcher's capture, the report, the upload),
  * titled "test crash: ..." and marked `"test": true` in event.json (a Sentry tag
  * crashport.test=true), and keeps out of crash-free statistics (`crashport stats` counts it
- * apart) and the launch-crash count. The process then dies by SIGSEGV, as without crashport
+ * apart) and the launch-crash count; at the next start crashport_last_run says it crashed (not
+ * during launch) and names its report. The process then dies by SIGSEGV, as without crashport
  * (a handler of the program's that skips the store: SIGILL). Without crashport installed it
  * crashes all the same, unreported. Never returns. One system call (gettid) before the fault.
  */
