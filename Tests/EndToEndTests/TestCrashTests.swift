@@ -1,9 +1,10 @@
 // End-to-end: the test crash (crashport_test_crash, `crashport test-crash`; issue 34). A C
 // program (Tests/Fixtures/api/test_crash.c) crashing on purpose under `crashport run` dies by
 // SIGSEGV as it would without crashport and gets one real report titled as a test, which
-// leaves crash-free statistics and the launch-crash count alone; `crashport test-crash` writes
-// such a report into --reports; and with a Sentry DSN configured the test crash reaches a
-// collector on 127.0.0.1 (UploadTests' Collector) tagged crashport.test, with no session.
+// leaves crash-free statistics and the launch-crash count alone, under run and the sidecar;
+// `crashport test-crash` writes such a report into --reports, or has a sidecar write it; and
+// with a Sentry DSN configured the test crash reaches a collector on 127.0.0.1 (UploadTests'
+// Collector) tagged crashport.test, with no session.
 
 import Foundation
 import ReportModel
@@ -122,6 +123,31 @@ final class TestCrashTests: XCTestCase {
         let stats = try crashport(["stats", "--reports", reports])
         XCTAssertTrue(stats.stdout.contains("test crashes (not launches, not in crash-free): 1 of "), stats.stdout)
         XCTAssertFalse(stats.stdout.contains("launches  crashes"), "no launch to count: \(stats.stdout)")
+    }
+
+    /// `crashport test-crash --socket PATH`: the crash goes to that sidecar, and the id it prints
+    /// (heard from the sidecar at the next start) names the test report in the sidecar's directory.
+    func testTestCrashCommandThroughTheSidecar() throws {
+        let sidecar = try SidecarProcess(directory: fresh("command-sidecar"), environment: Self.noUpload)
+        defer { sidecar.stop() }
+        var environment = Self.noUpload
+        environment["CRASHPORT_STUB"] = try TestSupport.stub()
+        let result = try crashport(["test-crash", "--socket", sidecar.socket], environment: environment)
+        XCTAssertEqual(result.status, .exited(0), result.stderr + result.stdout)
+        let prefix = "test crash reported to the sidecar at \(sidecar.socket): "
+        XCTAssertTrue(result.stdout.hasPrefix(prefix), result.stdout)
+        let id = String(result.stdout.dropFirst(prefix.count).prefix { $0 != "\n" })
+        let events = try sidecar.waitForReports(1)
+        XCTAssertEqual(sidecar.reportIDs(), [id], result.stdout)
+        XCTAssertEqual(events.first?.test, true)
+        XCTAssertTrue(events.first?.title?.hasPrefix("test crash: SIGSEGV") == true, events.first?.title ?? "no title")
+
+        // CRASHPORT_SOCKET does the same when no --reports is given.
+        environment["CRASHPORT_SOCKET"] = sidecar.socket
+        let inherited = try crashport(["test-crash"], environment: environment)
+        XCTAssertEqual(inherited.status, .exited(0), inherited.stderr + inherited.stdout)
+        XCTAssertTrue(inherited.stdout.hasPrefix(prefix), inherited.stdout)
+        XCTAssertEqual(try sidecar.waitForReports(2).filter { $0.test == true }.count, 2)
     }
 
     /// With a Sentry DSN in the environment, the test crash is uploaded as any crash: its event
