@@ -387,6 +387,24 @@ __attribute__((visibility("default"), noinline)) int crashport_report_error(cons
 }
 
 /*
+ * The test crash (App Center's generateTestCrash). The crash is real, so that the whole path
+ * runs as for any crash: crashport's handler, the watcher's capture, the report, the upload.
+ * Only the thread's id, stored before the fault, tells the crash path (report.c) to mark the
+ * record CP_CRASH_TEST. The address written is read from a volatile, so that the compiler
+ * cannot see it is null and put a trap (SIGILL) in place of the store.
+ */
+static volatile uintptr_t cp_test_crash_address;
+
+__attribute__((visibility("default"), noinline, noreturn)) void crashport_test_crash(void)
+{
+    crashport_breadcrumb("crashport", "crashport_test_crash()");
+    __atomic_store_n(&cp_state.test_crash_tid, (uint32_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+    *(volatile uint32_t *)cp_test_crash_address = 0x7e57u;
+    /* A handler of the program's that skipped the faulting store: end anyway. */
+    __builtin_trap();
+}
+
+/*
  * The last run and the launch window. The watcher keeps each program's runs (by executable path
  * and build-id) and hands the previous one down at install: a launcher in CRASHPORT_LAST_RUN, a
  * sidecar in its HELLO_REPLY. Known before main, so a program can pick a safe mode at once.

@@ -267,7 +267,8 @@ static void cp_handler_fill_record(cp_stub_state *state, cp_crash *record, const
     record->tid = tid;
     record->signo = signo;
     record->arch = CP_ARCH_X86_64;
-    record->flags = 0;
+    /* crashport_test_crash() names its thread before it faults: that thread's crash is a test. */
+    record->flags = tid == __atomic_load_n(&state->test_crash_tid, __ATOMIC_ACQUIRE) ? CP_CRASH_TEST : 0u;
     record->time_ns = cp_safe_clock_ns(CLOCK_REALTIME);
     record->code = 0;
     record->sig_errno = 0;

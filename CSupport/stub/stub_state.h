@@ -126,6 +126,8 @@ typedef struct cp_stub_state {
     uint32_t other_crashes; /* threads that faulted while the first one was reporting */
     uint32_t disabled;      /* crashport_set_enabled(0): crashes pass straight down the chain */
     uint32_t goodbye_sent;  /* 1 once GOODBYE was sent (cp_handler_goodbye): at most once */
+    uint32_t test_crash_tid; /* the thread crashing on purpose in crashport_test_crash(), 0: none
+                                (its record carries CP_CRASH_TEST) */
 } cp_stub_state;
 
 /** The process-wide stub state (defined in report.c). */

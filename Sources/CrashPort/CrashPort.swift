@@ -89,6 +89,13 @@ public enum CrashPort {
             consecutiveLaunchCrashes: Int(info.consecutive_launch_crashes), reportID: id.isEmpty ? nil : id)
     }
 
+    /// Crashes the program on purpose, for real (crashport_test_crash: SIGSEGV on this thread),
+    /// so that the whole path (capture, report, upload) can be seen working once: the report is
+    /// titled "test crash: …", marked `test`, and kept out of crash-free statistics.
+    public static func testCrash() -> Never {
+        crashport_test_crash()
+    }
+
     /// Ends the launch window (CRASHPORT_LAUNCH_MS after start, 5 s by default): a crash from
     /// now on is not a launch crash.
     public static func launchCompleted() {

@@ -141,6 +141,10 @@ public struct Event: Codable, Sendable, Equatable {
     /// Its memory as the kernel accounted it when captured: the memory cgroup's limit, usage,
     /// peak and events, the pressure on it, the process's peak resident set.
     public var memory: MemoryRecord?
+    /// A test crash (crashport_test_crash(), CrashPort.testCrash(), `crashport test-crash`): a
+    /// real crash made on purpose, titled "test crash: …" and kept out of crash-free statistics.
+    /// Absent for any other report.
+    public var test: Bool?
 
     public init() {}
 
@@ -180,6 +184,7 @@ public struct Event: Codable, Sendable, Equatable {
         case hangMilliseconds = "hang_ms"
         case exitCode = "exit_code"
         case memory
+        case test
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.

@@ -228,6 +228,8 @@ public struct CrashRecord: Equatable, Sendable {
     /// of it (no registers, no stack copy, no addresses), and none may be read from it for a peer
     /// that is not its effective user.
     public var notDumpable: Bool { flags & CP_CRASH_NOT_DUMPABLE != 0 }
+    /// A test crash (CP_CRASH_TEST): the thread was in crashport_test_crash(), crashing on purpose.
+    public var isTest: Bool { flags & CP_CRASH_TEST != 0 }
 
     /// A death or hang the watcher saw from outside (no stub record): what it read itself.
     public enum Observation: Equatable, Sendable {

@@ -201,11 +201,15 @@ public enum Culprit {
         Signature.mark(&event)
     }
 
+    /// What a test crash's title starts with (crashport_test_crash()).
+    public static let testPrefix = "test crash: "
+
     /// Sentry's kind of title: what happened, then where in the program.
     /// "SIGABRT: uncaught exception config_error: the config file is missing in load_config (config.cpp:42)",
     /// "SIGSEGV: stack overflow in thread 'worker' in recurse (main.rs:3)", "ParseError: line 3 in parse_config (app.c:82)",
     /// "SIGABRT: killed by the watchdog (inferred) in serve_forever (server.c:42)"; a termination:
-    /// "killed by SIGKILL", "killed by the OOM killer (SIGKILL)", "exited with status 3 without saying goodbye".
+    /// "killed by SIGKILL", "killed by the OOM killer (SIGKILL)", "exited with status 3 without saying goodbye";
+    /// a test crash: "test crash: SIGSEGV: segmentation fault at 0x0 in check_crash_reporting (app.c:12)".
     public static func title(_ event: Event) -> String {
         var what: String
         if event.kind == .error {
@@ -245,6 +249,7 @@ public enum Culprit {
         }
         what = String(what.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
         if what.count > 160 { what = String(what.prefix(159)) + "…" }
+        if event.test == true { what = Self.testPrefix + what }
         guard let culprit = event.culprit, let function = culprit.function else { return what }
         var location = ""
         if let file = culprit.file {

@@ -79,6 +79,7 @@ public enum ReportBuilder {
                         + CrashLog.describe(reraise: record) + "; this report names the original fault"
                 ]
         }
+        if capture.record.isTest, !capture.record.isError { event.test = true }
         if !capture.record.isError { Watchdog.mark(&event) }
         Culprit.mark(&event, rules: rules)
         return event

@@ -24,7 +24,9 @@
 // window (LaunchWindow), so a program killed in its first seconds, run after run, sees its loop.
 // (Until issue 33 a run killed without a crash report kept the count and read as not crashed:
 // the launch-crash counter missed the very loops it exists for.) A run's session stays
-// `abnormal` rather than `crashed` for such a kill, as Sentry's sessions tell them apart.
+// `abnormal` rather than `crashed` for such a kill, as Sentry's sessions tell them apart. A test
+// crash (crashport_test_crash) is a session of its own status, `test-crash`: it says the last run
+// crashed, but neither counts as a launch crash nor resets the count, and `stats` counts it apart.
 
 import BoundedBytes
 import FoundationEssentials
@@ -82,6 +84,10 @@ public struct SessionRecord: Codable, Sendable, Equatable {
         case crashed
         /// Killed without a crash report: SIGKILL, the OOM killer.
         case abnormal
+        /// Crashed on purpose (crashport_test_crash(), `crashport test-crash`): reported as any
+        /// crash, but not a crashed session (crash-free statistics, Sentry's sessions) nor a
+        /// launch crash. A crashport from before it skips such a line, which leaves it out too.
+        case testCrash = "test-crash"
     }
 
     public var sid: String
@@ -292,6 +298,13 @@ public struct RunHistory: Sendable {
             record.lastCrashedDuringLaunch = false
             record.lastEndedAbnormally = nil
             record.lastReportID = nil
+        case .testCrash:
+            // The program's next start sees that it crashed, and the report (the path a developer
+            // tries out); the launch-crash count is left as it was: no loop to protect from.
+            record.lastCrashed = true
+            record.lastCrashedDuringLaunch = false
+            record.lastEndedAbnormally = nil
+            record.lastReportID = session.reportID
         }
         record.lastMemoryPressure = session.memory?.underPressure
         record.lastOOMKilled = session.memory.map { $0.oomKilled == true }
@@ -434,8 +447,12 @@ public struct RunStatistics: Sendable, Equatable {
     public var errored = 0
     /// Launch crashes in a row now (the program's record, whatever the release).
     public var consecutiveLaunchCrashes = 0
+    /// Runs that crashed on purpose (crashport_test_crash): not launches, so not in
+    /// crashFreePercent.
+    public var testCrashes = 0
 
-    /// Sessions that ended without a crash, in percent (Sentry's crash-free sessions).
+    /// Sessions that ended without a crash, in percent (Sentry's crash-free sessions); test
+    /// crashes are not sessions here.
     public var crashFreePercent: Double {
         launches == 0 ? 100 : Double(launches - crashes) * 100 / Double(launches)
     }
@@ -454,13 +471,17 @@ public struct RunStatistics: Sendable, Equatable {
                 rows.append(row)
                 index = rows.count - 1
             }
+            if session.status == .testCrash {
+                rows[index!].testCrashes += 1
+                continue
+            }
             rows[index!].launches += 1
             switch session.status {
             case .crashed:
                 rows[index!].crashes += 1
                 if session.crashedDuringLaunch == true { rows[index!].launchCrashes += 1 }
             case .abnormal: rows[index!].abnormal += 1
-            case .exited: break
+            case .exited, .testCrash: break
             }
             if session.errors > 0 { rows[index!].errored += 1 }
         }

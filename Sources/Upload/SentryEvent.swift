@@ -115,6 +115,7 @@ public enum SentryEvent {
             tags["crashport.fingerprint"] = fingerprint
         }
         if let cause = event.cause { tags["crashport.cause"] = cause }
+        if event.test == true { tags["crashport.test"] = "true" }
         payload["tags"] = tags
         var extra = self.extra(event)
         if !extraAnnotations.isEmpty { extra["annotations"] = extraAnnotations }

@@ -338,6 +338,8 @@ public struct Uploader {
         case .crashed: status = .crashed
         case .abnormal: status = .abnormal
         case .exited: status = .exited
+        // Not a session of the release's health: Sentry counts no run for it.
+        case .testCrash: return nil
         }
         return SentrySession(
             sid: sid, status: status, started: Self.format(started.timeIntervalSince1970),

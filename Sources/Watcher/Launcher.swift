@@ -310,7 +310,9 @@ public struct Launcher {
     /// (it crashed before the stub installed, or has none); `abnormal` when the child was killed
     /// otherwise (SIGKILL, the OOM killer, an end --trace-exit captured); else `exited`. A crash
     /// or abnormal end is a launch crash when it came in the launch window (the report's word,
-    /// else LaunchWindow from the run's start). Handled errors of all its processes count.
+    /// else LaunchWindow from the run's start). Handled errors of all its processes count. A run
+    /// whose only crash is a test (crashport_test_crash) is `testCrash`; a descendant's test
+    /// crash makes no session.
     func sessionRecords(
         _ session: String, of child: ProcessID, runKey: (executable: String, buildID: String?), started: Date,
         termination: ProcessExit, release: String?, launchMilliseconds: UInt32?, reports: [WrittenReport]
@@ -325,11 +327,12 @@ public struct Launcher {
             let program = process.executable.map(RunHistory.realPath)
             if pid == child || (program == runKey.executable && process.buildID == runKey.buildID) {
                 mine.append(report)
-            } else if report.event.kind == .crash {
+            } else if report.event.kind == .crash, report.event.test != true {
                 others[pid, default: []].append(report)
             }
         }
-        let crashes = mine.filter { $0.event.kind == .crash }
+        let crashes = mine.filter { $0.event.kind == .crash && $0.event.test != true }
+        let test = mine.first { $0.event.kind == .crash && $0.event.test == true }
         let end = mine.first { $0.event.kind == .termination && $0.event.process?.pid == child }
         let signal = termination.signal
         let status: SessionRecord.Status
@@ -337,6 +340,11 @@ public struct Launcher {
         var duringLaunch = crash?.event.launch?.crashedDuringLaunch
         if crash != nil {
             status = .crashed
+        } else if let test {
+            // Crashed on purpose (crashport_test_crash): its death by the signal is the test's.
+            status = .testCrash
+            crash = test
+            duringLaunch = nil
         } else if let signal, Self.crashSignals.contains(signal) {
             // No record: it crashed before the stub installed, or has no stub.
             status = .crashed

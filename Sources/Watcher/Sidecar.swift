@@ -745,10 +745,13 @@ extension Sidecar: CrashServerDelegate {
         let release = app?.annotations.first { $0.key == "release" }?.value ?? app?.release
         if sender.pid == client.peer.pid {
             clients[currentClient]?.session = nil
+            // A test crash (crashport_test_crash) ends its run as one: not crashed, not at launch.
             endRun(
-                session.record(status: .crashed, crashedDuringLaunch: duringLaunch, reportID: id, release: release),
+                session.record(
+                    status: record.isTest ? .testCrash : .crashed, crashedDuringLaunch: record.isTest ? nil : duringLaunch,
+                    reportID: id, release: release),
                 store: session.store)
-        } else {
+        } else if !record.isTest {
             // Its report names the run's session too (until it is written).
             crashedSessions.name(sender.pid, session: session.sid)
             guard session.forkedCrash == nil else { return }

@@ -33,7 +33,7 @@ struct Crashport: ParsableCommand {
         version: "crashport \(crashportVersion)",
         subcommands: [
             Run.self, Watch.self, List.self, Show.self, Stats.self, Symbolicate.self, Upload.self, Consent.self, Send.self,
-            Discard.self, Doctor.self, Host.self, CoreHandler.self,
+            Discard.self, Doctor.self, Host.self, CoreHandler.self, TestCrash.self,
         ]
     )
 

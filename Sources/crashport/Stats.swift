@@ -10,8 +10,9 @@ struct Stats: ParsableCommand {
         commandName: "stats",
         abstract: "Launches, crashes and crash-free sessions per program and release, and reports per bug.",
         discussion: """
-            The second table counts the reports by bug, as list --group does: the count, the fingerprint, the \
-            programs and the signature.
+            Test crashes (crashport test-crash, crashport_test_crash) are not launches: a line after the \
+            first table counts them, and they change no crash-free rate. The second table counts the \
+            reports by bug, as list --group does: the count, the fingerprint, the programs and the signature.
             """)
 
     @OptionGroup var reportsOption: ReportsOption
@@ -45,8 +46,12 @@ struct Stats: ParsableCommand {
     }
 
     func printRuns(_ rows: [RunStatistics]) {
-        print("program  release  launches  crashes (during launch)  abnormal  with errors  crash-free  launch crashes in a row")
-        for row in rows {
+        let launched = rows.filter { $0.launches > 0 }
+        if !launched.isEmpty {
+            print(
+                "program  release  launches  crashes (during launch)  abnormal  with errors  crash-free  launch crashes in a row")
+        }
+        for row in launched {
             let tenths = Int((row.crashFreePercent * 10).rounded())
             let crashFree = "\(tenths / 10).\(tenths % 10)%"
             print(
@@ -55,6 +60,12 @@ struct Stats: ParsableCommand {
                     "\(row.abnormal)",
                     "\(row.errored)", crashFree, "\(row.consecutiveLaunchCrashes)",
                 ].joined(separator: "  "))
+        }
+        // Test crashes (crashport_test_crash) are no launches: counted apart, never in crash-free.
+        for row in rows where row.testCrashes > 0 {
+            print(
+                "test crashes (not launches, not in crash-free): \(row.testCrashes) of \(row.executable)"
+                    + (row.release.map { " (release \($0))" } ?? ""))
         }
     }
 }

@@ -448,7 +448,8 @@ final class AppAPITests: XCTestCase {
 
     /// The CrashPort Swift module, from the example package a user copies (examples/swift-api),
     /// built against this tree's stub: its annotations, breadcrumbs and handled error are in its
-    /// reports, and its next start knows the last run crashed.
+    /// reports, its next start knows the last run crashed, and CrashPort.testCrash() is reported
+    /// as a test crash.
     func testSwiftExamplePackage() throws {
         let scratch = fresh("swift-api-build")
         let built = try TestSupport.run(
@@ -479,6 +480,16 @@ final class AppAPITests: XCTestCase {
         XCTAssertTrue(
             second.result.stdout.contains("last run: crashed true, during launch false, 0 launch crash(es) in a row"),
             second.result.stdout)
+
+        // CrashPort.testCrash(): SIGSEGV, reported as a test crash.
+        let test = try TestSupport.crashportRun(
+            [ledger, "test-crash"], reports: fresh("swift-api-test-crash"), environment: environment)
+        XCTAssertEqual(test.result.status, .signaled(SIGSEGV), test.result.stderr)
+        XCTAssertEqual(test.reportIDs.count, 1, test.result.stderr)
+        let tested = try test.event()
+        XCTAssertEqual(tested.test, true)
+        XCTAssertTrue(tested.title?.hasPrefix("test crash: SIGSEGV") == true, tested.title ?? "no title")
+        XCTAssertTrue(tested.crashedFunctions.contains("crashport_test_crash"), "\(tested.crashedFunctions)")
     }
 
     /// Without crashport installed every call is harmless: the program runs as it would.

@@ -187,6 +187,10 @@ typedef struct cp_action {
  * of it. regs, fpregs, the stack copy (stack_size 0), fault_address, app_area, the chain's and
  * the reraise's addresses are all zero; signal, code, sender, thread name and time remain. */
 #define CP_CRASH_NOT_DUMPABLE 0x20u
+/* The crash is a test: the thread that faulted was in crashport_test_crash(), crashing on purpose
+ * so that the program's developer sees capture, report and upload work once. The watcher reports
+ * it as any crash, titled as a test and kept out of crash-free statistics. */
+#define CP_CRASH_TEST 0x40u
 
 /* Flags of a chain entry. */
 #define CP_CHAIN_HAS_PREVIOUS 0x1u   /* previous holds the action saved at install */

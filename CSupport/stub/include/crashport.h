@@ -174,6 +174,19 @@ __attribute__((visibility("default"))) int crashport_detach_file(const char *pat
 __attribute__((visibility("default"))) int crashport_report_error(const char *type, const char *message);
 
 /*
+ * Crashes this process on purpose, for real, so that a developer sees the whole path work once
+ * (App Center's generateTestCrash): a write to address 0 on the calling thread, SIGSEGV, which
+ * crashport reports as any crash (the handler, the watcher's capture, the report, the upload),
+ * titled "test crash: ..." and marked `"test": true` in event.json (a Sentry tag
+ * crashport.test=true), and keeps out of crash-free statistics (`crashport stats` counts it
+ * apart) and the launch-crash count; at the next start crashport_last_run says it crashed (not
+ * during launch) and names its report. The process then dies by SIGSEGV, as without crashport
+ * (a handler of the program's that skips the store: SIGILL). Without crashport installed it
+ * crashes all the same, unreported. Never returns. One system call (gettid) before the fault.
+ */
+__attribute__((visibility("default"), noreturn)) void crashport_test_crash(void);
+
+/*
  * The previous run of this program (same executable path and build-id), as the watcher keeps it
  * in its reports directory (Bugsnag's lastRunInfo, App Center's hasCrashedInLastSession):
  * whether it crashed, whether during its launch, and how many runs in a row crashed during

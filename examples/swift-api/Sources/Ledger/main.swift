@@ -26,6 +26,8 @@ if let last = CrashPort.lastRun {
         "last run: crashed \(last.crashed), during launch \(last.crashedDuringLaunch), \(last.consecutiveLaunchCrashes) launch crash(es) in a row"
     )
 }
+// `Ledger test-crash`: crash on purpose once, to see a report (and an upload) arrive.
+if CommandLine.arguments.dropFirst().first == "test-crash" { CrashPort.testCrash() }
 CrashPort.annotate("user", "alice")
 CrashPort[annotation: "ledger"] = "2026-Q4"
 CrashPort.breadcrumb("opened the ledger", category: "io")
