@@ -51,6 +51,8 @@ public struct ProgramRuns: Codable, Sendable, Equatable {
     /// App Center's "memory warning in the last session". Nil when not known.
     public var lastMemoryPressure: Bool?
     public var lastOOMKilled: Bool?
+    /// The last run crashed on purpose (crashport_test_crash): nil otherwise.
+    public var lastTestCrash: Bool?
     public var lastReportID: String?
     public var lastEnded: String?
     public var disabled: Bool = false
@@ -70,6 +72,7 @@ public struct ProgramRuns: Codable, Sendable, Equatable {
         case lastEndedAbnormally = "last_ended_abnormally"
         case lastMemoryPressure = "last_memory_pressure"
         case lastOOMKilled = "last_oom_killed"
+        case lastTestCrash = "last_test_crash"
         case lastReportID = "last_report_id"
         case lastEnded = "last_ended"
         case disabled
@@ -306,6 +309,7 @@ public struct RunHistory: Sendable {
             record.lastEndedAbnormally = nil
             record.lastReportID = session.reportID
         }
+        record.lastTestCrash = session.status == .testCrash ? true : nil
         record.lastMemoryPressure = session.memory?.underPressure
         record.lastOOMKilled = session.memory.map { $0.oomKilled == true }
         record.lastEnded = Event.timestamp()

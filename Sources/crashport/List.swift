@@ -13,7 +13,9 @@ import Upload
 func describeLastRun(_ runs: ProgramRuns) -> String {
     var text = "ended without a crash"
     if runs.lastCrashed {
-        text = (runs.lastEndedAbnormally == true ? "ended abnormally" : "crashed")
+        text =
+            runs.lastTestCrash == true
+            ? "crashed on purpose (a test crash)" : (runs.lastEndedAbnormally == true ? "ended abnormally" : "crashed")
         if runs.lastCrashedDuringLaunch { text += " during launch" }
     }
     if runs.consecutiveLaunchCrashes > 0 {

@@ -74,6 +74,8 @@ final class TestCrashTests: XCTestCase {
         XCTAssertEqual(stats.status, .exited(0), stats.stderr)
         XCTAssertTrue(stats.stdout.contains("\(app)  -  1  0 (0)  0  0  100.0%  0\n"), stats.stdout)
         XCTAssertTrue(stats.stdout.contains("test crashes (not launches, not in crash-free): 1 of \(app)\n"), stats.stdout)
+        let listed = try crashport(["list", "--reports", reports, "--program", app])
+        XCTAssertTrue(listed.stdout.contains("crashed on purpose (a test crash)"), listed.stdout)
 
         let next = try TestSupport.crashportRun([app, "clean"], reports: reports, environment: Self.noUpload)
         XCTAssertEqual(lastRun(next.result), "last_run 0 crashed 1 during_launch 0 consecutive 0 report \(run.reportIDs[0])")
