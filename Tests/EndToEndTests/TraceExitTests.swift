@@ -173,20 +173,16 @@ final class TraceExitTests: XCTestCase {
         throw XCTSkip("no memory cgroup (v1 or v2) is mounted here: the OOM test cannot make one")
     }
 
-    func write(_ text: String, to path: String) throws {
-        try text.write(toFile: path, atomically: false, encoding: .utf8)
-    }
-
-    /// The OOM killer, inside a memory cgroup made here: cause oom-kill and the allocating frame.
-    func testOOMKillInAMemoryCgroupNamesTheAllocatingFrame() throws {
+    /// A memory cgroup of 64 MiB (no swap) made here, under the one the test runs in; the
+    /// caller removes it. Skips, saying why, where none can be made.
+    func makeMemoryCgroup(_ name: String) throws -> String {
         let parent = try memoryCgroup()
-        let cgroup = parent.path + "/crashport-oom-\(getpid())"
+        let cgroup = parent.path + "/crashport-\(name)-\(getpid())"
         do {
             try FileManager.default.createDirectory(atPath: cgroup, withIntermediateDirectories: false)
         } catch {
-            throw XCTSkip("a memory cgroup cannot be made under \(parent.path) (\(error)): the OOM test needs one")
+            throw XCTSkip("a memory cgroup cannot be made under \(parent.path) (\(error)): the test needs one")
         }
-        defer { rmdir(cgroup) }
         if parent.v2 {
             try write("64M", to: cgroup + "/memory.max")
             try? write("0", to: cgroup + "/memory.swap.max")
@@ -194,6 +190,17 @@ final class TraceExitTests: XCTestCase {
             try write("67108864", to: cgroup + "/memory.limit_in_bytes")
             try? write("67108864", to: cgroup + "/memory.memsw.limit_in_bytes")
         }
+        return cgroup
+    }
+
+    func write(_ text: String, to path: String) throws {
+        try text.write(toFile: path, atomically: false, encoding: .utf8)
+    }
+
+    /// The OOM killer, inside a memory cgroup made here: cause oom-kill and the allocating frame.
+    func testOOMKillInAMemoryCgroupNamesTheAllocatingFrame() throws {
+        let cgroup = try makeMemoryCgroup("oom")
+        defer { rmdir(cgroup) }
         let run = try TestSupport.crashportRun([try program(), "oom", cgroup], options: ["--trace-exit"], timeout: 120)
         XCTAssertEqual(run.result.status, .signaled(SIGKILL), run.result.stderr)
         XCTAssertEqual(run.reportIDs.count, 1, run.result.stderr)
@@ -214,15 +221,8 @@ final class TraceExitTests: XCTestCase {
     /// A crash in a memory cgroup near its limit: the report's `memory` section says the limit,
     /// the peak, the process's own peak, and that the memory was under pressure.
     func testMemoryNearTheLimitIsInTheReport() throws {
-        let parent = try memoryCgroup()
-        let cgroup = parent.path + "/crashport-pressure-\(getpid())"
-        do {
-            try FileManager.default.createDirectory(atPath: cgroup, withIntermediateDirectories: false)
-        } catch {
-            throw XCTSkip("a memory cgroup cannot be made under \(parent.path) (\(error)): the test needs one")
-        }
+        let cgroup = try makeMemoryCgroup("pressure")
         defer { rmdir(cgroup) }
-        try write(parent.v2 ? "64M" : "67108864", to: cgroup + (parent.v2 ? "/memory.max" : "/memory.limit_in_bytes"))
         let run = try TestSupport.crashportRun([try program(), "pressure", cgroup], timeout: 120)
         XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
         XCTAssertEqual(run.reportIDs.count, 1, run.result.stderr)

@@ -92,7 +92,8 @@ __attribute__((noinline)) static void fill_ledger(void)
     }
 }
 
-static void oom_mode(const char *cgroup)
+/* Moves this process into the cgroup (a no-op when it is already there). */
+static void join_cgroup(const char *cgroup)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/cgroup.procs", cgroup);
@@ -101,6 +102,11 @@ static void oom_mode(const char *cgroup)
         perror(path);
         exit(93);
     }
+}
+
+static void oom_mode(const char *cgroup)
+{
+    join_cgroup(cgroup);
     fill_ledger();
 }
 
@@ -127,13 +133,7 @@ static unsigned long long cgroup_number(const char *cgroup, const char *v2, cons
  * with TRACE_PRESSURE_EXIT set exits 0: a run whose memory was under pressure. */
 __attribute__((noinline)) static void tally_under_pressure(const char *cgroup)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/cgroup.procs", cgroup);
-    FILE *procs = fopen(path, "w");
-    if (procs == NULL || fprintf(procs, "%d\n", (int)getpid()) < 0 || fclose(procs) != 0) {
-        perror(path);
-        exit(93);
-    }
+    join_cgroup(cgroup);
     unsigned long long limit = cgroup_number(cgroup, "memory.max", "memory.limit_in_bytes");
     for (int i = 0; i < 4096 && limit > 0; i++) {
         if (cgroup_number(cgroup, "memory.current", "memory.usage_in_bytes") >= limit / 10 * 9) break;
