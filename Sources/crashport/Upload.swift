@@ -21,6 +21,11 @@ struct Upload: ParsableCommand {
 
             What crashport consent says holds: never sends nothing, ask sends only what crashport send decided. Runs \
             by hand or from a timer (crashport-upload.timer).
+
+            --after-send (or CRASHPORT_AFTER_SEND, or after_send in crashport.toml) is told what came of each \
+            attempt, after it is recorded: PROGRAM ID DESTINATION RESULT DETAIL, where RESULT is sent (DETAIL: the \
+            server's id), retrying or failed (DETAIL: the reason), and the same as one JSON object on stdin. It is \
+            killed after 10 s; its output, stdout and stderr, is shown up to 4 KiB; how it ends changes nothing.
             """)
 
     @OptionGroup var reportsOption: ReportsOption
