@@ -464,6 +464,7 @@ final class UploadTests: XCTestCase {
         let broken = Self.directory + "/broken-\(UUID().uuidString.prefix(6)).toml"
         try "[upload]\nurl = 7\n".write(toFile: broken, atomically: true, encoding: .utf8)
         let refused = try TestSupport.run([TestSupport.crashport, "upload", "--reports", reports, "--config", broken])
+        XCTAssertEqual(refused.status, .exited(1), refused.stderr)
         XCTAssertTrue(refused.stderr.contains("\(broken): upload.url must be a string or a list of strings"), refused.stderr)
     }
 
@@ -662,6 +663,7 @@ final class UploadTests: XCTestCase {
         let (refusedReports, refusedID) = try crashed()
         let refusing = try Collector(answers: [["status": 400, "body": "Discarded=bad_request"]], directory: Self.directory)
         let refused = try upload(refusedReports, refusing.url, ["--after-send", hook])
+        XCTAssertEqual(refused.status, .exited(1), refused.stderr)
         XCTAssertEqual(
             try told().arguments.last, "\(refusedID)|\(refusing.url)|failed|HTTP 400: Discarded=bad_request: not retried|")
         let failure = try told().objects.last ?? [:]
@@ -681,6 +683,36 @@ final class UploadTests: XCTestCase {
         XCTAssertNotNil(transient["next_attempt"] as? String, "\(transient)")
         XCTAssertTrue(try told().arguments.last?.hasPrefix("\(unheardID)|\(nobody)|retrying|") == true)
         XCTAssertEqual(try state(unheardReports, unheardID)["status"] as? String, "pending")
+    }
+
+    /// crashport upload's exit status: 0 when everything due was sent, or is to be retried; 1
+    /// when a report failed for good in this pass (a 413 here), even beside one sent to another
+    /// destination; 0 again in the next pass, which has nothing new to lose.
+    func testUploadExitsOneWhenAReportIsLost() throws {
+        let (reports, _) = try crashed()
+        let collector = try Collector(answers: [["status": 200, "body": "CrashID=bp-fine\n"]], directory: Self.directory)
+        let fine = try upload(reports, collector.url)
+        XCTAssertEqual(fine.status, .exited(0), fine.stderr)
+
+        let (others, other) = try crashed()
+        let refusing = try Collector(answers: [["status": 413, "body": "Discarded=too_large"]], directory: Self.directory)
+        let both = Self.directory + "/both-\(UUID().uuidString.prefix(6)).toml"
+        try "[upload]\nurl = [\"\(collector.url)\", \"\(refusing.url)\"]\n".write(toFile: both, atomically: true, encoding: .utf8)
+        let mixed = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", others, "--config", both],
+            environment: ["CRASHPORT_UPLOAD_URL": "", "CRASHPORT_SENTRY_DSN": ""])
+        XCTAssertEqual(mixed.status, .exited(1), mixed.stderr)
+        XCTAssertTrue(mixed.stderr.contains("1 sent, 0 to retry, 1 failed"), mixed.stderr)
+        let recorded = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: others + "/" + other + "/upload.json")))
+        let destinations = (recorded as? [String: Any])?["destinations"] as? [String: [String: Any]] ?? [:]
+        XCTAssertEqual(destinations["crashpad " + collector.url]?["status"] as? String, "sent", "\(destinations)")
+        XCTAssertEqual(destinations["crashpad " + refusing.url]?["status"] as? String, "failed", "\(destinations)")
+        let again = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", others, "--config", both, "--now"],
+            environment: ["CRASHPORT_UPLOAD_URL": "", "CRASHPORT_SENTRY_DSN": ""])
+        XCTAssertEqual(again.status, .exited(0), again.stderr)
+        XCTAssertTrue(again.stderr.contains("2 done before"), again.stderr)
     }
 
     /// The sidecar with a destination configured starts an upload after a client's report,
