@@ -11,6 +11,7 @@
 //     send_pii = false
 //     sentry_minidump = false      # Sentry's minidump endpoint instead of envelopes
 //     before_send = "/usr/local/bin/scrub-report"
+//     after_send = "/usr/local/bin/report-delivered"   # told what came of each attempt
 //
 // Where: --config FILE, else CRASHPORT_CONFIG, else $XDG_CONFIG_HOME/crashport/crashport.toml
 // (~/.config/…) for a user and /etc/crashport/crashport.toml for root; a missing default file is
@@ -31,6 +32,7 @@ public struct UploadConfiguration: Equatable, Sendable {
     public var timeoutMilliseconds: Int?
     public var sendPII: Bool?
     public var beforeSend: String?
+    public var afterSend: String?
     /// Send to Sentry's minidump endpoint instead of its envelopes.
     public var sentryMinidump: Bool?
     /// The file it came from, nil when none was read.
@@ -101,6 +103,7 @@ public struct UploadConfiguration: Equatable, Sendable {
             case "environment": configuration.environment = try string(key)
             case "ca_file": configuration.caFile = try string(key)
             case "before_send": configuration.beforeSend = try string(key)
+            case "after_send": configuration.afterSend = try string(key)
             case "timeout_ms":
                 guard let milliseconds = settings[key] as? Int, milliseconds > 0 else { throw bad(key, "a positive integer") }
                 configuration.timeoutMilliseconds = milliseconds
@@ -109,7 +112,7 @@ public struct UploadConfiguration: Equatable, Sendable {
                 if key == "send_pii" { configuration.sendPII = flag } else { configuration.sentryMinidump = flag }
             default:
                 throw UploadError(
-                    "\(file): unknown key upload.\(key) (known: sentry_dsn, sentry_minidump, url, environment, ca_file, timeout_ms, send_pii, before_send)"
+                    "\(file): unknown key upload.\(key) (known: sentry_dsn, sentry_minidump, url, environment, ca_file, timeout_ms, send_pii, before_send, after_send)"
                 )
             }
         }

@@ -1,7 +1,7 @@
 // UploadFlags: what a command line says about an upload (`crashport upload`, `crashport send`),
 // and the one place it is resolved into an Uploader: each setting from the flags first, then the
 // environment (CRASHPORT_SENTRY_DSN, CRASHPORT_UPLOAD_URL, CRASHPORT_ENVIRONMENT,
-// CRASHPORT_BEFORE_SEND, CRASHPORT_CONFIG), then crashport.toml (UploadConfiguration). The
+// CRASHPORT_BEFORE_SEND, CRASHPORT_AFTER_SEND, CRASHPORT_CONFIG), then crashport.toml (UploadConfiguration). The
 // command line parses and calls; the precedence and the checks are upload's.
 
 import FoundationEssentials
@@ -25,6 +25,8 @@ public struct UploadFlags: Sendable, Equatable {
     public var sendPII = false
     /// --before-send: an executable that sees each request's JSON first.
     public var beforeSend: String?
+    /// --after-send: an executable told what came of each attempt.
+    public var afterSend: String?
     /// --sentry-minidump: Sentry's minidump endpoint instead of envelopes.
     public var sentryMinidump = false
     /// --config: the crashport.toml to read.
@@ -32,7 +34,8 @@ public struct UploadFlags: Sendable, Equatable {
 
     public init(
         url: String? = nil, sentryDSN: String? = nil, caFile: String? = nil, timeoutMilliseconds: Int? = nil,
-        sendPII: Bool = false, beforeSend: String? = nil, sentryMinidump: Bool = false, config: String? = nil
+        sendPII: Bool = false, beforeSend: String? = nil, afterSend: String? = nil, sentryMinidump: Bool = false,
+        config: String? = nil
     ) {
         self.url = url
         self.sentryDSN = sentryDSN
@@ -40,6 +43,7 @@ public struct UploadFlags: Sendable, Equatable {
         self.timeoutMilliseconds = timeoutMilliseconds
         self.sendPII = sendPII
         self.beforeSend = beforeSend
+        self.afterSend = afterSend
         self.sentryMinidump = sentryMinidump
         self.config = config
     }
@@ -108,6 +112,12 @@ extension Uploader {
                 throw UploadFlagsError(.usage, "--before-send \(hook) is not an executable file")
             }
             uploader.beforeSend = hook
+        }
+        if let hook = given(flags.afterSend, "CRASHPORT_AFTER_SEND", file.afterSend) {
+            guard FileManager.default.isExecutableFile(atPath: hook) else {
+                throw UploadFlagsError(.usage, "--after-send \(hook) is not an executable file")
+            }
+            uploader.afterSend = AfterSend(program: hook)
         }
         if let timeoutMilliseconds = flags.timeoutMilliseconds {
             guard timeoutMilliseconds > 0 else { throw UploadFlagsError(.usage, "--timeout-ms must be positive") }

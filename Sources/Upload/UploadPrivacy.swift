@@ -12,7 +12,6 @@
 // form fields get `~/` for `/home/NAME/`.
 
 import FoundationEssentials
-import LiveProcess
 import ReportModel
 
 #if canImport(Glibc)
@@ -173,129 +172,28 @@ public enum UploadPrivacy {
     /// prints a JSON object; nil with why when it drops the report (non-zero exit), fails, or
     /// takes longer than `timeout` seconds (then it is killed).
     public static func beforeSend(_ program: String, json: Data, timeout: Double = 10) -> Result<Data, UploadError> {
-        let input: (read: Int32, write: Int32)
-        let output: (read: Int32, write: Int32)
-        do {
-            input = try ChildProcess.pipe()
-        } catch {
-            return .failure(UploadError("before_send: pipe: \(error.reason)"))
+        switch ChildProcess.hook(program, input: Array(json), seconds: timeout) {
+        case .cannotRun(let why):
+            return .failure(UploadError("before_send \(program) cannot be run: \(why)"))
+        case .timedOut:
+            return .failure(UploadError("before_send \(program) took longer than \(seconds(timeout)) s; not sent"))
+        case .finished(let exit, let answer, _):
+            switch exit {
+            case .exited(0): break
+            case .exited(let code): return .failure(UploadError("dropped by before_send \(program) (it exited \(code))"))
+            case .signaled(let signal):
+                return .failure(UploadError("dropped by before_send \(program) (it exited \(128 + signal))"))
+            case nil: return .failure(UploadError("dropped by before_send \(program)"))
+            }
+            guard JSONObject.parseObject(answer) != nil else {
+                return .failure(UploadError("before_send \(program) did not answer with a JSON object; not sent"))
+            }
+            return .success(Data(answer))
         }
-        do {
-            output = try ChildProcess.pipe()
-        } catch {
-            close(input.read)
-            close(input.write)
-            return .failure(UploadError("before_send: pipe: \(error.reason)"))
-        }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, input.read, STDIN_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, output.write, STDOUT_FILENO)
-        // The hook starts with no signal blocked and SIGPIPE at its default, whatever this
-        // process set for itself.
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        var pipeSignal = sigset_t()
-        sigemptyset(&pipeSignal)
-        sigaddset(&pipeSignal, SIGPIPE)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &pipeSignal)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(program), nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let spawned = argv.withUnsafeBufferPointer {
-            posix_spawn(&pid, program, &actions, &attributes, $0.baseAddress!, environ)
-        }
-        close(input.read)
-        close(output.write)
-        guard spawned == 0 else {
-            close(input.write)
-            close(output.read)
-            return .failure(UploadError("before_send \(program) cannot be run: \(String(cString: strerror(spawned)))"))
-        }
-        // Written and read in one poll loop: a hook that answers before reading all of its input
-        // must not deadlock us on a full pipe. A hook past its time is killed.
-        let answer = exchange(Array(json), writingTo: input.write, readingFrom: output.read, seconds: timeout)
-        close(output.read)
-        if answer == nil { kill(pid, SIGKILL) }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        guard let answer else {
-            return .failure(
-                UploadError(
-                    "before_send \(program) took longer than \(timeout == timeout.rounded() ? String(Int(timeout)) : String(timeout)) s; not sent"
-                ))
-        }
-        switch ProcessExit(waitStatus: status) {
-        case .exited(0): break
-        case .exited(let code): return .failure(UploadError("dropped by before_send \(program) (it exited \(code))"))
-        case .signaled(let signal): return .failure(UploadError("dropped by before_send \(program) (it exited \(128 + signal))"))
-        case nil: return .failure(UploadError("dropped by before_send \(program) (it exited \(128 + status & 0x7f))"))
-        }
-        guard JSONObject.parseObject(answer) != nil else {
-            return .failure(UploadError("before_send \(program) did not answer with a JSON object; not sent"))
-        }
-        return .success(Data(answer))
     }
 
-    /// Writes `bytes` to `writer` (closed when written, or when the reader stops taking them) while
-    /// reading `reader` to its end; what was read, or nil when `seconds` passed first. SIGPIPE is
-    /// held back on this thread meanwhile, and one it raised is taken before it is let through.
-    static func exchange(_ bytes: [UInt8], writingTo writer: Int32, readingFrom reader: Int32, seconds: Double) -> [UInt8]? {
-        var pipeSignal = sigset_t()
-        sigemptyset(&pipeSignal)
-        sigaddset(&pipeSignal, SIGPIPE)
-        var previous = sigset_t()
-        pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous)
-        defer {
-            var none = timespec()
-            while sigtimedwait(&pipeSignal, nil, &none) == SIGPIPE {}
-            pthread_sigmask(SIG_SETMASK, &previous, nil)
-        }
-        _ = fcntl(writer, F_SETFL, fcntl(writer, F_GETFL) | O_NONBLOCK)
-        var writing: Int32? = writer
-        var written = 0
-        if bytes.isEmpty {
-            close(writer)
-            writing = nil
-        }
-        var answer: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        let deadline = monotonicNanoseconds() + UInt64(max(0, seconds) * 1e9)
-        while true {
-            let now = monotonicNanoseconds()
-            guard now < deadline else {
-                if let writing { close(writing) }
-                return nil
-            }
-            var fds = [pollfd(fd: reader, events: Int16(POLLIN), revents: 0)]
-            if let writing { fds.append(pollfd(fd: writing, events: Int16(POLLOUT), revents: 0)) }
-            let ready = poll(&fds, nfds_t(fds.count), Int32(min((deadline - now) / 1_000_000 + 1, 1000) as UInt64))
-            if ready < 0 && errno != EINTR {
-                if let writing { close(writing) }
-                return nil
-            }
-            if let fd = writing, fds.count > 1, fds[1].revents != 0 {
-                let count = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-                if count > 0 { written += count }
-                if written == bytes.count || (count < 0 && errno != EAGAIN && errno != EINTR) {
-                    close(fd)
-                    writing = nil
-                }
-            }
-            if fds[0].revents != 0 {
-                let count = chunk.withUnsafeMutableBytes { read(reader, $0.baseAddress, $0.count) }
-                if count == 0 || (count < 0 && errno != EINTR && errno != EAGAIN) {
-                    if let writing { close(writing) }
-                    return answer
-                }
-                if count > 0 { answer += chunk[..<count] }
-            }
-        }
+    /// A hook's time as said: `10`, `0.3`.
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
     }
 }

@@ -29,6 +29,8 @@ public struct Uploader {
     public var sendPII = false
     /// An executable that sees each request's JSON first and may edit or drop it.
     public var beforeSend: String?
+    /// An executable told what came of each attempt (AfterSend.swift).
+    public var afterSend: AfterSend?
     public var say: (String) -> Void = { print($0) }
     public var clock: () -> Date = Date.init
 
@@ -147,7 +149,7 @@ public struct Uploader {
 
     /// One report to one destination, unless it is done there or not due yet: sent (with
     /// --dry-run, only said), or failed for good when too old or unsendable; its upload state
-    /// written back and the outcome said.
+    /// written back, the outcome said, and then the after_send hook told.
     func deliver(
         _ id: String, to destination: UploadDestination, directory: String, state: inout UploadState, event: Event,
         sessions: [String: SessionRecord], outcome: inout Outcome
@@ -190,6 +192,11 @@ public struct Uploader {
             say("\(id): \(error)")
         }
         tell(id, entry: entry, destination: destination, outcome: &outcome)
+        if let afterSend, !dryRun {
+            let notice = AfterSend.Notice(
+                reportID: id, report: directory, title: event.title, destination: destination, entry: entry)
+            afterSend.run(notice).forEach(say)
+        }
     }
 
     /// Says where a report stands with one destination after an attempt, and counts it.

@@ -23,7 +23,7 @@ struct Crashport: ParsableCommand {
               0      success (list and stats with nothing to show included)
               1      not found or unreadable: show's report (no such id, a prefix of
                      several), symbolicate's FILE or --debug-dir; doctor found a problem;
-                     watch could not serve
+                     watch could not serve; upload lost a report (failed for good)
               64     usage error: an unknown option, a missing or malformed argument
               125    run: crashport failed before the program started
               126    run: the program is not executable
@@ -63,7 +63,7 @@ let crashportVersion = "0.13.0"
 /// The exit statuses every command uses (docs/using.md "Exit status", and `crashport --help`).
 enum ExitStatus {
     /// What was asked for was not found or could not be read (a report, a FILE, a --debug-dir),
-    /// doctor found a problem, watch could not serve.
+    /// doctor found a problem, watch could not serve, upload lost a report.
     static let failure: Int32 = 1
     /// A bad option or argument: also ArgumentParser's own status for its errors (EX_USAGE).
     static let usage: Int32 = 64

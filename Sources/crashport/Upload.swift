@@ -21,6 +21,15 @@ struct Upload: ParsableCommand {
 
             What crashport consent says holds: never sends nothing, ask sends only what crashport send decided. Runs \
             by hand or from a timer (crashport-upload.timer).
+
+            --after-send (or CRASHPORT_AFTER_SEND, or after_send in crashport.toml) is told what came of each \
+            attempt, after it is recorded: PROGRAM ID DESTINATION RESULT DETAIL, where RESULT is sent (DETAIL: the \
+            server's id), retrying or failed (DETAIL: the reason), and the same as one JSON object on stdin. It is \
+            killed after 10 s; its output, stdout and stderr, is shown up to 4 KiB; how it ends changes nothing.
+
+            Exit status: 0 when nothing failed for good in this pass (reports to retry later included); 1 when a \
+            report failed for good (a 4xx, a redirect, attempts spent, too old, dropped by --before-send) or its \
+            upload.json or event.json could not be read: the summary's failed count is not 0; 64 for a usage error.
             """)
 
     @OptionGroup var reportsOption: ReportsOption
@@ -43,5 +52,7 @@ struct Upload: ParsableCommand {
         uploader.dryRun = dryRun
         let outcome = uploader.run()
         if !dryRun { StandardError.write(UploadOptions.summary(outcome)) }
+        // A report lost in this pass is the script's to know; one to retry is not lost yet.
+        if outcome.failed > 0 { throw ExitCode(ExitStatus.failure) }
     }
 }

@@ -30,6 +30,13 @@ struct UploadOptions: ParsableArguments {
             valueName: "PROGRAM"))
     var beforeSend: String?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "An executable run after each attempt to send a report, given its id, the destination, the result (sent, retrying or failed) and the server's id or the reason as arguments, and all of it as JSON on stdin; what it does changes nothing (default: $CRASHPORT_AFTER_SEND).",
+            valueName: "PROGRAM"))
+    var afterSend: String?
+
     @Flag(name: .long, help: "Send to Sentry's minidump endpoint (Crashpad's multipart) instead of envelopes.")
     var sentryMinidump = false
 
@@ -44,7 +51,7 @@ struct UploadOptions: ParsableArguments {
     var flags: UploadFlags {
         UploadFlags(
             url: url, sentryDSN: sentryDsn, caFile: caFile, timeoutMilliseconds: timeoutMs, sendPII: sendPii,
-            beforeSend: beforeSend, sentryMinidump: sentryMinidump, config: config)
+            beforeSend: beforeSend, afterSend: afterSend, sentryMinidump: sentryMinidump, config: config)
     }
 
     /// The uploader these options describe (Uploader.resolving: flags, then the environment, then

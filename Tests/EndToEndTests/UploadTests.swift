@@ -611,6 +611,110 @@ final class UploadTests: XCTestCase {
         XCTAssertTrue(collector.requests.isEmpty)
     }
 
+    /// An after_send hook (a real script, which writes what it got to files and then exits 5) is
+    /// told of each attempt once its state is recorded: a report sent, with the collector's id;
+    /// one the collector refused for good (a 400); one nobody was listening for (to be retried).
+    /// Its output is in the upload's; its exit changes neither the state nor the exit status.
+    func testAfterSendIsToldOfEachAttempt() throws {
+        let directory = Self.directory + "/after-send-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let hook = directory + "/told.sh"
+        try """
+        #!/bin/sh
+        printf '%s|' "$@" >> \(directory)/arguments
+        echo >> \(directory)/arguments
+        cat >> \(directory)/stdin
+        echo >> \(directory)/stdin
+        echo "told of $3"
+        exit 5
+        """.write(toFile: hook, atomically: true, encoding: .utf8)
+        chmod(hook, 0o755)
+        func told() throws -> (arguments: [String], objects: [[String: Any]]) {
+            let arguments = try String(contentsOfFile: directory + "/arguments", encoding: .utf8)
+            let stdin = try String(contentsOfFile: directory + "/stdin", encoding: .utf8)
+            return (
+                arguments.split(separator: "\n").map(String.init),
+                try stdin.split(separator: "\n").map {
+                    try XCTUnwrap(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+                }
+            )
+        }
+
+        let (reports, id) = try crashed()
+        let collector = try Collector(answers: [["status": 200, "body": "CrashID=bp-told\n"]], directory: Self.directory)
+        let sent = try upload(reports, collector.url, ["--after-send", hook])
+        XCTAssertEqual(sent.status, .exited(0), "the hook's exit 5 changes nothing: \(sent.stderr)")
+        XCTAssertTrue(
+            sent.stdout.contains("\(id): sent to \(collector.url) (bp-told)\n\(id): after_send: told of sent\n"), sent.stdout)
+        XCTAssertTrue(sent.stdout.contains("\(id): after_send \(hook) exited 5"), sent.stdout)
+        XCTAssertEqual(try told().arguments, ["\(id)|\(collector.url)|sent|bp-told|"])
+        let success = try told().objects.last ?? [:]
+        XCTAssertEqual(success["report_id"] as? String, id)
+        XCTAssertEqual(success["report"] as? String, reports + "/" + id)
+        XCTAssertEqual(success["result"] as? String, "sent")
+        XCTAssertEqual(success["server_id"] as? String, "bp-told")
+        XCTAssertEqual(success["destination"] as? String, collector.url)
+        XCTAssertEqual(success["attempts"] as? Int, 1)
+        XCTAssertEqual(try state(reports, id)["status"] as? String, "sent")
+        // Nothing is attempted in the next pass, so the hook is not run.
+        _ = try upload(reports, collector.url, ["--after-send", hook, "--now"])
+        XCTAssertEqual(try told().arguments.count, 1)
+
+        let (refusedReports, refusedID) = try crashed()
+        let refusing = try Collector(answers: [["status": 400, "body": "Discarded=bad_request"]], directory: Self.directory)
+        let refused = try upload(refusedReports, refusing.url, ["--after-send", hook])
+        XCTAssertEqual(refused.status, .exited(1), refused.stderr)
+        XCTAssertEqual(
+            try told().arguments.last, "\(refusedID)|\(refusing.url)|failed|HTTP 400: Discarded=bad_request: not retried|")
+        let failure = try told().objects.last ?? [:]
+        XCTAssertEqual(failure["result"] as? String, "failed")
+        XCTAssertEqual(failure["error"] as? String, "HTTP 400: Discarded=bad_request: not retried")
+        XCTAssertNil(failure["server_id"])
+        XCTAssertEqual(try state(refusedReports, refusedID)["status"] as? String, "failed")
+
+        let (unheardReports, unheardID) = try crashed()
+        let nobody = "http://127.0.0.1:\(TestSupport.closedPort())/submit"
+        let unheard = try upload(unheardReports, nobody, ["--after-send", hook, "--timeout-ms", "5000"])
+        XCTAssertEqual(unheard.status, .exited(0), "to be retried: nothing is lost yet: \(unheard.stderr)")
+        let transient = try told().objects.last ?? [:]
+        XCTAssertEqual(transient["report_id"] as? String, unheardID)
+        XCTAssertEqual(transient["result"] as? String, "retrying")
+        XCTAssertTrue((transient["error"] as? String ?? "").lowercased().contains("connect"), "\(transient)")
+        XCTAssertNotNil(transient["next_attempt"] as? String, "\(transient)")
+        XCTAssertTrue(try told().arguments.last?.hasPrefix("\(unheardID)|\(nobody)|retrying|") == true)
+        XCTAssertEqual(try state(unheardReports, unheardID)["status"] as? String, "pending")
+    }
+
+    /// crashport upload's exit status: 0 when everything due was sent, or is to be retried; 1
+    /// when a report failed for good in this pass (a 413 here), even beside one sent to another
+    /// destination; 0 again in the next pass, which has nothing new to lose.
+    func testUploadExitsOneWhenAReportIsLost() throws {
+        let (reports, _) = try crashed()
+        let collector = try Collector(answers: [["status": 200, "body": "CrashID=bp-fine\n"]], directory: Self.directory)
+        let fine = try upload(reports, collector.url)
+        XCTAssertEqual(fine.status, .exited(0), fine.stderr)
+
+        let (others, other) = try crashed()
+        let refusing = try Collector(answers: [["status": 413, "body": "Discarded=too_large"]], directory: Self.directory)
+        let both = Self.directory + "/both-\(UUID().uuidString.prefix(6)).toml"
+        try "[upload]\nurl = [\"\(collector.url)\", \"\(refusing.url)\"]\n".write(toFile: both, atomically: true, encoding: .utf8)
+        let mixed = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", others, "--config", both],
+            environment: ["CRASHPORT_UPLOAD_URL": "", "CRASHPORT_SENTRY_DSN": ""])
+        XCTAssertEqual(mixed.status, .exited(1), mixed.stderr)
+        XCTAssertTrue(mixed.stderr.contains("1 sent, 0 to retry, 1 failed"), mixed.stderr)
+        let recorded = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: others + "/" + other + "/upload.json")))
+        let destinations = (recorded as? [String: Any])?["destinations"] as? [String: [String: Any]] ?? [:]
+        XCTAssertEqual(destinations["crashpad " + collector.url]?["status"] as? String, "sent", "\(destinations)")
+        XCTAssertEqual(destinations["crashpad " + refusing.url]?["status"] as? String, "failed", "\(destinations)")
+        let again = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", others, "--config", both, "--now"],
+            environment: ["CRASHPORT_UPLOAD_URL": "", "CRASHPORT_SENTRY_DSN": ""])
+        XCTAssertEqual(again.status, .exited(0), again.stderr)
+        XCTAssertTrue(again.stderr.contains("2 done before"), again.stderr)
+    }
+
     /// The sidecar with a destination configured starts an upload after a client's report,
     /// as the report's owner: the crash arrives at the collector without anyone running upload.
     func testSidecarUploadsAfterAReport() throws {

@@ -79,5 +79,26 @@ final class UploadFlagsTests: XCTestCase {
         XCTAssertEqual(
             kind(UploadFlags(url: collector), ["HOME": "/nonexistent", "CRASHPORT_BEFORE_SEND": "/nonexistent/hook"]),
             UploadFlagsError(.usage, "--before-send /nonexistent/hook is not an executable file"))
+        XCTAssertEqual(
+            kind(UploadFlags(url: collector), ["HOME": "/nonexistent", "CRASHPORT_AFTER_SEND": "/nonexistent/told"]),
+            UploadFlagsError(.usage, "--after-send /nonexistent/told is not an executable file"))
+    }
+
+    /// after_send: the flag first, then CRASHPORT_AFTER_SEND, then crashport.toml's after_send.
+    func testTheAfterSendHookIsFoundLikeTheOthers() throws {
+        let home = TestSupport.temporaryDirectory("upload-flags")
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let config = home + "/crashport.toml"
+        try "[upload]\nurl = \"\(collector)\"\nafter_send = \"/bin/true\"\n".write(
+            toFile: config, atomically: true, encoding: .utf8)
+        XCTAssertEqual(try resolve(UploadFlags(config: config), ["HOME": home])?.afterSend?.program, "/bin/true")
+        XCTAssertEqual(
+            try resolve(UploadFlags(config: config), ["HOME": home, "CRASHPORT_AFTER_SEND": "/bin/false"])?.afterSend?
+                .program, "/bin/false")
+        XCTAssertEqual(
+            try resolve(
+                UploadFlags(afterSend: "/bin/cat", config: config), ["HOME": home, "CRASHPORT_AFTER_SEND": "/bin/false"])?
+                .afterSend?.program, "/bin/cat")
+        XCTAssertNil(try resolve(UploadFlags(url: collector), ["HOME": home])?.afterSend)
     }
 }

@@ -187,6 +187,7 @@ final class UploadConfigurationTests: XCTestCase {
             timeout_ms = 5000
             send_pii = true
             before_send = "/usr/local/bin/scrub"
+            after_send = "/usr/local/bin/tell"
             """
         let configuration = try UploadConfiguration.parse(text, file: "c.toml")
         XCTAssertEqual(configuration.sentryDSNs, ["https://a@o1.example/1", "https://b@o2.example/2"])
@@ -196,6 +197,7 @@ final class UploadConfigurationTests: XCTestCase {
         XCTAssertEqual(configuration.timeoutMilliseconds, 5000)
         XCTAssertEqual(configuration.sendPII, true)
         XCTAssertEqual(configuration.beforeSend, "/usr/local/bin/scrub")
+        XCTAssertEqual(configuration.afterSend, "/usr/local/bin/tell")
         XCTAssertEqual(try UploadConfiguration.parse("", file: "empty.toml"), UploadConfiguration())
     }
 
@@ -206,6 +208,7 @@ final class UploadConfigurationTests: XCTestCase {
             ("[uploads]\nurl = \"x\"\n", "c.toml: unknown table or key 'uploads'"),
             ("[upload]\ntimeout_ms = -1\n", "c.toml: upload.timeout_ms must be a positive integer"),
             ("[upload]\nsend_pii = \"yes\"\n", "c.toml: upload.send_pii must be true or false"),
+            ("[upload]\nafter_send = [\"/bin/true\"]\n", "c.toml: upload.after_send must be a string"),
             ("[upload]\nurl = \"unterminated\n", "c.toml:2: not TOML"),
             ("upload = 3\n", "c.toml: upload must be a table"),
         ] {
