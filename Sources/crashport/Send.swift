@@ -10,7 +10,8 @@ struct Send: ParsableCommand {
         abstract: "Allow reports held by crashport consent ask to be sent, and send them now.",
         discussion: """
             Records the decision beside each report; with a destination (as for crashport upload), sends them at \
-            once, else the next crashport upload does.
+            once, else the next crashport upload does. Exits 1, as crashport upload does, when a report failed for \
+            good in that pass.
             """)
 
     @OptionGroup var reportsOption: ReportsOption
@@ -31,5 +32,6 @@ struct Send: ParsableCommand {
         uploader.now = true
         let outcome = uploader.run()
         StandardError.write(UploadOptions.summary(outcome))
+        if outcome.failed > 0 { throw ExitCode(ExitStatus.failure) }
     }
 }
