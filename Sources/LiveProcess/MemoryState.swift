@@ -14,7 +14,12 @@ public enum MemoryState {
 
     /// The memory cgroup of `pid`, nil when there is none.
     public static func cgroup(of pid: ProcessID) -> Cgroup? {
-        guard let file = OOMCounters.counterFile(of: pid), let slash = file.lastIndex(of: "/") else { return nil }
+        OOMCounters.counterFile(of: pid).flatMap(cgroup(ofCounterFile:))
+    }
+
+    /// The memory cgroup whose OOM-kill counter is `file` (OOMCounters.counterFile).
+    public static func cgroup(ofCounterFile file: String) -> Cgroup? {
+        guard let slash = file.lastIndex(of: "/") else { return nil }
         return Cgroup(directory: String(file[..<slash]), v2: file.hasSuffix("/memory.events"))
     }
 
@@ -36,12 +41,8 @@ public enum MemoryState {
                 record.limit = number("memory.max")  // "max" does not parse: unlimited
                 record.usage = number("memory.current")
                 record.peak = number("memory.peak")
-                for name in ["oom_kill", "oom", "max", "high"] {
-                    if let text = ProcFiles.readText(directory + "/memory.events"),
-                        let value = OOMCounters.counter(named: name, in: text)
-                    {
-                        events[name] = value
-                    }
+                if let text = ProcFiles.readText(directory + "/memory.events") {
+                    for name in ["oom_kill", "oom", "max", "high"] { events[name] = OOMCounters.counter(named: name, in: text) }
                 }
                 record.pressure = ProcFiles.readText(directory + "/memory.pressure").flatMap {
                     PressureRecord(psi: $0, scope: "cgroup")

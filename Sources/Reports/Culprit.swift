@@ -127,13 +127,9 @@ public struct InAppRules: Sendable, Equatable {
     }
 
     static func isRuntimeSource(_ file: String, function: String?) -> Bool {
-        if runtimeSources.contains(where: { file.hasPrefix($0) })
-            || file.hasSuffix("<compiler-generated>")
-                && function?
-                    .hasPrefix("Swift") == true
-        {
-            return true
-        }
+        if runtimeSources.contains(where: { file.hasPrefix($0) }) { return true }
+        // A trap frame Swift's compiler made for its standard library.
+        if file.hasSuffix("<compiler-generated>"), function?.hasPrefix("Swift") == true { return true }
         // glibc's own sources, as its debug information names them ("./nptl/pthread_kill.c",
         // "../sysdeps/x86_64/multiarch/strlen-evex.S"), linked in statically or not.
         if file.hasPrefix("./") || file.hasPrefix("../") {

@@ -30,7 +30,8 @@ struct ChildOOMWatch {
         self.pid = pid
         start = OOMCounters.reading(of: pid)
         machineStart = OOMCounters.systemWide()
-        memoryCgroup = MemoryState.cgroup(of: pid)
+        // The counter's file names the cgroup: /proc/PID/cgroup is read once.
+        memoryCgroup = start.flatMap { MemoryState.cgroup(ofCounterFile: $0.file) }
         memoryStart = memoryCgroup.flatMap { MemoryState.record(cgroup: $0, status: nil) }
     }
 

@@ -308,9 +308,8 @@ final class TraceExitTests: XCTestCase {
         for function in ["post_entry", "audit_journal"] {
             let thread = hang.threads?.first { frames($0).contains(function) }
             let records = thread?.frames ?? []
-            // libc's lock: `___pthread_mutex_lock` in its DWARF, its public symbol `pthread_mutex_lock`.
             let lock = try XCTUnwrap(
-                records.firstIndex { $0.isNamed("pthread_mutex_lock") || $0.isNamed("__pthread_mutex_lock") },
+                records.firstIndex(where: \.isMutexLock),
                 "\(function): \(frames(thread))")
             let caller = try XCTUnwrap(records.firstIndex { $0.function == function })
             XCTAssertLessThan(lock, caller, "\(function): \(frames(thread))")

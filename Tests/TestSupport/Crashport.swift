@@ -83,6 +83,10 @@ extension FrameRecord {
     /// `abort` is `__GI_abort` where its debug file is found (its DWARF's name, gdb's too) and
     /// `abort` where it is not; the symbol is `abort` either way.
     public func isNamed(_ name: String) -> Bool { function == name || symbol == name }
+
+    /// libc's mutex lock: `___pthread_mutex_lock` in its DWARF, its public symbol
+    /// `pthread_mutex_lock` (or `__pthread_mutex_lock` where that alias is the one kept).
+    public var isMutexLock: Bool { isNamed("pthread_mutex_lock") || isNamed("__pthread_mutex_lock") }
 }
 
 extension Event {
