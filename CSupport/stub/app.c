@@ -444,6 +444,13 @@ static void cp_app_last_run_from_environment(void)
     cp_app_set_last_run(&run);
 }
 
+CP_HIDDEN const cp_last_run *cp_app_previous_run(void)
+{
+    return cp_previous_run_given && cp_previous_run.known ? &cp_previous_run : NULL;
+}
+
+CP_HIDDEN bool cp_app_is_installed(void) { return cp_app_installed; }
+
 __attribute__((visibility("default"))) int crashport_last_run(crashport_last_run_info *info)
 {
     if (info == NULL) return -EINVAL;
@@ -549,6 +556,7 @@ CP_HIDDEN void cp_app_install(void)
     const char *release = cp_install_getenv("CRASHPORT_RELEASE");
     if (release != NULL) (void)cp_app_copy(cp_app.release, sizeof cp_app.release, release);
     if (!cp_previous_run_given) cp_app_last_run_from_environment();
+    cp_launch_install();
     cp_app_installed = true;
     void *abort_message = dlsym(RTLD_DEFAULT, "__abort_msg");
     __atomic_store_n(&cp_app.abort_message_address, (uint64_t)(uintptr_t)abort_message, __ATOMIC_RELAXED);

@@ -302,6 +302,7 @@ static void cp_install_build_hello(cp_hello *hello)
     dl_iterate_phdr(cp_install_find_build_id, hello);
 
     /* What a sidecar is asked to do for this process (crashport run takes its flags). */
+    hello->wants = CP_WANTS_RUN_DETAIL;
     const char *trace = cp_install_getenv("CRASHPORT_TRACE_EXIT");
     if (trace != NULL && *trace != '\0' && strcmp(trace, "0") != 0) {
         hello->wants |= strcmp(trace, "codes") == 0 ? CP_WANTS_TRACE_EXIT_CODES : CP_WANTS_TRACE_EXIT;
@@ -384,9 +385,13 @@ static int cp_install_read_hello_reply(int fd, cp_hello_reply *reply, const char
             *why = "it closed the connection without answering HELLO";
             return -ECONNRESET;
         }
+        /* The whole reply, or (a sidecar from before run_detail) the part that ends at last_run:
+         * run_detail stays zero, which reads as not known. */
         const cp_hello_reply *r = &message.reply;
-        if ((size_t)received != sizeof *r || r->header.magic != CP_MAGIC ||
-            r->header.version != CP_VERSION || r->header.size != sizeof *r ||
+        bool whole = (size_t)received == sizeof *r && r->header.size == sizeof *r;
+        bool short_reply = (size_t)received == CP_HELLO_REPLY_SHORT_SIZE && r->header.size == CP_HELLO_REPLY_SHORT_SIZE;
+        if (short_reply) memset(&message.reply.run_detail, 0, sizeof message.reply.run_detail);
+        if (!(whole || short_reply) || r->header.magic != CP_MAGIC || r->header.version != CP_VERSION ||
             r->header.type != CP_MSG_HELLO_REPLY) {
             *why = "its answer to HELLO is not a HELLO_REPLY of this protocol version";
             return -EPROTO;
@@ -771,6 +776,7 @@ static void cp_install_sidecar(const crashport_options *options)
                 refused = true;
             } else {
                 cp_app_set_last_run(&reply.last_run);
+                if (reply.run_detail.kind != CP_RUN_UNKNOWN) cp_launch_set_detail(&reply.run_detail);
             }
         }
         if (error != 0 || refused) {

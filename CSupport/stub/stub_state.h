@@ -144,6 +144,15 @@ void cp_app_install(void) CP_HIDDEN;
 /** The previous run as the watcher knows it (a sidecar's HELLO_REPLY); applies its `disabled`. */
 void cp_app_set_last_run(const cp_last_run *run) CP_HIDDEN;
 
+/** The previous run, NULL when none is on record (app.c); whether crashport_install succeeded. */
+const cp_last_run *cp_app_previous_run(void) CP_HIDDEN;
+bool cp_app_is_installed(void) CP_HIDDEN;
+
+/** The previous run in full (launch.c): from a sidecar's HELLO_REPLY, or else, at install, from
+ *  CRASHPORT_LAST_RUN_DETAIL (cp_launch_install). */
+void cp_launch_set_detail(const cp_run_detail *detail) CP_HIDDEN;
+void cp_launch_install(void) CP_HIDDEN;
+
 /** Size of every alternate signal stack crashport creates (threads.c, install.c). */
 #define CP_ALTSTACK_BYTES (64u * 1024u)
 

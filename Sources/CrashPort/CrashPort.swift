@@ -68,25 +68,172 @@ public enum CrashPort {
         if result < 0 { throw Failure(code: -result) }
     }
 
-    /// The previous run of this program (same executable and build-id), as crashport keeps it.
+    /// The previous run of this program (same executable and build-id), as crashport keeps it
+    /// (crashport_last_run_detail). What the watcher did not know is nil.
     public struct LastRun: Sendable, Equatable {
+        /// How a run ended, the first that applies.
+        public enum Kind: Int32, Sendable {
+            /// It ended without a crash, a kill, a hang or a handled error.
+            case clean = 1
+            /// It crashed (a test crash too: `testCrash`).
+            case crash = 2
+            /// It was killed without crashing (SIGKILL, the OOM killer).
+            case termination = 3
+            /// It ended, not crashing, after a hang was reported.
+            case hang = 4
+            /// It ended, not crashing, having reported handled errors.
+            case errors = 5
+        }
+
+        /// It crashed or was killed.
         public var crashed: Bool
         public var crashedDuringLaunch: Bool
         /// Runs in a row that crashed during their launch (0 after a run that did not crash).
         public var consecutiveLaunchCrashes: Int
         /// The crash's report (`crashport show ID`), nil when it did not crash.
         public var reportID: String?
+        public var kind: Kind?
+        /// It ended abnormally: a crash or a kill (not a test crash).
+        public var endedAbnormally = false
+        /// The signal it crashed with or was killed by (`SIGSEGV`, `SIGKILL`).
+        public var signal: Int32?
+        public var signalName: String?
+        /// Its exit status, when it exited.
+        public var exitStatus: Int32?
+        /// Why it ended, as its report says (the runtime's message, the fault).
+        public var reason: String?
+        public var title: String?
+        /// Its report's directory.
+        public var reportPath: String?
+        /// When it started, in milliseconds since the epoch, and how long it ran.
+        public var startedMilliseconds: Int64?
+        public var duration: Duration?
+        /// Its memory was under pressure (App Center's hasReceivedMemoryWarningInLastSession).
+        public var memoryPressure = false
+        /// The OOM killer ended it.
+        public var oomKilled = false
+        public var testCrash = false
+        /// It ran the protect work of `launch(threshold:protect:launch:)`.
+        public var launchProtected = false
+        public var errors = 0
+        public var hangs = 0
     }
 
     /// The last run, nil when none is on record or crashport is not installed. Known from the
     /// start: a program can choose a safe mode on its first line.
     public static var lastRun: LastRun? {
-        var info = crashport_last_run_info()
-        guard crashport_last_run(&info) == 0 else { return nil }
-        let id = withUnsafeBytes(of: info.report_id) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        return LastRun(
-            crashed: info.crashed != 0, crashedDuringLaunch: info.crashed_during_launch != 0,
-            consecutiveLaunchCrashes: Int(info.consecutive_launch_crashes), reportID: id.isEmpty ? nil : id)
+        var info = crashport_run_detail()
+        info.size = MemoryLayout<crashport_run_detail>.size
+        guard crashport_last_run_detail(&info) == 0 else { return nil }
+        func text<T>(_ field: T) -> String? {
+            let value = withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            return value.isEmpty ? nil : value
+        }
+        var run = LastRun(
+            crashed: info.crashed != 0, crashedDuringLaunch: info.during_launch != 0,
+            consecutiveLaunchCrashes: Int(info.consecutive_launch_crashes), reportID: text(info.report_id))
+        run.kind = LastRun.Kind(rawValue: info.kind)
+        run.endedAbnormally = info.abnormal != 0
+        run.signal = info.signal != 0 ? info.signal : nil
+        run.signalName = text(info.signal_name)
+        run.exitStatus = info.exit_status >= 0 ? info.exit_status : nil
+        run.reason = text(info.reason)
+        run.title = text(info.title)
+        run.reportPath = text(info.report_path)
+        run.startedMilliseconds = info.started_ms > 0 ? info.started_ms : nil
+        run.duration = run.kind != nil ? .milliseconds(info.duration_ms) : nil
+        run.memoryPressure = info.memory_pressure != 0
+        run.oomKilled = info.oom_killed != 0
+        run.testCrash = info.test_crash != 0
+        run.launchProtected = info.launch_protected != 0
+        run.errors = Int(info.errors)
+        run.hangs = Int(info.hangs)
+        return run
+    }
+
+    /// How `launch(threshold:protect:launch:)` launched.
+    public enum Launch: Sendable, Equatable {
+        /// The launch work alone.
+        case normal
+        /// The protect work first, then the launch work.
+        case protected
+    }
+
+    /// Launch protection (crashport_launch): when the launches before this one crashed
+    /// `threshold` times in a row (the watcher's count, `lastRun?.consecutiveLaunchCrashes`),
+    /// `protect` runs first (clear caches, reset the configuration), then, in the same process,
+    /// `launch`. From this call on the launch lasts until `launchCompleted()`: call it at the
+    /// program's milestone. A protected launch leaves a breadcrumb and its session says so. Called
+    /// once per process (a second call runs nothing and returns nil).
+    @discardableResult
+    public static func launch(threshold: Int = 3, protect: () -> Void, launch: () -> Void) -> Launch? {
+        final class Work {
+            let protect: () -> Void
+            let launch: () -> Void
+            init(protect: @escaping () -> Void, launch: @escaping () -> Void) {
+                self.protect = protect
+                self.launch = launch
+            }
+        }
+        return withoutActuallyEscaping(protect) { protect in
+            withoutActuallyEscaping(launch) { launch in
+                let work = Work(protect: protect, launch: launch)
+                let result = withExtendedLifetime(work) {
+                    crashport_launch(
+                        UInt32(clamping: max(0, threshold)),
+                        { Unmanaged<Work>.fromOpaque($0!).takeUnretainedValue().protect() },
+                        { Unmanaged<Work>.fromOpaque($0!).takeUnretainedValue().launch() },
+                        Unmanaged.passUnretained(work).toOpaque())
+                }
+                switch result {
+                case CRASHPORT_LAUNCH_PROTECTED: return .protected
+                case CRASHPORT_LAUNCH_NORMAL: return .normal
+                default: return nil
+                }
+            }
+        }
+    }
+
+    /// The keyed life-cycle tasks (`registerTask(_:_:)`): kept here, alive while registered.
+    private final class Tasks: @unchecked Sendable {
+        final class Task {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        private var lock = pthread_mutex_t()
+        private var tasks: [String: Task] = [:]
+
+        init() { pthread_mutex_init(&lock, nil) }
+
+        func set(_ key: String, _ task: Task?) -> Int32 {
+            pthread_mutex_lock(&lock)
+            defer { pthread_mutex_unlock(&lock) }
+            let result = crashport_register_task(
+                key, task == nil ? nil : { Unmanaged<Task>.fromOpaque($0!).takeUnretainedValue().body() },
+                task.map { Unmanaged.passUnretained($0).toOpaque() })
+            if result == 0 { tasks[key] = task }
+            return result
+        }
+    }
+    private static let tasks = Tasks()
+
+    /// Registers `task` under `key` (at most 16 keys of 63 bytes; again replaces it), to run by
+    /// key with `runTask(_:)` when the program decides (after its protect work, after launch).
+    public static func registerTask(_ key: String, _ task: @escaping @Sendable () -> Void) throws(Failure) {
+        let result = tasks.set(key, Tasks.Task(task))
+        if result < 0 { throw Failure(code: -result) }
+    }
+
+    /// Removes the task registered under `key`.
+    public static func removeTask(_ key: String) throws(Failure) {
+        let result = tasks.set(key, nil)
+        if result < 0 { throw Failure(code: -result) }
+    }
+
+    /// Runs the task registered under `key` on this thread (a breadcrumb first); false when none is.
+    @discardableResult
+    public static func runTask(_ key: String) -> Bool {
+        crashport_run_task(key) == 0
     }
 
     /// Crashes the program on purpose, for real (crashport_test_crash: SIGSEGV on this thread),
@@ -96,8 +243,9 @@ public enum CrashPort {
         crashport_test_crash()
     }
 
-    /// Ends the launch window (CRASHPORT_LAUNCH_MS after start, 5 s by default): a crash from
-    /// now on is not a launch crash.
+    /// Ends the launch (CRASHPORT_LAUNCH_MS after start, 5 s by default; after
+    /// `launch(threshold:protect:launch:)`, only this call ends it): a crash from now on is not a
+    /// launch crash.
     public static func launchCompleted() {
         crashport_launch_completed()
     }

@@ -27,6 +27,12 @@ public enum ProcessExit: Equatable, Sendable, CustomStringConvertible {
         return nil
     }
 
+    /// The exit code, nil when a signal ended it.
+    public var exitCode: Int32? {
+        if case .exited(let code) = self { return code }
+        return nil
+    }
+
     public var description: String {
         switch self {
         case .exited(let code): return "exit code \(code)"

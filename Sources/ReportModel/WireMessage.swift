@@ -105,6 +105,8 @@ public struct HelloMessage: Equatable, Sendable {
     public var wantsTraceExit: Bool { wants & (CP_WANTS_TRACE_EXIT | CP_WANTS_TRACE_EXIT_CODES) != 0 }
     public var wantsTraceExitCodes: Bool { wants & CP_WANTS_TRACE_EXIT_CODES != 0 }
     public var wantsHangKill: Bool { wants & CP_WANTS_HANG_KILL != 0 }
+    /// It reads HELLO_REPLY's run_detail (a stub from before it wants the short reply).
+    public var wantsRunDetail: Bool { wants & CP_WANTS_RUN_DETAIL != 0 }
 }
 
 /// GOODBYE: the process that said HELLO exits normally (exit() or _exit()); nothing answers it.
@@ -424,7 +426,7 @@ public struct HelloReply: Equatable, Sendable {
     public init(bytes: [UInt8]) throws {
         let header = try WireHeader(bytes: bytes)
         guard header.type == CP_MSG_HELLO_REPLY.rawValue else { throw WireError.unexpectedType(header.type) }
-        guard bytes.count == MemoryLayout<cp_hello_reply>.size else {
+        guard bytes.count == MemoryLayout<cp_hello_reply>.size || bytes.count == Int(CP_HELLO_REPLY_SHORT_SIZE) else {
             throw WireError.sizeMismatch(declared: header.size, received: MemoryLayout<cp_hello_reply>.size)
         }
         func text(_ offset: Int, capacity: Int) -> String {
@@ -447,6 +449,8 @@ public struct LastRunInfo: Sendable, Equatable {
     public var reportID: String?
     /// The program's reports awaiting consent (crashport_pending_reports).
     public var pendingReports: UInt32 = 0
+    /// How it ended, in full (crashport_last_run_detail).
+    public var detail = RunDetail()
 
     public init() {}
 
@@ -464,11 +468,12 @@ public enum HelloReplyMessage {
     /// (refused) why, and the program's previous run. Strings longer than their fields are cut;
     /// all stay NUL-terminated.
     public static func encode(
-        accepted: Bool, spool: String, message: String, lastRun: LastRunInfo = LastRunInfo()
+        accepted: Bool, spool: String, message: String, lastRun: LastRunInfo = LastRunInfo(), detail: Bool = true
     )
         -> [UInt8]
     {
-        var reply = MessageEncoder(type: CP_MSG_HELLO_REPLY.rawValue, size: MemoryLayout<cp_hello_reply>.size)
+        let size = detail ? MemoryLayout<cp_hello_reply>.size : Int(CP_HELLO_REPLY_SHORT_SIZE)
+        var reply = MessageEncoder(type: CP_MSG_HELLO_REPLY.rawValue, size: size)
         reply.put32(accepted ? CP_HELLO_ACCEPTED : CP_HELLO_REFUSED, at: Layout.offset(\cp_hello_reply.status))
         func put(_ text: String, at offset: Int, capacity: Int) {
             let bytes = Array(text.utf8.prefix(capacity - 1))
@@ -485,7 +490,107 @@ public enum HelloReplyMessage {
         reply.put32(lastRun.disabled ? 1 : 0, at: at(\cp_last_run.disabled))
         reply.put32(lastRun.pendingReports, at: at(\cp_last_run.pending_reports))
         put(lastRun.reportID ?? "", at: at(\cp_last_run.report_id), capacity: 64)
+        if detail { lastRun.detail.encode(into: &reply, at: Layout.offset(\cp_hello_reply.run_detail)) }
         return reply.bytes
+    }
+}
+
+/// The previous run in full (cp_run_detail): how it ended, when, for how long, and its report,
+/// as crashport_last_run_detail gives it to the program.
+public struct RunDetail: Sendable, Equatable {
+    public enum Kind: UInt32, Sendable {
+        case unknown = 0, clean, crash, termination, hang, errors
+
+        /// From its name in the run history (RunSummary.kind): unknown for any other.
+        public init(summary name: String) {
+            self = [Kind.clean, .crash, .termination, .hang, .errors].first { "\($0)" == name } ?? .unknown
+        }
+    }
+
+    public var kind = Kind.unknown
+    public var duringLaunch = false
+    public var abnormal = false
+    public var memoryPressure = false
+    public var oomKilled = false
+    public var test = false
+    /// It ran its launch protection (crashport_launch).
+    public var protected = false
+    public var signal: Int32 = 0
+    public var signalName = ""
+    /// Its exit status, -1 when it did not exit or it is unknown.
+    public var exitStatus: Int32 = -1
+    public var startedMilliseconds: UInt64 = 0
+    public var durationMilliseconds: UInt64 = 0
+    public var errors: UInt32 = 0
+    public var hangs: UInt32 = 0
+    public var reason = ""
+    public var title = ""
+    public var reportPath = ""
+
+    public init() {}
+
+    /// Each text's capacity in cp_run_detail, NUL included.
+    static let signalNameBytes = 16
+    static let reasonBytes = 256
+    static let titleBytes = 256
+    static let reportPathBytes = 1024
+
+    public var flags: UInt32 {
+        var flags: UInt32 = 0
+        if duringLaunch { flags |= CP_RUN_DURING_LAUNCH }
+        if abnormal { flags |= CP_RUN_ABNORMAL }
+        if memoryPressure { flags |= CP_RUN_MEMORY_PRESSURE }
+        if oomKilled { flags |= CP_RUN_OOM_KILLED }
+        if test { flags |= CP_RUN_TEST }
+        if protected { flags |= CP_RUN_PROTECTED }
+        return flags
+    }
+
+    /// A text as the stub keeps it: control characters (tabs, newlines: CRASHPORT_LAST_RUN_DETAIL's
+    /// separators) made spaces, cut to `capacity - 1` bytes at a character boundary.
+    static func field(_ text: String, capacity: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for scalar in text.unicodeScalars {
+            let encoded = scalar.value < 0x20 || scalar.value == 0x7F ? [UInt8(ascii: " ")] : Array(String(scalar).utf8)
+            guard bytes.count + encoded.count <= capacity - 1 else { break }
+            bytes += encoded
+        }
+        return bytes
+    }
+
+    /// Writes cp_run_detail at `base` of a zeroed message.
+    func encode(into message: inout MessageEncoder, at base: Int) {
+        func at(_ path: PartialKeyPath<cp_run_detail>) -> Int { base + Layout.offset(path) }
+        func put(_ text: String, _ offset: Int, capacity: Int) {
+            let field = Self.field(text, capacity: capacity)
+            message.bytes.replaceSubrange(offset..<offset + field.count, with: field)
+        }
+        message.put32(kind.rawValue, at: at(\cp_run_detail.kind))
+        message.put32(flags, at: at(\cp_run_detail.flags))
+        message.put32(UInt32(bitPattern: signal), at: at(\cp_run_detail.signo))
+        message.put32(UInt32(bitPattern: exitStatus), at: at(\cp_run_detail.exit_status))
+        message.put64(startedMilliseconds, at: at(\cp_run_detail.started_ms))
+        message.put64(durationMilliseconds, at: at(\cp_run_detail.duration_ms))
+        message.put32(errors, at: at(\cp_run_detail.errors))
+        message.put32(hangs, at: at(\cp_run_detail.hangs))
+        put(signalName, at(\cp_run_detail.signal_name), capacity: Self.signalNameBytes)
+        put(reason, at(\cp_run_detail.reason), capacity: Self.reasonBytes)
+        put(title, at(\cp_run_detail.title), capacity: Self.titleBytes)
+        put(reportPath, at(\cp_run_detail.report_path), capacity: Self.reportPathBytes)
+    }
+
+    /// CRASHPORT_LAST_RUN_DETAIL's text, for a launcher's child: "kind flags signo exit_status
+    /// started_ms duration_ms errors hangs" then, each after a tab, the signal's name, the
+    /// reason, the title and the report's path (their tabs and newlines made spaces, each cut to
+    /// its field in cp_run_detail).
+    public var environmentText: String {
+        let numbers =
+            "\(kind.rawValue) \(flags) \(signal) \(exitStatus) \(startedMilliseconds) \(durationMilliseconds) \(errors) \(hangs)"
+        let texts = [
+            (signalName, Self.signalNameBytes), (reason, Self.reasonBytes), (title, Self.titleBytes),
+            (reportPath, Self.reportPathBytes),
+        ].map { String(decoding: Self.field($0.0, capacity: $0.1), as: UTF8.self) }
+        return ([numbers] + texts).joined(separator: "\t")
     }
 }
 
@@ -595,6 +700,45 @@ public enum ConsentMessage: Equatable, Sendable {
         bytes.put32(action, at: Layout.offset(\cp_consent.action))
         bytes.put32(value, at: Layout.offset(\cp_consent.value))
         return bytes.bytes
+    }
+}
+
+/// crashport_launch's word on its run (cp_launch): whether the protect work ran, and the count
+/// and threshold it was decided on.
+public struct LaunchMessage: Equatable, Sendable {
+    public var protected: Bool
+    public var consecutiveLaunchCrashes: UInt32
+    public var threshold: UInt32
+
+    public init(protected: Bool, consecutiveLaunchCrashes: UInt32, threshold: UInt32) {
+        self.protected = protected
+        self.consecutiveLaunchCrashes = consecutiveLaunchCrashes
+        self.threshold = threshold
+    }
+
+    public init(bytes: [UInt8]) throws {
+        let header = try WireHeader(bytes: bytes)
+        guard header.type == CP_MSG_LAUNCH.rawValue else { throw WireError.unexpectedType(header.type) }
+        guard bytes.count == MemoryLayout<cp_launch>.size else {
+            throw WireError.badField("a launch message of \(bytes.count) bytes (expected \(MemoryLayout<cp_launch>.size))")
+        }
+        let wire = WireBytes(bytes: bytes)
+        let protected = wire.u32(Layout.offset(\cp_launch.protected_run))
+        let reserved = wire.u32(Layout.offset(\cp_launch.reserved))
+        guard protected <= 1, reserved == 0 else {
+            throw WireError.badField("a launch message with protected_run = \(protected), reserved = \(reserved)")
+        }
+        self.protected = protected == 1
+        consecutiveLaunchCrashes = wire.u32(Layout.offset(\cp_launch.consecutive_launch_crashes))
+        threshold = wire.u32(Layout.offset(\cp_launch.threshold))
+    }
+
+    public var bytes: [UInt8] {
+        var message = MessageEncoder(type: CP_MSG_LAUNCH.rawValue, size: MemoryLayout<cp_launch>.size)
+        message.put32(protected ? 1 : 0, at: Layout.offset(\cp_launch.protected_run))
+        message.put32(consecutiveLaunchCrashes, at: Layout.offset(\cp_launch.consecutive_launch_crashes))
+        message.put32(threshold, at: Layout.offset(\cp_launch.threshold))
+        return message.bytes
     }
 }
 

@@ -55,6 +55,8 @@ public struct ProgramRuns: Codable, Sendable, Equatable {
     public var lastTestCrash: Bool?
     public var lastReportID: String?
     public var lastEnded: String?
+    /// The last run in full (crashport_last_run_detail); nil in a record from before it was kept.
+    public var last: RunSummary?
     public var disabled: Bool = false
 
     /// A program with none of its runs on record yet.
@@ -75,7 +77,66 @@ public struct ProgramRuns: Codable, Sendable, Equatable {
         case lastTestCrash = "last_test_crash"
         case lastReportID = "last_report_id"
         case lastEnded = "last_ended"
+        case last
         case disabled
+    }
+}
+
+/// How a program's last run went, as crashport_last_run_detail tells the program: what ended it
+/// (its session's status, its report's signal, title and reason), when it started and how long
+/// it ran, its handled errors and hangs, and whether it ran its launch protection.
+public struct RunSummary: Codable, Sendable, Equatable {
+    /// "clean", "crash", "termination", "hang" or "errors" (RunDetail.Kind), the first that
+    /// applies: a crash (a test crash too) or a kill, else a hang reported, else handled errors.
+    public var kind: String
+    public var signal: Int32?
+    public var signalName: String?
+    public var exitCode: Int32?
+    public var reason: String?
+    public var title: String?
+    /// When it started, in milliseconds since the epoch.
+    public var started: UInt64?
+    /// Seconds.
+    public var duration: Double?
+    public var errors: Int?
+    public var hangs: Int?
+    public var launchProtected: Bool?
+
+    enum CodingKeys: String, CodingKey {
+        case kind, signal
+        case signalName = "signal_name"
+        case exitCode = "exit_code"
+        case reason, title, started, duration, errors, hangs
+        case launchProtected = "launch_protected"
+    }
+
+    /// The summary of a run that ended as `session` says, with its report's event (nil: none, or
+    /// not written yet: the signal is the session's, title and reason unknown).
+    public init(_ session: SessionRecord, event: Event?) {
+        switch session.status {
+        case .crashed, .testCrash: kind = "crash"
+        case .abnormal: kind = "termination"
+        case .exited: kind = (session.hangs ?? 0) > 0 ? "hang" : session.errors > 0 ? "errors" : "clean"
+        }
+        signal = event?.signal?.number ?? session.signal
+        signalName = event?.signal?.name
+        exitCode = session.exitCode ?? event?.exitCode
+        reason = event.flatMap(Self.reason(of:))
+        title = event?.title
+        started = (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(session.started)).map {
+            UInt64(max(0, $0.timeIntervalSince1970 * 1000))
+        }
+        duration = session.duration
+        errors = session.errors
+        hangs = session.hangs
+        launchProtected = session.launchProtected
+    }
+
+    /// Why a report's run ended: the runtime's words, else its exception, else its signal's
+    /// meaning.
+    static func reason(of event: Event) -> String? {
+        event.reason ?? event.exception.map { [$0.type, $0.message].compactMap { $0 }.joined(separator: ": ") }
+            ?? event.signal?.description
     }
 }
 
@@ -108,6 +169,14 @@ public struct SessionRecord: Codable, Sendable, Equatable {
     public var reportID: String?
     /// Its memory over the run, where the watcher could tell (`crashport run`).
     public var memory: SessionMemory?
+    /// The signal that crashed or killed it, where known without its report.
+    public var signal: Int32?
+    /// Its exit status, when it exited and the watcher knows it.
+    public var exitCode: Int32?
+    /// Hangs reported during the run.
+    public var hangs: Int?
+    /// It ran its launch protection's protect work (crashport_launch): a session attribute.
+    public var launchProtected: Bool?
 
     /// A new session id.
     public static func newID() -> String { UUID().uuidString.lowercased() }
@@ -135,7 +204,10 @@ public struct SessionRecord: Codable, Sendable, Equatable {
         case release, pid, started, duration, status, errors
         case crashedDuringLaunch = "crashed_during_launch"
         case reportID = "report_id"
-        case memory
+        case memory, signal
+        case exitCode = "exit_code"
+        case hangs
+        case launchProtected = "launch_protected"
     }
 }
 
@@ -252,8 +324,9 @@ public struct RunHistory: Sendable {
         Self.lastRun(of: program(executable: executable, buildID: buildID))
     }
 
-    /// What the stub's crashport_last_run answers for a program's record (nil: none on record).
-    public static func lastRun(of known: ProgramRuns?) -> LastRunInfo {
+    /// What the stub's crashport_last_run answers for a program's record (nil: none on record),
+    /// its report's path under `reportsRoot`.
+    public static func lastRun(of known: ProgramRuns?, reportsRoot: String? = nil) -> LastRunInfo {
         var info = LastRunInfo()
         guard let known else { return info }
         info.known = true
@@ -262,11 +335,34 @@ public struct RunHistory: Sendable {
         info.consecutiveLaunchCrashes = UInt32(clamping: known.consecutiveLaunchCrashes)
         info.disabled = known.disabled
         info.reportID = known.lastReportID.flatMap { ReportStore.isReportIDShape($0) ? $0 : nil }
+        var detail = RunDetail()
+        detail.duringLaunch = known.lastCrashedDuringLaunch
+        detail.abnormal = known.lastCrashed && known.lastTestCrash != true
+        detail.memoryPressure = known.lastMemoryPressure == true
+        detail.oomKilled = known.lastOOMKilled == true
+        detail.test = known.lastTestCrash == true
+        if let id = info.reportID, let reportsRoot { detail.reportPath = reportsRoot + "/" + id }
+        if let last = known.last {
+            detail.kind = RunDetail.Kind(summary: last.kind)
+            detail.protected = last.launchProtected == true
+            detail.signal = last.signal ?? 0
+            detail.signalName = last.signalName ?? ""
+            detail.exitStatus = last.exitCode ?? -1
+            detail.startedMilliseconds = last.started ?? 0
+            detail.durationMilliseconds = UInt64(max(0, min(last.duration ?? 0, 1e12)) * 1000)
+            detail.errors = UInt32(clamping: max(0, last.errors ?? 0))
+            detail.hangs = UInt32(clamping: max(0, last.hangs ?? 0))
+            detail.reason = last.reason ?? ""
+            detail.title = last.title ?? ""
+        }
+        info.detail = detail
         return info
     }
 
     /// A run ended: the program's record moves on, and the session is kept.
     public func ended(_ session: SessionRecord) {
+        // Its report, written before its session ends: the signal, title and reason it gives.
+        let event = session.reportID.flatMap { try? store.event(id: $0) }
         _ = try? store.asOwner {
             try store.prepare()
             try Self.locked(root: store.root) {
@@ -274,7 +370,7 @@ public struct RunHistory: Sendable {
                 var record =
                     state.programs.first { $0.executable == session.executable && $0.buildID == session.buildID }
                     ?? ProgramRuns(executable: session.executable, buildID: session.buildID)
-                Self.apply(session, to: &record)
+                Self.apply(session, to: &record, event: event)
                 state.programs.removeAll { $0.executable == session.executable && $0.buildID == session.buildID }
                 state.programs.append(record)
                 try Self.write(state, root: store.root)
@@ -283,10 +379,31 @@ public struct RunHistory: Sendable {
         }
     }
 
+    /// A report was written after its run's end was kept (a sidecar ends a crashed run when the
+    /// crash is captured, before its report exists): the program whose last run it names takes
+    /// its title, reason and signal from it.
+    public func described(reportID: String, by event: Event) {
+        _ = try? store.asOwner {
+            try Self.locked(root: store.root) {
+                var state = Self.read(root: store.root)
+                guard let index = state.programs.firstIndex(where: { $0.lastReportID == reportID }),
+                    let last = state.programs[index].last, last.title == nil
+                else { return }
+                var summary = last
+                summary.title = event.title
+                summary.reason = RunSummary.reason(of: event)
+                summary.signal = event.signal?.number ?? last.signal
+                summary.signalName = event.signal?.name ?? last.signalName
+                state.programs[index].last = summary
+                try Self.write(state, root: store.root)
+            }
+        }
+    }
+
     /// How a run's end moves its program's record on (the header's semantics): a crash or an
     /// abnormal end during launch adds one to the launch-crash count, after launch keeps it; an
     /// end without either resets it.
-    public static func apply(_ session: SessionRecord, to record: inout ProgramRuns) {
+    public static func apply(_ session: SessionRecord, to record: inout ProgramRuns, event: Event? = nil) {
         switch session.status {
         case .crashed, .abnormal:
             let duringLaunch = session.crashedDuringLaunch == true
@@ -313,6 +430,7 @@ public struct RunHistory: Sendable {
         record.lastMemoryPressure = session.memory?.underPressure
         record.lastOOMKilled = session.memory.map { $0.oomKilled == true }
         record.lastEnded = Event.timestamp()
+        record.last = RunSummary(session, event: event)
     }
 
     /// crashport_set_enabled, kept for the program's next runs. Throws when it could not be
@@ -454,6 +572,8 @@ public struct RunStatistics: Sendable, Equatable {
     /// Runs that crashed on purpose (crashport_test_crash): not launches, so not in
     /// crashFreePercent.
     public var testCrashes = 0
+    /// Launches that ran their protect work first (crashport_launch).
+    public var protectedLaunches = 0
 
     /// Sessions that ended without a crash, in percent (Sentry's crash-free sessions); test
     /// crashes are not sessions here.
@@ -488,6 +608,7 @@ public struct RunStatistics: Sendable, Equatable {
             case .exited, .testCrash: break
             }
             if session.errors > 0 { rows[index!].errored += 1 }
+            if session.launchProtected == true { rows[index!].protectedLaunches += 1 }
         }
         return rows.enumerated().sorted { ($0.element.executable, $0.offset) < ($1.element.executable, $1.offset) }.map(\.element)
     }

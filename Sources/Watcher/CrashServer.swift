@@ -185,6 +185,7 @@ public final class CrashServer: @unchecked Sendable {
         case CP_MSG_SETTING.rawValue: return handleSetting(bytes, sender: sender)
         case CP_MSG_CONSENT.rawValue: return handleConsent(bytes, sender: sender)
         case CP_MSG_GOODBYE.rawValue: return handleGoodbye(bytes, sender: sender)
+        case CP_MSG_LAUNCH.rawValue: return handleLaunch(bytes, sender: sender)
         default: return reject(sender.uid, "a message from pid \(sender.pid): unexpected type \(header.type)")
         }
     }
@@ -309,6 +310,23 @@ public final class CrashServer: @unchecked Sendable {
         return nil
     }
 
+    func handleLaunch(_ bytes: [UInt8], sender: Sender) -> String? {
+        let message: LaunchMessage
+        do {
+            message = try LaunchMessage(bytes: bytes)
+        } catch {
+            return reject(sender.uid, "a launch message from pid \(sender.pid): \(error)")
+        }
+        if message.protected {
+            log(
+                about: sender.uid,
+                "pid \(sender.pid) ran its launch protection (\(message.consecutiveLaunchCrashes) launch crashes in a row, threshold \(message.threshold))"
+            )
+        }
+        delegate?.launch(message, from: sender)
+        return nil
+    }
+
     /// A process in a pid namespace of its own (a container) names itself and its thread in the
     /// record as it sees them; the kernel's credentials give its pid here. The record is the
     /// sender's when /proc/PID/status NSpid says the sender is, inside, the pid the record
@@ -336,6 +354,7 @@ public final class CrashServer: @unchecked Sendable {
         case CP_MSG_SETTING.rawValue: return "a setting"
         case CP_MSG_GOODBYE.rawValue: return "a GOODBYE"
         case CP_MSG_CONSENT.rawValue: return "a consent message"
+        case CP_MSG_LAUNCH.rawValue: return "a launch message"
         default: return "a message"
         }
     }

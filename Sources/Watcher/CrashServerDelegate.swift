@@ -25,6 +25,9 @@ protocol CrashServerDelegate: AnyObject {
     /// A valid GOODBYE: the sender exits normally (a connection that closes without one ended
     /// abnormally).
     func goodbye(_ goodbye: GoodbyeMessage, from sender: Sender)
+    /// crashport_launch: the sender ran its launch protection, or launched without it (the
+    /// sender's session keeps which).
+    func launch(_ message: LaunchMessage, from sender: Sender)
     /// What already holds a process the watcher traces (--trace-exit): its crashes are captured
     /// through it, since a second PTRACE_SEIZE would fail.
     func holder(of pid: ProcessID) -> ThreadHold?
@@ -39,6 +42,7 @@ extension CrashServerDelegate {
     func setting(enabled: Bool, from sender: Sender) {}
     func consent(_ message: ConsentMessage, from sender: Sender) {}
     func goodbye(_ goodbye: GoodbyeMessage, from sender: Sender) {}
+    func launch(_ message: LaunchMessage, from sender: Sender) {}
     func holder(of pid: ProcessID) -> ThreadHold? { nil }
     func captured(_ record: CrashRecord, id: String, app: AppArea?, from sender: Sender) {}
 }

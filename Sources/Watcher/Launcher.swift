@@ -146,6 +146,7 @@ public struct Launcher {
         let lastRun = lastRun(of: runKey, in: history)
         var environment = preloadEnvironment(stub: target.stub, sanitizers: target.sanitizers, socket: theirs)
         environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
+        environment["CRASHPORT_LAST_RUN_DETAIL"] = lastRun.detail.environmentText
         // The child's ptrace stops are read through a signalfd for SIGCHLD, blocked before the
         // child exists so that the SIGCHLD of its first stop (its exec) cannot be lost: the
         // tracer's under --trace-exit, and without it the stops of a child that made crashport
@@ -186,6 +187,10 @@ public struct Launcher {
                 $0.event.process?.pid == launch.child && $0.event.cause == "oom-kill"
             }
             records[0].memory = launch.oom.sessionMemory(oomKilled: oomKilled)
+            records[0].exitCode = termination.signal == nil ? termination.exitCode : nil
+            records[0].signal = records[0].signal ?? termination.signal
+            records[0].hangs = server.reports.filter { $0.event.kind == .hang && $0.event.process?.pid == launch.child }.count
+            records[0].launchProtected = serving.protected.withLock { $0 } ? true : nil
         }
         for record in records { history.ended(record) }
         serving.sayWhoOutlivesTheRun(socket: ours, open: socketOpen)
@@ -245,7 +250,9 @@ public struct Launcher {
 
     /// The program's last run as crashport_last_run gives it, with its reports awaiting consent.
     func lastRun(of runKey: (executable: String, buildID: String?), in history: RunHistory) -> LastRunInfo {
-        var lastRun = history.lastRun(executable: runKey.executable, buildID: runKey.buildID)
+        var lastRun = RunHistory.lastRun(
+            of: history.program(executable: runKey.executable, buildID: runKey.buildID), reportsRoot: store.root
+        ).namingItsSignal()
         lastRun.pendingReports = UInt32(ConsentDecisions.awaiting(store: store, program: runKey.executable).count)
         return lastRun
     }
@@ -853,6 +860,13 @@ final class LaunchServing: CrashServerDelegate {
     }
 
     func holder(of pid: ProcessID) -> ThreadHold? { pid == child ? tracer : nil }
+
+    /// The child ran its launch protection (crashport_launch): its session says so.
+    let protected = Mutex(false)
+
+    func launch(_ message: LaunchMessage, from sender: Sender) {
+        if sender.pid == child, message.protected { protected.withLock { $0 = true } }
+    }
 
     func consent(_ message: ConsentMessage, from sender: Sender) {
         let key = sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)

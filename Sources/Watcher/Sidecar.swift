@@ -100,9 +100,16 @@ public final class Sidecar {
         /// The first crash of a process it forked (sharing its connection, running its program):
         /// the run crashed, whatever way its own process ends (Launcher.sessionRecords).
         var forkedCrash: (id: String, duringLaunch: Bool?, release: String?)?
+        /// It ran its launch protection (crashport_launch).
+        var launchProtected = false
+        /// Hangs reported while it ran.
+        var hangs = 0
+        /// The status it said GOODBYE with.
+        var exitCode: Int32?
 
         func record(
-            status: SessionRecord.Status, crashedDuringLaunch: Bool? = nil, reportID: String? = nil, release: String? = nil
+            status: SessionRecord.Status, crashedDuringLaunch: Bool? = nil, reportID: String? = nil, release: String? = nil,
+            signal: Int32? = nil
         )
             -> SessionRecord
         {
@@ -110,10 +117,15 @@ public final class Sidecar {
                 return record(
                     status: .crashed, crashedDuringLaunch: crash.duringLaunch, reportID: crash.id, release: crash.release)
             }
-            return SessionRecord(
+            var record = SessionRecord(
                 sid: sid, executable: executable, buildID: buildID, release: release ?? self.release, pid: pid.rawValue,
                 started: started, ended: Date(), status: status, errors: errors, crashedDuringLaunch: crashedDuringLaunch,
                 reportID: reportID)
+            record.signal = signal
+            record.exitCode = status == .exited ? exitCode : nil
+            record.launchProtected = launchProtected ? true : nil
+            record.hangs = hangs
+            return record
         }
 
         /// Whether an end at `ended` (ns since the epoch) came in its launch window (LaunchWindow,
@@ -671,7 +683,9 @@ extension Sidecar: CrashServerDelegate {
             // Every end this sidecar has received counts, written yet or not.
             lastRun = RunHistory.lastRun(
                 of: runsInFlight.record(store: store, executable: executable, buildID: buildID)
-                    ?? RunHistory(store: store).program(executable: executable, buildID: buildID))
+                    ?? RunHistory(store: store).program(executable: executable, buildID: buildID),
+                reportsRoot: store.root
+            ).namingItsSignal()
             lastRun.pendingReports = UInt32(
                 ConsentDecisions.awaiting(
                     store: store, program: executable, log: { [log] in log.say("pid \(sender.pid): \($0)", uid: sender.uid) }
@@ -689,7 +703,7 @@ extension Sidecar: CrashServerDelegate {
             crashedSessions.started(session)
         }
         let reply = HelloReplyMessage.encode(
-            accepted: true, spool: configuration.spoolDirectory, message: "", lastRun: lastRun)
+            accepted: true, spool: configuration.spoolDirectory, message: "", lastRun: lastRun, detail: hello.wantsRunDetail)
         _ = reply.withUnsafeBytes { send(currentClient, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
     }
 
@@ -730,6 +744,12 @@ extension Sidecar: CrashServerDelegate {
         // Only the connection's own process: a forked child shares it, and says nothing.
         guard currentClient >= 0, clients[currentClient]?.peer.pid == sender.pid else { return }
         clients[currentClient]?.goodbye = goodbye.exitStatus
+        clients[currentClient]?.session?.exitCode = goodbye.exitStatus & 0xFF
+    }
+
+    func launch(_ message: LaunchMessage, from sender: Sender) {
+        guard currentClient >= 0, clients[currentClient]?.peer.pid == sender.pid, message.protected else { return }
+        clients[currentClient]?.session?.launchProtected = true
     }
 
     func holder(of pid: ProcessID) -> ThreadHold? { traced.tracer(of: pid) }
@@ -749,7 +769,7 @@ extension Sidecar: CrashServerDelegate {
             endRun(
                 session.record(
                     status: record.isTest ? .testCrash : .crashed, crashedDuringLaunch: record.isTest ? nil : duringLaunch,
-                    reportID: id, release: release),
+                    reportID: id, release: release, signal: record.signal),
                 store: session.store)
         } else if !record.isTest {
             // Its report names the run's session too (until it is written).
@@ -790,6 +810,8 @@ struct SidecarReportHooks: ReportHooks {
         // Its session ended when the crash was captured (Sidecar.captured); its id was kept for
         // this report.
         if let pid = report.event.process?.pid, report.event.kind == .crash { sessions.ended(pid) }
+        // The run ended when the crash was captured: its history takes the report's words now.
+        if report.event.kind == .crash { RunHistory(store: store).described(reportID: report.id, by: report.event) }
     }
 
     func unwritable(_ capture: Capture, recordBytes: [UInt8], error: Error, store: ReportStore) -> Bool {

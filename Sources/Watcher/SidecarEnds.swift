@@ -263,7 +263,8 @@ extension Sidecar {
         // Traced, it was captured at its exit stops, and that report says it all.
         if let report = end.watch.exitReport {
             endRun(
-                session.record(status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: report),
+                session.record(
+                    status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: report, signal: abnormal.exit?.signal),
                 store: session.store)
             return
         }
@@ -310,7 +311,8 @@ extension Sidecar {
         let ended = abnormal
         let id = write ? ReportStore.newID(pid: pid.rawValue) : nil
         endRun(
-            session.record(status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: id), store: session.store
+            session.record(status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: id, signal: abnormal.exit?.signal),
+            store: session.store
         ) {
             if let id { server.writeTermination(ended, store: session.store, id: id) }
         }

@@ -168,6 +168,7 @@ extension Sidecar {
                     of: pid, milliseconds: milliseconds, beatLast: thread, ordinal: ordinal, appArea: watch.appArea,
                     access: access, holder: traced.tracer(of: pid), store: store)
                 hangReports.hung(pid, report: id, killing: watch.hangKill)
+                clients[fd]?.session?.hangs += 1
                 if watch.hangKill {
                     log.say("pid \(pid): hang-kill: ending it with SIGABRT after hang report \(id)")
                     kill(pid.rawValue, SIGABRT)

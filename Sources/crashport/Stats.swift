@@ -61,6 +61,12 @@ struct Stats: ParsableCommand {
                     "\(row.errored)", crashFree, "\(row.consecutiveLaunchCrashes)",
                 ].joined(separator: "  "))
         }
+        // Launches that ran their protect work first (crashport_launch), one line per program.
+        for row in rows where row.protectedLaunches > 0 {
+            print(
+                "launch protection: \(row.protectedLaunches) protected launch\(row.protectedLaunches == 1 ? "" : "es") of \(row.executable)"
+                    + (row.release.map { " (release \($0))" } ?? ""))
+        }
         // Test crashes (crashport_test_crash) are no launches: counted apart, never in crash-free.
         for row in rows where row.testCrashes > 0 {
             print(

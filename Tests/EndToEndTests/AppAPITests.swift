@@ -13,6 +13,22 @@ import XCTest
 final class AppAPITests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("app-api")
 
+    /// The example package a user copies (examples/swift-api), built once per test run with
+    /// `swift build` alone: the directory of its executables (Ledger, SafeMode).
+    static func swiftExample() throws -> String {
+        try swiftExampleBuild.get()
+    }
+    private static let swiftExampleBuild = Result<String, Error> {
+        let scratch = directory + "/swift-api-build"
+        let built = try TestSupport.run(
+            ["swift", "build", "--package-path", TestSupport.repositoryRoot + "/examples/swift-api", "--scratch-path", scratch],
+            timeout: 600)
+        guard built.status == .exited(0) else {
+            throw TestFailure("swift build of examples/swift-api: \(built.stderr + built.stdout)")
+        }
+        return scratch + "/debug"
+    }
+
     /// The fixture linked with the stub the tests preload (one library, loaded once), or with
     /// the copy in `libraries`.
     func program(in directory: String = AppAPITests.directory, libraries: String? = nil) throws -> String {
@@ -451,12 +467,7 @@ final class AppAPITests: XCTestCase {
     /// reports, its next start knows the last run crashed, and CrashPort.testCrash() is reported
     /// as a test crash.
     func testSwiftExamplePackage() throws {
-        let scratch = fresh("swift-api-build")
-        let built = try TestSupport.run(
-            ["swift", "build", "--package-path", TestSupport.repositoryRoot + "/examples/swift-api", "--scratch-path", scratch],
-            timeout: 600)
-        XCTAssertEqual(built.status, .exited(0), built.stderr + built.stdout)
-        let ledger = scratch + "/debug/Ledger"
+        let ledger = try Self.swiftExample() + "/Ledger"
         let reports = fresh("swift-api-reports")
         let environment = ["SWIFT_BACKTRACE": "enable=no"]
         let first = try TestSupport.crashportRun([ledger], reports: reports, environment: environment)

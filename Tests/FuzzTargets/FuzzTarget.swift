@@ -266,6 +266,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         _ = try? WireHeader(bytes: bytes)
         _ = try? HelloMessage(bytes: bytes)
         _ = try? GoodbyeMessage(bytes: bytes)
+        _ = try? LaunchMessage(bytes: bytes)
+        _ = try? HelloReply(bytes: bytes)
         _ = try? SpooledRecord(bytes: bytes)
         if let record = try? CrashRecord(bytes: bytes) {
             _ = record.stackTruncated

@@ -183,6 +183,63 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertThrowsError(try ConsentMessage(bytes: long)) { XCTAssertTrue("\($0)".contains("28 bytes"), "\($0)") }
     }
 
+    /// The last run in full: the whole HELLO_REPLY for a stub that asks, the 496 bytes that end
+    /// at last_run for one that does not (stubs before it require them); its texts cut to their
+    /// fields, their tabs and newlines made spaces (CRASHPORT_LAST_RUN_DETAIL's separators).
+    func testRunDetailInTheHelloReplyAndTheEnvironment() throws {
+        XCTAssertEqual(MemoryLayout<cp_run_detail>.size, 1592)
+        XCTAssertEqual(MemoryLayout<cp_hello_reply>.offset(of: \cp_hello_reply.run_detail), 496)
+        var info = LastRunInfo()
+        info.known = true
+        info.detail.kind = .crash
+        info.detail.signal = 11
+        info.detail.signalName = "SIGSEGV"
+        info.detail.oomKilled = true
+        info.detail.startedMilliseconds = 1_700_000_000_123
+        info.detail.title = "SIGSEGV in parse\theader\n(app.c:3)"
+        info.detail.reason = String(repeating: "é", count: 200)
+        let whole = HelloReplyMessage.encode(accepted: true, spool: "", message: "", lastRun: info)
+        XCTAssertEqual(whole.count, 2088)
+        XCTAssertNoThrow(try HelloReply(bytes: whole))
+        let detail = 496
+        XCTAssertEqual(whole[detail], UInt8(RunDetail.Kind.crash.rawValue))
+        XCTAssertEqual(whole[detail + 4], UInt8(CP_RUN_OOM_KILLED))
+        XCTAssertEqual(whole[detail + 8], 11)
+        let title = whole[(detail + 312)..<(detail + 568)].prefix { $0 != 0 }
+        XCTAssertEqual(String(decoding: title, as: UTF8.self), "SIGSEGV in parse header (app.c:3)")
+        let reason = whole[(detail + 56)..<(detail + 312)]
+        XCTAssertEqual(reason.prefix { $0 != 0 }.count, 254, "cut at a character: 127 two-byte characters")
+        XCTAssertEqual(reason.last, 0, "NUL-terminated")
+
+        let short = HelloReplyMessage.encode(accepted: true, spool: "", message: "", lastRun: info, detail: false)
+        XCTAssertEqual(short.count, 496)
+        XCTAssertEqual(short[8], 0xF0, "its size says 496")
+        XCTAssertNoThrow(try HelloReply(bytes: short))
+        XCTAssertThrowsError(try HelloReply(bytes: Array(whole.prefix(600))))
+
+        let text = info.detail.environmentText.split(separator: "\t", omittingEmptySubsequences: false)
+        XCTAssertEqual(text.count, 5)
+        XCTAssertEqual(text[0], "2 8 11 -1 1700000000123 0 0 0")
+        XCTAssertEqual(text[1], "SIGSEGV")
+        XCTAssertEqual(text[3], "SIGSEGV in parse header (app.c:3)")
+        XCTAssertEqual(RunDetail.Kind(summary: "termination"), .termination)
+        XCTAssertEqual(RunDetail.Kind(summary: "bogus"), .unknown)
+    }
+
+    func testLaunchMessage() throws {
+        XCTAssertEqual(MemoryLayout<cp_launch>.size, 32)
+        let message = LaunchMessage(protected: true, consecutiveLaunchCrashes: 3, threshold: 3)
+        XCTAssertEqual(try LaunchMessage(bytes: message.bytes), message)
+        var bytes = message.bytes
+        bytes[16] = 2
+        XCTAssertThrowsError(try LaunchMessage(bytes: bytes)) { XCTAssertTrue("\($0)".contains("protected_run = 2"), "\($0)") }
+        bytes = message.bytes
+        bytes[28] = 1
+        XCTAssertThrowsError(try LaunchMessage(bytes: bytes))
+        XCTAssertThrowsError(try LaunchMessage(bytes: Array(message.bytes.prefix(24))))
+        XCTAssertThrowsError(try LaunchMessage(bytes: GoodbyeMessage.encode(exitStatus: 0)))
+    }
+
     func testVerdictEncoding() throws {
         let bytes = VerdictMessage.encode(captureNanoseconds: 77)
         XCTAssertEqual(bytes.count, 32)

@@ -1,7 +1,8 @@
 // swift-tools-version: 6.0
 //
-// A Swift program using crashport's CrashPort module: annotations, breadcrumbs, a handled error,
-// its last run, and a crash. Copy this directory and point the dependency at your crashport
+// Swift programs using crashport's CrashPort module: Ledger (annotations, breadcrumbs, a handled
+// error, its last run, and a crash) and SafeMode (launch protection: safe mode after three
+// launch crashes in a row). Copy this directory and point the dependency at your crashport
 // checkout (or its git URL).
 //
 // The stub is compiled into the program from crashport's C sources: nothing to link by hand.
@@ -16,6 +17,8 @@ let package = Package(
         .package(name: "crashport", path: "../..")
     ],
     targets: [
-        .executableTarget(name: "Ledger", dependencies: [.product(name: "CrashPort", package: "crashport")])
+        .executableTarget(name: "Ledger", dependencies: [.product(name: "CrashPort", package: "crashport")]),
+        // Launch protection: safe mode after three launch crashes in a row.
+        .executableTarget(name: "SafeMode", dependencies: [.product(name: "CrashPort", package: "crashport")]),
     ]
 )

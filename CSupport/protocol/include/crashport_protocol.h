@@ -45,6 +45,8 @@ enum cp_message_type {
                              crash record ended abnormally */
     CP_MSG_CONSENT = 10,  /* stub -> watcher, from crashport_set_consent, crashport_send_pending
                              and crashport_discard_pending: never answered */
+    CP_MSG_LAUNCH = 16,   /* stub -> watcher, from crashport_launch: the run's launch protection
+                             (cp_launch): never answered */
 };
 
 /* First 16 bytes of every message. */
@@ -61,7 +63,10 @@ typedef struct cp_header {
 #define CP_WANTS_TRACE_EXIT 0x1u       /* CRASHPORT_TRACE_EXIT=1: keep it traced (SIGKILL, OOM) */
 #define CP_WANTS_TRACE_EXIT_CODES 0x2u /* CRASHPORT_TRACE_EXIT=codes: and non-zero exits */
 #define CP_WANTS_HANG_KILL 0x4u        /* CRASHPORT_HANG_KILL=1: SIGABRT after a hang report */
-#define CP_WANTS_ALL 0x7u
+#define CP_WANTS_RUN_DETAIL 0x8u       /* the stub reads cp_hello_reply's run_detail (a sidecar
+                                          answers a HELLO without it with the 496 bytes that end
+                                          at last_run, which stubs before it require) */
+#define CP_WANTS_ALL 0xFu
 
 /* Sent once by each process when the stub installs. A watcher also accepts the 80 bytes that
  * end at build_id (stubs before `wants`), as wanting nothing. */
@@ -95,8 +100,43 @@ typedef struct cp_last_run {
     char report_id[64]; /* NUL-terminated: the crash's report, "" if none */
 } cp_last_run;
 
+/* How the previous run ended (cp_run_detail.kind), the first that applies. */
+#define CP_RUN_UNKNOWN 0u     /* not on record (a record from before the detail was kept) */
+#define CP_RUN_CLEAN 1u       /* it ended without a crash, a kill, a hang or a handled error */
+#define CP_RUN_CRASH 2u       /* it crashed (a test crash too: CP_RUN_TEST) */
+#define CP_RUN_TERMINATION 3u /* it was killed without a crash (SIGKILL, the OOM killer) */
+#define CP_RUN_HANG 4u        /* it ended without a crash after a hang was reported */
+#define CP_RUN_ERRORS 5u      /* it ended without a crash, having reported handled errors */
+
+/* Flags of cp_run_detail. */
+#define CP_RUN_DURING_LAUNCH 0x1u   /* its crash or kill came during its launch */
+#define CP_RUN_ABNORMAL 0x2u        /* it ended abnormally: a crash or a kill */
+#define CP_RUN_MEMORY_PRESSURE 0x4u /* its memory was under pressure (near its cgroup's limit, the
+                                       limit hit, or an OOM kill in its cgroup) */
+#define CP_RUN_OOM_KILLED 0x8u      /* the OOM killer ended it */
+#define CP_RUN_TEST 0x10u           /* it crashed on purpose (crashport_test_crash) */
+#define CP_RUN_PROTECTED 0x20u      /* it ran its launch protection (crashport_launch) */
+
+/* The previous run in full (crashport_last_run_detail), sent after last_run in HELLO_REPLY to a
+ * stub that asked (CP_WANTS_RUN_DETAIL), and by a launcher in CRASHPORT_LAST_RUN_DETAIL. */
+typedef struct cp_run_detail {
+    uint32_t kind;        /* CP_RUN_CLEAN ... */
+    uint32_t flags;       /* CP_RUN_* flags */
+    int32_t signo;        /* the signal it crashed with or was killed by, 0 if none */
+    int32_t exit_status;  /* its exit status when it exited, -1 when it did not or is unknown */
+    uint64_t started_ms;  /* when it started, ms since the epoch, 0 if unknown */
+    uint64_t duration_ms; /* how long it ran */
+    uint32_t errors;      /* handled errors it reported */
+    uint32_t hangs;       /* hangs reported */
+    char signal_name[16]; /* NUL-terminated: "SIGSEGV", "" if none */
+    char reason[256];     /* NUL-terminated, cut: why it ended (the runtime's message, the fault) */
+    char title[256];      /* NUL-terminated, cut: its report's title, "" if none */
+    char report_path[1024]; /* NUL-terminated: its report's directory, "" if none */
+} cp_run_detail;
+
 /* The sidecar's answer to HELLO (sidecar mode only; a launcher never answers). The stub trusts
- * it only from a peer whose uid (SO_PEERCRED) is 0 or its own. */
+ * it only from a peer whose uid (SO_PEERCRED) is 0 or its own. A HELLO without
+ * CP_WANTS_RUN_DETAIL gets the message cut after last_run (header.size says so). */
 typedef struct cp_hello_reply {
     cp_header header;
     uint32_t status;      /* CP_HELLO_* */
@@ -104,7 +144,20 @@ typedef struct cp_hello_reply {
     char spool[256];      /* NUL-terminated: the spool directory the sidecar ingests, "" if none */
     char message[128];    /* NUL-terminated: with CP_HELLO_REFUSED, why */
     cp_last_run last_run;
+    cp_run_detail run_detail;
 } cp_hello_reply;
+
+/* The size of a HELLO_REPLY without run_detail (the only size stubs before it accept). */
+#define CP_HELLO_REPLY_SHORT_SIZE 496u
+
+/* crashport_launch's word on the run, for its session (never answered). */
+typedef struct cp_launch {
+    cp_header header;
+    uint32_t protected_run;              /* 1: the protect work ran before the launch work */
+    uint32_t consecutive_launch_crashes; /* the count it was decided on */
+    uint32_t threshold;                  /* the program's threshold */
+    uint32_t reserved;
+} cp_launch;
 
 /* crashport_set_enabled's choice, for the watcher to keep with the program's runs. */
 typedef struct cp_setting {
@@ -404,7 +457,10 @@ _Static_assert(sizeof(cp_header) == 16, "cp_header is 16 bytes");
 _Static_assert(sizeof(cp_consent) == 24, "cp_consent is 24 bytes");
 _Static_assert(sizeof(cp_hello) == 88, "cp_hello is 88 bytes");
 _Static_assert(sizeof(cp_last_run) == 88, "cp_last_run is 88 bytes");
-_Static_assert(sizeof(cp_hello_reply) == 496, "cp_hello_reply is 496 bytes");
+_Static_assert(sizeof(cp_run_detail) == 1592, "cp_run_detail is 1592 bytes");
+_Static_assert(__builtin_offsetof(cp_hello_reply, run_detail) == CP_HELLO_REPLY_SHORT_SIZE, "run_detail at 496");
+_Static_assert(sizeof(cp_hello_reply) == 2088, "cp_hello_reply is 2088 bytes");
+_Static_assert(sizeof(cp_launch) == 32, "cp_launch is 32 bytes");
 _Static_assert(sizeof(cp_setting) == 24, "cp_setting is 24 bytes");
 _Static_assert(sizeof(cp_goodbye) == 24, "cp_goodbye is 24 bytes");
 _Static_assert(sizeof(cp_spool_header) == 40, "cp_spool_header is 40 bytes");

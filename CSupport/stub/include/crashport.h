@@ -28,6 +28,7 @@
  *   CRASHPORT_LAUNCH_MS   the launch window (default 5000; 0: until crashport_launch_completed)
  *   CRASHPORT_RELEASE     the program's release, for sessions and reports
  *   CRASHPORT_LAST_RUN    set by `crashport run`: the previous run (crashport_last_run)
+ *   CRASHPORT_LAST_RUN_DETAIL  set by `crashport run`: the same in full (crashport_last_run_detail)
  *
  * A process with privileges its user does not have (setuid or setgid, file capabilities: the
  * kernel's AT_SECURE; or real and effective ids that differ) reads none of these: its
@@ -205,9 +206,102 @@ typedef struct crashport_last_run_info {
  * crashport is not installed, -EINVAL for NULL. No system call. */
 __attribute__((visibility("default"))) int crashport_last_run(crashport_last_run_info *info);
 
-/* Ends the launch window now. The window is CRASHPORT_LAUNCH_MS after install (default 5000; 0:
- * until this call); a crash inside it is a launch crash. No system call. */
+/*
+ * The previous run in full (App Center's lastSessionCrashReport): how it ended, when, for how
+ * long, why, and its report. Set `size` to sizeof(crashport_run_detail) (CRASHPORT_RUN_DETAIL_INIT
+ * does) before the call: fields are only ever appended, and a library older than the header the
+ * program was built with leaves the fields it does not know as they were (zero, from the
+ * initializer). Known at install, before main.
+ */
+#define CRASHPORT_RUN_UNKNOWN 0     /* the watcher kept no detail of it (a record from before) */
+#define CRASHPORT_RUN_CLEAN 1       /* it ended without a crash, a kill, a hang or a handled error */
+#define CRASHPORT_RUN_CRASH 2       /* it crashed (a test crash too: test_crash) */
+#define CRASHPORT_RUN_TERMINATION 3 /* it was killed without crashing (SIGKILL, the OOM killer) */
+#define CRASHPORT_RUN_HANG 4        /* it ended, not crashing, after a hang was reported */
+#define CRASHPORT_RUN_ERRORS 5      /* it ended, not crashing, having reported handled errors */
+
+typedef struct crashport_run_detail {
+    size_t size;  /* in: sizeof(crashport_run_detail) */
+    int known;    /* 1: a previous run is on record; everything below is zero (-1) when not */
+    int kind;     /* CRASHPORT_RUN_*: the first that applies, in that order */
+    int crashed;  /* it crashed or was killed (crashport_last_run's `crashed`) */
+    int abnormal; /* it ended abnormally: a crash or a kill (not a test crash) */
+    int during_launch;              /* the crash or kill came during its launch */
+    int consecutive_launch_crashes; /* as crashport_last_run */
+    int signal;                     /* the signal it crashed with or was killed by, 0: none */
+    char signal_name[16];           /* "SIGSEGV", "" when none */
+    int exit_status;                /* its exit status when it exited and it is known, else -1 */
+    int memory_pressure;  /* its memory was under pressure: near its cgroup's limit, the limit hit,
+                             or the OOM killer at work in its cgroup (App Center's
+                             hasReceivedMemoryWarningInLastSession) */
+    int oom_killed;       /* the OOM killer ended it */
+    int test_crash;       /* it crashed on purpose (crashport_test_crash) */
+    int launch_protected; /* it ran the protect work of crashport_launch */
+    unsigned errors;      /* handled errors it reported */
+    unsigned hangs;       /* hangs reported */
+    int64_t started_ms;   /* when it started, ms since the epoch (0: unknown) */
+    int64_t duration_ms;  /* how long it ran */
+    char reason[256];     /* why it ended, as its report says (the runtime's message, the fault);
+                             cut; "" when none */
+    char title[256];      /* its report's title, cut; "" when none */
+    char report_id[64];   /* its report's id (crashport show ID), "" when none */
+    char report_path[1024]; /* its report's directory, "" when none */
+} crashport_run_detail;
+
+#define CRASHPORT_RUN_DETAIL_INIT {sizeof(crashport_run_detail)}
+
+/* Fills `detail` (up to detail->size bytes). Returns 0, -ENOENT when no previous run is on
+ * record (known 0), -ENOTCONN when crashport is not installed, -EINVAL for NULL or a size too
+ * small to hold `known`. No system call. */
+__attribute__((visibility("default"))) int crashport_last_run_detail(crashport_run_detail *detail);
+
+/* Ends the launch: a crash before it is a launch crash. The launch is CRASHPORT_LAUNCH_MS after
+ * install (default 5000; 0: until this call), or, once crashport_launch was called, until this
+ * call: the program's own milestone (its first request served, its first frame drawn). No
+ * system call. */
 __attribute__((visibility("default"))) void crashport_launch_completed(void);
+
+/*
+ * Launch protection (the launch-protection pattern of iOS apps; Bugsnag's launch-crash
+ * handling): when the launches before this one crashed `threshold` times in a row, the protect
+ * work runs first (clear caches, reset the configuration, drop a database that will not open),
+ * and then, in the same process, the launch work. The count is the watcher's
+ * (consecutive_launch_crashes: a crash or kill during launch adds one, a run that ends without
+ * one resets it), so it holds under `crashport run`, a sidecar and the host level alike:
+ *
+ *     static void repair(void *context) { remove_cache(); reset_settings(); }
+ *     static void start(void *context) { open_database(); serve(); }
+ *     int main(void) {
+ *         crashport_launch(3, repair, start, NULL);   // start() calls crashport_launch_completed()
+ *     }                                              // once it serves its first request
+ *
+ * From this call on the launch lasts until crashport_launch_completed(): call it at the
+ * program's milestone, or every later crash counts as a launch crash. A protected launch leaves
+ * a breadcrumb ("launch protection: N launch crashes in a row...") and its session says
+ * `launch_protected` (crashport stats, the next run's crashport_last_run_detail). threshold 0:
+ * CRASHPORT_LAUNCH_THRESHOLD. protect or launch may be NULL (nothing to run). Without crashport
+ * installed nothing is on record, so only the launch work runs.
+ *
+ * Returns CRASHPORT_LAUNCH_PROTECTED when the protect work ran, CRASHPORT_LAUNCH_NORMAL when it
+ * did not, after the launch work returned; -EALREADY (running nothing) when called before in
+ * this process. One system call (a non-blocking send) when it protects, none otherwise.
+ */
+typedef void (*crashport_task)(void *context);
+#define CRASHPORT_LAUNCH_THRESHOLD 3
+#define CRASHPORT_LAUNCH_NORMAL 0
+#define CRASHPORT_LAUNCH_PROTECTED 1
+__attribute__((visibility("default"))) int crashport_launch(unsigned threshold, crashport_task protect,
+                                                            crashport_task launch, void *context);
+
+/* Life-cycle tasks by key, as the pattern keeps them: register a task (at most 16 keys of up to
+ * 63 bytes; registering a key again replaces it; task NULL removes it), and run it by key when
+ * the program decides (after its protect work, after its launch): crashport_run_task calls it on
+ * the calling thread, with a breadcrumb "task KEY" first. Register returns 0, -EINVAL (NULL or
+ * empty key), -ENAMETOOLONG, -ENOSPC (16 registered), -ENOENT (removing a key not registered);
+ * run returns 0 once the task returned, or -ENOENT / -EINVAL. Thread-safe; no system call. */
+__attribute__((visibility("default"))) int crashport_register_task(const char *key, crashport_task task,
+                                                                   void *context);
+__attribute__((visibility("default"))) int crashport_run_task(const char *key);
 
 /* Says the program is alive, for the watcher's hang monitor (crashport run --hang-ms MS, or
  * CRASHPORT_HANG_MS): call it from the loop whose stall is a hang (an event loop, a worker's

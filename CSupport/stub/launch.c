@@ -1,0 +1,238 @@
+/*
+ * launch.c: the program's side of its launches: the previous run in full
+ * (crashport_last_run_detail), launch protection (crashport_launch: the protect work when the
+ * launches before crashed in a row, then the launch work, in one process) and keyed life-cycle
+ * tasks (crashport_register_task, crashport_run_task). crashport.h documents each call.
+ *
+ * The decision is the watcher's history, handed down at install (app.c: a launcher in
+ * CRASHPORT_LAST_RUN and CRASHPORT_LAST_RUN_DETAIL, a sidecar in its HELLO_REPLY), so it holds
+ * under `crashport run`, a sidecar and the host level alike. Not signal context: the program's
+ * own calls. The task table takes a spin flag of its own (never the crash path's, never held
+ * while a task runs).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "crashport.h"
+#include "stub_state.h"
+
+/* The previous run in full, as the watcher gave it (zero: not given). */
+static cp_run_detail cp_launch_detail;
+static bool cp_launch_detail_given;
+
+/* Copies text into a field of `capacity` bytes, cut to fit, NUL-terminated. */
+static void cp_launch_copy(char *field, size_t capacity, const char *text, size_t length)
+{
+    if (length > capacity - 1) length = capacity - 1;
+    memcpy(field, text, length);
+    field[length] = '\0';
+}
+
+CP_HIDDEN void cp_launch_set_detail(const cp_run_detail *detail)
+{
+    cp_launch_detail = *detail;
+    cp_launch_detail.signal_name[sizeof cp_launch_detail.signal_name - 1] = '\0';
+    cp_launch_detail.reason[sizeof cp_launch_detail.reason - 1] = '\0';
+    cp_launch_detail.title[sizeof cp_launch_detail.title - 1] = '\0';
+    cp_launch_detail.report_path[sizeof cp_launch_detail.report_path - 1] = '\0';
+    cp_launch_detail_given = true;
+}
+
+/* CRASHPORT_LAST_RUN_DETAIL="kind flags signo exit_status started_ms duration_ms errors hangs",
+ * then, each after a tab, the signal's name, the reason, the title and the report's path. A
+ * value that does not parse leaves the detail unknown. */
+CP_HIDDEN void cp_launch_install(void)
+{
+    if (cp_launch_detail_given) return;
+    const char *text = cp_install_getenv("CRASHPORT_LAST_RUN_DETAIL");
+    if (text == NULL) return;
+    cp_run_detail detail;
+    memset(&detail, 0, sizeof detail);
+    unsigned kind = 0, flags = 0, errors = 0, hangs = 0;
+    int signo = 0, exit_status = -1;
+    unsigned long long started = 0, duration = 0;
+    int used = 0;
+    if (sscanf(text, "%u %u %d %d %llu %llu %u %u%n", &kind, &flags, &signo, &exit_status, &started, &duration,
+               &errors, &hangs, &used) < 8) {
+        return;
+    }
+    detail.kind = kind;
+    detail.flags = flags;
+    detail.signo = signo;
+    detail.exit_status = exit_status;
+    detail.started_ms = started;
+    detail.duration_ms = duration;
+    detail.errors = errors;
+    detail.hangs = hangs;
+    char *fields[] = {detail.signal_name, detail.reason, detail.title, detail.report_path};
+    size_t capacities[] = {sizeof detail.signal_name, sizeof detail.reason, sizeof detail.title,
+                           sizeof detail.report_path};
+    const char *cursor = text + used;
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0] && *cursor == '\t'; i++) {
+        cursor++;
+        const char *end = strchr(cursor, '\t');
+        size_t length = end != NULL ? (size_t)(end - cursor) : strlen(cursor);
+        cp_launch_copy(fields[i], capacities[i], cursor, length);
+        cursor += length;
+    }
+    cp_launch_set_detail(&detail);
+}
+
+__attribute__((visibility("default"))) int crashport_last_run_detail(crashport_run_detail *detail)
+{
+    if (detail == NULL || detail->size < sizeof detail->size + sizeof detail->known) return -EINVAL;
+    size_t size = detail->size < sizeof(crashport_run_detail) ? detail->size : sizeof(crashport_run_detail);
+    crashport_run_detail full;
+    memset(&full, 0, sizeof full);
+    full.size = detail->size;
+    full.exit_status = -1;
+    const cp_last_run *run = cp_app_previous_run();
+    int result = !cp_app_is_installed() ? -ENOTCONN : run == NULL ? -ENOENT : 0;
+    if (result == 0) {
+        full.known = 1;
+        full.consecutive_launch_crashes = (int)run->consecutive_launch_crashes;
+        full.crashed = (int)run->crashed;
+        full.during_launch = (int)run->crashed_during_launch;
+        memcpy(full.report_id, run->report_id, sizeof full.report_id);
+        full.report_id[sizeof full.report_id - 1] = '\0';
+        if (cp_launch_detail_given) {
+            const cp_run_detail *given = &cp_launch_detail;
+            full.kind = (int)given->kind;
+            full.signal = given->signo;
+            full.exit_status = given->exit_status;
+            full.abnormal = (given->flags & CP_RUN_ABNORMAL) != 0;
+            full.memory_pressure = (given->flags & CP_RUN_MEMORY_PRESSURE) != 0;
+            full.oom_killed = (given->flags & CP_RUN_OOM_KILLED) != 0;
+            full.test_crash = (given->flags & CP_RUN_TEST) != 0;
+            full.launch_protected = (given->flags & CP_RUN_PROTECTED) != 0;
+            full.started_ms = (int64_t)given->started_ms;
+            full.duration_ms = (int64_t)given->duration_ms;
+            full.errors = given->errors;
+            full.hangs = given->hangs;
+            memcpy(full.signal_name, given->signal_name, sizeof full.signal_name);
+            memcpy(full.reason, given->reason, sizeof full.reason);
+            memcpy(full.title, given->title, sizeof full.title);
+            memcpy(full.report_path, given->report_path, sizeof full.report_path);
+        }
+    }
+    memcpy(detail, &full, size);
+    return result;
+}
+
+/* Keyed tasks: a fixed table, a spin flag of its own. */
+#define CP_TASK_MAX 16u
+#define CP_TASK_KEY_BYTES 64u
+
+typedef struct cp_task {
+    char key[CP_TASK_KEY_BYTES];
+    crashport_task function;
+    void *context;
+} cp_task;
+
+static cp_task cp_tasks[CP_TASK_MAX];
+static uint32_t cp_tasks_writer;
+
+static void cp_tasks_lock(void)
+{
+    uint32_t expected = 0;
+    while (!__atomic_compare_exchange_n(&cp_tasks_writer, &expected, 1u, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        expected = 0;
+        sched_yield();
+    }
+}
+
+static void cp_tasks_unlock(void) { __atomic_store_n(&cp_tasks_writer, 0u, __ATOMIC_RELEASE); }
+
+static cp_task *cp_tasks_find(const char *key)
+{
+    for (uint32_t i = 0; i < CP_TASK_MAX; i++) {
+        if (cp_tasks[i].function != NULL && strcmp(cp_tasks[i].key, key) == 0) return &cp_tasks[i];
+    }
+    return NULL;
+}
+
+__attribute__((visibility("default"))) int crashport_register_task(const char *key, crashport_task task, void *context)
+{
+    if (key == NULL || key[0] == '\0') return -EINVAL;
+    if (strlen(key) >= CP_TASK_KEY_BYTES) return -ENAMETOOLONG;
+    cp_tasks_lock();
+    cp_task *slot = cp_tasks_find(key);
+    if (slot == NULL && task != NULL) {
+        for (uint32_t i = 0; i < CP_TASK_MAX && slot == NULL; i++) {
+            if (cp_tasks[i].function == NULL) slot = &cp_tasks[i];
+        }
+    }
+    int result = 0;
+    if (task == NULL) {
+        if (slot != NULL) memset(slot, 0, sizeof *slot);
+        else result = -ENOENT;
+    } else if (slot == NULL) {
+        result = -ENOSPC;
+    } else {
+        memcpy(slot->key, key, strlen(key) + 1);
+        slot->function = task;
+        slot->context = context;
+    }
+    cp_tasks_unlock();
+    return result;
+}
+
+__attribute__((visibility("default"))) int crashport_run_task(const char *key)
+{
+    if (key == NULL || key[0] == '\0') return -EINVAL;
+    cp_tasks_lock();
+    cp_task *slot = cp_tasks_find(key);
+    cp_task task;
+    if (slot != NULL) task = *slot;
+    cp_tasks_unlock();
+    if (slot == NULL) return -ENOENT;
+    char message[CP_TASK_KEY_BYTES + 16];
+    snprintf(message, sizeof message, "task %s", task.key);
+    crashport_breadcrumb("launch", message);
+    task.function(task.context);
+    return 0;
+}
+
+/* Once per process: a second crashport_launch runs nothing. */
+static uint32_t cp_launch_called;
+
+__attribute__((visibility("default"))) int crashport_launch(unsigned threshold, crashport_task protect,
+                                                            crashport_task launch, void *context)
+{
+    if (__atomic_exchange_n(&cp_launch_called, 1u, __ATOMIC_ACQ_REL) != 0) return -EALREADY;
+    if (threshold == 0) threshold = CRASHPORT_LAUNCH_THRESHOLD;
+    /* The launch lasts until the program's milestone, not a timer. */
+    __atomic_store_n(&cp_app.launch_ms, 0u, __ATOMIC_RELAXED);
+    const cp_last_run *run = cp_app_is_installed() ? cp_app_previous_run() : NULL;
+    unsigned consecutive = run != NULL ? run->consecutive_launch_crashes : 0;
+    int result = CRASHPORT_LAUNCH_NORMAL;
+    if (protect != NULL && consecutive >= threshold) {
+        char message[160];
+        snprintf(message, sizeof message,
+                 "launch protection: %u launch crashes in a row (threshold %u): running the protect work",
+                 consecutive, threshold);
+        crashport_breadcrumb("launch", message);
+        /* The run's session says so (never answered, never waited for). */
+        int fd = cp_state.fd;
+        if (fd >= 0) {
+            cp_launch note;
+            memset(&note, 0, sizeof note);
+            note.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof note, CP_MSG_LAUNCH};
+            note.protected_run = 1;
+            note.consecutive_launch_crashes = consecutive;
+            note.threshold = threshold;
+            (void)send(fd, &note, sizeof note, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        protect(context);
+        crashport_breadcrumb("launch", "launch protection: the protect work is done; launching");
+        result = CRASHPORT_LAUNCH_PROTECTED;
+    }
+    if (launch != NULL) launch(context);
+    return result;
+}
