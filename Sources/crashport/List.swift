@@ -21,7 +21,14 @@ func describeLastRun(_ runs: ProgramRuns) -> String {
     if runs.consecutiveLaunchCrashes > 0 {
         text += " (\(runs.consecutiveLaunchCrashes) launch crash\(runs.consecutiveLaunchCrashes == 1 ? "" : "es") in a row)"
     }
+    if let last = runs.last {
+        if last.kind == "hang" { text = "hung, then ended without a crash" }
+        if last.kind == "errors" { text += " after \(last.errors ?? 0) handled error\(last.errors == 1 ? "" : "s")" }
+        if !runs.lastCrashed, let code = last.exitCode, code != 0 { text += " (exit code \(code))" }
+    }
     if let id = runs.lastReportID { text += ", report \(id)" }
+    if let title = runs.last?.title { text += " (\(title))" }
+    if runs.last?.launchProtected == true { text += "; it ran its launch protection" }
     if runs.lastOOMKilled == true {
         text += "; the OOM killer ended it"
     } else if runs.lastMemoryPressure == true {

@@ -229,6 +229,13 @@ final class LaunchProtectionTests: XCTestCase {
         var (_, _, _, run) = try start(program, ["oom", cgroup], reports: reports, options: ["--trace-exit"])
         XCTAssertEqual(run.result.status, .signaled(SIGKILL), run.result.stderr)
         let killed = try XCTUnwrap(run.reportIDs.first, run.result.stderr)
+        // The command line says the same.
+        let listed = try TestSupport.run([TestSupport.crashport, "list", "--reports", reports, "--program", program])
+        XCTAssertTrue(
+            listed.stdout.contains(
+                "ended abnormally, report \(killed) (killed by the OOM killer (SIGKILL) in grow_forever"),
+            listed.stdout)
+        XCTAssertTrue(listed.stdout.contains("; the OOM killer ended it"), listed.stdout)
         var (detail, title, _) = ([String: String](), "", "")
         (detail, title, _, run) = try start(program, ["clean"], reports: reports)
         XCTAssertEqual(detail["kind"], "3", run.result.stdout)
