@@ -191,6 +191,38 @@ final class HostLevelTests: XCTestCase {
         XCTAssertEqual(sidecar.stop(), 0)
     }
 
+    /// Launch protection holds at the host level: a program linked with the stub but run without
+    /// a watcher crashes at launch three times, each seen only by the host level (the kernel's
+    /// core); its fourth start, connected to the same sidecar, hears the three and runs its
+    /// protect work before its launch work (examples/c/safe-mode.c).
+    func testLaunchCrashesSeenByTheHostLevelProtectTheNextLaunch() throws {
+        let directory = fresh("protect")
+        let libraries = (try TestSupport.stub() as NSString).deletingLastPathComponent
+        let program = try TestSupport.compile(
+            [TestSupport.repositoryRoot + "/examples/c/safe-mode.c"], output: directory + "/safe-mode",
+            flags: ["-O1", "-g", "-I", TestSupport.repositoryRoot + "/CSupport/stub/include"],
+            linkFlags: ["-L", libraries, "-Wl,-rpath," + libraries, "-lcrashport"])
+        let sidecar = try hostSidecar(directory)
+        let cache = directory + "/cache"
+        try "corrupt\n".write(toFile: cache, atomically: true, encoding: .utf8)
+        for launch in 1...3 {
+            let crashed = try TestSupport.run([program, cache])
+            XCTAssertEqual(crashed.status, .signaled(SIGSEGV), crashed.stderr)
+            XCTAssertTrue(crashed.stderr.contains("crash reporting is off"), "no watcher: \(crashed.stderr)")
+            let events = try sidecar.waitForReports(launch, uid: 0)
+            XCTAssertTrue(events.allSatisfy { $0.source == "host" }, sidecar.log)
+        }
+        try waitUntil("three launch crashes on record", timeout: 30) {
+            Self.read(sidecar.reportsDirectory(uid: 0) + "/.crashport-runs.json").contains("\"consecutive_launch_crashes\" : 3")
+        }
+        let fourth = try TestSupport.run([program, cache], environment: ["CRASHPORT_SOCKET": sidecar.socket])
+        XCTAssertEqual(fourth.status, .exited(0), fourth.stderr)
+        XCTAssertTrue(fourth.stdout.contains("last run: crash by SIGSEGV, 3 launch crash(es) in a row"), fourth.stdout)
+        XCTAssertTrue(fourth.stdout.contains("safe mode: removing \(cache)"), fourth.stdout)
+        XCTAssertTrue(fourth.stdout.contains("launched after the protect work"), fourth.stdout)
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
     /// Under `crashport run` the levels cooperate too: a static program (no stub) is reported by
     /// the host level alone (the launcher writes no stackless report of the same crash), and a
     /// program whose stub reported to the launcher is not reported again by the host level (the
