@@ -11,10 +11,12 @@
  * Linked with libcrashport (its constructor installs it under crashport run or a sidecar).
  */
 #include <crashport.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 __attribute__((noinline)) static int parse_header(const char *header)
@@ -22,23 +24,25 @@ __attribute__((noinline)) static int parse_header(const char *header)
     return (int)strlen(header); /* NULL: SIGSEGV */
 }
 
+/* Touches page after page of fresh anonymous memory until the OOM killer ends it. */
 __attribute__((noinline)) static void grow_forever(void)
 {
-    for (;;) {
-        char *block = malloc(1 << 20);
-        if (block == NULL) continue;
-        memset(block, 0x5a, 1 << 20);
+    for (size_t total = 0;; total += 1 << 20) {
+        volatile char *chunk = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (chunk == MAP_FAILED) continue;
+        for (size_t page = 0; page < (1 << 20); page += 4096) chunk[page] = (char)(total >> 20);
     }
 }
 
-static void join_cgroup(const char *cgroup)
+/* Writes this process's pid into CG/cgroup.procs (exit 93 when it cannot). */
+static void enter_cgroup(const char *cgroup)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/cgroup.procs", cgroup);
-    FILE *procs = fopen(path, "w");
-    if (procs == NULL || fprintf(procs, "%d\n", (int)getpid()) < 0 || fclose(procs) != 0) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || dprintf(fd, "%d\n", (int)getpid()) < 0 || close(fd) != 0) {
         perror(path);
-        exit(93);
+        _exit(93);
     }
 }
 
@@ -74,7 +78,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(how, "sigkill") == 0) raise(SIGKILL);
     if (strcmp(how, "oom") == 0 && argc > 2) {
-        join_cgroup(argv[2]);
+        enter_cgroup(argv[2]);
         grow_forever();
     }
     if (strcmp(how, "errors") == 0) crashport_report_error("LedgerError", "the ledger is unbalanced");
