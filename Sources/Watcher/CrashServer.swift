@@ -317,6 +317,8 @@ public final class CrashServer: @unchecked Sendable {
         } catch {
             return reject(sender.uid, "a launch message from pid \(sender.pid): \(error)")
         }
+        // Once per run is what the stub sends; past the settings' limit it is ignored (not logged).
+        guard settingTimes.allows(sender.pid) else { return nil }
         if message.protected {
             log(
                 about: sender.uid,
