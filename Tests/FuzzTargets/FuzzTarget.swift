@@ -267,6 +267,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         _ = try? HelloMessage(bytes: bytes)
         _ = try? GoodbyeMessage(bytes: bytes)
         _ = try? LaunchMessage(bytes: bytes)
+        _ = try? ConsentMessage(bytes: bytes)
+        _ = try? PendingQuery.check(bytes)
+        _ = (try? PendingList(bytes: bytes))?.entries.map(\.title.count)
+        _ = try? ConsentReportMessage(bytes: bytes)
         _ = try? HelloReply(bytes: bytes)
         _ = try? SpooledRecord(bytes: bytes)
         if let record = try? CrashRecord(bytes: bytes) {

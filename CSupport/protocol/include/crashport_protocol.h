@@ -47,6 +47,12 @@ enum cp_message_type {
                              and crashport_discard_pending: never answered */
     CP_MSG_LAUNCH = 16,   /* stub -> watcher, from crashport_launch: the run's launch protection
                              (cp_launch): never answered */
+    CP_MSG_PENDING_QUERY = 24,  /* stub -> watcher, from crashport_pending_list, with a reply fd
+                                   (one end of a SOCK_SEQPACKET socketpair): cp_pending_query */
+    CP_MSG_PENDING_LIST = 25,   /* watcher -> stub, on that reply fd: cp_pending_list, sent once
+                                   without blocking; a refused query gets none (the fd closes) */
+    CP_MSG_CONSENT_REPORT = 26, /* stub -> watcher, from crashport_send_report and
+                                   crashport_discard_report: cp_consent_report, never answered */
 };
 
 /* First 16 bytes of every message. */
@@ -179,6 +185,44 @@ typedef struct cp_consent {
     uint32_t action; /* CP_CONSENT_SET, _SEND, _DISCARD */
     uint32_t value;  /* with SET: the choice; else 0 */
 } cp_consent;
+
+/* The program's reports awaiting consent, for its consent dialog (crashport_pending_list): the
+ * query carries nothing but its reply fd; the answer lists at most CP_PENDING_MAX of the
+ * program's (and its user's) reports awaiting consent, newest first. Every text is
+ * NUL-terminated within its field; the watcher cuts longer ones at a character boundary. */
+#define CP_PENDING_MAX 32u
+#define CP_PENDING_ID_SIZE 64u
+#define CP_PENDING_TITLE_SIZE 256u
+#define CP_PENDING_KIND_SIZE 16u
+
+typedef struct cp_pending_query {
+    cp_header header;
+    uint32_t reserved[2]; /* 0 */
+} cp_pending_query;
+
+typedef struct cp_pending_entry {
+    char id[CP_PENDING_ID_SIZE];       /* the report's id (its directory's name) */
+    char title[CP_PENDING_TITLE_SIZE]; /* its one-line title ("SIGSEGV: ... in parse") */
+    char kind[CP_PENDING_KIND_SIZE];   /* crash, termination, error, hang, or empty */
+    int64_t time_ms;                   /* when it happened, Unix milliseconds; 0 unknown */
+} cp_pending_entry;
+
+typedef struct cp_pending_list {
+    cp_header header;
+    uint32_t count; /* entries filled, at most CP_PENDING_MAX */
+    uint32_t total; /* the program's reports awaiting consent in all (may exceed count) */
+    cp_pending_entry entries[CP_PENDING_MAX];
+} cp_pending_list;
+
+/* One report's consent: CP_CONSENT_SEND or CP_CONSENT_DISCARD for the report named by id, which
+ * the watcher honours only for a report of the sender's program, in the sender's user's reports,
+ * awaiting consent. */
+typedef struct cp_consent_report {
+    cp_header header;
+    uint32_t action;               /* CP_CONSENT_SEND or CP_CONSENT_DISCARD */
+    uint32_t reserved;             /* 0 */
+    char id[CP_PENDING_ID_SIZE];   /* NUL-terminated */
+} cp_consent_report;
 
 /* Said once by the process that said HELLO, as it exits normally: from exit() (the stub's
  * on_exit hook records the status, its destructor sends it, after the program's own atexit
@@ -455,6 +499,11 @@ typedef struct cp_heartbeat {
 #ifndef __cplusplus
 _Static_assert(sizeof(cp_header) == 16, "cp_header is 16 bytes");
 _Static_assert(sizeof(cp_consent) == 24, "cp_consent is 24 bytes");
+_Static_assert(sizeof(cp_pending_query) == 24, "cp_pending_query is 24 bytes");
+_Static_assert(sizeof(cp_pending_entry) == 344, "cp_pending_entry is 344 bytes");
+_Static_assert(__builtin_offsetof(cp_pending_list, entries) == 24, "entries at 24");
+_Static_assert(sizeof(cp_pending_list) == 24 + 32 * 344, "cp_pending_list is packed");
+_Static_assert(sizeof(cp_consent_report) == 88, "cp_consent_report is 88 bytes");
 _Static_assert(sizeof(cp_hello) == 88, "cp_hello is 88 bytes");
 _Static_assert(sizeof(cp_last_run) == 88, "cp_last_run is 88 bytes");
 _Static_assert(sizeof(cp_run_detail) == 1592, "cp_run_detail is 1592 bytes");

@@ -1,0 +1,167 @@
+// PendingMessages: a program's consent dialog over the wire. crashport_pending_list asks its
+// watcher (PendingQuery, with a reply fd) for its reports awaiting consent and gets them back
+// (PendingList); crashport_send_report and crashport_discard_report decide for one report
+// (ConsentReportMessage). Fixed layouts from crashport_protocol.h, every text bounded and
+// NUL-terminated.
+
+import CCrashPortProtocol
+
+/// crashport_pending_list's query (cp_pending_query): nothing but its header and a reply fd.
+public enum PendingQuery {
+    public static func check(_ bytes: [UInt8]) throws {
+        let header = try WireHeader(bytes: bytes)
+        guard header.type == CP_MSG_PENDING_QUERY.rawValue else { throw WireError.unexpectedType(header.type) }
+        guard bytes.count == MemoryLayout<cp_pending_query>.size else {
+            throw WireError.badField(
+                "a pending-reports query of \(bytes.count) bytes (expected \(MemoryLayout<cp_pending_query>.size))")
+        }
+        guard bytes[WireHeader.byteCount...].allSatisfy({ $0 == 0 }) else {
+            throw WireError.badField("a pending-reports query whose reserved bytes are not 0")
+        }
+    }
+
+    public static func encode() -> [UInt8] {
+        MessageEncoder(type: CP_MSG_PENDING_QUERY.rawValue, size: MemoryLayout<cp_pending_query>.size).bytes
+    }
+}
+
+/// One report awaiting consent, as a consent dialog shows it (cp_pending_entry).
+public struct PendingEntry: Equatable, Sendable {
+    public var id: String
+    public var title: String
+    /// crash, termination, error, hang, or empty.
+    public var kind: String
+    /// When it happened, Unix milliseconds; 0 unknown.
+    public var timeMilliseconds: Int64
+
+    public init(id: String, title: String, kind: String, timeMilliseconds: Int64) {
+        self.id = id
+        self.title = title
+        self.kind = kind
+        self.timeMilliseconds = timeMilliseconds
+    }
+}
+
+/// The watcher's answer to a PendingQuery (cp_pending_list): at most `capacity` entries, newest
+/// first, and how many await in all.
+public struct PendingList: Equatable, Sendable {
+    public static let capacity = Int(CP_PENDING_MAX)
+    public var entries: [PendingEntry]
+    public var total: Int
+
+    public init(entries: [PendingEntry], total: Int) {
+        self.entries = Array(entries.prefix(Self.capacity))
+        self.total = max(total, self.entries.count)
+    }
+
+    static let entrySize = MemoryLayout<cp_pending_entry>.size
+    static let entriesOffset = Layout.offset(\cp_pending_list.entries)
+
+    public init(bytes: [UInt8]) throws {
+        let header = try WireHeader(bytes: bytes)
+        guard header.type == CP_MSG_PENDING_LIST.rawValue else { throw WireError.unexpectedType(header.type) }
+        guard bytes.count == MemoryLayout<cp_pending_list>.size else {
+            throw WireError.badField(
+                "a pending-reports list of \(bytes.count) bytes (expected \(MemoryLayout<cp_pending_list>.size))")
+        }
+        let wire = WireBytes(bytes: bytes)
+        let count = Int(wire.u32(Layout.offset(\cp_pending_list.count)))
+        guard count <= Self.capacity else { throw WireError.badField("a pending-reports list of \(count) entries") }
+        func text(_ offset: Int, capacity: Int) throws -> String {
+            let field = bytes[offset..<offset + capacity]
+            guard let end = field.firstIndex(of: 0) else {
+                throw WireError.badField("a pending-reports list with a text that is not NUL-terminated")
+            }
+            return String(decoding: field[offset..<end], as: UTF8.self)
+        }
+        entries = try (0..<count).map { index in
+            let base = Self.entriesOffset + index * Self.entrySize
+            func at(_ path: PartialKeyPath<cp_pending_entry>) -> Int { base + Layout.offset(path) }
+            return PendingEntry(
+                id: try text(at(\cp_pending_entry.id), capacity: Int(CP_PENDING_ID_SIZE)),
+                title: try text(at(\cp_pending_entry.title), capacity: Int(CP_PENDING_TITLE_SIZE)),
+                kind: try text(at(\cp_pending_entry.kind), capacity: Int(CP_PENDING_KIND_SIZE)),
+                timeMilliseconds: Int64(bitPattern: wire.u64(at(\cp_pending_entry.time_ms))))
+        }
+        total = max(Int(wire.u32(Layout.offset(\cp_pending_list.total))), count)
+    }
+
+    /// A text as a field keeps it: control characters made spaces (one line in a dialog), cut
+    /// to `capacity - 1` bytes at a character boundary.
+    static func field(_ text: String, capacity: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for scalar in text.unicodeScalars {
+            let encoded = scalar.value < 0x20 || scalar.value == 0x7F ? [UInt8(ascii: " ")] : Array(String(scalar).utf8)
+            guard bytes.count + encoded.count <= capacity - 1 else { break }
+            bytes += encoded
+        }
+        return bytes
+    }
+
+    public func encode() -> [UInt8] {
+        var message = MessageEncoder(type: CP_MSG_PENDING_LIST.rawValue, size: MemoryLayout<cp_pending_list>.size)
+        message.put32(UInt32(entries.count), at: Layout.offset(\cp_pending_list.count))
+        message.put32(UInt32(clamping: total), at: Layout.offset(\cp_pending_list.total))
+        for (index, entry) in entries.prefix(Self.capacity).enumerated() {
+            let base = Self.entriesOffset + index * Self.entrySize
+            func put(_ text: String, _ path: PartialKeyPath<cp_pending_entry>, capacity: UInt32) {
+                let bytes = Self.field(text, capacity: Int(capacity))
+                let offset = base + Layout.offset(path)
+                message.bytes.replaceSubrange(offset..<offset + bytes.count, with: bytes)
+            }
+            put(entry.id, \cp_pending_entry.id, capacity: CP_PENDING_ID_SIZE)
+            put(entry.title, \cp_pending_entry.title, capacity: CP_PENDING_TITLE_SIZE)
+            put(entry.kind, \cp_pending_entry.kind, capacity: CP_PENDING_KIND_SIZE)
+            message.put64(UInt64(bitPattern: entry.timeMilliseconds), at: base + Layout.offset(\cp_pending_entry.time_ms))
+        }
+        return message.bytes
+    }
+}
+
+/// crashport_send_report or crashport_discard_report (cp_consent_report): one report's consent.
+public struct ConsentReportMessage: Equatable, Sendable {
+    public var send: Bool
+    public var id: String
+
+    public init(send: Bool, id: String) {
+        self.send = send
+        self.id = id
+    }
+
+    public init(bytes: [UInt8]) throws {
+        let header = try WireHeader(bytes: bytes)
+        guard header.type == CP_MSG_CONSENT_REPORT.rawValue else { throw WireError.unexpectedType(header.type) }
+        guard bytes.count == MemoryLayout<cp_consent_report>.size else {
+            throw WireError.badField(
+                "a report's consent of \(bytes.count) bytes (expected \(MemoryLayout<cp_consent_report>.size))")
+        }
+        let wire = WireBytes(bytes: bytes)
+        let action = wire.u32(Layout.offset(\cp_consent_report.action))
+        let reserved = wire.u32(Layout.offset(\cp_consent_report.reserved))
+        guard action == CP_CONSENT_SEND || action == CP_CONSENT_DISCARD, reserved == 0 else {
+            throw WireError.badField("a report's consent with action \(action) and reserved \(reserved)")
+        }
+        let start = Layout.offset(\cp_consent_report.id)
+        let field = bytes[start..<start + Int(CP_PENDING_ID_SIZE)]
+        guard let end = field.firstIndex(of: 0), end > start,
+            field[start..<end].allSatisfy({ Self.idBytes.contains($0) })
+        else {
+            throw WireError.badField("a report's consent whose id is empty, not NUL-terminated or not a report id")
+        }
+        send = action == CP_CONSENT_SEND
+        id = String(decoding: field[start..<end], as: UTF8.self)
+    }
+
+    /// What a report id is made of (ReportStore's ids: a time, the pid, a counter).
+    static let idBytes = Set(Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.".utf8))
+
+    public func encode() -> [UInt8] {
+        var message = MessageEncoder(
+            type: CP_MSG_CONSENT_REPORT.rawValue, size: MemoryLayout<cp_consent_report>.size)
+        message.put32(send ? CP_CONSENT_SEND : CP_CONSENT_DISCARD, at: Layout.offset(\cp_consent_report.action))
+        let bytes = Array(id.utf8.prefix(Int(CP_PENDING_ID_SIZE) - 1))
+        let offset = Layout.offset(\cp_consent_report.id)
+        message.bytes.replaceSubrange(offset..<offset + bytes.count, with: bytes)
+        return message.bytes
+    }
+}
