@@ -1,6 +1,7 @@
 // ConsentDecisions: the user's say over what `crashport upload` sends, from the command line
 // (crashport consent, send, discard) or from the program itself (crashport_set_consent,
-// crashport_send_pending, crashport_discard_pending through its watcher). Settings and decisions
+// crashport_send_pending, crashport_discard_pending, and one report at a time through
+// crashport_pending_list, crashport_send_report and crashport_discard_report). Settings and decisions
 // live in the reports directory (Upload.swift: ConsentSettings, UploadState.consent); a
 // sidecar running as root writes them with the user's filesystem ids, as it writes reports.
 
@@ -101,6 +102,44 @@ public enum ConsentDecisions {
             let granted = message == .sendPending
             try decide(granted ? .granted : .denied, ids: ids, store: store)
             return "\(ids.count) report(s) of \(program) \(granted ? "allowed to be sent" : "never to be sent")"
+        }
+    }
+
+    /// `program`'s reports awaiting consent for its consent dialog (crashport_pending_list):
+    /// the newest PendingList.capacity with their titles, kinds and times, and how many in all.
+    /// Only the listed reports' events are read again (the scan is `awaiting`'s).
+    public static func pending(store: ReportStore, program: String, log: ((String) -> Void)? = nil) -> PendingList {
+        let ids = awaiting(store: store, program: program, log: log)
+        let entries = ids.prefix(PendingList.capacity).map { id in
+            let event = try? store.asOwner { try store.event(id: id) }
+            let time = event?.timestamp.flatMap(Uploader.iso8601).map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+            return PendingEntry(
+                id: id, title: event?.title ?? "", kind: event?.kind?.rawValue ?? "", timeMilliseconds: time ?? 0)
+        }
+        return PendingList(entries: entries, total: ids.count)
+    }
+
+    /// A program's decision for one of its reports (crashport_send_report,
+    /// crashport_discard_report): kept only when `id` is one of `program`'s reports in `store`
+    /// awaiting consent, so that a program never decides for another program's or another
+    /// user's report; else ConsentError.notAwaiting. What it did, for the log.
+    public static func apply(_ message: ConsentReportMessage, program: String, store: ReportStore) throws -> String {
+        guard awaiting(store: store, program: program).contains(message.id) else {
+            throw ConsentError.notAwaiting(id: message.id, program: program)
+        }
+        try decide(message.send ? .granted : .denied, ids: [message.id], store: store)
+        return "report \(message.id) of \(program) \(message.send ? "allowed to be sent" : "never to be sent")"
+    }
+}
+
+/// Why a program's decision for one report was refused.
+public enum ConsentError: Error, CustomStringConvertible, Equatable {
+    case notAwaiting(id: String, program: String)
+
+    public var description: String {
+        switch self {
+        case .notAwaiting(let id, let program):
+            return "\(id) is not a report of \(program) awaiting consent here; refused"
         }
     }
 }

@@ -186,6 +186,8 @@ public final class CrashServer: @unchecked Sendable {
         case CP_MSG_CONSENT.rawValue: return handleConsent(bytes, sender: sender)
         case CP_MSG_GOODBYE.rawValue: return handleGoodbye(bytes, sender: sender)
         case CP_MSG_LAUNCH.rawValue: return handleLaunch(bytes, sender: sender)
+        case CP_MSG_PENDING_QUERY.rawValue: return handlePendingQuery(bytes, sender: sender, replyFDs: replyFDs)
+        case CP_MSG_CONSENT_REPORT.rawValue: return handleConsentReport(bytes, sender: sender)
         default: return reject(sender.uid, "a message from pid \(sender.pid): unexpected type \(header.type)")
         }
     }
@@ -357,6 +359,8 @@ public final class CrashServer: @unchecked Sendable {
         case CP_MSG_GOODBYE.rawValue: return "a GOODBYE"
         case CP_MSG_CONSENT.rawValue: return "a consent message"
         case CP_MSG_LAUNCH.rawValue: return "a launch message"
+        case CP_MSG_PENDING_QUERY.rawValue: return "a pending-reports query"
+        case CP_MSG_CONSENT_REPORT.rawValue: return "a report's consent"
         default: return "a message"
         }
     }
@@ -368,6 +372,10 @@ public final class CrashServer: @unchecked Sendable {
     static let settingsPerMinute = 10
     private let errorTimes = PerProcessLimit(perMinute: errorsPerMinute)
     private let settingTimes = PerProcessLimit(perMinute: settingsPerMinute)
+    /// A consent dialog's queries and per-report decisions one process may make per minute
+    /// (each reads or writes the user's reports): a dialog deciding for every listed report fits.
+    static let pendingPerMinute = 2 * Int(CP_PENDING_MAX) + 16
+    let pendingTimes = PerProcessLimit(perMinute: pendingPerMinute)
 
     /// At most `perMinute` events per key (a process, a user, a program) in any minute;
     /// forgets everything past 4,096 keys.

@@ -22,6 +22,12 @@ protocol CrashServerDelegate: AnyObject {
     /// crashport_set_consent, crashport_send_pending or crashport_discard_pending: for the
     /// sender's program's reports.
     func consent(_ message: ConsentMessage, from sender: Sender)
+    /// crashport_pending_list: the sender's program's reports awaiting consent in its user's
+    /// reports; nil refuses the query (it gets no answer).
+    func pendingReports(from sender: Sender) -> PendingList?
+    /// crashport_send_report or crashport_discard_report: for one of the sender's program's
+    /// reports awaiting consent (ConsentDecisions refuses any other).
+    func consentReport(_ message: ConsentReportMessage, from sender: Sender)
     /// A valid GOODBYE: the sender exits normally (a connection that closes without one ended
     /// abnormally).
     func goodbye(_ goodbye: GoodbyeMessage, from sender: Sender)
@@ -41,6 +47,8 @@ extension CrashServerDelegate {
     func hello(_ hello: HelloMessage, from sender: Sender) {}
     func setting(enabled: Bool, from sender: Sender) {}
     func consent(_ message: ConsentMessage, from sender: Sender) {}
+    func pendingReports(from sender: Sender) -> PendingList? { nil }
+    func consentReport(_ message: ConsentReportMessage, from sender: Sender) {}
     func goodbye(_ goodbye: GoodbyeMessage, from sender: Sender) {}
     func launch(_ message: LaunchMessage, from sender: Sender) {}
     func holder(of pid: ProcessID) -> ThreadHold? { nil }

@@ -878,6 +878,21 @@ final class LaunchServing: CrashServerDelegate {
         }
     }
 
+    func pendingReports(from sender: Sender) -> PendingList? {
+        let key = sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
+        return ConsentDecisions.pending(store: store, program: key.executable, log: log)
+    }
+
+    func consentReport(_ message: ConsentReportMessage, from sender: Sender) {
+        let key = sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
+        do {
+            log("pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: key.executable, store: store)))
+            if message.send, UploadSpawner.isConfigured() { UploadSpawner.spawn(reports: store.root, log: log) }
+        } catch {
+            log("pid \(sender.pid): its consent for report \(message.id) could not be kept: \(error)")
+        }
+    }
+
     func setting(enabled: Bool, from sender: Sender) {
         let key = sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
         if sender.pid == child { disabled.withLock { $0 = !enabled } }

@@ -740,6 +740,36 @@ extension Sidecar: CrashServerDelegate {
         }
     }
 
+    /// The program a consent message speaks for: its connection's session's, else its own.
+    func consentProgram(of sender: Sender) -> String {
+        clients.values.first { $0.peer.pid == sender.pid }?.session?.executable
+            ?? RunHistory.programKey(pid: sender.pid).executable
+    }
+
+    func pendingReports(from sender: Sender) -> PendingList? {
+        guard let store = store(for: sender) else { return nil }
+        return ConsentDecisions.pending(
+            store: store, program: consentProgram(of: sender), log: { [log] in log.say($0, uid: sender.uid) })
+    }
+
+    func consentReport(_ message: ConsentReportMessage, from sender: Sender) {
+        guard let store = store(for: sender) else { return }
+        do {
+            log.say(
+                "pid \(sender.pid): "
+                    + (try ConsentDecisions.apply(message, program: consentProgram(of: sender), store: store)),
+                uid: sender.uid)
+            if message.send, UploadSpawner.isConfigured(),
+                let child = UploadSpawner.spawn(
+                    reports: store.root, owner: store.owner, log: { [log] in log.say($0, uid: sender.uid) })
+            {
+                uploadProcesses.pids.withLock { _ = $0.insert(child) }
+            }
+        } catch {
+            log.say("pid \(sender.pid): its consent for report \(message.id) could not be kept: \(error)", uid: sender.uid)
+        }
+    }
+
     func goodbye(_ goodbye: GoodbyeMessage, from sender: Sender) {
         // Only the connection's own process: a forked child shares it, and says nothing.
         guard currentClient >= 0, clients[currentClient]?.peer.pid == sender.pid else { return }
