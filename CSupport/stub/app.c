@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -538,6 +539,137 @@ static int cp_app_decide(uint32_t action)
 __attribute__((visibility("default"))) int crashport_send_pending(void) { return cp_app_decide(CP_CONSENT_SEND); }
 
 __attribute__((visibility("default"))) int crashport_discard_pending(void) { return cp_app_decide(CP_CONSENT_DISCARD); }
+
+/* crashport_pending_list: a query carrying one end of a fresh socketpair (SCM_RIGHTS, as an
+ * ERROR record carries its reply fd), answered once on it by the watcher (cp_pending_list). Each
+ * call has its own pair, so threads asking at once do not share an answer. */
+static int cp_app_pending_query(int *reply)
+{
+    int fd = cp_state.fd;
+    if (!cp_app_installed || fd < 0) return -ENOTCONN;
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return -errno;
+    cp_pending_query query;
+    memset(&query, 0, sizeof query);
+    query.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof query, CP_MSG_PENDING_QUERY};
+    struct iovec part = {.iov_base = &query, .iov_len = sizeof query};
+    union {
+        struct cmsghdr header;
+        char bytes[CMSG_SPACE(sizeof(int))];
+    } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr message = {.msg_iov = &part, .msg_iovlen = 1, .msg_control = control.bytes,
+                             .msg_controllen = sizeof control.bytes};
+    struct cmsghdr *rights = CMSG_FIRSTHDR(&message);
+    rights->cmsg_level = SOL_SOCKET;
+    rights->cmsg_type = SCM_RIGHTS;
+    rights->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(rights), &pair[1], sizeof(int));
+    ssize_t sent = sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    int failure = sent == (ssize_t)sizeof query ? 0 : (sent < 0 ? -errno : -EPROTO);
+    close(pair[1]);
+    if (failure != 0) {
+        close(pair[0]);
+        return failure;
+    }
+    *reply = pair[0];
+    return 0;
+}
+
+/* Copies a field the watcher NUL-terminated (or not: the copy is terminated all the same). */
+static void cp_app_copy_text(char *to, size_t to_size, const char *from, size_t from_size)
+{
+    size_t length = strnlen(from, from_size);
+    if (length >= to_size) length = to_size - 1;
+    memcpy(to, from, length);
+    to[length] = 0;
+}
+
+__attribute__((visibility("default"))) int crashport_pending_list(crashport_pending_report *out, size_t capacity)
+{
+    if (out == NULL && capacity > 0) return -EINVAL;
+    int reply = -1;
+    int failure = cp_app_pending_query(&reply);
+    if (failure != 0) return failure;
+    /* The answer, at most 2 s away: a watcher that refuses the query closes the fd (EOF). */
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int ready = 0;
+    for (;;) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long waited = (long)(now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (waited >= 2000) break;
+        struct pollfd watch = {.fd = reply, .events = POLLIN};
+        ready = poll(&watch, 1, (int)(2000 - waited));
+        if (ready >= 0 || errno != EINTR) break;
+    }
+    if (ready <= 0) {
+        int error = ready < 0 ? -errno : -ETIMEDOUT;
+        close(reply);
+        return error;
+    }
+    /* 11 KB: kept off the caller's stack (a thread's may be small), one caller at a time. */
+    static cp_pending_list answer;
+    static pthread_mutex_t answer_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&answer_lock);
+    memset(&answer, 0, sizeof answer);
+    ssize_t got = recv(reply, &answer, sizeof answer, MSG_DONTWAIT | MSG_TRUNC);
+    int error = got < 0 ? -errno : 0;
+    close(reply);
+    if (error == 0 && (got != (ssize_t)sizeof answer || answer.header.magic != CP_MAGIC ||
+                       answer.header.version != CP_VERSION || answer.header.size != sizeof answer ||
+                       answer.header.type != CP_MSG_PENDING_LIST || answer.count > CP_PENDING_MAX)) {
+        error = -EPROTO;
+    }
+    if (error != 0) {
+        pthread_mutex_unlock(&answer_lock);
+        return error;
+    }
+    size_t count = answer.count < capacity ? answer.count : capacity;
+    for (size_t i = 0; i < count; i++) {
+        const cp_pending_entry *entry = &answer.entries[i];
+        memset(&out[i], 0, sizeof out[i]);
+        cp_app_copy_text(out[i].id, sizeof out[i].id, entry->id, sizeof entry->id);
+        cp_app_copy_text(out[i].title, sizeof out[i].title, entry->title, sizeof entry->title);
+        cp_app_copy_text(out[i].kind, sizeof out[i].kind, entry->kind, sizeof entry->kind);
+        out[i].time_ms = entry->time_ms;
+    }
+    pthread_mutex_unlock(&answer_lock);
+    return (int)count;
+}
+
+static int cp_app_decide_report(uint32_t action, const char *id)
+{
+    if (id == NULL) return -EINVAL;
+    size_t length = strnlen(id, CP_PENDING_ID_SIZE);
+    if (length == 0 || length >= CP_PENDING_ID_SIZE) return -EINVAL;
+    int fd = cp_state.fd;
+    if (!cp_app_installed || fd < 0) return -ENOTCONN;
+    cp_consent_report decision;
+    memset(&decision, 0, sizeof decision);
+    decision.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof decision, CP_MSG_CONSENT_REPORT};
+    decision.action = action;
+    memcpy(decision.id, id, length);
+    ssize_t sent = send(fd, &decision, sizeof decision, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent != (ssize_t)sizeof decision) return sent < 0 ? -errno : -EPROTO;
+    /* One fewer awaits (the count at install), never below none. */
+    uint32_t pending = __atomic_load_n(&cp_previous_run.pending_reports, __ATOMIC_RELAXED);
+    while (pending > 0 && !__atomic_compare_exchange_n(&cp_previous_run.pending_reports, &pending, pending - 1, true,
+                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return 0;
+}
+
+__attribute__((visibility("default"))) int crashport_send_report(const char *id)
+{
+    return cp_app_decide_report(CP_CONSENT_SEND, id);
+}
+
+__attribute__((visibility("default"))) int crashport_discard_report(const char *id)
+{
+    return cp_app_decide_report(CP_CONSENT_DISCARD, id);
+}
 
 /* Called once by crashport_install: marks the area in use and finds the runtimes' messages. */
 CP_HIDDEN void cp_app_install(void)

@@ -336,6 +336,52 @@ public enum CrashPort {
         if result < 0 { throw Failure(code: -result) }
     }
 
+    /// A report awaiting consent, as a consent dialog shows it.
+    public struct PendingReport: Sendable, Equatable {
+        /// Its id (`crashport show ID`), for `send(reportID:)` and `discard(reportID:)`.
+        public var id: String
+        /// One line: what happened and where ("SIGSEGV: … in parse_config (config.c:42)").
+        public var title: String
+        /// crash, termination, error or hang; nil when unknown.
+        public var kind: String?
+        /// When it happened, in milliseconds since the epoch; nil when unknown.
+        public var timeMilliseconds: Int64?
+    }
+
+    /// This program's reports awaiting consent, newest first, at most 32 (the watcher lists no
+    /// more; `pendingReports` may count more), asked of the watcher now: it waits up to 2 s for
+    /// the answer. Throws when crashport is not installed (ENOTCONN), the watcher did not answer
+    /// (ETIMEDOUT) or refused (EPROTO, an older watcher).
+    public static func listPendingReports() throws -> [PendingReport] {
+        let capacity = Int(CRASHPORT_PENDING_MAX)
+        var buffer = [crashport_pending_report](repeating: crashport_pending_report(), count: capacity)
+        let count = buffer.withUnsafeMutableBufferPointer { crashport_pending_list($0.baseAddress, capacity) }
+        if count < 0 { throw Failure(code: -count) }
+        return buffer.prefix(Int(count)).map { entry in
+            var entry = entry
+            func text<T>(_ field: inout T) -> String {
+                withUnsafeBytes(of: &field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            }
+            let kind = text(&entry.kind)
+            return PendingReport(
+                id: text(&entry.id), title: text(&entry.title), kind: kind.isEmpty ? nil : kind,
+                timeMilliseconds: entry.time_ms == 0 ? nil : entry.time_ms)
+        }
+    }
+
+    /// One report awaiting consent may be sent (the watcher refuses an id that is not one of
+    /// this program's reports awaiting consent).
+    public static func send(reportID: String) throws {
+        let result = crashport_send_report(reportID)
+        if result < 0 { throw Failure(code: -result) }
+    }
+
+    /// One report awaiting consent is never sent (it stays on the machine).
+    public static func discard(reportID: String) throws {
+        let result = crashport_discard_report(reportID)
+        if result < 0 { throw Failure(code: -result) }
+    }
+
     private static func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
         guard let text else { return body(nil) }
         return text.withCString { body($0) }

@@ -344,6 +344,43 @@ __attribute__((visibility("default"))) int crashport_pending_reports(void);
 __attribute__((visibility("default"))) int crashport_send_pending(void);
 __attribute__((visibility("default"))) int crashport_discard_pending(void);
 
+/*
+ * The reports awaiting consent one by one, for a consent dialog that shows them (App Center's
+ * "send / don't send" with the reports' titles): each report's id, title, kind and time, newest
+ * first, at most CRASHPORT_PENDING_MAX (the watcher lists no more; crashport_pending_reports
+ * may count more). Only this program's reports, of this user. Asked of the watcher each call,
+ * so always current:
+ *
+ *     crashport_pending_report pending[CRASHPORT_PENDING_MAX];
+ *     int count = crashport_pending_list(pending, CRASHPORT_PENDING_MAX);
+ *     for (int i = 0; i < count; i++) {
+ *         if (user_says_yes(pending[i].title, pending[i].time_ms)) crashport_send_report(pending[i].id);
+ *         else crashport_discard_report(pending[i].id);
+ *     }
+ *
+ * crashport_pending_list fills at most capacity entries (every text NUL-terminated) and returns
+ * how many, or -ENOTCONN when not installed, -EINVAL for a NULL out with a capacity,
+ * -ETIMEDOUT when the watcher did not answer within 2 s, -EPROTO when it refused the query (an
+ * older watcher) or answered nonsense, or -errno. It waits for the watcher (poll, up to 2 s):
+ * call it from the program's start, not from a signal handler.
+ *
+ * crashport_send_report and crashport_discard_report decide for one report: the watcher honours
+ * them only for a report of this program, of this user, awaiting consent (any other id is
+ * refused and logged); crashport_pending_reports drops by one. Each returns 0, -EINVAL for an
+ * empty id or one of 64 bytes or more, -ENOTCONN / -errno when it could not be sent (one send,
+ * non-blocking).
+ */
+#define CRASHPORT_PENDING_MAX 32
+typedef struct crashport_pending_report {
+    char id[64];     /* the report's id: crashport show ID, crashport send ID */
+    char title[256]; /* one line: what happened and where */
+    char kind[16];   /* "crash", "termination", "error", "hang", or "" */
+    int64_t time_ms; /* when it happened, milliseconds since the Unix epoch; 0 unknown */
+} crashport_pending_report;
+__attribute__((visibility("default"))) int crashport_pending_list(crashport_pending_report *out, size_t capacity);
+__attribute__((visibility("default"))) int crashport_send_report(const char *id);
+__attribute__((visibility("default"))) int crashport_discard_report(const char *id);
+
 #ifdef __cplusplus
 }
 #endif
