@@ -462,6 +462,79 @@ final class AppAPITests: XCTestCase {
         }
     }
 
+    /// A consent dialog that shows the reports (crashport_pending_list) and decides for each
+    /// (crashport_send_report, crashport_discard_report), under crashport run and under a
+    /// sidecar: two crashes with consent ask are listed with their ids, kinds, times and titles,
+    /// newest first; one is allowed to be sent and the other never, and the list is then empty.
+    /// Another program's report (a copy of the program elsewhere) is neither listed nor decided
+    /// for, though the program names its id.
+    func testConsentDialogListsAndDecidesPerReport() throws {
+        let work = fresh("dialog")
+        let program = try program(in: work)
+        try FileManager.default.createDirectory(atPath: work + "/other", withIntermediateDirectories: true)
+        let other = work + "/other/app"
+        try FileManager.default.copyItem(atPath: program, toPath: other)
+        try FileManager.default.createDirectory(atPath: work + "/sidecar", withIntermediateDirectories: true)
+        let sidecar = try SidecarProcess(directory: work + "/sidecar")
+        defer { sidecar.stop() }
+        for viaSidecar in [false, true] {
+            let reports = viaSidecar ? sidecar.reportsDirectory() : work + "/reports"
+            func run(_ arguments: [String], as executable: String = program) throws -> RunResult {
+                viaSidecar
+                    ? try TestSupport.run([executable] + arguments, environment: ["CRASHPORT_SOCKET": sidecar.socket])
+                    : try TestSupport.crashportRun([executable] + arguments, reports: reports).result
+            }
+            func consent(_ id: String) -> String {
+                let data = FileManager.default.contents(atPath: reports + "/" + id + "/upload.json") ?? Data("{}".utf8)
+                return ((try? JSONSerialization.jsonObject(with: data)) as? [String: Any])?["consent"] as? String ?? "-"
+            }
+            func ids() throws -> [String] {
+                try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }.sorted()
+            }
+            try FileManager.default.createDirectory(atPath: reports, withIntermediateDirectories: true)
+            XCTAssertEqual(
+                try TestSupport.run([TestSupport.crashport, "consent", "ask", "--reports", reports]).status, .exited(0))
+            let before = Date()
+            _ = try run(["consent", "crash"], as: other)
+            if viaSidecar { _ = try sidecar.waitForReports(1) }
+            let otherID = try XCTUnwrap(try ids().first)
+            for count in 2...3 {
+                _ = try run(["consent", "crash"])
+                if viaSidecar { _ = try sidecar.waitForReports(count) }
+            }
+            let own = try ids().filter { $0 != otherID }.sorted(by: >)
+            XCTAssertEqual(own.count, 2)
+
+            let listed = try run(["dialog"]).stdout
+            let lines = listed.split(separator: "\n").filter { $0.hasPrefix("report ") }.map {
+                $0.dropFirst("report ".count).split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+            }
+            XCTAssertTrue(listed.hasPrefix("pending 2\nlisted 2\n"), "sidecar \(viaSidecar): \(listed)")
+            XCTAssertEqual(lines.map { $0[0] }, own, "newest first, only this program's: \(listed)")
+            for line in lines {
+                XCTAssertEqual(line.count, 4, listed)
+                XCTAssertEqual(line[1], "crash", listed)
+                let time = Double(line[2]).map { Date(timeIntervalSince1970: $0 / 1000) }
+                XCTAssertTrue(time.map { $0 >= before.addingTimeInterval(-1) && $0 <= Date() } ?? false, listed)
+                let event = try Event.decode(
+                    try XCTUnwrap(FileManager.default.contents(atPath: reports + "/" + line[0] + "/event.json")))
+                XCTAssertEqual(line[3], event.title, listed)
+                XCTAssertTrue(line[3].contains("SIGSEGV"), listed)
+            }
+
+            let decided = try run(["dialog", "send", own[0], "discard", own[1], "send", otherID]).stdout
+            XCTAssertTrue(
+                decided.contains(
+                    "send \(own[0]) 0 pending 1\ndiscard \(own[1]) 0 pending 0\nsend \(otherID) 0 pending 0\n"),
+                decided)
+            XCTAssertTrue(decided.contains("empty id -22, long id -22, NULL list -22\nafter 0\n"), decided)
+            XCTAssertEqual([consent(own[0]), consent(own[1]), consent(otherID)], ["granted", "denied", "-"])
+            let log = viaSidecar ? sidecar.log : try run(["dialog", "send", otherID]).stderr
+            XCTAssertTrue(log.contains("\(otherID) is not a report of"), log)
+            XCTAssertTrue(try run(["dialog"], as: other).stdout.contains("listed 1\nreport \(otherID)\t"))
+        }
+    }
+
     /// The CrashPort Swift module, from the example package a user copies (examples/swift-api),
     /// built against this tree's stub: its annotations, breadcrumbs and handled error are in its
     /// reports, its next start knows the last run crashed, and CrashPort.testCrash() is reported

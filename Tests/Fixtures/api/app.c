@@ -14,6 +14,10 @@
  *                 (crashport_launch_completed, then crash), "clean" (exit 0), "sigkill" (raises
  *                 SIGKILL), "disable" (crashport_set_enabled(0), then crash), "enable" (turn it
  *                 back on, exit 0)
+ *   dialog [send|discard ID]...
+ *                 a consent dialog: the count at start, the reports awaiting consent as listed
+ *                 (one "report ID<TAB>KIND<TAB>TIME_MS<TAB>TITLE" line each), each decision's
+ *                 result, then the list once more (which the watcher answers after the decisions)
  */
 #define _GNU_SOURCE
 #include <crashport.h>
@@ -178,6 +182,25 @@ int main(int argc, char **argv)
         fflush(stdout);
         if (strcmp(answer, "crash") == 0) crash_after_telling();
         return 0;
+    } else if (strcmp(mode, "dialog") == 0) {
+        printf("pending %d\n", crashport_pending_reports());
+        crashport_pending_report pending[CRASHPORT_PENDING_MAX];
+        int listed = crashport_pending_list(pending, CRASHPORT_PENDING_MAX);
+        printf("listed %d\n", listed);
+        for (int i = 0; i < listed; i++) {
+            printf("report %s\t%s\t%lld\t%s\n", pending[i].id, pending[i].kind, (long long)pending[i].time_ms,
+                   pending[i].title);
+        }
+        for (int i = 2; i + 1 < argc; i += 2) {
+            int result = strcmp(argv[i], "send") == 0 ? crashport_send_report(argv[i + 1])
+                                                      : crashport_discard_report(argv[i + 1]);
+            printf("%s %s %d pending %d\n", argv[i], argv[i + 1], result, crashport_pending_reports());
+        }
+        printf("empty id %d, long id %d, NULL list %d\n", crashport_send_report(""),
+               crashport_discard_report("0123456789012345678901234567890123456789012345678901234567890123456789"),
+               crashport_pending_list(NULL, 1));
+        printf("after %d\n", crashport_pending_list(pending, CRASHPORT_PENDING_MAX));
+        return 0;
     } else if (strcmp(mode, "doublefree") == 0) {
         char *volatile block = malloc(16);
         free(block);
@@ -187,6 +210,8 @@ int main(int argc, char **argv)
         results += crashport_attach_file("/etc/hostname");
         results += crashport_detach_file("/etc/hostname");
         results += crashport_report_error("E", "not installed") == -107 /* ENOTCONN */ ? 0 : 100;
+        results += crashport_pending_list(NULL, 0) == -107 ? 0 : 100;
+        results += crashport_send_report("20261126T230000.000Z-1-0000") == -107 ? 0 : 100;
         crashport_breadcrumb("c", "m");
         printf("plain %d\n", results);
         return 0;
