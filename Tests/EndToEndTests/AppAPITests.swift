@@ -535,6 +535,40 @@ final class AppAPITests: XCTestCase {
         }
     }
 
+    /// Hostile consent-dialog messages on a raw connection to the sidecar: a query without a
+    /// reply descriptor, with a pipe, too short, with reserved bytes set or with two descriptors,
+    /// and a report's consent whose id is a path or not NUL-terminated, are each rejected with a
+    /// log line naming why; a query with a reply socket gets no answer (the watcher closes it, so
+    /// the client sees the end at once), and a valid query after them is answered.
+    func testMalformedPendingQueriesAreRejected() throws {
+        let work = fresh("pending-hostile")
+        let client = try TestSupport.compile(
+            [TestSupport.fixture("api/pending-hostile.c")], output: work + "/pending-hostile",
+            flags: ["-O1", "-g", "-I", TestSupport.repositoryRoot + "/CSupport/protocol/include"])
+        try FileManager.default.createDirectory(atPath: work + "/sidecar", withIntermediateDirectories: true)
+        let sidecar = try SidecarProcess(directory: work + "/sidecar")
+        defer { sidecar.stop() }
+        let ran = try TestSupport.run([client, sidecar.socket])
+        XCTAssertEqual(ran.status, .exited(0), ran.stderr)
+        XCTAssertEqual(
+            ran.stdout, "short: eof\nreserved: eof\ntwo descriptors: eof\nvalid: answer 0\n", ran.stderr)
+        let pid = try XCTUnwrap(
+            sidecar.log.components(separatedBy: "rejected a pending-reports query from pid ").dropFirst().first?
+                .prefix { $0.isNumber })
+        let query = "rejected a pending-reports query from pid \(pid): "
+        let decision = "rejected a report's consent from pid \(pid): "
+        for reason in [
+            query + "it carried 0 descriptors, expected 1",
+            query + "its reply descriptor is not a socket",
+            query + "a pending-reports query of 20 bytes (expected 24)",
+            query + "a pending-reports query whose reserved bytes are not 0",
+            query + "it carried 2 descriptors, expected 1",
+            decision + "a report's consent whose id is empty, not NUL-terminated or not a report id",
+        ] {
+            try waitUntil("the log says \(reason):\n\(sidecar.log)", timeout: 30) { sidecar.log.contains(reason) }
+        }
+    }
+
     /// The CrashPort Swift module, from the example package a user copies (examples/swift-api),
     /// built against this tree's stub: its annotations, breadcrumbs and handled error are in its
     /// reports, its next start knows the last run crashed, and CrashPort.testCrash() is reported
