@@ -29,8 +29,10 @@ extension CrashServer {
         } catch {
             return refuse(sender.uid, "\(what): \(error)")
         }
+        // Past the limit it is ignored, not rejected, as a setting is: no answer, the connection stays.
         guard pendingTimes.allows(sender.pid) else {
-            return refuse(sender.uid, "\(what): more than \(Self.pendingPerMinute) in a minute")
+            log(about: sender.uid, "ignored \(what): more than \(Self.pendingPerMinute) in a minute")
+            return nil
         }
         guard let list = delegate?.pendingReports(from: sender) else {
             return refuse(sender.uid, "\(what): its reports are not served here")
