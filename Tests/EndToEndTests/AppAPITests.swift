@@ -610,6 +610,37 @@ final class AppAPITests: XCTestCase {
         XCTAssertTrue(tested.crashedFunctions.contains("crashport_test_crash"), "\(tested.crashedFunctions)")
     }
 
+    /// The Swift consent dialog (examples/swift-api's ConsentDialog) under crashport run: two
+    /// crashes with consent ask are listed newest first with their kinds, times and titles; the
+    /// newest is allowed to be sent and the other never, and then none awaits.
+    func testSwiftConsentDialog() throws {
+        let dialog = try Self.swiftExample() + "/ConsentDialog"
+        let reports = fresh("swift-consent-reports")
+        XCTAssertEqual(
+            try TestSupport.run([TestSupport.crashport, "consent", "ask", "--reports", reports]).status, .exited(0))
+        let environment = ["SWIFT_BACKTRACE": "enable=no"]
+        for _ in 0..<2 {
+            let crashed = try TestSupport.crashportRun([dialog, "crash"], reports: reports, environment: environment)
+            XCTAssertEqual(crashed.result.status, .signaled(SIGILL), crashed.result.stderr)
+        }
+        let ids = try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }
+            .sorted(by: >)
+        XCTAssertEqual(ids.count, 2)
+        let asked = try TestSupport.crashportRun([dialog], reports: reports, environment: environment).result
+        XCTAssertEqual(asked.status, .exited(0), asked.stderr)
+        let lines = asked.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.first, "2 report(s) await consent", asked.stdout)
+        XCTAssertEqual(lines.filter { $0.hasPrefix("report ") }.map { $0.split(separator: " ")[1] }, ids.map { Substring($0) })
+        XCTAssertTrue(lines.filter { $0.hasPrefix("report ") }.allSatisfy { $0.contains(" crash ") && $0.contains("SIGILL") })
+        XCTAssertEqual(
+            lines.filter { $0.hasPrefix("sent ") || $0.hasPrefix("discarded ") || $0.hasPrefix("now ") },
+            ["sent \(ids[0])", "discarded \(ids[1])", "now 0 await consent"])
+        for (id, state) in zip(ids, ["granted", "denied"]) {
+            let data = try XCTUnwrap(FileManager.default.contents(atPath: reports + "/" + id + "/upload.json"))
+            XCTAssertEqual((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["consent"] as? String, state)
+        }
+    }
+
     /// Without crashport installed every call is harmless: the program runs as it would.
     func testEveryCallIsHarmlessWithoutCrashport() throws {
         let result = try TestSupport.run([try program(), "plain"])

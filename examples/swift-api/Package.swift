@@ -2,7 +2,8 @@
 //
 // Swift programs using crashport's CrashPort module: Ledger (annotations, breadcrumbs, a handled
 // error, its last run, and a crash) and SafeMode (launch protection: safe mode after three
-// launch crashes in a row). Copy this directory and point the dependency at your crashport
+// launch crashes in a row) and ConsentDialog (the reports awaiting consent, a decision for each).
+// Copy this directory and point the dependency at your crashport
 // checkout (or its git URL).
 //
 // The stub is compiled into the program from crashport's C sources: nothing to link by hand.
@@ -20,5 +21,7 @@ let package = Package(
         .executableTarget(name: "Ledger", dependencies: [.product(name: "CrashPort", package: "crashport")]),
         // Launch protection: safe mode after three launch crashes in a row.
         .executableTarget(name: "SafeMode", dependencies: [.product(name: "CrashPort", package: "crashport")]),
+        // A consent dialog: the reports awaiting consent, and a decision for each.
+        .executableTarget(name: "ConsentDialog", dependencies: [.product(name: "CrashPort", package: "crashport")]),
     ]
 )
