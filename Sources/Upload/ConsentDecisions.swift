@@ -24,11 +24,13 @@ public enum ConsentDecisions {
     /// that is refused counts as none, and `log` is told why.
     public static func awaiting(store: ReportStore, program: String? = nil, log: ((String) -> Void)? = nil) -> [String] {
         let byProgram = (try? store.asOwner { awaitingByProgram(store: store, log: log) }) ?? [:]
-        guard let program else { return byProgram.values.flatMap { $0 }.sorted() }
-        return byProgram[program] ?? []
+        guard let program else { return byProgram.values.flatMap { $0.map(\.id) }.sorted() }
+        return byProgram[program]?.map(\.id) ?? []
     }
 
-    static let scans = Mutex<[String: (stamp: Int, byProgram: [String: [String]])]>([:])
+    /// The scan keeps what a consent dialog shows of each report (PendingEntry), read with its
+    /// event, so that listing them (`pending`) reads nothing more.
+    static let scans = Mutex<[String: (stamp: Int, byProgram: [String: [PendingEntry]])]>([:])
 
     /// The directory's modification time in nanoseconds (0 when it cannot be read).
     static func stamp(_ path: String) -> Int {
@@ -38,7 +40,7 @@ public enum ConsentDecisions {
     }
 
     /// The scan itself; the caller has set the owner's filesystem ids.
-    static func awaitingByProgram(store: ReportStore, log: ((String) -> Void)?) -> [String: [String]] {
+    static func awaitingByProgram(store: ReportStore, log: ((String) -> Void)?) -> [String: [PendingEntry]] {
         let settings: ConsentSettings
         do {
             settings = try ConsentSettings.read(root: store.root)
@@ -49,15 +51,18 @@ public enum ConsentDecisions {
         guard settings.choice == .ask || settings.programs.values.contains(.ask) else { return [:] }
         let now = stamp(store.root)
         if let scan = scans.withLock({ $0[store.root] }), scan.stamp == now, now != 0 { return scan.byProgram }
-        var byProgram: [String: [String]] = [:]
+        var byProgram: [String: [PendingEntry]] = [:]
         // The newest reports the quota keeps at most: a user's directory full of made-up
         // reports costs the serving thread no more than a full quota's.
         for id in store.ids().prefix(max(store.maxReports, 1)) {
-            guard let executable = (try? store.event(id: id))?.process?.executable.map(RunHistory.realPath),
+            guard let event = try? store.event(id: id),
+                let executable = event.process?.executable.map(RunHistory.realPath),
                 settings.choice(for: executable) == .ask,
                 ((try? UploadState.read(directory: store.path(of: id))) ?? UploadState()).consent == nil
             else { continue }
-            byProgram[executable, default: []].append(id)
+            let time = event.timestamp.flatMap(Uploader.iso8601).map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+            byProgram[executable, default: []].append(
+                PendingEntry(id: id, title: event.title ?? "", kind: event.kind?.rawValue ?? "", timeMilliseconds: time ?? 0))
         }
         scans.withLock { scans in
             if scans.count > 4096 { scans.removeAll() }
@@ -107,16 +112,11 @@ public enum ConsentDecisions {
 
     /// `program`'s reports awaiting consent for its consent dialog (crashport_pending_list):
     /// the newest PendingList.capacity with their titles, kinds and times, and how many in all.
-    /// Only the listed reports' events are read again (the scan is `awaiting`'s).
+    /// From `awaiting`'s scan, kept until the reports directory changes: no event is read again.
     public static func pending(store: ReportStore, program: String, log: ((String) -> Void)? = nil) -> PendingList {
-        let ids = awaiting(store: store, program: program, log: log)
-        let entries = ids.prefix(PendingList.capacity).map { id in
-            let event = try? store.asOwner { try store.event(id: id) }
-            let time = event?.timestamp.flatMap(Uploader.iso8601).map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
-            return PendingEntry(
-                id: id, title: event?.title ?? "", kind: event?.kind?.rawValue ?? "", timeMilliseconds: time ?? 0)
-        }
-        return PendingList(entries: entries, total: ids.count)
+        let byProgram = (try? store.asOwner { awaitingByProgram(store: store, log: log) }) ?? [:]
+        let entries = byProgram[program] ?? []
+        return PendingList(entries: Array(entries.prefix(PendingList.capacity)), total: entries.count)
     }
 
     /// A program's decision for one of its reports (crashport_send_report,
