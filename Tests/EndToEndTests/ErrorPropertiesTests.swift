@@ -35,25 +35,45 @@ final class ErrorPropertiesTests: XCTestCase {
             }
         }
         guard run.reportIDs.count == 6 else { return XCTFail("\(run.reportIDs): \(run.result.stderr)") }
+        try assertEachCarriesItsOwn(try (0..<6).map { try run.event($0) })
+    }
+
+    /// The same through a sidecar (`crashport watch`), which captures each error as the
+    /// launcher does.
+    func testTheSameThroughTheSidecar() throws {
+        let work = Self.directory + "/sidecar-" + UUID().uuidString.prefix(6)
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        let sidecar = try SidecarProcess(directory: work)
+        defer { sidecar.stop() }
+        let result = try TestSupport.run([try program(), "threads"], environment: ["CRASHPORT_SOCKET": sidecar.socket])
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        try assertEachCarriesItsOwn(try sidecar.waitForReports(6))
+    }
+
+    /// Each of the six reports (threads A and B, rounds 0 to 2) has its own thread's and
+    /// round's properties and none of the other thread's.
+    func assertEachCarriesItsOwn(_ events: [Event], file: StaticString = #filePath, line: UInt = #line) throws {
+        XCTAssertEqual(events.count, 6, file: file, line: line)
         var seen = Set<String>()
-        for index in 0..<6 {
-            let event = try run.event(index)
-            XCTAssertEqual(event.kind, .error)
-            let message = try XCTUnwrap(event.exception?.message)
+        for event in events {
+            XCTAssertEqual(event.kind, .error, file: file, line: line)
+            let message = try XCTUnwrap(event.exception?.message, file: file, line: line)
             let words = message.split(separator: " ")
-            guard words.count == 4 else { return XCTFail(message) }
+            guard words.count == 4 else { return XCTFail(message, file: file, line: line) }
             let (name, round) = (String(words[1]), String(words[3]))
             let other = name == "A" ? "B" : "A"
             XCTAssertEqual(
                 event.exception?.properties,
-                ["thread": name, "round": round, "request": "req-\(name)-\(round)", name: "only mine"], message)
-            XCTAssertNil(event.exception?.properties?[other], message)
-            XCTAssertNil(event.exception?.propertiesTruncated)
-            XCTAssertEqual(event.annotations, ["app": "fixture"], "the properties are not annotations")
-            XCTAssertNotEqual(event.crashedThread?.rawValue, event.process?.pid?.rawValue, "a thread reported it")
+                ["thread": name, "round": round, "request": "req-\(name)-\(round)", name: "only mine"], message,
+                file: file, line: line)
+            XCTAssertNil(event.exception?.properties?[other], message, file: file, line: line)
+            XCTAssertNil(event.exception?.propertiesTruncated, file: file, line: line)
+            XCTAssertEqual(event.annotations, ["app": "fixture"], "the properties are not annotations", file: file, line: line)
+            XCTAssertNotEqual(
+                event.crashedThread?.rawValue, event.process?.pid?.rawValue, "a thread reported it", file: file, line: line)
             seen.insert(message)
         }
-        XCTAssertEqual(seen.count, 6)
+        XCTAssertEqual(seen.count, 6, file: file, line: line)
     }
 
     /// An error's own file is copied into its report and marked as the error's, beside the
