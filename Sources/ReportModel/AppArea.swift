@@ -5,10 +5,10 @@
 // The bytes are the crashed process's memory, so hostile: the header must carry the magic,
 // version 2 and a size no smaller than the area before the handled error's own block (a stub
 // from before it declares that size; the block is read only when the size covers it); a slot
-// is taken only when its
-// sequence is even (a slot some thread was writing when the process stopped is skipped, and
-// counted) and marked used; text ends at its first NUL or at the end of its array, and invalid
-// UTF-8 is replaced, never trusted. Offsets come from the C header through MemoryLayout.
+// is taken only when its sequence is even (a slot some thread was writing when the process
+// stopped is skipped, and counted) and marked used; text ends at its first NUL or at the end
+// of its array, and invalid UTF-8 is replaced, never trusted. Offsets come from the C header
+// through MemoryLayout.
 
 import CCrashPortProtocol
 
