@@ -191,7 +191,8 @@ public enum CaptureSession {
         files.maps = mapsBytes
         files.environ = proc.files["environ"]
         let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
-        let appArea = live ? readAppArea(at: record.appArea, memory: memory, notes: &notes) : nil
+        let appArea =
+            live ? readAppArea(at: record.appArea, memory: memory, notes: &notes, errorDetails: record.isError) : nil
         let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
@@ -324,11 +325,14 @@ public enum CaptureSession {
 
     /// The process's cp_app_area: its header first, then only the slots its high-water marks
     /// say were ever used and its tail (a program that never annotates costs 2.6 KB read, not
-    /// 120 KB), laid into a zeroed area of the full size.
-    static func readAppArea(at address: UInt64, memory: ProcessMemory, notes: inout [String]) -> [UInt8]? {
+    /// 120 KB), and with `errorDetails` (an ERROR record) the handled error's own block, laid
+    /// into a zeroed area of the full size.
+    static func readAppArea(
+        at address: UInt64, memory: ProcessMemory, notes: inout [String], errorDetails: Bool = false
+    ) -> [UInt8]? {
         guard let header = readAppAreaHeader(at: address, memory: memory), AppArea.inUse(header: header) else { return nil }
         var bytes = [UInt8](repeating: 0, count: AppArea.size)
-        for range in AppArea.rangesToRead(header: header) {
+        for range in AppArea.rangesToRead(header: header, errorDetails: errorDetails) {
             let part = memory.bytes(at: address &+ UInt64(range.lowerBound), count: range.count)
             guard part.count == range.count else {
                 notes.append(

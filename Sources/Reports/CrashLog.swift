@@ -371,10 +371,19 @@ extension CrashLog {
         return out
     }
 
-    /// What the program told crashport: annotations, its last breadcrumbs (the newest 10; all in
-    /// event.json), attachments. The program's text is escaped (newlines, terminal escapes).
+    /// What the program told crashport: a handled error's own properties, annotations, its last
+    /// breadcrumbs (the newest 10; all in event.json), attachments (the error's own marked). The
+    /// program's text is escaped (newlines, terminal escapes).
     static func appSection(_ event: Event) -> [String] {
         var lines: [String] = []
+        if let properties = event.exception?.properties, !properties.isEmpty {
+            let cut = Set(event.exception?.propertiesTruncated ?? [])
+            lines.append("Error properties:")
+            for key in properties.keys.sorted() {
+                lines.append("  \(escaped(key)): \(escaped(properties[key] ?? ""))\(cut.contains(key) ? " [truncated]" : "")")
+            }
+            lines.append("")
+        }
         let cut = Set(event.annotationsTruncated ?? [])
         if let annotations = event.annotations, !annotations.isEmpty {
             lines.append("Annotations:")
@@ -398,7 +407,8 @@ extension CrashLog {
             for attachment in attachments {
                 let what = attachment.file.map { "\($0), \(attachment.copied ?? 0) bytes" } ?? "not copied"
                 let why = attachment.error.map { " (\($0))" } ?? ""
-                lines.append("  \(escaped(attachment.path ?? "?")): \(what)\(why)")
+                let own = attachment.scope == AttachmentRecord.errorScope ? " [the error's own]" : ""
+                lines.append("  \(escaped(attachment.path ?? "?")): \(what)\(why)\(own)")
             }
             lines.append("")
         }

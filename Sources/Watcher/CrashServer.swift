@@ -764,7 +764,9 @@ public final class CrashServer: @unchecked Sendable {
             var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try store.commit(id: id) { directory in
                 // First, so that the event says what the copies hold (read as the owner: commit's ids).
-                let attached = Attachments.copy(capture.app?.attachments ?? [], into: directory)
+                let attached = Attachments.copy(
+                    errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
+                    into: directory)
                 if !attached.isEmpty { event.attachments = attached }
                 var started = monotonicNanoseconds()
                 let json = Array(try event.jsonData())
