@@ -34,6 +34,9 @@ final class PressureSampler {
     private var commandLine: [UInt8]?
     private(set) var looks = 0
     private(set) var snapshots = 0
+    /// How long the snapshots kept the process stopped, in all and at most.
+    private(set) var stoppedNanoseconds: UInt64 = 0
+    private(set) var longestStopNanoseconds: UInt64 = 0
 
     /// Usage from which snapshots are taken, and the growth (of the limit) that takes another.
     static let thresholdPercent: UInt64 = 80
@@ -56,7 +59,15 @@ final class PressureSampler {
         usageFD = fd
     }
 
-    deinit { close(usageFD) }
+    /// With CRASHPORT_TIMING_FD (tools/bench), what the sampling did over the run.
+    deinit {
+        close(usageFD)
+        if let fd = CrashServer.timingFD {
+            let line =
+                "crashport-pressure looks=\(looks) snapshots=\(snapshots) stopped_ns=\(stoppedNanoseconds) longest_stop_ns=\(longestStopNanoseconds)\n"
+            _ = line.withCString { write(fd, $0, strlen($0)) }
+        }
+    }
 
     /// The cgroup's usage now, nil when it cannot be read.
     func usage() -> UInt64? {
@@ -88,7 +99,7 @@ final class PressureSampler {
         previous = (usage, now)
         guard usage >= limit / 100 * Self.thresholdPercent else { return }
         if let latest {
-            let grew = usage >= latest.usage + limit / 100 * Self.growthPercent
+            let grew = usage - min(usage, latest.usage) >= limit / 100 * Self.growthPercent
             let since = now - latest.takenNanoseconds
             guard (grew && since >= Self.minimumGapNanoseconds) || since >= Self.refreshNanoseconds else { return }
         }
@@ -98,6 +109,8 @@ final class PressureSampler {
         commandLine = taken.commandLine
         latest = taken
         snapshots += 1
+        stoppedNanoseconds += taken.stoppedNanoseconds
+        longestStopNanoseconds = max(longestStopNanoseconds, taken.stoppedNanoseconds)
     }
 
     /// The time until the next look, from the rate usage grew at since the last one: below the
