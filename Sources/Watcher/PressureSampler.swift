@@ -3,11 +3,12 @@
 // reaper frees the victim's memory about two seconds after the kill, and the watcher, whose
 // every new page waits on the same cgroup's reclaim until then, reads them too late (measured:
 // held 2.15 s, one frame left). So the watcher looks at the cgroup's usage (one pread of
-// memory.current or memory.usage_in_bytes, kept open) at an interval that shortens as the limit
-// nears, and from 85 % of the limit on takes a PressureSnapshot of every thread (a stop of a
-// fraction of a millisecond), again whenever usage grew by another 2 % of the limit (at most
-// every 10 ms) or a second has passed; the capture at the kill uses the latest for the stacks it
-// finds gone. The cost is measured by tools/bench (`memory`, docs/measuring.md).
+// memory.current or memory.usage_in_bytes, kept open) at an interval set by the rate it grows
+// at, and from 80 % of the limit on (or from half of it when the limit is under 100 ms away at
+// that rate) takes a PressureSnapshot of every thread (a stop of a fraction of a millisecond),
+// again whenever usage grew by another 2 % of the limit (at most every 10 ms) or a second has
+// passed; the capture at the kill uses the latest for the stacks it finds gone. The cost is
+// measured by tools/bench (`memory`, docs/measuring.md).
 //
 // Only then: traced (the snapshot needs the threads the tracer holds), a cgroup with a limit,
 // and crashport charged to it (its cgroup is the child's or below it). A watcher outside the
@@ -95,9 +96,10 @@ final class PressureSampler {
             nextLook = now + 1_000_000_000
             return
         }
-        nextLook = now + Self.interval(usage: usage, limit: limit, growth: previous.map { (usage, now, $0.usage, $0.time) })
+        let growth = previous.map { (usage: usage, time: now, before: $0.usage, then: $0.time) }
+        nextLook = now + Self.interval(usage: usage, limit: limit, growth: growth)
         previous = (usage, now)
-        guard usage >= limit / 100 * Self.thresholdPercent else { return }
+        guard Self.isNear(usage: usage, limit: limit, growth: growth) else { return }
         if let latest {
             let grew = usage - min(usage, latest.usage) >= limit / 100 * Self.growthPercent
             let since = now - latest.takenNanoseconds
@@ -112,6 +114,20 @@ final class PressureSampler {
         stoppedNanoseconds += taken.stoppedNanoseconds
         longestStopNanoseconds = max(longestStopNanoseconds, taken.stoppedNanoseconds)
     }
+
+    /// Whether a snapshot is due: usage at the threshold, or past half the limit and growing
+    /// fast enough to reach the limit within `soonNanoseconds` (a program touching fresh memory
+    /// fills the last fifth of a 64 MiB limit between two looks: it gets a snapshot earlier).
+    static func isNear(
+        usage: UInt64, limit: UInt64, growth: (usage: UInt64, time: UInt64, before: UInt64, then: UInt64)?
+    ) -> Bool {
+        if usage >= limit / 100 * thresholdPercent { return true }
+        guard usage >= limit / 2, usage < limit, let growth, growth.usage > growth.before else { return false }
+        let eta = Double(limit - usage) / Double(growth.usage - growth.before) * Double(max(growth.time &- growth.then, 1))
+        return eta < Double(soonNanoseconds)
+    }
+
+    static let soonNanoseconds: UInt64 = 100_000_000
 
     /// The time until the next look, from the rate usage grew at since the last one: below the
     /// threshold, a third of the time it would take to reach it (a program touching fresh memory

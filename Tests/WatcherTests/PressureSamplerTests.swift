@@ -27,9 +27,23 @@ final class PressureSamplerTests: XCTestCase {
         XCTAssertEqual(next(60 << 20, after: 50 << 20, in: 3 * ms), ms, "above, climbing fast")
     }
 
+    func testASnapshotIsDueAtTheThresholdOrWhenTheLimitIsCloseInTime() {
+        func near(_ usage: UInt64, after before: UInt64, in elapsed: UInt64) -> Bool {
+            PressureSampler.isNear(usage: usage, limit: limit, growth: (usage, 1_000 * ms + elapsed, before, 1_000 * ms))
+        }
+        XCTAssertTrue(PressureSampler.isNear(usage: 52 << 20, limit: limit, growth: nil), "past 80 %")
+        XCTAssertFalse(PressureSampler.isNear(usage: 40 << 20, limit: limit, growth: nil), "no rate yet")
+        XCTAssertFalse(near(40 << 20, after: 40 << 20, in: 10 * ms), "steady at 62 %")
+        XCTAssertTrue(near(40 << 20, after: 30 << 20, in: 4 * ms), "the limit 10 ms away")
+        XCTAssertFalse(near(40 << 20, after: 39 << 20, in: 100 * ms), "the limit seconds away")
+        XCTAssertFalse(near(20 << 20, after: 4 << 20, in: 4 * ms), "below half: not yet, however fast")
+    }
+
     func testNothingOverflowsOrDividesByZero() {
         XCTAssertEqual(
             PressureSampler.interval(usage: .max / 2, limit: .max, growth: (.max / 2, 5, 0, 5)), ms / 2, "no time passed")
         XCTAssertEqual(PressureSampler.interval(usage: 10, limit: limit, growth: (10, 0, 20, 10)), 100 * ms, "it shrank")
+        XCTAssertTrue(PressureSampler.isNear(usage: .max - 1, limit: .max, growth: (.max - 1, 5, 0, 5)))
+        XCTAssertTrue(PressureSampler.isNear(usage: 70, limit: 64, growth: nil), "over the limit (v1 counts a little over)")
     }
 }
