@@ -141,6 +141,9 @@ public struct Event: Codable, Sendable, Equatable {
     /// Its memory as the kernel accounted it when captured: the memory cgroup's limit, usage,
     /// peak and events, the pressure on it, the process's peak resident set.
     public var memory: MemoryRecord?
+    /// A death seen at its exit (a termination under --trace-exit): whether its stacks were
+    /// read at the death, or came from a snapshot taken under memory pressure before it.
+    public var stackTaken: StackTaken?
     /// A test crash (crashport_test_crash(), CrashPort.testCrash(), `crashport test-crash`): a
     /// real crash made on purpose, titled "test crash: …" and kept out of crash-free statistics.
     /// Absent for any other report.
@@ -184,6 +187,7 @@ public struct Event: Codable, Sendable, Equatable {
         case hangMilliseconds = "hang_ms"
         case exitCode = "exit_code"
         case memory
+        case stackTaken = "stack_taken"
         case test
     }
 

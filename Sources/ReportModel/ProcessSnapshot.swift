@@ -200,6 +200,8 @@ public struct Capture: Sendable {
     }
     /// What the kernel said about its memory (its cgroup's limit, peak, events, pressure).
     public var memory: MemoryRecord?
+    /// A death seen at its exit: when its stacks were taken (at it, or before it).
+    public var stackTaken: StackTaken?
 
     public init(
         snapshot: ProcessSnapshot, executable: String?, arguments: [String], notes: [String], record: CrashRecord,

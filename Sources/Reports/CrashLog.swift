@@ -208,6 +208,7 @@ public enum CrashLog {
         if let id = event.id { lines.append("Report:    \(id)") }
         if let timestamp = event.timestamp { lines.append("Time:      \(timestamp)") }
         if let memory = event.memory, let line = describe(memory: memory) { lines.append("Memory:    \(line)") }
+        if let taken = event.stackTaken { lines.append("Stack:     \(describe(stackTaken: taken, cause: event.cause))") }
         if let fingerprint = event.fingerprint {
             let signature = event.signature.flatMap { $0.isEmpty ? nil : escaped($0) } ?? "(no frames)"
             lines.append("Signature: \(signature) (fingerprint \(fingerprint))")
@@ -413,6 +414,19 @@ extension CrashLog {
             lines.append("")
         }
         return lines
+    }
+
+    /// When a death's stacks were taken: "at the kill", "12 ms before the kill (…)".
+    public static func describe(stackTaken taken: StackTaken, cause: String?) -> String {
+        let death = cause == "oom-kill" || cause == "SIGKILL" || cause == "watchdog" ? "the kill" : "the end"
+        switch taken.when {
+        case StackTaken.atDeath: return "at \(death)"
+        case StackTaken.beforeDeath:
+            let when = taken.millisecondsBefore.map { "\($0) ms" } ?? "some time"
+            return "\(when) before \(death) (a snapshot taken under memory pressure: the stacks were gone at \(death))"
+        case StackTaken.lost: return "lost: gone at \(death), and no snapshot was taken before it"
+        default: return escaped(taken.when)
+        }
     }
 
     /// Text from the program made safe for a terminal: control characters as \n, \t, \u{1b}.

@@ -64,6 +64,7 @@ public enum ReportBuilder {
         }
         if let observation = capture.record.observation { observed(observation, into: &event) }
         event.memory = capture.memory
+        event.stackTaken = capture.stackTaken
         if let app = capture.app, let during = app.crashedDuringLaunch(at: capture.record.timeNanoseconds),
             !capture.record.isError
         {
