@@ -315,7 +315,9 @@ public struct HostPattern: Sendable {
         case .stale:
             do {
                 try set("core")
-                return ("core_pattern: crashport's, with no record of what it replaced: set to the kernel's default, \"core\"", true)
+                return (
+                    "core_pattern: crashport's, with no record of what it replaced: set to the kernel's default, \"core\"", true
+                )
             } catch {
                 return ("core_pattern could not be set to the kernel's default \"core\": \(error)", false)
             }
