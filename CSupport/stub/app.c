@@ -388,6 +388,127 @@ __attribute__((visibility("default"), noinline)) int crashport_report_error(cons
 }
 
 /*
+ * A handled error's own properties and files (crashport_report_error_with): written into
+ * cp_app.error_details under cp_error_lock, so they belong to the one ERROR record sent while it
+ * is held (the block names its thread), and cleared before the lock is let go, so that no other
+ * report ever carries them. Paths are made absolute as crashport_attach_file makes them.
+ */
+_Static_assert(CP_ERROR_PATH_BYTES == CP_ATTACHMENT_PATH_BYTES, "cp_app_absolute fills an error file's path");
+
+/* Fills the block for thread `tid` (under cp_error_lock). Returns whether anything was cut or
+ * left out. */
+static bool cp_app_set_error_details(uint32_t tid, const crashport_property *properties, size_t property_count,
+                                     const char *const *files, size_t file_count)
+{
+    cp_error_details *details = &cp_app.error_details;
+    cp_app_begin(&details->sequence);
+    bool cut = false;
+    uint32_t used = 0, properties_left_out = 0;
+    for (size_t index = 0; index < property_count; index++) {
+        char key[CP_ERROR_KEY_BYTES];
+        bool key_cut = cp_app_copy(key, sizeof key, properties[index].key);
+        cp_error_property *slot = NULL;
+        for (uint32_t seen = 0; slot == NULL && seen < used; seen++) {
+            if (strncmp(details->properties[seen].key, key, sizeof key) == 0) slot = &details->properties[seen];
+        }
+        if (slot == NULL) {
+            if (used == CP_ERROR_PROPERTY_MAX) {
+                properties_left_out++;
+                continue;
+            }
+            slot = &details->properties[used++];
+        }
+        memcpy(slot->key, key, sizeof key);
+        const char *value = properties[index].value;
+        bool value_cut = cp_app_copy(slot->value, sizeof slot->value, value != NULL ? value : "");
+        slot->flags = CP_SLOT_USED | (key_cut || value_cut ? CP_SLOT_TRUNCATED : 0u);
+        cut |= key_cut || value_cut;
+    }
+    uint32_t files_used = 0, files_left_out = 0;
+    for (size_t index = 0; index < file_count; index++) {
+        if (files_used == CP_ERROR_FILE_MAX) {
+            files_left_out++;
+            continue;
+        }
+        cp_error_file *slot = &details->files[files_used];
+        if (cp_app_absolute(files[index], slot->path) != 0) {
+            files_left_out++;
+            continue;
+        }
+        bool again = false;
+        for (uint32_t seen = 0; !again && seen < files_used; seen++) {
+            again = strncmp(details->files[seen].path, slot->path, sizeof slot->path) == 0;
+        }
+        if (again) continue;
+        slot->flags = CP_SLOT_USED;
+        files_used++;
+    }
+    details->tid = tid;
+    details->property_count = used;
+    details->file_count = files_used;
+    details->properties_left_out = properties_left_out;
+    details->files_left_out = files_left_out;
+    details->flags = CP_SLOT_USED;
+    cp_app_end(&details->sequence);
+    return cut || properties_left_out > 0 || files_left_out > 0;
+}
+
+/* Empties the block (under cp_error_lock), once its report was made or given up. */
+static void cp_app_clear_error_details(void)
+{
+    cp_error_details *details = &cp_app.error_details;
+    cp_app_begin(&details->sequence);
+    details->flags = 0;
+    details->tid = 0;
+    details->property_count = 0;
+    details->file_count = 0;
+    details->properties_left_out = 0;
+    details->files_left_out = 0;
+    cp_app_end(&details->sequence);
+}
+
+__attribute__((visibility("default"), noinline)) int crashport_report_error_with(const char *type, const char *message,
+                                                                                 const crashport_property *properties,
+                                                                                 size_t property_count,
+                                                                                 const char *const *files,
+                                                                                 size_t file_count)
+{
+    if ((properties == NULL && property_count > 0) || (files == NULL && file_count > 0)) return -EINVAL;
+    for (size_t index = 0; index < property_count; index++) {
+        if (properties[index].key == NULL || properties[index].key[0] == '\0') return -EINVAL;
+    }
+    for (size_t index = 0; index < file_count; index++) {
+        if (files[index] == NULL || files[index][0] == '\0') return -EINVAL;
+    }
+    if (cp_state.error_record == NULL || cp_state.fd < 0) return -ENOTCONN;
+    if (__atomic_load_n(&cp_state.disabled, __ATOMIC_RELAXED) != 0) return -ECANCELED;
+    int locked = pthread_mutex_lock(&cp_error_lock);
+    if (locked != 0) return -locked;
+    int result = 0;
+    if (!cp_app_error_allowed()) {
+        result = -EAGAIN;
+    } else {
+        uint32_t tid = (uint32_t)syscall(SYS_gettid);
+        bool cut = cp_app_set_error_details(tid, properties, property_count, files, file_count);
+        cp_app_begin(&cp_app.error_sequence);
+        bool type_cut = cp_app_copy(cp_app.error_type, sizeof cp_app.error_type, type != NULL && type[0] != '\0' ? type : "error");
+        type_cut |= cp_app_copy(cp_app.error_message, sizeof cp_app.error_message, message != NULL ? message : "");
+        cp_app.error_flags = CP_SLOT_USED | (type_cut ? CP_SLOT_TRUNCATED : 0u);
+        cp_app_end(&cp_app.error_sequence);
+        /* This thread's registers here: the report's frames start in this function. */
+        ucontext_t here;
+        getcontext(&here);
+        cp_fault caller;
+        cp_fault_copy(&caller, 0, NULL, &here);
+        result = (int)cp_report_error(&cp_state, &caller, tid);
+        cp_app_clear_error_details();
+        if (result == 0 && (cut || type_cut)) result = CRASHPORT_TRUNCATED;
+    }
+    pthread_mutex_unlock(&cp_error_lock);
+    return result;
+}
+
+/*
  * The test crash (App Center's generateTestCrash). The crash is real, so that the whole path
  * runs as for any crash: crashport's handler, the watcher's capture, the report, the upload.
  * Only the thread's id, stored before the fault, tells the crash path (report.c) to mark the

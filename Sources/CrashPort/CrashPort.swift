@@ -297,9 +297,43 @@ public enum CrashPort {
     /// stack, this thread marked, the error's type name and `String(describing:)`. The program
     /// is held only for the capture; returns once the watcher has it. Rate-limited (10 in a row,
     /// then one every 6 s): past it, or without crashport, nothing is sent and it says why.
+    ///
+    /// `properties` and `attachments` are this error's own (crashport_report_error_with): in its
+    /// report only, whichever thread reports another error at the same time. 16 properties,
+    /// keys of 63 bytes and values of 1023 (longer ones are cut and marked); 4 files, copied as
+    /// `attach(file:)`'s are. What is past the limits is left out, and the report says how
+    /// much. An empty key or path fails with EINVAL.
     @discardableResult
-    public static func report(_ error: any Error) -> Result<Void, Failure> {
-        let result = crashport_report_error(String(reflecting: type(of: error)), String(describing: error))
+    public static func report(
+        _ error: any Error, properties: [String: String] = [:], attachments: [String] = []
+    ) -> Result<Void, Failure> {
+        let type = String(reflecting: Swift.type(of: error))
+        let message = String(describing: error)
+        guard !properties.isEmpty || !attachments.isEmpty else {
+            let result = crashport_report_error(type, message)
+            return result < 0 ? .failure(Failure(code: -result)) : .success(())
+        }
+        // Laid out for C until the call returns, and called from this function itself (no
+        // closure), so that the report's frames go from the stub straight to this caller's.
+        let raw = UnsafeMutableBufferPointer<crashport_property>.allocate(capacity: max(properties.count, 1))
+        let paths = UnsafeMutableBufferPointer<UnsafePointer<CChar>?>.allocate(capacity: max(attachments.count, 1))
+        var owned: [UnsafeMutablePointer<CChar>?] = []
+        for (index, (key, value)) in properties.sorted(by: { $0.key < $1.key }).enumerated() {
+            owned += [strdup(key), strdup(value)]
+            raw[index] = crashport_property(
+                key: UnsafePointer(owned[owned.count - 2]), value: UnsafePointer(owned[owned.count - 1]))
+        }
+        for (index, path) in attachments.enumerated() {
+            owned.append(strdup(path))
+            paths[index] = UnsafePointer(owned[owned.count - 1])
+        }
+        defer {
+            for pointer in owned { free(pointer) }
+            raw.deallocate()
+            paths.deallocate()
+        }
+        let result = crashport_report_error_with(
+            type, message, raw.baseAddress, properties.count, paths.baseAddress, attachments.count)
         return result < 0 ? .failure(Failure(code: -result)) : .success(())
     }
 

@@ -44,6 +44,8 @@ public struct HeldCapture: Sendable {
     let startTicks: UInt64?
     /// Its memory cgroup, found while it was held (its files are read after release).
     var memoryCgroup: MemoryState.Cgroup? = nil
+    /// A death seen at its exit: when its stacks were taken.
+    var stackTaken: StackTaken? = nil
     /// The process's cp_app_area as read while it was held, when it was in use, and the
     /// runtimes' abort messages it led to.
     let appArea: [UInt8]?
@@ -97,6 +99,7 @@ public struct HeldCapture: Sendable {
             record: record, suspendedNanoseconds: suspendedNanoseconds, heldNanoseconds: heldNanoseconds)
         capture.app = app
         capture.stackStrings = stackStrings
+        capture.stackTaken = stackTaken
         if memoryCgroup != nil || files.procStatus != nil {
             capture.memory = MemoryState.record(
                 cgroup: memoryCgroup, status: files.procStatus.map { String(decoding: $0, as: UTF8.self) })
@@ -109,10 +112,13 @@ public enum CaptureSession {
     /// Captures and releases the process. `threads` is /proc/PID/task and `status`
     /// /proc/PID/status as the caller read them when it checked the record (read here when
     /// nil). A process whose only thread is the crashing one, which is waiting in the stub for
-    /// the verdict, is read without ptrace: nothing in it can run.
+    /// the verdict, is read without ptrace: nothing in it can run. `earlier`: for a death seen at
+    /// its exit, a snapshot taken under memory pressure, used for the threads whose stacks are
+    /// gone (an OOM kill's, once the reaper has run).
     public static func hold(
         record: CrashRecord, access given: ProcessAccess? = nil, threads listed: [ThreadID]? = nil,
-        status: [UInt8]? = nil, options: CaptureOptions, cache: ELFCache, holder: ThreadHold? = nil
+        status: [UInt8]? = nil, options: CaptureOptions, cache: ELFCache, holder: ThreadHold? = nil,
+        earlier: PressureSnapshot? = nil
     ) -> HeldCapture {
         let started = monotonicNanoseconds()
         let pid = record.pid
@@ -172,8 +178,13 @@ public enum CaptureSession {
         }
 
         let stacks = StackReader(mappings: mappings, memory: memory)
-        let threads = threadSnapshots(
+        var threads = threadSnapshots(
             record: record, access: access, session: session, live: live, stacks: stacks, options: options, notes: &notes)
+        var stackTaken: StackTaken?
+        var commandLine: [UInt8]?
+        if case .exit? = record.observation, session != nil {
+            stackTaken = takenAtDeath(threads: &threads, earlier: earlier, commandLine: &commandLine, notes: &notes)
+        }
         let executable = proc.executable
         let pendingModules = ModuleMap.pending(
             access: access, mappings: mappings, executable: executable, memory: live ? memory : nil, cache: cache)
@@ -187,11 +198,13 @@ public enum CaptureSession {
         var files = LinuxFiles()
         files.procStatus = status ?? proc.files["status"]
         files.cmdLine = proc.files["cmdline"]
+        if files.cmdLine?.isEmpty != false, let commandLine { files.cmdLine = commandLine }
         files.auxv = proc.files["auxv"]
         files.maps = mapsBytes
         files.environ = proc.files["environ"]
         let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
-        let appArea = live ? readAppArea(at: record.appArea, memory: memory, notes: &notes) : nil
+        let appArea =
+            live ? readAppArea(at: record.appArea, memory: memory, notes: &notes, errorDetails: record.isError) : nil
         let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
@@ -206,7 +219,42 @@ public enum CaptureSession {
             stackStrings: stackStrings, notes: notes, suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
         held.memoryCgroup = memoryCgroup
+        held.stackTaken = stackTaken
         return held
+    }
+
+    /// A death seen at its exit: whether its stacks were there to read. When the lead thread's
+    /// stack is gone (the OOM reaper freed it) and a pressure snapshot was taken, every thread
+    /// whose stack is gone gets the snapshot's registers and stack (together: a stack belongs
+    /// with the registers of its moment), and the arguments too when they are gone.
+    static func takenAtDeath(
+        threads: inout [ThreadSnapshot], earlier: PressureSnapshot?, commandLine: inout [UInt8]?, notes: inout [String]
+    ) -> StackTaken {
+        guard let lead = threads.first, PressureSnapshot.isGone(lead.stack) else { return StackTaken(when: StackTaken.atDeath) }
+        let reaped =
+            "its stack was gone when read at its death (the kernel's OOM reaper frees an OOM-killed process's memory; a watcher in the same memory cgroup cannot read it before then)"
+        guard let earlier, earlier.threads.contains(where: { $0.tid == lead.tid }) else {
+            notes.append(
+                reaped
+                    + ", and no snapshot was taken under memory pressure before it: its frames are what its registers alone give")
+            return StackTaken(when: StackTaken.lost)
+        }
+        // To the last moment the watcher saw it alive: the death came within a sampling
+        // interval after (the watcher's own wait on the cgroup's reclaim comes after the kill).
+        let milliseconds = (earlier.aliveNanoseconds &- earlier.takenNanoseconds) / 1_000_000
+        var replaced = 0
+        for index in threads.indices where PressureSnapshot.isGone(threads[index].stack) {
+            guard let then = earlier.threads.first(where: { $0.tid == threads[index].tid }) else { continue }
+            threads[index].registers = then.registers
+            threads[index].stack = then.stack
+            replaced += 1
+        }
+        commandLine = earlier.commandLine
+        notes.append(
+            reaped
+                + ": the registers and stacks of \(replaced) thread(s) are from a snapshot taken \(milliseconds) ms before it was last seen alive, when its memory cgroup's usage reached \(earlier.usage) bytes (--trace-exit in a memory cgroup with a limit)"
+        )
+        return StackTaken(when: StackTaken.beforeDeath, millisecondsBefore: milliseconds, usage: earlier.usage)
     }
 
     /// What capture may read of a process, as the kernel answers for its user.
@@ -324,11 +372,14 @@ public enum CaptureSession {
 
     /// The process's cp_app_area: its header first, then only the slots its high-water marks
     /// say were ever used and its tail (a program that never annotates costs 2.6 KB read, not
-    /// 120 KB), laid into a zeroed area of the full size.
-    static func readAppArea(at address: UInt64, memory: ProcessMemory, notes: inout [String]) -> [UInt8]? {
+    /// 120 KB), and with `errorDetails` (an ERROR record) the handled error's own block, laid
+    /// into a zeroed area of the full size.
+    static func readAppArea(
+        at address: UInt64, memory: ProcessMemory, notes: inout [String], errorDetails: Bool = false
+    ) -> [UInt8]? {
         guard let header = readAppAreaHeader(at: address, memory: memory), AppArea.inUse(header: header) else { return nil }
         var bytes = [UInt8](repeating: 0, count: AppArea.size)
-        for range in AppArea.rangesToRead(header: header) {
+        for range in AppArea.rangesToRead(header: header, errorDetails: errorDetails) {
             let part = memory.bytes(at: address &+ UInt64(range.lowerBound), count: range.count)
             guard part.count == range.count else {
                 notes.append(

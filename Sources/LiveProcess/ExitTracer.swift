@@ -20,7 +20,10 @@
 //
 // The tracer also stops the process for crash and hang captures (it already holds every
 // thread, so a second PTRACE_SEIZE would fail): `suspendAll` interrupts every thread and
-// collects the stops, keeping any signal that arrived meanwhile for `detachAll` to deliver.
+// collects the stops, keeping any signal that arrived meanwhile for `detachAll` to deliver. A
+// thread that reaches its exit event during such a stop (a SIGKILL while a hang or a pressure
+// snapshot was being taken) stays held, and its event comes out of the next `pump`: the
+// capture that stopped it does not swallow the death.
 //
 // ptrace is per tracer thread: every call on a tracer must come from the thread that attached
 // (the launcher's serving loop, or the sidecar's, which traces many processes). The kernel
@@ -86,6 +89,10 @@ public final class ExitTracer: ThreadHold {
     public private(set) var releasedNanoseconds: UInt64 = 0
     private var failedThreads: [(tid: ThreadID, reason: String)] = []
     private var captureStopped: [Int32] = []
+    /// Exit events that came while a capture had the process stopped: held, and told by the
+    /// next `pump`.
+    private var exitsWhileSuspended: [Event] = []
+    private var deferred: [Event] = []
 
     static let options: Ptrace.Options = [.PTRACE_O_TRACEEXIT, .PTRACE_O_TRACECLONE, .PTRACE_O_TRACEEXEC]
 
@@ -125,7 +132,8 @@ public final class ExitTracer: ThreadHold {
     /// Handles every wait status pending for this process, without blocking; the events the
     /// caller must act on. (Statuses of the group's other processes wait in their inboxes.)
     public func pump() -> [Event] {
-        var events: [Event] = []
+        var events = deferred
+        deferred = []
         group.collect()
         while !inbox.isEmpty {
             let next = inbox.removeFirst()
@@ -262,6 +270,7 @@ public final class ExitTracer: ThreadHold {
     public func suspendAll(timeoutMilliseconds: Int) throws -> [ThreadID] {
         failedThreads = []
         captureStopped = exiting.map(\.rawValue)
+        exitsWhileSuspended = []
         suspending = true
         for (tid, state) in threads {
             switch state {
@@ -275,6 +284,8 @@ public final class ExitTracer: ThreadHold {
                 if case .exiting(let tid, _) = event, !captureStopped.contains(tid.rawValue) {
                     captureStopped.append(tid.rawValue)
                 }
+                if case .exiting = event { exitsWhileSuspended.append(event) }
+                if case .ended = event { deferred.append(event) }
             }
             let moving = threads.filter { tid, state in
                 switch state {
@@ -297,10 +308,15 @@ public final class ExitTracer: ThreadHold {
     }
 
     /// Ends a capture: every thread stopped for it goes on, with any signal that arrived
-    /// meanwhile; a group-stop is listened to again; the ones held at their exit finish it.
+    /// meanwhile; a group-stop is listened to again; the ones held at their exit before it
+    /// began finish it, the ones that got there during it stay held for the caller (`pump`
+    /// tells it).
     public func detachAll(timeoutMilliseconds: Int) {
         suspending = false
-        for tid in captureStopped {
+        let arrived = Set(exitsWhileSuspended.compactMap { if case .exiting(let tid, _) = $0 { tid.rawValue } else { nil } })
+        deferred += exitsWhileSuspended
+        exitsWhileSuspended = []
+        for tid in captureStopped where !arrived.contains(tid) {
             switch threads[tid] {
             case .held(let signal, let groupStop)?:
                 if groupStop {

@@ -65,6 +65,9 @@ public enum MemoryState {
         return record == MemoryRecord() ? nil : record
     }
 
+    /// The peak resident set (VmHWM) in a /proc/PID/status text, in bytes.
+    public static func processPeak(status: String) -> UInt64? { kilobytes("VmHWM:", in: status).map { $0 * 1024 } }
+
     /// "VmHWM:	  1234 kB" → 1234.
     static func kilobytes(_ key: String, in status: String) -> UInt64? {
         for line in status.split(separator: "\n") where line.hasPrefix(key) {

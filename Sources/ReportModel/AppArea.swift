@@ -3,10 +3,12 @@
 // memory (crashport_protocol.h).
 //
 // The bytes are the crashed process's memory, so hostile: the header must carry the magic,
-// version 1 and a size no smaller than this watcher's layout; a slot is taken only when its
-// sequence is even (a slot some thread was writing when the process stopped is skipped, and
-// counted) and marked used; text ends at its first NUL or at the end of its array, and invalid
-// UTF-8 is replaced, never trusted. Offsets come from the C header through MemoryLayout.
+// version 2 and a size no smaller than the area before the handled error's own block (a stub
+// from before it declares that size; the block is read only when the size covers it); a slot
+// is taken only when its sequence is even (a slot some thread was writing when the process
+// stopped is skipped, and counted) and marked used; text ends at its first NUL or at the end
+// of its array, and invalid UTF-8 is replaced, never trusted. Offsets come from the C header
+// through MemoryLayout.
 
 import CCrashPortProtocol
 
@@ -40,6 +42,36 @@ public struct Breadcrumb: Sendable, Equatable, Codable {
     }
 }
 
+/// A handled error's own properties and files (crashport_report_error_with): the
+/// cp_error_details block, for the ERROR record of thread `thread` only.
+public struct HandledErrorDetails: Sendable, Equatable {
+    /// The thread that reported it (and wrote the block).
+    public var thread: ThreadID
+    /// Its key/values, in the program's order, each key once; `truncated`: cut to the stub's limit.
+    public var properties: [Annotation] = []
+    /// Absolute paths of its own files, to copy into its report.
+    public var files: [String] = []
+    /// Properties and files the program gave past the stub's limits (or with a path too long).
+    public var propertiesLeftOut = 0
+    public var filesLeftOut = 0
+
+    /// The stub's limits (crashport.h, crashport_report_error_with).
+    public static let maximumProperties = Int(CP_ERROR_PROPERTY_MAX)
+    public static let maximumFiles = Int(CP_ERROR_FILE_MAX)
+    public static let maximumPathBytes = Int(CP_ERROR_PATH_BYTES) - 1
+
+    public init(
+        thread: ThreadID, properties: [Annotation] = [], files: [String] = [], propertiesLeftOut: Int = 0,
+        filesLeftOut: Int = 0
+    ) {
+        self.thread = thread
+        self.properties = properties
+        self.files = files
+        self.propertiesLeftOut = propertiesLeftOut
+        self.filesLeftOut = filesLeftOut
+    }
+}
+
 public struct AppArea: Sendable, Equatable {
     public var annotations: [Annotation] = []
     /// Oldest first: the last 100 the program added.
@@ -52,6 +84,9 @@ public struct AppArea: Sendable, Equatable {
     public var exception: UncaughtException?
     /// The handled error being reported (crashport_report_error), for an ERROR record.
     public var handledError: UncaughtException?
+    /// Its own properties and files (crashport_report_error_with), when the area was read with
+    /// them (`rangesToRead(header:errorDetails:)`) and the block was complete and in use.
+    public var handledErrorDetails: HandledErrorDetails?
     /// The launch window: CLOCK_REALTIME at install (0: not installed), its length (0: until
     /// crashport_launch_completed) and whether the program ended it.
     public var installTimeNanoseconds: UInt64 = 0
@@ -81,16 +116,23 @@ public struct AppArea: Sendable, Equatable {
 
     /// The whole area's size in this watcher's layout: what capture reads.
     public static let size = MemoryLayout<cp_app_area>.size
+    /// The smallest area read: one from a stub before the handled error's own block
+    /// (error_details, appended), which declares this size.
+    public static let minimumSize = Int(CP_APP_SIZE_MIN)
+
     /// The header alone: read first, to skip a process that never used the area.
     public static let headerSize = MemoryLayout<cp_app_area>.offset(of: \cp_app_area.annotations)!
 
     /// The parts of an area worth reading, given its header (in area offsets): the header, the
     /// annotation, breadcrumb and attachment slots below their high-water marks (clamped: the
-    /// header is the process's word), and the tail (runtime messages, launch, error). The rest
-    /// was never written, so reads as zeros.
-    public static func rangesToRead(header bytes: [UInt8]) -> [Range<Int>] {
+    /// header is the process's word), and the tail (runtime messages, launch, error); with
+    /// `errorDetails` (an ERROR record's capture), the handled error's own block too, when the
+    /// area's declared size covers it. The rest was never written, so reads as zeros.
+    public static func rangesToRead(header bytes: [UInt8], errorDetails: Bool = false) -> [Range<Int>] {
         guard bytes.count >= headerSize else { return [0..<size] }
         let wire = WireBytes(bytes: bytes)
+        let details = offset(\.error_details)
+        let hasDetails = errorDetails && Int(wire.u32(offset(\.size))) >= size
         let annotations = min(Int(wire.u32(offset(\.annotations_used))), Int(CP_ANNOTATION_MAX))
         let attachments = min(Int(wire.u32(offset(\.attachments_used))), Int(CP_ATTACHMENT_MAX))
         let crumbs = Int(min(wire.u64(offset(\.breadcrumb_count)), UInt64(CP_BREADCRUMB_MAX)))
@@ -100,7 +142,8 @@ public struct AppArea: Sendable, Equatable {
             slots(offset(\.annotations), annotations, MemoryLayout<cp_annotation>.size),
             slots(offset(\.breadcrumbs), crumbs, MemoryLayout<cp_breadcrumb>.size),
             slots(offset(\.attachments), attachments, MemoryLayout<cp_attachment>.size),
-            offset(\.abort_message_address)..<size,
+            offset(\.abort_message_address)..<details,
+            hasDetails ? details..<size : 0..<0,
         ].filter { !$0.isEmpty }
     }
 
@@ -137,7 +180,7 @@ public struct AppArea: Sendable, Equatable {
 
     /// Decodes an area, or says why it cannot.
     public init(bytes: [UInt8]) throws {
-        guard bytes.count >= Self.size else {
+        guard bytes.count >= Self.minimumSize else {
             throw WireError.badField("app area of \(bytes.count) bytes (expected \(Self.size))")
         }
         let wire = WireBytes(bytes: bytes)
@@ -145,7 +188,7 @@ public struct AppArea: Sendable, Equatable {
         let version = wire.u32(Self.offset(\.version))
         guard version == CP_APP_VERSION else { throw WireError.badField("app area version \(version)") }
         let declared = Int(wire.u32(Self.offset(\.size)))
-        guard declared >= Self.size else { throw WireError.badField("app area declares \(declared) bytes") }
+        guard declared >= Self.minimumSize else { throw WireError.badField("app area declares \(declared) bytes") }
 
         func text(_ start: Int, _ capacity: Int) -> String {
             let field = bytes[start..<start + capacity]
@@ -224,6 +267,7 @@ public struct AppArea: Sendable, Equatable {
                 type: type.isEmpty ? "error" : type, message: message.isEmpty ? nil : message,
                 truncated: flags & CP_SLOT_TRUNCATED != 0)
         }
+        if declared >= Self.size, bytes.count >= Self.size { handledErrorDetails = errorDetails(wire, text) }
         let exceptionStart = Self.offset(\.exception_sequence)
         if let flags = slot(wire, sequence32: exceptionStart, flags: Self.offset(\.exception_flags)) {
             let type = text(Self.offset(\.exception_type), Int(CP_EXCEPTION_TYPE_BYTES))
@@ -262,6 +306,48 @@ public struct AppArea: Sendable, Equatable {
         let glibc = pointer(at: wire.u64(offset(\.abort_message_address)))
         let abort = glibc != 0 && glibc < UInt64.max - 4 ? message(at: glibc + 4, read: read) : nil
         return (abort, message(at: pointer(at: wire.u64(offset(\.swift_message_address))), read: read))
+    }
+
+    /// The error_details block: nil when free, being written (counted) or naming no thread; a
+    /// property is taken when its slot is used, its key is not empty and not seen before; a
+    /// file when its slot is used and its path is absolute and not seen before. Counts are
+    /// clamped to the arrays.
+    private mutating func errorDetails(_ wire: WireBytes, _ text: (Int, Int) -> String) -> HandledErrorDetails? {
+        func field<T>(_ path: KeyPath<cp_error_details, T>) -> Int {
+            Self.offset(\.error_details) + MemoryLayout<cp_error_details>.offset(of: path)!
+        }
+        guard slot(wire, sequence32: field(\.sequence), flags: field(\.flags)) != nil else { return nil }
+        let tid = Int32(bitPattern: wire.u32(field(\.tid)))
+        guard tid > 0 else { return nil }
+        var details = HandledErrorDetails(
+            thread: ThreadID(tid), propertiesLeftOut: Int(wire.u32(field(\.properties_left_out))),
+            filesLeftOut: Int(wire.u32(field(\.files_left_out))))
+        let propertySize = MemoryLayout<cp_error_property>.size
+        let key = MemoryLayout<cp_error_property>.offset(of: \cp_error_property.key)!
+        let value = MemoryLayout<cp_error_property>.offset(of: \cp_error_property.value)!
+        var keys = Set<String>()
+        for index in 0..<min(Int(wire.u32(field(\.property_count))), Int(CP_ERROR_PROPERTY_MAX)) {
+            let start = field(\.properties) + index * propertySize
+            let flags = wire.u32(start + MemoryLayout<cp_error_property>.offset(of: \cp_error_property.flags)!)
+            guard flags & CP_SLOT_USED != 0 else { continue }
+            let name = text(start + key, Int(CP_ERROR_KEY_BYTES))
+            guard !name.isEmpty, keys.insert(name).inserted else { continue }
+            details.properties.append(
+                Annotation(
+                    key: name, value: text(start + value, Int(CP_ERROR_VALUE_BYTES)),
+                    truncated: flags & CP_SLOT_TRUNCATED != 0))
+        }
+        let fileSize = MemoryLayout<cp_error_file>.size
+        let path = MemoryLayout<cp_error_file>.offset(of: \cp_error_file.path)!
+        for index in 0..<min(Int(wire.u32(field(\.file_count))), Int(CP_ERROR_FILE_MAX)) {
+            let start = field(\.files) + index * fileSize
+            guard wire.u32(start + MemoryLayout<cp_error_file>.offset(of: \cp_error_file.flags)!) & CP_SLOT_USED != 0 else {
+                continue
+            }
+            let name = text(start + path, Int(CP_ERROR_PATH_BYTES))
+            if name.hasPrefix("/"), !details.files.contains(name) { details.files.append(name) }
+        }
+        return details
     }
 
     /// A used slot's flags, or nil for a free one or one being written (counted).

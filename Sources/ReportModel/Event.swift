@@ -141,6 +141,9 @@ public struct Event: Codable, Sendable, Equatable {
     /// Its memory as the kernel accounted it when captured: the memory cgroup's limit, usage,
     /// peak and events, the pressure on it, the process's peak resident set.
     public var memory: MemoryRecord?
+    /// A death seen at its exit (a termination under --trace-exit): whether its stacks were
+    /// read at the death, or came from a snapshot taken under memory pressure before it.
+    public var stackTaken: StackTaken?
     /// A test crash (crashport_test_crash(), CrashPort.testCrash(), `crashport test-crash`): a
     /// real crash made on purpose, titled "test crash: …" and kept out of crash-free statistics.
     /// Absent for any other report.
@@ -184,6 +187,7 @@ public struct Event: Codable, Sendable, Equatable {
         case hangMilliseconds = "hang_ms"
         case exitCode = "exit_code"
         case memory
+        case stackTaken = "stack_taken"
         case test
     }
 
@@ -253,12 +257,27 @@ public struct ExceptionRecord: Codable, Sendable, Equatable {
     public var truncated: Bool?
     /// The program handled it and reported it (crashport_report_error), and lived on.
     public var handled: Bool?
+    /// A handled error's own key/values (crashport_report_error_with), in this report only;
+    /// the program's annotations stay in `annotations`.
+    public var properties: [String: String]?
+    /// The keys whose key or value the stub cut to its limit.
+    public var propertiesTruncated: [String]?
 
-    public init(type: String? = nil, message: String? = nil, truncated: Bool? = nil, handled: Bool? = nil) {
+    public init(
+        type: String? = nil, message: String? = nil, truncated: Bool? = nil, handled: Bool? = nil,
+        properties: [String: String]? = nil, propertiesTruncated: [String]? = nil
+    ) {
         self.type = type
         self.message = message
         self.truncated = truncated
         self.handled = handled
+        self.properties = properties
+        self.propertiesTruncated = propertiesTruncated
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case type, message, truncated, handled, properties
+        case propertiesTruncated = "properties_truncated"
     }
 }
 
@@ -293,10 +312,16 @@ public struct AttachmentRecord: Codable, Sendable, Equatable {
     public var truncated: Bool?
     /// Why nothing (or less) was copied: "not a regular file", "permission denied", …
     public var error: String?
+    /// `error`: the handled error's own file (crashport_report_error_with), in this report only;
+    /// absent: a file the program attached for every report (crashport_attach_file).
+    public var scope: String?
+
+    /// The scope of a handled error's own file.
+    public static let errorScope = "error"
 
     public init(
         path: String? = nil, file: String? = nil, size: UInt64? = nil, copied: UInt64? = nil, truncated: Bool? = nil,
-        error: String? = nil
+        error: String? = nil, scope: String? = nil
     ) {
         self.path = path
         self.file = file
@@ -304,6 +329,7 @@ public struct AttachmentRecord: Codable, Sendable, Equatable {
         self.copied = copied
         self.truncated = truncated
         self.error = error
+        self.scope = scope
     }
 }
 

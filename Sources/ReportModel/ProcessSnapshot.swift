@@ -192,8 +192,16 @@ public struct Capture: Sendable {
     public var app: AppArea?
     /// Texts near the crashed thread's stack pointer, for a SIGABRT (StackStrings).
     public var stackStrings: [StackString] = []
+    /// The handled error's own properties and files (crashport_report_error_with): for an ERROR
+    /// record only, and only when the thread that wrote them is the record's.
+    public var errorDetails: HandledErrorDetails? {
+        guard record.isError, let details = app?.handledErrorDetails, details.thread == record.tid else { return nil }
+        return details
+    }
     /// What the kernel said about its memory (its cgroup's limit, peak, events, pressure).
     public var memory: MemoryRecord?
+    /// A death seen at its exit: when its stacks were taken (at it, or before it).
+    public var stackTaken: StackTaken?
 
     public init(
         snapshot: ProcessSnapshot, executable: String?, arguments: [String], notes: [String], record: CrashRecord,

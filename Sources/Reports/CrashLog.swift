@@ -208,6 +208,7 @@ public enum CrashLog {
         if let id = event.id { lines.append("Report:    \(id)") }
         if let timestamp = event.timestamp { lines.append("Time:      \(timestamp)") }
         if let memory = event.memory, let line = describe(memory: memory) { lines.append("Memory:    \(line)") }
+        if let taken = event.stackTaken { lines.append("Stack:     \(describe(stackTaken: taken, cause: event.cause))") }
         if let fingerprint = event.fingerprint {
             let signature = event.signature.flatMap { $0.isEmpty ? nil : escaped($0) } ?? "(no frames)"
             lines.append("Signature: \(signature) (fingerprint \(fingerprint))")
@@ -371,10 +372,19 @@ extension CrashLog {
         return out
     }
 
-    /// What the program told crashport: annotations, its last breadcrumbs (the newest 10; all in
-    /// event.json), attachments. The program's text is escaped (newlines, terminal escapes).
+    /// What the program told crashport: a handled error's own properties, annotations, its last
+    /// breadcrumbs (the newest 10; all in event.json), attachments (the error's own marked). The
+    /// program's text is escaped (newlines, terminal escapes).
     static func appSection(_ event: Event) -> [String] {
         var lines: [String] = []
+        if let properties = event.exception?.properties, !properties.isEmpty {
+            let cut = Set(event.exception?.propertiesTruncated ?? [])
+            lines.append("Error properties:")
+            for key in properties.keys.sorted() {
+                lines.append("  \(escaped(key)): \(escaped(properties[key] ?? ""))\(cut.contains(key) ? " [truncated]" : "")")
+            }
+            lines.append("")
+        }
         let cut = Set(event.annotationsTruncated ?? [])
         if let annotations = event.annotations, !annotations.isEmpty {
             lines.append("Annotations:")
@@ -398,11 +408,25 @@ extension CrashLog {
             for attachment in attachments {
                 let what = attachment.file.map { "\($0), \(attachment.copied ?? 0) bytes" } ?? "not copied"
                 let why = attachment.error.map { " (\($0))" } ?? ""
-                lines.append("  \(escaped(attachment.path ?? "?")): \(what)\(why)")
+                let own = attachment.scope == AttachmentRecord.errorScope ? " [the error's own]" : ""
+                lines.append("  \(escaped(attachment.path ?? "?")): \(what)\(why)\(own)")
             }
             lines.append("")
         }
         return lines
+    }
+
+    /// When a death's stacks were taken: "at the kill", "12 ms before the kill (…)".
+    public static func describe(stackTaken taken: StackTaken, cause: String?) -> String {
+        let death = cause == "oom-kill" || cause == "SIGKILL" || cause == "watchdog" ? "the kill" : "the end"
+        switch taken.when {
+        case StackTaken.atDeath: return "at \(death)"
+        case StackTaken.beforeDeath:
+            let when = taken.millisecondsBefore.map { "\($0) ms" } ?? "some time"
+            return "\(when) before \(death) (a snapshot taken under memory pressure: the stacks were gone at \(death))"
+        case StackTaken.lost: return "lost: gone at \(death), and no snapshot was taken before it"
+        default: return escaped(taken.when)
+        }
     }
 
     /// Text from the program made safe for a terminal: control characters as \n, \t, \u{1b}.

@@ -47,6 +47,7 @@ public enum ReportBuilder {
                 type: error?.type ?? "error", message: error?.message, truncated: error?.truncated == true ? true : nil,
                 handled: true)
             event.reason = (error?.type ?? "error") + (error?.message.map { ": \($0)" } ?? "")
+            if let details = capture.errorDetails { errorDetails(details, into: &event) }
         } else if let thrown = capture.app?.exception {
             event.exception = ExceptionRecord(
                 type: thrown.type, message: thrown.message, truncated: thrown.truncated ? true : nil)
@@ -63,6 +64,7 @@ public enum ReportBuilder {
         }
         if let observation = capture.record.observation { observed(observation, into: &event) }
         event.memory = capture.memory
+        event.stackTaken = capture.stackTaken
         if let app = capture.app, let during = app.crashedDuringLaunch(at: capture.record.timeNanoseconds),
             !capture.record.isError
         {
@@ -83,6 +85,29 @@ public enum ReportBuilder {
         if !capture.record.isError { Watchdog.mark(&event) }
         Culprit.mark(&event, rules: rules)
         return event
+    }
+
+    /// A handled error's own properties (its files are copied as the report is written) and
+    /// what the stub left out of them.
+    static func errorDetails(_ details: HandledErrorDetails, into event: inout Event) {
+        if !details.properties.isEmpty {
+            event.exception?.properties = Dictionary(
+                details.properties.map { ($0.key, $0.value) }, uniquingKeysWith: { first, _ in first })
+            let cut = details.properties.filter(\.truncated).map(\.key)
+            event.exception?.propertiesTruncated = cut.isEmpty ? nil : cut
+        }
+        var left: [String] = []
+        if details.propertiesLeftOut > 0 {
+            left.append("\(details.propertiesLeftOut) of its properties (it keeps \(HandledErrorDetails.maximumProperties))")
+        }
+        if details.filesLeftOut > 0 {
+            left.append(
+                "\(details.filesLeftOut) of its files (it keeps \(HandledErrorDetails.maximumFiles), with paths of up to \(HandledErrorDetails.maximumPathBytes) bytes)"
+            )
+        }
+        if !left.isEmpty {
+            event.notes = (event.notes ?? []) + ["the handled error's report leaves out " + left.joined(separator: " and ")]
+        }
     }
 
     /// A death or hang the watcher saw from outside: its kind, cause and reason.

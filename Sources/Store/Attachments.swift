@@ -1,5 +1,5 @@
-// Attachments: the files a crashed program named with crashport_attach_file, copied into its
-// report's attachments/ directory.
+// Attachments: the files a crashed program named with crashport_attach_file, and a handled
+// error's own (crashport_report_error_with), copied into its report's attachments/ directory.
 //
 // Called inside ReportStore.commit, so with the crashed process's owner's filesystem ids: a root
 // watcher opens each file as that user would, and a file (or a symlink to one) the user cannot
@@ -26,6 +26,16 @@ public enum Attachments {
     static let perFileCap: UInt64 = 7 << 20
     static let totalCap: UInt64 = 20 << 20
     static let directoryName = "attachments"
+
+    /// Copies a handled error's own files (`errorFiles`, crashport_report_error_with: marked
+    /// with the error's scope) and the program's (`programFiles`, crashport_attach_file) into
+    /// `directory`/attachments/: the error's first, so that the caps leave them whole, and a
+    /// file named by both once, as the error's.
+    public static func copy(errorFiles: [String], programFiles: [String], into directory: String) -> [AttachmentRecord] {
+        var records = copy(errorFiles + programFiles.filter { !errorFiles.contains($0) }, into: directory)
+        for index in records.indices.prefix(errorFiles.count) { records[index].scope = AttachmentRecord.errorScope }
+        return records
+    }
 
     /// Copies `paths` into `directory`/attachments/ and says what each copy holds.
     public static func copy(_ paths: [String], into directory: String) -> [AttachmentRecord] {

@@ -167,7 +167,7 @@ public struct SessionRecord: Codable, Sendable, Equatable {
     public var errors: Int
     public var crashedDuringLaunch: Bool?
     public var reportID: String?
-    /// Its memory over the run, where the watcher could tell (`crashport run`).
+    /// Its memory over the run, where the watcher could tell (`crashport run`, the sidecar).
     public var memory: SessionMemory?
     /// The signal that crashed or killed it, where known without its report.
     public var signal: Int32?

@@ -21,7 +21,10 @@
 //    annotation goes to `extra.annotations` whole, so nothing is cut. `release` and
 //    `environment` annotations fill the fields of those names instead, and `user` and `dist`,
 //    tag keys Relay reserves for its own fields (it drops them silently; seen with
-//    sentry-relay 0.10.1), go to extra too.
+//    sentry-relay 0.10.1), go to extra too. A handled error's own properties
+//    (`exception.properties`) follow the same rule, as a Sentry SDK's scope for one capture
+//    gives them: tags where they fit (the error's winning over an annotation of the same key),
+//    the rest in `extra.error_properties`.
 //  - Privacy: the program's arguments and environment are never sent (only the executable's file
 //    name, in the `process` context), attachments are named by their copy's file name, not the
 //    path the program gave. Paths of modules and source files are sent as the report has them,
@@ -108,6 +111,12 @@ public enum SentryEvent {
         for (key, value) in annotations where key != "release" && key != "environment" {
             if isTag(key: key, value: value) { tags[key] = value } else { extraAnnotations[key] = value }
         }
+        // A handled error's own properties, as an SDK's scope for one capture gives them: tags
+        // where the limits allow, winning over an annotation of the same key; the rest in extra.
+        var errorProperties: [String: String] = [:]
+        for (key, value) in event.exception?.properties ?? [:] {
+            if isTag(key: key, value: value) { tags[key] = value } else { errorProperties[key] = value; tags[key] = nil }
+        }
         if let kind = event.kind { tags["crashport.kind"] = kind.rawValue }
         // The machine's grouping, so that the server groups as `crashport list --group` does.
         if let fingerprint = event.fingerprint {
@@ -119,6 +128,8 @@ public enum SentryEvent {
         payload["tags"] = tags
         var extra = self.extra(event)
         if !extraAnnotations.isEmpty { extra["annotations"] = extraAnnotations }
+        if !errorProperties.isEmpty { extra["error_properties"] = errorProperties }
+        if let cut = event.exception?.propertiesTruncated, !cut.isEmpty { extra["error_properties_truncated"] = cut }
         if !extra.isEmpty { payload["extra"] = extra }
 
         if let breadcrumbs = event.breadcrumbs, !breadcrumbs.isEmpty {
@@ -375,6 +386,7 @@ public enum SentryEvent {
                 if let copied = attachment.copied { value["copied"] = Int(clamping: copied) }
                 if attachment.truncated == true { value["truncated"] = true }
                 if let error = attachment.error { value["error"] = error }
+                if let scope = attachment.scope { value["scope"] = scope }
                 return value
             }
         }

@@ -23,6 +23,9 @@ struct ChildOOMWatch {
     /// memory: what they did during the run).
     let memoryCgroup: MemoryState.Cgroup?
     let memoryStart: MemoryRecord?
+    /// Under --trace-exit, with crashport charged to the child's limited memory cgroup: the
+    /// snapshots taken as the limit nears, for the stacks an OOM kill's reaper frees.
+    var pressure: PressureSampler?
 
     /// Reads the counters now: call while the child lives (before its exec is fine: the exec
     /// keeps the cgroup).

@@ -659,13 +659,14 @@ public final class CrashServer: @unchecked Sendable {
     @discardableResult
     public func captureObserved(
         _ record: CrashRecord, access given: ProcessAccess? = nil, holder: ThreadHold?, store: ReportStore? = nil,
-        notes: [String] = [], released: () -> Void = {}
+        notes: [String] = [], earlier: PressureSnapshot? = nil, released: () -> Void = {}
     ) -> String {
         let started = monotonicNanoseconds()
         captures += 1
         let id = ReportStore.newID(pid: record.pid.rawValue)
         let access = given ?? .own(record.pid)
-        let held = CaptureSession.hold(record: record, access: access, options: options, cache: cache, holder: holder)
+        let held = CaptureSession.hold(
+            record: record, access: access, options: options, cache: cache, holder: holder, earlier: earlier)
         let elapsed = monotonicNanoseconds() - started
         released()
         let store = store ?? self.store
@@ -717,11 +718,12 @@ public final class CrashServer: @unchecked Sendable {
     /// A traced process one of whose threads (`first`) stopped at its exit, with wait status
     /// `status`, no handler having reported it: waits (bounded) for its other threads to stop
     /// there too, captures it as a `termination` (cause SIGKILL, oom-kill, signal or exit) and
-    /// lets it finish dying. Returns the report's id.
+    /// lets it finish dying. `earlier`: a snapshot taken under memory pressure, for stacks the
+    /// OOM reaper freed before they could be read. Returns the report's id.
     @discardableResult
     public func captureExit(
         of tracer: ExitTracer, status: Int32, first: ThreadID, appArea: UInt64, oomKilled: Bool,
-        access: ProcessAccess? = nil, store: ReportStore? = nil
+        access: ProcessAccess? = nil, store: ReportStore? = nil, earlier: PressureSnapshot? = nil
     ) -> String {
         // The others get there within a scheduling quantum; one that does not is captured as is.
         _ = tracer.waitForExits(timeoutMilliseconds: 500)
@@ -733,7 +735,7 @@ public final class CrashServer: @unchecked Sendable {
             tid: tracer.exiting.contains(pid.mainThread) ? pid.mainThread : first, signal: signal, appArea: appArea,
             timeNanoseconds: realtimeNanoseconds())
         // Its threads leave their exit stops once captured, not once the report is written.
-        return captureObserved(record, access: access, holder: tracer, store: store) {
+        return captureObserved(record, access: access, holder: tracer, store: store, earlier: earlier) {
             for tid in tracer.exiting { tracer.release(exitOf: tid) }
         }
     }
@@ -772,7 +774,9 @@ public final class CrashServer: @unchecked Sendable {
             var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try store.commit(id: id) { directory in
                 // First, so that the event says what the copies hold (read as the owner: commit's ids).
-                let attached = Attachments.copy(capture.app?.attachments ?? [], into: directory)
+                let attached = Attachments.copy(
+                    errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
+                    into: directory)
                 if !attached.isEmpty { event.attachments = attached }
                 var started = monotonicNanoseconds()
                 let json = Array(try event.jsonData())

@@ -185,12 +185,7 @@ public struct Doctor {
         } catch {
             findings.append(Finding(level: .problem, text: "\(error)"))
         }
-        do {
-            try store.prepare()
-            findings.append(Finding(level: .ok, text: "reports: \(store.root) (writable)"))
-        } catch {
-            findings.append(Finding(level: .problem, text: "\(error)"))
-        }
+        findings.append(Self.reportsFinding(root: store.root))
         if let pattern = ProcFiles.readText("/proc/sys/kernel/core_pattern")?.trimmed {
             findings.append(Finding(level: .ok, text: "core_pattern: \(pattern) (crashport leaves core dumps as they are)"))
         }
@@ -263,6 +258,25 @@ public struct Doctor {
     }
 
     /// Forks a child that sleeps, and seizes it as the watcher would.
+    /// Whether reports can be written under `root`, asked without writing anything: a
+    /// diagnosis leaves no directory behind (a package's purge would find it). A root that does
+    /// not exist yet is fine when its nearest existing parent is writable (crashport creates it).
+    static func reportsFinding(root: String) -> Finding {
+        var path = root
+        while !FileManager.default.fileExists(atPath: path), path.count > 1 {
+            let parent = path[..<(path.lastIndex(of: "/") ?? path.startIndex)]
+            path = parent.isEmpty ? "/" : String(parent)
+        }
+        guard access(path, W_OK | X_OK) == 0 else {
+            return Finding(
+                level: .problem, text: "reports: \(root) cannot be written (\(path): \(String(cString: strerror(errno))))")
+        }
+        return Finding(
+            level: .ok,
+            text: path == root
+                ? "reports: \(root) (writable)" : "reports: \(root) (made at the first report: \(path) is writable)")
+    }
+
     func tryTracing() -> Finding {
         let child = fork()
         if child == 0 {

@@ -292,6 +292,38 @@ public struct HostPattern: Sendable {
         return said
     }
 
+    /// `crashport host restore`: puts back the pattern a sidecar that no longer runs left in
+    /// place (killed, or its package removed), as its own stop would have; a pattern of
+    /// crashport's with no record of what it replaced becomes the kernel's default, `core`.
+    /// Never touches a pattern another tool set, nor one a running sidecar holds. Returns what
+    /// happened and whether core_pattern is now free of crashport.
+    public func restoreLeftBehind() -> (text: String, done: Bool) {
+        switch state() {
+        case .notInstalled(let now):
+            return ("core_pattern: \(now) (not crashport's: nothing to put back)", true)
+        case .replaced(let other, _):
+            unlink(paths.state)
+            return ("core_pattern: \(other), set by another tool since crashport installed its own: left as it is", true)
+        case .installed(let installation, running: true):
+            return (
+                "core_pattern is held by the running sidecar, pid \(installation.pid): stop it (systemctl stop crashport.service) and it puts back \(Self.quoted(installation.replaced))",
+                false
+            )
+        case .installed(let installation, running: false):
+            let said = restore(installation)
+            return (said, (try? current()) != installation.pattern)
+        case .stale:
+            do {
+                try set("core")
+                return (
+                    "core_pattern: crashport's, with no record of what it replaced: set to the kernel's default, \"core\"", true
+                )
+            } catch {
+                return ("core_pattern could not be set to the kernel's default \"core\": \(error)", false)
+            }
+        }
+    }
+
     /// The installation of this machine's host level, when its pattern is in place now.
     public static func installedOnThisMachine() -> HostInstallation? {
         guard case .installed(let installation, _) = HostPattern(paths: HostPaths(directory: HostPaths.systemDirectory())).state()

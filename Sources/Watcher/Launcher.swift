@@ -542,6 +542,8 @@ public struct Launcher {
         // Traced, the child's stops and exit come through SIGCHLD (`childEvents`, a signalfd)
         // and waitpid, not a pidfd.
         let exited = tracer == nil ? ProcessHandle(child: child) : nil
+        var oom = oom
+        if tracer != nil { oom.pressure = PressureSampler(child: child, cgroup: oom.memoryCgroup) }
         var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
         var status: Int32 = 0
@@ -561,6 +563,7 @@ public struct Launcher {
             let leftovers = PtraceSession.hasLeftovers
             var timeout: Int32 = (exited != nil || tracer != nil) && !leftovers ? -1 : 50
             if let hang { timeout = timeout < 0 ? hang.interval : min(timeout, hang.interval) }
+            if let next = oom.pressure?.timeout(now: monotonicNanoseconds()) { timeout = timeout < 0 ? next : min(timeout, next) }
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { break }
             if leftovers { PtraceSession.reapLeftovers() }
@@ -576,6 +579,7 @@ public struct Launcher {
                 hang = watchHeartbeat(monitor, child: child, server: server, tracer: tracer, watch: watch, log: log)
             }
             if let tracer {
+                oom.pressure?.look(tracer: tracer, now: monotonicNanoseconds())
                 childEvents?.discardPending()
                 let ended = handleTraceEvents(
                     of: child, tracer: tracer, exitHandled: &exitHandled, server: server, watch: watch, disabled: disabled,
@@ -703,7 +707,8 @@ public struct Launcher {
                 ]) + (count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? [])
         }
         server.captureExit(
-            of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: count.count?.moved == true)
+            of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: count.count?.moved == true,
+            earlier: oom.pressure?.latest)
     }
 
     /// One look at the heartbeat; a hang report (and with --hang-kill, SIGABRT) when it stalled.

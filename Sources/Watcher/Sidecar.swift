@@ -106,10 +106,12 @@ public final class Sidecar {
         var hangs = 0
         /// The status it said GOODBYE with.
         var exitCode: Int32?
+        /// What its run did to its memory (from HELLO; its peak read at its checks).
+        var memory: SidecarMemory?
 
         func record(
             status: SessionRecord.Status, crashedDuringLaunch: Bool? = nil, reportID: String? = nil, release: String? = nil,
-            signal: Int32? = nil
+            signal: Int32? = nil, oomKilled: Bool = false
         )
             -> SessionRecord
         {
@@ -125,6 +127,7 @@ public final class Sidecar {
             record.exitCode = status == .exited ? exitCode : nil
             record.launchProtected = launchProtected ? true : nil
             record.hangs = hangs
+            record.memory = memory?.session(oomKilled: oomKilled)
             return record
         }
 
@@ -697,6 +700,9 @@ extension Sidecar: CrashServerDelegate {
             clients[currentClient]?.session = session
             var watch = ClientWatch(
                 connection: currentClient, access: access, appArea: hello.appArea, disabled: lastRun.disabled)
+            var memory = SidecarMemory(counterFile: watch.oom.first?.file)
+            if memory.watchesPeak { memory.look(at: sender.pid) }
+            clients[currentClient]?.session?.memory = memory
             hangReports.forget(sender.pid)
             startWatching(&watch, hello: hello, access: access)
             clients[currentClient]?.watch = watch

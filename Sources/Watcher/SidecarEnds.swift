@@ -142,6 +142,11 @@ extension Sidecar {
             // the pid could not have been reused meanwhile) is kept.
             guard !handle.hasExited else { continue }
             if watch.checks % 10 == 0 { refreshCgroup(&watch, handle: handle) }
+            if clients[fd]?.session?.memory?.watchesPeak == true {
+                clients[fd]?.session?.memory?.look(at: handle.pid)
+                // Read by pid: kept only while the pidfd says it still runs.
+                if handle.hasExited { continue }
+            }
             if case .read(let bytes) = outcome {
                 appAreaBudget.left -= bytes
                 appAreaBytes += updated.retainedBytes - held
@@ -260,11 +265,14 @@ extension Sidecar {
                 store: session.store)
             return
         }
+        // The OOM killer's SIGKILL: its cgroup's counter moved.
+        let oomKilled = abnormal.exit?.signal == SIGKILL && end.watch.oomCount()?.moved == true
         // Traced, it was captured at its exit stops, and that report says it all.
         if let report = end.watch.exitReport {
             endRun(
                 session.record(
-                    status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: report, signal: abnormal.exit?.signal),
+                    status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: report, signal: abnormal.exit?.signal,
+                    oomKilled: oomKilled),
                 store: session.store)
             return
         }
@@ -311,7 +319,9 @@ extension Sidecar {
         let ended = abnormal
         let id = write ? ReportStore.newID(pid: pid.rawValue) : nil
         endRun(
-            session.record(status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: id, signal: abnormal.exit?.signal),
+            session.record(
+                status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: id, signal: abnormal.exit?.signal,
+                oomKilled: oomKilled),
             store: session.store
         ) {
             if let id { server.writeTermination(ended, store: session.store, id: id) }

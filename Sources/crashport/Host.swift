@@ -1,12 +1,13 @@
 // crashport host status: whether the host level (crashport watch --host) is the machine's core
-// handler, in which mode, since when, and what it replaced.
+// handler, in which mode, since when, and what it replaced; crashport host restore: put back
+// what a sidecar that no longer runs left in core_pattern (the package's removal runs it).
 
 import ArgumentParser
 import Watcher
 
 struct Host: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "host", abstract: "The host level: the machine's core handler.", subcommands: [Status.self])
+        commandName: "host", abstract: "The host level: the machine's core handler.", subcommands: [Status.self, Restore.self])
 
     struct Status: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -21,6 +22,28 @@ struct Host: ParsableCommand {
             let status = pattern.status()
             print(status.text)
             if !status.installed { throw ExitCode(ExitStatus.failure) }
+        }
+    }
+
+    struct Restore: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "restore",
+            abstract: "Put back the core_pattern a sidecar that no longer runs left in place (as root).",
+            discussion: """
+                A sidecar puts back the pattern it replaced when it stops; one that was killed leaves its own \
+                in place, which this puts back from its record (a pattern of crashport's with no record \
+                becomes the kernel's default, core). A pattern another tool set is left as it is, and one a \
+                running sidecar holds is refused (exit 1: stop the sidecar instead). Removing the Debian \
+                package runs it.
+                """)
+
+        @Option(name: .long, help: ArgumentHelp("The host level's directory (default /run/crashport).", valueName: "DIR"))
+        var hostDirectory: String?
+
+        func run() throws {
+            let result = HostPattern(paths: HostPaths(directory: hostDirectory ?? "/run/crashport")).restoreLeftBehind()
+            print(result.text)
+            if !result.done { throw ExitCode(ExitStatus.failure) }
         }
     }
 }

@@ -584,7 +584,10 @@ final class AppAPITests: XCTestCase {
         let events = try [first.event(0), first.event(1)]
         let error = try XCTUnwrap(events.first { $0.kind == .error })
         XCTAssertEqual(
-            error.exception, ExceptionRecord(type: "Ledger.LedgerError", message: "the ledger is unbalanced by 2", handled: true))
+            error.exception,
+            ExceptionRecord(
+                type: "Ledger.LedgerError", message: "the ledger is unbalanced by 2", handled: true,
+                properties: ["entries": "2", "total": "2"]))
         XCTAssertTrue(
             first.result.stderr.contains("reported an error: Ledger.LedgerError: the ledger is unbalanced by 2 in Ledger_main"),
             first.result.stderr)

@@ -21,6 +21,13 @@ final class DoctorTests: XCTestCase {
             environment: ["CRASHPORT_STUB": try TestSupport.stub(), "GOTRACEBACK": "crash"])
         XCTAssertTrue(crash.stdout.contains("Go: GOTRACEBACK=crash: a Go program's fatal error"), crash.stdout)
 
+        // A reports directory that does not exist yet is checked, not made: doctor leaves nothing.
+        let later = reports + "/not-yet/reports"
+        let fresh = try TestSupport.run(
+            [TestSupport.crashport, "doctor", "--reports", later], environment: ["CRASHPORT_STUB": try TestSupport.stub()])
+        XCTAssertTrue(fresh.stdout.contains("reports: \(later) (made at the first report: \(reports) is writable)"), fresh.stdout)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: reports + "/not-yet"))
+
         let broken = try TestSupport.run(
             [TestSupport.crashport, "doctor", "--reports", "/proc/version/reports"],
             environment: ["CRASHPORT_STUB": try TestSupport.stub()])

@@ -191,6 +191,27 @@ final class HostLevelTests: XCTestCase {
         XCTAssertEqual(sidecar.stop(), 0)
     }
 
+    /// A sidecar killed with SIGKILL cannot put its pattern back; `crashport host restore` does,
+    /// from its record (what the Debian package's removal runs), and refuses while a sidecar
+    /// holds the pattern.
+    func testHostRestorePutsBackWhatAKilledSidecarLeft() throws {
+        let directory = fresh("restore")
+        let sidecar = try hostSidecar(directory)
+        let host = try XCTUnwrap(hostDirectories[directory])
+        let held = try TestSupport.run([TestSupport.crashport, "host", "restore", "--host-directory", host])
+        XCTAssertEqual(held.status, .exited(1), held.stdout)
+        XCTAssertTrue(held.stdout.contains("held by the running sidecar, pid \(sidecar.pid)"), held.stdout)
+        XCTAssertNotEqual(Self.read(Self.patternFile), savedPattern)
+        _ = sidecar.stop(SIGKILL)
+        XCTAssertNotEqual(Self.read(Self.patternFile), savedPattern, "a killed sidecar leaves its pattern")
+        let restored = try TestSupport.run([TestSupport.crashport, "host", "restore", "--host-directory", host])
+        XCTAssertEqual(restored.status, .exited(0), restored.stdout + restored.stderr)
+        XCTAssertEqual(Self.read(Self.patternFile), savedPattern, restored.stdout)
+        let again = try TestSupport.run([TestSupport.crashport, "host", "restore", "--host-directory", host])
+        XCTAssertEqual(again.status, .exited(0))
+        XCTAssertTrue(again.stdout.contains("nothing to put back"), again.stdout)
+    }
+
     /// Launch protection holds at the host level: a program linked with the stub but run without
     /// a watcher crashes at launch three times, each seen only by the host level (the kernel's
     /// core); its fourth start, connected to the same sidecar, hears the three and runs its

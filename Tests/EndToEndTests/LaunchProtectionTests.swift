@@ -246,6 +246,32 @@ final class LaunchProtectionTests: XCTestCase {
         XCTAssertTrue(title.hasPrefix("killed by the OOM killer (SIGKILL) in grow_forever"), title)
     }
 
+    /// Through a sidecar, a client in a memory cgroup made here, OOM-killed: its session has its
+    /// memory (the limit, the OOM kill, under pressure), and its next start learns it.
+    func testTheLastRunWasOOMKilledUnderTheSidecar() throws {
+        let cgroup = try makeMemoryCgroup("sidecar-oom")
+        defer { rmdir(cgroup) }
+        let work = fresh("sidecar-oom")
+        let program = try build(TestSupport.fixture("api/lastrun.c"), in: work, name: "lastrun")
+        let sidecar = try SidecarProcess(directory: work)
+        defer { sidecar.stop() }
+        let environment = ["CRASHPORT_SOCKET": sidecar.socket]
+        // In the cgroup from its start, so that its HELLO finds it there.
+        let killed = try TestSupport.run(
+            ["/bin/sh", "-c", "echo $$ > \"$1/cgroup.procs\" && shift && exec \"$@\"", "sh", cgroup, program, "oom", cgroup],
+            environment: environment, timeout: 120)
+        XCTAssertEqual(killed.status, .signaled(SIGKILL), killed.stderr)
+        let sessions = sidecar.reportsDirectory() + "/.crashport-sessions.jsonl"
+        try waitUntil("the session is written", timeout: 30) {
+            ((try? String(contentsOfFile: sessions, encoding: .utf8)) ?? "").contains("\"oom_killed\":true")
+        }
+        let written = try String(contentsOfFile: sessions, encoding: .utf8)
+        XCTAssertTrue(written.contains("\"under_pressure\":true"), written)
+        XCTAssertTrue(written.contains("\"limit\":67108864"), written)
+        let next = try TestSupport.run([program, "clean"], environment: environment)
+        XCTAssertTrue(next.stdout.contains(" oom 1 pressure 1 "), next.stdout)
+    }
+
     /// Through a sidecar: the detail comes in its HELLO_REPLY.
     func testTheLastRunInFullThroughTheSidecar() throws {
         let work = fresh("last-run-sidecar")

@@ -178,6 +178,39 @@ final class TraceExitTests: XCTestCase {
             "\(event.notes ?? [])")
     }
 
+    /// The OOM killer with crashport in the same memory cgroup as the program, as a container's
+    /// entrypoint runs it: the kernel's OOM reaper frees the program's stacks before the
+    /// watcher, itself waiting on the cgroup's reclaim, can read them at the kill; the report
+    /// still has grow_forever and main, from the snapshot taken as the limit neared, and says so.
+    func testOOMKillWithTheWatcherInTheCgroupKeepsTheStack() throws {
+        let cgroup = try makeMemoryCgroup("oom-inside")
+        defer { rmdir(cgroup) }
+        let reports = TestSupport.temporaryDirectory("oom-inside")
+        defer { try? FileManager.default.removeItem(atPath: reports) }
+        let run = try TestSupport.run(
+            [
+                "/bin/sh", "-c", "echo $$ > \"$1/cgroup.procs\" && shift && exec \"$@\"", "sh", cgroup, TestSupport.crashport,
+                "run", "--reports", reports, "--trace-exit", "--", try program(), "grow",
+            ], environment: ["CRASHPORT_STUB": try TestSupport.stub()], timeout: 120)
+        XCTAssertEqual(run.status, .signaled(SIGKILL), run.stderr)
+        let ids = try FileManager.default.contentsOfDirectory(atPath: reports).filter { !$0.hasPrefix(".") }
+        XCTAssertEqual(ids.count, 1, run.stderr)
+        guard ids.count == 1, let data = FileManager.default.contents(atPath: reports + "/" + ids[0] + "/event.json") else {
+            return
+        }
+        let event = try Event.decode(data)
+        XCTAssertEqual(event.cause, "oom-kill", run.stderr)
+        XCTAssertTrue(containsInOrder(event.crashedFunctions, ["grow_forever", "main"]), "\(event.crashedFunctions)")
+        let taken = try XCTUnwrap(event.stackTaken, "no stack_taken")
+        XCTAssertTrue([StackTaken.atDeath, StackTaken.beforeDeath].contains(taken.when), taken.when)
+        XCTAssertEqual(taken.millisecondsBefore != nil, taken.when == StackTaken.beforeDeath, "\(taken)")
+        XCTAssertTrue(event.process?.arguments?.last == "grow", "\(event.process?.arguments ?? [])")
+        let shown = try TestSupport.run([TestSupport.crashport, "show", "--reports", reports, ids[0]])
+        XCTAssertTrue(
+            shown.stdout.contains("Stack:     at the kill") || shown.stdout.contains(" ms before the kill (a snapshot"),
+            shown.stdout)
+    }
+
     /// A crash in a memory cgroup near its limit: the report's `memory` section says the limit,
     /// the peak, the process's own peak, and that the memory was under pressure.
     func testMemoryNearTheLimitIsInTheReport() throws {

@@ -1,6 +1,7 @@
 /* Writes a hello and a crash record as the stub would send them, from this process's own
  * registers (getcontext) and stack, an app area as the stub's API fills it (annotations,
- * breadcrumbs past the ring's wrap, an attachment, an uncaught exception), and a goodbye.
+ * breadcrumbs past the ring's wrap, an attachment, an uncaught exception, a handled error with its
+ * own properties and file), and a goodbye.
  *   cc -I CSupport/protocol/include Tests/Fuzz/make-wire-seeds.c -o /tmp/seeds
  *   cd Tests/Fuzz/seeds/wire && /tmp/seeds hello.bin crash-record.bin app-area.bin goodbye.bin
  * (relative names: the stack copy holds the output path, which must not name this machine) */
@@ -67,6 +68,15 @@ int main(int argc, char **argv) {
     area.exception_sequence = 2; area.exception_flags = CP_SLOT_USED;
     strcpy(area.exception_type, "config_error"); strcpy(area.exception_message, "the config file is missing");
     area.install_time_ns = record.time_ns - 2000000000ull; area.launch_ms = 5000; strcpy(area.release, "app@1.2.3");
+    /* A handled error's own block, as crashport_report_error_with leaves it during its report. */
+    area.error_sequence = 2; area.error_flags = CP_SLOT_USED;
+    strcpy(area.error_type, "OrderError"); strcpy(area.error_message, "order 1234 refused");
+    cp_error_details *details = &area.error_details;
+    details->sequence = 4; details->flags = CP_SLOT_USED; details->tid = 4242;
+    details->property_count = 2; details->file_count = 1; details->properties_left_out = 3; details->files_left_out = 1;
+    details->properties[0].flags = CP_SLOT_USED; strcpy(details->properties[0].key, "order"); strcpy(details->properties[0].value, "1234");
+    details->properties[1].flags = CP_SLOT_USED | CP_SLOT_TRUNCATED; strcpy(details->properties[1].key, "note"); strcpy(details->properties[1].value, "cut");
+    details->files[0].flags = CP_SLOT_USED; strcpy(details->files[0].path, "/var/log/order.log");
     f = fopen(argv[3], "wb"); fwrite(&area, 1, sizeof area, f); fclose(f);
     if (argc > 4) {
         cp_goodbye goodbye; memset(&goodbye, 0, sizeof goodbye);

@@ -256,6 +256,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             _ = parsed.annotations.map(\.key.count)
             _ = parsed.breadcrumbs.map(\.message.count)
             _ = parsed.exception?.type.count
+            // The handled error's own block (crashport_report_error_with): read for an ERROR record.
+            _ = parsed.handledErrorDetails?.properties.map(\.value.count)
+            _ = parsed.handledErrorDetails?.files.count
+            _ = AppArea.rangesToRead(header: Array(candidate.prefix(AppArea.headerSize)), errorDetails: true)
             _ = AppArea.readMessages(area: candidate) { address, count in
                 Array(candidate.prefix(min(count, Int(truncatingIfNeeded: address & 0xFFFF))))
             }

@@ -52,10 +52,18 @@ final class AppAreaTests: XCTestCase {
         XCTAssertEqual(
             read,
             AppArea.headerSize + 3 * MemoryLayout<cp_annotation>.size + 100 * MemoryLayout<cp_breadcrumb>.size
-                + MemoryLayout<cp_attachment>.size + (AppArea.size - offset(\.abort_message_address)))
-        // Only those ranges, the rest zeros: the same area.
+                + MemoryLayout<cp_attachment>.size + (offset(\.error_details) - offset(\.abort_message_address)))
+        // Only those ranges, the rest zeros: the same area, but for the handled error's own
+        // block, read for an ERROR record only.
         var sparse = [UInt8](repeating: 0, count: bytes.count)
         for range in ranges { sparse.replaceSubrange(range, with: bytes[range]) }
+        var whole = try AppArea(bytes: bytes)
+        XCTAssertNotNil(whole.handledErrorDetails)
+        whole.handledErrorDetails = nil
+        XCTAssertEqual(try AppArea(bytes: sparse), whole)
+        for range in AppArea.rangesToRead(header: header, errorDetails: true) {
+            sparse.replaceSubrange(range, with: bytes[range])
+        }
         XCTAssertEqual(try AppArea(bytes: sparse), try AppArea(bytes: bytes))
         // A program that never annotated: header and tail only.
         var quiet = header
@@ -64,7 +72,7 @@ final class AppAreaTests: XCTestCase {
         quiet.put(0, at: offset(\.breadcrumb_count), size: 8)
         XCTAssertEqual(
             AppArea.rangesToRead(header: quiet).reduce(0) { $0 + $1.count },
-            AppArea.headerSize + AppArea.size - offset(\.abort_message_address))
+            AppArea.headerSize + offset(\.error_details) - offset(\.abort_message_address))
         // Hostile high-water marks stay inside the area.
         bytes.put(UInt64(UInt32.max), at: offset(\.annotations_used), size: 4)
         bytes.put(UInt64(UInt32.max), at: offset(\.attachments_used), size: 4)
@@ -132,6 +140,90 @@ final class AppAreaTests: XCTestCase {
         XCTAssertThrowsError(try AppArea(bytes: size)) { XCTAssertTrue("\($0)".contains("declares 16")) }
         XCTAssertFalse(AppArea.inUse(header: Array(magic.prefix(AppArea.headerSize))))
         XCTAssertTrue(AppArea.inUse(header: Array(good.prefix(AppArea.headerSize))))
+    }
+
+    func detail<T>(_ path: KeyPath<cp_error_details, T>) -> Int {
+        offset(\.error_details) + MemoryLayout<cp_error_details>.offset(of: path)!
+    }
+
+    /// The handled error's own block as crashport_report_error_with leaves it during its report.
+    func testErrorDetailsAreDecoded() throws {
+        let area = try AppArea(bytes: try seed())
+        XCTAssertEqual(area.handledError, UncaughtException(type: "OrderError", message: "order 1234 refused"))
+        XCTAssertEqual(
+            area.handledErrorDetails,
+            HandledErrorDetails(
+                thread: ThreadID(4242),
+                properties: [Annotation(key: "order", value: "1234"), Annotation(key: "note", value: "cut", truncated: true)],
+                files: ["/var/log/order.log"], propertiesLeftOut: 3, filesLeftOut: 1))
+    }
+
+    /// An area from a stub before the block (its declared size ends where the block starts) is
+    /// read as before, whole, and never for a block; a header that does not cover the block
+    /// keeps capture from reading it.
+    func testAnAreaWithoutTheBlockIsStillRead() throws {
+        var bytes = try seed()
+        bytes.put(UInt64(AppArea.minimumSize), at: offset(\.size), size: 4)
+        let older = Array(bytes.prefix(AppArea.minimumSize))
+        let area = try AppArea(bytes: older)
+        XCTAssertEqual(area.annotations.map(\.key), ["user", "build", "region"])
+        XCTAssertEqual(area.handledError?.type, "OrderError")
+        XCTAssertNil(area.handledErrorDetails)
+        XCTAssertNil(try AppArea(bytes: bytes).handledErrorDetails, "the declared size decides, not the bytes read")
+        let ranges = AppArea.rangesToRead(header: Array(bytes.prefix(AppArea.headerSize)), errorDetails: true)
+        XCTAssertTrue(ranges.allSatisfy { $0.upperBound <= AppArea.minimumSize }, "\(ranges)")
+        bytes.put(UInt64(AppArea.minimumSize - 8), at: offset(\.size), size: 4)
+        XCTAssertThrowsError(try AppArea(bytes: bytes)) { XCTAssertTrue("\($0)".contains("declares")) }
+    }
+
+    /// Hostile blocks: one being written, one naming no thread, counts past the arrays, unused
+    /// slots, empty and repeated keys, text without its NUL, relative and repeated paths.
+    func testHostileErrorDetails() throws {
+        let good = try seed()
+        var writing = good
+        writing.put(5, at: detail(\.sequence), size: 4)
+        let inFlux = try AppArea(bytes: writing)
+        XCTAssertNil(inFlux.handledErrorDetails)
+        XCTAssertEqual(inFlux.slotsInFlux, 1)
+
+        var free = good
+        free.put(0, at: detail(\.flags), size: 4)
+        XCTAssertNil(try AppArea(bytes: free).handledErrorDetails)
+        var nobody = good
+        nobody.put(0, at: detail(\.tid), size: 4)
+        XCTAssertNil(try AppArea(bytes: nobody).handledErrorDetails)
+
+        var bytes = good
+        bytes.put(UInt64(UInt32.max), at: detail(\.property_count), size: 4)
+        bytes.put(UInt64(UInt32.max), at: detail(\.file_count), size: 4)
+        let property = MemoryLayout<cp_error_property>.size
+        let key = MemoryLayout<cp_error_property>.offset(of: \cp_error_property.key)!
+        let value = MemoryLayout<cp_error_property>.offset(of: \cp_error_property.value)!
+        func putText(_ text: String, at start: Int) {
+            for (index, byte) in Array(text.utf8).enumerated() { bytes[start + index] = byte }
+        }
+        // Slot 2: "order" again; slot 3: an empty key; slot 4: unused; slot 15: no NUL anywhere.
+        for (slot, name) in [(2, "order\0"), (3, "\0"), (4, "unused\0"), (15, String(repeating: "K", count: 64))] {
+            let start = detail(\.properties) + slot * property
+            bytes.put(slot == 4 ? 0 : UInt64(CP_SLOT_USED), at: start, size: 4)
+            putText(name, at: start + key)
+        }
+        putText(String(repeating: "V", count: 1024), at: detail(\.properties) + 15 * property + value)
+        let file = MemoryLayout<cp_error_file>.size
+        for (slot, path) in [(1, "relative/path\0"), (2, "/var/log/order.log\0"), (3, "/tmp/b\0")] {
+            let start = detail(\.files) + slot * file
+            bytes.put(UInt64(CP_SLOT_USED), at: start, size: 4)
+            putText(path, at: start + MemoryLayout<cp_error_file>.offset(of: \cp_error_file.path)!)
+        }
+        let details = try XCTUnwrap(try AppArea(bytes: bytes).handledErrorDetails)
+        XCTAssertEqual(
+            details.properties,
+            [
+                Annotation(key: "order", value: "1234"), Annotation(key: "note", value: "cut", truncated: true),
+                Annotation(key: String(repeating: "K", count: 64), value: String(repeating: "V", count: 1024)),
+            ])
+        XCTAssertEqual(details.files, ["/var/log/order.log", "/tmp/b"])
+        XCTAssertEqual(details.propertiesLeftOut, 3)
     }
 
     /// The runtimes' messages are followed through the process's memory, bounded.

@@ -35,7 +35,12 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(CrashRecord.maximumSize, 1784 + 65536)
         XCTAssertEqual(MemoryLayout<cp_app_area>.offset(of: \cp_app_area.annotations), 64)
         XCTAssertEqual(
-            MemoryLayout<cp_app_area>.size, 64 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128)
+            MemoryLayout<cp_app_area>.offset(of: \cp_app_area.error_details),
+            64 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128)
+        XCTAssertEqual(MemoryLayout<cp_app_area>.offset(of: \cp_app_area.error_details), Int(CP_APP_SIZE_MIN))
+        XCTAssertEqual(MemoryLayout<cp_error_details>.offset(of: \cp_error_details.properties), 32)
+        XCTAssertEqual(MemoryLayout<cp_error_details>.size, 32 + 16 * 1096 + 4 * 1032)
+        XCTAssertEqual(MemoryLayout<cp_app_area>.size, Int(CP_APP_SIZE_MIN) + MemoryLayout<cp_error_details>.size)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.restorer), 16)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.mask), 24)
     }

@@ -201,6 +201,31 @@ final class SentryEventTests: XCTestCase {
         XCTAssertFalse(SentryEvent.isTag(key: "user", value: "bob"), "Relay would drop it")
     }
 
+    /// A handled error's own properties are tags where they fit, winning over an annotation of
+    /// the same key, and the rest (with the keys the stub cut) in extra; its own files say so.
+    func testAHandledErrorsOwnPropertiesAreItsTags() throws {
+        var event = crash()
+        event.kind = .error
+        event.exception = ExceptionRecord(
+            type: "OrderError", message: "order 1234 refused", handled: true,
+            properties: ["order": "1234", "edge": "the error's", "with space": "p", "user": "carol", "note": "a\nb"],
+            propertiesTruncated: ["note"])
+        event.attachments = [AttachmentRecord(path: "/tmp/order.log", file: "attachments/order.log", scope: "error")]
+        let payload = try payload(event)
+        let tags = try XCTUnwrap(payload["tags"] as? [String: String])
+        XCTAssertEqual(tags["order"], "1234")
+        XCTAssertEqual(tags["edge"], "the error's", "the error's value wins over the annotation's")
+        XCTAssertNil(tags["with space"])
+        let extra = try XCTUnwrap(payload["extra"] as? [String: Any])
+        XCTAssertEqual(
+            extra["error_properties"] as? [String: String], ["with space": "p", "user": "carol", "note": "a\nb"])
+        XCTAssertEqual(extra["error_properties_truncated"] as? [String], ["note"])
+        XCTAssertEqual((extra["annotations"] as? [String: String])?["user"], "bob", "the annotation stays as it was")
+        let attachments = try XCTUnwrap(extra["attachments"] as? [[String: Any]])
+        XCTAssertEqual(attachments.first?["scope"] as? String, "error")
+        XCTAssertEqual(attachments.first?["name"] as? String, "order.log")
+    }
+
     func testBreadcrumbsKeepTheirTimestampsInOrder() throws {
         let values = try XCTUnwrap((try payload(crash())["breadcrumbs"] as? [String: Any])?["values"] as? [[String: Any]])
         XCTAssertEqual(values.map { $0["timestamp"] as? String }, ["2026-11-24T01:30:16.297Z", "2026-11-24T01:30:16.298Z"])

@@ -395,7 +395,7 @@ typedef struct cp_crash {
  *    the last 100 breadcrumbs and orders them by n.
  */
 #define CP_APP_MAGIC 0x50504143u /* bytes "CAPP" */
-#define CP_APP_VERSION 2u
+#define CP_APP_VERSION 2u /* fields are only appended: `size` says how far an area goes */
 #define CP_ANNOTATION_MAX 64u
 #define CP_ANNOTATION_KEY_BYTES 64u     /* NUL included: keys keep 63 bytes */
 #define CP_ANNOTATION_VALUE_BYTES 1024u /* NUL included: values keep 1023 bytes */
@@ -409,6 +409,11 @@ typedef struct cp_crash {
 #define CP_ERROR_TYPE_BYTES 128u
 #define CP_ERROR_MESSAGE_BYTES 1024u
 #define CP_RELEASE_BYTES 128u
+#define CP_ERROR_PROPERTY_MAX 16u
+#define CP_ERROR_KEY_BYTES 64u     /* NUL included: keys keep 63 bytes */
+#define CP_ERROR_VALUE_BYTES 1024u /* NUL included: values keep 1023 bytes */
+#define CP_ERROR_FILE_MAX 4u
+#define CP_ERROR_PATH_BYTES 1024u  /* NUL included: absolute paths of up to 1023 bytes */
 
 /* Flags of a slot. */
 #define CP_SLOT_USED 0x1u
@@ -435,6 +440,38 @@ typedef struct cp_attachment {
     uint32_t flags;    /* CP_SLOT_* (a path too long is refused, never cut) */
     char path[CP_ATTACHMENT_PATH_BYTES];
 } cp_attachment;
+
+/* One property of a handled error (crashport_report_error_with). */
+typedef struct cp_error_property {
+    uint32_t flags; /* CP_SLOT_* */
+    uint32_t reserved;
+    char key[CP_ERROR_KEY_BYTES];
+    char value[CP_ERROR_VALUE_BYTES];
+} cp_error_property;
+
+/* One file of a handled error, absolute. */
+typedef struct cp_error_file {
+    uint32_t flags; /* CP_SLOT_USED */
+    uint32_t reserved;
+    char path[CP_ERROR_PATH_BYTES];
+} cp_error_file;
+
+/* The properties and files of the handled error being reported (crashport_report_error_with),
+ * for that error only: written under the error reporting's lock before its ERROR record is sent,
+ * cleared (flags 0) once the watcher answered. The watcher reads it for an ERROR record only,
+ * and takes it only when sequence is even, CP_SLOT_USED is set and tid is the record's thread. */
+typedef struct cp_error_details {
+    uint32_t sequence;            /* odd while being written */
+    uint32_t flags;               /* CP_SLOT_USED while the error being reported has details */
+    uint32_t tid;                 /* the reporting thread: the ERROR record's tid */
+    uint32_t property_count;      /* slots used in properties, from the first */
+    uint32_t file_count;          /* slots used in files, from the first */
+    uint32_t properties_left_out; /* given past CP_ERROR_PROPERTY_MAX */
+    uint32_t files_left_out;      /* given past CP_ERROR_FILE_MAX, or whose path was too long */
+    uint32_t reserved;
+    cp_error_property properties[CP_ERROR_PROPERTY_MAX];
+    cp_error_file files[CP_ERROR_FILE_MAX];
+} cp_error_details;
 
 typedef struct cp_app_area {
     uint32_t magic;   /* CP_APP_MAGIC once the area is in use */
@@ -478,7 +515,13 @@ typedef struct cp_app_area {
     uint32_t launch_ms;        /* CRASHPORT_LAUNCH_MS (default 5000); 0: until launch_completed */
     uint32_t launch_completed; /* 1 once crashport_launch_completed() was called */
     char release[CP_RELEASE_BYTES]; /* CRASHPORT_RELEASE at install, "" if unset */
+    /* Appended: an area of a stub before it ends here (its size is CP_APP_SIZE_MIN), and a
+     * watcher before it reads the area without it (it reads only the size it knows). */
+    cp_error_details error_details;
 } cp_app_area;
+
+/* The smallest area a watcher reads: one without error_details, from a stub before it. */
+#define CP_APP_SIZE_MIN 120528u
 
 /* Verdict values. */
 #define CP_VERDICT_CONTINUE 0u /* not handled: continue down the chain (Mach's KERN_FAILURE) */
@@ -528,7 +571,12 @@ _Static_assert(sizeof(cp_annotation) == 1096, "cp_annotation is 1096 bytes");
 _Static_assert(sizeof(cp_breadcrumb) == 312, "cp_breadcrumb is 312 bytes");
 _Static_assert(sizeof(cp_attachment) == 1032, "cp_attachment is 1032 bytes");
 _Static_assert(__builtin_offsetof(cp_app_area, annotations) == 64, "annotations at 64");
-_Static_assert(sizeof(cp_app_area) == 64 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128,
+_Static_assert(sizeof(cp_error_property) == 1096, "cp_error_property is 1096 bytes");
+_Static_assert(sizeof(cp_error_file) == 1032, "cp_error_file is 1032 bytes");
+_Static_assert(sizeof(cp_error_details) == 32 + 16 * 1096 + 4 * 1032, "cp_error_details is packed");
+_Static_assert(__builtin_offsetof(cp_app_area, error_details) == CP_APP_SIZE_MIN, "error_details is appended");
+_Static_assert(sizeof(cp_app_area) == 64 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128
+                                          + sizeof(cp_error_details),
                "cp_app_area is packed");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");

@@ -174,6 +174,36 @@ __attribute__((visibility("default"))) int crashport_detach_file(const char *pat
  */
 __attribute__((visibility("default"))) int crashport_report_error(const char *type, const char *message);
 
+/* One key/value of a handled error (crashport_report_error_with). */
+typedef struct crashport_property {
+    const char *key;   /* not NULL, not "" */
+    const char *value; /* NULL is taken as "" */
+} crashport_property;
+
+/*
+ * Reports a handled error, as crashport_report_error, with key/values and files of its own (App
+ * Center's trackError properties and attachments): they are in this error's report only, never
+ * in another's, so two threads reporting at once each get their own (the annotations, global,
+ * are in every report as well). In event.json the properties are `exception.properties` (cut
+ * keys in `exception.properties_truncated`), and each file is copied into the report's
+ * attachments/ as crashport_attach_file's are (read as this process's user, 7 MB per file)
+ * and marked `"scope": "error"`.
+ *
+ * Limits: 16 properties, keys of 63 bytes, values of 1023 (longer ones are cut at a UTF-8
+ * character boundary and marked); a key given twice keeps its last value. 4 files (a relative
+ * path is made absolute against the current directory, getcwd), paths of 1023 bytes. Properties
+ * and files past the limits (or a path too long) are left out, and the report says how many.
+ * The strings are read during the call only.
+ *
+ * Returns 0, CRASHPORT_TRUNCATED when the report was made with something cut or left out,
+ * -EINVAL for a NULL or empty key or file, or NULL arrays with a count, else as
+ * crashport_report_error. Thread-safe: reports go one at a time, each with its own properties.
+ */
+__attribute__((visibility("default"))) int crashport_report_error_with(const char *type, const char *message,
+                                                                       const crashport_property *properties,
+                                                                       size_t property_count,
+                                                                       const char *const *files, size_t file_count);
+
 /*
  * Crashes this process on purpose, for real, so that a developer sees the whole path work once
  * (App Center's generateTestCrash): a write to address 0 on the calling thread, SIGSEGV, which

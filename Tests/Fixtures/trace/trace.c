@@ -92,6 +92,17 @@ __attribute__((noinline)) static void fill_ledger(void)
     }
 }
 
+/* grow: grows in grow_forever, called from main, 1 MiB at a time until the OOM killer ends it
+ * (in a memory cgroup with a limit). */
+__attribute__((noinline)) static void grow_forever(void)
+{
+    for (;;) {
+        char *block = malloc(1 << 20);
+        if (block == NULL) continue;
+        memset(block, 0x5a, 1 << 20);
+    }
+}
+
 /* Moves this process into the cgroup (a no-op when it is already there). */
 static void join_cgroup(const char *cgroup)
 {
@@ -266,6 +277,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IONBF, 0);
     if (!strcmp(mode, "kill")) kill_mode();
     if (!strcmp(mode, "oom") && argc > 2) oom_mode(argv[2]);
+    if (!strcmp(mode, "grow")) grow_forever();
     if (!strcmp(mode, "pressure") && argc > 2) tally_under_pressure(argv[2]);
     if (!strcmp(mode, "exit")) leave_with_three();
     if (!strncmp(mode, "traceme-", 8)) traceme_mode(mode);

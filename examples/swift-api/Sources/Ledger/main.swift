@@ -35,7 +35,8 @@ CrashPort.breadcrumb("opened the ledger", category: "io")
 let entries = [3, -1] + CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let total = entries.reduce(0, +)
 if total != 0 {
-    CrashPort.report(LedgerError.unbalanced(by: total))
+    // The error's own key/values: in this report only, not in the annotations.
+    CrashPort.report(LedgerError.unbalanced(by: total), properties: ["entries": "\(entries.count)", "total": "\(total)"])
     CrashPort.breadcrumb("reported the imbalance", category: "ledger")
 }
 CrashPort.launchCompleted()

@@ -1,0 +1,86 @@
+// PressureSnapshot: every thread's registers and a bounded copy of its stack, taken in a brief
+// stop of a traced process whose memory cgroup is near its limit, for the report of an OOM kill
+// that may come next. When the OOM killer kills a process, the kernel's OOM reaper frees its
+// anonymous memory, stacks included, about two seconds later (OOM_REAPER_DELAY); a watcher in the
+// same memory cgroup cannot read the stacks before that, since every page it faults in waits
+// on the cgroup's reclaim until the reaper has freed the victim's memory. The capture at the
+// kill then uses this snapshot for the threads whose stacks it finds gone, and the report says
+// how long before the kill it was taken.
+//
+// The stop is a capture's (ThreadHold.suspendAll, bounded), with no /proc file but maps and
+// cmdline read and nothing else of the process touched; its cost is measured by tools/bench
+// (`memory`).
+
+import BoundedBytes
+import ReportModel
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct PressureSnapshot: Sendable {
+    /// Every thread that stopped: registers and the stack from its stack pointer up, bounded.
+    public var threads: [ThreadSnapshot]
+    /// /proc/PID/cmdline when it was taken (the reaper takes the arguments too).
+    public var commandLine: [UInt8]?
+    /// CLOCK_MONOTONIC when the threads were stopped.
+    public var takenNanoseconds: UInt64
+    /// The cgroup's usage that led to it, in bytes.
+    public var usage: UInt64
+    /// How long the process was stopped for it.
+    public var stoppedNanoseconds: UInt64
+    /// CLOCK_MONOTONIC when the watcher last saw the process alive after taking it (its
+    /// sampler's last look before the death): the death came after, within one sampling
+    /// interval unless the watcher itself was stalled.
+    public var aliveNanoseconds: UInt64
+
+    /// Stack bytes kept per thread, and in all: the snapshot lives in the watcher, which may be
+    /// in the very cgroup whose limit is near.
+    public static let threadStackLimit = 128 << 10
+    public static let totalStackLimit = 2 << 20
+    /// How long the threads may take to stop before the snapshot goes on without the rest.
+    public static let stopTimeoutMilliseconds = 50
+
+    /// Stops every thread of `pid` (held by `holder`, the tracer that already has them), copies
+    /// their registers and stacks, and lets them go. Nil when no thread could be stopped.
+    public static func take(
+        of pid: ProcessID, holder: ThreadHold, usage: UInt64, commandLine known: [UInt8]?
+    ) -> PressureSnapshot? {
+        let started = monotonicNanoseconds()
+        guard let stopped = try? holder.suspendAll(timeoutMilliseconds: stopTimeoutMilliseconds), !stopped.isEmpty else {
+            holder.detachAll(timeoutMilliseconds: 100)
+            return nil
+        }
+        let taken = monotonicNanoseconds()
+        let mappings = ProcFiles.read("/proc/\(pid)/maps").map { MemoryMapping.parse($0) } ?? []
+        let memory = ProcessMemory(pid: pid)
+        var threads: [ThreadSnapshot] = []
+        var budget = totalStackLimit
+        // The leader first: the thread a termination report leads with.
+        for tid in stopped.filter({ $0 == pid.mainThread }) + stopped.filter({ $0 != pid.mainThread }) {
+            guard let registers = try? holder.registers(of: tid) else { continue }
+            let set = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
+            var stack: MemoryRegion?
+            if budget > 0, let range = CaptureWindows.stack(from: set.rsp, limit: min(threadStackLimit, budget), in: mappings) {
+                let bytes = memory.bytes(at: range.lowerBound, count: Int(range.upperBound - range.lowerBound))
+                if !bytes.isEmpty {
+                    stack = MemoryRegion(start: range.lowerBound, bytes: bytes)
+                    budget -= bytes.count
+                }
+            }
+            threads.append(ThreadSnapshot(tid: tid, name: "", registers: set, stack: stack))
+        }
+        let commandLine = known ?? ProcFiles.read("/proc/\(pid)/cmdline", limit: 64 << 10)
+        holder.detachAll(timeoutMilliseconds: 100)
+        return PressureSnapshot(
+            threads: threads, commandLine: commandLine, takenNanoseconds: taken, usage: usage,
+            stoppedNanoseconds: monotonicNanoseconds() - started, aliveNanoseconds: taken)
+    }
+
+    /// Whether a stack read at a death is gone: nothing read, or only zeros (the pages the
+    /// reaper freed read back as fresh ones).
+    public static func isGone(_ stack: MemoryRegion?) -> Bool {
+        guard let stack, !stack.bytes.isEmpty else { return true }
+        return !stack.bytes.contains { $0 != 0 }
+    }
+}

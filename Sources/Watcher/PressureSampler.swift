@@ -1,0 +1,154 @@
+// PressureSampler: `crashport run --trace-exit` inside its child's memory cgroup, as a
+// container's entrypoint runs it. An OOM kill there would lose its stacks: the kernel's OOM
+// reaper frees the victim's memory about two seconds after the kill, and the watcher, whose
+// every new page waits on the same cgroup's reclaim until then, reads them too late (measured:
+// held 2.15 s, one frame left). So the watcher looks at the cgroup's usage (one pread of
+// memory.current or memory.usage_in_bytes, kept open) at an interval set by the rate it grows
+// at, and from 80 % of the limit on (or from half of it when the limit is under 100 ms away at
+// that rate) takes a PressureSnapshot of every thread (a stop of a fraction of a millisecond),
+// again whenever usage grew by another 2 % of the limit (at most every 10 ms) or a second has
+// passed; the capture at the kill uses the latest for the stacks it finds gone. The cost is
+// measured by tools/bench (`memory`, docs/measuring.md).
+//
+// Only then: traced (the snapshot needs the threads the tracer holds), a cgroup with a limit,
+// and crashport charged to it (its cgroup is the child's or below it). A watcher outside the
+// cgroup reads the stacks at the kill, before the reaper, and samples nothing.
+
+import LiveProcess
+import ReportModel
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class PressureSampler {
+    let child: ProcessID
+    let limit: UInt64
+    /// memory.current (v2) or memory.usage_in_bytes (v1), open for the sampler's life.
+    private let usageFD: Int32
+    /// The latest snapshot, with the last moment the process was seen alive after it.
+    private(set) var latest: PressureSnapshot?
+    private var nextLook: UInt64 = 0
+    private var lastWake: UInt64 = 0
+    /// The last look's usage and time, for the rate of growth.
+    private var previous: (usage: UInt64, time: UInt64)?
+    private var commandLine: [UInt8]?
+    private(set) var looks = 0
+    private(set) var snapshots = 0
+    /// How long the snapshots kept the process stopped, in all and at most.
+    private(set) var stoppedNanoseconds: UInt64 = 0
+    private(set) var longestStopNanoseconds: UInt64 = 0
+
+    /// Usage from which snapshots are taken, and the growth (of the limit) that takes another.
+    static let thresholdPercent: UInt64 = 80
+    static let growthPercent: UInt64 = 2
+    static let minimumGapNanoseconds: UInt64 = 10_000_000
+    static let refreshNanoseconds: UInt64 = 1_000_000_000
+
+    /// A sampler for `child` in `cgroup`, when the cgroup has a limit and crashport is charged
+    /// to it; nil otherwise.
+    init?(child: ProcessID, cgroup: MemoryState.Cgroup?) {
+        guard let cgroup, let own = MemoryState.cgroup(of: ProcessID(getpid())),
+            own.directory == cgroup.directory || own.directory.hasPrefix(cgroup.directory + "/"),
+            let limit = MemoryState.record(cgroup: cgroup, status: nil)?.limit, limit > 0
+        else { return nil }
+        let file = cgroup.directory + (cgroup.v2 ? "/memory.current" : "/memory.usage_in_bytes")
+        let fd = open(file, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        self.child = child
+        self.limit = limit
+        usageFD = fd
+    }
+
+    /// With CRASHPORT_TIMING_FD (tools/bench), what the sampling did over the run.
+    deinit {
+        close(usageFD)
+        if let fd = CrashServer.timingFD {
+            let line =
+                "crashport-pressure looks=\(looks) snapshots=\(snapshots) stopped_ns=\(stoppedNanoseconds) longest_stop_ns=\(longestStopNanoseconds)\n"
+            _ = line.withCString { write(fd, $0, strlen($0)) }
+        }
+    }
+
+    /// The cgroup's usage now, nil when it cannot be read.
+    func usage() -> UInt64? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { pread(usageFD, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { return nil }
+        return UInt64(String(decoding: buffer[..<count], as: UTF8.self).trimmed)
+    }
+
+    /// How long the serving loop may sleep before the next look, in milliseconds.
+    func timeout(now: UInt64) -> Int32 {
+        nextLook <= now ? 0 : Int32(clamping: (nextLook - now + 999_999) / 1_000_000)
+    }
+
+    /// Called from the tracer's thread whenever the serving loop wakes, before it handles the
+    /// tracer's events: when a look is due, reads the usage and takes a snapshot if the limit is
+    /// near. The previous wake is when the process was last seen alive (a death is handled at
+    /// the wake after it).
+    func look(tracer: ExitTracer, now: UInt64) {
+        if let taken = latest?.takenNanoseconds, lastWake > taken { latest?.aliveNanoseconds = lastWake }
+        lastWake = now
+        guard now >= nextLook else { return }
+        looks += 1
+        guard let usage = usage() else {
+            nextLook = now + 1_000_000_000
+            return
+        }
+        let growth = previous.map { (usage: usage, time: now, before: $0.usage, then: $0.time) }
+        nextLook = now + Self.interval(usage: usage, limit: limit, growth: growth)
+        previous = (usage, now)
+        guard Self.isNear(usage: usage, limit: limit, growth: growth) else { return }
+        if let latest {
+            let grew = usage - min(usage, latest.usage) >= limit / 100 * Self.growthPercent
+            let since = now - latest.takenNanoseconds
+            guard (grew && since >= Self.minimumGapNanoseconds) || since >= Self.refreshNanoseconds else { return }
+        }
+        guard let taken = PressureSnapshot.take(of: child, holder: tracer, usage: usage, commandLine: commandLine) else {
+            return
+        }
+        commandLine = taken.commandLine
+        latest = taken
+        snapshots += 1
+        stoppedNanoseconds += taken.stoppedNanoseconds
+        longestStopNanoseconds = max(longestStopNanoseconds, taken.stoppedNanoseconds)
+    }
+
+    /// Whether a snapshot is due: usage at the threshold, or past half the limit and growing
+    /// fast enough to reach the limit within `soonNanoseconds` (a program touching fresh memory
+    /// fills the last fifth of a 64 MiB limit between two looks: it gets a snapshot earlier).
+    static func isNear(
+        usage: UInt64, limit: UInt64, growth: (usage: UInt64, time: UInt64, before: UInt64, then: UInt64)?
+    ) -> Bool {
+        if usage >= limit / 100 * thresholdPercent { return true }
+        guard usage >= limit / 2, usage < limit, let growth, growth.usage > growth.before else { return false }
+        let eta = Double(limit - usage) / Double(growth.usage - growth.before) * Double(max(growth.time &- growth.then, 1))
+        return eta < Double(soonNanoseconds)
+    }
+
+    static let soonNanoseconds: UInt64 = 100_000_000
+
+    /// The time until the next look, from the rate usage grew at since the last one: below the
+    /// threshold, a third of the time it would take to reach it (a program touching fresh memory
+    /// fills a 64 MiB limit in about 25 ms), between 0.5 and 100 ms; above, a third of the time
+    /// to grow by another step, between 1 and 20 ms; 10 ms before a rate is known.
+    static func interval(
+        usage: UInt64, limit: UInt64, growth: (usage: UInt64, time: UInt64, before: UInt64, then: UInt64)?
+    ) -> UInt64 {
+        let threshold = limit / 100 * thresholdPercent
+        guard let growth else { return 10_000_000 }
+        let grew = growth.usage > growth.before ? growth.usage - growth.before : 0
+        let elapsed = max(growth.time &- growth.then, 1)
+        if usage >= threshold {
+            // Above it a snapshot is in hand: the next is due at another step of growth.
+            guard grew > 0 else { return 20_000_000 }
+            let eta = Double(limit / 100 * growthPercent) / Double(grew) * Double(elapsed)
+            return UInt64(min(max(eta / 3, 1_000_000), 20_000_000))
+        }
+        guard grew > 0 else { return usage < limit / 2 ? 100_000_000 : 20_000_000 }
+        // ETA = remaining / (grew / elapsed), in Double: the product may not fit in 64 bits.
+        let eta = Double(threshold - usage) / Double(grew) * Double(elapsed)
+        return UInt64(min(max(eta / 3, 500_000), 100_000_000))
+    }
+}
