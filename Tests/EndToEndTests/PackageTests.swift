@@ -115,6 +115,32 @@ final class PackageTests: XCTestCase {
         XCTAssertTrue(watch.contains("--host") && watch.contains("--host-mode"), "\(watch)")
     }
 
+    /// The packaged system units pass systemd's own check (with /usr/bin/crashport pointed at the
+    /// unpacked binary, which is not installed on this machine), with the host level's drop-in.
+    func testThePackagedUnitsVerify() throws {
+        let root = try unpacked(try package())
+        guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {
+            throw XCTSkip("no systemd-analyze (Debian: systemd)")
+        }
+        let units = Self.directory + "/units-" + UUID().uuidString.prefix(6)
+        try FileManager.default.createDirectory(atPath: units + "/crashport.service.d", withIntermediateDirectories: true)
+        func copy(_ from: String, _ to: String) throws {
+            try String(contentsOfFile: root + from, encoding: .utf8)
+                .replacingOccurrences(of: "/usr/bin/crashport", with: root + "/usr/bin/crashport")
+                .write(toFile: units + "/" + to, atomically: true, encoding: .utf8)
+        }
+        try copy("/usr/lib/systemd/system/crashport.service", "crashport.service")
+        try copy("/usr/lib/systemd/system/crashport.socket", "crashport.socket")
+        try copy("/usr/share/crashport/crashport-host.conf", "crashport.service.d/host.conf")
+        var environment = ProcessInfo.processInfo.environment
+        environment["SYSTEMD_UNIT_PATH"] = units + ":"
+        for unit in ["crashport.service", "crashport.socket"] {
+            let result = try TestSupport.run([analyze, "verify", units + "/" + unit], environment: environment)
+            XCTAssertEqual(result.status, .exited(0), unit + ": " + result.stderr)
+            XCTAssertEqual(result.stderr.trimmingCharacters(in: .whitespacesAndNewlines), "", result.stderr)
+        }
+    }
+
     func configuration(_ lines: [String]) throws -> String {
         let path = Self.directory + "/crashport-\(UUID().uuidString.prefix(6)).toml"
         try (["[upload]"] + lines).joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
