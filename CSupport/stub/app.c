@@ -361,6 +361,29 @@ static bool cp_app_error_allowed(void)
     return true;
 }
 
+/* Stores the error's type and message (under cp_error_lock); whether either was cut. */
+static bool cp_app_set_error(const char *type, const char *message)
+{
+    cp_app_begin(&cp_app.error_sequence);
+    bool cut = cp_app_copy(cp_app.error_type, sizeof cp_app.error_type, type != NULL && type[0] != '\0' ? type : "error");
+    cut |= cp_app_copy(cp_app.error_message, sizeof cp_app.error_message, message != NULL ? message : "");
+    cp_app.error_flags = CP_SLOT_USED | (cut ? CP_SLOT_TRUNCATED : 0u);
+    cp_app_end(&cp_app.error_sequence);
+    return cut;
+}
+
+/* Sends the ERROR record with this thread's registers as they are where it is written: a macro
+ * (getcontext returns twice, so a function holding it cannot be inlined), so that the report's
+ * frames start in the public function that reports (under cp_error_lock). */
+#define CP_APP_SEND_ERROR(result, tid)                                                                                 \
+    do {                                                                                                               \
+        ucontext_t here;                                                                                               \
+        getcontext(&here);                                                                                             \
+        cp_fault caller;                                                                                               \
+        cp_fault_copy(&caller, 0, NULL, &here);                                                                        \
+        (result) = (int)cp_report_error(&cp_state, &caller, (tid));                                                    \
+    } while (0)
+
 __attribute__((visibility("default"), noinline)) int crashport_report_error(const char *type, const char *message)
 {
     if (cp_state.error_record == NULL || cp_state.fd < 0) return -ENOTCONN;
@@ -371,17 +394,8 @@ __attribute__((visibility("default"), noinline)) int crashport_report_error(cons
     if (!cp_app_error_allowed()) {
         result = -EAGAIN;
     } else {
-        cp_app_begin(&cp_app.error_sequence);
-        bool cut = cp_app_copy(cp_app.error_type, sizeof cp_app.error_type, type != NULL && type[0] != '\0' ? type : "error");
-        cut |= cp_app_copy(cp_app.error_message, sizeof cp_app.error_message, message != NULL ? message : "");
-        cp_app.error_flags = CP_SLOT_USED | (cut ? CP_SLOT_TRUNCATED : 0u);
-        cp_app_end(&cp_app.error_sequence);
-        /* This thread's registers here: the report's frames start in this function. */
-        ucontext_t here;
-        getcontext(&here);
-        cp_fault caller;
-        cp_fault_copy(&caller, 0, NULL, &here);
-        result = (int)cp_report_error(&cp_state, &caller, (uint32_t)syscall(SYS_gettid));
+        (void)cp_app_set_error(type, message);
+        CP_APP_SEND_ERROR(result, (uint32_t)syscall(SYS_gettid));
     }
     pthread_mutex_unlock(&cp_error_lock);
     return result;
@@ -490,17 +504,8 @@ __attribute__((visibility("default"), noinline)) int crashport_report_error_with
     } else {
         uint32_t tid = (uint32_t)syscall(SYS_gettid);
         bool cut = cp_app_set_error_details(tid, properties, property_count, files, file_count);
-        cp_app_begin(&cp_app.error_sequence);
-        bool type_cut = cp_app_copy(cp_app.error_type, sizeof cp_app.error_type, type != NULL && type[0] != '\0' ? type : "error");
-        type_cut |= cp_app_copy(cp_app.error_message, sizeof cp_app.error_message, message != NULL ? message : "");
-        cp_app.error_flags = CP_SLOT_USED | (type_cut ? CP_SLOT_TRUNCATED : 0u);
-        cp_app_end(&cp_app.error_sequence);
-        /* This thread's registers here: the report's frames start in this function. */
-        ucontext_t here;
-        getcontext(&here);
-        cp_fault caller;
-        cp_fault_copy(&caller, 0, NULL, &here);
-        result = (int)cp_report_error(&cp_state, &caller, tid);
+        bool type_cut = cp_app_set_error(type, message);
+        CP_APP_SEND_ERROR(result, tid);
         cp_app_clear_error_details();
         if (result == 0 && (cut || type_cut)) result = CRASHPORT_TRUNCATED;
     }
