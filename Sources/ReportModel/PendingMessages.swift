@@ -86,18 +86,6 @@ public struct PendingList: Equatable, Sendable {
         total = max(Int(wire.u32(Layout.offset(\cp_pending_list.total))), count)
     }
 
-    /// A text as a field keeps it: control characters made spaces (one line in a dialog), cut
-    /// to `capacity - 1` bytes at a character boundary.
-    static func field(_ text: String, capacity: Int) -> [UInt8] {
-        var bytes: [UInt8] = []
-        for scalar in text.unicodeScalars {
-            let encoded = scalar.value < 0x20 || scalar.value == 0x7F ? [UInt8(ascii: " ")] : Array(String(scalar).utf8)
-            guard bytes.count + encoded.count <= capacity - 1 else { break }
-            bytes += encoded
-        }
-        return bytes
-    }
-
     public func encode() -> [UInt8] {
         var message = MessageEncoder(type: CP_MSG_PENDING_LIST.rawValue, size: MemoryLayout<cp_pending_list>.size)
         message.put32(UInt32(entries.count), at: Layout.offset(\cp_pending_list.count))
@@ -105,7 +93,7 @@ public struct PendingList: Equatable, Sendable {
         for (index, entry) in entries.prefix(Self.capacity).enumerated() {
             let base = Self.entriesOffset + index * Self.entrySize
             func put(_ text: String, _ path: PartialKeyPath<cp_pending_entry>, capacity: UInt32) {
-                let bytes = Self.field(text, capacity: Int(capacity))
+                let bytes = WireText.field(text, capacity: Int(capacity))
                 let offset = base + Layout.offset(path)
                 message.bytes.replaceSubrange(offset..<offset + bytes.count, with: bytes)
             }

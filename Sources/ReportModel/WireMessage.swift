@@ -495,6 +495,21 @@ public enum HelloReplyMessage {
     }
 }
 
+/// Text for a fixed field the stub reads: control characters (tabs and newlines, which are
+/// CRASHPORT_LAST_RUN_DETAIL's separators and would break a dialog's line) made spaces, cut to
+/// `capacity - 1` bytes at a character boundary (the field keeps its NUL).
+enum WireText {
+    static func field(_ text: String, capacity: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for scalar in text.unicodeScalars {
+            let encoded = scalar.value < 0x20 || scalar.value == 0x7F ? [UInt8(ascii: " ")] : Array(String(scalar).utf8)
+            guard bytes.count + encoded.count <= capacity - 1 else { break }
+            bytes += encoded
+        }
+        return bytes
+    }
+}
+
 /// The previous run in full (cp_run_detail): how it ended, when, for how long, and its report,
 /// as crashport_last_run_detail gives it to the program.
 public struct RunDetail: Sendable, Equatable {
@@ -546,23 +561,11 @@ public struct RunDetail: Sendable, Equatable {
         return flags
     }
 
-    /// A text as the stub keeps it: control characters (tabs, newlines: CRASHPORT_LAST_RUN_DETAIL's
-    /// separators) made spaces, cut to `capacity - 1` bytes at a character boundary.
-    static func field(_ text: String, capacity: Int) -> [UInt8] {
-        var bytes: [UInt8] = []
-        for scalar in text.unicodeScalars {
-            let encoded = scalar.value < 0x20 || scalar.value == 0x7F ? [UInt8(ascii: " ")] : Array(String(scalar).utf8)
-            guard bytes.count + encoded.count <= capacity - 1 else { break }
-            bytes += encoded
-        }
-        return bytes
-    }
-
     /// Writes cp_run_detail at `base` of a zeroed message.
     func encode(into message: inout MessageEncoder, at base: Int) {
         func at(_ path: PartialKeyPath<cp_run_detail>) -> Int { base + Layout.offset(path) }
         func put(_ text: String, _ offset: Int, capacity: Int) {
-            let field = Self.field(text, capacity: capacity)
+            let field = WireText.field(text, capacity: capacity)
             message.bytes.replaceSubrange(offset..<offset + field.count, with: field)
         }
         message.put32(kind.rawValue, at: at(\cp_run_detail.kind))
@@ -589,7 +592,7 @@ public struct RunDetail: Sendable, Equatable {
         let texts = [
             (signalName, Self.signalNameBytes), (reason, Self.reasonBytes), (title, Self.titleBytes),
             (reportPath, Self.reportPathBytes),
-        ].map { String(decoding: Self.field($0.0, capacity: $0.1), as: UTF8.self) }
+        ].map { String(decoding: WireText.field($0.0, capacity: $0.1), as: UTF8.self) }
         return ([numbers] + texts).joined(separator: "\t")
     }
 }
