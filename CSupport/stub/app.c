@@ -361,6 +361,21 @@ static bool cp_app_error_allowed(void)
     return true;
 }
 
+/* Before an error report: connected, enabled, this thread's turn (cp_error_lock, held on 0 and
+ * let go by the caller) and within the rate limit. Returns 0, or -errno with the lock not held. */
+static int cp_app_error_begin(void)
+{
+    if (cp_state.error_record == NULL || cp_state.fd < 0) return -ENOTCONN;
+    if (__atomic_load_n(&cp_state.disabled, __ATOMIC_RELAXED) != 0) return -ECANCELED;
+    int locked = pthread_mutex_lock(&cp_error_lock);
+    if (locked != 0) return -locked;
+    if (!cp_app_error_allowed()) {
+        pthread_mutex_unlock(&cp_error_lock);
+        return -EAGAIN;
+    }
+    return 0;
+}
+
 /* Stores the error's type and message (under cp_error_lock); whether either was cut. */
 static bool cp_app_set_error(const char *type, const char *message)
 {
@@ -386,18 +401,12 @@ static bool cp_app_set_error(const char *type, const char *message)
 
 __attribute__((visibility("default"), noinline)) int crashport_report_error(const char *type, const char *message)
 {
-    if (cp_state.error_record == NULL || cp_state.fd < 0) return -ENOTCONN;
-    if (__atomic_load_n(&cp_state.disabled, __ATOMIC_RELAXED) != 0) return -ECANCELED;
-    int locked = pthread_mutex_lock(&cp_error_lock);
-    if (locked != 0) return -locked;
-    int result = 0;
-    if (!cp_app_error_allowed()) {
-        result = -EAGAIN;
-    } else {
+    int result = cp_app_error_begin();
+    if (result == 0) {
         (void)cp_app_set_error(type, message);
         CP_APP_SEND_ERROR(result, (uint32_t)syscall(SYS_gettid));
+        pthread_mutex_unlock(&cp_error_lock);
     }
-    pthread_mutex_unlock(&cp_error_lock);
     return result;
 }
 
@@ -494,22 +503,16 @@ __attribute__((visibility("default"), noinline)) int crashport_report_error_with
     for (size_t index = 0; index < file_count; index++) {
         if (files[index] == NULL || files[index][0] == '\0') return -EINVAL;
     }
-    if (cp_state.error_record == NULL || cp_state.fd < 0) return -ENOTCONN;
-    if (__atomic_load_n(&cp_state.disabled, __ATOMIC_RELAXED) != 0) return -ECANCELED;
-    int locked = pthread_mutex_lock(&cp_error_lock);
-    if (locked != 0) return -locked;
-    int result = 0;
-    if (!cp_app_error_allowed()) {
-        result = -EAGAIN;
-    } else {
+    int result = cp_app_error_begin();
+    if (result == 0) {
         uint32_t tid = (uint32_t)syscall(SYS_gettid);
         bool cut = cp_app_set_error_details(tid, properties, property_count, files, file_count);
         bool type_cut = cp_app_set_error(type, message);
         CP_APP_SEND_ERROR(result, tid);
         cp_app_clear_error_details();
         if (result == 0 && (cut || type_cut)) result = CRASHPORT_TRUNCATED;
+        pthread_mutex_unlock(&cp_error_lock);
     }
-    pthread_mutex_unlock(&cp_error_lock);
     return result;
 }
 
