@@ -297,4 +297,37 @@ final class ServingTrustTests: XCTestCase {
         let copies = sidecar.reportsDirectory() + "/" + sidecar.reportIDs()[0] + "/attachments"
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: copies), ["app.log"])
     }
+
+    /// Attack: a user runs the very program whose crash root's consent holds (the same executable,
+    /// so the same program to the history), lists its pending reports and sends and discards
+    /// root's report by id. The list is the user's own (none), both decisions are refused and
+    /// logged, and root's report still awaits its own consent.
+    func testAUserCannotDecideAnotherUsersPendingReport() throws {
+        let work = fresh("consent-user")
+        let setup = try Setup(work)
+        defer { setup.finish() }
+        let app = try TestSupport.compile(
+            [TestSupport.fixture("api/app.c")], output: work + "/app",
+            flags: ["-O1", "-g", "-pthread", "-I", TestSupport.repositoryRoot + "/CSupport/stub/include"],
+            linkFlags: ["-L", work, "-Wl,-rpath," + work, "-lcrashport"])
+        chmod(app, 0o755)
+        let roots = setup.sidecar.reportsDirectory(uid: 0)
+        try FileManager.default.createDirectory(atPath: roots, withIntermediateDirectories: true)
+        XCTAssertEqual(try TestSupport.run([TestSupport.crashport, "consent", "ask", "--reports", roots]).status, .exited(0))
+        _ = try TestSupport.run([app, "consent", "crash"], environment: ["CRASHPORT_SOCKET": setup.sidecar.socket])
+        let id = try XCTUnwrap(try setup.sidecar.waitForReports(1, uid: 0).first?.id)
+        func consent() -> String {
+            let data = FileManager.default.contents(atPath: roots + "/" + id + "/upload.json") ?? Data("{}".utf8)
+            return ((try? JSONSerialization.jsonObject(with: data)) as? [String: Any])?["consent"] as? String ?? "-"
+        }
+        let awaiting = consent()
+
+        let attack = try setup.asUser([app, "dialog", "send", id, "discard", id])
+        XCTAssertTrue(attack.stdout.hasPrefix("pending 0\nlisted 0\n"), "only the user's own: \(attack.stdout)")
+        try waitUntil("both decisions refused:\n\(setup.sidecar.log)", timeout: 30) {
+            setup.sidecar.log.components(separatedBy: "awaiting consent here; refused").count - 1 >= 2
+        }
+        XCTAssertEqual(consent(), awaiting, "root's report still awaits root's decision")
+        XCTAssertTrue(setup.sidecar.isRunning)
+    }
 }
