@@ -9,9 +9,15 @@ import Glibc
 /// set, when a write fails or writes nothing.
 @discardableResult
 public func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    bytes.withUnsafeBytes { writeAll(fd, $0) }
+}
+
+/// The same for bytes in place.
+@discardableResult
+public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
     var offset = 0
     while offset < bytes.count {
-        let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
         if written < 0 && errno == EINTR { continue }
         guard written > 0 else { return false }
         offset += written

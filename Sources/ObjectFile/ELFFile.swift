@@ -384,7 +384,14 @@ public final class ELFFile: Sendable {
             header.streamSize <= raw.count, let size = Int(exactly: header.declaredSize),
             let input = raw.slice(UInt64(raw.count - header.streamSize), UInt64(header.streamSize))
         else { return nil }
-        return InflatedSection(input: input, size: size, release: { self.releaseCompressedPages(of: section) }, scan: scan)
+        // Kept decompressed on disk by an earlier watcher (SectionCache): mapped, not inflated.
+        let cacheable = buildID.flatMap { file.ownedWithoutOthersWriting(byRootOr: geteuid()) ? $0 : nil }
+        if let buildID = cacheable, let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size) {
+            return InflatedSection(cached: cached, release: { self.releaseCompressedPages(of: section) }, scan: scan)
+        }
+        return InflatedSection(
+            input: input, size: size, release: { self.releaseCompressedPages(of: section) },
+            cache: cacheable.flatMap { SectionCache.Writer(buildID: $0, section: section.name, size: size) }, scan: scan)
     }
 
     /// A compressed section once inflated: the stream is used up, so the memory of its pages goes

@@ -79,6 +79,13 @@ public final class MappedFile: @unchecked Sendable {
         return owner.mode & 0o004 != 0
     }
 
+    /// Whether the file, when opened, belonged to `uid` or root and only its owner could write
+    /// it: its bytes are its owner's word (SectionCache keeps only such files' sections).
+    public func ownedWithoutOthersWriting(byRootOr uid: UInt32) -> Bool {
+        guard let owner else { return false }
+        return (owner.uid == 0 || owner.uid == uid) && owner.mode & 0o022 == 0
+    }
+
     private let owned: Bool
     /// Mapped from a file: a clean page dropped from memory reads back the same bytes.
     private let fileBacked: Bool

@@ -193,8 +193,33 @@ public final class InflatedSection: @unchecked Sendable {
 
     /// Inflates `input` (the stream after the Elf64_Chdr) once, checking that it yields exactly
     /// `size` bytes; nil when it does not or memory cannot be reserved.
-    public init?(
+    public convenience init?(
         input: ByteView, size: Int, release: @escaping () -> Void,
+        scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
+    ) {
+        self.init(input: input, size: size, release: release, cache: nil, scan: scan)
+    }
+
+    /// The section's bytes as SectionCache kept them (mapped read-only, owned from now on):
+    /// every page in place, nothing to inflate; `scan` sees them as the streaming pass would.
+    init(cached: UnsafeRawBufferPointer, release: @escaping () -> Void, scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void) {
+        view = ByteView(cached)
+        input = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
+        self.release = release
+        pages = [UInt64](repeating: ~0, count: (cached.count / Self.pageSize + 1) / 64 + 1)
+        pthread_mutex_init(lock, nil)
+        var offset = 0
+        while offset < cached.count {
+            let count = min(64 << 10, cached.count - offset)
+            scan(UnsafeRawBufferPointer(rebasing: cached[offset..<offset + count]), offset)
+            offset += count
+        }
+        release()
+    }
+
+    /// As above, also writing what it inflates to `cache` (published once the whole section was).
+    init?(
+        input: ByteView, size: Int, release: @escaping () -> Void, cache: SectionCache.Writer?,
         scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
     ) {
         guard size > 0, input.count > 0,
@@ -222,7 +247,10 @@ public final class InflatedSection: @unchecked Sendable {
             let status = inflate(&stream, Z_NO_FLUSH)
             let count = room - Int(stream.avail_out)
             guard status == Z_OK || status == Z_STREAM_END, produced + count <= size else { break }
-            if count > 0 { scan(UnsafeRawBufferPointer(rebasing: scratch[0..<count]), produced) }
+            if count > 0 {
+                scan(UnsafeRawBufferPointer(rebasing: scratch[0..<count]), produced)
+                cache?.write(UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
+            }
             produced += count
             if status == Z_STREAM_END {
                 ended = true
@@ -240,6 +268,7 @@ public final class InflatedSection: @unchecked Sendable {
         }
         release()
         guard ended, produced == size else { return nil }
+        cache?.finish()
     }
 
     deinit {

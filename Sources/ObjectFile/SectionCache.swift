@@ -1,0 +1,148 @@
+// SectionCache: large compressed debug sections kept decompressed on disk, by build-id, so that
+// the first report of a fresh watcher (a new sidecar, and every `crashport run`, whose watcher is
+// new each time) maps them instead of inflating them. libc6-dbg's compressed .debug_info alone is
+// 5.8 MB of zlib: inflating it was most of a first report's time (docs/measuring.md, issue 36).
+//
+// Where: CRASHPORT_SECTION_CACHE (a directory; "" turns the cache off), else, for root,
+// /var/cache/crashport/sections, for a user $XDG_CACHE_HOME/crashport/sections (~/.cache/...).
+// The directory is made 0700 and used only while it is a directory of this effective user with
+// no group or other access (lstat: never a symlink); each file in it is used only when it is a
+// regular file of this user, read without following a link, of exactly the section's declared
+// size. Files are written whole under a temporary name (O_EXCL), fsynced, then renamed, so a
+// reader sees a complete file or none.
+//
+// What is kept: only sections of files owned by root or by this user and writable by no one else
+// (MappedFile.ownedWithoutOthersWriting), so that another user cannot plant DWARF under a
+// build-id that later names a system library's frames. The name is the build-id, the section
+// and its declared size. The directory holds at most `budget` bytes: a new file is written only
+// after the oldest are removed to make room.
+
+import BoundedBytes
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum SectionCache {
+    /// The most the cache directory holds (512 MiB: libc6-dbg's three large sections are 8 MB).
+    public static let budget = 512 << 20
+
+    /// The directory in use, nil when the cache is off or the directory cannot be trusted.
+    public static let directory: String? = {
+        func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+        let path: String
+        if let chosen = variable("CRASHPORT_SECTION_CACHE") {
+            guard !chosen.isEmpty else { return nil }
+            path = chosen
+        } else if geteuid() == 0 {
+            path = "/var/cache/crashport/sections"
+        } else {
+            let cache =
+                variable("XDG_CACHE_HOME").flatMap { $0.hasPrefix("/") ? $0 : nil }
+                ?? variable("HOME").map { $0 + "/.cache" }
+            guard let cache else { return nil }
+            path = cache + "/crashport/sections"
+        }
+        makeDirectories(path)
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid(),
+            info.st_mode & 0o077 == 0
+        else { return nil }
+        return path
+    }()
+
+    /// Makes `path` and its missing parents (0700 for the last, 0755 above).
+    static func makeDirectories(_ path: String) {
+        var prefix = ""
+        let parts = path.split(separator: "/")
+        for (index, part) in parts.enumerated() {
+            prefix += "/" + part
+            _ = mkdir(prefix, index == parts.count - 1 ? 0o700 : 0o755)
+        }
+    }
+
+    /// A cached section's file name.
+    static func name(buildID: BuildID, section: String, size: Int) -> String {
+        "\(buildID.hex)\(section)-\(size)"
+    }
+
+    /// The cached bytes of `section` of the file whose build-id is `buildID`, mapped read-only;
+    /// nil when there are none (or they are not exactly `size` bytes of a file of this user's).
+    static func mapped(buildID: BuildID, section: String, size: Int) -> UnsafeRawBufferPointer? {
+        guard let directory, size > 0 else { return nil }
+        let fd = open(directory + "/" + name(buildID: buildID, section: section, size: size), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_size == size,
+            let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED
+        else { return nil }
+        return UnsafeRawBufferPointer(start: base, count: size)
+    }
+
+    /// A section being written as it is inflated; `finish` publishes it, and a writer dropped
+    /// unfinished leaves nothing.
+    final class Writer {
+        private var fd: Int32
+        private let temporary: String
+        private let final: String
+        private let size: Int
+        private var written = 0
+
+        /// Nil when the cache is off or there is no room for `size` bytes.
+        init?(buildID: BuildID, section: String, size: Int) {
+            guard let directory = SectionCache.directory, size > 0, size <= SectionCache.budget else { return nil }
+            SectionCache.makeRoom(for: size, in: directory)
+            final = directory + "/" + SectionCache.name(buildID: buildID, section: section, size: size)
+            temporary = final + ".tmp-\(getpid())-\(UInt64(bitPattern: Int64(Int(bitPattern: pthread_self()))))"
+            self.size = size
+            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { return nil }
+        }
+
+        /// Appends the next inflated bytes (a failed write abandons the file).
+        func write(_ chunk: UnsafeRawBufferPointer) {
+            guard fd >= 0, chunk.count > 0 else { return }
+            guard writeAll(fd, chunk) else {
+                abandon()
+                return
+            }
+            written += chunk.count
+        }
+
+        /// Publishes the file when all of the section was written.
+        func finish() {
+            guard fd >= 0 else { return }
+            let complete = written == size && fsync(fd) == 0
+            close(fd)
+            fd = -1
+            if !complete || rename(temporary, final) != 0 { unlink(temporary) }
+        }
+
+        private func abandon() {
+            close(fd)
+            fd = -1
+            unlink(temporary)
+        }
+
+        deinit { if fd >= 0 { abandon() } }
+    }
+
+    /// Removes the oldest files (by modification time) until `size` more bytes fit the budget.
+    static func makeRoom(for size: Int, in directory: String) {
+        guard let handle = opendir(directory) else { return }
+        var files: [(path: String, size: Int, time: Int)] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard name != ".", name != ".." else { continue }
+            var info = stat()
+            guard lstat(directory + "/" + name, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            files.append((directory + "/" + name, Int(info.st_size), Int(info.st_mtim.tv_sec)))
+        }
+        closedir(handle)
+        var total = files.reduce(0) { $0 + $1.size }
+        for file in files.sorted(by: { $0.time < $1.time }) where total + size > budget {
+            if unlink(file.path) == 0 { total -= file.size }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+// End-to-end: the decompressed-section cache (Sources/ObjectFile/SectionCache.swift). A program
+// that aborts inside libc is reported under `crashport run` with libc6-dbg's compressed DWARF:
+// the first report fills the cache, the next maps it and names every frame the same; a cache
+// file cut short, one of the right size full of garbage, and a cache directory others may write
+// are each refused or survived, never a crash of the watcher.
+
+import Foundation
+import ReportModel
+import TestSupport
+import XCTest
+
+final class SectionCacheTests: XCTestCase {
+    static let directory = TestSupport.temporaryDirectory("section-cache")
+
+    func fresh(_ name: String) -> String {
+        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// A program that aborts in libc, and libc's compressed debug file; skips without libc6-dbg.
+    func aborting() throws -> String {
+        let source = Self.directory + "/abort.c"
+        try
+            "#include <stdlib.h>\n__attribute__((noinline)) static void give_up(void) { abort(); }\nint main(void) { give_up(); }\n"
+            .write(toFile: source, atomically: true, encoding: .utf8)
+        let program = try TestSupport.compile([source], output: Self.directory + "/abort", flags: ["-O0", "-g"])
+        let libc = try ELFBuildID.of("/lib/x86_64-linux-gnu/libc.so.6")
+        let debug = "/usr/lib/debug/.build-id/\(libc.prefix(2))/\(libc.dropFirst(2)).debug"
+        guard FileManager.default.fileExists(atPath: debug) else {
+            throw XCTSkip("libc's debug file (libc6-dbg) is not here: no compressed DWARF to cache")
+        }
+        return program
+    }
+
+    /// The crashed thread's frames as (function, file, line), and the run.
+    func report(_ program: String, cache: String) throws -> [String] {
+        let run = try TestSupport.crashportRun([program], environment: ["CRASHPORT_SECTION_CACHE": cache])
+        XCTAssertEqual(run.result.status, .signaled(SIGABRT), run.result.stderr)
+        let event = try run.event()
+        return (event.crashedThreadRecord?.frames ?? []).map { "\($0.function ?? "?") \($0.file ?? "-"):\($0.line ?? 0)" }
+    }
+
+    func cached(_ cache: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: cache)) ?? []).sorted()
+    }
+
+    func testTheFirstReportFillsTheCacheAndTheNextMapsIt() throws {
+        let program = try aborting()
+        let cache = fresh("cache")
+        chmod(cache, 0o700)
+        let first = try report(program, cache: cache)
+        XCTAssertTrue(first.contains { $0.contains("stdlib/abort.c:") }, "libc's DWARF names abort's line: \(first)")
+        let files = cached(cache)
+        XCTAssertTrue(files.contains { $0.contains(".debug_info-") }, "\(files)")
+        XCTAssertFalse(files.contains { $0.contains(".tmp-") }, "no temporary left: \(files)")
+        XCTAssertEqual(try report(program, cache: cache), first, "the same frames from the mapped sections")
+
+        // Cut short: refused (not its size), written again whole.
+        let info = cache + "/" + (try XCTUnwrap(files.first { $0.contains(".debug_info-") }))
+        let size = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: info)[.size] as? Int)
+        XCTAssertEqual(truncate(info, off_t(size / 2)), 0)
+        XCTAssertEqual(try report(program, cache: cache), first)
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: info)[.size] as? Int, size, "written again")
+
+        // Garbage of the right size (the user's own cache, tampered with): read as hostile DWARF,
+        // the report still written, the program's own frames still named.
+        let garbage = FileHandle(forWritingAtPath: info)
+        garbage?.write(Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 13) }))
+        try garbage?.close()
+        let survived = try report(program, cache: cache)
+        XCTAssertTrue(survived.contains { $0.hasPrefix("give_up ") }, "\(survived)")
+    }
+
+    /// A cache directory that others may write is not used: nothing is read from it or written.
+    func testACacheDirectoryOthersMayWriteIsNotUsed() throws {
+        let program = try aborting()
+        let cache = fresh("open-cache")
+        chmod(cache, 0o777)
+        _ = try report(program, cache: cache)
+        XCTAssertEqual(cached(cache), [], "nothing written where others may write")
+        // Off: the same report, no cache anywhere.
+        XCTAssertFalse(try report(program, cache: "").isEmpty)
+    }
+}
+
+/// A file's GNU build-id as hex, from `readelf -n`.
+enum ELFBuildID {
+    static func of(_ path: String) throws -> String {
+        let notes = try TestSupport.run(["readelf", "-n", path]).stdout
+        let line = try XCTUnwrap(notes.split(separator: "\n").first { $0.contains("Build ID:") })
+        return String(line.split(separator: " ").last ?? "")
+    }
+}
