@@ -18,6 +18,7 @@
 // after the oldest are removed to make room.
 
 import BoundedBytes
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -27,8 +28,18 @@ public enum SectionCache {
     /// The most the cache directory holds (512 MiB: libc6-dbg's three large sections are 8 MB).
     public static let budget = 512 << 20
 
-    /// The directory in use, nil when the cache is off or the directory cannot be trusted.
-    public static let directory: String? = {
+    /// The directory in use, nil when the cache is off or the directory cannot be trusted (or,
+    /// on a thread reading as another user, cannot be reached: then that report goes without).
+    /// Found once it can be; the watchers look at start, with their own credentials.
+    public static var directory: String? {
+        if let known = found.withLock({ $0 }) { return known }
+        guard let path = locate() else { return nil }
+        found.withLock { $0 = path }
+        return path
+    }
+    private static let found = Mutex<String?>(nil)
+
+    private static func locate() -> String? {
         func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
         let path: String
         if let chosen = variable("CRASHPORT_SECTION_CACHE") {
@@ -49,7 +60,7 @@ public enum SectionCache {
             info.st_mode & 0o077 == 0
         else { return nil }
         return path
-    }()
+    }
 
     /// Makes `path` and its missing parents (0700 for the last, 0755 above).
     static func makeDirectories(_ path: String) {

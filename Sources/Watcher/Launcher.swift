@@ -127,6 +127,7 @@ public struct Launcher {
         throws -> (termination: ProcessExit, reports: [WrittenReport])
     {
         let target = try inspect(log: log)
+        _ = SectionCache.directory  // found now, before any report's work (SectionCache)
         let (ours, theirs) = try Self.crashSocketPair()
         defer { close(ours) }
 

@@ -169,6 +169,9 @@ public final class Sidecar {
     }
 
     public init(configuration: SidecarConfiguration) {
+        // The section cache's directory, found with the sidecar's own credentials (a report
+        // thread reading as a client could not make or reach it).
+        _ = SectionCache.directory
         self.configuration = configuration
         log = WatcherLog(path: configuration.logPath)
         server = CrashServer(socket: -1, store: ReportStore(root: configuration.reportsRoot), options: configuration.capture)
