@@ -81,7 +81,9 @@ public enum SectionCache {
     /// nil when there are none (or they are not exactly `size` bytes of a file of this user's).
     static func mapped(buildID: BuildID, section: String, size: Int) -> UnsafeRawBufferPointer? {
         guard let directory, size > 0 else { return nil }
-        let fd = open(directory + "/" + name(buildID: buildID, section: section, size: size), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        let fd = open(
+            directory + "/" + name(buildID: buildID, section: section, size: size), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
+        )
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var info = stat()

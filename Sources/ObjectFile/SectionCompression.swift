@@ -202,7 +202,10 @@ public final class InflatedSection: @unchecked Sendable {
 
     /// The section's bytes as SectionCache kept them (mapped read-only, owned from now on):
     /// every page in place, nothing to inflate; `scan` sees them as the streaming pass would.
-    init(cached: UnsafeRawBufferPointer, release: @escaping () -> Void, scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void) {
+    init(
+        cached: UnsafeRawBufferPointer, release: @escaping () -> Void,
+        scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
+    ) {
         view = ByteView(cached)
         input = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
         self.release = release
