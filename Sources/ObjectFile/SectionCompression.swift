@@ -217,6 +217,9 @@ public final class InflatedSection: @unchecked Sendable {
             scan(UnsafeRawBufferPointer(rebasing: cached[offset..<offset + count]), offset)
             offset += count
         }
+        // The scan touched every page: give them back (clean pages of a file: the page cache
+        // keeps them, and only those a lookup reads fault in again).
+        if let base = cached.baseAddress { _ = madvise(UnsafeMutableRawPointer(mutating: base), cached.count, MADV_DONTNEED) }
         release()
     }
 
