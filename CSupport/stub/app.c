@@ -618,30 +618,31 @@ __attribute__((visibility("default"))) int crashport_is_enabled(void)
     return cp_app_installed && __atomic_load_n(&cp_state.disabled, __ATOMIC_RELAXED) == 0;
 }
 
+CP_HIDDEN int cp_app_send(void *message, size_t size, uint32_t type)
+{
+    int fd = cp_state.fd;
+    if (!cp_app_installed || fd < 0) return -ENOTCONN;
+    *(cp_header *)message = (cp_header){CP_MAGIC, CP_VERSION, (uint32_t)size, type};
+    ssize_t sent = send(fd, message, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return sent == (ssize_t)size ? 0 : (sent < 0 ? -errno : -EPROTO);
+}
+
 __attribute__((visibility("default"))) int crashport_set_enabled(int enabled)
 {
     __atomic_store_n(&cp_state.disabled, enabled ? 0u : 1u, __ATOMIC_RELAXED);
-    int fd = cp_state.fd;
-    if (!cp_app_installed || fd < 0) return -ENOTCONN;
     cp_setting setting;
     memset(&setting, 0, sizeof setting);
-    setting.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof setting, CP_MSG_SETTING};
     setting.enabled = enabled ? 1u : 0u;
-    ssize_t sent = send(fd, &setting, sizeof setting, MSG_NOSIGNAL | MSG_DONTWAIT);
-    return sent == (ssize_t)sizeof setting ? 0 : -errno;
+    return cp_app_send(&setting, sizeof setting, CP_MSG_SETTING);
 }
 
 static int cp_app_consent(uint32_t action, uint32_t value)
 {
-    int fd = cp_state.fd;
-    if (!cp_app_installed || fd < 0) return -ENOTCONN;
     cp_consent consent;
     memset(&consent, 0, sizeof consent);
-    consent.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof consent, CP_MSG_CONSENT};
     consent.action = action;
     consent.value = value;
-    ssize_t sent = send(fd, &consent, sizeof consent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    return sent == (ssize_t)sizeof consent ? 0 : -errno;
+    return cp_app_send(&consent, sizeof consent, CP_MSG_CONSENT);
 }
 
 __attribute__((visibility("default"))) int crashport_set_consent(int consent)
@@ -705,8 +706,7 @@ static int cp_app_pending_query(int *reply)
     return 0;
 }
 
-/* Copies a field the watcher NUL-terminated (or not: the copy is terminated all the same). */
-static void cp_app_copy_text(char *to, size_t to_size, const char *from, size_t from_size)
+CP_HIDDEN void cp_app_copy_text(char *to, size_t to_size, const char *from, size_t from_size)
 {
     size_t length = strnlen(from, from_size);
     if (length >= to_size) length = to_size - 1;
@@ -723,20 +723,10 @@ __attribute__((visibility("default"))) int crashport_pending_list(crashport_pend
     /* The answer, at most 2 s away: a watcher that refuses the query closes the fd (EOF). */
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    int ready = 0;
-    for (;;) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long waited = (long)(now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-        if (waited >= 2000) break;
-        struct pollfd watch = {.fd = reply, .events = POLLIN};
-        ready = poll(&watch, 1, (int)(2000 - waited));
-        if (ready >= 0 || errno != EINTR) break;
-    }
+    int ready = cp_poll_until(reply, &start, 2000);
     if (ready <= 0) {
-        int error = ready < 0 ? -errno : -ETIMEDOUT;
         close(reply);
-        return error;
+        return ready < 0 ? ready : -ETIMEDOUT;
     }
     /* 11 KB: kept off the caller's stack (a thread's may be small), one caller at a time. */
     static cp_pending_list answer;
@@ -773,15 +763,12 @@ static int cp_app_decide_report(uint32_t action, const char *id)
     if (id == NULL) return -EINVAL;
     size_t length = strnlen(id, CP_PENDING_ID_SIZE);
     if (length == 0 || length >= CP_PENDING_ID_SIZE) return -EINVAL;
-    int fd = cp_state.fd;
-    if (!cp_app_installed || fd < 0) return -ENOTCONN;
     cp_consent_report decision;
     memset(&decision, 0, sizeof decision);
-    decision.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof decision, CP_MSG_CONSENT_REPORT};
     decision.action = action;
     memcpy(decision.id, id, length);
-    ssize_t sent = send(fd, &decision, sizeof decision, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent != (ssize_t)sizeof decision) return sent < 0 ? -errno : -EPROTO;
+    int failure = cp_app_send(&decision, sizeof decision, CP_MSG_CONSENT_REPORT);
+    if (failure != 0) return failure;
     /* One fewer awaits (the count at install), never below none. */
     uint32_t pending = __atomic_load_n(&cp_previous_run.pending_reports, __ATOMIC_RELAXED);
     while (pending > 0 && !__atomic_compare_exchange_n(&cp_previous_run.pending_reports, &pending, pending - 1, true,

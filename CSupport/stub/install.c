@@ -352,6 +352,21 @@ static int cp_install_send_hello(int fd, const cp_hello *hello)
 /* Waits at most CP_HELLO_REPLY_WAIT_MS for the sidecar's HELLO_REPLY and checks it: magic,
  * version, size, type, status, and both strings NUL-terminated. Returns 0 with *reply filled,
  * -ETIMEDOUT when none came, or another -errno with *why set (closed, garbage). */
+CP_HIDDEN int cp_poll_until(int fd, const struct timespec *start, int total_ms)
+{
+    for (;;) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long elapsed = (long)(now.tv_sec - start->tv_sec) * 1000 + (now.tv_nsec - start->tv_nsec) / 1000000;
+        if (elapsed >= total_ms) return 0;
+        struct pollfd entry = {.fd = fd, .events = POLLIN, .revents = 0};
+        int ready = poll(&entry, 1, (int)(total_ms - elapsed));
+        if (ready > 0) return 1;
+        if (ready < 0 && errno != EINTR) return -errno;
+        /* Interrupted, or a wake-up before the time was up: the loop looks at the clock. */
+    }
+}
+
 static int cp_install_read_hello_reply(int fd, cp_hello_reply *reply, const char **why)
 {
     struct timespec start;
@@ -361,20 +376,12 @@ static int cp_install_read_hello_reply(int fd, cp_hello_reply *reply, const char
         unsigned char bytes[sizeof(cp_hello_reply) + 64]; /* a longer message shows its length */
     } message;
     for (;;) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-        if (elapsed >= CP_HELLO_REPLY_WAIT_MS) {
-            return -ETIMEDOUT;
-        }
-        struct pollfd entry = {.fd = fd, .events = POLLIN, .revents = 0};
-        int ready = poll(&entry, 1, (int)(CP_HELLO_REPLY_WAIT_MS - elapsed));
-        if (ready < 0 && errno == EINTR) continue;
+        int ready = cp_poll_until(fd, &start, CP_HELLO_REPLY_WAIT_MS);
+        if (ready == 0) return -ETIMEDOUT;
         if (ready < 0) {
-            *why = strerror(errno);
-            return -errno;
+            *why = strerror(-ready);
+            return ready;
         }
-        if (ready == 0) continue; /* the loop checks the time */
         ssize_t received = recv(fd, &message, sizeof message, MSG_DONTWAIT);
         if (received < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (received < 0) {

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "crashport.h"
 #include "stub_state.h"
@@ -25,14 +24,6 @@
 /* The previous run in full, as the watcher gave it (zero: not given). */
 static cp_run_detail cp_launch_detail;
 static bool cp_launch_detail_given;
-
-/* Copies text into a field of `capacity` bytes, cut to fit, NUL-terminated. */
-static void cp_launch_copy(char *field, size_t capacity, const char *text, size_t length)
-{
-    if (length > capacity - 1) length = capacity - 1;
-    memcpy(field, text, length);
-    field[length] = '\0';
-}
 
 CP_HIDDEN void cp_launch_set_detail(const cp_run_detail *detail)
 {
@@ -78,7 +69,7 @@ CP_HIDDEN void cp_launch_install(void)
         cursor++;
         const char *end = strchr(cursor, '\t');
         size_t length = end != NULL ? (size_t)(end - cursor) : strlen(cursor);
-        cp_launch_copy(fields[i], capacities[i], cursor, length);
+        cp_app_copy_text(fields[i], capacities[i], cursor, length);
         cursor += length;
     }
     cp_launch_set_detail(&detail);
@@ -219,16 +210,12 @@ __attribute__((visibility("default"))) int crashport_launch(unsigned threshold, 
                  consecutive, threshold);
         crashport_breadcrumb("launch", message);
         /* The run's session says so (never answered, never waited for). */
-        int fd = cp_state.fd;
-        if (fd >= 0) {
-            cp_launch note;
-            memset(&note, 0, sizeof note);
-            note.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof note, CP_MSG_LAUNCH};
-            note.protected_run = 1;
-            note.consecutive_launch_crashes = consecutive;
-            note.threshold = threshold;
-            (void)send(fd, &note, sizeof note, MSG_NOSIGNAL | MSG_DONTWAIT);
-        }
+        cp_launch note;
+        memset(&note, 0, sizeof note);
+        note.protected_run = 1;
+        note.consecutive_launch_crashes = consecutive;
+        note.threshold = threshold;
+        (void)cp_app_send(&note, sizeof note, CP_MSG_LAUNCH);
         protect(context);
         crashport_breadcrumb("launch", "launch protection: the protect work is done; launching");
         result = CRASHPORT_LAUNCH_PROTECTED;

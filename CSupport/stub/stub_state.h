@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h> /* struct timespec: a type only */
 #include <sys/un.h> /* struct sockaddr_un: a type only */
 
 #include "crashport_protocol.h"
@@ -143,6 +144,18 @@ void cp_app_install(void) CP_HIDDEN;
 
 /** The previous run as the watcher knows it (a sidecar's HELLO_REPLY); applies its `disabled`. */
 void cp_app_set_last_run(const cp_last_run *run) CP_HIDDEN;
+
+/** Sends one fixed-size message to the watcher, non-blocking (app.c): fills its header; 0,
+ *  -ENOTCONN when crashport is not installed, or -errno. */
+int cp_app_send(void *message, size_t size, uint32_t type) CP_HIDDEN;
+
+/** Copies at most `from_size` bytes of `from`, up to a NUL, into `to`, cut to fit and
+ *  NUL-terminated (app.c): a field the watcher sent, a part of an environment variable. */
+void cp_app_copy_text(char *to, size_t to_size, const char *from, size_t from_size) CP_HIDDEN;
+
+/** Waits until `fd` is readable, at most `total_ms` from `start` (CLOCK_MONOTONIC), again after
+ *  EINTR (install.c): 1 readable, 0 the time is up, or -errno. */
+int cp_poll_until(int fd, const struct timespec *start, int total_ms) CP_HIDDEN;
 
 /** The previous run, NULL when none is on record (app.c); whether crashport_install succeeded. */
 const cp_last_run *cp_app_previous_run(void) CP_HIDDEN;

@@ -1,5 +1,5 @@
-// Writing a whole buffer to a file descriptor: write(2) may write less than asked, or be
-// interrupted before it writes anything.
+// Writing a whole buffer to a file descriptor (write(2) may write less than asked, or be
+// interrupted before it writes anything), and making a directory with its parents.
 
 #if canImport(Glibc)
 import Glibc
@@ -30,4 +30,15 @@ public enum StandardError {
     public static func write(_ text: String) {
         writeAll(STDERR_FILENO, Array(text.utf8))
     }
+}
+
+/// mkdir -p: every missing directory of `path` (absolute or relative) created with `mode`.
+/// Nil, or what failed ("mkdir PATH: reason").
+public func makeDirectories(_ path: String, mode: mode_t) -> String? {
+    var prefix = path.hasPrefix("/") ? "" : "."
+    for component in path.split(separator: "/") {
+        prefix += "/" + component
+        if mkdir(prefix, mode) != 0 && errno != EEXIST { return "mkdir \(prefix): \(String(cString: strerror(errno)))" }
+    }
+    return nil
 }

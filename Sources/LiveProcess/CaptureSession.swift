@@ -155,7 +155,8 @@ public enum CaptureSession {
         }
         // The /proc files a report keeps, read now with one change of credentials.
         let proc = access.procFiles(
-            ["maps", "cmdline", "auxv"] + (status == nil ? ["status"] : []) + (options.captureEnvironment ? ["environ"] : []))
+            ["maps", "cmdline", "auxv", "cgroup"] + (status == nil ? ["status"] : [])
+                + (options.captureEnvironment ? ["environ"] : []))
         let mapsBytes = proc.files["maps"]
         let mappings = mapsBytes.map { MemoryMapping.parse($0) } ?? []
         if mapsBytes == nil { notes.append("/proc/\(pid)/maps unreadable: modules unknown") }
@@ -209,10 +210,13 @@ public enum CaptureSession {
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
 
-        let memoryCgroup = live ? MemoryState.cgroup(of: record.pid) : nil
-
         // Everything needed from the live process is in hand: release it.
         session?.detachAll(timeoutMilliseconds: 1000)
+        // Its memory cgroup, from the text read above (the mounts are looked at after the release).
+        let memoryCgroup =
+            live
+            ? proc.files["cgroup"].flatMap { OOMCounters.counterFile(cgroups: String(decoding: $0, as: UTF8.self)) }
+                .flatMap(MemoryState.cgroup(ofCounterFile:)) : nil
         var held = HeldCapture(
             record: record, access: access, threads: threads, pendingModules: pendingModules, extraMemory: extra,
             files: files, executable: executable, startTicks: startTicks, appArea: appArea, messages: messages,

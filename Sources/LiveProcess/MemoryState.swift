@@ -27,7 +27,7 @@ public enum MemoryState {
     /// /proc/PID/status text (VmHWM).
     public static func record(cgroup: Cgroup?, status: String?) -> MemoryRecord? {
         var record = MemoryRecord()
-        if let status { record.processPeak = kilobytes("VmHWM:", in: status).map { $0 * 1024 } }
+        if let status { record.processPeak = processPeak(status: status) }
         if let cgroup {
             let directory = cgroup.directory, v2 = cgroup.v2
             record.cgroup = directory

@@ -54,7 +54,11 @@ public enum OOMCounters {
     /// The file holding `pid`'s cgroup's OOM-kill counter: the v1 memory controller's
     /// memory.oom_control when that hierarchy is mounted, else the v2 memory.events.
     public static func counterFile(of pid: ProcessID) -> String? {
-        guard let cgroups = ProcFiles.readText("/proc/\(pid)/cgroup") else { return nil }
+        ProcFiles.readText("/proc/\(pid)/cgroup").flatMap(counterFile(cgroups:))
+    }
+
+    /// The same from a /proc/PID/cgroup text already read.
+    public static func counterFile(cgroups: String) -> String? {
         let memberships = parseCgroups(cgroups)
         for attempt in 0..<2 {
             let mounts = attempt == 0 ? cachedMounts() : refreshedMounts()

@@ -52,22 +52,16 @@ public struct PressureSnapshot: Sendable {
             return nil
         }
         let taken = monotonicNanoseconds()
-        let mappings = ProcFiles.read("/proc/\(pid)/maps").map { MemoryMapping.parse($0) } ?? []
-        let memory = ProcessMemory(pid: pid)
+        let stacks = CaptureSession.StackReader(
+            mappings: ProcFiles.read("/proc/\(pid)/maps").map { MemoryMapping.parse($0) } ?? [], memory: ProcessMemory(pid: pid))
         var threads: [ThreadSnapshot] = []
         var budget = totalStackLimit
         // The leader first: the thread a termination report leads with.
         for tid in stopped.filter({ $0 == pid.mainThread }) + stopped.filter({ $0 != pid.mainThread }) {
             guard let registers = try? holder.registers(of: tid) else { continue }
             let set = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
-            var stack: MemoryRegion?
-            if budget > 0, let range = CaptureWindows.stack(from: set.rsp, limit: min(threadStackLimit, budget), in: mappings) {
-                let bytes = memory.bytes(at: range.lowerBound, count: Int(range.upperBound - range.lowerBound))
-                if !bytes.isEmpty {
-                    stack = MemoryRegion(start: range.lowerBound, bytes: bytes)
-                    budget -= bytes.count
-                }
-            }
+            let stack = budget > 0 ? stacks.stack(from: set.rsp, limit: min(threadStackLimit, budget)) : nil
+            budget -= stack?.bytes.count ?? 0
             threads.append(ThreadSnapshot(tid: tid, name: "", registers: set, stack: stack))
         }
         let commandLine = known ?? ProcFiles.read("/proc/\(pid)/cmdline", limit: 64 << 10)

@@ -54,22 +54,12 @@ public enum SectionCache {
             guard let cache else { return nil }
             path = cache + "/crashport/sections"
         }
-        makeDirectories(path)
+        _ = makeDirectories(path, mode: 0o700)
         var info = stat()
         guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid(),
             info.st_mode & 0o077 == 0
         else { return nil }
         return path
-    }
-
-    /// Makes `path` and its missing parents (0700 for the last, 0755 above).
-    static func makeDirectories(_ path: String) {
-        var prefix = ""
-        let parts = path.split(separator: "/")
-        for (index, part) in parts.enumerated() {
-            prefix += "/" + part
-            _ = mkdir(prefix, index == parts.count - 1 ? 0o700 : 0o755)
-        }
     }
 
     /// A cached section's file name.

@@ -93,9 +93,7 @@ public struct PendingList: Equatable, Sendable {
         for (index, entry) in entries.prefix(Self.capacity).enumerated() {
             let base = Self.entriesOffset + index * Self.entrySize
             func put(_ text: String, _ path: PartialKeyPath<cp_pending_entry>, capacity: UInt32) {
-                let bytes = WireText.field(text, capacity: Int(capacity))
-                let offset = base + Layout.offset(path)
-                message.bytes.replaceSubrange(offset..<offset + bytes.count, with: bytes)
+                message.putText(text, at: base + Layout.offset(path), capacity: Int(capacity))
             }
             put(entry.id, \cp_pending_entry.id, capacity: CP_PENDING_ID_SIZE)
             put(entry.title, \cp_pending_entry.title, capacity: CP_PENDING_TITLE_SIZE)

@@ -385,6 +385,13 @@ struct MessageEncoder {
         for i in 0..<4 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
     }
 
+    /// A text field for the stub (WireText.field: cut, control characters made spaces; the
+    /// zeroed message keeps its NUL).
+    mutating func putText(_ text: String, at offset: Int, capacity: Int) {
+        let field = WireText.field(text, capacity: capacity)
+        bytes.replaceSubrange(offset..<offset + field.count, with: field)
+    }
+
     mutating func put64(_ value: UInt64, at offset: Int) {
         for i in 0..<8 { bytes[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * i)) }
     }
@@ -564,10 +571,6 @@ public struct RunDetail: Sendable, Equatable {
     /// Writes cp_run_detail at `base` of a zeroed message.
     func encode(into message: inout MessageEncoder, at base: Int) {
         func at(_ path: PartialKeyPath<cp_run_detail>) -> Int { base + Layout.offset(path) }
-        func put(_ text: String, _ offset: Int, capacity: Int) {
-            let field = WireText.field(text, capacity: capacity)
-            message.bytes.replaceSubrange(offset..<offset + field.count, with: field)
-        }
         message.put32(kind.rawValue, at: at(\cp_run_detail.kind))
         message.put32(flags, at: at(\cp_run_detail.flags))
         message.put32(UInt32(bitPattern: signal), at: at(\cp_run_detail.signo))
@@ -576,10 +579,10 @@ public struct RunDetail: Sendable, Equatable {
         message.put64(durationMilliseconds, at: at(\cp_run_detail.duration_ms))
         message.put32(errors, at: at(\cp_run_detail.errors))
         message.put32(hangs, at: at(\cp_run_detail.hangs))
-        put(signalName, at(\cp_run_detail.signal_name), capacity: Self.signalNameBytes)
-        put(reason, at(\cp_run_detail.reason), capacity: Self.reasonBytes)
-        put(title, at(\cp_run_detail.title), capacity: Self.titleBytes)
-        put(reportPath, at(\cp_run_detail.report_path), capacity: Self.reportPathBytes)
+        message.putText(signalName, at: at(\cp_run_detail.signal_name), capacity: Self.signalNameBytes)
+        message.putText(reason, at: at(\cp_run_detail.reason), capacity: Self.reasonBytes)
+        message.putText(title, at: at(\cp_run_detail.title), capacity: Self.titleBytes)
+        message.putText(reportPath, at: at(\cp_run_detail.report_path), capacity: Self.reportPathBytes)
     }
 
     /// CRASHPORT_LAST_RUN_DETAIL's text, for a launcher's child: "kind flags signo exit_status

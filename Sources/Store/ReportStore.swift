@@ -202,12 +202,7 @@ public struct ReportStore: Sendable {
     /// mkdir -p: every missing directory of `path` (absolute or relative) created with `mode`.
     /// Nil, or what failed ("mkdir PATH: reason").
     public static func makeDirectories(_ path: String, mode: mode_t) -> String? {
-        var prefix = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            prefix += "/" + component
-            if mkdir(prefix, mode) != 0 && errno != EEXIST { return "mkdir \(prefix): \(String(cString: strerror(errno)))" }
-        }
-        return nil
+        BoundedBytes.makeDirectories(path, mode: mode)
     }
 
     /// A new report id: sortable by time, unique per process and moment.

@@ -118,11 +118,8 @@ public struct RunSummary: Codable, Sendable, Equatable {
         case .abnormal: kind = "termination"
         case .exited: kind = (session.hangs ?? 0) > 0 ? "hang" : session.errors > 0 ? "errors" : "clean"
         }
-        signal = event?.signal?.number ?? session.signal
-        signalName = event?.signal?.name
-        exitCode = session.exitCode ?? event?.exitCode
-        reason = event.flatMap(Self.reason(of:))
-        title = event?.title
+        signal = session.signal
+        exitCode = session.exitCode
         started = (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(session.started)).map {
             UInt64(max(0, $0.timeIntervalSince1970 * 1000))
         }
@@ -130,6 +127,17 @@ public struct RunSummary: Codable, Sendable, Equatable {
         errors = session.errors
         hangs = session.hangs
         launchProtected = session.launchProtected
+        if let event { take(event) }
+    }
+
+    /// What the run's report says: its signal, title and reason (and its exit code when the
+    /// session knew none).
+    mutating func take(_ event: Event) {
+        signal = event.signal?.number ?? signal
+        signalName = event.signal?.name ?? signalName
+        exitCode = exitCode ?? event.exitCode
+        reason = Self.reason(of: event)
+        title = event.title
     }
 
     /// Why a report's run ended: the runtime's words, else its exception, else its signal's
@@ -359,10 +367,11 @@ public struct RunHistory: Sendable {
         return info
     }
 
-    /// A run ended: the program's record moves on, and the session is kept.
-    public func ended(_ session: SessionRecord) {
-        // Its report, written before its session ends: the signal, title and reason it gives.
-        let event = session.reportID.flatMap { try? store.event(id: $0) }
+    /// A run ended: the program's record moves on, and the session is kept. `event`: its
+    /// report's, when the caller has it; else the report written before the session ended is
+    /// read (the signal, title and reason it gives).
+    public func ended(_ session: SessionRecord, event given: Event? = nil) {
+        let event = given ?? session.reportID.flatMap { try? store.event(id: $0) }
         _ = try? store.asOwner {
             try store.prepare()
             try Self.locked(root: store.root) {
@@ -387,14 +396,9 @@ public struct RunHistory: Sendable {
             try Self.locked(root: store.root) {
                 var state = Self.read(root: store.root)
                 guard let index = state.programs.firstIndex(where: { $0.lastReportID == reportID }),
-                    let last = state.programs[index].last, last.title == nil
+                    state.programs[index].last?.title == nil
                 else { return }
-                var summary = last
-                summary.title = event.title
-                summary.reason = RunSummary.reason(of: event)
-                summary.signal = event.signal?.number ?? last.signal
-                summary.signalName = event.signal?.name ?? last.signalName
-                state.programs[index].last = summary
+                state.programs[index].last?.take(event)
                 try Self.write(state, root: store.root)
             }
         }

@@ -193,7 +193,9 @@ public struct Launcher {
             records[0].hangs = server.reports.filter { $0.event.kind == .hang && $0.event.process?.pid == launch.child }.count
             records[0].launchProtected = serving.protected.withLock { $0 } ? true : nil
         }
-        for record in records { history.ended(record) }
+        for record in records {
+            history.ended(record, event: server.reports.first { $0.id == record.reportID }?.event)
+        }
         serving.sayWhoOutlivesTheRun(socket: ours, open: socketOpen)
         return (termination, server.reports)
     }
@@ -544,7 +546,7 @@ public struct Launcher {
         // and waitpid, not a pidfd.
         let exited = tracer == nil ? ProcessHandle(child: child) : nil
         var oom = oom
-        if tracer != nil { oom.pressure = PressureSampler(child: child, cgroup: oom.memoryCgroup) }
+        if tracer != nil { oom.pressure = PressureSampler(child: child, cgroup: oom.memoryCgroup, limit: oom.memoryStart?.limit) }
         var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
         var status: Int32 = 0
@@ -874,33 +876,40 @@ final class LaunchServing: CrashServerDelegate {
         if sender.pid == child, message.protected { protected.withLock { $0 = true } }
     }
 
+    /// The program a message speaks for: the run's, for the child; else the sender's own.
+    func programKey(of sender: Sender) -> (executable: String, buildID: String?) {
+        sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
+    }
+
     func consent(_ message: ConsentMessage, from sender: Sender) {
-        let key = sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
-        do {
-            log("pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: key.executable, store: store)))
-            if message == .sendPending, UploadSpawner.isConfigured() { UploadSpawner.spawn(reports: store.root, log: log) }
-        } catch {
-            log("pid \(sender.pid): its consent could not be kept: \(error)")
+        decide(for: sender, sends: message == .sendPending, failure: "its consent could not be kept") {
+            try ConsentDecisions.apply(message, program: $0, store: store)
         }
     }
 
     func pendingReports(from sender: Sender) -> PendingList? {
-        let key = sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
-        return ConsentDecisions.pending(store: store, program: key.executable, log: log)
+        ConsentDecisions.pending(store: store, program: programKey(of: sender).executable, log: log)
     }
 
     func consentReport(_ message: ConsentReportMessage, from sender: Sender) {
-        let key = sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
+        decide(for: sender, sends: message.send, failure: "its consent for report \(message.id) could not be kept") {
+            try ConsentDecisions.apply(message, program: $0, store: store)
+        }
+    }
+
+    /// A program's consent decision (`apply`, given its program, says what it did, for the log);
+    /// an upload starts after one that lets reports go.
+    private func decide(for sender: Sender, sends: Bool, failure: String, _ apply: (String) throws -> String) {
         do {
-            log("pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: key.executable, store: store)))
-            if message.send, UploadSpawner.isConfigured() { UploadSpawner.spawn(reports: store.root, log: log) }
+            log("pid \(sender.pid): " + (try apply(programKey(of: sender).executable)))
+            if sends, UploadSpawner.isConfigured() { UploadSpawner.spawn(reports: store.root, log: log) }
         } catch {
-            log("pid \(sender.pid): its consent for report \(message.id) could not be kept: \(error)")
+            log("pid \(sender.pid): \(failure): \(error)")
         }
     }
 
     func setting(enabled: Bool, from sender: Sender) {
-        let key = sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
+        let key = programKey(of: sender)
         if sender.pid == child { disabled.withLock { $0 = !enabled } }
         do {
             try history.setEnabled(enabled, executable: key.executable, buildID: key.buildID)

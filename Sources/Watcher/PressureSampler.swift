@@ -45,12 +45,11 @@ final class PressureSampler {
     static let minimumGapNanoseconds: UInt64 = 10_000_000
     static let refreshNanoseconds: UInt64 = 1_000_000_000
 
-    /// A sampler for `child` in `cgroup`, when the cgroup has a limit and crashport is charged
-    /// to it; nil otherwise.
-    init?(child: ProcessID, cgroup: MemoryState.Cgroup?) {
-        guard let cgroup, let own = MemoryState.cgroup(of: ProcessID(getpid())),
-            own.directory == cgroup.directory || own.directory.hasPrefix(cgroup.directory + "/"),
-            let limit = MemoryState.record(cgroup: cgroup, status: nil)?.limit, limit > 0
+    /// A sampler for `child` in `cgroup` with its `limit` (as read at the start), when there is
+    /// one and crashport is charged to the cgroup; nil otherwise.
+    init?(child: ProcessID, cgroup: MemoryState.Cgroup?, limit: UInt64?) {
+        guard let cgroup, let limit, limit > 0, let own = MemoryState.cgroup(of: ProcessID(getpid())),
+            own.directory == cgroup.directory || own.directory.hasPrefix(cgroup.directory + "/")
         else { return nil }
         let file = cgroup.directory + (cgroup.v2 ? "/memory.current" : "/memory.usage_in_bytes")
         let fd = open(file, O_RDONLY | O_CLOEXEC)

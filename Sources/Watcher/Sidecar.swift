@@ -704,7 +704,7 @@ extension Sidecar: CrashServerDelegate {
             var watch = ClientWatch(
                 connection: currentClient, access: access, appArea: hello.appArea, disabled: lastRun.disabled)
             var memory = SidecarMemory(counterFile: watch.oom.first?.file)
-            if memory.watchesPeak { memory.look(at: sender.pid) }
+            if memory.watchesPeak, let peak = SidecarMemory.peak(of: sender.pid) { memory.keep(peak) }
             clients[currentClient]?.session?.memory = memory
             hangReports.forget(sender.pid)
             startWatching(&watch, hello: hello, access: access)
@@ -730,22 +730,8 @@ extension Sidecar: CrashServerDelegate {
     }
 
     func consent(_ message: ConsentMessage, from sender: Sender) {
-        guard let store = store(for: sender) else { return }
-        let program =
-            clients.values.first { $0.peer.pid == sender.pid }?.session?.executable
-            ?? RunHistory.programKey(pid: sender.pid).executable
-        do {
-            log.say(
-                "pid \(sender.pid): " + (try ConsentDecisions.apply(message, program: program, store: store)),
-                uid: sender.uid)
-            if message == .sendPending, UploadSpawner.isConfigured(),
-                let child = UploadSpawner.spawn(
-                    reports: store.root, owner: store.owner, log: { [log] in log.say($0, uid: sender.uid) })
-            {
-                uploadProcesses.pids.withLock { _ = $0.insert(child) }
-            }
-        } catch {
-            log.say("pid \(sender.pid): its consent could not be kept: \(error)", uid: sender.uid)
+        decide(for: sender, sends: message == .sendPending, failure: "its consent could not be kept") { store in
+            try ConsentDecisions.apply(message, program: consentProgram(of: sender), store: store)
         }
     }
 
@@ -762,20 +748,25 @@ extension Sidecar: CrashServerDelegate {
     }
 
     func consentReport(_ message: ConsentReportMessage, from sender: Sender) {
+        decide(for: sender, sends: message.send, failure: "its consent for report \(message.id) could not be kept") { store in
+            try ConsentDecisions.apply(message, program: consentProgram(of: sender), store: store)
+        }
+    }
+
+    /// A program's consent decision, kept in the sender's store (`apply` says what it did, for
+    /// the log); an upload starts after one that lets reports go.
+    private func decide(for sender: Sender, sends: Bool, failure: String, _ apply: (ReportStore) throws -> String) {
         guard let store = store(for: sender) else { return }
         do {
-            log.say(
-                "pid \(sender.pid): "
-                    + (try ConsentDecisions.apply(message, program: consentProgram(of: sender), store: store)),
-                uid: sender.uid)
-            if message.send, UploadSpawner.isConfigured(),
+            log.say("pid \(sender.pid): " + (try apply(store)), uid: sender.uid)
+            if sends, UploadSpawner.isConfigured(),
                 let child = UploadSpawner.spawn(
                     reports: store.root, owner: store.owner, log: { [log] in log.say($0, uid: sender.uid) })
             {
                 uploadProcesses.pids.withLock { _ = $0.insert(child) }
             }
         } catch {
-            log.say("pid \(sender.pid): its consent for report \(message.id) could not be kept: \(error)", uid: sender.uid)
+            log.say("pid \(sender.pid): \(failure): \(error)", uid: sender.uid)
         }
     }
 

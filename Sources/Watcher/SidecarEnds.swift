@@ -142,10 +142,11 @@ extension Sidecar {
             // the pid could not have been reused meanwhile) is kept.
             guard !handle.hasExited else { continue }
             if watch.checks % 10 == 0 { refreshCgroup(&watch, handle: handle) }
-            if clients[fd]?.session?.memory?.watchesPeak == true {
-                clients[fd]?.session?.memory?.look(at: handle.pid)
-                // Read by pid: kept only while the pidfd says it still runs.
-                if handle.hasExited { continue }
+            // Read by pid: kept only while the pidfd says it still runs.
+            if clients[fd]?.session?.memory?.watchesPeak == true, let peak = SidecarMemory.peak(of: handle.pid),
+                !handle.hasExited
+            {
+                clients[fd]?.session?.memory?.keep(peak)
             }
             if case .read(let bytes) = outcome {
                 appAreaBudget.left -= bytes
@@ -266,7 +267,8 @@ extension Sidecar {
             return
         }
         // The OOM killer's SIGKILL: its cgroup's counter moved.
-        let oomKilled = abnormal.exit?.signal == SIGKILL && end.watch.oomCount()?.moved == true
+        let oomCount = end.watch.oomCount()
+        let oomKilled = abnormal.exit?.signal == SIGKILL && oomCount?.moved == true
         // Traced, it was captured at its exit stops, and that report says it all.
         if let report = end.watch.exitReport {
             endRun(
@@ -287,7 +289,7 @@ extension Sidecar {
         abnormal.buildID = session.buildID
         abnormal.release = session.release
         abnormal.session = session.sid
-        abnormal.oomKills = end.watch.oomCount()
+        abnormal.oomKills = oomCount
         if let untraced = end.watch.untraced {
             abnormal.notes.append("no stacks: crashport could not keep it traced (\(untraced)); crashport doctor says why")
         }

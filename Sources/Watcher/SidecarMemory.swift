@@ -24,11 +24,13 @@ struct SidecarMemory: Sendable {
     /// Whether a look at the client's peak while it runs is worth its read: a cgroup with a limit.
     var watchesPeak: Bool { start?.limit != nil }
 
-    /// Takes the client's peak resident set from its /proc/PID/status now, when readable (the
-    /// peak only grows: a later read that fails keeps the last).
-    mutating func look(at pid: ProcessID) {
-        guard let status = ProcFiles.readText("/proc/\(pid)/status"), let peak = MemoryState.processPeak(status: status)
-        else { return }
+    /// The client's peak resident set from its /proc/PID/status now, nil when unreadable.
+    static func peak(of pid: ProcessID) -> UInt64? {
+        ProcFiles.readText("/proc/\(pid)/status").flatMap(MemoryState.processPeak(status:))
+    }
+
+    /// Keeps a peak read while the client ran (the peak only grows: a read that failed keeps the last).
+    mutating func keep(_ peak: UInt64) {
         peakRSS = max(peakRSS ?? 0, peak)
     }
 
