@@ -31,6 +31,10 @@ static _Thread_local struct {
     int group_count;
     gid_t groups[CP_THREAD_GROUPS_MAX];
     struct __user_cap_data_struct caps[2];
+    /* The user's groups as taken on, and whether the thread stepped out (cp_thread_step_out). */
+    int assumed_count;
+    gid_t assumed[CP_THREAD_GROUPS_MAX];
+    int out;
 } saved;
 
 static int cp_capget(struct __user_cap_data_struct caps[2]) {
@@ -54,11 +58,26 @@ static int cp_restore_saved(void) {
     return failed ? -1 : 0;
 }
 
+/* The user's groups (saved.assumed), fsgid, fsuid, and no effective capability, checked. */
+static int cp_take_on(unsigned uid, unsigned gid) {
+    if (syscall(SYS_setgroups, (size_t)saved.assumed_count, saved.assumed) != 0) return -1;
+    setfsgid(gid);
+    setfsuid(uid);
+    struct __user_cap_data_struct none[2] = {saved.caps[0], saved.caps[1]};
+    none[0].effective = 0;
+    none[1].effective = 0;
+    struct __user_cap_data_struct now[2];
+    if ((unsigned)setfsuid((uid_t)-1) != uid || (unsigned)setfsgid((gid_t)-1) != gid || cp_capset(none) != 0 ||
+        cp_capget(now) != 0 || now[0].effective != 0 || now[1].effective != 0)
+        return -1;
+    return 0;
+}
+
 int cp_thread_assume(unsigned uid, unsigned gid, const unsigned *groups, int group_count) {
     if (saved.depth > 0) {
         /* The same user's again (a report thread reading as the client, then writing into that
          * user's directory as its owner): the outer credentials stay. */
-        if (saved.uid != uid) {
+        if (saved.uid != uid || saved.out) { /* another user's, or inside a step out */
             errno = EBUSY;
             return -1;
         }
@@ -74,17 +93,9 @@ int cp_thread_assume(unsigned uid, unsigned gid, const unsigned *groups, int gro
     long count = syscall(SYS_getgroups, CP_THREAD_GROUPS_MAX, saved.groups);
     if (count < 0 || cp_capget(saved.caps) != 0) return -1;
     saved.group_count = (int)count;
-    gid_t wanted[CP_THREAD_GROUPS_MAX];
-    for (int i = 0; i < group_count; i++) wanted[i] = groups[i];
-    if (syscall(SYS_setgroups, (size_t)group_count, wanted) != 0) return -1;
-    setfsgid(gid);
-    setfsuid(uid);
-    struct __user_cap_data_struct none[2] = {saved.caps[0], saved.caps[1]};
-    none[0].effective = 0;
-    none[1].effective = 0;
-    struct __user_cap_data_struct now[2];
-    if ((unsigned)setfsuid((uid_t)-1) != uid || (unsigned)setfsgid((gid_t)-1) != gid || cp_capset(none) != 0 ||
-        cp_capget(now) != 0 || now[0].effective != 0 || now[1].effective != 0) {
+    for (int i = 0; i < group_count; i++) saved.assumed[i] = groups[i];
+    saved.assumed_count = group_count;
+    if (cp_take_on(uid, gid) != 0) {
         int error = errno ? errno : EPERM;
         (void)cp_restore_saved();
         errno = error;
@@ -93,11 +104,33 @@ int cp_thread_assume(unsigned uid, unsigned gid, const unsigned *groups, int gro
     saved.uid = uid;
     saved.gid = gid;
     saved.depth = 1;
+    saved.out = 0;
+    return 0;
+}
+
+int cp_thread_step_out(void) {
+    if (saved.depth <= 0 || saved.out) return 0;
+    if (cp_restore_saved() != 0) {
+        (void)cp_take_on(saved.uid, saved.gid);
+        return -1;
+    }
+    saved.out = 1;
+    return 1;
+}
+
+int cp_thread_step_in(void) {
+    if (!saved.out) return 0;
+    if (cp_take_on(saved.uid, saved.gid) != 0) return -1;
+    saved.out = 0;
     return 0;
 }
 
 int cp_thread_restore(void) {
     if (saved.depth <= 0) return 0;
     if (--saved.depth > 0) return 0;
+    if (saved.out) {
+        saved.out = 0;
+        return 0; /* already the thread's own */
+    }
     return cp_restore_saved();
 }

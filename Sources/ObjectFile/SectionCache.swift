@@ -14,10 +14,20 @@
 // What is kept: only sections of files owned by root or by this user and writable by no one else
 // (MappedFile.ownedWithoutOthersWriting), so that another user cannot plant DWARF under a
 // build-id that later names a system library's frames. The name is the build-id, the section
-// and its declared size. The directory holds at most `budget` bytes: a new file is written only
-// after the oldest are removed to make room.
+// (a DWARF section's name: a dot and lowercase letters or underscores, nothing else) and its
+// declared size. The directory holds at most `budget` bytes: a new file is written only after
+// the oldest are removed to make room.
+//
+// A root sidecar reads a client's files with the client's credentials (Credentials.perform):
+// the cache is root's, in root's 0700 directory, so its own files are opened, written, renamed
+// and removed with the thread's own identity for that moment (`asWatcher`: cp_thread_step_out,
+// cp_thread_step_in), under names made here, and nothing else is done meanwhile. What a client
+// gets from it is only ever a section of a file it opened itself (the kernel's check, as that
+// user) that is root's and writable by no one else, as kept from a root file of the same build-id,
+// section and size: what that user could have inflated from the file it opened.
 
 import BoundedBytes
+import CShims
 import Synchronization
 
 #if canImport(Glibc)
@@ -62,18 +72,36 @@ public enum SectionCache {
         return path
     }
 
-    /// A cached section's file name.
-    static func name(buildID: BuildID, section: String, size: Int) -> String {
-        "\(buildID.hex)\(section)-\(size)"
+    /// A cached section's file name; nil for a section name that is not a DWARF section's
+    /// shape (a hostile file names its sections as it likes: never a path).
+    static func name(buildID: BuildID, section: String, size: Int) -> String? {
+        let bytes = Array(section.utf8)
+        guard bytes.count >= 2, bytes.count <= 32, bytes[0] == UInt8(ascii: "."),
+            bytes.dropFirst().allSatisfy({ (0x61...0x7A).contains($0) || $0 == UInt8(ascii: "_") })
+        else { return nil }
+        return "\(buildID.hex)\(section)-\(size)"
+    }
+
+    /// Runs `body` with the thread's own credentials when it reads as a client (a root
+    /// sidecar's report thread), else as it is. A thread that cannot step out, runs nothing
+    /// (nil); one that cannot step back in stops the process: it must never read on for the
+    /// client as root.
+    static func asWatcher<T>(_ body: () -> T?) -> T? {
+        let stepped = cp_thread_step_out()
+        guard stepped >= 0 else { return nil }
+        let result = body()
+        if stepped == 1, cp_thread_step_in() != 0 {
+            fatalError("crashport: a report thread could not take its client's credentials back on")
+        }
+        return result
     }
 
     /// The cached bytes of `section` of the file whose build-id is `buildID`, mapped read-only;
     /// nil when there are none (or they are not exactly `size` bytes of a file of this user's).
     static func mapped(buildID: BuildID, section: String, size: Int) -> UnsafeRawBufferPointer? {
-        guard let directory, size > 0 else { return nil }
-        let fd = open(
-            directory + "/" + name(buildID: buildID, section: section, size: size), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
-        )
+        guard let directory, size > 0, let name = name(buildID: buildID, section: section, size: size) else { return nil }
+        let fd =
+            asWatcher { () -> Int32? in open(directory + "/" + name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) } ?? -1
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var info = stat()
@@ -94,12 +122,18 @@ public enum SectionCache {
 
         /// Nil when the cache is off or there is no room for `size` bytes.
         init?(buildID: BuildID, section: String, size: Int) {
-            guard let directory = SectionCache.directory, size > 0, size <= SectionCache.budget else { return nil }
-            SectionCache.makeRoom(for: size, in: directory)
-            final = directory + "/" + SectionCache.name(buildID: buildID, section: section, size: size)
+            guard let directory = SectionCache.directory, size > 0, size <= SectionCache.budget,
+                let name = SectionCache.name(buildID: buildID, section: section, size: size)
+            else { return nil }
+            final = directory + "/" + name
             temporary = final + ".tmp-\(getpid())-\(UInt64(bitPattern: Int64(Int(bitPattern: pthread_self()))))"
             self.size = size
-            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            let temporary = temporary
+            fd =
+                SectionCache.asWatcher { () -> Int32? in
+                    SectionCache.makeRoom(for: size, in: directory)
+                    return open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+                } ?? -1
             guard fd >= 0 else { return nil }
         }
 
@@ -119,13 +153,18 @@ public enum SectionCache {
             let complete = written == size && fsync(fd) == 0
             close(fd)
             fd = -1
-            if !complete || rename(temporary, final) != 0 { unlink(temporary) }
+            let (temporary, final) = (temporary, final)
+            _ = SectionCache.asWatcher { () -> Bool? in
+                if !complete || rename(temporary, final) != 0 { unlink(temporary) }
+                return true
+            }
         }
 
         private func abandon() {
             close(fd)
             fd = -1
-            unlink(temporary)
+            let temporary = temporary
+            _ = SectionCache.asWatcher { () -> Bool? in unlink(temporary) == 0 }
         }
 
         deinit { if fd >= 0 { abandon() } }

@@ -221,6 +221,13 @@ int cp_notify(const char *path, const char *text);
 int cp_thread_assume(unsigned uid, unsigned gid, const unsigned *groups, int group_count);
 /* Undoes the matching cp_thread_assume; 0, or -1 when something could not be restored. */
 int cp_thread_restore(void);
+/* Between cp_thread_assume and cp_thread_restore: the thread's own identity back for a moment
+ * (the watcher's cache files, by names it makes itself), then the user's again. step_out: 1 when
+ * it stepped out, 0 when no user's credentials were on, -1 when they could not be taken off
+ * (still on). step_in: 0, or -1 when the user's could not be put back on: the thread then still
+ * holds its own, and must not read for the user (the caller stops). */
+int cp_thread_step_out(void);
+int cp_thread_step_in(void);
 
 /* One HTTP POST through libcurl, loaded at the first call (CSupport/shims/http.c): url, headers
  * ("Name: value"), body; a whole-request timeout; a CA file for a private CA (NULL: the system's
