@@ -148,6 +148,15 @@ public struct Event: Codable, Sendable, Equatable {
     /// real crash made on purpose, titled "test crash: …" and kept out of crash-free statistics.
     /// Absent for any other report.
     public var test: Bool?
+    /// A report a sidecar writes in two steps: `captured` while this event is the one written
+    /// with the minidump, before unwinding and symbolication (the signal, the process, its
+    /// modules, each thread's registers; no frames). The full event replaces it moments later
+    /// (a rename: readers see one or the other). Absent in a complete report; a report left
+    /// `captured` (its watcher was stopped between the steps) is still whole in its minidump.
+    public var stage: String?
+
+    /// The `stage` of an event written before unwinding and symbolication.
+    public static let capturedStage = "captured"
 
     public init() {}
 
@@ -189,6 +198,7 @@ public struct Event: Codable, Sendable, Equatable {
         case memory
         case stackTaken = "stack_taken"
         case test
+        case stage
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.

@@ -203,6 +203,12 @@ public struct Capture: Sendable {
     /// A death seen at its exit: when its stacks were taken (at it, or before it).
     public var stackTaken: StackTaken?
 
+    /// About what it holds in memory: its stacks and the other memory it copied, and the rest.
+    public var heldBytes: Int {
+        snapshot.threads.reduce(64 << 10) { $0 + ($1.stack?.bytes.count ?? 0) + 1024 }
+            + snapshot.extraMemory.reduce(0) { $0 + $1.bytes.count }
+    }
+
     public init(
         snapshot: ProcessSnapshot, executable: String?, arguments: [String], notes: [String], record: CrashRecord,
         suspendedNanoseconds: UInt64, heldNanoseconds: UInt64

@@ -99,6 +99,14 @@ public enum CrashLog {
     }
 
     /// The headline on one line, with the uid when known: the sidecar's journal line.
+    /// A report between a sidecar's two steps (Event.stage), said as such; nil for a whole one.
+    public static func stageLine(_ event: Event) -> String? {
+        guard let stage = event.stage else { return nil }
+        guard stage == Event.capturedStage else { return escaped(stage) }
+        return
+            "captured, not yet unwound or symbolicated: the watcher replaces this event with the full one moments after the crash (one that stays so was left when its watcher stopped; its minidump is whole: crashport symbolicate REPORT/minidump.dmp)"
+    }
+
     public static func oneLine(_ event: Event) -> String {
         if event.kind == .termination || event.kind == .hang, let line = titleLine(event) { return line }
         return headline(event) + (event.capturedFrom == "spool" ? " (from the spool: crashing thread only)" : "")
@@ -158,6 +166,7 @@ public enum CrashLog {
             lines = ["crashport: " + headline(event)]
         }
         if let reason = event.reason { lines.append("  reason: " + escaped(reason)) }
+        if let stage = stageLine(event) { lines.append("  stage: " + stage) }
         if let thread = event.crashedThreadRecord {
             lines.append(
                 "  thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "") \(threadVerb(event)):"
@@ -205,6 +214,7 @@ public enum CrashLog {
         } else {
             lines.append(headline(event))
         }
+        if let stage = stageLine(event) { lines.append("Stage:     \(stage)") }
         if let id = event.id { lines.append("Report:    \(id)") }
         if let timestamp = event.timestamp { lines.append("Time:      \(timestamp)") }
         if let memory = event.memory, let line = describe(memory: memory) { lines.append("Memory:    \(line)") }

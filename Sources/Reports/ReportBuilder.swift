@@ -87,6 +87,64 @@ public enum ReportBuilder {
         return event
     }
 
+    /// The event a report's first step writes with its minidump (Event.stage `captured`): what
+    /// the capture says without unwinding or symbolication, a fraction of a millisecond of work.
+    /// Each thread's registers and the pc it stopped at (module and offset, no name), the
+    /// signal, the process, the modules, and the reason a record or the runtime gave. The full
+    /// event (`event(for:)`) replaces it once every thread is unwound and symbolicated.
+    public static func capturedEvent(for capture: Capture, id: String, timestamp: String) -> Event {
+        let snapshot = capture.snapshot
+        var event = Event()
+        event.stage = Event.capturedStage
+        event.id = id
+        event.kind = capture.record.isError ? .error : .crash
+        event.timestamp = timestamp
+        event.process = ProcessInfoRecord(
+            pid: snapshot.pid, executable: capture.executable, arguments: capture.arguments,
+            buildID: snapshot.modules.first?.buildID?.hex)
+        let exception = snapshot.exception
+        if !capture.record.isError {
+            event.signal = SignalRecord(
+                number: exception.signal, name: SignalNames.name(exception.signal), code: exception.code,
+                codeName: SignalNames.codeName(signal: exception.signal, code: exception.code),
+                faultAddress: HexAddress(exception.faultAddress), senderPID: exception.senderPID,
+                description: SignalNames.describe(signal: exception.signal, code: exception.code))
+        }
+        if let observation = capture.record.observation { observed(observation, into: &event) }
+        event.crashedThread = snapshot.crashedThreadID
+        let modules = snapshot.modules
+        event.threads = snapshot.threads.map { thread in
+            var registers: [String: HexAddress] = [:]
+            for (index, name) in X86_64Registers.names.enumerated() where name != "orig_rax" {
+                registers[name] = HexAddress(thread.registers.gpr[index])
+            }
+            let pc = thread.registers.gpr[X86_64Registers.ripIndex]
+            let module = modules.first { pc >= $0.base && pc - $0.base < $0.size }
+            let frame = FrameRecord(
+                index: 0, pc: HexAddress(pc), module: module?.name, moduleOffset: module.map { HexAddress(pc - $0.base) },
+                trust: .context)
+            return ThreadRecord(
+                tid: thread.tid, name: thread.name, crashed: thread.tid == snapshot.crashedThreadID, registers: registers,
+                frames: [frame])
+        }
+        event.modules = modules.map {
+            ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID?.hex)
+        }
+        event.minidump = "minidump.dmp"
+        if let said = capture.app?.swiftMessage ?? capture.app?.abortMessage {
+            let trimmed = String(said.reversed().drop { $0 == "\n" }.reversed())
+            if !trimmed.isEmpty { event.reason = trimmed }
+        }
+        event.release = capture.app?.annotations.first { $0.key == "release" }?.value ?? capture.app?.release
+        if capture.record.isTest, !capture.record.isError { event.test = true }
+        let notes =
+            capture.notes + [
+                "written when the process was captured, before its threads were unwound and symbolicated: the full event replaces this one moments later (the minidump already holds every thread's registers and stack)"
+            ]
+        event.notes = notes
+        return event
+    }
+
     /// A handled error's own properties (its files are copied as the report is written) and
     /// what the stub left out of them.
     static func errorDetails(_ details: HandledErrorDetails, into event: inout Event) {

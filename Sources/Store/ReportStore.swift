@@ -216,21 +216,24 @@ public struct ReportStore: Sendable {
     public func path(of id: String) -> String { root + "/" + id }
 
     /// Writes a report atomically: files are produced by `write` inside a temporary directory.
-    public func commit(id: String, write: (_ directory: String) throws -> Void) throws -> String {
-        try asOwner { try commitAsOwner(id: id, write: write) }
+    public func commit(id: String, durable: Bool = true, write: (_ directory: String) throws -> Void) throws -> String {
+        try asOwner { try commitAsOwner(id: id, durable: durable, write: write) }
     }
 
-    private func commitAsOwner(id: String, write: (_ directory: String) throws -> Void) throws -> String {
+    /// `durable` false: nothing is fsynced (a sidecar's first step, on disk at once and made
+    /// durable by `amend` moments later; `write` then writes with `sync: false` too).
+    private func commitAsOwner(id: String, durable: Bool, write: (_ directory: String) throws -> Void) throws -> String {
         try prepare()
         let temporary = root + "/.tmp-" + id
         guard mkdir(temporary, 0o700) == 0 else { throw StoreError.system(call: "mkdir", path: temporary, errno: errno) }
         do {
-            try Self.writeFile(temporary + "/" + Self.markerName, Array("crashport report \(Event.schemaName)\n".utf8))
+            try Self.writeFile(
+                temporary + "/" + Self.markerName, Array("crashport report \(Event.schemaName)\n".utf8), sync: durable)
             try write(temporary)
-            try Self.fsync(path: temporary)
+            if durable { try Self.fsync(path: temporary) }
             let final = path(of: id)
             guard rename(temporary, final) == 0 else { throw StoreError.system(call: "rename", path: final, errno: errno) }
-            try Self.fsync(path: root)
+            if durable { try Self.fsync(path: root) }
             return final
         } catch {
             Self.removeTree(temporary)
@@ -238,13 +241,52 @@ public struct ReportStore: Sendable {
         }
     }
 
-    /// Writes bytes to a file and fsyncs it.
-    public static func writeFile(_ path: String, _ bytes: [UInt8]) throws {
+    /// A committed report's second step (a sidecar's): `write` replaces some of its files
+    /// (`replaceFile`: each renamed over its old self, so a reader sees the old file or the new,
+    /// never half of one); then the marker, the report's directory and the root are fsynced, so
+    /// the whole report is durable when this returns. Runs as the store's owner. Throws when
+    /// the report is gone (removed, pruned) or is no longer a directory.
+    public func amend(id: String, write: (_ directory: String) throws -> Void) throws -> String {
+        try asOwner {
+            let directory = path(of: id)
+            var info = stat()
+            guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { throw StoreError.noSuchReport(id) }
+            try write(directory)
+            let marker = open(directory + "/" + Self.markerName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            if marker >= 0 {
+                _ = Glibc.fsync(marker)
+                close(marker)
+            }
+            try Self.fsync(path: directory)
+            try Self.fsync(path: root)
+            return directory
+        }
+    }
+
+    /// Writes `bytes` under a temporary name beside `path` (never following a link), fsyncs
+    /// them and renames them over `path`.
+    public static func replaceFile(_ path: String, _ bytes: [UInt8]) throws {
+        let temporary = path + ".new"
+        _ = unlink(temporary)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError.system(call: "open", path: temporary, errno: errno) }
+        let written = writeAll(fd, bytes) && Glibc.fsync(fd) == 0
+        let error = errno
+        close(fd)
+        guard written, rename(temporary, path) == 0 else {
+            let failed = written ? errno : error
+            _ = unlink(temporary)
+            throw StoreError.system(call: written ? "rename" : "write", path: path, errno: failed)
+        }
+    }
+
+    /// Writes bytes to a file and fsyncs it (`sync` false: leaves that to the caller).
+    public static func writeFile(_ path: String, _ bytes: [UInt8], sync: Bool = true) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
         defer { close(fd) }
         guard writeAll(fd, bytes) else { throw StoreError.system(call: "write", path: path, errno: errno) }
-        guard Glibc.fsync(fd) == 0 else { throw StoreError.system(call: "fsync", path: path, errno: errno) }
+        guard !sync || Glibc.fsync(fd) == 0 else { throw StoreError.system(call: "fsync", path: path, errno: errno) }
     }
 
     static func fsync(path: String) throws {

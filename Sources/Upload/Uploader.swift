@@ -91,6 +91,9 @@ public struct Uploader {
         return outcome
     }
 
+    /// How long a report left at its first step (Event.stage) waits for its second.
+    static let capturedStageWait: TimeInterval = 600
+
     /// Sends what is due of these reports.
     func pass(over ids: [String], consent: ConsentSettings, sessions: [String: SessionRecord], outcome: inout Outcome) {
         for id in ids {
@@ -131,6 +134,16 @@ public struct Uploader {
         guard let event = try? store.event(id: id) else {
             say("\(id): its event.json cannot be read; not sending it")
             outcome.failed += 1
+            return nil
+        }
+        // A sidecar's report between its two steps (Event.stage): its full event follows within
+        // moments, and the watcher starts a pass when it does. One left so for 10 minutes (its
+        // watcher stopped first) goes as it is: its minidump is whole.
+        if event.stage == Event.capturedStage, let age = Self.age(of: event, now: clock().timeIntervalSince1970),
+            age < Self.capturedStageWait
+        {
+            say("\(id): still being symbolicated; sent once it is")
+            outcome.notDue += 1
             return nil
         }
         let choice = consent.choice(for: event.process?.executable)

@@ -461,6 +461,13 @@ public final class CrashServer: @unchecked Sendable {
         _ = line.withCString { write(fd, $0, strlen($0)) }
     }
 
+    /// For tools/bench: a two-step report's first step on disk (from the record's arrival).
+    func reportTiming(stage: String, started: UInt64, id: String) {
+        guard let fd = Self.timingFD else { return }
+        let line = "crashport-\(stage) id=\(id) on_disk_ns=\(monotonicNanoseconds() - started)\n"
+        _ = line.withCString { write(fd, $0, strlen($0)) }
+    }
+
     /// Whether the summary on stderr is coloured: a terminal, NO_COLOR unset, TERM not dumb.
     static let colour = CrashLog.colourWanted(isTerminal: isatty(2) != 0, environment: ProcessInfo.processInfo.environment)
 
@@ -523,7 +530,7 @@ public final class CrashServer: @unchecked Sendable {
             asClient(access, pid: record.pid) {
                 writeReport(
                     held.finish(cache: cache), recordBytes: bytes, store: store, started: started, captureNanoseconds: elapsed,
-                    id: id)
+                    id: id, twoStepAs: record.isError ? nil : access)
             }
         }
     }
@@ -741,12 +748,13 @@ public final class CrashServer: @unchecked Sendable {
     }
 
     /// Unwinds, symbolicates and writes the report of a capture (on the submitting thread or a
-    /// pool's: nothing here touches the live process any more).
+    /// pool's: nothing here touches the live process any more). With `twoStepAs` (the access the
+    /// capture was read with) and a pool, in two steps when `twoStepReports`: `writeCaptured`.
     @discardableResult
     public func writeReport(
         _ capture: Capture, recordBytes: [UInt8], store: ReportStore, started: UInt64, captureNanoseconds elapsed: UInt64,
         capturedFrom: String? = nil, id chosen: String? = nil, spoolOnFailure: Bool = true, source: String? = nil,
-        amend: (inout Event) -> Void = { _ in }
+        twoStepAs access: ProcessAccess? = nil, amend: (inout Event) -> Void = { _ in }
     ) -> Bool {
         let record = capture.record
         reported.withLock { set in
@@ -754,6 +762,130 @@ public final class CrashServer: @unchecked Sendable {
             set.insert(Self.key(record))
         }
         let id = chosen ?? ReportStore.newID(pid: record.pid.rawValue)
+        if let access, let pool, twoStepReports {
+            return writeCaptured(
+                capture, recordBytes: recordBytes, store: store, started: started, captureNanoseconds: elapsed, id: id,
+                source: source, access: access, pool: pool)
+        }
+        let (event, fileBytes, built) = fullEvent(
+            capture, id: id, capturedFrom: capturedFrom, source: source, amend: amend)
+        var event2 = event
+        do {
+            var encoded: UInt64 = 0, dumped: UInt64 = 0
+            let path = try store.commit(id: id) { directory in
+                // First, so that the event says what the copies hold (read as the owner: commit's ids).
+                let attached = Attachments.copy(
+                    errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
+                    into: directory)
+                if !attached.isEmpty { event2.attachments = attached }
+                var started = monotonicNanoseconds()
+                let json = Array(try event2.jsonData())
+                encoded = monotonicNanoseconds() - started
+                try ReportStore.writeFile(directory + "/event.json", json)
+                started = monotonicNanoseconds()
+                // With the code and CFI the unwind read, after the process's own memory.
+                var snapshot = capture.snapshot
+                snapshot.extraMemory += fileBytes.regions
+                try MinidumpWriter(includeEnvironment: options.captureEnvironment)
+                    .write(snapshot, to: directory + "/minidump.dmp")
+                dumped = monotonicNanoseconds() - started
+            }
+            wrote(
+                event2, id: id, path: path, store: store, capture: capture, started: started, captureNanoseconds: elapsed,
+                phases: "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)")
+            return true
+        } catch {
+            return unwritable(
+                capture, recordBytes: recordBytes, store: store, error: error, spoolOnFailure: spoolOnFailure, event: event2)
+        }
+    }
+
+    /// Whether a sidecar's crash reports are written in two steps (`writeCaptured`).
+    public var twoStepReports = true
+
+    /// A report in two steps. First, at once: the minidump (every thread's registers and stack,
+    /// the modules) and the captured event (ReportBuilder.capturedEvent, Event.stage
+    /// `captured`), renamed into place unsynced: on disk at the pace of a minidump writer, a
+    /// storm's reports all there before the first is symbolicated. Then, as a deferred job of
+    /// `pool` (after every first step waiting), with the client's credentials again: every
+    /// thread unwound and symbolicated, the full event and the minidump with the code the unwind
+    /// read renamed over the first ones, the report fsynced; only then is it announced (summary,
+    /// hooks, timing, prune). A storm's deferred captures past the pool's budget are finished at
+    /// once instead. A first step that fails goes the single step's way (spool, log).
+    func writeCaptured(
+        _ capture: Capture, recordBytes: [UInt8], store: ReportStore, started: UInt64, captureNanoseconds elapsed: UInt64,
+        id: String, source: String?, access: ProcessAccess, pool: ReportPool
+    ) -> Bool {
+        var first = ReportBuilder.capturedEvent(for: capture, id: id, timestamp: Event.timestamp())
+        first.source = source ?? (capture.record.observation == nil ? "stub" : "launcher")
+        first.session = hooks?.sessionID(of: capture.record.pid)
+        var attached: [AttachmentRecord] = []
+        do {
+            _ = try store.commit(id: id, durable: false) { directory in
+                attached = Attachments.copy(
+                    errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
+                    into: directory)
+                if !attached.isEmpty { first.attachments = attached }
+                try ReportStore.writeFile(directory + "/event.json", Array(try first.jsonData()), sync: false)
+                let dump = MinidumpWriter(includeEnvironment: options.captureEnvironment).bytes(for: capture.snapshot)
+                try ReportStore.writeFile(directory + "/minidump.dmp", dump, sync: false)
+            }
+        } catch {
+            return unwritable(capture, recordBytes: recordBytes, store: store, error: error, spoolOnFailure: true, event: first)
+        }
+        reportTiming(stage: "captured", started: started, id: id)
+        let second: @Sendable () -> Void = { [self, attached] in
+            Self.holdSecondStep()
+            asClient(access, pid: capture.record.pid) {
+                var (event, fileBytes, built) = fullEvent(capture, id: id, capturedFrom: nil, source: source, amend: { _ in })
+                if !attached.isEmpty { event.attachments = attached }
+                do {
+                    var encoded: UInt64 = 0, dumped: UInt64 = 0
+                    let path = try store.amend(id: id) { directory in
+                        var started = monotonicNanoseconds()
+                        let json = Array(try event.jsonData())
+                        encoded = monotonicNanoseconds() - started
+                        started = monotonicNanoseconds()
+                        var snapshot = capture.snapshot
+                        snapshot.extraMemory += fileBytes.regions
+                        try ReportStore.replaceFile(
+                            directory + "/minidump.dmp",
+                            MinidumpWriter(includeEnvironment: options.captureEnvironment).bytes(for: snapshot))
+                        dumped = monotonicNanoseconds() - started
+                        try ReportStore.replaceFile(directory + "/event.json", json)
+                    }
+                    wrote(
+                        event, id: id, path: path, store: store, capture: capture, started: started,
+                        captureNanoseconds: elapsed,
+                        phases: "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)")
+                } catch {
+                    log(
+                        "pid \(capture.record.pid): report \(id) stays as captured (its minidump is whole; not unwound or symbolicated): \(error)"
+                    )
+                }
+            }
+        }
+        if !pool.deferJob(holding: capture.heldBytes, second) { second() }
+        return true
+    }
+
+    /// For the tests (TwoStepReportTests): while the file CRASHPORT_TEST_HOLD_SECOND_STEP names
+    /// exists, a second step waits (60 s at most), so that a report between its steps can be
+    /// read, and its watcher stopped there. Unset, nothing waits.
+    static let secondStepHold = ProcessInfo.processInfo.environment["CRASHPORT_TEST_HOLD_SECOND_STEP"]
+
+    static func holdSecondStep() {
+        guard let path = secondStepHold, !path.isEmpty else { return }
+        var info = stat()
+        for _ in 0..<6000 where lstat(path, &info) == 0 { usleep(10_000) }
+    }
+
+    /// The full event of a capture (every thread unwound and symbolicated), what the unwind
+    /// read of the modules' files, and how long that took.
+    func fullEvent(
+        _ capture: Capture, id: String, capturedFrom: String?, source: String?, amend: (inout Event) -> Void
+    ) -> (Event, UnwindFileBytes, UInt64) {
+        let record = capture.record
         let buildStarted = monotonicNanoseconds()
         let fileBytes = UnwindFileBytes()
         var event = ReportBuilder.event(
@@ -770,53 +902,41 @@ public final class CrashServer: @unchecked Sendable {
             event.notes =
                 (event.notes ?? []) + ["\(record.otherCrashes) other thread(s) crashed while this crash was being reported"]
         }
-        do {
-            var encoded: UInt64 = 0, dumped: UInt64 = 0
-            let path = try store.commit(id: id) { directory in
-                // First, so that the event says what the copies hold (read as the owner: commit's ids).
-                let attached = Attachments.copy(
-                    errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
-                    into: directory)
-                if !attached.isEmpty { event.attachments = attached }
-                var started = monotonicNanoseconds()
-                let json = Array(try event.jsonData())
-                encoded = monotonicNanoseconds() - started
-                try ReportStore.writeFile(directory + "/event.json", json)
-                started = monotonicNanoseconds()
-                // With the code and CFI the unwind read, after the process's own memory.
-                var snapshot = capture.snapshot
-                snapshot.extraMemory += fileBytes.regions
-                try MinidumpWriter(includeEnvironment: options.captureEnvironment)
-                    .write(snapshot, to: directory + "/minidump.dmp")
-                dumped = monotonicNanoseconds() - started
-            }
-            let phases = "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)"
-            if keepReports {
-                written.withLock {
-                    $0.reports.append(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed))
-                }
-            }
-            hooks?.wrote(WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed), into: store)
-            let pruned = store.prune(keeping: id)
-            if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
-            reportTiming(
-                suspended: capture.suspendedNanoseconds, held: capture.heldNanoseconds, verdict: elapsed,
-                total: monotonicNanoseconds() - started, phases: phases)
-            if printSummary {
-                log(String(CrashLog.summary(event, reportPath: path, colour: Self.colour).dropFirst("crashport: ".count)))
-            }
-            if reportLine { log("report: \(CrashLog.oneLine(event)) -> \(path)") }
-            return true
-        } catch {
-            if keepReports { written.withLock { $0.unwritten[record.pid] = "\(error)" } }
-            log("could not write the report of pid \(record.pid) (\(SignalNames.name(record.signal))): \(error)")
-            let kept =
-                spoolOnFailure && !record.isError
-                && (hooks?.unwritable(capture, recordBytes: recordBytes, error: error, store: store) ?? false)
-            if !kept && printSummary {
-                log(String(CrashLog.summary(event, reportPath: "(not written)").dropFirst("crashport: ".count)))
-            }
-            return false
+        return (event, fileBytes, built)
+    }
+
+    /// A report written whole: kept (launcher), the hooks told, the store pruned, timed, said.
+    private func wrote(
+        _ event: Event, id: String, path: String, store: ReportStore, capture: Capture, started: UInt64,
+        captureNanoseconds elapsed: UInt64, phases: String
+    ) {
+        let report = WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed)
+        if keepReports { written.withLock { $0.reports.append(report) } }
+        hooks?.wrote(report, into: store)
+        let pruned = store.prune(keeping: id)
+        if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
+        reportTiming(
+            suspended: capture.suspendedNanoseconds, held: capture.heldNanoseconds, verdict: elapsed,
+            total: monotonicNanoseconds() - started, phases: phases)
+        if printSummary {
+            log(String(CrashLog.summary(event, reportPath: path, colour: Self.colour).dropFirst("crashport: ".count)))
         }
+        if reportLine { log("report: \(CrashLog.oneLine(event)) -> \(path)") }
+    }
+
+    /// A report that could not be written: said, and spooled when the hooks keep it.
+    private func unwritable(
+        _ capture: Capture, recordBytes: [UInt8], store: ReportStore, error: Error, spoolOnFailure: Bool, event: Event
+    ) -> Bool {
+        let record = capture.record
+        if keepReports { written.withLock { $0.unwritten[record.pid] = "\(error)" } }
+        log("could not write the report of pid \(record.pid) (\(SignalNames.name(record.signal))): \(error)")
+        let kept =
+            spoolOnFailure && !record.isError
+            && (hooks?.unwritable(capture, recordBytes: recordBytes, error: error, store: store) ?? false)
+        if !kept && printSummary {
+            log(String(CrashLog.summary(event, reportPath: "(not written)").dropFirst("crashport: ".count)))
+        }
+        return false
     }
 }

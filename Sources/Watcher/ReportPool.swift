@@ -3,21 +3,43 @@
 // thread, so a crashing process waits only for its own capture and the captures queued before
 // it; `capacity` bounds the captures held in memory, and a full queue makes the main thread
 // write one report itself before taking the next crash (back-pressure, not growth).
+//
+// Two queues: `submit`'s jobs (a report's first step: its minidump and captured event on disk)
+// run on the pool's threads; `defer`'s (the second step: unwinding, symbolication, the full
+// event; the run history's writes) on one more thread of its own, at a lower CPU priority (nice
+// 10), so that in a storm of crashes every report is on disk before the first is symbolicated,
+// and a symbolication in progress takes CPU from neither capture nor first steps. On an idle
+// machine the niceness costs nothing. Deferred jobs hold their captures (every thread's stack)
+// until they run: at most `deferredBudget` bytes of them wait; past it, `defer` refuses and the
+// caller runs the job at once. One runs at a time: one symbolication's memory at a time.
 
 import Glibc
 
-/// Unchecked: its queue is guarded by the pthread mutex and condition variable it holds.
+/// Unchecked: its queues are guarded by the pthread mutex and condition variable it holds.
 public final class ReportPool: @unchecked Sendable {
     private let condition = Condition()
     private var queue: [@Sendable () -> Void] = []
+    private var later: [(bytes: Int, job: @Sendable () -> Void)] = []
+    private var laterBytes = 0
     private var running = 0
     private var stopping = false
     private let capacity: Int
+    private let deferredBudget: Int
 
-    public init(threads count: Int, capacity: Int = 32) {
+    /// The most the captures of deferred jobs may hold while they wait (64 MiB: a storm of
+    /// 500-thread captures waits a few at a time, a storm of small ones all at once).
+    public static let defaultDeferredBudget = 64 << 20
+
+    public init(threads count: Int, capacity: Int = 32, deferredBudget: Int = ReportPool.defaultDeferredBudget) {
         self.capacity = max(1, capacity)
+        self.deferredBudget = max(0, deferredBudget)
         for index in 0..<max(1, count) {
             startThread(name: "report-\(index)") { [self] in work() }
+        }
+        startThread(name: "report-later") { [self] in
+            // Who 0: on Linux, the calling thread only (its nice value is per thread).
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, Self.laterNice)
+            workLater()
         }
     }
 
@@ -34,10 +56,25 @@ public final class ReportPool: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Waits until every queued job has run.
+    /// Queues a job to run once no `submit`ted job waits. `bytes`: what it holds while it waits.
+    /// Returns false, queuing nothing, when that would pass the budget (the caller runs it now).
+    public func deferJob(holding bytes: Int, _ job: @escaping @Sendable () -> Void) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let bytes = max(0, bytes)
+        guard !stopping, laterBytes + bytes <= deferredBudget || later.isEmpty && bytes <= deferredBudget else {
+            return false
+        }
+        later.append((bytes, job))
+        laterBytes += bytes
+        condition.broadcast()
+        return true
+    }
+
+    /// Waits until every queued job (deferred ones too) has run.
     public func drain() {
         condition.lock()
-        while !queue.isEmpty || running > 0 { condition.wait() }
+        while !queue.isEmpty || !later.isEmpty || running > 0 { condition.wait() }
         condition.unlock()
     }
 
@@ -45,7 +82,26 @@ public final class ReportPool: @unchecked Sendable {
     public var pending: Int {
         condition.lock()
         defer { condition.unlock() }
-        return queue.count + running
+        return queue.count + later.count + running
+    }
+
+    /// The deferred thread's nice value.
+    static let laterNice: Int32 = 10
+
+    private func workLater() {
+        while true {
+            condition.lock()
+            while later.isEmpty { condition.wait() }
+            let next = later.removeFirst()
+            laterBytes -= next.bytes
+            running += 1
+            condition.unlock()
+            next.job()
+            condition.lock()
+            running -= 1
+            condition.broadcast()
+            condition.unlock()
+        }
     }
 
     private func work() {

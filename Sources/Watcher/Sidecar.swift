@@ -157,15 +157,17 @@ public final class Sidecar {
     let runsInFlight = RunsInFlight()
 
     /// Ends a run: its program's record moves on at once for the next HELLO (runsInFlight), and
-    /// the session is written (and fsynced) on a report thread, after `first` (its report).
+    /// the session is written (and fsynced) on a report thread, after `first` (its report), and
+    /// after the reports' first steps waiting (a deferred job: a storm's reports go first).
     func endRun(_ record: SessionRecord, store: ReportStore, after first: (@Sendable () -> Void)? = nil) {
         let key = runsInFlight.ended(record, store: store)
         let runs = runsInFlight
-        pool.submit {
+        let job: @Sendable () -> Void = {
             first?()
             RunHistory(store: store).ended(record)
             runs.written(key)
         }
+        if !pool.deferJob(holding: 0, job) { pool.submit(job) }
     }
 
     public init(configuration: SidecarConfiguration) {

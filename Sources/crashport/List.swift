@@ -44,7 +44,7 @@ struct List: ParsableCommand {
         abstract: "One line per report, newest first.",
         discussion: """
             With no reports, says so on stderr (naming the directory) and exits 0. --format json prints an array, \
-            newest first, one object per report: id, path, timestamp, program, executable, signal or kind, title, \
+            newest first, one object per report: id, path, timestamp, program, executable, signal or kind, title, stage (while a sidecar has not yet symbolicated it), \
             culprit (the program's own frame that crashed), top_frame (the crashing thread's first frame), signature \
             and fingerprint (which bug it is: see the README, "Which reports are one bug").
 
@@ -68,6 +68,8 @@ struct List: ParsableCommand {
         var signal: String?
         var kind: String?
         var title: String?
+        /// Event.stage: `captured` while a sidecar has not yet symbolicated it.
+        var stage: String?
         var culprit: String?
         var topFrame: String?
         var signature: String?
@@ -114,7 +116,7 @@ struct List: ParsableCommand {
                         id: id, path: store.path(of: id), timestamp: event.timestamp,
                         program: event.process?.executable.map { $0.pathBaseName },
                         executable: event.process?.executable, signal: event.signal?.name, kind: event.kind?.rawValue,
-                        title: event.title,
+                        title: event.title, stage: event.stage,
                         culprit: event.culprit.map { CrashLog.describe(culprit: $0, in: event) },
                         topFrame: event.crashedThreadRecord?.frames?.first.map { CrashLog.describe($0) },
                         signature: event.signature, fingerprint: event.fingerprint,
@@ -138,7 +140,8 @@ struct List: ParsableCommand {
                 print(
                     [
                         entry.id, entry.timestamp ?? "?", entry.program ?? "?", entry.signal ?? entry.kind ?? "?",
-                        CrashLog.escaped(entry.culprit ?? entry.topFrame ?? "no frames"),
+                        CrashLog.escaped(entry.culprit ?? entry.topFrame ?? "no frames")
+                            + (entry.stage.map { " (\(CrashLog.escaped($0)): not yet symbolicated)" } ?? ""),
                     ].joined(separator: "  ")
                         + (entry.upload.map { states in
                             "  ["

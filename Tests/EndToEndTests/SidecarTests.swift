@@ -92,11 +92,26 @@ final class SidecarProcess {
     }
 
     /// The report directories in the reports directory of `uid` (as root the sidecar keeps one
-    /// directory per uid).
+    /// directory per uid) whose second step is done (a crash's report is on disk first with its
+    /// captured event, Event.stage; `capturedReportIDs` has those).
     func reportIDs(uid: UInt32 = getuid()) -> [String] {
         let directory = reportsDirectory(uid: uid)
         return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }
-            .sorted()
+            .sorted().filter { !isCaptured(directory + "/" + $0) }
+    }
+
+    /// Every report directory of `uid`, those still at their first step too.
+    func capturedReportIDs(uid: UInt32 = getuid()) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: reportsDirectory(uid: uid))) ?? []).filter {
+            !$0.hasPrefix(".")
+        }.sorted()
+    }
+
+    /// Whether a report's event.json is still the one its first step wrote.
+    func isCaptured(_ report: String) -> Bool {
+        guard let data = FileManager.default.contents(atPath: report + "/event.json"), let event = try? Event.decode(data)
+        else { return false }
+        return event.stage == Event.capturedStage
     }
 
     func reportsDirectory(uid: UInt32 = getuid()) -> String { getuid() == 0 ? reports + "/\(uid)" : reports }

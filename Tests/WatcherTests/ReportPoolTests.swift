@@ -1,0 +1,60 @@
+// ReportPool's two queues: a report's first steps (submit) run in order on the pool's threads; a
+// second step (deferJob) on the pool's thread of its own, at nice 10, so that it never holds a
+// first step up;
+// and past the budget of what deferred captures may hold, deferJob refuses (the caller runs the
+// job at once): a storm of large captures waits a few at a time, never unbounded.
+
+import Foundation
+import Synchronization
+import XCTest
+
+@testable import Watcher
+
+final class ReportPoolTests: XCTestCase {
+    func testDeferredJobsRunOnTheirOwnThreadAtALowerPriority() {
+        let pool = ReportPool(threads: 1)
+        let order = Mutex<[String]>([])
+        let gate = DispatchSemaphore(value: 0)
+        // Hold the one worker while the queues fill.
+        pool.submit { gate.wait() }
+        let nice = Mutex<Int32>(-100)
+        // The one worker is held, yet the deferred job runs: it has a thread of its own.
+        let deferredRan = DispatchSemaphore(value: 0)
+        XCTAssertTrue(
+            pool.deferJob(holding: 1) {
+                nice.withLock { $0 = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) }
+                order.withLock { $0.append("second-a " + Self.threadName()) }
+                deferredRan.signal()
+            })
+        XCTAssertEqual(deferredRan.wait(timeout: .now() + 10), .success, "not held behind the worker's job")
+        for name in ["first-a", "first-b"] { pool.submit { order.withLock { $0.append(name) } } }
+        gate.signal()
+        pool.drain()
+        let ran = order.withLock { $0 }
+        XCTAssertEqual(Set(ran), ["first-a", "first-b", "second-a report-later"])
+        XCTAssertEqual(ran.filter { $0.hasPrefix("first") }, ["first-a", "first-b"], "first steps in order")
+        XCTAssertEqual(nice.withLock { $0 }, ReportPool.laterNice, "the deferred thread runs at nice 10")
+    }
+
+    /// The calling thread's name (/proc/thread-self/comm).
+    static func threadName() -> String {
+        ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func testTheDeferredBudgetRefusesPastIt() {
+        let pool = ReportPool(threads: 1, deferredBudget: 100)
+        let gate = DispatchSemaphore(value: 0)
+        let ran = Mutex(0)
+        // The deferred thread held by its first job: what comes next waits, holding its bytes.
+        XCTAssertTrue(pool.deferJob(holding: 10) { gate.wait() })
+        Thread.sleep(forTimeInterval: 0.05)
+        XCTAssertTrue(pool.deferJob(holding: 60) { ran.withLock { $0 += 1 } })
+        XCTAssertFalse(pool.deferJob(holding: 60) { ran.withLock { $0 += 1 } }, "60 + 60 waiting passes 100")
+        XCTAssertTrue(pool.deferJob(holding: 40) { ran.withLock { $0 += 1 } })
+        gate.signal()
+        pool.drain()
+        XCTAssertEqual(ran.withLock { $0 }, 2)
+        XCTAssertEqual(pool.pending, 0)
+    }
+}
