@@ -453,11 +453,12 @@ public final class CrashServer: @unchecked Sendable {
         }
     }
 
-    /// For tools/bench: when CRASHPORT_TIMING_FD names an open descriptor, one line per report.
+    /// For tools/bench: when CRASHPORT_TIMING_FD names an open descriptor, one line per report
+    /// (`at_ns`: CLOCK_MONOTONIC when it was written whole).
     func reportTiming(suspended: UInt64, held: UInt64, verdict: UInt64, total: UInt64, phases: String) {
         guard let fd = Self.timingFD else { return }
         let line =
-            "crashport-watcher suspended_ns=\(suspended) held_ns=\(held) verdict_ns=\(verdict) report_written_ns=\(total) \(phases)\n"
+            "crashport-watcher suspended_ns=\(suspended) held_ns=\(held) verdict_ns=\(verdict) report_written_ns=\(total) \(phases) at_ns=\(monotonicNanoseconds())\n"
         _ = line.withCString { write(fd, $0, strlen($0)) }
     }
 
@@ -800,6 +801,9 @@ public final class CrashServer: @unchecked Sendable {
         }
     }
 
+    /// The stores written to since their last prune (by root), pruned once no second step waits.
+    let unpruned = Mutex<[String: ReportStore]>([:])
+
     /// Whether a sidecar's crash reports are written in two steps (`writeCaptured`).
     public var twoStepReports = true
 
@@ -913,8 +917,19 @@ public final class CrashServer: @unchecked Sendable {
         let report = WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed)
         if keepReports { written.withLock { $0.reports.append(report) } }
         hooks?.wrote(report, into: store)
-        let pruned = store.prune(keeping: id)
-        if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
+        // The quota: after every report, but in a storm once its last second step is done (a
+        // prune lists the whole store: one per report would make a storm's cost grow as its
+        // square).
+        let due = unpruned.withLock { stores -> [ReportStore] in
+            stores[store.root] = store
+            guard (pool?.deferredWaiting ?? 0) == 0 else { return [] }
+            defer { stores.removeAll() }
+            return Array(stores.values)
+        }
+        for store in due {
+            let pruned = store.prune(keeping: id)
+            if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
+        }
         reportTiming(
             suspended: capture.suspendedNanoseconds, held: capture.heldNanoseconds, verdict: elapsed,
             total: monotonicNanoseconds() - started, phases: phases)

@@ -78,6 +78,13 @@ public final class ReportPool: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Deferred jobs waiting (not the one running).
+    public var deferredWaiting: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return later.count
+    }
+
     /// Jobs queued or running now.
     public var pending: Int {
         condition.lock()
@@ -99,8 +106,12 @@ public final class ReportPool: @unchecked Sendable {
             next.job()
             condition.lock()
             running -= 1
+            let drained = later.isEmpty && queue.isEmpty && running == 0
             condition.broadcast()
             condition.unlock()
+            // A storm's last second step: what its captures and reports freed goes back to the
+            // system (glibc keeps freed heap otherwise), the caches stay.
+            if drained { _ = trimHeap(0) }
         }
     }
 
@@ -123,3 +134,7 @@ public final class ReportPool: @unchecked Sendable {
         }
     }
 }
+
+/// glibc's malloc_trim(3) (not in Swift's Glibc module).
+@_silgen_name("malloc_trim")
+private func trimHeap(_ pad: Int) -> Int32
