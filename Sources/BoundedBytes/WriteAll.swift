@@ -35,6 +35,9 @@ public enum StandardError {
 /// mkdir -p: every missing directory of `path` (absolute or relative) created with `mode`.
 /// Nil, or what failed ("mkdir PATH: reason").
 public func makeDirectories(_ path: String, mode: mode_t) -> String? {
+    // The whole path first: one call when it exists already (every report of a sidecar's) or
+    // only its last directory is missing.
+    if mkdir(path, mode) == 0 || errno == EEXIST { return nil }
     var prefix = path.hasPrefix("/") ? "" : "."
     for component in path.split(separator: "/") {
         prefix += "/" + component

@@ -150,7 +150,7 @@ public struct Event: Codable, Sendable, Equatable {
     public var test: Bool?
     /// A report a sidecar writes in two steps: `captured` while this event is the one written
     /// with the minidump, before unwinding and symbolication (the signal, the process, its
-    /// modules, each thread's registers; no frames). The full event replaces it moments later
+    /// modules, each thread's pc; its registers are in the minidump). The full event replaces it moments later
     /// (a rename: readers see one or the other). Absent in a complete report; a report left
     /// `captured` (its watcher was stopped between the steps) is still whole in its minidump.
     public var stage: String?

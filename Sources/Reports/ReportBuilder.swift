@@ -89,7 +89,7 @@ public enum ReportBuilder {
 
     /// The event a report's first step writes with its minidump (Event.stage `captured`): what
     /// the capture says without unwinding or symbolication, a fraction of a millisecond of work.
-    /// Each thread's registers and the pc it stopped at (module and offset, no name), the
+    /// Each thread's pc (module and offset, no name; its registers are in the minidump), the
     /// signal, the process, the modules, and the reason a record or the runtime gave. The full
     /// event (`event(for:)`) replaces it once every thread is unwound and symbolicated.
     public static func capturedEvent(for capture: Capture, id: String, timestamp: String) -> Event {
@@ -114,18 +114,13 @@ public enum ReportBuilder {
         event.crashedThread = snapshot.crashedThreadID
         let modules = snapshot.modules
         event.threads = snapshot.threads.map { thread in
-            var registers: [String: HexAddress] = [:]
-            for (index, name) in X86_64Registers.names.enumerated() where name != "orig_rax" {
-                registers[name] = HexAddress(thread.registers.gpr[index])
-            }
             let pc = thread.registers.gpr[X86_64Registers.ripIndex]
             let module = modules.first { pc >= $0.base && pc - $0.base < $0.size }
             let frame = FrameRecord(
                 index: 0, pc: HexAddress(pc), module: module?.name, moduleOffset: module.map { HexAddress(pc - $0.base) },
                 trust: .context)
             return ThreadRecord(
-                tid: thread.tid, name: thread.name, crashed: thread.tid == snapshot.crashedThreadID, registers: registers,
-                frames: [frame])
+                tid: thread.tid, name: thread.name, crashed: thread.tid == snapshot.crashedThreadID, frames: [frame])
         }
         event.modules = modules.map {
             ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID?.hex)

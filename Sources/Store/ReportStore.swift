@@ -220,15 +220,16 @@ public struct ReportStore: Sendable {
         try asOwner { try commitAsOwner(id: id, durable: durable, write: write) }
     }
 
-    /// `durable` false: nothing is fsynced (a sidecar's first step, on disk at once and made
-    /// durable by `amend` moments later; `write` then writes with `sync: false` too).
+    /// `durable` false: nothing is fsynced and no marker written (a sidecar's first step, on disk
+    /// at once, known by its event.json's schema until `amend` writes the marker and makes it
+    /// durable moments later; `write` then writes with `sync: false` too).
     private func commitAsOwner(id: String, durable: Bool, write: (_ directory: String) throws -> Void) throws -> String {
         try prepare()
         let temporary = root + "/.tmp-" + id
         guard mkdir(temporary, 0o700) == 0 else { throw StoreError.system(call: "mkdir", path: temporary, errno: errno) }
         do {
-            try Self.writeFile(
-                temporary + "/" + Self.markerName, Array("crashport report \(Event.schemaName)\n".utf8), sync: durable)
+            // A first step's report is known by its event.json until `amend` writes the marker.
+            if durable { try Self.writeMarker(in: temporary) }
             try write(temporary)
             if durable { try Self.fsync(path: temporary) }
             let final = path(of: id)
@@ -243,8 +244,8 @@ public struct ReportStore: Sendable {
 
     /// A committed report's second step (a sidecar's): `write` replaces some of its files
     /// (`replaceFile`: each renamed over its old self, so a reader sees the old file or the new,
-    /// never half of one); then the marker, the report's directory and the root are fsynced, so
-    /// the whole report is durable when this returns. Runs as the store's owner. Throws when
+    /// never half of one); then the marker is written, and the report's directory and the root
+    /// are fsynced, so the whole report is durable when this returns. Runs as the store's owner. Throws when
     /// the report is gone (removed, pruned) or is no longer a directory.
     public func amend(id: String, write: (_ directory: String) throws -> Void) throws -> String {
         try asOwner {
@@ -252,15 +253,16 @@ public struct ReportStore: Sendable {
             var info = stat()
             guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { throw StoreError.noSuchReport(id) }
             try write(directory)
-            let marker = open(directory + "/" + Self.markerName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-            if marker >= 0 {
-                _ = Glibc.fsync(marker)
-                close(marker)
-            }
+            try Self.writeMarker(in: directory)
             try Self.fsync(path: directory)
             try Self.fsync(path: root)
             return directory
         }
+    }
+
+    /// crashport's marker in a report directory, fsynced.
+    static func writeMarker(in directory: String) throws {
+        try writeFile(directory + "/" + markerName, Array("crashport report \(Event.schemaName)\n".utf8))
     }
 
     /// Writes `bytes` under a temporary name beside `path` (never following a link), fsyncs

@@ -465,7 +465,7 @@ public final class CrashServer: @unchecked Sendable {
     /// For tools/bench: a two-step report's first step on disk (from the record's arrival).
     func reportTiming(stage: String, started: UInt64, id: String) {
         guard let fd = Self.timingFD else { return }
-        let line = "crashport-\(stage) id=\(id) on_disk_ns=\(monotonicNanoseconds() - started)\n"
+        let line = "crashport-\(stage) id=\(id) on_disk_ns=\(monotonicNanoseconds() - started) arrived_at_ns=\(started)\n"
         _ = line.withCString { write(fd, $0, strlen($0)) }
     }
 
