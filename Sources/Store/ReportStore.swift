@@ -253,16 +253,17 @@ public struct ReportStore: Sendable {
             var info = stat()
             guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { throw StoreError.noSuchReport(id) }
             try write(directory)
-            try Self.writeMarker(in: directory)
+            // Its name is what marks a report (lstat): the directory's fsync makes it durable.
+            try Self.writeMarker(in: directory, sync: false)
             try Self.fsync(path: directory)
             try Self.fsync(path: root)
             return directory
         }
     }
 
-    /// crashport's marker in a report directory, fsynced.
-    static func writeMarker(in directory: String) throws {
-        try writeFile(directory + "/" + markerName, Array("crashport report \(Event.schemaName)\n".utf8))
+    /// crashport's marker in a report directory, fsynced unless `sync` is false.
+    static func writeMarker(in directory: String, sync: Bool = true) throws {
+        try writeFile(directory + "/" + markerName, Array("crashport report \(Event.schemaName)\n".utf8), sync: sync)
     }
 
     /// Writes `bytes` under a temporary name beside `path` (never following a link), fsyncs
