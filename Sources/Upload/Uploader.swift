@@ -50,6 +50,8 @@ public struct Uploader {
         /// Held by consent: awaiting `crashport send` (ask), or never to be sent (never, discarded).
         public var awaitingConsent = 0
         public var keptLocally = 0
+        /// Reports between a sidecar's two steps (Event.stage), left for their second.
+        public var stillCaptured: [String] = []
     }
 
     /// Sends what is due, oldest report first.
@@ -80,19 +82,33 @@ public struct Uploader {
         }
         // Reports written while a pass runs are taken too: a watcher starts an upload after each
         // report, and one that finds this pass holding the lock leaves its report to it.
+        // A storm's reports are on disk before their second steps (Event.stage): the pass looks
+        // again for those, every 100 ms for up to `capturedPolls` looks, and leaves the rest
+        // to the next pass.
         var seen = Set<String>()
+        var polls = 0
         while case let fresh = store.ids().reversed().filter({ !seen.contains($0) }), !fresh.isEmpty {
             seen.formUnion(fresh)
             // The runs on record, by session id: a crash's envelope carries its run's end.
             let sessions = Dictionary(
                 RunHistory(store: store).sessions().map { ($0.sid, $0) }, uniquingKeysWith: { _, last in last })
+            outcome.stillCaptured = []
             pass(over: fresh, consent: consent, sessions: sessions, outcome: &outcome)
+            if !outcome.stillCaptured.isEmpty && polls < Self.capturedPolls {
+                polls += 1
+                seen.subtract(outcome.stillCaptured)
+                outcome.notDue -= outcome.stillCaptured.count
+                usleep(100_000)
+            }
         }
+        for id in outcome.stillCaptured { say("\(id): still being symbolicated; sent once it is") }
         return outcome
     }
 
     /// How long a report left at its first step (Event.stage) waits for its second.
     static let capturedStageWait: TimeInterval = 600
+    /// How many times a pass looks again, 100 ms apart, for reports at their first step.
+    static let capturedPolls = 50
 
     /// Sends what is due of these reports.
     func pass(over ids: [String], consent: ConsentSettings, sessions: [String: SessionRecord], outcome: inout Outcome) {
@@ -142,7 +158,7 @@ public struct Uploader {
         if event.stage == Event.capturedStage, let age = Self.age(of: event, now: clock().timeIntervalSince1970),
             age < Self.capturedStageWait
         {
-            say("\(id): still being symbolicated; sent once it is")
+            outcome.stillCaptured.append(id)
             outcome.notDue += 1
             return nil
         }

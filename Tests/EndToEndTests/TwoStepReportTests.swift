@@ -5,7 +5,8 @@
 // watcher stopped between the steps leaves the first, which `show` and `list` name for what it
 // is and whose minidump `crashport symbolicate` unwinds and names offline. The second step is
 // held with CRASHPORT_TEST_HOLD_SECOND_STEP (a file: while it exists the second step waits) so
-// that the state between the steps can be read.
+// that the state between the steps can be read. An upload pass waits (a few seconds at most) for a
+// report's second step, and leaves one still captured for the next pass.
 
 import Foundation
 import ReportModel
@@ -80,6 +81,38 @@ final class TwoStepReportTests: XCTestCase {
         XCTAssertFalse(after.stdout.contains("Stage:"), after.stdout)
     }
 
+    /// `crashport upload --dry-run` to a URL nothing listens on (a dry run sends nothing).
+    func dryUpload(_ reports: String) -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: TestSupport.crashport)
+        process.arguments = ["upload", "--reports", reports, "--url", "http://127.0.0.1:9/", "--dry-run"]
+        process.standardOutput = Pipe()
+        process.standardError = Pipe()
+        return process
+    }
+
+    func output(_ process: Process) -> String {
+        process.waitUntilExit()
+        let out = (process.standardOutput as? Pipe)?.fileHandleForReading.readDataToEndOfFile() ?? Data()
+        let err = (process.standardError as? Pipe)?.fileHandleForReading.readDataToEndOfFile() ?? Data()
+        return String(decoding: out + err, as: UTF8.self)
+    }
+
+    func testAnUploadPassWaitsForTheSecondStep() throws {
+        let work = fresh("upload")
+        let hold = work + "/hold"
+        let (sidecar, report, _) = try capturedCrash(work, hold: hold)
+        defer { _ = sidecar.stop() }
+        let id = (report as NSString).lastPathComponent
+        let upload = dryUpload(sidecar.reportsDirectory())
+        try upload.run()
+        Thread.sleep(forTimeInterval: 0.3)
+        try FileManager.default.removeItem(atPath: hold)
+        let said = output(upload)
+        XCTAssertTrue(said.contains("\(id): would send to http://127.0.0.1:9/"), said)
+        XCTAssertFalse(said.contains("still being symbolicated"), said)
+    }
+
     func testAReportLeftCapturedByAStoppedWatcherIsStillWhole() throws {
         let work = fresh("left")
         let (sidecar, report, _) = try capturedCrash(work, hold: work + "/hold")
@@ -88,6 +121,11 @@ final class TwoStepReportTests: XCTestCase {
         let shown = try crashport(["show", id, "--reports", sidecar.reportsDirectory()])
         XCTAssertEqual(shown.status, .exited(0), shown.stderr)
         XCTAssertTrue(shown.stdout.contains("crashport symbolicate REPORT/minidump.dmp"), shown.stdout)
+        let upload = dryUpload(sidecar.reportsDirectory())
+        try upload.run()
+        let said = output(upload)
+        XCTAssertTrue(said.contains("\(id): still being symbolicated; sent once it is"), said)
+        XCTAssertFalse(said.contains("would send"), said)
         let offline = try crashport(["symbolicate", "--format", "json", report + "/minidump.dmp"])
         XCTAssertEqual(offline.status, .exited(0), offline.stderr)
         let event = try Event.decode(Data(offline.stdout.utf8))
