@@ -7,8 +7,9 @@
 // Two queues: `submit`'s jobs (a report's first step: its minidump and captured event on disk)
 // run on the pool's threads; `defer`'s (the second step: unwinding, symbolication, the full
 // event; the run history's writes) on one more thread of its own, at a lower CPU priority (nice
-// 10), so that in a storm of crashes every report is on disk before the first is symbolicated,
-// and a symbolication in progress takes CPU from neither capture nor first steps. On an idle
+// 10), and only while no first step waits or runs, so that in a storm of crashes every report is
+// on disk before the first is symbolicated, and a symbolication in progress takes CPU from
+// neither capture nor first steps (nor do its fsyncs stall their file creations). On an idle
 // machine the niceness costs nothing. Deferred jobs hold their captures (every thread's stack)
 // until they run: at most `deferredBudget` bytes of them wait; past it, `defer` refuses and the
 // caller runs the job at once. One runs at a time: one symbolication's memory at a time.
@@ -22,6 +23,8 @@ public final class ReportPool: @unchecked Sendable {
     private var later: [(bytes: Int, job: @Sendable () -> Void)] = []
     private var laterBytes = 0
     private var running = 0
+    /// First steps running now (the deferred thread waits for none).
+    private var runningFirst = 0
     private var stopping = false
     private let capacity: Int
     private let deferredBudget: Int
@@ -98,7 +101,9 @@ public final class ReportPool: @unchecked Sendable {
     private func workLater() {
         while true {
             condition.lock()
-            while later.isEmpty { condition.wait() }
+            // Not while a first step waits or runs: a second step's fsyncs make the file system
+            // commit its journal, and every create of a first step waits for that commit.
+            while later.isEmpty || !queue.isEmpty || runningFirst > 0 { condition.wait() }
             let next = later.removeFirst()
             laterBytes -= next.bytes
             running += 1
@@ -125,10 +130,12 @@ public final class ReportPool: @unchecked Sendable {
             }
             let job = queue.removeFirst()
             running += 1
+            runningFirst += 1
             condition.unlock()
             job()
             condition.lock()
             running -= 1
+            runningFirst -= 1
             condition.broadcast()
             condition.unlock()
         }
