@@ -109,15 +109,19 @@ public final class Sidecar {
         /// What its run did to its memory (from HELLO; its peak read at its checks).
         var memory: SidecarMemory?
 
+        /// `memory` false: without the run's memory, which reads its cgroup's files (a crash's
+        /// end: `endRun` reads it on a report thread, off the serving thread's path through a
+        /// storm of crashes).
         func record(
             status: SessionRecord.Status, crashedDuringLaunch: Bool? = nil, reportID: String? = nil, release: String? = nil,
-            signal: Int32? = nil, oomKilled: Bool = false
+            signal: Int32? = nil, oomKilled: Bool = false, memory withMemory: Bool = true
         )
             -> SessionRecord
         {
             if status != .crashed, let crash = forkedCrash {
                 return record(
-                    status: .crashed, crashedDuringLaunch: crash.duringLaunch, reportID: crash.id, release: crash.release)
+                    status: .crashed, crashedDuringLaunch: crash.duringLaunch, reportID: crash.id, release: crash.release,
+                    memory: withMemory)
             }
             var record = SessionRecord(
                 sid: sid, executable: executable, buildID: buildID, release: release ?? self.release, pid: pid.rawValue,
@@ -127,7 +131,7 @@ public final class Sidecar {
             record.exitCode = status == .exited ? exitCode : nil
             record.launchProtected = launchProtected ? true : nil
             record.hangs = hangs
-            record.memory = memory?.session(oomKilled: oomKilled)
+            record.memory = withMemory ? memory?.session(oomKilled: oomKilled) : nil
             return record
         }
 
@@ -159,11 +163,17 @@ public final class Sidecar {
     /// Ends a run: its program's record moves on at once for the next HELLO (runsInFlight), and
     /// the session is written (and fsynced) on a report thread, after `first` (its report), and
     /// after the reports' first steps waiting (a deferred job: a storm's reports go first).
-    func endRun(_ record: SessionRecord, store: ReportStore, after first: (@Sendable () -> Void)? = nil) {
+    /// `memory`: the run's memory, read here on the report thread (a crash's end; until then the
+    /// record the next HELLO reads has none).
+    func endRun(
+        _ record: SessionRecord, store: ReportStore, memory: SidecarMemory? = nil, after first: (@Sendable () -> Void)? = nil
+    ) {
         let key = runsInFlight.ended(record, store: store)
         let runs = runsInFlight
         let job: @Sendable () -> Void = {
             first?()
+            var record = record
+            if let memory { record.memory = memory.session(oomKilled: false) }
             RunHistory(store: store).ended(record)
             runs.written(key)
         }
@@ -801,8 +811,8 @@ extension Sidecar: CrashServerDelegate {
             endRun(
                 session.record(
                     status: record.isTest ? .testCrash : .crashed, crashedDuringLaunch: record.isTest ? nil : duringLaunch,
-                    reportID: id, release: release, signal: record.signal),
-                store: session.store)
+                    reportID: id, release: release, signal: record.signal, memory: false),
+                store: session.store, memory: session.memory)
         } else if !record.isTest {
             // Its report names the run's session too (until it is written).
             crashedSessions.name(sender.pid, session: session.sid)
