@@ -5,7 +5,9 @@
 // watcher stopped between the steps leaves the first, which `show` and `list` name for what it
 // is and whose minidump `crashport symbolicate` unwinds and names offline. The second step is
 // held with CRASHPORT_TEST_HOLD_SECOND_STEP (a file: while it exists the second step waits) so
-// that the state between the steps can be read. An upload pass waits (a few seconds at most) for a
+// that the state between the steps can be read. A report directory swapped for a symlink
+// between the steps gets nothing through it: the second step refuses, the sidecar says why and
+// serves on. An upload pass waits (a few seconds at most) for a
 // report's second step, and leaves one still captured for the next pass.
 
 import Foundation
@@ -111,6 +113,30 @@ final class TwoStepReportTests: XCTestCase {
         let said = output(upload)
         XCTAssertTrue(said.contains("\(id): would send to http://127.0.0.1:9/"), said)
         XCTAssertFalse(said.contains("still being symbolicated"), said)
+    }
+
+    func testAReportSwappedForASymlinkBetweenTheStepsIsLeftAlone() throws {
+        let work = fresh("swapped")
+        let hold = work + "/hold"
+        let (sidecar, report, _) = try capturedCrash(work, hold: hold)
+        defer { _ = sidecar.stop() }
+        let elsewhere = work + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: report, toPath: work + "/moved")
+        try FileManager.default.createSymbolicLink(atPath: report, withDestinationPath: elsewhere)
+        try FileManager.default.removeItem(atPath: hold)
+        try waitUntil("the second step refused; log:\n\(sidecar.log)", timeout: 60) {
+            sidecar.log.contains("stays as captured")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: elsewhere), [], "nothing written through the link")
+        // The sidecar serves on: the next crash is reported whole.
+        let program = try Waiter(
+            try waiter, environment: ["LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": sidecar.socket])
+        XCTAssertEqual(try program.crash().status, .signaled(SIGSEGV))
+        let swapped = (report as NSString).lastPathComponent
+        try waitUntil("the next report whole; log:\n\(sidecar.log)", timeout: 60) {
+            sidecar.reportIDs().filter { $0 != swapped }.count == 1
+        }
     }
 
     func testAReportLeftCapturedByAStoppedWatcherIsStillWhole() throws {
