@@ -111,8 +111,8 @@ int cp_thread_assume(unsigned uid, unsigned gid, const unsigned *groups, int gro
 int cp_thread_step_out(void) {
     if (saved.depth <= 0 || saved.out) return 0;
     if (cp_restore_saved() != 0) {
-        (void)cp_take_on(saved.uid, saved.gid);
-        return -1;
+        /* Half restored: the user's credentials back on, or the thread is neither's. */
+        return cp_take_on(saved.uid, saved.gid) == 0 ? -1 : -2;
     }
     saved.out = 1;
     return 1;

@@ -349,9 +349,8 @@ static int cp_install_send_hello(int fd, const cp_hello *hello)
     }
 }
 
-/* Waits at most CP_HELLO_REPLY_WAIT_MS for the sidecar's HELLO_REPLY and checks it: magic,
- * version, size, type, status, and both strings NUL-terminated. Returns 0 with *reply filled,
- * -ETIMEDOUT when none came, or another -errno with *why set (closed, garbage). */
+/* Waits on fd until it is readable (1), until total_ms from start have passed (0), or an error
+ * (-errno): stub_state.h. */
 CP_HIDDEN int cp_poll_until(int fd, const struct timespec *start, int total_ms)
 {
     for (;;) {
@@ -367,6 +366,9 @@ CP_HIDDEN int cp_poll_until(int fd, const struct timespec *start, int total_ms)
     }
 }
 
+/* Waits at most CP_HELLO_REPLY_WAIT_MS for the sidecar's HELLO_REPLY and checks it: magic,
+ * version, size, type, status, and both strings NUL-terminated. Returns 0 with *reply filled,
+ * -ETIMEDOUT when none came, or another -errno with *why set (closed, garbage). */
 static int cp_install_read_hello_reply(int fd, cp_hello_reply *reply, const char **why)
 {
     struct timespec start;

@@ -38,16 +38,18 @@ public enum SectionCache {
     /// The most the cache directory holds (512 MiB: libc6-dbg's three large sections are 8 MB).
     public static let budget = 512 << 20
 
-    /// The directory in use, nil when the cache is off or the directory cannot be trusted (or,
-    /// on a thread reading as another user, cannot be reached: then that report goes without).
-    /// Found once it can be; the watchers look at start, with their own credentials.
+    /// The directory in use, nil when the cache is off or the directory cannot be trusted.
+    /// Looked up once: the watchers look at start, with their own credentials.
     public static var directory: String? {
-        if let known = found.withLock({ $0 }) { return known }
-        guard let path = locate() else { return nil }
-        found.withLock { $0 = path }
-        return path
+        found.withLock { found in
+            if let known = found { return known }
+            let located = locate()
+            found = .some(located)
+            return located
+        }
     }
-    private static let found = Mutex<String?>(nil)
+    /// Looked up once, what it found or not (an unusable directory is not looked at again).
+    private static let found = Mutex<String??>(nil)
 
     private static func locate() -> String? {
         func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
@@ -88,6 +90,7 @@ public enum SectionCache {
     /// client as root.
     static func asWatcher<T>(_ body: () -> T?) -> T? {
         let stepped = cp_thread_step_out()
+        if stepped == -2 { fatalError("crashport: a report thread holds neither its client's credentials nor its own") }
         guard stepped >= 0 else { return nil }
         let result = body()
         if stepped == 1, cp_thread_step_in() != 0 {

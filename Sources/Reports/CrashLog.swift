@@ -98,7 +98,6 @@ public enum CrashLog {
         }
     }
 
-    /// The headline on one line, with the uid when known: the sidecar's journal line.
     /// A report between a sidecar's two steps (Event.stage), said as such; nil for a whole one.
     public static func stageLine(_ event: Event) -> String? {
         guard let stage = event.stage else { return nil }
@@ -107,6 +106,7 @@ public enum CrashLog {
             "captured, not yet unwound or symbolicated: the watcher replaces this event with the full one moments after the crash (one that stays so was left when its watcher stopped; its minidump is whole: crashport symbolicate REPORT/minidump.dmp)"
     }
 
+    /// The headline on one line, with the uid when known: the sidecar's journal line.
     public static func oneLine(_ event: Event) -> String {
         if event.kind == .termination || event.kind == .hang, let line = titleLine(event) { return line }
         return headline(event) + (event.capturedFrom == "spool" ? " (from the spool: crashing thread only)" : "")

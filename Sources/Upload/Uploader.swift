@@ -87,6 +87,7 @@ public struct Uploader {
         // to the next pass.
         var seen = Set<String>()
         var polls = 0
+        var left = Set<String>()  // still at their first step when last looked at
         while case let fresh = store.ids().reversed().filter({ !seen.contains($0) }), !fresh.isEmpty {
             seen.formUnion(fresh)
             // The runs on record, by session id: a crash's envelope carries its run's end.
@@ -94,6 +95,8 @@ public struct Uploader {
                 RunHistory(store: store).sessions().map { ($0.sid, $0) }, uniquingKeysWith: { _, last in last })
             outcome.stillCaptured = []
             pass(over: fresh, consent: consent, sessions: sessions, outcome: &outcome)
+            left.subtract(fresh)
+            left.formUnion(outcome.stillCaptured)
             if !outcome.stillCaptured.isEmpty && polls < Self.capturedPolls {
                 polls += 1
                 seen.subtract(outcome.stillCaptured)
@@ -101,6 +104,7 @@ public struct Uploader {
                 usleep(100_000)
             }
         }
+        outcome.stillCaptured = left.sorted()
         for id in outcome.stillCaptured { say("\(id): still being symbolicated; sent once it is") }
         return outcome
     }

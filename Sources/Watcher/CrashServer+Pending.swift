@@ -18,16 +18,16 @@ extension CrashServer {
     func handlePendingQuery(_ bytes: [UInt8], sender: Sender, replyFDs: [Int32]) -> String? {
         let what = "a pending-reports query from pid \(sender.pid)"
         guard let reply = replyFDs.first, replyFDs.count == 1 else {
-            return refuse(sender.uid, "\(what): it carried \(replyFDs.count) descriptors, expected 1")
+            return reject(sender.uid, "\(what): it carried \(replyFDs.count) descriptors, expected 1")
         }
         var kind = stat()
         guard fstat(reply, &kind) == 0, (kind.st_mode & S_IFMT) == S_IFSOCK else {
-            return refuse(sender.uid, "\(what): its reply descriptor is not a socket")
+            return reject(sender.uid, "\(what): its reply descriptor is not a socket")
         }
         do {
             try PendingQuery.check(bytes)
         } catch {
-            return refuse(sender.uid, "\(what): \(error)")
+            return reject(sender.uid, "\(what): \(error)")
         }
         // Past the limit it is ignored, not rejected, as a setting is: no answer, the connection stays.
         guard pendingTimes.allows(sender.pid) else {
@@ -35,7 +35,7 @@ extension CrashServer {
             return nil
         }
         guard let list = delegate?.pendingReports(from: sender) else {
-            return refuse(sender.uid, "\(what): its reports are not served here")
+            return reject(sender.uid, "\(what): its reports are not served here")
         }
         let answer = list.encode()
         let sent = answer.withUnsafeBytes { send(reply, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
@@ -51,7 +51,7 @@ extension CrashServer {
         do {
             message = try ConsentReportMessage(bytes: bytes)
         } catch {
-            return refuse(sender.uid, "a report's consent from pid \(sender.pid): \(error)")
+            return reject(sender.uid, "a report's consent from pid \(sender.pid): \(error)")
         }
         guard pendingTimes.allows(sender.pid) else {
             log(
@@ -61,10 +61,5 @@ extension CrashServer {
         }
         delegate?.consentReport(message, from: sender)
         return nil
-    }
-
-    private func refuse(_ uid: UInt32, _ what: String) -> String {
-        log(about: uid, "rejected \(what)")
-        return what
     }
 }

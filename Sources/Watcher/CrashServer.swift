@@ -78,7 +78,9 @@ public final class CrashServer: @unchecked Sendable {
     var hooks: ReportHooks?
     /// Where the part of a report after the process is released runs (unwinding,
     /// symbolication, writing): nil inline; the sidecar's pool.
-    var pool: ReportPool?
+    var pool: ReportPool? {
+        didSet { pool?.whenDrained = { [weak self] in self?.pruneWritten() } }
+    }
     /// Which frames are the program's own (`crashport run --in-app/--not-in-app`).
     public var inAppRules = InAppRules()
     /// Crashes reported since start, by pid, tid and the record's time: a spooled copy of one
@@ -402,7 +404,7 @@ public final class CrashServer: @unchecked Sendable {
 
     typealias PerProcessLimit = PerKeyLimit<ProcessID>
 
-    private func reject(_ uid: UInt32, _ what: String) -> String {
+    func reject(_ uid: UInt32, _ what: String) -> String {
         log(about: uid, "rejected \(what)")
         return what
     }
@@ -436,8 +438,7 @@ public final class CrashServer: @unchecked Sendable {
             let report = WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0)
             if keepReports { written.withLock { $0.reports.append(report) } }
             hooks?.wrote(report, into: store)
-            let pruned = store.prune(keeping: id)
-            if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
+            prune(store, keeping: id)
             if printSummary {
                 let notes = (event.notes ?? []).dropFirst()
                 let unwritten = if case .parent(_?) = end.witness { true } else { false }
@@ -750,7 +751,7 @@ public final class CrashServer: @unchecked Sendable {
 
     /// Unwinds, symbolicates and writes the report of a capture (on the submitting thread or a
     /// pool's: nothing here touches the live process any more). With `twoStepAs` (the access the
-    /// capture was read with) and a pool, in two steps when `twoStepReports`: `writeCaptured`.
+    /// capture was read with) and a pool, in two steps: `writeCaptured`.
     @discardableResult
     public func writeReport(
         _ capture: Capture, recordBytes: [UInt8], store: ReportStore, started: UInt64, captureNanoseconds elapsed: UInt64,
@@ -763,14 +764,13 @@ public final class CrashServer: @unchecked Sendable {
             set.insert(Self.key(record))
         }
         let id = chosen ?? ReportStore.newID(pid: record.pid.rawValue)
-        if let access, let pool, twoStepReports {
+        if let access, let pool {
             return writeCaptured(
                 capture, recordBytes: recordBytes, store: store, started: started, captureNanoseconds: elapsed, id: id,
                 source: source, access: access, pool: pool)
         }
-        let (event, fileBytes, built) = fullEvent(
+        var (event, fileBytes, built) = fullEvent(
             capture, id: id, capturedFrom: capturedFrom, source: source, amend: amend)
-        var event2 = event
         do {
             var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try store.commit(id: id) { directory in
@@ -778,9 +778,9 @@ public final class CrashServer: @unchecked Sendable {
                 let attached = Attachments.copy(
                     errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
                     into: directory)
-                if !attached.isEmpty { event2.attachments = attached }
+                if !attached.isEmpty { event.attachments = attached }
                 var started = monotonicNanoseconds()
-                let json = Array(try event2.jsonData())
+                let json = Array(try event.jsonData())
                 encoded = monotonicNanoseconds() - started
                 try ReportStore.writeFile(directory + "/event.json", json)
                 started = monotonicNanoseconds()
@@ -792,20 +792,33 @@ public final class CrashServer: @unchecked Sendable {
                 dumped = monotonicNanoseconds() - started
             }
             wrote(
-                event2, id: id, path: path, store: store, capture: capture, started: started, captureNanoseconds: elapsed,
+                event, id: id, path: path, store: store, capture: capture, started: started, captureNanoseconds: elapsed,
                 phases: "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)")
             return true
         } catch {
             return unwritable(
-                capture, recordBytes: recordBytes, store: store, error: error, spoolOnFailure: spoolOnFailure, event: event2)
+                capture, recordBytes: recordBytes, store: store, error: error, spoolOnFailure: spoolOnFailure, event: event)
         }
     }
 
-    /// The stores written to since their last prune (by root), pruned once no second step waits.
-    let unpruned = Mutex<[String: ReportStore]>([:])
+    /// The stores written to since their last prune (by root), with the newest report each,
+    /// pruned when the pool runs out of work.
+    let unpruned = Mutex<[String: (store: ReportStore, newest: String)]>([:])
 
-    /// Whether a sidecar's crash reports are written in two steps (`writeCaptured`).
-    public var twoStepReports = true
+    /// Prunes the stores written to since the last time (the pool's `whenDrained`).
+    func pruneWritten() {
+        let due = unpruned.withLock { stores -> [(store: ReportStore, newest: String)] in
+            let all = Array(stores.values)
+            stores.removeAll()
+            return all
+        }
+        for entry in due { prune(entry.store, keeping: entry.newest) }
+    }
+
+    func prune(_ store: ReportStore, keeping id: String) {
+        let pruned = store.prune(keeping: id)
+        if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
+    }
 
     /// A report in two steps. First, at once: the minidump (every thread's registers and stack,
     /// the modules) and the captured event (ReportBuilder.capturedEvent, Event.stage
@@ -917,18 +930,13 @@ public final class CrashServer: @unchecked Sendable {
         let report = WrittenReport(id: id, path: path, event: event, captureNanoseconds: elapsed)
         if keepReports { written.withLock { $0.reports.append(report) } }
         hooks?.wrote(report, into: store)
-        // The quota: after every report, but in a storm once its last second step is done (a
-        // prune lists the whole store: one per report would make a storm's cost grow as its
-        // square).
-        let due = unpruned.withLock { stores -> [ReportStore] in
-            stores[store.root] = store
-            guard (pool?.deferredWaiting ?? 0) == 0 else { return [] }
-            defer { stores.removeAll() }
-            return Array(stores.values)
-        }
-        for store in due {
-            let pruned = store.prune(keeping: id)
-            if !pruned.isEmpty { log("quota: removed \(pruned.count) oldest report(s) (\(pruned.joined(separator: ", ")))") }
+        // The quota: at once inline, else when the pool runs out of work (`pruneWritten`: a
+        // prune lists the whole store, so one per report would make a storm's cost grow as its
+        // square, and it runs as the store's owner, not as the client this thread reads for).
+        if pool == nil {
+            prune(store, keeping: id)
+        } else {
+            unpruned.withLock { $0[store.root] = (store, id) }
         }
         reportTiming(
             suspended: capture.suspendedNanoseconds, held: capture.heldNanoseconds, verdict: elapsed,

@@ -81,13 +81,6 @@ public final class ReportPool: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Deferred jobs waiting (not the one running).
-    public var deferredWaiting: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return later.count
-    }
-
     /// Jobs queued or running now.
     public var pending: Int {
         condition.lock()
@@ -111,13 +104,25 @@ public final class ReportPool: @unchecked Sendable {
             next.job()
             condition.lock()
             running -= 1
-            let drained = later.isEmpty && queue.isEmpty && running == 0
-            condition.broadcast()
-            condition.unlock()
-            // A storm's last second step: what its captures and reports freed goes back to the
-            // system (glibc keeps freed heap otherwise), the caches stay.
-            if drained { _ = trimHeap(0) }
+            finished()
         }
+    }
+
+    /// Called on a pool thread, with no client's credentials, each time the pool runs out of
+    /// work (a storm's last report written): the sidecar prunes its stores then. Set before
+    /// the first job.
+    public var whenDrained: (@Sendable () -> Void)?
+
+    /// After a job, under the lock (which this releases): when none is left, the heap freed by
+    /// the captures and reports goes back to the system (glibc keeps it otherwise; the caches
+    /// stay), and `whenDrained` runs.
+    private func finished() {
+        let drained = later.isEmpty && queue.isEmpty && running == 0
+        condition.broadcast()
+        condition.unlock()
+        guard drained else { return }
+        whenDrained?()
+        _ = trimHeap(0)
     }
 
     private func work() {
@@ -136,8 +141,7 @@ public final class ReportPool: @unchecked Sendable {
             condition.lock()
             running -= 1
             runningFirst -= 1
-            condition.broadcast()
-            condition.unlock()
+            finished()
         }
     }
 }

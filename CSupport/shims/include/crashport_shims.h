@@ -224,7 +224,7 @@ int cp_thread_restore(void);
 /* Between cp_thread_assume and cp_thread_restore: the thread's own identity back for a moment
  * (the watcher's cache files, by names it makes itself), then the user's again. step_out: 1 when
  * it stepped out, 0 when no user's credentials were on, -1 when they could not be taken off
- * (still on). step_in: 0, or -1 when the user's could not be put back on: the thread then still
+ * (still on), -2 when the thread holds neither's (the caller stops). step_in: 0, or -1 when the user's could not be put back on: the thread then still
  * holds its own, and must not read for the user (the caller stops). */
 int cp_thread_step_out(void);
 int cp_thread_step_in(void);
