@@ -257,7 +257,6 @@ public struct Doctor {
         return mask & (1 << 19) != 0
     }
 
-    /// Forks a child that sleeps, and seizes it as the watcher would.
     /// Whether reports can be written under `root`, asked without writing anything: a
     /// diagnosis leaves no directory behind (a package's purge would find it). A root that does
     /// not exist yet is fine when its nearest existing parent is writable (crashport creates it).
@@ -277,6 +276,7 @@ public struct Doctor {
                 ? "reports: \(root) (writable)" : "reports: \(root) (made at the first report: \(path) is writable)")
     }
 
+    /// Forks a child that sleeps, and seizes it as the watcher would.
     func tryTracing() -> Finding {
         let child = fork()
         if child == 0 {

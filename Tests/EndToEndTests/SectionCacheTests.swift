@@ -26,7 +26,7 @@ final class SectionCacheTests: XCTestCase {
             "#include <stdlib.h>\n__attribute__((noinline)) static void give_up(void) { abort(); }\nint main(void) { give_up(); }\n"
             .write(toFile: source, atomically: true, encoding: .utf8)
         let program = try TestSupport.compile([source], output: Self.directory + "/abort", flags: ["-O0", "-g"])
-        let libc = try ELFBuildID.of("/lib/x86_64-linux-gnu/libc.so.6")
+        let libc = try TestSupport.buildID(of: "/lib/x86_64-linux-gnu/libc.so.6")
         let debug = "/usr/lib/debug/.build-id/\(libc.prefix(2))/\(libc.dropFirst(2)).debug"
         guard FileManager.default.fileExists(atPath: debug) else {
             throw XCTSkip("libc's debug file (libc6-dbg) is not here: no compressed DWARF to cache")
@@ -146,14 +146,5 @@ extension SectionCacheTests {
         let second = try crash(in: work + "/second")
         XCTAssertFalse(second.contains { $0.contains("stdlib/abort.c:") }, "read from root's cache: \(second)")
         XCTAssertTrue(second.contains { $0.hasPrefix("give_up ") }, "the program's own frames still named: \(second)")
-    }
-}
-
-/// A file's GNU build-id as hex, from `readelf -n`.
-enum ELFBuildID {
-    static func of(_ path: String) throws -> String {
-        let notes = try TestSupport.run(["readelf", "-n", path]).stdout
-        let line = try XCTUnwrap(notes.split(separator: "\n").first { $0.contains("Build ID:") })
-        return String(line.split(separator: " ").last ?? "")
     }
 }

@@ -95,12 +95,10 @@ final class SidecarProcess {
     /// directory per uid) whose second step is done (a crash's report is on disk first with its
     /// captured event, Event.stage; `capturedReportIDs` has those).
     func reportIDs(uid: UInt32 = getuid()) -> [String] {
-        let directory = reportsDirectory(uid: uid)
-        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { !$0.hasPrefix(".") }
-            .sorted().filter { !isCaptured(directory + "/" + $0) }
+        capturedReportIDs(uid: uid).filter { !isCaptured(reportsDirectory(uid: uid) + "/" + $0) }
     }
 
-    /// Every report directory of `uid`, those still at their first step too.
+    /// Every report directory of `uid`, whole ones and those still at their first step.
     func capturedReportIDs(uid: UInt32 = getuid()) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: reportsDirectory(uid: uid))) ?? []).filter {
             !$0.hasPrefix(".")

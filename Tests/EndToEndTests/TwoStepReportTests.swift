@@ -108,7 +108,13 @@ final class TwoStepReportTests: XCTestCase {
         let id = (report as NSString).lastPathComponent
         let upload = dryUpload(sidecar.reportsDirectory())
         try upload.run()
-        Thread.sleep(forTimeInterval: 0.3)
+        // The pass has begun (it holds the upload lock), so it meets the report captured.
+        let lock = sidecar.reportsDirectory() + "/.crashport-upload.lock"
+        try waitUntil("the upload pass holding its lock", timeout: 60) {
+            let fd = open(lock, O_RDONLY | O_CLOEXEC)
+            defer { if fd >= 0 { close(fd) } }
+            return fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0
+        }
         try FileManager.default.removeItem(atPath: hold)
         let said = output(upload)
         XCTAssertTrue(said.contains("\(id): would send to http://127.0.0.1:9/"), said)

@@ -18,17 +18,15 @@ final class ReportPoolTests: XCTestCase {
         // Hold the one worker while the queues fill.
         pool.submit { gate.wait() }
         let nice = Mutex<Int32>(-100)
-        let deferredRan = DispatchSemaphore(value: 0)
         XCTAssertTrue(
             pool.deferJob(holding: 1) {
                 nice.withLock { $0 = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0) }
                 order.withLock { $0.append("second-a " + Self.threadName()) }
-                deferredRan.signal()
             })
         for name in ["first-a", "first-b"] { pool.submit { order.withLock { $0.append(name) } } }
-        XCTAssertEqual(deferredRan.wait(timeout: .now() + 0.3), .timedOut, "not while a first step runs or waits")
         gate.signal()
         pool.drain()
+        // Queued before the first steps, run after them: it waited while they waited and ran.
         XCTAssertEqual(order.withLock { $0 }, ["first-a", "first-b", "second-a report-later"])
         XCTAssertEqual(nice.withLock { $0 }, ReportPool.laterNice, "the deferred thread runs at nice 10")
     }
@@ -44,8 +42,13 @@ final class ReportPoolTests: XCTestCase {
         let gate = DispatchSemaphore(value: 0)
         let ran = Mutex(0)
         // The deferred thread held by its first job: what comes next waits, holding its bytes.
-        XCTAssertTrue(pool.deferJob(holding: 10) { gate.wait() })
-        Thread.sleep(forTimeInterval: 0.05)
+        let started = DispatchSemaphore(value: 0)
+        XCTAssertTrue(
+            pool.deferJob(holding: 10) {
+                started.signal()
+                gate.wait()
+            })
+        started.wait()  // taken off the queue: its bytes no longer wait
         XCTAssertTrue(pool.deferJob(holding: 60) { ran.withLock { $0 += 1 } })
         XCTAssertFalse(pool.deferJob(holding: 60) { ran.withLock { $0 += 1 } }, "60 + 60 waiting passes 100")
         XCTAssertTrue(pool.deferJob(holding: 40) { ran.withLock { $0 += 1 } })
