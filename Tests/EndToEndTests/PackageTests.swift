@@ -10,6 +10,7 @@
 // the reason otherwise.
 
 import Foundation
+import ReportModel
 import TestSupport
 import XCTest
 
@@ -220,6 +221,15 @@ final class PackageTests: XCTestCase {
             ((try? FileManager.default.contentsOfDirectory(atPath: reports)) ?? []).contains { !$0.hasPrefix(".") }
         }
         print("PackageTests: from apt install to the first report: \(Int(Date().timeIntervalSince(installing) * 1000)) ms")
+        // On disk at its first step; whole (symbolicated) moments later.
+        try waitUntil("its report whole", timeout: 60) {
+            ((try? FileManager.default.contentsOfDirectory(atPath: reports)) ?? []).contains { id in
+                guard !id.hasPrefix("."), let data = FileManager.default.contents(atPath: reports + "/" + id + "/event.json"),
+                    let event = try? Event.decode(data)
+                else { return false }
+                return event.stage == nil
+            }
+        }
         let listed = try inRoot(["crashport", "list", "--reports", "/var/lib/crashport/reports/0"])
         XCTAssertTrue(listed.stdout.contains("parse_record"), listed.stdout + listed.stderr)
         kill(sidecar.processIdentifier, SIGTERM)
