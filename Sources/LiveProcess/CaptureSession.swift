@@ -46,19 +46,17 @@ public struct HeldCapture: Sendable {
     var memoryCgroup: MemoryState.Cgroup? = nil
     /// A death seen at its exit: when its stacks were taken.
     var stackTaken: StackTaken? = nil
-    /// The process's cp_app_area as read while it was held, when it was in use, and the
-    /// runtimes' abort messages it led to.
-    let appArea: [UInt8]?
-    let messages: (abort: String?, swift: String?)
+    /// The process's cp_app_area as read while it was held, when it was in use, decoded, with
+    /// the runtimes' abort messages it led to: what the serving thread needs of it before the
+    /// report is built. Nil when none was read or it does not decode (a note says why). Kept
+    /// decoded, not as the area's bytes: a storm's captures wait for their second step, and
+    /// each area is 44 KB of mostly unused slots (4.4 MB of a 100-crash storm's peak).
+    public let app: AppArea?
     let stackStrings: [StackString]
     var notes: [String]
     /// Nanoseconds from the start of capture until the process was released.
     public let suspendedNanoseconds: UInt64
     let heldNanoseconds: UInt64
-
-    /// The app area as read while the process was held, decoded (nil when none was, or it
-    /// does not decode): what the serving thread needs of it before the report is built.
-    public var app: AppArea? { appArea.flatMap { try? AppArea(bytes: $0) } }
 
     public func finish(cache: ELFCache) -> Capture {
         var notes = notes
@@ -70,16 +68,6 @@ public struct HeldCapture: Sendable {
         files.cpuInfo = SystemProbe.cpuInfo
         files.lsbRelease = SystemProbe.lsbRelease
         let arguments = ProcFiles.arguments(cmdline: files.cmdLine ?? [])
-        var app: AppArea?
-        if let appArea {
-            do {
-                app = try AppArea(bytes: appArea)
-                app?.abortMessage = messages.abort
-                app?.swiftMessage = messages.swift
-            } catch {
-                notes.append("the program's annotations, breadcrumbs and attachments could not be read: \(error)")
-            }
-        }
         if let app, app.slotsInFlux > 0 {
             notes.append(
                 "\(app.slotsInFlux) annotation, breadcrumb or attachment slot(s) were being written when the process stopped, and were left out"
@@ -204,9 +192,17 @@ public enum CaptureSession {
         files.maps = mapsBytes
         files.environ = proc.files["environ"]
         let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
-        let appArea =
-            live ? readAppArea(at: record.appArea, memory: memory, notes: &notes, errorDetails: record.isError) : nil
-        let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
+        var app: AppArea?
+        if live, let area = readAppArea(at: record.appArea, memory: memory, notes: &notes, errorDetails: record.isError) {
+            do {
+                app = try AppArea(bytes: area)
+                let messages = AppArea.readMessages(area: area) { memory.bytes(at: $0, count: $1) }
+                app?.abortMessage = messages.abort
+                app?.swiftMessage = messages.swift
+            } catch {
+                notes.append("the program's annotations, breadcrumbs and attachments could not be read: \(error)")
+            }
+        }
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
 
@@ -217,9 +213,13 @@ public enum CaptureSession {
             live
             ? proc.files["cgroup"].flatMap { OOMCounters.counterFile(cgroups: String(decoding: $0, as: UTF8.self)) }
                 .flatMap(MemoryState.cgroup(ofCounterFile:)) : nil
+        // The record's copy of the crashing thread's stack is in `threads` (or was replaced there
+        // by the longer live one): the record keeps no second copy while it waits for its report.
+        var kept = record
+        kept.stack = MemoryRegion(start: record.stack.start, bytes: [])
         var held = HeldCapture(
-            record: record, access: access, threads: threads, pendingModules: pendingModules, extraMemory: extra,
-            files: files, executable: executable, startTicks: startTicks, appArea: appArea, messages: messages,
+            record: kept, access: access, threads: threads, pendingModules: pendingModules, extraMemory: extra,
+            files: files, executable: executable, startTicks: startTicks, app: app,
             stackStrings: stackStrings, notes: notes, suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
         held.memoryCgroup = memoryCgroup
@@ -329,8 +329,8 @@ public enum CaptureSession {
         return HeldCapture(
             record: bare, access: access,
             threads: [ThreadSnapshot(tid: record.tid, name: record.threadName, registers: bare.registers, stack: nil)],
-            pendingModules: [], extraMemory: [], files: files, executable: nil, startTicks: nil, appArea: nil,
-            messages: (nil, nil), stackStrings: [],
+            pendingModules: [], extraMemory: [], files: files, executable: nil, startTicks: nil, app: nil,
+            stackStrings: [],
             notes: ["reported without its memory: \(why)"],
             suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)

@@ -103,13 +103,7 @@ enum ModuleMap {
     static func open(_ pending: [PendingModule], access: ProcessAccess?, cache: ELFCache) -> [LoadedModule] {
         pending.map { pending in
             var module = pending.module
-            guard let key = pending.key else {  // the vDSO: parsed from the copy of its memory
-                if case .success(let file)? = pending.file, let object = try? ELFFile(file: file) {
-                    module.object = object
-                    module.buildID = object.buildID
-                }
-                return module
-            }
+            guard let key = pending.key else { return module }  // the vDSO: parsed while it was held
             do {
                 let object = try cache.file(key: key) {
                     // Evicted since `pending` looked: the path is all that is left.
@@ -176,12 +170,29 @@ enum ModuleMap {
         mapped.hasSuffix(" (deleted)") ? String(mapped.dropLast(10)) : mapped
     }
 
+    /// The vDSO, from a copy of its memory. Every process of a boot maps the same one: the last
+    /// one parsed is kept with its bytes, and a capture whose vDSO has exactly those bytes
+    /// shares that parse instead of holding a copy of its own until its report is built (a
+    /// 100-crash storm held 0.8 MB of them). Other bytes (another kernel's, a process that
+    /// wrote to its own) are parsed as before, and become the one kept.
     static func vdso(_ mapping: MemoryMapping, memory: (any MemoryReader)?) -> PendingModule {
         let size = mapping.end.checkedSubtracting(mapping.start) ?? 0
         var pending = PendingModule(
             module: LoadedModule(path: "[vdso]", base: mapping.start, size: size, buildID: nil), key: nil)
         guard let memory, size > 0, size <= 1 << 20 else { return pending }
-        pending.file = .success(MappedFile(bytes: memory.bytes(at: mapping.start, count: Int(size)), name: "[vdso]"))
+        let bytes = memory.bytes(at: mapping.start, count: Int(size))
+        if let object = lastVDSO.withLock({ $0?.bytes == bytes ? $0?.object : nil }) {
+            pending.module.object = object
+            pending.module.buildID = object.buildID
+            return pending
+        }
+        if let object = try? ELFFile(file: MappedFile(bytes: bytes, name: "[vdso]")) {
+            lastVDSO.withLock { $0 = (bytes, object) }
+            pending.module.object = object
+            pending.module.buildID = object.buildID
+        }
         return pending
     }
+
+    private static let lastVDSO = Mutex<(bytes: [UInt8], object: ELFFile)?>(nil)
 }

@@ -386,8 +386,10 @@ public final class ELFFile: Sendable {
         else { return nil }
         // Kept decompressed on disk by an earlier watcher (SectionCache): mapped, not inflated.
         let cacheable = buildID.flatMap { file.ownedWithoutOthersWriting(byRootOr: geteuid()) ? $0 : nil }
-        if let buildID = cacheable, let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size) {
-            return InflatedSection(cached: cached, release: { self.releaseCompressedPages(of: section) }, scan: scan)
+        if let buildID = cacheable,
+            let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size, scan: scan)
+        {
+            return InflatedSection(cached: cached, release: { self.releaseCompressedPages(of: section) })
         }
         return InflatedSection(
             input: input, size: size, release: { self.releaseCompressedPages(of: section) },

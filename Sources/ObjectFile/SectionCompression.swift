@@ -200,26 +200,14 @@ public final class InflatedSection: @unchecked Sendable {
         self.init(input: input, size: size, release: release, cache: nil, scan: scan)
     }
 
-    /// The section's bytes as SectionCache kept them (mapped read-only, owned from now on):
-    /// every page in place, nothing to inflate; `scan` sees them as the streaming pass would.
-    init(
-        cached: UnsafeRawBufferPointer, release: @escaping () -> Void,
-        scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
-    ) {
+    /// The section's bytes as SectionCache kept them (mapped read-only, owned from now on, and
+    /// scanned by SectionCache.mapped): every page in place, nothing to inflate.
+    init(cached: UnsafeRawBufferPointer, release: @escaping () -> Void) {
         view = ByteView(cached)
         input = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
         self.release = release
         pages = [UInt64](repeating: ~0, count: (cached.count / Self.pageSize + 1) / 64 + 1)
         pthread_mutex_init(lock, nil)
-        var offset = 0
-        while offset < cached.count {
-            let count = min(64 << 10, cached.count - offset)
-            scan(UnsafeRawBufferPointer(rebasing: cached[offset..<offset + count]), offset)
-            offset += count
-        }
-        // The scan touched every page: give them back (clean pages of a file: the page cache
-        // keeps them, and only those a lookup reads fault in again).
-        if let base = cached.baseAddress { _ = madvise(UnsafeMutableRawPointer(mutating: base), cached.count, MADV_DONTNEED) }
         release()
     }
 

@@ -181,7 +181,7 @@ public struct AppArea: Sendable, Equatable {
     /// Decodes an area, or says why it cannot.
     public init(bytes: [UInt8]) throws {
         guard bytes.count >= Self.minimumSize else {
-            throw WireError.badField("app area of \(bytes.count) bytes (expected \(Self.size))")
+            throw WireError.badField("app area of \(bytes.count) bytes (expected at least \(Self.minimumSize))")
         }
         let wire = WireBytes(bytes: bytes)
         guard wire.u32(Self.offset(\.magic)) == CP_APP_MAGIC else { throw WireError.badField("app area without its magic") }

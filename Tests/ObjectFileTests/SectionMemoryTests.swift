@@ -4,7 +4,7 @@
 
 import BoundedBytes
 import Foundation
-import ObjectFile
+@testable import ObjectFile
 import TestSupport
 import XCTest
 
@@ -119,6 +119,45 @@ final class SectionMemoryTests: XCTestCase {
                 whole.array(UInt64(range.lowerBound), UInt64(range.count)), "\(range)")
         }
         XCTAssertLessThanOrEqual(try residentPages(section.view.bytes).filter { $0 }.count, expected)
+    }
+
+    /// A section the cache kept is scanned once at open (its unit headers) by reading the file,
+    /// not through the mapping: the scan does not grow the resident set by the section's size
+    /// (libc6-dbg's .debug_info: 5.8 MB, most of a crash storm's peak above a sidecar's floor).
+    func testACachedSectionIsScannedWithoutMappingItsPages() throws {
+        guard let directory = SectionCache.directory else {
+            throw XCTSkip("no section cache directory for this user (CRASHPORT_SECTION_CACHE empty, or no home)")
+        }
+        let size = 8 << 20
+        let bytes = (0..<size).map { UInt8(truncatingIfNeeded: ($0 &* 2_654_435_761) >> 7) }
+        let buildID = try XCTUnwrap(BuildID((0..<20).map { _ in UInt8.random(in: 0...255) }))
+        let name = try XCTUnwrap(SectionCache.name(buildID: buildID, section: ".debug_info", size: size))
+        let path = directory + "/" + name
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes), attributes: [.posixPermissions: 0o600]))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        func fileResident() -> Int {
+            let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("RssFile:") } ?? ""
+            return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) << 10
+        }
+        var scanned = 0
+        var atStart = 0
+        var grown = 0
+        let mapping = try XCTUnwrap(
+            SectionCache.mapped(buildID: buildID, section: ".debug_info", size: size) { chunk, offset in
+                XCTAssertEqual(offset, scanned)
+                XCTAssertLessThanOrEqual(chunk.count, 64 << 10)
+                if offset == 0 { atStart = fileResident() }
+                if chunk.elementsEqual(bytes[offset..<offset + chunk.count]) == false { XCTFail("chunk at \(offset) differs") }
+                scanned += chunk.count
+                grown = max(grown, fileResident() - atStart)
+            })
+        defer { munmap(UnsafeMutableRawPointer(mutating: mapping.baseAddress), mapping.count) }
+        XCTAssertEqual(scanned, size)
+        XCTAssertEqual(mapping.count, size)
+        XCTAssertLessThan(grown, 2 << 20, "the scan mapped the section's pages in")
+        XCTAssertEqual(try residentPages(mapping).filter { $0 }.count, 0)
+        XCTAssertEqual(Array(mapping[123_457..<123_557]), Array(bytes[123_457..<123_557]))
     }
 
     func testACorruptOrMisdeclaredStreamIsNotInflatedOnDemand() throws {
