@@ -27,3 +27,31 @@ extension Optional where Wrapped == String {
     /// unset).
     public var nonEmpty: String? { self.flatMap { $0.isEmpty ? nil : $0 } }
 }
+
+extension StringProtocol {
+    /// The first range of `other` in the text, matched byte for byte in UTF-8 (no canonical
+    /// equivalence: the texts searched are symbol names, paths and runtime messages, the
+    /// needles ASCII). The standard library's `firstRange(of:)` and `contains(_:)` for strings
+    /// come from _StringProcessing, whose code (387 KB in one section, not orderable) a
+    /// sidecar then maps in the middle of a crash storm.
+    public func firstUTF8Range(of other: some StringProtocol) -> Range<Index>? {
+        let needle = Array(other.utf8)
+        let text = utf8
+        guard let head = needle.first else { return startIndex..<startIndex }
+        var start = text.startIndex
+        while let found = text[start...].firstIndex(of: head) {
+            var cursor = found
+            var matched = 0
+            while matched < needle.count, cursor != text.endIndex, text[cursor] == needle[matched] {
+                cursor = text.index(after: cursor)
+                matched += 1
+            }
+            if matched == needle.count { return found..<cursor }
+            start = text.index(after: found)
+        }
+        return nil
+    }
+
+    /// Whether `other` occurs in the text (as `firstUTF8Range(of:)` finds it).
+    public func containsUTF8(_ other: some StringProtocol) -> Bool { firstUTF8Range(of: other) != nil }
+}

@@ -81,6 +81,8 @@ private let libelfReady: Bool = elf_version(UInt32(EV_CURRENT)) != UInt32(EV_NON
 struct LibELFState: ~Copyable {
     let elf: OpaquePointer
     var inflated: [Int: Result<ByteView, DebugDataRefusal>] = [:]
+    /// Sections read from SectionCache's files (their views are in `inflated`): unmapped in deinit.
+    var cachedMappings: [UnsafeRawBufferPointer] = []
     var symbols: SymbolTable?
 }
 
@@ -160,7 +162,12 @@ public final class ELFFile: Sendable {
     }
 
     deinit {
-        state.withLock { _ = elf_end($0.elf) }
+        state.withLock { state in
+            for mapping in state.cachedMappings {
+                munmap(UnsafeMutableRawPointer(mutating: mapping.baseAddress), mapping.count)
+            }
+            _ = elf_end(state.elf)
+        }
     }
 
     static func libelfError() -> String {
@@ -353,14 +360,33 @@ public final class ELFFile: Sendable {
         }
         return state.withLock { state in
             if let done = state.inflated[section.index] { return done }
+            // A zlib section of at least 32 KB (libc6-dbg's strings, range lists and aranges:
+            // 480 KB inflated) is kept decompressed on disk (SectionCache): mapped, its pages
+            // read as they are touched, not held inflated on the heap.
+            let size = Int(header.declaredSize)
+            let cacheable = header.kind == .gabi(type: UInt32(ELFCOMPRESS_ZLIB)) && size >= 32 << 10 ? cacheKey : nil
+            if let buildID = cacheable,
+                let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size, scan: { _, _ in })
+            {
+                state.cachedMappings.append(cached)
+                let result = Result<ByteView, DebugDataRefusal>.success(ByteView(cached))
+                state.inflated[section.index] = result
+                return result
+            }
             let result: Result<ByteView, DebugDataRefusal>
             if let scn = elf_getscn(state.elf, section.index),
                 (header.kind == .gnu ? elf_compress_gnu(scn, 0, 0) : elf_compress(scn, 0, 0)) == 1,
                 let data = elf_getdata(scn, nil), data.pointee.d_size == Int(header.declaredSize),
                 data.pointee.d_buf != nil || header.declaredSize == 0
             {
-                result = .success(ByteView(UnsafeRawBufferPointer(start: data.pointee.d_buf, count: data.pointee.d_size)))
+                let bytes = UnsafeRawBufferPointer(start: data.pointee.d_buf, count: data.pointee.d_size)
+                result = .success(ByteView(bytes))
                 releaseCompressedPages(of: section)
+                if let buildID = cacheable, let writer = SectionCache.Writer(buildID: buildID, section: section.name, size: size)
+                {
+                    writer.write(bytes)
+                    writer.finish()
+                }
             } else {
                 result = refusal(
                     "does not inflate to its declared \(SectionCompression.describeSize(header.declaredSize)) (libelf: \(Self.libelfError()))"
@@ -385,7 +411,7 @@ public final class ELFFile: Sendable {
             let input = raw.slice(UInt64(raw.count - header.streamSize), UInt64(header.streamSize))
         else { return nil }
         // Kept decompressed on disk by an earlier watcher (SectionCache): mapped, not inflated.
-        let cacheable = buildID.flatMap { file.ownedWithoutOthersWriting(byRootOr: geteuid()) ? $0 : nil }
+        let cacheable = cacheKey
         if let buildID = cacheable,
             let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size, scan: scan)
         {
@@ -395,6 +421,10 @@ public final class ELFFile: Sendable {
             input: input, size: size, release: { self.releaseCompressedPages(of: section) },
             cache: cacheable.flatMap { SectionCache.Writer(buildID: $0, section: section.name, size: size) }, scan: scan)
     }
+
+    /// The key of this file's sections in SectionCache: its build-id, when the file is root's or
+    /// this user's and no one else can write it (else nil: nothing of it is kept).
+    private var cacheKey: BuildID? { buildID.flatMap { file.ownedWithoutOthersWriting(byRootOr: geteuid()) ? $0 : nil } }
 
     /// A compressed section once inflated: the stream is used up, so the memory of its pages goes
     /// back (the inflated copy stays), unless a page also holds a header table libelf rewrites.

@@ -704,6 +704,48 @@ public struct UTCTime {
         [Self.digits(hour, 2), Self.digits(minute, 2), Self.digits(second, 2)].joined(separator: separator)
     }
 
+    /// Milliseconds since the Unix epoch of a timestamp as `Event.timestamp` writes it
+    /// (YYYY-MM-DDThh:mm:ss, a fraction or none, Z); nil for any other text. Parsed here, not
+    /// by FoundationEssentials' ISO 8601 style, whose calendar code a sidecar would map for
+    /// each crash's run record.
+    public static func unixMilliseconds(_ text: String) -> UInt64? {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes.count <= 40, bytes.last == UInt8(ascii: "Z") else { return nil }
+        func number(_ start: Int, _ count: Int) -> Int? {
+            var value = 0
+            for byte in bytes[start..<start + count] {
+                guard (0x30...0x39).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - 0x30)
+            }
+            return value
+        }
+        func separator(_ at: Int, _ character: Unicode.Scalar) -> Bool { bytes[at] == UInt8(ascii: character) }
+        guard let year = number(0, 4), separator(4, "-"), let month = number(5, 2), separator(7, "-"),
+            let day = number(8, 2), separator(10, "T"), let hour = number(11, 2), separator(13, ":"),
+            let minute = number(14, 2), separator(16, ":"), let second = number(17, 2),
+            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second <= 60
+        else { return nil }
+        var millisecond = 0
+        if bytes.count > 20 {
+            let digits = bytes.count - 21
+            guard separator(19, "."), digits >= 1, bytes[20..<20 + digits].allSatisfy({ (0x30...0x39).contains($0) })
+            else { return nil }
+            // The first three digits ("1" is 100 ms, "12" 120 ms); the rest are dropped.
+            let kept = min(digits, 3)
+            millisecond = (number(20, kept) ?? 0) * [100, 10, 1][kept - 1]
+        }
+        var fields = tm()
+        fields.tm_year = Int32(year - 1900)
+        fields.tm_mon = Int32(month - 1)
+        fields.tm_mday = Int32(day)
+        fields.tm_hour = Int32(hour)
+        fields.tm_min = Int32(minute)
+        fields.tm_sec = Int32(second)
+        let seconds = timegm(&fields)
+        guard seconds >= 0 else { return nil }
+        return UInt64(seconds) * 1000 + UInt64(millisecond)
+    }
+
     /// `value` in decimal, zero-padded to `width`.
     public static func digits(_ value: Int, _ width: Int) -> String {
         let text = String(value)

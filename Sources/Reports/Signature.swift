@@ -28,6 +28,7 @@
 // FNV-1a (64 bits) makes the fingerprint: not a secret, only a stable name that needs no
 // library; the signature is kept beside it for people.
 
+import BoundedBytes
 import ReportModel
 import Symbolication
 
@@ -114,7 +115,7 @@ public enum Signature {
         }
         guard let reason = event.reason else { return nil }
         for marker in ["Fatal error: ", trap] {
-            if let range = reason.firstRange(of: marker) {
+            if let range = reason.firstUTF8Range(of: marker) {
                 let message = reason[range.upperBound...].split(separator: "\n").first.map(String.init) ?? ""
                 return message.isEmpty ? nil : message
             }
@@ -147,10 +148,10 @@ public enum Signature {
 
     /// A demangled C++ name: has `::` or an argument list, and is not Swift's (`(_:)`, `(at:)`).
     static func looksLikeCxx(_ name: String) -> Bool {
-        guard name.contains("::") || name.contains("(") else { return false }
+        guard name.containsUTF8("::") || name.containsUTF8("(") else { return false }
         // Go's methods: `main.(*ledger).credit`.
-        if !name.contains("::") && name.contains(".(") { return false }
-        return !name.contains(":)") && !name.contains(" in ") && !name.hasPrefix("<")
+        if !name.containsUTF8("::") && name.containsUTF8(".(") { return false }
+        return !name.containsUTF8(":)") && !name.containsUTF8(" in ") && !name.hasPrefix("<")
     }
 
     /// `int lookup<int>(std::vector<int> const&, unsigned long)` → `lookup`;
@@ -274,7 +275,7 @@ public enum Signature {
     /// `libplugin.so.1.2` → `libplugin.so`; a path → its file name.
     static func moduleName(_ module: String?) -> String {
         guard var name = module?.split(separator: "/").last.map(String.init) else { return "" }
-        if let range = name.firstRange(of: ".so.") { name = String(name[..<range.upperBound].dropLast()) }
+        if let range = name.firstUTF8Range(of: ".so.") { name = String(name[..<range.upperBound].dropLast()) }
         return name
     }
 }

@@ -120,9 +120,7 @@ public struct RunSummary: Codable, Sendable, Equatable {
         }
         signal = session.signal
         exitCode = session.exitCode
-        started = (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(session.started)).map {
-            UInt64(max(0, $0.timeIntervalSince1970 * 1000))
-        }
+        started = UTCTime.unixMilliseconds(session.started)
         duration = session.duration
         errors = session.errors
         hangs = session.hangs

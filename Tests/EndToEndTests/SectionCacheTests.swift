@@ -54,8 +54,19 @@ final class SectionCacheTests: XCTestCase {
         XCTAssertTrue(first.contains { $0.contains("stdlib/abort.c:") }, "libc's DWARF names abort's line: \(first)")
         let files = cached(cache)
         XCTAssertTrue(files.contains { $0.contains(".debug_info-") }, "\(files)")
+        // The smaller sections read whole (libc6-dbg's strings: 250 KB inflated) are kept too,
+        // and mapped rather than inflated onto the heap by the next report.
+        XCTAssertTrue(files.contains { $0.contains(".debug_str-") }, "\(files)")
         XCTAssertFalse(files.contains { $0.contains(".tmp-") }, "no temporary left: \(files)")
         XCTAssertEqual(try report(program, cache: cache), first, "the same frames from the mapped sections")
+        // The strings kept are read: zeros in their place take the names libc's DWARF gives.
+        let strings = try XCTUnwrap(files.first { $0.contains(".debug_str-") })
+        let saved = try Data(contentsOf: URL(fileURLWithPath: cache + "/" + strings))
+        XCTAssertTrue(FileManager.default.createFile(atPath: cache + "/" + strings, contents: Data(count: saved.count)))
+        XCTAssertNotEqual(try report(program, cache: cache), first, "the cached strings were not read")
+        XCTAssertTrue(FileManager.default.createFile(atPath: cache + "/" + strings, contents: saved))
+        chmod(cache + "/" + strings, 0o600)
+        XCTAssertEqual(try report(program, cache: cache), first)
 
         // Cut short: refused (not its size), written again whole.
         let info = cache + "/" + (try XCTUnwrap(files.first { $0.contains(".debug_info-") }))

@@ -85,6 +85,9 @@ final class SectionMemoryTests: XCTestCase {
         let directory = TestSupport.temporaryDirectory("section-memory")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = try bigCompressedProgram(directory)
+        // Others may write the file: nothing of it goes to SectionCache (whose copy the reference
+        // read would make, and the on-demand read below would then map instead of inflating).
+        XCTAssertEqual(chmod(path, 0o777), 0)
         let reference = try ELFFile(path: path)
         let info = try XCTUnwrap(reference.section(named: ".debug_info"))
         let whole = try reference.sectionData(info).get()
