@@ -15,25 +15,9 @@ import Glibc
 
 final class VDSOShareTests: XCTestCase {
     func testTwoCapturesShareOneParseOfTheVDSO() throws {
-        let sleeper = Process()
-        sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
-        sleeper.arguments = ["60"]
-        try sleeper.run()
-        defer {
-            sleeper.terminate()
-            sleeper.waitUntilExit()
-        }
-        let pid = ProcessID(sleeper.processIdentifier)
-        var maps: [MemoryMapping] = []
-        for _ in 0..<500 {
-            maps = MemoryMapping.parse(ProcFiles.read("/proc/\(pid)/maps") ?? [])
-            if maps.contains(where: { $0.path == "[vdso]" })
-                && maps.contains(where: { $0.executable && $0.path.hasSuffix("sleep") })
-            {
-                break
-            }
-            usleep(10_000)
-        }
+        let sleeper = try Sleeper.start()
+        defer { sleeper.stop() }
+        let (pid, maps) = (sleeper.pid, sleeper.maps)
         let stack = try XCTUnwrap(maps.first { $0.path == "[stack]" })
         let code = try XCTUnwrap(maps.first { $0.executable && $0.path.hasSuffix("sleep") })
         let cache = ELFCache()

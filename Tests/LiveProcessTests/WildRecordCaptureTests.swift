@@ -17,24 +17,9 @@ import Glibc
 
 final class WildRecordCaptureTests: XCTestCase {
     func testWildRecordsAboutALiveProcessAreCaptured() throws {
-        let sleeper = Process()
-        sleeper.executableURL = URL(fileURLWithPath: "/bin/sleep")
-        sleeper.arguments = ["60"]
-        try sleeper.run()
-        defer {
-            sleeper.terminate()
-            sleeper.waitUntilExit()
-        }
-        let pid = ProcessID(sleeper.processIdentifier)
-        // Until sleep's code is mapped (Process returns once it has spawned; /proc/PID/exe names
-        // the new program before the kernel has mapped it). /proc files say size 0: read to
-        // their end, as capture does.
-        var maps: [MemoryMapping] = []
-        for _ in 0..<500 {
-            maps = MemoryMapping.parse(ProcFiles.read("/proc/\(pid)/maps") ?? [])
-            if maps.contains(where: { $0.executable && $0.path.hasSuffix("sleep") }) { break }
-            usleep(10_000)
-        }
+        let sleeper = try Sleeper.start()
+        defer { sleeper.stop() }
+        let (pid, maps) = (sleeper.pid, sleeper.maps)
         let stack = try XCTUnwrap(maps.first { $0.path == "[stack]" })
         let code = try XCTUnwrap(maps.first { $0.executable && $0.readable })
         let edges: [UInt64] = [0, 1, 127, 128, UInt64.max - 127, UInt64.max - 8, UInt64.max, stack.end &- 64]
