@@ -46,20 +46,40 @@ public struct HeldCapture: Sendable {
     var memoryCgroup: MemoryState.Cgroup? = nil
     /// A death seen at its exit: when its stacks were taken.
     var stackTaken: StackTaken? = nil
-    /// The process's cp_app_area as read while it was held, when it was in use, decoded, with
-    /// the runtimes' abort messages it led to: what the serving thread needs of it before the
-    /// report is built. Nil when none was read or it does not decode (a note says why). Kept
-    /// decoded, not as the area's bytes: a storm's captures wait for their second step, and
-    /// each area is 44 KB of mostly unused slots (4.4 MB of a 100-crash storm's peak).
-    public let app: AppArea?
+    /// The process's cp_app_area as read while it was held, when it was in use, until
+    /// `decodeAppArea` decodes it, and the runtimes' abort messages it led to.
+    var appArea: [UInt8]?
+    let messages: (abort: String?, swift: String?)
+    /// The app area decoded (by `decodeAppArea`), with the abort messages: nil before, when
+    /// none was read, or when it does not decode (a note says why).
+    public internal(set) var app: AppArea? = nil
     let stackStrings: [StackString]
     var notes: [String]
     /// Nanoseconds from the start of capture until the process was released.
     public let suspendedNanoseconds: UInt64
     let heldNanoseconds: UInt64
 
+    /// Decodes the app area and lets its bytes go: 44 KB of mostly unused slots each, and a
+    /// storm's captures wait for their second step (4.4 MB of a 100-crash storm's peak). The
+    /// serving thread calls it after the verdict, not while the process waits for it; `finish`
+    /// if no one did.
+    public mutating func decodeAppArea() {
+        guard let area = appArea else { return }
+        appArea = nil
+        do {
+            app = try AppArea(bytes: area)
+            app?.abortMessage = messages.abort
+            app?.swiftMessage = messages.swift
+        } catch {
+            notes.append("the program's annotations, breadcrumbs and attachments could not be read: \(error)")
+        }
+    }
+
     public func finish(cache: ELFCache) -> Capture {
-        var notes = notes
+        var decoded = self
+        decoded.decodeAppArea()
+        let app = decoded.app
+        var notes = decoded.notes
         let modules = ModuleMap.open(pendingModules, access: access, cache: cache)
         for module in modules {
             if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
@@ -192,17 +212,9 @@ public enum CaptureSession {
         files.maps = mapsBytes
         files.environ = proc.files["environ"]
         let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
-        var app: AppArea?
-        if live, let area = readAppArea(at: record.appArea, memory: memory, notes: &notes, errorDetails: record.isError) {
-            do {
-                app = try AppArea(bytes: area)
-                let messages = AppArea.readMessages(area: area) { memory.bytes(at: $0, count: $1) }
-                app?.abortMessage = messages.abort
-                app?.swiftMessage = messages.swift
-            } catch {
-                notes.append("the program's annotations, breadcrumbs and attachments could not be read: \(error)")
-            }
-        }
+        let appArea =
+            live ? readAppArea(at: record.appArea, memory: memory, notes: &notes, errorDetails: record.isError) : nil
+        let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
 
@@ -219,7 +231,7 @@ public enum CaptureSession {
         kept.stack = MemoryRegion(start: record.stack.start, bytes: [])
         var held = HeldCapture(
             record: kept, access: access, threads: threads, pendingModules: pendingModules, extraMemory: extra,
-            files: files, executable: executable, startTicks: startTicks, app: app,
+            files: files, executable: executable, startTicks: startTicks, appArea: appArea, messages: messages,
             stackStrings: stackStrings, notes: notes, suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
         held.memoryCgroup = memoryCgroup
@@ -329,8 +341,8 @@ public enum CaptureSession {
         return HeldCapture(
             record: bare, access: access,
             threads: [ThreadSnapshot(tid: record.tid, name: record.threadName, registers: bare.registers, stack: nil)],
-            pendingModules: [], extraMemory: [], files: files, executable: nil, startTicks: nil, app: nil,
-            stackStrings: [],
+            pendingModules: [], extraMemory: [], files: files, executable: nil, startTicks: nil, appArea: nil,
+            messages: (nil, nil), stackStrings: [],
             notes: ["reported without its memory: \(why)"],
             suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)

@@ -512,13 +512,15 @@ public final class CrashServer: @unchecked Sendable {
             thin = calledFaults[record.pid, default: 0] > Self.fullCapturesOfCalledFaults
             if thin { options.usePtrace = false }
         }
-        let held = CaptureSession.hold(
+        var capture = CaptureSession.hold(
             record: record, access: access, threads: threads, status: status, options: options, cache: cache,
             holder: delegate?.holder(of: record.pid))
         // The process is released; let it continue down its handler chain now. Opening modules,
         // unwinding, symbolication and writing happen while it dies.
         let elapsed = monotonicNanoseconds() - started
         sendVerdict(reply, nanoseconds: elapsed)
+        capture.decodeAppArea()
+        let held = capture
         if record.reraise?.how == .called {
             let fault = HeldFault(
                 record: record, held: held, recordBytes: bytes, store: store, access: access, started: started,
