@@ -38,6 +38,9 @@ public final class MappedFile: @unchecked Sendable {
     /// memory): which file was opened, and who may read it.
     public private(set) var inode: UInt64?
     private var owner: (uid: UInt32, gid: UInt32, mode: UInt32)?
+    /// The file was on a mount without set-user-ID (ST_NOSUID): where users mount media and FUSE
+    /// file systems, whose files may read as root's whatever their bytes.
+    private var onNosuidMount = false
 
     /// Maps the file at `path`; `name`, when given, is the path it goes by (a module opened
     /// through /proc/PID/map_files is named by its path in the maps), where files that go with
@@ -58,6 +61,8 @@ public final class MappedFile: @unchecked Sendable {
         }
         inode = UInt64(info.st_ino)
         owner = (info.st_uid, info.st_gid, info.st_mode)
+        var mount = statvfs()
+        onNosuidMount = fstatvfs(fd, &mount) != 0 || mount.f_flag & UInt(ST_NOSUID) != 0
         let size = Int(info.st_size)
         if size == 0 {
             bytes = UnsafeRawBufferPointer(start: nil, count: 0)
@@ -79,10 +84,11 @@ public final class MappedFile: @unchecked Sendable {
         return owner.mode & 0o004 != 0
     }
 
-    /// Whether the file, when opened, belonged to `uid` or root and only its owner could write
-    /// it: its bytes are its owner's word (SectionCache keeps only such files' sections).
+    /// Whether the file, when opened, belonged to `uid` or root, only its owner could write it,
+    /// and it was not on a nosuid mount (a user's media or FUSE mount, whose files can read as
+    /// root's): its bytes are its owner's word (SectionCache keeps only such files' sections).
     public func ownedWithoutOthersWriting(byRootOr uid: UInt32) -> Bool {
-        guard let owner else { return false }
+        guard let owner, !onNosuidMount else { return false }
         return (owner.uid == 0 || owner.uid == uid) && owner.mode & 0o022 == 0
     }
 

@@ -117,9 +117,12 @@ public final class DebugImageCache: Sendable {
 
     public init() {}
 
+    /// The build-id shares an image between reports (and, in a root sidecar, users) only for a
+    /// file of root's that no one else may write: another file can claim any build-id (a
+    /// user's library with libc's, and DWARF of its own making), so its image is its own.
     static func key(for elf: ELFFile, locator: DebugFileLocator) -> String {
-        (elf.buildID?.hex ?? elf.path)
-            + "|" + locator.debugDirectories.joined(separator: ":")
+        let owner = elf.file.ownedWithoutOthersWriting(byRootOr: 0) ? "" : "\(ObjectIdentifier(elf))"
+        return (elf.buildID?.hex ?? elf.path) + "|" + owner + "|" + locator.debugDirectories.joined(separator: ":")
     }
 
     /// The image if it was already loaded; never loads one, nor waits for a load under way.

@@ -163,6 +163,41 @@ final class SectionMemoryTests: XCTestCase {
         XCTAssertEqual(Array(mapping[123_457..<123_557]), Array(bytes[123_457..<123_557]))
     }
 
+    /// Root's files on a nosuid mount (a user's media or FUSE mount, where a file can read as
+    /// root's whatever its bytes) are not kept in the section cache; the same file elsewhere is.
+    func testAFileOnANosuidMountIsNotCached() throws {
+        guard let cache = SectionCache.directory else {
+            throw XCTSkip("no section cache directory for this user (CRASHPORT_SECTION_CACHE empty, or no home)")
+        }
+        guard getuid() == 0 else { throw XCTSkip("mounting a tmpfs needs root") }
+        let directory = TestSupport.temporaryDirectory("section-nosuid")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let mount = directory + "/mount"
+        XCTAssertEqual(mkdir(mount, 0o755), 0)
+        let mounted = try TestSupport.run(["mount", "-t", "tmpfs", "-o", "nosuid,size=64m", "tmpfs", mount])
+        guard mounted.status == .exited(0) else {
+            throw XCTSkip("this machine cannot mount a tmpfs here: \(mounted.stderr)")
+        }
+        defer { _ = try? TestSupport.run(["umount", mount]) }
+        let program = try bigCompressedProgram(directory)
+        let onNosuid = mount + "/big"
+        XCTAssertEqual(try TestSupport.run(["cp", program, onNosuid]).status, .exited(0))
+        func cachedSections(_ path: String) throws -> [String] {
+            let elf = try ELFFile(path: path)
+            let buildID = try XCTUnwrap(elf.buildID, "the program has no build-id")
+            // .debug_str (and the other smaller sections) are read whole through sectionData.
+            let strings = try XCTUnwrap(elf.section(named: ".debug_str"))
+            _ = try elf.sectionData(strings).get()
+            return ((try? FileManager.default.contentsOfDirectory(atPath: cache)) ?? []).filter {
+                $0.hasPrefix(buildID.hex)
+            }
+        }
+        XCTAssertEqual(try cachedSections(onNosuid), [], "a file of a nosuid mount was cached")
+        let kept = try cachedSections(program)
+        XCTAssertFalse(kept.isEmpty, "the same file on a suid mount was not cached: the test shows nothing")
+        for name in kept { try? FileManager.default.removeItem(atPath: cache + "/" + name) }
+    }
+
     func testACorruptOrMisdeclaredStreamIsNotInflatedOnDemand() throws {
         let directory = TestSupport.temporaryDirectory("section-memory")
         defer { try? FileManager.default.removeItem(atPath: directory) }
