@@ -117,6 +117,10 @@ public struct HeldCapture: Sendable {
 }
 
 public enum CaptureSession {
+    /// Parses the watcher's own vDSO, which the captures of processes with the same one share
+    /// (ModuleMap.vdso): at start, so that no capture pays for it while its process waits.
+    public static func prepareSharedVDSO() { _ = ModuleMap.ownVDSO }
+
     /// Captures and releases the process. `threads` is /proc/PID/task and `status`
     /// /proc/PID/status as the caller read them when it checked the record (read here when
     /// nil). A process whose only thread is the crashing one, which is waiting in the stub for

@@ -103,7 +103,13 @@ enum ModuleMap {
     static func open(_ pending: [PendingModule], access: ProcessAccess?, cache: ELFCache) -> [LoadedModule] {
         pending.map { pending in
             var module = pending.module
-            guard let key = pending.key else { return module }  // the vDSO: parsed while it was held
+            guard let key = pending.key else {  // the vDSO: the watcher's parse, or one of the copy of its memory
+                if module.object == nil, case .success(let file)? = pending.file, let object = try? ELFFile(file: file) {
+                    module.object = object
+                    module.buildID = object.buildID
+                }
+                return module
+            }
             do {
                 let object = try cache.file(key: key) {
                     // Evicted since `pending` looked: the path is all that is left.
@@ -170,29 +176,35 @@ enum ModuleMap {
         mapped.hasSuffix(" (deleted)") ? String(mapped.dropLast(10)) : mapped
     }
 
-    /// The vDSO, from a copy of its memory. Every process of a boot maps the same one: the last
-    /// one parsed is kept with its bytes, and a capture whose vDSO has exactly those bytes
-    /// shares that parse instead of holding a copy of its own until its report is built (a
-    /// 100-crash storm held 0.8 MB of them). Other bytes (another kernel's, a process that
-    /// wrote to its own) are parsed as before, and become the one kept.
+    /// The vDSO, from a copy of its memory. The processes of a boot map the same one as the
+    /// watcher: a capture whose vDSO has exactly the watcher's bytes shares the watcher's one
+    /// parse of it (`ownVDSO`) instead of holding a copy until its report is built (a 100-crash
+    /// storm held 0.8 MB of them). Other bytes (a process that wrote to its own) are kept and
+    /// parsed after the release, as before. Nothing is parsed here, while the process waits.
     static func vdso(_ mapping: MemoryMapping, memory: (any MemoryReader)?) -> PendingModule {
         let size = mapping.end.checkedSubtracting(mapping.start) ?? 0
         var pending = PendingModule(
             module: LoadedModule(path: "[vdso]", base: mapping.start, size: size, buildID: nil), key: nil)
         guard let memory, size > 0, size <= 1 << 20 else { return pending }
         let bytes = memory.bytes(at: mapping.start, count: Int(size))
-        if let object = lastVDSO.withLock({ $0?.bytes == bytes ? $0?.object : nil }) {
-            pending.module.object = object
-            pending.module.buildID = object.buildID
+        if let own = ownVDSO, own.bytes == bytes {
+            pending.module.object = own.object
+            pending.module.buildID = own.object.buildID
             return pending
         }
-        if let object = try? ELFFile(file: MappedFile(bytes: bytes, name: "[vdso]")) {
-            lastVDSO.withLock { $0 = (bytes, object) }
-            pending.module.object = object
-            pending.module.buildID = object.buildID
-        }
+        pending.file = .success(MappedFile(bytes: bytes, name: "[vdso]"))
         return pending
     }
 
-    private static let lastVDSO = Mutex<(bytes: [UInt8], object: ELFFile)?>(nil)
+    /// The watcher's own vDSO (its mapping in /proc/self/maps) and its parse, made once: at
+    /// start (CaptureSession.prepareSharedVDSO), else at first use.
+    static let ownVDSO: (bytes: [UInt8], object: ELFFile)? = {
+        guard let mapping = MemoryMapping.parse(ProcFiles.read("/proc/self/maps") ?? []).first(where: { $0.path == "[vdso]" }),
+            let size = mapping.end.checkedSubtracting(mapping.start), size > 0, size <= 1 << 20,
+            let start = UnsafeRawPointer(bitPattern: UInt(mapping.start))
+        else { return nil }
+        let bytes = Array(UnsafeRawBufferPointer(start: start, count: Int(size)))
+        guard let object = try? ELFFile(file: MappedFile(bytes: bytes, name: "[vdso]")) else { return nil }
+        return (bytes, object)
+    }()
 }

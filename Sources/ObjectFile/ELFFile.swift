@@ -337,8 +337,9 @@ public final class ELFFile: Sendable {
     /// A section's bytes, inflated when compressed (SHF_COMPRESSED through elf_compress,
     /// `.zdebug_*` through elf_compress_gnu). A declared size past SectionCompression's caps is
     /// refused before any inflating; so are a stream that does not inflate to its declared size,
-    /// and a section outside the file. Inflated bytes belong to libelf's descriptor and live as
-    /// long as this ELFFile; each section is inflated once.
+    /// and a section outside the file. Inflated bytes belong to libelf's descriptor (or, for a
+    /// section SectionCache kept, to this file's mapping of the cache's copy) and live as long as
+    /// this ELFFile; each section is inflated (or mapped) once.
     public func sectionData(_ section: ELFSection) -> Result<ByteView, DebugDataRefusal> {
         func refusal(_ reason: String) -> Result<ByteView, DebugDataRefusal> {
             .failure(DebugDataRefusal(module: fileName, section: section.name, reason: reason))
@@ -358,21 +359,23 @@ public final class ELFFile: Sendable {
         {
             return refusal(reason)
         }
-        return state.withLock { state in
-            if let done = state.inflated[section.index] { return done }
-            // A zlib section of at least 32 KB (libc6-dbg's strings, range lists and aranges:
-            // 480 KB inflated) is kept decompressed on disk (SectionCache): mapped, its pages
-            // read as they are touched, not held inflated on the heap.
-            let size = Int(header.declaredSize)
-            let cacheable = header.kind == .gabi(type: UInt32(ELFCOMPRESS_ZLIB)) && size >= 32 << 10 ? cacheKey : nil
-            if let buildID = cacheable,
-                let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size, scan: { _, _ in })
-            {
+        // A zlib section of at least 32 KB (libc6-dbg's strings, range lists and aranges: 480 KB
+        // inflated) is kept decompressed on disk (SectionCache): mapped, its pages read as they
+        // are touched, not held inflated on the heap. Written to the cache once the lock is let
+        // go: the write, its fsync and a pruning of the directory are no reason for other report
+        // threads to wait for this file.
+        let size = Int(header.declaredSize)
+        let cacheable = header.kind == .gabi(type: UInt32(ELFCOMPRESS_ZLIB)) && size >= 32 << 10 ? cacheKey : nil
+        // The bytes libelf inflated now, to be written to the cache.
+        let (result, inflatedNow) = state.withLock { state -> (Result<ByteView, DebugDataRefusal>, UnsafeRawBufferPointer?) in
+            if let done = state.inflated[section.index] { return (done, nil) }
+            if let buildID = cacheable, let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size) {
                 state.cachedMappings.append(cached)
                 let result = Result<ByteView, DebugDataRefusal>.success(ByteView(cached))
                 state.inflated[section.index] = result
-                return result
+                return (result, nil)
             }
+            var inflatedNow: UnsafeRawBufferPointer?
             let result: Result<ByteView, DebugDataRefusal>
             if let scn = elf_getscn(state.elf, section.index),
                 (header.kind == .gnu ? elf_compress_gnu(scn, 0, 0) : elf_compress(scn, 0, 0)) == 1,
@@ -382,19 +385,23 @@ public final class ELFFile: Sendable {
                 let bytes = UnsafeRawBufferPointer(start: data.pointee.d_buf, count: data.pointee.d_size)
                 result = .success(ByteView(bytes))
                 releaseCompressedPages(of: section)
-                if let buildID = cacheable, let writer = SectionCache.Writer(buildID: buildID, section: section.name, size: size)
-                {
-                    writer.write(bytes)
-                    writer.finish()
-                }
+                inflatedNow = bytes
             } else {
                 result = refusal(
                     "does not inflate to its declared \(SectionCompression.describeSize(header.declaredSize)) (libelf: \(Self.libelfError()))"
                 )
             }
             state.inflated[section.index] = result
-            return result
+            return (result, inflatedNow)
         }
+        // The inflated bytes are libelf's, kept with its descriptor for this file's lifetime.
+        if let buildID = cacheable, let bytes = inflatedNow,
+            let writer = SectionCache.Writer(buildID: buildID, section: section.name, size: size)
+        {
+            writer.write(bytes)
+            writer.finish()
+        }
+        return result
     }
 
     /// A zlib section (SHF_COMPRESSED, ELFCOMPRESS_ZLIB) as an InflatedSection: inflated in
@@ -413,7 +420,8 @@ public final class ELFFile: Sendable {
         // Kept decompressed on disk by an earlier watcher (SectionCache): mapped, not inflated.
         let cacheable = cacheKey
         if let buildID = cacheable,
-            let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size, scan: scan)
+            let cached = withoutActuallyEscaping(
+                scan, do: { SectionCache.mapped(buildID: buildID, section: section.name, size: size, scan: $0) })
         {
             return InflatedSection(cached: cached, release: { self.releaseCompressedPages(of: section) })
         }

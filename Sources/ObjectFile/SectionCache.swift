@@ -101,12 +101,12 @@ public enum SectionCache {
 
     /// The cached bytes of `section` of the file whose build-id is `buildID`, mapped read-only;
     /// nil when there are none (or they are not exactly `size` bytes of a file of this user's).
-    /// `scan` sees every byte once, in order, in chunks of at most 64 KB, before this returns:
-    /// read into a buffer, not through the mapping, whose pages would each stay in the
-    /// resident set once touched (the kernel maps 64 KB around each, a large folio whole), so
-    /// that a scan of libc6-dbg's .debug_info adds 64 KB to a watcher's peak, not 5.8 MB.
+    /// `scan`, when given, sees every byte once, in order, in chunks of at most 64 KB, before
+    /// this returns: read into a buffer, not through the mapping, whose pages would each stay in
+    /// the resident set once touched (the kernel maps 64 KB around each, a large folio whole),
+    /// so that a scan of libc6-dbg's .debug_info adds 64 KB to a watcher's peak, not 5.8 MB.
     static func mapped(
-        buildID: BuildID, section: String, size: Int, scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
+        buildID: BuildID, section: String, size: Int, scan: ((_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void)? = nil
     ) -> UnsafeRawBufferPointer? {
         guard let directory, size > 0, let name = name(buildID: buildID, section: section, size: size) else { return nil }
         let fd =
@@ -118,6 +118,7 @@ public enum SectionCache {
             let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED
         else { return nil }
         let mapping = UnsafeRawBufferPointer(start: base, count: size)
+        guard let scan else { return mapping }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
         defer { buffer.deallocate() }
         var offset = 0

@@ -18,6 +18,7 @@
 // `--in-app PATTERN` and `--not-in-app PATTERN` (fnmatch, against a module's path or its file
 // name) decide first, not-in-app before in-app.
 
+import BoundedBytes
 import ReportModel
 
 #if canImport(Glibc)
@@ -138,10 +139,10 @@ public struct InAppRules: Sendable, Equatable {
         }
         // Go's standard library: a package whose path's first element has no dot, under a GOROOT.
         if file.hasSuffix(".go") || file.hasSuffix(".s"), let function {
-            if file.contains("/go/src/") || file.contains("/go-") && file.contains("/src/") {
+            if file.containsUTF8("/go/src/") || file.containsUTF8("/go-") && file.containsUTF8("/src/") {
                 let package = function.prefix { $0 != "." }
                 let first = package.split(separator: "/").first ?? package
-                return package != "main" && !first.contains(".")
+                return package != "main" && !first.containsUTF8(".")
             }
         }
         return false

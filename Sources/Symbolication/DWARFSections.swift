@@ -1,8 +1,8 @@
 // DWARFSections: the .debug_* sections of one ELF file, decompressed when needed (read through
 // ObjectFile's DWARFCursor).
 //
-// Ownership: views point into the ELF mapping or into sections libelf inflated, both owned by
-// `elf`, which this object keeps alive. Nothing here is mutated after init, so a DWARFSections
+// Ownership: views point into the ELF mapping, into sections libelf inflated or into the
+// section cache's copies `elf` mapped, all owned by `elf`, which this object keeps alive. Nothing here is mutated after init, so a DWARFSections
 // may be read from any thread.
 //
 // DW_* constants keep the DWARF 5 specification's names verbatim so they can be grepped against
@@ -39,8 +39,9 @@ final class DWARFSections: Sendable {
     static let empty = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
 
     /// A zlib .debug_info, .debug_abbrev or .debug_line declaring at least this much is inflated
-    /// on demand rather than whole (libc6-dbg's: 5.8, 1.0 and 1.3 MB); the small ones (strings,
-    /// range lists, aranges) are inflated whole as before.
+    /// on demand rather than whole (libc6-dbg's: 5.8, 1.0 and 1.3 MB); the smaller ones (strings,
+    /// range lists, aranges) are read whole (ELFFile.sectionData: inflated, or mapped from the
+    /// section cache).
     static let onDemandThreshold = 256 << 10
 
     /// Whether large compressed sections are inflated on demand (the default: a watcher's

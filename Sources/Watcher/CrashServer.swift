@@ -130,6 +130,7 @@ public final class CrashServer: @unchecked Sendable {
         self.socket = socket
         self.store = store
         self.options = options
+        CaptureSession.prepareSharedVDSO()
     }
 
     func store(for sender: Sender) -> ReportStore? { delegate.map { $0.store(for: sender) } ?? store }

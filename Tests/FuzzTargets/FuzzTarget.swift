@@ -224,7 +224,13 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     // MARK: - Event
 
     static func event(_ input: UnsafeRawBufferPointer) {
+        // A run record's start time is the store's word (RunHistory), and names are searched
+        // byte for byte (Signature): the input as either.
+        let text = String(decoding: input, as: UTF8.self)
+        _ = UTCTime.unixMilliseconds(text)
+        _ = text.firstUTF8Range(of: text.suffix(3))
         guard let event = try? Event.decode(Data(input)) else { return }
+        _ = event.timestamp.flatMap(UTCTime.unixMilliseconds)
         _ = try? event.jsonData()
         _ = CrashLog.full(event)
         _ = CrashLog.summary(event, reportPath: "fuzz.json")

@@ -75,9 +75,9 @@ final class RunSummaryTests: XCTestCase {
         XCTAssertEqual(UTCTime.unixMilliseconds("2023-11-14T22:13:20.12Z"), 1_700_000_000_120)
         XCTAssertEqual(UTCTime.unixMilliseconds("2023-11-14T22:13:20.123456789012345678Z"), 1_700_000_000_123)
         XCTAssertEqual(UTCTime.unixMilliseconds("1970-01-01T00:00:00.000Z"), 0)
-        let now = Date()
-        let written = Event.timestamp(now)
-        XCTAssertEqual(UTCTime.unixMilliseconds(written), UInt64(now.timeIntervalSince1970 * 1000), written)
+        // What Event.timestamp writes reads back (a time whose fraction is exact in binary).
+        let written = Event.timestamp(Date(timeIntervalSince1970: 1_800_000_000.25))
+        XCTAssertEqual(UTCTime.unixMilliseconds(written), 1_800_000_000_250, written)
         for bad in [
             "", "Z", "2023-11-14 22:13:20Z", "2023-11-14T22:13:20", "2023-11-14T22:13:20.Z", "2023-13-14T22:13:20Z",
             "2023-11-14T24:00:00Z", "2023-11-14T22:13:20+02:00", "2023-11-14T22:13:20.5xZ", "1969-12-31T23:59:59Z",
