@@ -371,6 +371,7 @@ public final class ELFFile: Sendable {
             if let done = state.inflated[section.index] { return (done, nil) }
             if let buildID = cacheable, let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size) {
                 state.cachedMappings.append(cached)
+                releasePages(of: section)
                 let result = Result<ByteView, DebugDataRefusal>.success(ByteView(cached))
                 state.inflated[section.index] = result
                 return (result, nil)
@@ -384,7 +385,7 @@ public final class ELFFile: Sendable {
             {
                 let bytes = UnsafeRawBufferPointer(start: data.pointee.d_buf, count: data.pointee.d_size)
                 result = .success(ByteView(bytes))
-                releaseCompressedPages(of: section)
+                releasePages(of: section)
                 inflatedNow = bytes
             } else {
                 result = refusal(
@@ -423,10 +424,10 @@ public final class ELFFile: Sendable {
             let cached = withoutActuallyEscaping(
                 scan, do: { SectionCache.mapped(buildID: buildID, section: section.name, size: size, scan: $0) })
         {
-            return InflatedSection(cached: cached, release: { self.releaseCompressedPages(of: section) })
+            return InflatedSection(cached: cached, release: { self.releasePages(of: section) })
         }
         return InflatedSection(
-            input: input, size: size, release: { self.releaseCompressedPages(of: section) },
+            input: input, size: size, release: { self.releasePages(of: section) },
             cache: cacheable.flatMap { SectionCache.Writer(buildID: $0, section: section.name, size: size) }, scan: scan)
     }
 
@@ -434,10 +435,13 @@ public final class ELFFile: Sendable {
     /// this user's and no one else can write it (else nil: nothing of it is kept).
     private var cacheKey: BuildID? { buildID.flatMap { file.ownedWithoutOthersWriting(byRootOr: geteuid()) ? $0 : nil } }
 
-    /// A compressed section once inflated: the stream is used up, so the memory of its pages goes
-    /// back (the inflated copy stays), unless a page also holds a header table libelf rewrites.
-    /// A hostile file can overlap them; then nothing is released (one page too many is only memory).
-    private func releaseCompressedPages(of section: ELFSection) {
+    /// A section whose pages were read and are not needed in memory now: a compressed stream
+    /// once inflated (or once its copy in SectionCache was mapped: reading its header touched
+    /// it), the symbol tables once sorted (their names are read again only for the symbols
+    /// looked up). The memory of its pages goes back, unless a page also holds a header table
+    /// libelf rewrites. A hostile file can overlap them; then nothing is released (one page too
+    /// many is only memory). A file's clean pages: what is read again faults back in.
+    private func releasePages(of section: ELFSection) {
         // Only whole pages inside the section go, so a table outside it is never touched.
         guard let range = UInt64.checkedRange(start: section.offset, count: section.size),
             !headerTables.contains(where: { $0.overlaps(range) }),
@@ -637,6 +641,11 @@ public final class ELFFile: Sendable {
             if let table = state.symbols { return table }
             let built = SymbolTable(libelf: state.elf, sections: sections, view: view)
             state.symbols = built
+            // Sorted: the tables' pages (libc6-dbg's: 360 KB) need not stay mapped.
+            for table in SymbolTable.tables(in: sections) {
+                releasePages(of: table)
+                if Int(table.link) < sections.count, table.link != 0 { releasePages(of: sections[Int(table.link)]) }
+            }
             return built
         }
     }

@@ -198,6 +198,27 @@ final class SectionMemoryTests: XCTestCase {
         for name in kept { try? FileManager.default.removeItem(atPath: cache + "/" + name) }
     }
 
+    /// The symbol tables are read once, into a sorted table: their pages then go back (a
+    /// report of libc held libc6-dbg's 360 KB of them), and names read again fault back in.
+    func testTheSymbolTablesPagesGoBackOnceSorted() throws {
+        let directory = TestSupport.temporaryDirectory("section-memory")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try bigCompressedProgram(directory)
+        let elf = try ELFFile(path: path)
+        let symtab = try XCTUnwrap(elf.section(named: ".symtab"))
+        XCTAssertGreaterThan(symtab.size, 64 << 10, "the test needs a symbol table of many pages")
+        let range = Int(symtab.offset)..<Int(symtab.offset + symtab.size)
+        let pages = UnsafeRawBufferPointer(rebasing: elf.file.bytes[range])
+        let table = elf.symbols
+        XCTAssertGreaterThan(table.count, 8000)
+        // Whole pages inside the table only: the ends may share a page with another section.
+        XCTAssertLessThanOrEqual(try residentPages(pages).filter { $0 }.count, 2)
+        let nm = try TestSupport.run(["nm", path]).stdout
+        let line = try XCTUnwrap(nm.split(separator: "\n").first { $0.hasSuffix(" T f4321") })
+        let address = try XCTUnwrap(UInt64(line.prefix { $0 != " " }, radix: 16))
+        XCTAssertEqual(table.lookup(address + 4)?.name, "f4321")
+    }
+
     func testACorruptOrMisdeclaredStreamIsNotInflatedOnDemand() throws {
         let directory = TestSupport.temporaryDirectory("section-memory")
         defer { try? FileManager.default.removeItem(atPath: directory) }
