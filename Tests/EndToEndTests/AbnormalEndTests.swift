@@ -16,9 +16,7 @@ final class AbnormalEndTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("ends")
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        TestSupport.freshDirectory(in: Self.directory, name)
     }
 
     /// Tests/Fixtures/ends/ends.c linked with the stub the tests preload (one library).

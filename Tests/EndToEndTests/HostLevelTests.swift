@@ -21,8 +21,7 @@ final class HostLevelTests: XCTestCase {
     static let patternFile = CorePattern.patternFile
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let path = TestSupport.freshDirectory(in: Self.directory, name)
         chmod(path, 0o755)
         return path
     }

@@ -14,9 +14,7 @@ final class LaunchProtectionTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("launch-protection")
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        TestSupport.freshDirectory(in: Self.directory, name)
     }
 
     /// A C source linked with the stub the tests preload (one library, loaded once).

@@ -17,9 +17,7 @@ final class RecordTrustTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("record-trust")
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        TestSupport.freshDirectory(in: Self.directory, name)
     }
 
     /// SIGABRT, rsp = 2^64-1 and a stack copy starting at 0, about the client's own live

@@ -14,9 +14,7 @@ final class RunCountsTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("run-counts")
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        TestSupport.freshDirectory(in: Self.directory, name)
     }
 
     /// Tests/Fixtures/api/app.c linked with the stub the tests preload.

@@ -14,9 +14,7 @@ final class SectionCacheTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("section-cache")
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        TestSupport.freshDirectory(in: Self.directory, name)
     }
 
     /// A program that aborts in libc, and libc's compressed debug file; skips without libc6-dbg.

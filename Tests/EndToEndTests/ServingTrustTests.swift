@@ -20,8 +20,7 @@ final class ServingTrustTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("serving-trust")
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let path = TestSupport.freshDirectory(in: Self.directory, name)
         chmod(path, 0o755)
         return path
     }

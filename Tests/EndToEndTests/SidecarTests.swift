@@ -241,9 +241,7 @@ final class SidecarTests: XCTestCase {
     }
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        TestSupport.freshDirectory(in: Self.directory, name)
     }
 
     func preloaded(_ sidecar: SidecarProcess, _ extra: [String: String] = [:]) throws -> [String: String] {

@@ -18,9 +18,7 @@ final class SidecarTraceTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("sidecar-trace")
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        TestSupport.freshDirectory(in: Self.directory, name)
     }
 
     /// Tests/Fixtures/trace/trace.c (the same fixture as TraceExitTests).

@@ -74,8 +74,7 @@ final class StubTrustTests: XCTestCase {
     /// A fresh directory every user can reach (the tests run programs as throwaway users).
     func fresh(_ name: String) -> String {
         chmod(Self.directory, 0o755)
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let path = TestSupport.freshDirectory(in: Self.directory, name)
         chmod(path, 0o755)
         return path
     }

@@ -15,9 +15,7 @@ final class TestCrashTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("test-crash")
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        TestSupport.freshDirectory(in: Self.directory, name)
     }
 
     /// No upload destination from the environment or a crashport.toml of the user running tests.

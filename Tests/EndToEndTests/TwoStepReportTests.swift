@@ -19,9 +19,7 @@ final class TwoStepReportTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("two-step")
 
     func fresh(_ name: String) -> String {
-        let path = Self.directory + "/" + name + "-" + UUID().uuidString.prefix(6)
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
+        TestSupport.freshDirectory(in: Self.directory, name)
     }
 
     var waiter: String {

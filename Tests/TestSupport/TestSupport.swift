@@ -35,6 +35,14 @@ public enum TestSupport {
         return path
     }
 
+    /// A new directory named `name` and a short random suffix inside `directory` (a test
+    /// class's temporary directory): one per test, so that tests never share a socket or a store.
+    public static func freshDirectory(in directory: String, _ name: String) -> String {
+        let path = directory + "/" + name + "-" + UUID().uuidString.prefix(6)
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
     static let lock = NSLock()
     nonisolated(unsafe) private static var builtStub: String?
 
