@@ -406,11 +406,12 @@ public final class ELFFile: Sendable {
     }
 
     /// A zlib section (SHF_COMPRESSED, ELFCOMPRESS_ZLIB) as an InflatedSection: inflated in
-    /// one streaming pass that hands each chunk to `scan`, then page by page as asked. The same
-    /// caps as `sectionData` first; nil for any other section, a refused one, or a stream that
-    /// does not inflate to its declared size. Does not touch libelf's descriptor.
+    /// one streaming pass that hands each chunk to `scan` (when given), then page by page as
+    /// asked. The same caps as `sectionData` first; nil for any other section, a refused one,
+    /// or a stream that does not inflate to its declared size. Does not touch libelf's
+    /// descriptor.
     public func inflatedOnDemand(
-        _ section: ELFSection, scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
+        _ section: ELFSection, scan: ((_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void)? = nil
     ) -> InflatedSection? {
         guard section.index < sections.count, sections[section.index] == section, let raw = contents(of: section),
             let header = compression[section.index], header.kind == .gabi(type: UInt32(ELFCOMPRESS_ZLIB)),
@@ -421,14 +422,14 @@ public final class ELFFile: Sendable {
         // Kept decompressed on disk by an earlier watcher (SectionCache): mapped, not inflated.
         let cacheable = cacheKey
         if let buildID = cacheable,
-            let cached = withoutActuallyEscaping(
-                scan, do: { SectionCache.mapped(buildID: buildID, section: section.name, size: size, scan: $0) })
+            let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size, scan: scan)
         {
             return InflatedSection(cached: cached, release: { self.releasePages(of: section) })
         }
         return InflatedSection(
             input: input, size: size, release: { self.releasePages(of: section) },
-            cache: cacheable.flatMap { SectionCache.Writer(buildID: $0, section: section.name, size: size) }, scan: scan)
+            cache: cacheable.flatMap { SectionCache.Writer(buildID: $0, section: section.name, size: size) },
+            scan: scan ?? { _, _ in })
     }
 
     /// The key of this file's sections in SectionCache: its build-id, when the file is root's or

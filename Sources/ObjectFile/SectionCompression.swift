@@ -191,15 +191,6 @@ public final class InflatedSection: @unchecked Sendable {
     /// rather than a checkpoint's worth of inflating per unit.
     static let partialPasses = 8
 
-    /// Inflates `input` (the stream after the Elf64_Chdr) once, checking that it yields exactly
-    /// `size` bytes; nil when it does not or memory cannot be reserved.
-    public convenience init?(
-        input: ByteView, size: Int, release: @escaping () -> Void,
-        scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
-    ) {
-        self.init(input: input, size: size, release: release, cache: nil, scan: scan)
-    }
-
     /// The section's bytes as SectionCache kept them (mapped read-only, owned from now on, and
     /// scanned by SectionCache.mapped): every page in place, nothing to inflate.
     init(cached: UnsafeRawBufferPointer, release: @escaping () -> Void) {
@@ -211,7 +202,9 @@ public final class InflatedSection: @unchecked Sendable {
         release()
     }
 
-    /// As above, also writing what it inflates to `cache` (published once the whole section was).
+    /// Inflates `input` (the stream after the Elf64_Chdr) once, checking that it yields exactly
+    /// `size` bytes, and writes what it inflates to `cache` (published once the whole section
+    /// was); nil when it does not or memory cannot be reserved.
     init?(
         input: ByteView, size: Int, release: @escaping () -> Void, cache: SectionCache.Writer?,
         scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void

@@ -54,7 +54,7 @@ final class DWARFSections: Sendable {
     init(elf: ELFFile) {
         self.elf = elf
         func load(_ name: String) -> ByteView { DWARFSections.contents(of: name, in: elf) ?? DWARFSections.empty }
-        func onDemand(_ name: String, scan: (UnsafeRawBufferPointer, Int) -> Void = { _, _ in }) -> InflatedSection? {
+        func onDemand(_ name: String, scan: ((UnsafeRawBufferPointer, Int) -> Void)? = nil) -> InflatedSection? {
             guard DWARFSections.inflatesOnDemand.load(ordering: .relaxed),
                 let section = elf.section(named: ".debug_" + name), let header = elf.compressionHeader(of: section),
                 header.declaredSize >= UInt64(DWARFSections.onDemandThreshold)
