@@ -187,24 +187,23 @@ enum ModuleMap {
             module: LoadedModule(path: "[vdso]", base: mapping.start, size: size, buildID: nil), key: nil)
         guard let memory, size > 0, size <= 1 << 20 else { return pending }
         let bytes = memory.bytes(at: mapping.start, count: Int(size))
-        if let own = ownVDSO, own.bytes == bytes {
-            pending.module.object = own.object
-            pending.module.buildID = own.object.buildID
+        if let own = ownVDSO, bytes.elementsEqual(own.file.bytes) {
+            pending.module.object = own
+            pending.module.buildID = own.buildID
             return pending
         }
         pending.file = .success(MappedFile(bytes: bytes, name: "[vdso]"))
         return pending
     }
 
-    /// The watcher's own vDSO (its mapping in /proc/self/maps) and its parse, made once: at
-    /// start (CaptureSession.prepareSharedVDSO), else at first use.
-    static let ownVDSO: (bytes: [UInt8], object: ELFFile)? = {
+    /// The watcher's own vDSO (its mapping in /proc/self/maps), parsed once: at start
+    /// (CaptureSession.prepareSharedVDSO), else at first use.
+    static let ownVDSO: ELFFile? = {
         guard let mapping = MemoryMapping.parse(ProcFiles.read("/proc/self/maps") ?? []).first(where: { $0.path == "[vdso]" }),
             let size = mapping.end.checkedSubtracting(mapping.start), size > 0, size <= 1 << 20,
             let start = UnsafeRawPointer(bitPattern: UInt(mapping.start))
         else { return nil }
-        let bytes = Array(UnsafeRawBufferPointer(start: start, count: Int(size)))
-        guard let object = try? ELFFile(file: MappedFile(bytes: bytes, name: "[vdso]")) else { return nil }
-        return (bytes, object)
+        return try? ELFFile(
+            file: MappedFile(bytes: Array(UnsafeRawBufferPointer(start: start, count: Int(size))), name: "[vdso]"))
     }()
 }

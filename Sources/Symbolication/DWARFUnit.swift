@@ -50,8 +50,7 @@ final class DWARFUnit: @unchecked Sendable {
     /// A unit DIE once read, boxed: a unit not yet looked into (most of a large library's)
     /// costs a pointer for it, not the 180 bytes of the fields (libc6-dbg: 1,900 units).
     private final class LoadedDIE {
-        let die: UnitDIE
-        init(_ die: UnitDIE) { self.die = die }
+        var die = UnitDIE()
     }
 
     // Lazily, under DWARFInfo's lock (or during its init).
@@ -77,10 +76,10 @@ final class DWARFUnit: @unchecked Sendable {
     var unitDIE: UnitDIE {
         if let loadedDIE { return loadedDIE.die }
         // The DIE's own decoding reads bases through `unitDIE`: start from an empty one.
-        loadedDIE = LoadedDIE(UnitDIE())
-        let die = readUnitDIE()
-        loadedDIE = LoadedDIE(die)
-        return die
+        let box = LoadedDIE()
+        loadedDIE = box
+        box.die = readUnitDIE()
+        return box.die
     }
 
     var tag: UInt64 { unitDIE.tag }
@@ -189,7 +188,7 @@ final class DWARFUnit: @unchecked Sendable {
             }
         }
         // Strings and addresses are read against the bases just found.
-        loadedDIE = LoadedDIE(die)
+        loadedDIE?.die = die
         if let dir { die.compDir = string(dir) }
         die.baseAddress = (die.code.lowPC ?? entryPC).flatMap { address($0) }
         return die

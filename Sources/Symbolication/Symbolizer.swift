@@ -100,8 +100,9 @@ public final class DebugImage: Sendable {
     }
 }
 
-/// Debug images by build-id (or path when an image has none), shared by every Symbolizer of
-/// this process: a long-running watcher parses each library's tables once. Loading is once per
+/// Debug images by build-id (root's files that no one else may write; any other file's by its
+/// ELFFile), shared by every Symbolizer of this process: a long-running watcher parses each
+/// library's tables once. Loading is once per
 /// image, also when several report threads want the same one at the same time (a crash storm of
 /// one program): the others wait for it rather than inflate the same debug file beside it.
 public final class DebugImageCache: Sendable {
@@ -119,18 +120,20 @@ public final class DebugImageCache: Sendable {
 
     /// The build-id shares an image between reports (and, in a root sidecar, users) only for a
     /// file of root's that no one else may write: another file can claim any build-id (a
-    /// user's library with libc's, and DWARF of its own making), so its image is its own.
+    /// user's library with libc's, and DWARF of its own making), so its image is its own, as is
+    /// that of a file without a build-id (the image keeps its file, whose identity is then not
+    /// reused while the slot lasts).
     static func key(for elf: ELFFile, locator: DebugFileLocator) -> String {
-        let owner = elf.file.ownedWithoutOthersWriting(byRootOr: 0) ? "" : "\(ObjectIdentifier(elf))"
-        return (elf.buildID?.hex ?? elf.path) + "|" + owner + "|" + locator.debugDirectories.joined(separator: ":")
+        let shared = elf.file.ownedWithoutOthersWriting(byRootOr: 0) ? elf.buildID?.hex : nil
+        return (shared ?? "\(ObjectIdentifier(elf))") + "|" + locator.debugDirectories.joined(separator: ":")
     }
 
     /// The image if it was already loaded; never loads one, nor waits for a load under way.
     public func loadedImage(for elf: ELFFile, locator: DebugFileLocator) -> DebugImage? {
         let key = Self.key(for: elf, locator: locator)
-        guard let slot = slots.withLock({ $0[key] }), let found = slot.image.withLockIfAvailable({ $0 }) ?? nil,
-            found.elf === elf || found.elf.buildID != nil
-        else { return nil }
+        guard let slot = slots.withLock({ $0[key] }), let found = slot.image.withLockIfAvailable({ $0 }) ?? nil else {
+            return nil
+        }
         return found
     }
 
@@ -146,8 +149,7 @@ public final class DebugImageCache: Sendable {
             return slot
         }
         return slot.image.withLock { image in
-            // Without a build-id the key is the path: only the same file object may share it.
-            if let image, image.elf === elf || image.elf.buildID != nil { return image }
+            if let image { return image }
             let loaded = DebugImage(elf: elf, locator: locator)
             image = loaded
             return loaded
