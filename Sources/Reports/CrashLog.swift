@@ -2,6 +2,7 @@
 // the full crash log of `crashport show` (reason first, the crashing thread, the other threads,
 // modules last).
 
+import BoundedBytes
 import ReportModel
 
 public enum CrashLog {
@@ -141,7 +142,7 @@ public enum CrashLog {
     /// The headline's part after "crashed: ": the signal in full (code, address, sender, re-raise).
     static func signalDetail(_ event: Event) -> String {
         let line = headline(event)
-        guard let range = line.firstRange(of: " crashed: ") else { return line }
+        guard let range = line.firstUTF8Range(of: " crashed: ") else { return line }
         return String(line[range.upperBound...])
     }
 

@@ -54,8 +54,7 @@ public enum ReportBuilder {
             event.reason = "uncaught exception \(thrown.type)" + (thrown.message.map { ": \($0)" } ?? "")
         } else if let said = capture.app?.swiftMessage ?? capture.app?.abortMessage {
             // The runtime's own words win over the trap's artificial frame (they say more).
-            let trimmed = String(said.reversed().drop { $0 == "\n" }.reversed())
-            if !trimmed.isEmpty { event.reason = trimmed }
+            if let said = runtimeMessage(said) { event.reason = said }
         } else if let said = RustPanic.message(
             frames: event.crashedThreadRecord?.frames ?? [], strings: capture.stackStrings)
         {
@@ -71,7 +70,7 @@ public enum ReportBuilder {
             let since = capture.record.timeNanoseconds.checkedSubtracting(app.installTimeNanoseconds).map { $0 / 1_000_000 }
             event.launch = LaunchRecord(crashedDuringLaunch: during, sinceInstallMilliseconds: since)
         }
-        event.release = capture.app?.annotations.first { $0.key == "release" }?.value ?? capture.app?.release
+        event.release = release(of: capture.app)
         event.record(annotations: [], breadcrumbs: capture.app?.breadcrumbs ?? [])
         if let record = reraised {
             event.signal?.reraisedBy = record
@@ -104,33 +103,24 @@ public enum ReportBuilder {
             buildID: snapshot.modules.first?.buildID?.hex)
         let exception = snapshot.exception
         if !capture.record.isError {
-            event.signal = SignalRecord(
-                number: exception.signal, name: SignalNames.name(exception.signal), code: exception.code,
-                codeName: SignalNames.codeName(signal: exception.signal, code: exception.code),
-                faultAddress: HexAddress(exception.faultAddress), senderPID: exception.senderPID,
-                description: SignalNames.describe(signal: exception.signal, code: exception.code))
+            event.signal = signalRecord(exception)
         }
         if let observation = capture.record.observation { observed(observation, into: &event) }
         event.crashedThread = snapshot.crashedThreadID
         let modules = snapshot.modules
         event.threads = snapshot.threads.map { thread in
             let pc = thread.registers.gpr[X86_64Registers.ripIndex]
-            let module = modules.first { pc >= $0.base && pc - $0.base < $0.size }
+            let module = modules.first { $0.contains(pc) }
             let frame = FrameRecord(
                 index: 0, pc: HexAddress(pc), module: module?.name, moduleOffset: module.map { HexAddress(pc - $0.base) },
                 trust: .context)
             return ThreadRecord(
                 tid: thread.tid, name: thread.name, crashed: thread.tid == snapshot.crashedThreadID, frames: [frame])
         }
-        event.modules = modules.map {
-            ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID?.hex)
-        }
+        event.modules = moduleRecords(modules)
         event.minidump = "minidump.dmp"
-        if let said = capture.app?.swiftMessage ?? capture.app?.abortMessage {
-            let trimmed = String(said.reversed().drop { $0 == "\n" }.reversed())
-            if !trimmed.isEmpty { event.reason = trimmed }
-        }
-        event.release = capture.app?.annotations.first { $0.key == "release" }?.value ?? capture.app?.release
+        if let said = (capture.app?.swiftMessage ?? capture.app?.abortMessage).flatMap(runtimeMessage) { event.reason = said }
+        event.release = release(of: capture.app)
         if capture.record.isTest, !capture.record.isError { event.test = true }
         let notes =
             capture.notes + [
@@ -138,6 +128,32 @@ public enum ReportBuilder {
             ]
         event.notes = notes
         return event
+    }
+
+    /// The signal as the capture's exception gives it, named and described.
+    static func signalRecord(_ exception: ExceptionInfo, stackOverflow: Bool? = nil) -> SignalRecord {
+        SignalRecord(
+            number: exception.signal, name: SignalNames.name(exception.signal), code: exception.code,
+            codeName: SignalNames.codeName(signal: exception.signal, code: exception.code),
+            faultAddress: HexAddress(exception.faultAddress), senderPID: exception.senderPID,
+            description: SignalNames.describe(signal: exception.signal, code: exception.code), stackOverflow: stackOverflow)
+    }
+
+    static func moduleRecords(_ modules: [LoadedModule]) -> [ModuleRecord] {
+        modules.map {
+            ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID?.hex)
+        }
+    }
+
+    /// A runtime's abort message without its trailing newlines; nil when nothing else is left.
+    static func runtimeMessage(_ said: String) -> String? {
+        let trimmed = String(said.reversed().drop { $0 == "\n" }.reversed())
+        return trimmed.isEmpty ? nil : trimmed
+    }
+
+    /// The program's release: its "release" annotation, else CRASHPORT_RELEASE at install.
+    public static func release(of app: AppArea?) -> String? {
+        app?.annotations.first { $0.key == "release" }?.value ?? app?.release
     }
 
     /// A handled error's own properties (its files are copied as the report is written) and
@@ -240,12 +256,7 @@ public enum ReportBuilder {
             pid: snapshot.pid, executable: executable, arguments: arguments,
             buildID: modules.first?.buildID?.hex)
         let exception = snapshot.exception
-        event.signal = SignalRecord(
-            number: exception.signal, name: SignalNames.name(exception.signal), code: exception.code,
-            codeName: SignalNames.codeName(signal: exception.signal, code: exception.code),
-            faultAddress: HexAddress(exception.faultAddress), senderPID: exception.senderPID,
-            description: SignalNames.describe(signal: exception.signal, code: exception.code),
-            stackOverflow: StackOverflow.verdict(snapshot, mappings: mappings))
+        event.signal = signalRecord(exception, stackOverflow: StackOverflow.verdict(snapshot, mappings: mappings))
         event.crashedThread = snapshot.crashedThreadID
         event.record(annotations: snapshot.annotations, breadcrumbs: [])
 
@@ -273,9 +284,7 @@ public enum ReportBuilder {
             event.signal?.description = described + "; " + reason
             event.reason = reason
         }
-        event.modules = modules.map {
-            ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID?.hex)
-        }
+        event.modules = moduleRecords(modules)
         event.minidump = "minidump.dmp"
         // Debug data refused (a decompression bomb, an oversized section): say whose.
         let refused = symbolizer.refusals.map(\.description).filter { !notes.contains($0) }

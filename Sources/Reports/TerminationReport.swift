@@ -124,7 +124,7 @@ public enum TerminationReport {
             event.reason = "exited with status \(code)" + (end.witness == .sidecar ? " without saying goodbye" : "")
         }
         event.cause = end.cause
-        event.release = end.app?.annotations.first { $0.key == "release" }?.value ?? end.app?.release ?? end.release
+        event.release = ReportBuilder.release(of: end.app) ?? end.release
         event.session = end.session
 
         var notes: [String]

@@ -266,21 +266,29 @@ public struct ReportStore: Sendable {
         try writeFile(directory + "/" + markerName, Array("crashport report \(Event.schemaName)\n".utf8), sync: sync)
     }
 
-    /// Writes `bytes` under a temporary name beside `path` (never following a link), fsyncs
-    /// them and renames them over `path`.
+    /// Writes `bytes` under a temporary name beside `path` (writeNew: never following a link),
+    /// fsyncs them and renames them over `path`.
     public static func replaceFile(_ path: String, _ bytes: [UInt8]) throws {
         let temporary = path + ".new"
-        _ = unlink(temporary)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StoreError.system(call: "open", path: temporary, errno: errno) }
-        let written = writeAll(fd, bytes) && Glibc.fsync(fd) == 0
-        let error = errno
-        close(fd)
-        guard written, rename(temporary, path) == 0 else {
-            let failed = written ? errno : error
+        do {
+            try writeNew(temporary, bytes)
+            guard rename(temporary, path) == 0 else { throw StoreError.system(call: "rename", path: path, errno: errno) }
+        } catch {
             _ = unlink(temporary)
-            throw StoreError.system(call: written ? "rename" : "write", path: path, errno: failed)
+            throw error
         }
+    }
+
+    /// Writes `bytes` to a new file at `path` (removed first) and fsyncs it: O_EXCL | O_NOFOLLOW,
+    /// so whatever the user puts at the name in between (a FIFO that would block the open, a
+    /// symlink) fails the write instead of being used.
+    static func writeNew(_ path: String, _ bytes: [UInt8]) throws {
+        unlink(path)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        guard writeAll(fd, bytes) else { throw StoreError.system(call: "write", path: path, errno: errno) }
+        guard Glibc.fsync(fd) == 0 else { throw StoreError.system(call: "fsync", path: path, errno: errno) }
     }
 
     /// Writes bytes to a file and fsyncs it (`sync` false: leaves that to the caller).

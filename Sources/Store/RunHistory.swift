@@ -487,7 +487,7 @@ public struct RunHistory: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         let temporary = root + "/" + runsName + ".tmp"
-        try writeNew(temporary, Array(try encoder.encode(state)))
+        try ReportStore.writeNew(temporary, Array(try encoder.encode(state)))
         guard rename(temporary, root + "/" + runsName) == 0 else {
             throw StoreError.system(call: "rename", path: root + "/" + runsName, errno: errno)
         }
@@ -503,7 +503,7 @@ public struct RunHistory: Sendable {
             kept = Array(kept.suffix(sessionCap / 2))
             let all = try kept.flatMap { Array(try encoder.encode($0)) + [UInt8(ascii: "\n")] } + line
             let temporary = path + ".tmp"
-            try writeNew(temporary, all)
+            try ReportStore.writeNew(temporary, all)
             guard rename(temporary, path) == 0 else { throw StoreError.system(call: "rename", path: path, errno: errno) }
             return
         }
@@ -517,18 +517,6 @@ public struct RunHistory: Sendable {
         }
         let written = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         guard written == line.count else { throw StoreError.system(call: "write", path: path, errno: errno) }
-    }
-
-    /// Writes `bytes` to a new file at `path` (removed first): O_EXCL | O_NOFOLLOW, so whatever
-    /// the user puts at the name in between (a FIFO that would block the open, a symlink) fails
-    /// the write instead of being used.
-    static func writeNew(_ path: String, _ bytes: [UInt8]) throws {
-        unlink(path)
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
-        defer { close(fd) }
-        guard writeAll(fd, bytes) else { throw StoreError.system(call: "write", path: path, errno: errno) }
-        guard fsync(fd) == 0 else { throw StoreError.system(call: "fsync", path: path, errno: errno) }
     }
 
     /// The lock was held by someone else for all of `lockWait`.

@@ -100,11 +100,11 @@ public struct Uploader {
             if !outcome.stillCaptured.isEmpty && polls < Self.capturedPolls {
                 polls += 1
                 seen.subtract(outcome.stillCaptured)
-                outcome.notDue -= outcome.stillCaptured.count
                 usleep(100_000)
             }
         }
         outcome.stillCaptured = left.sorted()
+        outcome.notDue += left.count
         for id in outcome.stillCaptured { say("\(id): still being symbolicated; sent once it is") }
         return outcome
     }
@@ -162,8 +162,7 @@ public struct Uploader {
         if event.stage == Event.capturedStage, let age = Self.age(of: event, now: clock().timeIntervalSince1970),
             age < Self.capturedStageWait
         {
-            outcome.stillCaptured.append(id)
-            outcome.notDue += 1
+            outcome.stillCaptured.append(id)  // counted as not due once the pass is over
             return nil
         }
         let choice = consent.choice(for: event.process?.executable)

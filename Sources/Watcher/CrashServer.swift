@@ -465,9 +465,9 @@ public final class CrashServer: @unchecked Sendable {
     }
 
     /// For tools/bench: a two-step report's first step on disk (from the record's arrival).
-    func reportTiming(stage: String, started: UInt64, id: String) {
+    func reportCapturedTiming(started: UInt64, id: String) {
         guard let fd = Self.timingFD else { return }
-        let line = "crashport-\(stage) id=\(id) on_disk_ns=\(monotonicNanoseconds() - started) arrived_at_ns=\(started)\n"
+        let line = "crashport-captured id=\(id) on_disk_ns=\(monotonicNanoseconds() - started) arrived_at_ns=\(started)\n"
         _ = line.withCString { write(fd, $0, strlen($0)) }
     }
 
@@ -837,7 +837,7 @@ public final class CrashServer: @unchecked Sendable {
         id: String, source: String?, access: ProcessAccess, pool: ReportPool
     ) -> Bool {
         var first = ReportBuilder.capturedEvent(for: capture, id: id, timestamp: Event.timestamp())
-        first.source = source ?? (capture.record.observation == nil ? "stub" : "launcher")
+        first.source = Self.source(source, of: capture.record)
         first.session = hooks?.sessionID(of: capture.record.pid)
         var attached: [AttachmentRecord] = []
         do {
@@ -853,7 +853,7 @@ public final class CrashServer: @unchecked Sendable {
         } catch {
             return unwritable(capture, recordBytes: recordBytes, store: store, error: error, spoolOnFailure: true, event: first)
         }
-        reportTiming(stage: "captured", started: started, id: id)
+        reportCapturedTiming(started: started, id: id)
         let second: @Sendable () -> Void = { [self, attached] in
             Self.holdSecondStep()
             asClient(access, pid: capture.record.pid) {
@@ -900,6 +900,12 @@ public final class CrashServer: @unchecked Sendable {
         for _ in 0..<6000 where lstat(path, &info) == 0 { usleep(10_000) }
     }
 
+    /// The level that saw a report's crash, for its event: the one given, else a stub's record,
+    /// or a death, hang or exit this watcher observed.
+    static func source(_ given: String?, of record: CrashRecord) -> String {
+        given ?? (record.observation == nil ? "stub" : "launcher")
+    }
+
     /// The full event of a capture (every thread unwound and symbolicated), what the unwind
     /// read of the modules' files, and how long that took.
     func fullEvent(
@@ -912,8 +918,7 @@ public final class CrashServer: @unchecked Sendable {
             for: capture, id: id, timestamp: Event.timestamp(), rules: inAppRules, fileBytes: fileBytes,
             debuginfod: options.debuginfod)
         event.capturedFrom = capturedFrom
-        // The level that saw it: a stub's record, or a death, hang or exit this watcher observed.
-        event.source = source ?? (record.observation == nil ? "stub" : "launcher")
+        event.source = Self.source(source, of: record)
         amend(&event)
         event.session = hooks?.sessionID(of: record.pid)
         hooks?.amend(&event, record: record)

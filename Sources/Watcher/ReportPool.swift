@@ -14,6 +14,7 @@
 // until they run: at most `deferredBudget` bytes of them wait; past it, `defer` refuses and the
 // caller runs the job at once. One runs at a time: one symbolication's memory at a time.
 
+import CShims
 import Glibc
 
 /// Unchecked: its queues are guarded by the pthread mutex and condition variable it holds.
@@ -65,7 +66,7 @@ public final class ReportPool: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         let bytes = max(0, bytes)
-        guard !stopping, laterBytes + bytes <= deferredBudget || later.isEmpty && bytes <= deferredBudget else {
+        guard !stopping, laterBytes + bytes <= deferredBudget else {
             return false
         }
         later.append((bytes, job))
@@ -122,7 +123,7 @@ public final class ReportPool: @unchecked Sendable {
         condition.unlock()
         guard drained else { return }
         whenDrained?()
-        _ = trimHeap(0)
+        _ = malloc_trim(0)
     }
 
     private func work() {
@@ -145,7 +146,3 @@ public final class ReportPool: @unchecked Sendable {
         }
     }
 }
-
-/// glibc's malloc_trim(3) (not in Swift's Glibc module).
-@_silgen_name("malloc_trim")
-private func trimHeap(_ pad: Int) -> Int32

@@ -804,7 +804,7 @@ extension Sidecar: CrashServerDelegate {
     func captured(_ record: CrashRecord, id: String, app: AppArea?, from sender: Sender) {
         guard currentClient >= 0, let client = clients[currentClient], var session = client.session else { return }
         let duringLaunch = app?.crashedDuringLaunch(at: record.timeNanoseconds)
-        let release = app?.annotations.first { $0.key == "release" }?.value ?? app?.release
+        let release = ReportBuilder.release(of: app)
         if sender.pid == client.peer.pid {
             clients[currentClient]?.session = nil
             // A test crash (crashport_test_crash) ends its run as one: not crashed, not at launch.

@@ -12,6 +12,7 @@
 
 #include <libiberty/demangle.h> /* rust_demangle, DMGL_* (GNU libiberty, binutils' demangler) */
 #include <lzma.h>               /* lzma_stream_buffer_decode (MiniDebugInfo) */
+#include <malloc.h>             /* malloc_trim (a sidecar's heap once a storm's reports are done) */
 #include <sys/xattr.h>          /* getxattr (a program's file capabilities, for --trace-exit) */
 #include <zlib.h>               /* uncompress, crc32 (compressed sections, .gnu_debuglink) */
 
