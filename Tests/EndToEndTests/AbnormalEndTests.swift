@@ -248,8 +248,7 @@ final class AbnormalEndTests: XCTestCase {
         ] {
             try waitUntil("the log says \(reason):\n\(sidecar.log)", timeout: 30) { sidecar.log.contains(reason) }
         }
-        let waiter = try TestSupport.compile(
-            [TestSupport.fixture("sidecar/waiter.c")], output: Self.directory + "/waiter", flags: ["-O1", "-g"])
+        let waiter = try Waiter.build(in: Self.directory)
         let program = try Waiter(waiter, environment: preloaded(sidecar))
         XCTAssertEqual(try program.crash().status, .signaled(SIGSEGV))
         XCTAssertEqual(try sidecar.waitForReports(1)[0].kind, .crash)

@@ -38,8 +38,7 @@ final class RecordTrustTests: XCTestCase {
         XCTAssertEqual(wild.first?.signal?.name, "SIGABRT")
         XCTAssertTrue(sidecar.isRunning, "the sidecar died on the record:\n\(sidecar.log.suffix(3000))")
 
-        let waiter = try TestSupport.compile(
-            [TestSupport.fixture("sidecar/waiter.c")], output: Self.directory + "/waiter", flags: ["-O1", "-g"])
+        let waiter = try Waiter.build(in: Self.directory)
         let program = try Waiter(
             waiter, environment: ["LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": sidecar.socket])
         let ended = try program.crash()

@@ -44,8 +44,7 @@ final class ServingTrustTests: XCTestCase {
             stub = work + "/libcrashport.so"
             try FileManager.default.copyItem(atPath: try TestSupport.stub(), toPath: stub)
             chmod(stub, 0o755)
-            waiter = try TestSupport.compile(
-                [TestSupport.fixture("sidecar/waiter.c")], output: work + "/waiter", flags: ["-O1", "-g"])
+            waiter = try Waiter.build(in: work)
             trust = try TestSupport.compile(
                 [TestSupport.fixture("sidecar/trust.c")], output: work + "/trust",
                 flags: ["-O1", "-g", "-I", TestSupport.repositoryRoot + "/CSupport/stub/include"],

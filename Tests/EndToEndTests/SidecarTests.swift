@@ -185,6 +185,12 @@ extension Process {
 
 /// A program that waits for a line on stdin before it crashes (Tests/Fixtures/sidecar/waiter.c).
 final class Waiter {
+    /// Tests/Fixtures/sidecar/waiter.c built into `directory` (-O1 -g): the program a Waiter runs.
+    static func build(in directory: String) throws -> String {
+        try TestSupport.compile(
+            [TestSupport.fixture("sidecar/waiter.c")], output: directory + "/waiter", flags: ["-O1", "-g"])
+    }
+
     let process = Process()
     let input = Pipe()
     let output = Pipe()
@@ -235,8 +241,7 @@ final class SidecarTests: XCTestCase {
 
     var waiter: String {
         get throws {
-            try TestSupport.compile(
-                [TestSupport.fixture("sidecar/waiter.c")], output: Self.directory + "/waiter", flags: ["-O1", "-g"])
+            try Waiter.build(in: Self.directory)
         }
     }
 

@@ -155,8 +155,7 @@ final class TrustBoundaryTests: XCTestCase {
     func assertStillServes(_ sidecar: SidecarProcess, file: StaticString = #filePath, line: UInt = #line) throws {
         XCTAssertTrue(sidecar.isRunning, "the sidecar is alive:\n\(sidecar.log.suffix(3000))", file: file, line: line)
         let before = sidecar.reportIDs(uid: 0).count
-        let waiter = try TestSupport.compile(
-            [TestSupport.fixture("sidecar/waiter.c")], output: Self.directory + "/waiter", flags: ["-O1", "-g"])
+        let waiter = try Waiter.build(in: Self.directory)
         let other = try Waiter(waiter, environment: ["LD_PRELOAD": try TestSupport.stub(), "CRASHPORT_SOCKET": sidecar.socket])
         XCTAssertEqual(try other.crash().status, .signaled(SIGSEGV), file: file, line: line)
         let events = try sidecar.waitForReports(before + 1, uid: 0)
@@ -318,8 +317,7 @@ final class TrustBoundaryTests: XCTestCase {
         defer { scene.user.remove() }
         let program = scene.directory + "/waiter"
         try FileManager.default.copyItem(
-            atPath: try TestSupport.compile(
-                [TestSupport.fixture("sidecar/waiter.c")], output: Self.directory + "/waiter", flags: ["-O1", "-g"]),
+            atPath: try Waiter.build(in: Self.directory),
             toPath: program)
         let sidecar = try sidecar(in: scene)
         let traced = try Waiter(

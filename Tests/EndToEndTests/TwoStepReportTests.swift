@@ -24,8 +24,7 @@ final class TwoStepReportTests: XCTestCase {
 
     var waiter: String {
         get throws {
-            try TestSupport.compile(
-                [TestSupport.fixture("sidecar/waiter.c")], output: Self.directory + "/waiter", flags: ["-O1", "-g"])
+            try Waiter.build(in: Self.directory)
         }
     }
 
