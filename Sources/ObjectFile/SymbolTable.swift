@@ -13,14 +13,16 @@ import Glibc
 #endif
 
 public struct SymbolTable: Sendable {
+    /// 24 bytes (libc6-dbg's .symtab: 9,000 of them). A size past 4 GiB is clamped: no
+    /// function is that long, and a symbol claiming it covers 4 GiB instead.
     struct Entry: Sendable {
         var address: UInt64
-        var size: UInt64
+        var size: UInt32
         var nameOffset: UInt32
-        var table: UInt8  // index into `strings`: .symtab's first when it has one
-        var rank: UInt8  // lower wins among aliases: sized global < sized local < unsized, then the public name
         /// Name offset of the STT_FILE symbol before this one in its table (0: none).
         var fileNameOffset: UInt32
+        var table: UInt8  // index into `strings`: .symtab's first when it has one
+        var rank: UInt8  // lower wins among aliases: sized global < sized local < unsized, then the public name
     }
 
     public struct Match: Sendable, Equatable {
@@ -69,48 +71,70 @@ public struct SymbolTable: Sendable {
         }
     }
 
+    /// Whether a symbol is a function the table keeps: a function or GNU indirect function that
+    /// is defined (not SHN_UNDEF), at a nonzero address, with its name inside the string table.
+    private static func isFunction(_ symbol: GElf_Sym, names: ByteView) -> Bool {
+        let type = Int32(symbol.st_info & 0x0F)  // ELF64_ST_TYPE
+        return (type == STT_FUNC || type == STT_GNU_IFUNC) && symbol.st_shndx != UInt16(SHN_UNDEF)
+            && symbol.st_value != 0 && Int(symbol.st_name) < names.count
+    }
+
     init(libelf elf: OpaquePointer, sections: [ELFSection], view: ByteView) {
         let empty = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
+        var tables: [(section: ELFSection, names: ByteView)] = []
         for table in Self.tables(in: sections) {
             // A table whose strings are not in the file gives no symbols.
-            guard let stringTable = Self.strings(for: table, sections: sections, view: view) else { continue }
+            guard let names = Self.strings(for: table, sections: sections, view: view) else { continue }
+            tables.append((table, names))
+        }
+        // One pass to count, so that the entries are allocated once at their size (not grown by
+        // doubling, the old buffer alive beside the new: half a megabyte at libc6-dbg's peak).
+        // No reserving from sh_size: a hostile header may claim anything; the count is of the
+        // symbols libelf gives from data checked against the file.
+        var count = 0
+        for (table, names) in tables {
+            Self.forEachSymbol(libelf: elf, table: table, view: view) { symbol in
+                if Self.isFunction(symbol, names: names) { count += 1 }
+                return true
+            }
+        }
+        entries.reserveCapacity(count)
+        for (table, names) in tables {
             let tableIndex = UInt8(strings.count)
-            strings.append(stringTable)
-            // (No reserving from sh_size: a hostile header may claim anything; the data libelf
-            // gives is checked against the file.)
+            strings.append(names)
             var fileNameOffset: UInt32 = 0
             Self.forEachSymbol(libelf: elf, table: table, view: view) { symbol in
-                let type = Int32(symbol.st_info & 0x0F), binding = Int32(symbol.st_info >> 4)  // ELF64_ST_TYPE, _BIND
-                // A name outside the string table: not a symbol we can name (nor a FILE).
-                guard Int(symbol.st_name) < stringTable.count else { return true }
-                if type == STT_FILE { fileNameOffset = symbol.st_name }
-                // Functions and GNU indirect functions that are defined (not SHN_UNDEF).
-                guard type == STT_FUNC || type == STT_GNU_IFUNC, symbol.st_shndx != UInt16(SHN_UNDEF),
-                    symbol.st_value != 0
-                else { return true }
+                if Int32(symbol.st_info & 0x0F) == STT_FILE, Int(symbol.st_name) < names.count {
+                    fileNameOffset = symbol.st_name
+                }
+                guard Self.isFunction(symbol, names: names) else { return true }
+                let binding = Int32(symbol.st_info >> 4)  // ELF64_ST_BIND
                 // Among aliases of one rank, the public name: default visibility before hidden,
                 // then the fewest leading underscores (`free` before `__free` and `__libc_free`,
                 // as gdb names it).
                 var underscores: UInt8 = 0
-                while underscores < 3, stringTable.u8(UInt64(symbol.st_name) + UInt64(underscores)) == UInt8(ascii: "_") {
+                while underscores < 3, names.u8(UInt64(symbol.st_name) + UInt64(underscores)) == UInt8(ascii: "_") {
                     underscores += 1
                 }
                 let hidden: UInt8 = symbol.st_other & 0x3 == UInt8(STV_DEFAULT) ? 0 : 1
                 let rank: UInt8 = (symbol.st_size == 0 ? 2 : (binding == STB_GLOBAL ? 0 : 1)) * 16 + hidden * 4 + underscores
                 entries.append(
                     Entry(
-                        address: symbol.st_value, size: symbol.st_size, nameOffset: symbol.st_name, table: tableIndex,
-                        rank: rank, fileNameOffset: binding == STB_LOCAL ? fileNameOffset : 0))  // only locals belong to a FILE
+                        address: symbol.st_value, size: UInt32(clamping: symbol.st_size), nameOffset: symbol.st_name,
+                        fileNameOffset: binding == STB_LOCAL ? fileNameOffset : 0,  // only locals belong to a FILE
+                        table: tableIndex, rank: rank))
                 return true
             }
         }
         if strings.isEmpty { strings.append(empty) }
         entries.sort { ($0.address, $0.rank, $0.table) < ($1.address, $1.rank, $1.table) }
-        // Keep one entry per address: the best-ranked alias.
-        var unique: [Entry] = []
-        unique.reserveCapacity(entries.count)
-        for entry in entries where unique.last?.address != entry.address { unique.append(entry) }
-        entries = unique
+        // Keep one entry per address, the best-ranked alias, in place.
+        var kept = 0
+        for index in entries.indices where kept == 0 || entries[kept - 1].address != entries[index].address {
+            entries[kept] = entries[index]
+            kept += 1
+        }
+        entries.removeLast(entries.count - kept)
     }
 
     /// The function containing `address` (an ELF virtual address). A sized symbol covers its
@@ -122,7 +146,7 @@ public struct SymbolTable: Sendable {
         let file = entry.fileNameOffset == 0 ? nil : strings.cString(UInt64(entry.fileNameOffset))
         return Match(
             name: Self.name(at: entry.nameOffset, in: strings) ?? "?", address: entry.address,
-            offset: address - entry.address, size: entry.size, symbolFile: file)
+            offset: address - entry.address, size: UInt64(entry.size), symbolFile: file)
     }
 
     /// The start of the function containing `address`, without reading its name (the lookups
@@ -137,7 +161,7 @@ public struct SymbolTable: Sendable {
         let entry = entries[found]
         let offset = address - entry.address
         if entry.size > 0 {
-            guard offset < entry.size else { return nil }
+            guard offset < UInt64(entry.size) else { return nil }
         } else if found + 1 < entries.count, address >= entries[found + 1].address {
             return nil
         }
