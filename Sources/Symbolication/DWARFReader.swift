@@ -49,7 +49,7 @@ public final class DWARFInfo: @unchecked Sendable {
     /// The file whose symbol table names the outermost frame (see init).
     public let symbolFile: ELFFile
     let sections: DWARFSections
-    let units: [DWARFUnit]
+    let units: DWARFUnits
     let unitMap: DWARFAddressMap
     let lock = DWARFLock()
     // Guarded by `lock`:
@@ -73,12 +73,12 @@ public final class DWARFInfo: @unchecked Sendable {
     public init?(elf: ELFFile, symbolFile: ELFFile? = nil) {
         self.elf = elf
         self.symbolFile = symbolFile ?? elf
-        let sections = DWARFSections(elf: elf)
+        let (sections, collected) = DWARFSections.open(elf: elf)
         guard sections.info.count > 0 else { return nil }
         self.sections = sections
         let tables = DWARFAbbreviationTables(sections: sections)
-        let units = DWARFUnit.parseUnits(sections: sections, tables: tables)
-        tables.starts = Array(Set(units.map(\.abbrevOffset))).sorted()
+        let units = DWARFUnits(sections: sections, collected: collected, tables: tables)
+        tables.starts = Array(Set(units.headers.map(\.abbrevOffset))).sorted()
         guard !units.isEmpty else { return nil }
         self.units = units
         // What a well-formed file can hold at most (see DWARFInfo's budgets); beyond it, a file
@@ -195,12 +195,10 @@ public final class DWARFInfo: @unchecked Sendable {
 
     /// Address → unit: each .debug_aranges set for the unit it names; units no set names
     /// contribute their unit DIE's ranges (LLVM's DWARFDebugAranges::generate).
-    private static func buildUnitMap(units: [DWARFUnit], sections: DWARFSections, budget: inout Int) -> DWARFAddressMap {
+    private static func buildUnitMap(units: DWARFUnits, sections: DWARFSections, budget: inout Int) -> DWARFAddressMap {
         var ranges: [DWARFRange] = []
         var owners: [Int32] = []
         var covered = [Bool](repeating: false, count: units.count)
-        var unitByOffset: [UInt64: Int] = [:]
-        for unit in units { unitByOffset[unit.offset] = unit.index }
 
         let aranges = sections.aranges
         var offset = 0
@@ -212,7 +210,7 @@ public final class DWARFInfo: @unchecked Sendable {
             guard cursor.u16() != nil, let unitOffset = cursor.unsigned(size: offsetSize),
                 let addressSize = cursor.u8(), let segmentSize = cursor.u8(),
                 addressSize == 4 || addressSize == 8, segmentSize == 0,
-                let unitIndex = unitByOffset[unitOffset]
+                let unitIndex = units.index(ofUnitAt: unitOffset)
             else { continue }
             covered[unitIndex] = true
             // Tuples are aligned to twice the address size from the start of the set.
@@ -232,7 +230,9 @@ public final class DWARFInfo: @unchecked Sendable {
             }
         }
 
-        for unit in units where !covered[unit.index] && unit.isCodeUnit {
+        for index in 0..<units.count where !covered[index] {
+            let unit = units[index]
+            guard unit.isCodeUnit else { continue }
             let before = ranges.count
             unit.unitRanges(into: &ranges, budget: &budget)
             for _ in before..<ranges.count { owners.append(Int32(unit.index)) }
@@ -247,11 +247,12 @@ public final class DWARFInfo: @unchecked Sendable {
         var low = 0, high = units.count
         while low < high {
             let middle = (low + high) >> 1
-            if units[middle].offset <= offset { low = middle + 1 } else { high = middle }
+            if units.headers[middle].offset <= offset { low = middle + 1 } else { high = middle }
         }
         guard low > 0 else { return nil }
-        let unit = units[low - 1]
-        return offset >= unit.dieOffset && offset < unit.endOffset ? unit : nil
+        let header = units.headers[low - 1]
+        guard offset >= header.offset + UInt64(header.dieStart), offset < header.endOffset else { return nil }
+        return units[low - 1]
     }
 
     private struct NameAttributes {

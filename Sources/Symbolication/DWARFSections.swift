@@ -33,8 +33,6 @@ final class DWARFSections: Sendable {
     let infoOnDemand: InflatedSection?
     let abbrevOnDemand: InflatedSection?
     let lineOnDemand: InflatedSection?
-    /// The unit headers of an on-demand .debug_info, collected while it streamed by once.
-    private let unitHeaders: DWARFUnitHeaders?
 
     static let empty = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
 
@@ -51,7 +49,15 @@ final class DWARFSections: Sendable {
     /// Process-wide; read when a file's DWARF is opened.
     static let inflatesOnDemand = Atomic<Bool>(true)
 
-    init(elf: ELFFile) {
+    /// The sections of `elf`, with the unit headers of an on-demand .debug_info collected while it
+    /// streamed by once (nil when it is read whole): DWARFUnits reads them, then lets them go.
+    static func open(elf: ELFFile) -> (DWARFSections, DWARFUnitHeaders?) {
+        var collected: DWARFUnitHeaders?
+        let sections = DWARFSections(elf: elf, collected: &collected)
+        return (sections, collected)
+    }
+
+    private init(elf: ELFFile, collected: inout DWARFUnitHeaders?) {
         self.elf = elf
         func load(_ name: String) -> ByteView { DWARFSections.contents(of: name, in: elf) ?? DWARFSections.empty }
         func onDemand(_ name: String, scan: ((UnsafeRawBufferPointer, Int) -> Void)? = nil) -> InflatedSection? {
@@ -63,7 +69,7 @@ final class DWARFSections: Sendable {
         }
         var collector = DWARFUnitHeaders.Collector()
         infoOnDemand = onDemand("info") { collector.consume($0, at: $1) }
-        unitHeaders = infoOnDemand == nil ? nil : collector.finish()
+        collected = infoOnDemand == nil ? nil : collector.finish()
         abbrevOnDemand = onDemand("abbrev")
         lineOnDemand = onDemand("line")
         info = infoOnDemand?.view ?? load("info")
@@ -88,15 +94,6 @@ final class DWARFSections: Sendable {
             return try? elf.sectionData(section).get()
         }
         return nil
-    }
-
-    /// The first bytes (at most DWARFUnitHeaders.slot) of the unit header at `offset` of
-    /// .debug_info; nil past the end. From the section, or from the headers collected while an
-    /// on-demand section streamed by.
-    func unitHeader(at offset: UInt64) -> ByteView? {
-        if let unitHeaders { return unitHeaders.header(at: offset) }
-        guard offset < UInt64(info.count) else { return nil }
-        return info.slice(offset, min(UInt64(DWARFUnitHeaders.slot), UInt64(info.count) - offset))
     }
 
     /// Puts .debug_info's bytes in `range` in place (a unit, before it is read).

@@ -95,7 +95,7 @@ final class DWARFUnit: @unchecked Sendable {
             && (tag == DW_TAG_compile_unit || tag == DW_TAG_partial_unit || tag == DW_TAG_skeleton_unit)
     }
 
-    private init(
+    fileprivate init(
         index: Int, offset: UInt64, endOffset: UInt64, dieOffset: UInt64, format: DWARFFormat, unitType: UInt8,
         abbrevOffset: UInt64, sections: DWARFSections, tables: DWARFAbbreviationTables
     ) {
@@ -108,54 +108,6 @@ final class DWARFUnit: @unchecked Sendable {
         self.abbrevOffset = abbrevOffset
         self.sections = sections
         self.tables = tables
-    }
-
-    /// Every unit header of .debug_info, in order; stops at the first header that does not fit.
-    /// Reads headers only: `tables` decodes a unit's abbreviations when it is first used.
-    static func parseUnits(sections: DWARFSections, tables: DWARFAbbreviationTables) -> [DWARFUnit] {
-        let info = sections.info
-        var units: [DWARFUnit] = []
-        var offset: UInt64 = 0
-        // Each header is read from its first bytes (DWARFSections.unitHeader: the section's, or
-        // those collected while an on-demand section streamed by); offsets below are relative
-        // to the header, `offset` is its place in the section.
-        while offset < UInt64(info.count), let header = sections.unitHeader(at: offset) {
-            var cursor = DWARFCursor(header)
-            guard let (length, offsetSize) = cursor.initialLength() else { break }
-            let contentStart = offset + UInt64(cursor.offset)
-            guard length <= UInt64(info.count) - contentStart else { break }
-            let end = contentStart + length
-            defer { offset = end }
-            guard let version = cursor.u16(), version >= 2, version <= 5 else { continue }
-            var unitType = DW_UT_compile
-            var addressSize: UInt8 = 0
-            var abbrevOffset: UInt64 = 0
-            if version >= 5 {
-                guard let type = cursor.u8(), let size = cursor.u8(),
-                    let abbrev = cursor.unsigned(size: offsetSize)
-                else { continue }
-                unitType = type
-                addressSize = size
-                abbrevOffset = abbrev
-                switch type {
-                case DW_UT_skeleton, DW_UT_split_compile: guard cursor.skip(8) else { continue }
-                case DW_UT_type, DW_UT_split_type: guard cursor.skip(8 + offsetSize) else { continue }
-                default: break
-                }
-            } else {
-                guard let abbrev = cursor.unsigned(size: offsetSize), let size = cursor.u8() else { continue }
-                abbrevOffset = abbrev
-                addressSize = size
-            }
-            let dieOffset = offset + UInt64(cursor.offset)
-            guard addressSize == 4 || addressSize == 8, dieOffset < end else { continue }
-            let format = DWARFFormat(version: version, addressSize: addressSize, offsetSize: UInt8(offsetSize))
-            units.append(
-                DWARFUnit(
-                    index: units.count, offset: offset, endOffset: end, dieOffset: dieOffset, format: format,
-                    unitType: unitType, abbrevOffset: abbrevOffset, sections: sections, tables: tables))
-        }
-        return units
     }
 
     /// Reads the attributes of the unit DIE that the rest of the unit is decoded against.
@@ -492,5 +444,109 @@ struct DWARFCodeAttributes {
         default: return false
         }
         return true
+    }
+}
+
+/// The units of a .debug_info: every header, 32 bytes each, and a unit's DWARFUnit (with its
+/// lazy tables) made when the unit is first used. A report's lookups fall in a few of
+/// libc6-dbg's 2,000 units; one object each for all of them was a quarter of a megabyte of a
+/// report's peak. Unchecked: units are made only under the DWARFInfo's lock (or during its init).
+final class DWARFUnits: @unchecked Sendable {
+    /// Offsets in .debug_info: the unit header, one past the unit's end (`dieStart`: from the
+    /// header to the first DIE, which a header of at most DWARFUnitHeaders.slot bytes bounds).
+    struct Header {
+        var offset: UInt64
+        var endOffset: UInt64
+        var abbrevOffset: UInt64
+        var format: DWARFFormat
+        var unitType: UInt8
+        var dieStart: UInt8
+    }
+
+    let headers: [Header]
+    private var made: [DWARFUnit?]
+    private let sections: DWARFSections
+    private let tables: DWARFAbbreviationTables
+
+    var count: Int { headers.count }
+    var isEmpty: Bool { headers.isEmpty }
+    /// How many units have been made (the tests).
+    var madeCount: Int { made.count { $0 != nil } }
+
+    /// Every unit header of .debug_info, in order; stops at the first header that does not fit.
+    /// Reads headers only: `tables` decodes a unit's abbreviations when it is first used.
+    /// `collected`: the headers gathered while an on-demand .debug_info streamed by (its view
+    /// reads zeros until prepared), nil to read them from the section.
+    init(sections: DWARFSections, collected: DWARFUnitHeaders?, tables: DWARFAbbreviationTables) {
+        self.sections = sections
+        self.tables = tables
+        let info = sections.info
+        func header(at offset: UInt64) -> ByteView? {
+            if let collected { return collected.header(at: offset) }
+            guard offset < UInt64(info.count) else { return nil }
+            return info.slice(offset, min(UInt64(DWARFUnitHeaders.slot), UInt64(info.count) - offset))
+        }
+        var headers: [Header] = []
+        var offset: UInt64 = 0
+        // Each header is read from its first bytes; offsets below are relative to the header,
+        // `offset` is its place in the section.
+        while offset < UInt64(info.count), let bytes = header(at: offset) {
+            var cursor = DWARFCursor(bytes)
+            guard let (length, offsetSize) = cursor.initialLength() else { break }
+            let contentStart = offset + UInt64(cursor.offset)
+            guard length <= UInt64(info.count) - contentStart else { break }
+            let end = contentStart + length
+            defer { offset = end }
+            guard let version = cursor.u16(), version >= 2, version <= 5 else { continue }
+            var unitType = DW_UT_compile
+            var addressSize: UInt8 = 0
+            var abbrevOffset: UInt64 = 0
+            if version >= 5 {
+                guard let type = cursor.u8(), let size = cursor.u8(),
+                    let abbrev = cursor.unsigned(size: offsetSize)
+                else { continue }
+                unitType = type
+                addressSize = size
+                abbrevOffset = abbrev
+                switch type {
+                case DW_UT_skeleton, DW_UT_split_compile: guard cursor.skip(8) else { continue }
+                case DW_UT_type, DW_UT_split_type: guard cursor.skip(8 + offsetSize) else { continue }
+                default: break
+                }
+            } else {
+                guard let abbrev = cursor.unsigned(size: offsetSize), let size = cursor.u8() else { continue }
+                abbrevOffset = abbrev
+                addressSize = size
+            }
+            let dieOffset = offset + UInt64(cursor.offset)
+            guard addressSize == 4 || addressSize == 8, dieOffset < end else { continue }
+            headers.append(
+                Header(
+                    offset: offset, endOffset: end, abbrevOffset: abbrevOffset,
+                    format: DWARFFormat(version: version, addressSize: addressSize, offsetSize: UInt8(offsetSize)),
+                    unitType: unitType, dieStart: UInt8(cursor.offset)))
+        }
+        self.headers = headers
+        made = Array(repeating: nil, count: headers.count)
+    }
+
+    /// The index of the unit whose header is at `offset`, if one is.
+    func index(ofUnitAt offset: UInt64) -> Int? {
+        guard let index = headers.lastIndex(atOrBelow: offset, key: \.offset), headers[index].offset == offset else {
+            return nil
+        }
+        return index
+    }
+
+    /// The unit at `index` (< count), made on first use.
+    subscript(index: Int) -> DWARFUnit {
+        if let unit = made[index] { return unit }
+        let header = headers[index]
+        let unit = DWARFUnit(
+            index: index, offset: header.offset, endOffset: header.endOffset,
+            dieOffset: header.offset + UInt64(header.dieStart), format: header.format, unitType: header.unitType,
+            abbrevOffset: header.abbrevOffset, sections: sections, tables: tables)
+        made[index] = unit
+        return unit
     }
 }

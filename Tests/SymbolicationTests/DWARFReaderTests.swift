@@ -6,7 +6,8 @@
 
 import ObjectFile
 import Foundation
-import Symbolication
+@testable import Symbolication
+import TestSupport
 import XCTest
 
 final class DWARFReaderTests: XCTestCase {
@@ -251,6 +252,28 @@ final class DWARFReaderTests: XCTestCase {
             XCTAssertEqual(frames.map(\.inlined), Array(repeating: true, count: frames.count - 1) + [false])
             XCTAssertTrue(frames[0].file?.hasSuffix("/lto2.c") == true, "\(frames)")
         }
+    }
+
+    /// libc6-dbg's 2,000 units: a lookup makes the unit it falls in, not all of them (each was
+    /// an object of its own: a quarter of a megabyte of a report's peak).
+    func testALookupMakesOnlyTheUnitItFallsIn() throws {
+        let libc = try TestSupport.buildID(of: "/lib/x86_64-linux-gnu/libc.so.6")
+        let path = "/usr/lib/debug/.build-id/\(libc.prefix(2))/\(libc.dropFirst(2)).debug"
+        guard FileManager.default.fileExists(atPath: path) else { throw XCTSkip("libc6-dbg is not here") }
+        let elf = try ELFFile(path: path)
+        let info = try XCTUnwrap(DWARFInfo(elf: elf))
+        XCTAssertGreaterThan(info.units.count, 1000)
+        let before = info.units.madeCount
+        XCTAssertLessThan(before, info.units.count / 10, "units made before any lookup")
+        // abort's address in the file: where it is in this process, less where libc's file starts.
+        let abort = UInt64(UInt(bitPattern: try XCTUnwrap(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "abort"))))
+        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8).split(separator: "\n")
+        let libcStart = try XCTUnwrap(
+            maps.first { $0.hasSuffix("/libc.so.6") && $0.split(separator: " ")[2] == "00000000" }?
+                .split(separator: "-").first.flatMap { UInt64($0, radix: 16) })
+        let address = abort - libcStart
+        XCTAssertEqual(info.frames(at: address + 4).last?.function, "abort")
+        XCTAssertEqual(info.units.madeCount, before + 1)
     }
 
     // MARK: - Inlining semantics, checked against the source
