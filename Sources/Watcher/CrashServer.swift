@@ -79,8 +79,20 @@ public final class CrashServer: @unchecked Sendable {
     /// Where the part of a report after the process is released runs (unwinding,
     /// symbolication, writing): nil inline; the sidecar's pool.
     var pool: ReportPool? {
-        didSet { pool?.whenDrained = { [weak self] in self?.pruneWritten() } }
+        didSet {
+            pool?.whenDrained = { [weak self] in
+                guard let self else { return }
+                pruneWritten()
+                if let spilled = spill?.takeSpilled(), spilled > 0 {
+                    log("\(spilled) report(s) waited for their second step with their capture on disk, not in memory")
+                }
+            }
+            if pool != nil && spill == nil { spill = CaptureSpill(directory: store.root) }
+        }
     }
+    /// Where the captures of second steps that wait are kept meanwhile (CaptureSpill): made
+    /// with the pool, in the report root, with the watcher's own credentials.
+    private(set) var spill: CaptureSpill?
     /// Which frames are the program's own (`crashport run --in-app/--not-in-app`).
     public var inAppRules = InAppRules()
     /// Crashes reported since start, by pid, tid and the record's time: a spooled copy of one
@@ -854,8 +866,18 @@ public final class CrashServer: @unchecked Sendable {
             return unwritable(capture, recordBytes: recordBytes, store: store, error: error, spoolOnFailure: true, event: first)
         }
         reportCapturedTiming(started: started, id: id)
-        let second: @Sendable () -> Void = { [self, attached] in
+        // A second step that waits behind another keeps its capture's bytes on disk meanwhile.
+        var waiting = capture
+        let place = pool.deferredJobWouldWait ? spill?.spill(&waiting) : nil
+        let second: @Sendable () -> Void = { [self, attached, waiting] in
             Self.holdSecondStep()
+            var capture = waiting
+            if let place, let spill, !spill.restore(&capture, from: place) {
+                log(
+                    "pid \(capture.record.pid): report \(id) stays as captured (its minidump is whole; not unwound or symbolicated): its capture could not be read back"
+                )
+                return
+            }
             asClient(access, pid: capture.record.pid) {
                 var (event, fileBytes, built) = fullEvent(capture, id: id, capturedFrom: nil, source: source, amend: { _ in })
                 if !attached.isEmpty { event.attachments = attached }

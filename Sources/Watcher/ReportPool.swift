@@ -75,6 +75,14 @@ public final class ReportPool: @unchecked Sendable {
         return true
     }
 
+    /// Whether a job deferred now would wait: behind a deferred job queued or running, or a
+    /// first step queued (the caller's own, running, is not counted).
+    public var deferredJobWouldWait: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return !later.isEmpty || running > runningFirst || !queue.isEmpty
+    }
+
     /// Waits until every queued job (deferred ones too) has run.
     public func drain() {
         condition.lock()

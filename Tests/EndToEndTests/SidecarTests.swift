@@ -461,7 +461,8 @@ final class SidecarTests: XCTestCase {
     }
 
     /// Twenty processes crash at once: twenty reports, nothing lost, each program's status its
-    /// own.
+    /// own. The second steps that waited kept their captures on disk (CaptureSpill), and read
+    /// them back whole: every report is unwound from its own stack.
     func testTwentySimultaneousCrashes() throws {
         let sidecar = try SidecarProcess(directory: fresh("storm"))
         let programs = try (0..<20).map { _ in try Waiter(waiter, environment: preloaded(sidecar)) }
@@ -473,6 +474,11 @@ final class SidecarTests: XCTestCase {
         let events = try sidecar.waitForReports(20, timeout: 180)
         XCTAssertEqual(Set(events.compactMap { $0.process?.pid?.rawValue }), Set(programs.map(\.pid)))
         XCTAssertTrue(events.allSatisfy { crashFrames($0).first == "crash_after_input" })
+        XCTAssertTrue(events.allSatisfy { crashFrames($0).contains("main") })
+        XCTAssertTrue(events.allSatisfy { $0.stage == nil }, "every report whole")
+        try waitUntil("the storm's spilled captures logged", timeout: 30) {
+            sidecar.log.contains("waited for their second step with their capture on disk")
+        }
         XCTAssertEqual(sidecar.stop(), 0)
     }
 

@@ -1,0 +1,169 @@
+// CaptureSpill: a storm's captures wait for their second step on disk, not in the sidecar's
+// memory.
+//
+// A deferred second step holds its capture: every thread's stack, the memory around the fault,
+// the process's /proc files (14 KB for a small program, 25 KB of the heap with malloc's
+// overhead; 2 MB of a 100-crash storm's peak). Their first step has just written the same
+// bytes into the minidump, so they are safe; what waits in memory is only a working copy.
+// When a second step would wait behind another, its capture's bytes go into one unlinked file
+// of the watcher's own (O_TMPFILE in the report root, opened at start with the watcher's
+// credentials, so no client's directory or file system is involved) and come back when it
+// runs. Page cache is the kernel's to write back and drop under pressure; the heap is not.
+// The file is emptied whenever no spilled capture is left.
+//
+// Reading back is bounded (a local file of the watcher's, a fixed length); a capture whose
+// bytes cannot be read back stays as captured (its first step's report is whole). Where the
+// file cannot be made (a file system without O_TMPFILE), captures wait in memory as before.
+
+import BoundedBytes
+import ReportModel
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+final class CaptureSpill: Sendable {
+    /// Where one capture's bytes are in the file.
+    struct Place: Sendable {
+        let offset: Int
+        let lengths: [Int]
+    }
+
+    let fd: Int32
+    /// The end of the file's used part, the captures spilled and not yet read back, and those
+    /// spilled since `takeSpilled` last asked.
+    private let state = Mutex<(end: Int, live: Int, spilled: Int)>((0, 0, 0))
+
+    /// An unlinked file in `directory`; nil where none can be made there.
+    init?(directory: String) {
+        let temporaryFile: Int32 = 0o20_200_000  // O_TMPFILE (__O_TMPFILE | O_DIRECTORY)
+        let fd = open(directory, temporaryFile | O_RDWR | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return nil }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// Moves the capture's stacks, copied memory and /proc files into the file, leaving them
+    /// empty in `capture`. Nil, the capture untouched, when the write fails.
+    func spill(_ capture: inout Capture) -> Place? {
+        let arrays = Self.arrays(of: capture)
+        let lengths = arrays.map(\.count)
+        let total = lengths.reduce(0, +)
+        guard total > 0 else { return nil }
+        let offset = state.withLock { state -> Int in
+            defer {
+                state.end += total
+                state.live += 1
+                state.spilled += 1
+            }
+            return state.end
+        }
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(total)
+        for array in arrays { buffer += array }
+        guard Self.writeAll(fd, buffer, at: offset) else {
+            state.withLock { $0.spilled -= 1 }
+            release()
+            return nil
+        }
+        Self.replace(in: &capture) { _ in [] }
+        return Place(offset: offset, lengths: lengths)
+    }
+
+    /// Puts the bytes back. False when they cannot be read whole (the capture stays empty).
+    func restore(_ capture: inout Capture, from place: Place) -> Bool {
+        defer { release() }
+        let total = place.lengths.reduce(0, +)
+        var buffer = [UInt8](repeating: 0, count: total)
+        let read = buffer.withUnsafeMutableBytes { Self.readAll(fd, $0, at: place.offset) }
+        guard read else { return false }
+        var start = 0
+        var index = 0
+        Self.replace(in: &capture) { _ in
+            let length = place.lengths[index]
+            defer {
+                start += length
+                index += 1
+            }
+            return Array(buffer[start..<(start + length)])
+        }
+        return true
+    }
+
+    /// How many captures were spilled since the last call (the sidecar logs it after a storm).
+    func takeSpilled() -> Int {
+        state.withLock { state in
+            defer { state.spilled = 0 }
+            return state.spilled
+        }
+    }
+
+    /// One spilled capture is done with: the file is emptied once none is left.
+    private func release() {
+        state.withLock { state in
+            state.live -= 1
+            if state.live == 0 {
+                state.end = 0
+                _ = ftruncate(fd, 0)
+            }
+        }
+    }
+
+    /// The byte arrays spilled, in order: each thread's stack, each region of extra memory, then
+    /// the process's own /proc files (cpuinfo and lsb-release are the machine's, shared by every
+    /// capture).
+    private static func arrays(of capture: Capture) -> [[UInt8]] {
+        var arrays: [[UInt8]] = []
+        var copy = capture
+        replace(in: &copy) { array in
+            arrays.append(array)
+            return array
+        }
+        return arrays
+    }
+
+    /// Calls `body` on each spilled array in order, replacing it with what it returns. A thread
+    /// without a stack and a file not read are not arrays, so spilling keeps them as they are.
+    private static func replace(in capture: inout Capture, _ body: ([UInt8]) -> [UInt8]) {
+        for index in capture.snapshot.threads.indices {
+            if let stack = capture.snapshot.threads[index].stack {
+                capture.snapshot.threads[index].stack?.bytes = body(stack.bytes)
+            }
+        }
+        for index in capture.snapshot.extraMemory.indices {
+            capture.snapshot.extraMemory[index].bytes = body(capture.snapshot.extraMemory[index].bytes)
+        }
+        let files: [WritableKeyPath<LinuxFiles, [UInt8]?>] = [\.procStatus, \.cmdLine, \.environ, \.auxv, \.maps]
+        for file in files {
+            if let bytes = capture.snapshot.linuxFiles[keyPath: file] {
+                capture.snapshot.linuxFiles[keyPath: file] = body(bytes)
+            }
+        }
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            var done = 0
+            while done < buffer.count {
+                let result = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
+                if result < 0 && errno == EINTR { continue }
+                guard result > 0 else { return false }
+                done += result
+            }
+            return true
+        }
+    }
+
+    private static func readAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Bool {
+        var done = 0
+        while done < buffer.count {
+            let result = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
+            if result < 0 && errno == EINTR { continue }
+            guard result > 0 else { return false }
+            done += result
+        }
+        return true
+    }
+}
