@@ -51,13 +51,13 @@ final class DWARFSections: Sendable {
 
     /// The sections of `elf`, with the unit headers of an on-demand .debug_info collected while it
     /// streamed by once (nil when it is read whole): DWARFUnits reads them, then lets them go.
-    static func open(elf: ELFFile) -> (DWARFSections, DWARFUnitHeaders?) {
-        var collected: DWARFUnitHeaders?
+    static func open(elf: ELFFile) -> (DWARFSections, [DWARFUnits.Header]?) {
+        var collected: [DWARFUnits.Header]?
         let sections = DWARFSections(elf: elf, collected: &collected)
         return (sections, collected)
     }
 
-    private init(elf: ELFFile, collected: inout DWARFUnitHeaders?) {
+    private init(elf: ELFFile, collected: inout [DWARFUnits.Header]?) {
         self.elf = elf
         func load(_ name: String) -> ByteView { DWARFSections.contents(of: name, in: elf) ?? DWARFSections.empty }
         func onDemand(_ name: String, scan: ((UnsafeRawBufferPointer, Int) -> Void)? = nil) -> InflatedSection? {
@@ -67,7 +67,7 @@ final class DWARFSections: Sendable {
             else { return nil }
             return elf.inflatedOnDemand(section, scan: scan)
         }
-        var collector = DWARFUnitHeaders.Collector()
+        var collector = DWARFHeaderCollector()
         infoOnDemand = onDemand("info") { collector.consume($0, at: $1) }
         collected = infoOnDemand == nil ? nil : collector.finish()
         abbrevOnDemand = onDemand("abbrev")
@@ -121,84 +121,50 @@ final class DWARFSections: Sendable {
     }
 }
 
-/// The unit headers of a .debug_info that was streamed rather than kept: the first `slot`
-/// bytes of each (every header DWARF 2–5 defines fits), at the offsets the headers' own
-/// lengths lead to, as DWARFUnit.parseUnits walks them. Immutable once collected.
-/// Unchecked: its buffer is written while the headers are collected and only read after.
-final class DWARFUnitHeaders: @unchecked Sendable {
-    static let slot = 40
+/// The unit headers of a .debug_info that streams by rather than being kept, read as it passes:
+/// the first `DWARFUnits.headerSlot` bytes of each, at the offsets the headers' own lengths
+/// lead to, as DWARFUnits reads them from a kept section.
+struct DWARFHeaderCollector {
+    private(set) var headers: [DWARFUnits.Header] = []
+    /// Where the header being collected starts; .max once a header ends the walk.
+    private var next: UInt64 = 0
+    private var current: [UInt8] = []
 
-    private let offsets: [UInt64]
-    private let counts: [UInt8]
-    private let bytes: UnsafeMutableRawBufferPointer
-
-    fileprivate init(offsets: [UInt64], counts: [UInt8], bytes: [UInt8]) {
-        self.offsets = offsets
-        self.counts = counts
-        self.bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 8)
-        _ = self.bytes.initializeMemory(as: UInt8.self, from: bytes)
+    mutating func consume(_ chunk: UnsafeRawBufferPointer, at base: Int) {
+        var position = UInt64(base)
+        let end = UInt64(base + chunk.count)
+        while position < end && next != .max {
+            // Invariant: position == next + current.count once position reaches next.
+            if position < next {
+                position = min(next, end)
+                continue
+            }
+            let index = Int(position) - base
+            let take = min(DWARFUnits.headerSlot - current.count, Int(end - position))
+            current.append(contentsOf: chunk[index..<(index + take)])
+            position += UInt64(take)
+            if current.count == DWARFUnits.headerSlot { finishHeader() }
+        }
     }
 
-    deinit { bytes.deallocate() }
-
-    func header(at offset: UInt64) -> ByteView? {
-        guard let index = offsets.lastIndex(atOrBelow: offset, key: { $0 }), offsets[index] == offset else { return nil }
-        let start = index * Self.slot
-        return ByteView(UnsafeRawBufferPointer(rebasing: bytes[start..<(start + Int(counts[index]))]))
+    /// Reads the header in `current` and goes on to the next one its length leads to. A next
+    /// header inside the bytes already taken (a unit shorter than a slot) keeps them.
+    private mutating func finishHeader() {
+        let start = next
+        let parsed = current.withUnsafeBytes { DWARFUnits.parseHeader(ByteView($0), at: start) }
+        if let header = parsed?.header { headers.append(header) }
+        let after = parsed?.end ?? .max
+        let taken = current
+        current = []
+        next = after
+        if after != .max, after < start + UInt64(taken.count) { current = Array(taken[Int(after - start)...]) }
+        if current.count == DWARFUnits.headerSlot { finishHeader() }
     }
 
-    /// Follows the headers through chunks of the inflated section as they stream by.
-    struct Collector {
-        private var offsets: [UInt64] = []
-        private var counts: [UInt8] = []
-        private var bytes: [UInt8] = []
-        /// Where the header being collected starts; .max once a header ends the walk.
-        private var next: UInt64 = 0
-        private var current: [UInt8] = []
-
-        mutating func consume(_ chunk: UnsafeRawBufferPointer, at base: Int) {
-            var position = UInt64(base)
-            let end = UInt64(base + chunk.count)
-            while position < end && next != .max {
-                // Invariant: position == next + current.count once position reaches next.
-                if position < next {
-                    position = min(next, end)
-                    continue
-                }
-                let index = Int(position) - base
-                let take = min(DWARFUnitHeaders.slot - current.count, Int(end - position))
-                current.append(contentsOf: chunk[index..<(index + take)])
-                position += UInt64(take)
-                if current.count == DWARFUnitHeaders.slot { finishHeader() }
-            }
-        }
-
-        /// Records the header in `current` and finds the next one from its initial length. A
-        /// next header inside the bytes already taken (a unit shorter than a slot) keeps them.
-        private mutating func finishHeader() {
-            let start = next
-            offsets.append(start)
-            counts.append(UInt8(current.count))
-            bytes.append(contentsOf: current)
-            bytes.append(contentsOf: repeatElement(0, count: DWARFUnitHeaders.slot - current.count))
-            var after: UInt64 = .max
-            current.withUnsafeBytes { raw in
-                var cursor = DWARFCursor(ByteView(raw))
-                if let (length, _) = cursor.initialLength() {
-                    after = start.checkedAdding(UInt64(cursor.offset))?.checkedAdding(length) ?? .max
-                }
-            }
-            let taken = current
-            current = []
-            next = after
-            if after != .max, after < start + UInt64(taken.count) { current = Array(taken[Int(after - start)...]) }
-            if current.count == DWARFUnitHeaders.slot { finishHeader() }
-        }
-
-        mutating func finish() -> DWARFUnitHeaders {
-            if !current.isEmpty && next != .max { finishHeader() }
-            return DWARFUnitHeaders(offsets: offsets, counts: counts, bytes: bytes)
-        }
+    /// The headers, the last one read from what the section's end left of its slot.
+    mutating func finish() -> [DWARFUnits.Header] {
+        if !current.isEmpty && next != .max { finishHeader() }
+        return headers
     }
 }
 

@@ -453,7 +453,7 @@ struct DWARFCodeAttributes {
 /// report's peak. Unchecked: units are made only under the DWARFInfo's lock (or during its init).
 final class DWARFUnits: @unchecked Sendable {
     /// Offsets in .debug_info: the unit header, one past the unit's end (`dieStart`: from the
-    /// header to the first DIE, which a header of at most DWARFUnitHeaders.slot bytes bounds).
+    /// header to the first DIE, which a header of at most `headerSlot` bytes bounds).
     struct Header {
         var offset: UInt64
         var endOffset: UInt64
@@ -473,61 +473,68 @@ final class DWARFUnits: @unchecked Sendable {
     /// How many units have been made (the tests).
     var madeCount: Int { made.count { $0 != nil } }
 
+    /// The first bytes of a unit header that hold every header DWARF 2–5 defines.
+    static let headerSlot = 40
+
     /// Every unit header of .debug_info, in order; stops at the first header that does not fit.
     /// Reads headers only: `tables` decodes a unit's abbreviations when it is first used.
-    /// `collected`: the headers gathered while an on-demand .debug_info streamed by (its view
-    /// reads zeros until prepared), nil to read them from the section.
-    init(sections: DWARFSections, collected: DWARFUnitHeaders?, tables: DWARFAbbreviationTables) {
+    /// `collected`: the headers read while an on-demand .debug_info streamed by (its view reads
+    /// zeros until prepared; HeaderCollector), nil to read them from the section.
+    init(sections: DWARFSections, collected: [Header]?, tables: DWARFAbbreviationTables) {
         self.sections = sections
         self.tables = tables
-        let info = sections.info
-        func header(at offset: UInt64) -> ByteView? {
-            if let collected { return collected.header(at: offset) }
-            guard offset < UInt64(info.count) else { return nil }
-            return info.slice(offset, min(UInt64(DWARFUnitHeaders.slot), UInt64(info.count) - offset))
-        }
-        var headers: [Header] = []
-        var offset: UInt64 = 0
-        // Each header is read from its first bytes; offsets below are relative to the header,
-        // `offset` is its place in the section.
-        while offset < UInt64(info.count), let bytes = header(at: offset) {
-            var cursor = DWARFCursor(bytes)
-            guard let (length, offsetSize) = cursor.initialLength() else { break }
-            let contentStart = offset + UInt64(cursor.offset)
-            guard length <= UInt64(info.count) - contentStart else { break }
-            let end = contentStart + length
-            defer { offset = end }
-            guard let version = cursor.u16(), version >= 2, version <= 5 else { continue }
-            var unitType = DW_UT_compile
-            var addressSize: UInt8 = 0
-            var abbrevOffset: UInt64 = 0
-            if version >= 5 {
-                guard let type = cursor.u8(), let size = cursor.u8(),
-                    let abbrev = cursor.unsigned(size: offsetSize)
-                else { continue }
-                unitType = type
-                addressSize = size
-                abbrevOffset = abbrev
-                switch type {
-                case DW_UT_skeleton, DW_UT_split_compile: guard cursor.skip(8) else { continue }
-                case DW_UT_type, DW_UT_split_type: guard cursor.skip(8 + offsetSize) else { continue }
-                default: break
-                }
-            } else {
-                guard let abbrev = cursor.unsigned(size: offsetSize), let size = cursor.u8() else { continue }
-                abbrevOffset = abbrev
-                addressSize = size
+        let size = UInt64(sections.info.count)
+        if let collected {
+            headers = Array(collected.prefix { $0.endOffset <= size })
+        } else {
+            var headers: [Header] = []
+            var offset: UInt64 = 0
+            while offset < size, let bytes = sections.info.slice(offset, min(UInt64(Self.headerSlot), size - offset)),
+                let (header, end) = Self.parseHeader(bytes, at: offset), end <= size
+            {
+                if let header { headers.append(header) }
+                offset = end
             }
-            let dieOffset = offset + UInt64(cursor.offset)
-            guard addressSize == 4 || addressSize == 8, dieOffset < end else { continue }
-            headers.append(
-                Header(
-                    offset: offset, endOffset: end, abbrevOffset: abbrevOffset,
-                    format: DWARFFormat(version: version, addressSize: addressSize, offsetSize: UInt8(offsetSize)),
-                    unitType: unitType, dieStart: UInt8(cursor.offset)))
+            self.headers = headers
         }
-        self.headers = headers
         made = Array(repeating: nil, count: headers.count)
+    }
+
+    /// The unit header in `bytes` (its first bytes, at most `headerSlot`), which is at `offset` of
+    /// .debug_info: the header, nil for a unit that is skipped (a version or unit type this
+    /// reader does not read), and where the next begins; nil when no length can be read there.
+    static func parseHeader(_ bytes: ByteView, at offset: UInt64) -> (header: Header?, end: UInt64)? {
+        var cursor = DWARFCursor(bytes)
+        guard let (length, offsetSize) = cursor.initialLength(),
+            let end = offset.checkedAdding(UInt64(cursor.offset))?.checkedAdding(length)
+        else { return nil }
+        guard let version = cursor.u16(), version >= 2, version <= 5 else { return (nil, end) }
+        var unitType = DW_UT_compile
+        var addressSize: UInt8 = 0
+        var abbrevOffset: UInt64 = 0
+        if version >= 5 {
+            guard let type = cursor.u8(), let size = cursor.u8(), let abbrev = cursor.unsigned(size: offsetSize) else {
+                return (nil, end)
+            }
+            unitType = type
+            addressSize = size
+            abbrevOffset = abbrev
+            switch type {
+            case DW_UT_skeleton, DW_UT_split_compile: guard cursor.skip(8) else { return (nil, end) }
+            case DW_UT_type, DW_UT_split_type: guard cursor.skip(8 + offsetSize) else { return (nil, end) }
+            default: break
+            }
+        } else {
+            guard let abbrev = cursor.unsigned(size: offsetSize), let size = cursor.u8() else { return (nil, end) }
+            abbrevOffset = abbrev
+            addressSize = size
+        }
+        guard addressSize == 4 || addressSize == 8, offset + UInt64(cursor.offset) < end else { return (nil, end) }
+        let header = Header(
+            offset: offset, endOffset: end, abbrevOffset: abbrevOffset,
+            format: DWARFFormat(version: version, addressSize: addressSize, offsetSize: UInt8(offsetSize)),
+            unitType: unitType, dieStart: UInt8(cursor.offset))
+        return (header, end)
     }
 
     /// The index of the unit whose header is at `offset`, if one is.

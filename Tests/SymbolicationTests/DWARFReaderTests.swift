@@ -265,13 +265,22 @@ final class DWARFReaderTests: XCTestCase {
         XCTAssertGreaterThan(info.units.count, 1000)
         let before = info.units.madeCount
         XCTAssertLessThan(before, info.units.count / 10, "units made before any lookup")
-        // abort's address in the file: where it is in this process, less where libc's file starts.
+        // abort's address in the file: its offset in the mapping that holds it, plus the mapping's
+        // offset in the file (libc's segments have their file offsets as addresses).
         let abort = UInt64(UInt(bitPattern: try XCTUnwrap(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "abort"))))
-        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8).split(separator: "\n")
-        let libcStart = try XCTUnwrap(
-            maps.first { $0.hasSuffix("/libc.so.6") && $0.split(separator: " ")[2] == "00000000" }?
-                .split(separator: "-").first.flatMap { UInt64($0, radix: 16) })
-        let address = abort - libcStart
+        // (Read to its end: a single read of /proc/self/maps may stop short of the line.)
+        let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps"))
+        let maps = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self).split(separator: "\n")
+        try handle.close()
+        let mapping = try XCTUnwrap(
+            maps.lazy.map { $0.split(separator: " ") }.first { fields in
+                let range = fields[0].split(separator: "-").compactMap { UInt64($0, radix: 16) }
+                return range.count == 2 && range[0] <= abort && abort < range[1]
+            })
+        let start = try XCTUnwrap(mapping[0].split(separator: "-").first.flatMap { UInt64($0, radix: 16) })
+        let offset = try XCTUnwrap(UInt64(mapping[2], radix: 16))
+        XCTAssertTrue(mapping.last?.hasSuffix("/libc.so.6") == true, "\(mapping)")
+        let address = abort - start + offset
         XCTAssertEqual(info.frames(at: address + 4).last?.function, "abort")
         XCTAssertEqual(info.units.madeCount, before + 1)
     }
