@@ -27,6 +27,8 @@ public final class ReportPool: @unchecked Sendable {
     /// First steps running now (the deferred thread waits for none).
     private var runningFirst = 0
     private var stopping = false
+    /// Whether a first step ran since the deferred thread last trimmed the heap.
+    private var firstStepsSinceTrim = false
     private let capacity: Int
     private let deferredBudget: Int
 
@@ -109,7 +111,14 @@ public final class ReportPool: @unchecked Sendable {
             let next = later.removeFirst()
             laterBytes -= next.bytes
             running += 1
+            // The first second step after first steps, with more waiting (a storm): the heap the
+            // captures and first steps freed, scattered among what the waiting steps hold, goes
+            // back before the second steps' own work comes on top of it (100 crashes: 0.4 MB of
+            // the peak).
+            let trim = firstStepsSinceTrim && !later.isEmpty
+            if trim { firstStepsSinceTrim = false }
             condition.unlock()
+            if trim { _ = malloc_trim(0) }
             next.job()
             condition.lock()
             running -= 1
@@ -145,6 +154,7 @@ public final class ReportPool: @unchecked Sendable {
             let job = queue.removeFirst()
             running += 1
             runningFirst += 1
+            firstStepsSinceTrim = true
             condition.unlock()
             job()
             condition.lock()
