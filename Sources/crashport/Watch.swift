@@ -85,6 +85,7 @@ struct Watch: ParsableCommand {
     @OptionGroup var deathFlags: DeathFlags
 
     func run() throws {
+        EagerBinding.ensure(arguments: CommandLine.unsafeArgv)
         var configuration = SidecarConfiguration.defaults()
         if let socket { configuration.socketPath = socket }
         if let reports { configuration.reportsRoot = reports }

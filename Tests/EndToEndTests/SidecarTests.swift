@@ -482,6 +482,29 @@ final class SidecarTests: XCTestCase {
         XCTAssertEqual(sidecar.stop(), 0)
     }
 
+    /// The sidecar executes itself once more with LD_BIND_NOW set (EagerBinding), so that its
+    /// libraries' calls are bound at start, not by the loader in the middle of a first report:
+    /// the same pid, serving as usual. Where the user set LD_BIND_NOW already, it does not.
+    func testTheSidecarRunsWithItsLibrariesBoundAtStart() throws {
+        func environment(of pid: pid_t) throws -> [String] {
+            let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/\(pid)/environ"))
+            defer { try? handle.close() }
+            return String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self).split(separator: "\0").map(String.init)
+        }
+        let sidecar = try SidecarProcess(directory: fresh("bind-now"))
+        let started = try environment(of: sidecar.pid)
+        XCTAssertTrue(started.contains("LD_BIND_NOW=1"), "\(started)")
+        XCTAssertTrue(started.contains("CRASHPORT_BIND_NOW=set"), "\(started)")
+        let program = try Waiter(waiter, environment: preloaded(sidecar))
+        XCTAssertEqual(try program.crash().status, .signaled(SIGSEGV))
+        XCTAssertEqual(try sidecar.waitForReports(1).count, 1)
+        XCTAssertEqual(sidecar.stop(), 0)
+
+        let already = try SidecarProcess(directory: fresh("bind-now-set"), environment: ["LD_BIND_NOW": "1"])
+        XCTAssertFalse(try environment(of: already.pid).contains("CRASHPORT_BIND_NOW=set"), "not executed again")
+        XCTAssertEqual(already.stop(), 0)
+    }
+
     /// SIGTERM right after a crash was captured: the report being written is finished, then
     /// the sidecar exits 0 and removes its socket.
     func testSIGTERMFinishesTheReportInFlight() throws {
