@@ -29,6 +29,9 @@ public final class ReportPool: @unchecked Sendable {
     private var stopping = false
     /// Whether a first step ran since the deferred thread last trimmed the heap.
     private var firstStepsSinceTrim = false
+    /// Deferred jobs queued that hold a capture (bytes > 0), and whether the running one does.
+    private var laterHolding = 0
+    private var runningLaterHolds = false
     private let capacity: Int
     private let deferredBudget: Int
 
@@ -73,16 +76,18 @@ public final class ReportPool: @unchecked Sendable {
         }
         later.append((bytes, job))
         laterBytes += bytes
+        if bytes > 0 { laterHolding += 1 }
         condition.broadcast()
         return true
     }
 
-    /// Whether a job deferred now would wait: behind a deferred job queued or running, or a
-    /// first step queued (the caller's own, running, is not counted).
+    /// Whether a job deferred now would wait behind another report: a first step queued (the
+    /// caller's own, running, is not counted), or a deferred job that holds a capture, queued or
+    /// running (not the short writes of run records, which hold none).
     public var deferredJobWouldWait: Bool {
         condition.lock()
         defer { condition.unlock() }
-        return !later.isEmpty || running > runningFirst || !queue.isEmpty
+        return !queue.isEmpty || laterHolding > 0 || runningLaterHolds
     }
 
     /// Waits until every queued job (deferred ones too) has run.
@@ -110,17 +115,20 @@ public final class ReportPool: @unchecked Sendable {
             while later.isEmpty || !queue.isEmpty || runningFirst > 0 { condition.wait() }
             let next = later.removeFirst()
             laterBytes -= next.bytes
+            if next.bytes > 0 { laterHolding -= 1 }
+            runningLaterHolds = next.bytes > 0
             running += 1
-            // The first second step after first steps, with more waiting (a storm): the heap the
-            // captures and first steps freed, scattered among what the waiting steps hold, goes
-            // back before the second steps' own work comes on top of it (100 crashes: 0.4 MB of
-            // the peak).
-            let trim = firstStepsSinceTrim && !later.isEmpty
+            // The first second step after first steps, with more reports waiting (a storm): the
+            // heap the captures and first steps freed, scattered among what the waiting steps
+            // hold, goes back before the second steps' own work comes on top of it (100 crashes:
+            // 0.4 MB of the peak).
+            let trim = firstStepsSinceTrim && next.bytes > 0 && laterHolding > 0
             if trim { firstStepsSinceTrim = false }
             condition.unlock()
             if trim { _ = malloc_trim(0) }
             next.job()
             condition.lock()
+            runningLaterHolds = false
             running -= 1
             finished()
         }

@@ -57,4 +57,48 @@ final class ReportPoolTests: XCTestCase {
         XCTAssertEqual(ran.withLock { $0 }, 2)
         XCTAssertEqual(pool.pending, 0)
     }
+
+    /// A second step deferred now would wait (and so keeps its capture on disk meanwhile:
+    /// CaptureSpill) behind a queued first step or a deferred job that holds a capture, queued or
+    /// running; not behind a run record's write, which holds none.
+    func testADeferredJobWouldWaitBehindAnotherReportOnly() {
+        let pool = ReportPool(threads: 1)
+        XCTAssertFalse(pool.deferredJobWouldWait, "an idle pool")
+        let gate = DispatchSemaphore(value: 0), started = DispatchSemaphore(value: 0)
+        XCTAssertTrue(
+            pool.deferJob(holding: 0) {
+                started.signal()
+                gate.wait()
+            })
+        started.wait()
+        XCTAssertFalse(pool.deferredJobWouldWait, "a run record's write running")
+        XCTAssertTrue(pool.deferJob(holding: 0) {})
+        XCTAssertFalse(pool.deferredJobWouldWait, "a run record's write queued")
+        XCTAssertTrue(pool.deferJob(holding: 4096) {})
+        XCTAssertTrue(pool.deferredJobWouldWait, "a report's second step queued")
+        gate.signal()
+        pool.drain()
+        XCTAssertFalse(pool.deferredJobWouldWait)
+
+        let held = DispatchSemaphore(value: 0), running = DispatchSemaphore(value: 0)
+        XCTAssertTrue(
+            pool.deferJob(holding: 4096) {
+                running.signal()
+                held.wait()
+            })
+        running.wait()
+        XCTAssertTrue(pool.deferredJobWouldWait, "a report's second step running")
+        held.signal()
+        pool.drain()
+        let first = DispatchSemaphore(value: 0), firstRunning = DispatchSemaphore(value: 0)
+        pool.submit {
+            firstRunning.signal()
+            first.wait()
+        }
+        firstRunning.wait()
+        pool.submit {}
+        XCTAssertTrue(pool.deferredJobWouldWait, "a first step queued")
+        first.signal()
+        pool.drain()
+    }
 }
