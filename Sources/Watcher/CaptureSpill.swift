@@ -7,15 +7,19 @@
 // bytes into the minidump, so they are safe; what waits in memory is only a working copy.
 // When a second step would wait behind another, its capture's bytes go into one unlinked file
 // of the watcher's own (O_TMPFILE in the report root, opened at start with the watcher's
-// credentials, so no client's directory or file system is involved) and come back when it
-// runs. Page cache is the kernel's to write back and drop under pressure; the heap is not.
-// The file is emptied whenever no spilled capture is left.
+// credentials, so no client's directory or file system is involved), each array written at an
+// offset reserved for it, and come back, each read into an array of its own, when it runs. Page
+// cache is the kernel's to write back and drop under pressure; the heap is not. A capture read
+// back gives its blocks back at once (a hole punched), the file is emptied whenever no spilled
+// capture is left, and a steady stream of crashes that never lets it empty stops spilling once
+// its offsets reach `maximumEnd` (the captures then wait in memory, within the pool's budget).
 //
 // Reading back is bounded (a local file of the watcher's, a fixed length); a capture whose
 // bytes cannot be read back stays as captured (its first step's report is whole). Where the
 // file cannot be made (a file system without O_TMPFILE), captures wait in memory as before.
 
 import BoundedBytes
+import CShims
 import ReportModel
 import Synchronization
 
@@ -35,24 +39,29 @@ final class CaptureSpill: Sendable {
     /// spilled since `takeSpilled` last asked.
     private let state = Mutex<(end: Int, live: Int, spilled: Int)>((0, 0, 0))
 
+    /// The offsets the file may use before it is next emptied (its blocks are given back as
+    /// captures are read, so this bounds its size only where holes cannot be punched).
+    let maximumEnd: Int
+
     /// An unlinked file in `directory`; nil where none can be made there.
-    init?(directory: String) {
-        let temporaryFile: Int32 = 0o20_200_000  // O_TMPFILE (__O_TMPFILE | O_DIRECTORY)
-        let fd = open(directory, temporaryFile | O_RDWR | O_CLOEXEC, 0o600)
+    init?(directory: String, maximumEnd: Int = 256 << 20) {
+        let fd = cp_open_unnamed(directory)
         guard fd >= 0 else { return nil }
         self.fd = fd
+        self.maximumEnd = maximumEnd
     }
 
     deinit { close(fd) }
 
     /// Moves the capture's stacks, copied memory and /proc files into the file, leaving them
-    /// empty in `capture`. Nil, the capture untouched, when the write fails.
+    /// empty in `capture`. Nil, the capture untouched, when the write fails or the file is full.
     func spill(_ capture: inout Capture) -> Place? {
         let arrays = Self.arrays(of: capture)
         let lengths = arrays.map(\.count)
         let total = lengths.reduce(0, +)
         guard total > 0 else { return nil }
-        let offset = state.withLock { state -> Int in
+        let offset = state.withLock { state -> Int? in
+            guard state.end + total <= maximumEnd else { return nil }
             defer {
                 state.end += total
                 state.live += 1
@@ -60,13 +69,16 @@ final class CaptureSpill: Sendable {
             }
             return state.end
         }
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(total)
-        for array in arrays { buffer += array }
-        guard Self.writeAll(fd, buffer, at: offset) else {
-            state.withLock { $0.spilled -= 1 }
-            release()
-            return nil
+        guard let offset else { return nil }
+        var position = offset
+        for array in arrays {
+            let written = array.withUnsafeBytes { Self.writeAll(fd, $0, at: position) }
+            guard written else {
+                state.withLock { $0.spilled -= 1 }
+                release(offset: offset, count: total)
+                return nil
+            }
+            position += array.count
         }
         Self.replace(in: &capture) { _ in [] }
         return Place(offset: offset, lengths: lengths)
@@ -74,20 +86,25 @@ final class CaptureSpill: Sendable {
 
     /// Puts the bytes back. False when they cannot be read whole (the capture stays empty).
     func restore(_ capture: inout Capture, from place: Place) -> Bool {
-        defer { release() }
         let total = place.lengths.reduce(0, +)
-        var buffer = [UInt8](repeating: 0, count: total)
-        let read = buffer.withUnsafeMutableBytes { Self.readAll(fd, $0, at: place.offset) }
-        guard read else { return false }
-        var start = 0
+        defer { release(offset: place.offset, count: total) }
+        var arrays: [[UInt8]] = []
+        arrays.reserveCapacity(place.lengths.count)
+        var position = place.offset
+        for length in place.lengths {
+            var complete = false
+            let array = [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
+                complete = Self.readAll(fd, UnsafeMutableRawBufferPointer(buffer), at: position)
+                count = complete ? length : 0
+            }
+            guard complete else { return false }
+            arrays.append(array)
+            position += length
+        }
         var index = 0
         Self.replace(in: &capture) { _ in
-            let length = place.lengths[index]
-            defer {
-                start += length
-                index += 1
-            }
-            return Array(buffer[start..<(start + length)])
+            defer { index += 1 }
+            return index < arrays.count ? arrays[index] : []
         }
         return true
     }
@@ -100,8 +117,10 @@ final class CaptureSpill: Sendable {
         }
     }
 
-    /// One spilled capture is done with: the file is emptied once none is left.
-    private func release() {
+    /// One spilled capture is done with: its blocks go back at once, and the file is emptied
+    /// once none is left.
+    private func release(offset: Int, count: Int) {
+        _ = cp_punch_hole(fd, Int64(offset), Int64(count))
         state.withLock { state in
             state.live -= 1
             if state.live == 0 {
@@ -143,17 +162,15 @@ final class CaptureSpill: Sendable {
         }
     }
 
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int) -> Bool {
-        bytes.withUnsafeBytes { buffer in
-            var done = 0
-            while done < buffer.count {
-                let result = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
-                if result < 0 && errno == EINTR { continue }
-                guard result > 0 else { return false }
-                done += result
-            }
-            return true
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Bool {
+        var done = 0
+        while done < bytes.count {
+            let result = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+            if result < 0 && errno == EINTR { continue }
+            guard result > 0 else { return false }
+            done += result
         }
+        return true
     }
 
     private static func readAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Bool {

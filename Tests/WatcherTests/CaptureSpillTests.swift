@@ -42,6 +42,13 @@ final class CaptureSpillTests: XCTestCase {
         return Int(info.st_size)
     }
 
+    /// Bytes of the file system the file holds (its blocks).
+    func fileBlocks(_ spill: CaptureSpill) -> Int {
+        var info = stat()
+        XCTAssertEqual(fstat(spill.fd, &info), 0)
+        return Int(info.st_blocks) * 512
+    }
+
     func testACaptureComesBackAsItWentAndTheFileEmptiesWhenNoneIsLeft() throws {
         let spill = try XCTUnwrap(CaptureSpill(directory: TestSupport.freshDirectory(in: NSTemporaryDirectory(), "spill")))
         let original = try capture(stackBytes: 9000)
@@ -58,9 +65,11 @@ final class CaptureSpillTests: XCTestCase {
         let perCapture = 2 + [files.maps, files.procStatus, files.cmdLine].reduce(0) { $0 + ($1?.count ?? 0) }
         XCTAssertEqual(fileSize(spill), 9000 + 100 + 2 * perCapture)
 
+        let blocks = fileBlocks(spill)
         XCTAssertTrue(spill.restore(&first, from: firstPlace))
         XCTAssertEqual(first.snapshot, original.snapshot)
         XCTAssertGreaterThan(fileSize(spill), 0, "the second capture is still there")
+        XCTAssertLessThan(fileBlocks(spill), blocks, "the first one's blocks went back")
         XCTAssertTrue(spill.restore(&second, from: secondPlace))
         XCTAssertEqual(second.snapshot.threads[0].stack?.bytes.count, 100)
         XCTAssertEqual(fileSize(spill), 0, "emptied once none is left")
@@ -77,6 +86,22 @@ final class CaptureSpillTests: XCTestCase {
         let past = CaptureSpill.Place(offset: place.offset + 1 << 20, lengths: place.lengths)
         XCTAssertFalse(spill.restore(&spilled, from: past), "bytes the file does not hold")
         XCTAssertEqual(spilled.snapshot.threads[0].stack?.bytes, [], "left empty: the report stays as captured")
+    }
+
+    /// A file that never empties (a steady stream of crashes) stops taking captures at its
+    /// bound: they wait in memory instead.
+    func testAFileAtItsBoundTakesNoMore() throws {
+        let spill = try XCTUnwrap(
+            CaptureSpill(directory: TestSupport.freshDirectory(in: NSTemporaryDirectory(), "spill"), maximumEnd: 20_000))
+        var first = try capture(stackBytes: 9000), second = try capture(stackBytes: 9000)
+        let place = try XCTUnwrap(spill.spill(&first))
+        let original = try capture(stackBytes: 9000)
+        var third = original
+        XCTAssertNotNil(spill.spill(&second))
+        XCTAssertNil(spill.spill(&third), "past 20,000 bytes of offsets")
+        XCTAssertEqual(third.snapshot, original.snapshot, "left as it was")
+        XCTAssertTrue(spill.restore(&first, from: place))
+        XCTAssertNil(spill.spill(&third), "offsets are reused only once the file is empty")
     }
 
     func testNoFileWhereNoneCanBeMade() {

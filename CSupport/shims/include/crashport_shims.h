@@ -256,4 +256,12 @@ pid_t cp_spawn_detached(const char *path, char *const argv[], char *const envp[]
 int cp_debuginfod_find(const unsigned char *build_id, int length, int executable, double seconds, char **path,
                        const char **why);
 
+/* An unnamed file in `directory` (O_TMPFILE), read-write, mode 0600, close-on-exec; -1 with
+ * errno where the file system has none. */
+int cp_open_unnamed(const char *directory);
+
+/* Gives the file system back the blocks of a range of `fd` (FALLOC_FL_PUNCH_HOLE, the file's
+ * size kept); -1 with errno where it cannot. */
+int cp_punch_hole(int fd, int64_t offset, int64_t length);
+
 #endif
