@@ -230,12 +230,18 @@ public final class DWARFInfo: @unchecked Sendable {
             }
         }
 
+        // (Made for their ranges only, then let go: a file without .debug_aranges, clang's
+        // default, would otherwise keep every unit's object from the start.)
         for index in 0..<units.count where !covered[index] {
+            let type = units.headers[index].unitType
+            guard type == DW_UT_compile || type == DW_UT_partial || type == DW_UT_skeleton else { continue }
             let unit = units[index]
-            guard unit.isCodeUnit else { continue }
-            let before = ranges.count
-            unit.unitRanges(into: &ranges, budget: &budget)
-            for _ in before..<ranges.count { owners.append(Int32(unit.index)) }
+            if unit.isCodeUnit {
+                let before = ranges.count
+                unit.unitRanges(into: &ranges, budget: &budget)
+                for _ in before..<ranges.count { owners.append(Int32(index)) }
+            }
+            units.forget(index)
         }
         return DWARFAddressMap(ranges: ranges, owners: owners, ownerCount: units.count, winner: .lowest)
     }

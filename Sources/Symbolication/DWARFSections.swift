@@ -161,9 +161,11 @@ struct DWARFHeaderCollector {
         if current.count == DWARFUnits.headerSlot { finishHeader() }
     }
 
-    /// The headers, the last one read from what the section's end left of its slot.
+    /// The headers, the last ones read from what the section's end left of their slots (as a
+    /// kept section's are read from its last bytes). Each header moves on by at least its length
+    /// field, so this ends.
     mutating func finish() -> [DWARFUnits.Header] {
-        if !current.isEmpty && next != .max { finishHeader() }
+        while !current.isEmpty && next != .max { finishHeader() }
         return headers
     }
 }

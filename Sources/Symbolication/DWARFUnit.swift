@@ -454,7 +454,7 @@ struct DWARFCodeAttributes {
 final class DWARFUnits: @unchecked Sendable {
     /// Offsets in .debug_info: the unit header, one past the unit's end (`dieStart`: from the
     /// header to the first DIE, which a header of at most `headerSlot` bytes bounds).
-    struct Header {
+    struct Header: Equatable, Sendable {
         var offset: UInt64
         var endOffset: UInt64
         var abbrevOffset: UInt64
@@ -484,20 +484,28 @@ final class DWARFUnits: @unchecked Sendable {
         self.sections = sections
         self.tables = tables
         let size = UInt64(sections.info.count)
-        if let collected {
-            headers = Array(collected.prefix { $0.endOffset <= size })
-        } else {
-            var headers: [Header] = []
-            var offset: UInt64 = 0
-            while offset < size, let bytes = sections.info.slice(offset, min(UInt64(Self.headerSlot), size - offset)),
-                let (header, end) = Self.parseHeader(bytes, at: offset), end <= size
-            {
-                if let header { headers.append(header) }
-                offset = end
-            }
-            self.headers = headers
-        }
+        headers = collected.map { Array($0.prefix { $0.endOffset <= size }) } ?? Self.headers(in: sections.info)
         made = Array(repeating: nil, count: headers.count)
+    }
+
+    /// The unit headers of a .debug_info kept whole, in order, up to the first that does not fit.
+    static func headers(in info: ByteView) -> [Header] {
+        let size = UInt64(info.count)
+        var headers: [Header] = []
+        var offset: UInt64 = 0
+        while offset < size, let bytes = info.slice(offset, min(UInt64(headerSlot), size - offset)),
+            let (header, end) = parseHeader(bytes, at: offset), end <= size
+        {
+            if let header { headers.append(header) }
+            offset = end
+        }
+        return headers
+    }
+
+    /// Lets the unit at `index` go (made again if used again): the units the address map read
+    /// only for their ranges (those no .debug_aranges set names).
+    func forget(_ index: Int) {
+        made[index] = nil
     }
 
     /// The unit header in `bytes` (its first bytes, at most `headerSlot`), which is at `offset` of
