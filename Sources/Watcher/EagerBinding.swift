@@ -5,7 +5,7 @@
 // libraries it loads (libunwind, libelf, zlib, liblzma) into libc and libm were bound lazily, by
 // the loader, at their first call: in the middle of a crash, a sidecar's first report ran the
 // loader's code and read libc's, libm's and the others' symbol tables, 0.5 MB of a storm's peak
-// (measured: a first report's peak 9.5 -> 9.0 MB). Bound at start, those pages are touched
+// (measured: a first report's peak 9.5 -> 9.1 MB). Bound at start, those pages are touched
 // while the sidecar starts, and given back with the rest of start-up's (ResidentMemory).
 //
 // The variable is for this process only: the process executed again takes it (and the marker)

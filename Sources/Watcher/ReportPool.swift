@@ -11,7 +11,8 @@
 // on disk before the first is symbolicated, and a symbolication in progress takes CPU from
 // neither capture nor first steps (nor do its fsyncs stall their file creations). On an idle
 // machine the niceness costs nothing. Deferred jobs hold their captures (every thread's stack)
-// until they run: at most `deferredBudget` bytes of them wait; past it, `defer` refuses and the
+// until they run, in memory or, when they would wait behind another report, on disk
+// (CaptureSpill): at most `deferredBudget` bytes of them wait; past it, `defer` refuses and the
 // caller runs the job at once. One runs at a time: one symbolication's memory at a time.
 
 import CShims
