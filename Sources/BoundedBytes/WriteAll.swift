@@ -1,5 +1,6 @@
-// Writing a whole buffer to a file descriptor (write(2) may write less than asked, or be
-// interrupted before it writes anything), and making a directory with its parents.
+// Writing a whole buffer to a file descriptor, and reading one whole at an offset (write(2) and
+// read(2) may move less than asked, or be interrupted first), and making a directory with its
+// parents.
 
 #if canImport(Glibc)
 import Glibc
@@ -21,6 +22,33 @@ public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
         if written < 0 && errno == EINTR { continue }
         guard written > 0 else { return false }
         offset += written
+    }
+    return true
+}
+
+/// Writes all of `bytes` to `fd` at `offset` (pwrite(2), again after a short or interrupted
+/// write); false, with errno set, when a write fails or writes nothing.
+@discardableResult
+public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Bool {
+    var done = 0
+    while done < bytes.count {
+        let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return false }
+        done += written
+    }
+    return true
+}
+
+/// Fills `buffer` from `fd` at `offset` (pread(2), again after a short or interrupted read);
+/// false when a read fails or the file ends first (errno is set for a failure).
+public func readAll(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Bool {
+    var done = 0
+    while done < buffer.count {
+        let read = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
+        if read < 0 && errno == EINTR { continue }
+        guard read > 0 else { return false }
+        done += read
     }
     return true
 }

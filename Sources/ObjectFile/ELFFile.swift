@@ -645,7 +645,7 @@ public final class ELFFile: Sendable {
             // Sorted: the tables' pages (libc6-dbg's: 360 KB) need not stay mapped.
             for table in SymbolTable.tables(in: sections) {
                 releasePages(of: table)
-                if Int(table.link) < sections.count, table.link != 0 { releasePages(of: sections[Int(table.link)]) }
+                if let strings = SymbolTable.stringSection(for: table, in: sections) { releasePages(of: strings) }
             }
             return built
         }

@@ -124,10 +124,10 @@ public enum SectionCache {
         var offset = 0
         while offset < size {
             let count = min(buffer.count, size - offset)
-            let read = pread(fd, buffer.baseAddress, count, off_t(offset))
-            // A short read of our own file (an I/O error): that chunk through the mapping.
+            let read = readAll(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: offset)
+            // A failed read of our own file (an I/O error): that chunk through the mapping.
             let chunk =
-                read == count
+                read
                 ? UnsafeRawBufferPointer(rebasing: buffer[0..<count])
                 : UnsafeRawBufferPointer(rebasing: mapping[offset..<offset + count])
             scan(chunk, offset)

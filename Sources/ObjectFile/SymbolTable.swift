@@ -51,8 +51,13 @@ public struct SymbolTable: Sendable {
     /// The string table a symbol table links to, if it lies in the file. Names are read from it
     /// bounds-checked (ByteView.cString), when a lookup hits.
     static func strings(for table: ELFSection, sections: [ELFSection], view: ByteView) -> ByteView? {
+        stringSection(for: table, in: sections).flatMap { ELFFile.contents(of: $0, in: view) }
+    }
+
+    /// The section a symbol table's `sh_link` names as its strings, if it names one.
+    static func stringSection(for table: ELFSection, in sections: [ELFSection]) -> ELFSection? {
         guard Int(table.link) < sections.count, table.link != 0 else { return nil }
-        return ELFFile.contents(of: sections[Int(table.link)], in: view)
+        return sections[Int(table.link)]
     }
 
     /// The one decoder of symbol entries (the table here and ELFFile.definesSymbol): gelf_getsym

@@ -591,19 +591,10 @@ enum MinidumpFile {
         }
     }
 
-    /// pwrite(2) in a loop until every byte is written.
+    /// Every byte written at `offset` (BoundedBytes.writeAll), or the error naming the file.
     private static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int, path: String) throws {
-        try bytes.withUnsafeBytes { buffer in
-            var done = 0
-            while done < buffer.count {
-                let result = pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    throw MinidumpError.system(call: "pwrite", path: path, errno: errno)
-                }
-                done += result
-            }
-        }
+        let written = bytes.withUnsafeBytes { BoundedBytes.writeAll(fd, $0, at: offset) }
+        guard written else { throw MinidumpError.system(call: "pwrite", path: path, errno: errno) }
     }
 
     /// The whole file. Files over 4 GiB are refused: 32-bit RVAs cannot point past that.

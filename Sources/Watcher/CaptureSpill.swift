@@ -72,7 +72,7 @@ final class CaptureSpill: Sendable {
         guard let offset else { return nil }
         var position = offset
         for array in arrays {
-            let written = array.withUnsafeBytes { Self.writeAll(fd, $0, at: position) }
+            let written = array.withUnsafeBytes { writeAll(fd, $0, at: position) }
             guard written else {
                 state.withLock { $0.spilled -= 1 }
                 release(offset: offset, count: total)
@@ -94,7 +94,7 @@ final class CaptureSpill: Sendable {
         for length in place.lengths {
             var complete = false
             let array = [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
-                complete = Self.readAll(fd, UnsafeMutableRawBufferPointer(buffer), at: position)
+                complete = readAll(fd, into: UnsafeMutableRawBufferPointer(buffer), at: position)
                 count = complete ? length : 0
             }
             guard complete else { return false }
@@ -160,27 +160,5 @@ final class CaptureSpill: Sendable {
                 capture.snapshot.linuxFiles[keyPath: file] = body(bytes)
             }
         }
-    }
-
-    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Bool {
-        var done = 0
-        while done < bytes.count {
-            let result = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
-            if result < 0 && errno == EINTR { continue }
-            guard result > 0 else { return false }
-            done += result
-        }
-        return true
-    }
-
-    private static func readAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Bool {
-        var done = 0
-        while done < buffer.count {
-            let result = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
-            if result < 0 && errno == EINTR { continue }
-            guard result > 0 else { return false }
-            done += result
-        }
-        return true
     }
 }

@@ -11,6 +11,19 @@ import XCTest
 @testable import Watcher
 
 final class ReportPoolTests: XCTestCase {
+    /// A job that holds its thread until released: `started` once it runs.
+    struct Blocker {
+        private let gate = DispatchSemaphore(value: 0), running = DispatchSemaphore(value: 0)
+        var job: @Sendable () -> Void {
+            { [gate, running] in
+                running.signal()
+                gate.wait()
+            }
+        }
+        func started() { running.wait() }
+        func release() { gate.signal() }
+    }
+
     func testDeferredJobsWaitForFirstStepsAndRunOnTheirOwnThreadAtALowerPriority() {
         let pool = ReportPool(threads: 1)
         let order = Mutex<[String]>([])
@@ -39,20 +52,15 @@ final class ReportPoolTests: XCTestCase {
 
     func testTheDeferredBudgetRefusesPastIt() {
         let pool = ReportPool(threads: 1, deferredBudget: 100)
-        let gate = DispatchSemaphore(value: 0)
         let ran = Mutex(0)
         // The deferred thread held by its first job: what comes next waits, holding its bytes.
-        let started = DispatchSemaphore(value: 0)
-        XCTAssertTrue(
-            pool.deferJob(holding: 10) {
-                started.signal()
-                gate.wait()
-            })
-        started.wait()  // taken off the queue: its bytes no longer wait
+        let blocker = Blocker()
+        XCTAssertTrue(pool.deferJob(holding: 10, blocker.job))
+        blocker.started()  // taken off the queue: its bytes no longer wait
         XCTAssertTrue(pool.deferJob(holding: 60) { ran.withLock { $0 += 1 } })
         XCTAssertFalse(pool.deferJob(holding: 60) { ran.withLock { $0 += 1 } }, "60 + 60 waiting passes 100")
         XCTAssertTrue(pool.deferJob(holding: 40) { ran.withLock { $0 += 1 } })
-        gate.signal()
+        blocker.release()
         pool.drain()
         XCTAssertEqual(ran.withLock { $0 }, 2)
         XCTAssertEqual(pool.pending, 0)
@@ -64,41 +72,30 @@ final class ReportPoolTests: XCTestCase {
     func testADeferredJobWouldWaitBehindAnotherReportOnly() {
         let pool = ReportPool(threads: 1)
         XCTAssertFalse(pool.deferredJobWouldWait, "an idle pool")
-        let gate = DispatchSemaphore(value: 0), started = DispatchSemaphore(value: 0)
-        XCTAssertTrue(
-            pool.deferJob(holding: 0) {
-                started.signal()
-                gate.wait()
-            })
-        started.wait()
+        let record = Blocker()
+        XCTAssertTrue(pool.deferJob(holding: 0, record.job))
+        record.started()
         XCTAssertFalse(pool.deferredJobWouldWait, "a run record's write running")
         XCTAssertTrue(pool.deferJob(holding: 0) {})
         XCTAssertFalse(pool.deferredJobWouldWait, "a run record's write queued")
         XCTAssertTrue(pool.deferJob(holding: 4096) {})
         XCTAssertTrue(pool.deferredJobWouldWait, "a report's second step queued")
-        gate.signal()
+        record.release()
         pool.drain()
         XCTAssertFalse(pool.deferredJobWouldWait)
 
-        let held = DispatchSemaphore(value: 0), running = DispatchSemaphore(value: 0)
-        XCTAssertTrue(
-            pool.deferJob(holding: 4096) {
-                running.signal()
-                held.wait()
-            })
-        running.wait()
+        let second = Blocker()
+        XCTAssertTrue(pool.deferJob(holding: 4096, second.job))
+        second.started()
         XCTAssertTrue(pool.deferredJobWouldWait, "a report's second step running")
-        held.signal()
+        second.release()
         pool.drain()
-        let first = DispatchSemaphore(value: 0), firstRunning = DispatchSemaphore(value: 0)
-        pool.submit {
-            firstRunning.signal()
-            first.wait()
-        }
-        firstRunning.wait()
+        let first = Blocker()
+        pool.submit(first.job)
+        first.started()
         pool.submit {}
         XCTAssertTrue(pool.deferredJobWouldWait, "a first step queued")
-        first.signal()
+        first.release()
         pool.drain()
     }
 }
