@@ -64,14 +64,15 @@ public final class Sidecar {
     }
     let uploadProcesses = Children()
 
+    /// A connected client: a bucket of `clients`, with its run and watch boxed (Boxed.swift).
     struct Client {
         var peer: Sender
         var refusal: String?
         var messages = 0
         /// The run this connection is, from its HELLO (RunHistory: last run, sessions).
-        var session: ClientSession?
+        @Boxed var session: ClientSession? = nil
         /// What an abnormal end would need, from its HELLO on (SidecarEnds.swift).
-        var watch: ClientWatch?
+        @Boxed var watch: ClientWatch? = nil
         /// The exit status its own process said GOODBYE with: it is exiting normally.
         var goodbye: Int32?
     }
