@@ -50,15 +50,16 @@ public enum HostMode: String, Sendable, CaseIterable, Codable {
     }
 }
 
-/// Where the host level keeps its parts. `directory` is /run/crashport for the system's sidecar;
-/// tests use their own (every path is in it, so nothing a test does touches the system's).
+/// Where the host level keeps its parts. `directory` is /run/crashport for the system's sidecar
+/// (or CRASHPORT_HOST_DIRECTORY, which every command that looks for this machine's host level
+/// reads); tests use their own (every path is in it, so nothing a test does touches the system's).
 public struct HostPaths: Sendable, Equatable {
     public var directory: String
     /// The kernel's own files (tests never change these).
     public var corePattern = "/proc/sys/kernel/core_pattern"
     public var corePipeLimit = "/proc/sys/kernel/core_pipe_limit"
 
-    public init(directory: String = "/run/crashport") { self.directory = directory }
+    public init(directory: String = HostPaths.systemDirectory()) { self.directory = directory }
 
     /// What crashport found and installed (HostInstallation, JSON, 0644: `crashport host status`
     /// reads it as any user).
@@ -72,7 +73,7 @@ public struct HostPaths: Sendable, Equatable {
     public var reportedMarks: String { directory + "/reported" }
 
     /// The host directory of this machine's host level: CRASHPORT_HOST_DIRECTORY, else /run/crashport.
-    static func systemDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    public static func systemDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         environment["CRASHPORT_HOST_DIRECTORY"].flatMap { $0.isEmpty ? nil : $0 } ?? "/run/crashport"
     }
 

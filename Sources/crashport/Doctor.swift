@@ -15,15 +15,14 @@ struct Doctor: ParsableCommand {
             "The sidecar's socket to check (default: $CRASHPORT_SOCKET, else crashport watch's default).", valueName: "PATH"))
     var socket: String?
 
-    @Option(name: .long, help: ArgumentHelp("The host level's directory (default /run/crashport).", valueName: "DIR"))
-    var hostDirectory: String?
+    @OptionGroup var host: HostDirectoryOption
 
     func run() throws {
         let doctor = Watcher.Doctor()
         let findings =
             doctor.findings(store: reportsOption.store)
             + doctor.sidecarFindings(socket: socket ?? SidecarConfiguration.defaults().socketPath)
-            + doctor.hostFindings(paths: HostPaths(directory: hostDirectory ?? "/run/crashport"))
+            + doctor.hostFindings(paths: host.paths)
         for finding in findings {
             let level = finding.level.rawValue
             print(level + String(repeating: " ", count: max(0, 8 - level.count)) + " " + finding.text)

@@ -14,11 +14,10 @@ struct Host: ParsableCommand {
             commandName: "status",
             abstract: "Which core handler mode is installed, since when, and what it replaced (exit 1 when not installed).")
 
-        @Option(name: .long, help: ArgumentHelp("The host level's directory (default /run/crashport).", valueName: "DIR"))
-        var hostDirectory: String?
+        @OptionGroup var host: HostDirectoryOption
 
         func run() throws {
-            let pattern = HostPattern(paths: HostPaths(directory: hostDirectory ?? "/run/crashport"))
+            let pattern = HostPattern(paths: host.paths)
             let status = pattern.status()
             print(status.text)
             if !status.installed { throw ExitCode(ExitStatus.failure) }
@@ -37,11 +36,10 @@ struct Host: ParsableCommand {
                 package runs it.
                 """)
 
-        @Option(name: .long, help: ArgumentHelp("The host level's directory (default /run/crashport).", valueName: "DIR"))
-        var hostDirectory: String?
+        @OptionGroup var host: HostDirectoryOption
 
         func run() throws {
-            let result = HostPattern(paths: HostPaths(directory: hostDirectory ?? "/run/crashport")).restoreLeftBehind()
+            let result = HostPattern(paths: host.paths).restoreLeftBehind()
             print(result.text)
             if !result.done { throw ExitCode(ExitStatus.failure) }
         }

@@ -65,7 +65,9 @@ struct Watch: ParsableCommand {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("With --host: where its sockets and records live (default /run/crashport).", valueName: "DIR"))
+        help: ArgumentHelp(
+            "With --host: where its sockets and records live (default $CRASHPORT_HOST_DIRECTORY, else /run/crashport).",
+            valueName: "DIR"))
     var hostDirectory: String?
 
     @Option(

@@ -203,7 +203,9 @@ final class HostLevelTests: XCTestCase {
         XCTAssertNotEqual(Self.read(Self.patternFile), savedPattern)
         _ = sidecar.stop(SIGKILL)
         XCTAssertNotEqual(Self.read(Self.patternFile), savedPattern, "a killed sidecar leaves its pattern")
-        let restored = try TestSupport.run([TestSupport.crashport, "host", "restore", "--host-directory", host])
+        // As CRASHPORT_HOST_DIRECTORY names it too, as every command that looks for the machine's.
+        let restored = try TestSupport.run(
+            [TestSupport.crashport, "host", "restore"], environment: ["CRASHPORT_HOST_DIRECTORY": host])
         XCTAssertEqual(restored.status, .exited(0), restored.stdout + restored.stderr)
         XCTAssertEqual(Self.read(Self.patternFile), savedPattern, restored.stdout)
         let again = try TestSupport.run([TestSupport.crashport, "host", "restore", "--host-directory", host])
@@ -367,9 +369,10 @@ final class HostLevelTests: XCTestCase {
         XCTAssertNotEqual(ours, savedPattern)
         first.stop(SIGKILL)
         XCTAssertEqual(Self.read(Self.patternFile), ours, "a killed sidecar cannot put it back")
-        let status = try TestSupport.run([
-            TestSupport.crashport, "host", "status", "--host-directory", hostDirectories[directory]!,
-        ])
+        // The machine's host directory from CRASHPORT_HOST_DIRECTORY, as `crashport run` finds it.
+        let status = try TestSupport.run(
+            [TestSupport.crashport, "host", "status"],
+            environment: ["CRASHPORT_HOST_DIRECTORY": try XCTUnwrap(hostDirectories[directory])])
         XCTAssertTrue(status.stdout.contains("not running"), status.stdout)
         let second = try hostSidecar(directory)
         XCTAssertTrue(second.log.contains("found its own pattern left by pid \(first.pid)"), second.log)
@@ -386,7 +389,8 @@ final class HostLevelTests: XCTestCase {
         ])
         XCTAssertTrue(doctor.stdout.contains("another tool has set core_pattern"), doctor.stdout)
         let checkup = try TestSupport.run(
-            [TestSupport.crashport, "doctor", "--host-directory", try XCTUnwrap(hostDirectories[directory])])
+            [TestSupport.crashport, "doctor"],
+            environment: ["CRASHPORT_HOST_DIRECTORY": try XCTUnwrap(hostDirectories[directory])])
         XCTAssertTrue(checkup.stdout.contains("host level: another tool set core_pattern"), checkup.stdout)
         XCTAssertEqual(third.stop(), 0)
         XCTAssertEqual(Self.read(Self.patternFile), "core.other-tool", "never overwritten back")
