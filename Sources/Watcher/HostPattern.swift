@@ -23,6 +23,7 @@ import BoundedBytes
 import FoundationEssentials
 import LiveProcess
 import ReportModel
+import Store
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -190,9 +191,11 @@ public struct HostPattern: Sendable {
             || (pattern.hasPrefix("|") && pattern.contains(" core-handler \(paths.directory) %P "))
     }
 
-    /// The installation on record, if any (an unreadable or foreign file reads as none).
+    /// The installation on record, if any (an unreadable or foreign file reads as none). Read as
+    /// a regular file only: the directory may be one a command was pointed at (--host-directory,
+    /// CRASHPORT_HOST_DIRECTORY), where a FIFO would keep it waiting.
     public func recorded() -> HostInstallation? {
-        guard let bytes = ProcFiles.read(paths.state, limit: 64 << 10) else { return nil }
+        guard let bytes = (try? UserFile.read(paths.state, limit: 64 << 10)) ?? nil else { return nil }
         return try? JSONDecoder().decode(HostInstallation.self, from: Data(bytes))
     }
 

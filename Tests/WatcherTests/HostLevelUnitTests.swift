@@ -55,6 +55,15 @@ final class HostLevelUnitTests: XCTestCase {
         XCTAssertNil(host.recorded())
     }
 
+    /// A record that is not a regular file (a FIFO in a directory a command was pointed at) reads
+    /// as none at once: `host status`, `host restore` and `doctor` never wait on it.
+    func testARecordThatIsAFIFOReadsAsNone() throws {
+        let host = try pattern(found: "core")
+        XCTAssertEqual(mkfifo(host.paths.state, 0o600), 0)
+        XCTAssertNil(host.recorded())
+        XCTAssertTrue(host.status().text.contains("not installed"), host.status().text)
+    }
+
     func testAStalePatternIsReplacedByWhatItHadReplaced() throws {
         try XCTSkipUnless(geteuid() == 0, "install refuses anyone but root")
         let host = try pattern(found: "core.%p")
