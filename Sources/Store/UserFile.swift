@@ -6,6 +6,8 @@
 // opened with O_NOFOLLOW | O_NONBLOCK, checked with fstat (a regular file, at most `limit`
 // bytes) before a byte is read, and read no further than `limit`. The caller sets the
 // filesystem ids (ReportStore.asOwner): the kernel then checks the open as the user's own.
+// A file that must be someone's own (the host level's record, root's) is read the same way,
+// and refused unless that user owns it and no one else may write it (`owner`).
 
 import FoundationEssentials
 
@@ -23,8 +25,9 @@ public enum UserFile {
 
     /// The bytes of the regular file at `path`, at most `limit` of them; nil when there is no
     /// such file. Throws Refused for a symlink (the last component: O_NOFOLLOW), anything that is
-    /// not a regular file, a file larger than `limit`, or a failed open or read.
-    public static func read(_ path: String, limit: Int) throws -> [UInt8]? {
+    /// not a regular file, a file larger than `limit`, one `owner` (when given) does not own or
+    /// that its group or others may write, or a failed open or read.
+    public static func read(_ path: String, limit: Int, owner: UInt32? = nil) throws -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
         guard fd >= 0 else {
             let error = errno
@@ -35,6 +38,10 @@ public enum UserFile {
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw Refused(path: path, reason: "fstat: \(String(cString: strerror(errno)))") }
         guard info.st_mode & S_IFMT == S_IFREG else { throw Refused(path: path, reason: "not a regular file") }
+        if let owner, info.st_uid != owner || info.st_mode & (S_IWGRP | S_IWOTH) != 0 {
+            let mode = String(info.st_mode & 0o7777, radix: 8)
+            throw Refused(path: path, reason: "not uid \(owner)'s own (owner \(info.st_uid), mode \(mode))")
+        }
         guard info.st_size >= 0, info.st_size <= limit else {
             throw Refused(path: path, reason: "\(info.st_size) bytes, more than the \(limit) it may hold; not read")
         }

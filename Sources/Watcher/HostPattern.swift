@@ -73,9 +73,10 @@ public struct HostPaths: Sendable, Equatable {
     /// does not report them again.
     public var reportedMarks: String { directory + "/reported" }
 
-    /// The host directory of this machine's host level: CRASHPORT_HOST_DIRECTORY, else /run/crashport.
+    /// The host directory of this machine's host level: CRASHPORT_HOST_DIRECTORY when it is an
+    /// absolute path, else /run/crashport.
     public static func systemDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        environment["CRASHPORT_HOST_DIRECTORY"].flatMap { $0.isEmpty ? nil : $0 } ?? "/run/crashport"
+        environment["CRASHPORT_HOST_DIRECTORY"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/run/crashport"
     }
 
     /// The marks directory of a host level installed on this machine (its record names the
@@ -191,11 +192,13 @@ public struct HostPattern: Sendable {
             || (pattern.hasPrefix("|") && pattern.contains(" core-handler \(paths.directory) %P "))
     }
 
-    /// The installation on record, if any (an unreadable or foreign file reads as none). Read as
-    /// a regular file only: the directory may be one a command was pointed at (--host-directory,
-    /// CRASHPORT_HOST_DIRECTORY), where a FIFO would keep it waiting.
+    /// The installation on record, if any (an unreadable or foreign file reads as none). The
+    /// directory may be one a command was pointed at (--host-directory, CRASHPORT_HOST_DIRECTORY),
+    /// so the record counts only as a regular file of root's that no one else may write (only
+    /// a root sidecar makes one, and `restore` puts its pattern into core_pattern), and a FIFO
+    /// there is refused, not waited on.
     public func recorded() -> HostInstallation? {
-        guard let bytes = (try? UserFile.read(paths.state, limit: 64 << 10)) ?? nil else { return nil }
+        guard let bytes = (try? UserFile.read(paths.state, limit: 64 << 10, owner: 0)) ?? nil else { return nil }
         return try? JSONDecoder().decode(HostInstallation.self, from: Data(bytes))
     }
 

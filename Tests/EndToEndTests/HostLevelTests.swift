@@ -389,8 +389,7 @@ final class HostLevelTests: XCTestCase {
         ])
         XCTAssertTrue(doctor.stdout.contains("another tool has set core_pattern"), doctor.stdout)
         let checkup = try TestSupport.run(
-            [TestSupport.crashport, "doctor"],
-            environment: ["CRASHPORT_HOST_DIRECTORY": try XCTUnwrap(hostDirectories[directory])])
+            [TestSupport.crashport, "doctor", "--host-directory", try XCTUnwrap(hostDirectories[directory])])
         XCTAssertTrue(checkup.stdout.contains("host level: another tool set core_pattern"), checkup.stdout)
         XCTAssertEqual(third.stop(), 0)
         XCTAssertEqual(Self.read(Self.patternFile), "core.other-tool", "never overwritten back")

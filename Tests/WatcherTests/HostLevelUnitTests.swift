@@ -4,6 +4,7 @@
 // cgroup path names. HostLevelTests (end to end) runs them against the real kernel.
 
 import Foundation
+import Synchronization
 import TestSupport
 import XCTest
 
@@ -60,8 +61,47 @@ final class HostLevelUnitTests: XCTestCase {
     func testARecordThatIsAFIFOReadsAsNone() throws {
         let host = try pattern(found: "core")
         XCTAssertEqual(mkfifo(host.paths.state, 0o600), 0)
-        XCTAssertNil(host.recorded())
+        let done = DispatchSemaphore(value: 0)
+        let read = Mutex<HostInstallation??>(nil)
+        Thread.detachNewThread {
+            let record = host.recorded()
+            read.withLock { $0 = .some(record) }
+            done.signal()
+        }
+        if done.wait(timeout: .now() + 10) == .timedOut {
+            // Waiting on the FIFO: a writer's open lets it go on (and end) before the test fails.
+            let writer = open(host.paths.state, O_WRONLY | O_NONBLOCK)
+            if writer >= 0 { close(writer) }
+            XCTFail("the record's read waited on a FIFO")
+            return
+        }
+        XCTAssertEqual(read.withLock { $0 }, .some(nil))
         XCTAssertTrue(host.status().text.contains("not installed"), host.status().text)
+    }
+
+    /// Only root's own record counts (a root `host restore` puts its pattern into core_pattern):
+    /// one of another user's, or one others may write, reads as none.
+    func testARecordThatIsNotRootsOwnReadsAsNone() throws {
+        try XCTSkipUnless(geteuid() == 0, "only root can give a file to another user")
+        let host = try pattern(found: "core")
+        let installation = HostInstallation(
+            mode: .pipe, pattern: "|/usr/bin/crashport core-handler \(host.paths.directory) %P", replaced: "|/tmp/x",
+            since: "2026-11-27T00:00:00Z", pid: 1, handOn: false, reports: "/tmp")
+        try host.record(installation)
+        XCTAssertEqual(host.recorded(), installation)
+        XCTAssertEqual(chmod(host.paths.state, 0o666), 0)
+        XCTAssertNil(host.recorded(), "others may write it")
+        XCTAssertEqual(chmod(host.paths.state, 0o644), 0)
+        XCTAssertEqual(chown(host.paths.state, 65534, 65534), 0)
+        XCTAssertNil(host.recorded(), "another user's")
+    }
+
+    /// CRASHPORT_HOST_DIRECTORY names the machine's host directory only as an absolute path.
+    func testTheSystemDirectoryFromTheEnvironment() {
+        XCTAssertEqual(HostPaths.systemDirectory(environment: [:]), "/run/crashport")
+        XCTAssertEqual(HostPaths.systemDirectory(environment: ["CRASHPORT_HOST_DIRECTORY": "/srv/host"]), "/srv/host")
+        XCTAssertEqual(HostPaths.systemDirectory(environment: ["CRASHPORT_HOST_DIRECTORY": "relative"]), "/run/crashport")
+        XCTAssertEqual(HostPaths.systemDirectory(environment: ["CRASHPORT_HOST_DIRECTORY": ""]), "/run/crashport")
     }
 
     func testAStalePatternIsReplacedByWhatItHadReplaced() throws {
