@@ -263,7 +263,14 @@ public struct Uploader {
     ) -> Result<
         Request, UploadError
     > {
-        let captured = FileManager.default.contents(atPath: directory + "/minidump.dmp").map(Array.init)
+        // Through UserFile: the directory is its owner's to edit (no symlink followed, no FIFO
+        // waited on, nothing past the bound read).
+        let captured: [UInt8]?
+        do {
+            captured = try UserFile.read(directory + "/minidump.dmp", limit: Self.maximumMinidumpSize)
+        } catch {
+            return .failure(UploadError("its minidump cannot be sent: \(error)"))
+        }
         let minidump = sendPII ? captured : captured.map(UploadPrivacy.scrubbed(minidump:))
         switch destination {
         case .crashpad, .sentryMinidump:
@@ -333,36 +340,22 @@ public struct Uploader {
     }
 
     /// The files the program attached (crashport_attach_file), as copied into the report: read
-    /// from inside the report directory only (a name that leads out of it, or a symlink, is
-    /// skipped: the directory is its owner's to edit), at most 20 MB in all, by name.
+    /// from inside the report directory only, through UserFile (a name that leads out of it, a
+    /// symlink or anything but a regular file is skipped: the directory is its owner's to edit),
+    /// at most 20 MB in all, by name.
     func attachments(of event: Event, directory: String) -> [(filename: String, bytes: [UInt8])] {
         var left = 20 << 20
         return (event.attachments ?? []).compactMap { record in
             guard let file = record.file, !file.hasPrefix("/"), !file.split(separator: "/").contains(".."),
-                let bytes = Self.readRegularFile(directory + "/" + file, limit: left)
+                let bytes = (try? UserFile.read(directory + "/" + file, limit: left)) ?? nil
             else { return nil }
             left -= bytes.count
             return (file.pathBaseName, bytes)
         }
     }
 
-    /// A regular file's bytes, not through a symlink, when it holds at most `limit`.
-    static func readRegularFile(_ path: String, limit: Int) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_size <= limit else { return nil }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes[offset...].withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return nil }
-            offset += count
-        }
-        return bytes
-    }
+    /// The largest minidump sent: crashport's own are a few megabytes (5 MB for 500 threads).
+    static let maximumMinidumpSize = 256 << 20
 
     /// The end of the run this report ended, as Sentry's session update: only in the envelope of
     /// the report the run's record names (so a run is counted once), and only with a release

@@ -58,9 +58,19 @@ public final class Sidecar {
     let traced = TraceGroup()
     /// The hang reports written, for the kill that may follow.
     let hangReports = HangReports()
-    /// `crashport upload` processes started after reports, until reaped.
+    /// `crashport upload` processes started after reports, until reaped: each one's owner (the
+    /// uid it runs as). One at a time per owner, a few at a time in all: an upload runs as its
+    /// user, who can make it last (a slow destination of their own, a file that is not one), and
+    /// that must not hold back another user's.
     final class Children: Sendable {
-        let pids = Mutex<Set<pid_t>>([])
+        let pids = Mutex<[pid_t: UInt32]>([:])
+        /// The most uploads running at once, whoever they are for.
+        static let maximumRunning = 4
+
+        /// Whether an upload for `owner` may start now, given those running.
+        static func mayStart(for owner: UInt32, running: [pid_t: UInt32]) -> Bool {
+            running.count < maximumRunning && !running.values.contains(owner)
+        }
     }
     let uploadProcesses = Children()
 
@@ -630,10 +640,10 @@ public final class Sidecar {
     /// thread's status from its tracer).
     func reapUploads() {
         uploadProcesses.pids.withLock { children in
-            for child in children {
+            for child in children.keys {
                 var status: Int32 = 0
                 let result = waitpid(child, &status, WNOHANG)
-                if result == child || (result < 0 && errno == ECHILD) { children.remove(child) }
+                if result == child || (result < 0 && errno == ECHILD) { children[child] = nil }
             }
         }
     }
@@ -776,7 +786,7 @@ extension Sidecar: CrashServerDelegate {
                 let child = UploadSpawner.spawn(
                     reports: store.root, owner: store.owner, log: { [log] in log.say($0, uid: sender.uid) })
             {
-                uploadProcesses.pids.withLock { _ = $0.insert(child) }
+                uploadProcesses.pids.withLock { $0[child] = store.owner?.uid ?? getuid() }
             }
         } catch {
             log.say("pid \(sender.pid): \(failure): \(error)", uid: sender.uid)
@@ -826,9 +836,10 @@ extension Sidecar: CrashServerDelegate {
 
 /// What the sidecar adds to each report, on the thread that writes it: the client's session id
 /// (the session itself ended as crashed when the crash was captured), the link from a SIGABRT
-/// to the hang report before it, an upload after a report (not while one still runs: a storm of
-/// crashes starts one pass, which takes the reports written while it runs; the timer takes what
-/// comes after its last look), and the spool for a crash whose report cannot be written.
+/// to the hang report before it, an upload after a report (not while one for the same user still
+/// runs: a storm of crashes starts one pass, which takes the reports written while it runs; the
+/// timer takes what comes after its last look; another user's upload never waits for it), and
+/// the spool for a crash whose report cannot be written.
 struct SidecarReportHooks: ReportHooks {
     let sessions: Sidecar.PendingSessions
     let hangReports: HangReports
@@ -842,12 +853,13 @@ struct SidecarReportHooks: ReportHooks {
 
     func wrote(_ report: WrittenReport, into store: ReportStore) {
         if let uploads {
+            let owner = store.owner?.uid ?? getuid()
             uploads.pids.withLock { running in
-                guard running.isEmpty,
+                guard Sidecar.Children.mayStart(for: owner, running: running),
                     let child = UploadSpawner.spawn(
                         reports: store.root, owner: store.owner, log: { log.say($0, uid: store.owner?.uid) })
                 else { return }
-                running.insert(child)
+                running[child] = owner
             }
         }
         // Its session ended when the crash was captured (Sidecar.captured); its id was kept for

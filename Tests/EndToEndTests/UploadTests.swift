@@ -543,6 +543,42 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(redirecting.requests.count, 1, "not followed")
     }
 
+    /// A report whose minidump.dmp is not a regular file (a FIFO its owner put there) fails at
+    /// once with why: it never keeps the upload (and a sidecar's uploads behind it) waiting.
+    func testAMinidumpThatIsAFIFOFailsAtOnce() throws {
+        let (reports, id) = try crashed()
+        let minidump = reports + "/" + id + "/minidump.dmp"
+        XCTAssertEqual(unlink(minidump), 0)
+        XCTAssertEqual(mkfifo(minidump, 0o600), 0)
+        let collector = try Collector(answers: [["status": 200, "body": "CrashID=bp-fifo\n"]], directory: Self.directory)
+        let result = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", reports, "--url", collector.url], timeout: 30)
+        let entry = try state(reports, id)
+        XCTAssertEqual(entry["status"] as? String, "failed", result.stdout + result.stderr)
+        XCTAssertTrue((entry["last_error"] as? String ?? "").contains("not a regular file"), "\(entry)")
+        XCTAssertTrue(collector.requests.isEmpty)
+    }
+
+    /// An attached copy that is not a regular file (a FIFO the report's owner put there) is left
+    /// out of the envelope at once, and the report is sent without it.
+    func testAnAttachmentThatIsAFIFOIsLeftOut() throws {
+        let (reports, id) = try crashed()
+        let directory = reports + "/" + id
+        XCTAssertEqual(mkdir(directory + "/attachments", 0o700), 0)
+        XCTAssertEqual(mkfifo(directory + "/attachments/app.log", 0o600), 0)
+        let eventURL = URL(fileURLWithPath: directory + "/event.json")
+        var event = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(contentsOf: eventURL)) as? [String: Any])
+        event["attachments"] = [["path": "/var/log/app.log", "file": "attachments/app.log"]]
+        try JSONSerialization.data(withJSONObject: event).write(to: eventURL)
+        let sentry = try Collector(answers: [["status": 200, "body": "{\"id\":\"$EVENT_ID\"}"]], directory: Self.directory)
+        let dsn = "http://publickey@127.0.0.1:\(sentry.port)/42"
+        let result = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", reports, "--sentry-dsn", dsn], timeout: 30)
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        XCTAssertEqual(try state(reports, id, "sentry")["status"] as? String, "sent", result.stderr + result.stdout)
+        XCTAssertEqual(sentry.requests.count, 1)
+    }
+
     /// Two uploads at once: the second finds the first's lock and sends nothing.
     func testOneUploadAtATime() throws {
         let (reports, id) = try crashed()
