@@ -58,20 +58,7 @@ public final class Sidecar {
     let traced = TraceGroup()
     /// The hang reports written, for the kill that may follow.
     let hangReports = HangReports()
-    /// `crashport upload` processes started after reports, until reaped: each one's owner (the
-    /// uid it runs as). One at a time per owner, a few at a time in all: an upload runs as its
-    /// user, who can make it last (a slow destination of their own, a file that is not one), and
-    /// that must not hold back another user's.
-    final class Children: Sendable {
-        let pids = Mutex<[pid_t: UInt32]>([:])
-        /// The most uploads running at once, whoever they are for.
-        static let maximumRunning = 4
-
-        /// Whether an upload for `owner` may start now, given those running.
-        static func mayStart(for owner: UInt32, running: [pid_t: UInt32]) -> Bool {
-            running.count < maximumRunning && !running.values.contains(owner)
-        }
-    }
+    /// The uploads it starts (UploadChildren.swift).
     let uploadProcesses = Children()
 
     /// A connected client: a bucket of `clients`, with its run and watch boxed (Boxed.swift).
@@ -636,16 +623,9 @@ public final class Sidecar {
         }
     }
 
-    /// Reaps the upload processes that have ended (by pid: a waitpid(-1) could take a traced
-    /// thread's status from its tracer).
+    /// Reaps the uploads that ended, stops those past their deadline, starts those owed.
     func reapUploads() {
-        uploadProcesses.pids.withLock { children in
-            for child in children.keys {
-                var status: Int32 = 0
-                let result = waitpid(child, &status, WNOHANG)
-                if result == child || (result < 0 && errno == ECHILD) { children[child] = nil }
-            }
-        }
+        uploadProcesses.reap(now: monotonicNanoseconds(), log: { [log] in log.say($0, uid: $1) })
     }
 
     func ingestSpool() {
@@ -782,11 +762,8 @@ extension Sidecar: CrashServerDelegate {
         guard let store = store(for: sender) else { return }
         do {
             log.say("pid \(sender.pid): " + (try apply(store)), uid: sender.uid)
-            if sends, UploadSpawner.isConfigured(),
-                let child = UploadSpawner.spawn(
-                    reports: store.root, owner: store.owner, log: { [log] in log.say($0, uid: sender.uid) })
-            {
-                uploadProcesses.pids.withLock { $0[child] = store.owner?.uid ?? getuid() }
+            if sends, UploadSpawner.isConfigured() {
+                uploadProcesses.start(store, log: { [log] in log.say($0, uid: sender.uid) })
             }
         } catch {
             log.say("pid \(sender.pid): \(failure): \(error)", uid: sender.uid)
@@ -836,10 +813,9 @@ extension Sidecar: CrashServerDelegate {
 
 /// What the sidecar adds to each report, on the thread that writes it: the client's session id
 /// (the session itself ended as crashed when the crash was captured), the link from a SIGABRT
-/// to the hang report before it, an upload after a report (not while one for the same user still
-/// runs: a storm of crashes starts one pass, which takes the reports written while it runs; the
-/// timer takes what comes after its last look; another user's upload never waits for it), and
-/// the spool for a crash whose report cannot be written.
+/// to the hang report before it, an upload after a report (UploadChildren.swift: one at a time
+/// per user, so a storm of crashes starts one pass), and the spool for a crash whose report
+/// cannot be written.
 struct SidecarReportHooks: ReportHooks {
     let sessions: Sidecar.PendingSessions
     let hangReports: HangReports
@@ -853,14 +829,7 @@ struct SidecarReportHooks: ReportHooks {
 
     func wrote(_ report: WrittenReport, into store: ReportStore) {
         if let uploads {
-            let owner = store.owner?.uid ?? getuid()
-            uploads.pids.withLock { running in
-                guard Sidecar.Children.mayStart(for: owner, running: running),
-                    let child = UploadSpawner.spawn(
-                        reports: store.root, owner: store.owner, log: { log.say($0, uid: store.owner?.uid) })
-                else { return }
-                running[child] = owner
-            }
+            uploads.start(store, log: { log.say($0, uid: store.owner?.uid) })
         }
         // Its session ended when the crash was captured (Sidecar.captured); its id was kept for
         // this report.

@@ -164,17 +164,4 @@ final class HeldFaultLimitTests: XCTestCase {
         for uid in UInt32(3000)..<UInt32(3000 + CrashServer.heldFaultLimit) { hold(Held(pid: Int32(uid), uid: uid), in: &held) }
         XCTAssertEqual(held.count, CrashServer.heldFaultLimit)
     }
-
-    /// A user's upload that lasts (a slow destination of their own, a file that is not one)
-    /// holds back only that user's next: another user's starts, up to a few at once in all.
-    func testOneUsersUploadNeverHoldsBackAnothers() {
-        var running: [pid_t: UInt32] = [:]
-        XCTAssertTrue(Sidecar.Children.mayStart(for: 1001, running: running))
-        running[100] = 1001
-        XCTAssertFalse(Sidecar.Children.mayStart(for: 1001, running: running), "one at a time for a user")
-        XCTAssertTrue(Sidecar.Children.mayStart(for: 1002, running: running), "another user's is not held back")
-        for uid in UInt32(1002)..<UInt32(1001 + Sidecar.Children.maximumRunning) { running[pid_t(uid)] = uid }
-        XCTAssertEqual(running.count, Sidecar.Children.maximumRunning)
-        XCTAssertFalse(Sidecar.Children.mayStart(for: 2000, running: running), "a few at once in all")
-    }
 }
