@@ -265,17 +265,22 @@ public struct Uploader {
     > {
         // Through UserFile: the directory is its owner's to edit (no symlink followed, no FIFO
         // waited on, nothing past the bound read).
-        let captured: [UInt8]?
+        // Refused: a collector's upload fails with why; Sentry's event goes without it.
+        var captured: [UInt8]?
+        var refused: Error?
         do {
             captured = try UserFile.read(directory + "/minidump.dmp", limit: Self.maximumMinidumpSize)
         } catch {
-            return .failure(UploadError("its minidump cannot be sent: \(error)"))
+            refused = error
         }
         let minidump = sendPII ? captured : captured.map(UploadPrivacy.scrubbed(minidump:))
         switch destination {
         case .crashpad, .sentryMinidump:
             guard let minidump else {
-                return .failure(UploadError("no minidump.dmp to send (a collector takes minidumps only)"))
+                return .failure(
+                    UploadError(
+                        refused.map { "its minidump cannot be sent: \($0)" }
+                            ?? "no minidump.dmp to send (a collector takes minidumps only)"))
             }
             var fields = CrashpadUpload.fields(for: event, reportID: id)
             if case .sentryMinidump = destination {
@@ -354,8 +359,9 @@ public struct Uploader {
         }
     }
 
-    /// The largest minidump sent: crashport's own are a few megabytes (5 MB for 500 threads).
-    static let maximumMinidumpSize = 256 << 20
+    /// The largest minidump read: what a minidump's 32-bit offsets can address, so nothing
+    /// crashport writes is refused (its own are a few megabytes: 5 MB for 500 threads).
+    static let maximumMinidumpSize = Int(UInt32.max)
 
     /// The end of the run this report ended, as Sentry's session update: only in the envelope of
     /// the report the run's record names (so a run is counted once), and only with a release

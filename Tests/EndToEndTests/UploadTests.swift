@@ -577,6 +577,10 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(result.status, .exited(0), result.stderr)
         XCTAssertEqual(try state(reports, id, "sentry")["status"] as? String, "sent", result.stderr + result.stdout)
         XCTAssertEqual(sentry.requests.count, 1)
+        let items = sentry.requests.first?["items"] as? [[String: Any]] ?? []
+        XCTAssertTrue(items.contains { $0["type"] as? String == "event" }, "\(items)")
+        XCTAssertTrue(items.contains { $0["attachment_type"] as? String == "event.minidump" }, "\(items)")
+        XCTAssertFalse(items.contains { $0["filename"] as? String == "app.log" }, "left out: \(items)")
     }
 
     /// Two uploads at once: the second finds the first's lock and sends nothing.
