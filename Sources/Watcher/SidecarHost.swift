@@ -35,6 +35,14 @@ final class SidecarHostLevel: @unchecked Sendable {
         if let failure = ReportStore.makeDirectories(paths.directory, mode: 0o755) {
             throw HostError.unwritable("cannot create \(paths.directory): \(failure)")
         }
+        // Its sockets and its record are root's: a directory another user owns or may write to
+        // (CRASHPORT_HOST_DIRECTORY kept from a user's environment, say) is refused, as is a link.
+        var info = stat()
+        guard lstat(paths.directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == 0,
+            info.st_mode & (S_IWGRP | S_IWOTH) == 0
+        else {
+            throw HostError.unwritable("\(paths.directory) is not a directory of root's that only root may write to")
+        }
         // crashport run leaves its marks here as its user; nobody may list or remove another's.
         if ReportStore.makeDirectories(paths.reportedMarks, mode: 0o1733) == nil { chmod(paths.reportedMarks, 0o1733) }
         // The kernel would dump a crash of this sidecar to its own socket, and wait on it.

@@ -395,6 +395,31 @@ final class HostLevelTests: XCTestCase {
         XCTAssertEqual(Self.read(Self.patternFile), "core.other-tool", "never overwritten back")
     }
 
+    /// A host directory another user owns, or one others may write to (CRASHPORT_HOST_DIRECTORY
+    /// kept from a user's environment, say), is refused before anything is put in it or in
+    /// core_pattern.
+    func testAHostDirectoryNotRootsOwnIsRefused() throws {
+        let directory = fresh("notroots")
+        for (owner, mode) in [(uid_t(65534), mode_t(0o755)), (uid_t(0), mode_t(0o777))] {
+            let host = "/tmp/cph-" + UUID().uuidString.prefix(6)
+            XCTAssertEqual(mkdir(host, 0o700), 0)
+            defer { try? FileManager.default.removeItem(atPath: host) }
+            XCTAssertEqual(chown(host, owner, owner), 0)
+            XCTAssertEqual(chmod(host, mode), 0)
+            let result = try TestSupport.run(
+                [
+                    TestSupport.crashport, "watch", "--host", "--socket", directory + "/crashport.sock", "--reports",
+                    directory + "/reports",
+                ], environment: ["CRASHPORT_HOST_DIRECTORY": host], timeout: 30)
+            XCTAssertNotEqual(result.status, .exited(0), result.stderr)
+            XCTAssertTrue(
+                result.stderr.contains("is not a directory of root's that only root may write to"), result.stderr)
+            XCTAssertEqual(Self.read(Self.patternFile), savedPattern)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: host + "/core.sock"))
+            XCTAssertFalse(FileManager.default.fileExists(atPath: host + "/host.json"))
+        }
+    }
+
     /// A crash loop of 30 crashes of one program gives HostLevelLimits.reportsPerWindow (5) full
     /// reports; the rest are counted and logged.
     func testCrashLoopIsRateLimited() throws {
