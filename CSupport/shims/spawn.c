@@ -144,11 +144,19 @@ pid_t cp_spawn_detached(const char *path, char *const argv[], char *const envp[]
     if (child == 0) {
         spawn_reset_handlers();
         setsid();
+        /* The sidecar's unit protects it from the OOM killer (OOMScoreAdjust); what it starts for
+         * a user must not be: back to 0 (raising it needs no privilege). */
+        int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (oom >= 0) {
+            (void)!write(oom, "0", 1);
+            close(oom);
+        }
         if (uid != (unsigned)getuid() || gid != (unsigned)getgid()) {
             if (setgroups(0, NULL) != 0 || setgid((gid_t)gid) != 0 || setuid((uid_t)uid) != 0) _exit(126);
         }
         int input = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        int output = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+        /* O_NONBLOCK: a FIFO the user put there fails the open (ENXIO) instead of holding it. */
+        int output = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
         if (input < 0 || output < 0) _exit(125);
         dup2(input, 0);
         dup2(output, 1);

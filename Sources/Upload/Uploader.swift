@@ -359,9 +359,11 @@ public struct Uploader {
         }
     }
 
-    /// The largest minidump read: what a minidump's 32-bit offsets can address, so nothing
-    /// crashport writes is refused (its own are a few megabytes: 5 MB for 500 threads).
-    static let maximumMinidumpSize = Int(UInt32.max)
+    /// The largest minidump sent (read whole, then copied into the request): 256 MiB. Crashport's
+    /// own are a few megabytes (5 MB for 500 threads; thousands of threads with deep stacks can
+    /// pass it, and collectors refuse far less: Sentry takes 100 MB). A larger one fails its
+    /// collectors' uploads with the reason; Sentry's event goes without it.
+    static let maximumMinidumpSize = 256 << 20
 
     /// The end of the run this report ended, as Sentry's session update: only in the envelope of
     /// the report the run's record names (so a run is counted once), and only with a release

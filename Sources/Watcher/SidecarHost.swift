@@ -28,6 +28,24 @@ final class SidecarHostLevel: @unchecked Sendable {
     var warned = false
     var lastCheck: UInt64 = 0
 
+    /// Whether `directory` (absolute) is a directory of root's that only root may write to, not
+    /// a link, and every directory above it root's too and writable by root alone or sticky (as
+    /// /tmp: no one renames what they do not own there).
+    static func isRootsAlone(_ directory: String) -> Bool {
+        guard directory.hasPrefix("/") else { return false }
+        var path = ""
+        let components = directory.split(separator: "/")
+        for (index, component) in components.enumerated() {
+            path += "/" + component
+            var info = stat()
+            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == 0 else { return false }
+            let othersWrite = info.st_mode & (S_IWGRP | S_IWOTH) != 0
+            let last = index == components.count - 1
+            if othersWrite && (last || info.st_mode & S_ISVTX == 0) { return false }
+        }
+        return !components.isEmpty
+    }
+
     init(configuration: HostConfiguration, log: WatcherLog, dumps makeDumps: (HostHandOn?) -> HostDumps) throws {
         let pattern = HostPattern(paths: configuration.paths)
         guard geteuid() == 0 else { throw HostError.notRoot }
@@ -36,11 +54,9 @@ final class SidecarHostLevel: @unchecked Sendable {
             throw HostError.unwritable("cannot create \(paths.directory): \(failure)")
         }
         // Its sockets and its record are root's: a directory another user owns or may write to
-        // (CRASHPORT_HOST_DIRECTORY kept from a user's environment, say) is refused, as is a link.
-        var info = stat()
-        guard lstat(paths.directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == 0,
-            info.st_mode & (S_IWGRP | S_IWOTH) == 0
-        else {
+        // (CRASHPORT_HOST_DIRECTORY kept from a user's environment, say) is refused, as is a link,
+        // or one under a directory another user could rename it out of.
+        guard Self.isRootsAlone(paths.directory) else {
             throw HostError.unwritable("\(paths.directory) is not a directory of root's that only root may write to")
         }
         // crashport run leaves its marks here as its user; nobody may list or remove another's.

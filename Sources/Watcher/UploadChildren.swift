@@ -2,12 +2,14 @@
 // written or a program's consent lets reports go.
 //
 // An upload runs as its reports' owner (UploadSpawner), who can make it last: a slow
-// destination of their own configuration, a report's files edited, the process stopped. So an
-// upload holds back only its own user's next one, and not for long: one runs at a time per
-// owner (a storm of crashes starts one pass, which takes the reports written while it runs; one
-// asked for meanwhile is owed, started when it ends), at most `maximumRunning` at once in all,
-// each for at most its `deadline` (then killed: an upload killed mid-queue loses nothing, and the
-// next pass sends what it left). Another user's upload never waits for one that lasts.
+// destination of their own configuration, a report's files edited, the process stopped. So one
+// runs at a time per owner (a storm of crashes starts one pass, which takes the reports written
+// while it runs), at most `maximumRunning` at once in all, each for at most its `deadline` (then
+// its process group is killed: an upload killed mid-queue loses nothing, and the next pass sends
+// what it left). A pass that cannot start now is owed, one per owner, and started as soon as
+// its owner has none running and a place is free: another user's upload waits for one that
+// lasts at most until a place frees, never for good. Spawning (a fork, the owner's passwd entry)
+// happens outside the lock, its place held meanwhile.
 
 import LiveProcess
 import Store
@@ -20,14 +22,25 @@ import Glibc
 
 extension Sidecar {
     final class Children: Sendable {
-        /// A pass asked for while its owner's was running.
-        struct Owed: Sendable {
+        /// A pass of one reports directory, as its owner.
+        struct Pass: Sendable {
             var root: String
             var owner: ReportStore.Owner?
+            var uid: UInt32 { owner?.uid ?? getuid() }
         }
 
-        /// Each running upload's owner and start (CLOCK_MONOTONIC ns), and the passes owed.
-        private let state = Mutex<(running: [pid_t: (owner: UInt32, started: UInt64)], owed: [UInt32: Owed])>(([:], [:]))
+        private struct State {
+            /// Each running upload's owner and start (CLOCK_MONOTONIC ns).
+            var running: [pid_t: (owner: UInt32, started: UInt64)] = [:]
+            /// Owners whose upload is being spawned now (its place held).
+            var starting: [UInt32] = []
+            /// The pass owed to each owner whose last could not start.
+            var owed: [UInt32: Pass] = [:]
+
+            var owners: [UInt32] { running.values.map(\.owner) + starting }
+        }
+
+        private let state = Mutex(State())
         /// Starts `crashport upload` for a reports directory as its owner; its pid, or nil.
         private let spawn: @Sendable (_ root: String, _ owner: ReportStore.Owner?, _ log: (String) -> Void) -> pid_t?
 
@@ -53,47 +66,58 @@ extension Sidecar {
             owners.count < maximumRunning && !owners.contains(owner)
         }
 
-        /// Starts an upload of `store`'s reports, unless its owner's runs (one is then owed for
-        /// when it ends) or `maximumRunning` do (the next report or consent starts it).
+        /// Starts an upload of `store`'s reports now, or owes it (see the file's comment).
         func start(_ store: ReportStore, log: (String) -> Void) {
-            start(Owed(root: store.root, owner: store.owner), log: log)
+            start(Pass(root: store.root, owner: store.owner), log: log)
         }
 
-        private func start(_ pass: Owed, log: (String) -> Void) {
-            let owner = pass.owner?.uid ?? getuid()
-            state.withLock { state in
-                let owners = state.running.values.map(\.owner)
-                guard Self.mayStart(for: owner, runningFor: owners) else {
-                    if owners.contains(owner) { state.owed[owner] = pass }
-                    return
+        private func start(_ pass: Pass, log: (String) -> Void) {
+            let owner = pass.uid
+            let now = state.withLock { state -> Bool in
+                guard Self.mayStart(for: owner, runningFor: state.owners) else {
+                    state.owed[owner] = pass
+                    return false
                 }
-                guard let child = spawn(pass.root, pass.owner, log) else { return }
-                state.running[child] = (owner, monotonicNanoseconds())
+                state.starting.append(owner)
+                return true
+            }
+            guard now else { return }
+            let child = spawn(pass.root, pass.owner, log)
+            state.withLock { state in
+                state.starting.remove(at: state.starting.firstIndex(of: owner)!)
+                if let child { state.running[child] = (owner, monotonicNanoseconds()) }
             }
         }
 
         /// Reaps the uploads that ended (by pid: a waitpid(-1) could take a traced thread's
         /// status from its tracer), kills those past `deadline` (reaped on a later call), then
-        /// starts the passes owed to owners that have none running.
+        /// starts the passes owed that may start.
         func reap(now: UInt64, log: (String, UInt32) -> Void) {
-            let due = state.withLock { state -> [Owed] in
+            let due = state.withLock { state -> [Pass] in
                 for (child, running) in state.running {
                     var status: Int32 = 0
                     let result = waitpid(child, &status, WNOHANG)
                     if result == child || (result < 0 && errno == ECHILD) {
                         state.running[child] = nil
-                    } else if now &- running.started > deadline, kill(child, SIGKILL) == 0 {
+                    } else if now > running.started, now - running.started > deadline {
+                        // Its session's group (setsid: the pid), else the process alone.
+                        if kill(-child, SIGKILL) != 0 { kill(child, SIGKILL) }
                         log("upload (pid \(child)) ran past its \(deadline / 1_000_000_000) s: killed", running.owner)
                         state.running[child] = (running.owner, now)  // reaped once it has died
                     }
                 }
-                let owners = Set(state.running.values.map(\.owner))
-                let due = state.owed.filter { !owners.contains($0.key) }
-                for owner in due.keys { state.owed[owner] = nil }
-                return Array(due.values)
+                var owners = state.owners
+                var due: [Pass] = []
+                for (owner, pass) in state.owed.sorted(by: { $0.key < $1.key })
+                where Self.mayStart(for: owner, runningFor: owners) {
+                    owners.append(owner)
+                    due.append(pass)
+                }
+                for pass in due { state.owed[pass.uid] = nil }
+                return due
             }
             for pass in due {
-                start(pass, log: { log($0, pass.owner?.uid ?? getuid()) })
+                start(pass, log: { log($0, pass.uid) })
             }
         }
 

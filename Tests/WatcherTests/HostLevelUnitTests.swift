@@ -96,6 +96,28 @@ final class HostLevelUnitTests: XCTestCase {
         XCTAssertNil(host.recorded(), "another user's")
     }
 
+    /// The host level's directory must be root's alone, and so must every directory above it
+    /// (or be sticky, as /tmp): no other user can rename it away and put their own in its place.
+    func testAHostDirectoryMustBeRootsAlone() throws {
+        try XCTSkipUnless(geteuid() == 0, "only root can give a directory to another user")
+        let base = temporary()
+        XCTAssertEqual(chmod(base, 0o755), 0)
+        XCTAssertTrue(SidecarHostLevel.isRootsAlone(base))
+        XCTAssertFalse(SidecarHostLevel.isRootsAlone("/tmp"), "others may write to it (above one, its sticky bit will do)")
+        XCTAssertFalse(SidecarHostLevel.isRootsAlone("relative/host"))
+        XCTAssertEqual(chmod(base, 0o775), 0)
+        XCTAssertFalse(SidecarHostLevel.isRootsAlone(base), "its group may write to it")
+        XCTAssertEqual(chmod(base, 0o755), 0)
+        let users = base + "/users", host = base + "/users/host"
+        XCTAssertEqual(mkdir(users, 0o755), 0)
+        XCTAssertEqual(mkdir(host, 0o755), 0)
+        XCTAssertTrue(SidecarHostLevel.isRootsAlone(host))
+        XCTAssertEqual(chown(users, 65534, 65534), 0)
+        XCTAssertFalse(SidecarHostLevel.isRootsAlone(host), "under a directory another user owns")
+        XCTAssertEqual(symlink(base, base + "/link"), 0)
+        XCTAssertFalse(SidecarHostLevel.isRootsAlone(base + "/link"), "a link")
+    }
+
     /// CRASHPORT_HOST_DIRECTORY names the machine's host directory only as an absolute path.
     func testTheSystemDirectoryFromTheEnvironment() {
         XCTAssertEqual(HostPaths.systemDirectory(environment: [:]), "/run/crashport")

@@ -29,10 +29,7 @@ final class UploadChildrenTests: XCTestCase {
         let started = Mutex<[String]>([])
         let children = Sidecar.Children(deadline: 300_000_000) { root, _, _ in
             started.withLock { $0.append(root) }
-            var pid: pid_t = 0
-            let arguments: [UnsafeMutablePointer<CChar>?] = [strdup("sleep"), strdup("30"), nil]
-            defer { arguments.forEach { free($0) } }
-            return posix_spawn(&pid, "/bin/sleep", nil, nil, arguments, environ) == 0 ? pid : nil
+            return Self.sleeper()
         }
         var logged: [String] = []
         var a = ReportStore(root: directory + "/a"), b = ReportStore(root: directory + "/b")
@@ -66,5 +63,48 @@ final class UploadChildrenTests: XCTestCase {
             usleep(10_000)
         }
         return false
+    }
+
+    /// Places for four owners: a fifth's pass is owed, not dropped, and starts once one frees; an
+    /// upload that started after the clock was read is not taken for one past its deadline.
+    func testAFifthUsersPassWaitsForAPlace() throws {
+        let started = Mutex<[String]>([])
+        let children = Sidecar.Children(deadline: 60_000_000_000) { root, _, _ in
+            started.withLock { $0.append(root) }
+            return Self.sleeper()
+        }
+        let before = monotonicNanoseconds()
+        var stores: [ReportStore] = []
+        for uid in UInt32(2001)...UInt32(2005) {
+            var store = ReportStore(root: directory + "/\(uid)")
+            store.owner = Credentials(uid: uid, gid: uid)
+            stores.append(store)
+            children.start(store, log: { _ in })
+        }
+        XCTAssertEqual(started.withLock { $0 }, stores.prefix(4).map(\.root))
+        children.reap(now: before, log: { _, _ in XCTFail("nothing is past its deadline") })
+        XCTAssertEqual(children.running.count, 4)
+        let first = try XCTUnwrap(children.running.first { $0.value == 2001 }?.key)
+        XCTAssertEqual(kill(first, SIGKILL), 0)
+        XCTAssertTrue(
+            until {
+                children.reap(now: monotonicNanoseconds(), log: { _, _ in })
+                return started.withLock { $0.count } == 5
+            }, "the fifth starts once a place frees")
+        XCTAssertEqual(started.withLock { $0 }.last, stores[4].root)
+        for child in children.running.keys { kill(child, SIGKILL) }
+        XCTAssertTrue(
+            until {
+                children.reap(now: monotonicNanoseconds(), log: { _, _ in })
+                return children.running.isEmpty
+            })
+    }
+
+    /// /bin/sleep 30, standing in for an upload; its pid.
+    static func sleeper() -> pid_t? {
+        var pid: pid_t = 0
+        let arguments: [UnsafeMutablePointer<CChar>?] = [strdup("sleep"), strdup("30"), nil]
+        defer { arguments.forEach { free($0) } }
+        return posix_spawn(&pid, "/bin/sleep", nil, nil, arguments, environ) == 0 ? pid : nil
     }
 }
