@@ -623,7 +623,7 @@ public final class Sidecar {
         }
     }
 
-    /// Reaps the uploads that ended, stops those past their deadline, starts those owed.
+    /// Reaps the uploads that ended, stops those past their deadline, starts those asked for.
     func reapUploads() {
         uploadProcesses.reap(now: monotonicNanoseconds(), log: { [log] in log.say($0, uid: $1) })
     }
@@ -763,7 +763,8 @@ extension Sidecar: CrashServerDelegate {
         do {
             log.say("pid \(sender.pid): " + (try apply(store)), uid: sender.uid)
             if sends, UploadSpawner.isConfigured() {
-                uploadProcesses.start(store, log: { [log] in log.say($0, uid: sender.uid) })
+                uploadProcesses.request(store)
+                reapUploads()
             }
         } catch {
             log.say("pid \(sender.pid): \(failure): \(error)", uid: sender.uid)
@@ -828,9 +829,8 @@ struct SidecarReportHooks: ReportHooks {
     func amend(_ event: inout Event, record: CrashRecord) { hangReports.amend(&event, record) }
 
     func wrote(_ report: WrittenReport, into store: ReportStore) {
-        if let uploads {
-            uploads.start(store, log: { log.say($0, uid: store.owner?.uid) })
-        }
+        // Asked for here, started by the sidecar's thread (this one reads as the client).
+        uploads?.request(store)
         // Its session ended when the crash was captured (Sidecar.captured); its id was kept for
         // this report.
         if let pid = report.event.process?.pid, report.event.kind == .crash { sessions.ended(pid) }

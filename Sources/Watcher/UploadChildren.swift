@@ -10,6 +10,10 @@
 // its owner has none running and a place is free: another user's upload waits for one that
 // lasts at most until a place frees, never for good. Spawning (a fork, the owner's passwd entry)
 // happens outside the lock, its place held meanwhile.
+//
+// A report thread only asks (`request`): it writes a report as the client (its filesystem ids,
+// no capabilities), and a child forked there could not take the owner's ids. The sidecar's own
+// thread starts what was asked (`reap`), as root, at its next wake (within a second).
 
 import LiveProcess
 import Store
@@ -66,9 +70,10 @@ extension Sidecar {
             owners.count < maximumRunning && !owners.contains(owner)
         }
 
-        /// Starts an upload of `store`'s reports now, or owes it (see the file's comment).
-        func start(_ store: ReportStore, log: (String) -> Void) {
-            start(Pass(root: store.root, owner: store.owner), log: log)
+        /// Asks for an upload of `store`'s reports: owed until `reap` starts it. Any thread.
+        func request(_ store: ReportStore) {
+            let pass = Pass(root: store.root, owner: store.owner)
+            state.withLock { $0.owed[pass.uid] = pass }
         }
 
         private func start(_ pass: Pass, log: (String) -> Void) {
@@ -91,7 +96,7 @@ extension Sidecar {
 
         /// Reaps the uploads that ended (by pid: a waitpid(-1) could take a traced thread's
         /// status from its tracer), kills those past `deadline` (reaped on a later call), then
-        /// starts the passes owed that may start.
+        /// starts the passes owed that may start. On the sidecar's own thread, as root.
         func reap(now: UInt64, log: (String, UInt32) -> Void) {
             let due = state.withLock { state -> [Pass] in
                 for (child, running) in state.running {

@@ -782,6 +782,46 @@ final class UploadTests: XCTestCase {
         XCTAssertEqual(info.st_uid, getuid(), "written with the report owner's ids")
     }
 
+    /// A root sidecar uploads another user's report as that user. The report is written on a
+    /// thread reading as the client (its ids, no capabilities), where no child could take the
+    /// user's ids: the upload is asked for there and started by the sidecar's own thread.
+    /// Before that split, a user's report never left the machine.
+    func testRootSidecarUploadsAnotherUsersReportAsThatUser() throws {
+        guard getuid() == 0 else { throw XCTSkip("a root sidecar serving another user needs root") }
+        let user = try SidecarTests.ThrowawayUser()
+        defer { user.remove() }
+        let collector = try Collector(answers: [["status": 200, "body": "CrashID=bp-user\n"]], directory: Self.directory)
+        let work = Self.directory + "/user-\(UUID().uuidString.prefix(6))"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        chmod(work, 0o755)
+        try FileManager.default.copyItem(atPath: try TestSupport.stub(), toPath: work + "/libcrashport.so")
+        chmod(work + "/libcrashport.so", 0o755)
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: work + "/crash", flags: ["-O1", "-g"])
+        chmod(program, 0o755)
+        let sidecar = try SidecarProcess(
+            directory: work, environment: ["CRASHPORT_UPLOAD_URL": collector.url, "CRASHPORT_SENTRY_DSN": ""])
+        defer { sidecar.stop() }
+        chmod(sidecar.reports, 0o711)
+        let result = try TestSupport.run([
+            "/usr/sbin/runuser", "-u", user.name, "--", "env", "LD_PRELOAD=" + work + "/libcrashport.so",
+            "CRASHPORT_SOCKET=" + sidecar.socket, program, "null",
+        ])
+        // runuser passes the signal on as a shell does: 128 + SIGSEGV.
+        XCTAssertEqual(result.status, .exited(128 + SIGSEGV), result.stderr)
+        let id = try sidecar.waitForReports(1, uid: user.uid)[0].id ?? ""
+        try waitUntil("the user's report reaches the collector:\n\(sidecar.log)", timeout: 60) {
+            collector.requests.count == 1
+        }
+        let reports = sidecar.reportsDirectory(uid: user.uid)
+        try waitUntil("its state is recorded", timeout: 60) {
+            (try? state(reports, id))?["server_id"] as? String == "bp-user"
+        }
+        var info = stat()
+        XCTAssertEqual(stat(reports + "/.crashport-upload.log", &info), 0)
+        XCTAssertEqual(info.st_uid, user.uid, "the upload ran as the report's owner")
+    }
+
     /// The timer and service tools/install puts in lib/systemd/user pass systemd's own check.
     func testTimerUnitsVerify() throws {
         guard let analyze = TestSupport.which("systemd-analyze", also: ["/usr/bin"]) else {
