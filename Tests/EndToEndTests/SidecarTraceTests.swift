@@ -100,10 +100,19 @@ final class SidecarTraceTests: XCTestCase {
         let sidecar = try SidecarProcess(directory: fresh("contested"))
         let tracer = try TestSupport.compile(
             [TestSupport.fixture("trace/tracer.c")], output: Self.directory + "/tracer", flags: ["-O1", "-g"])
+        let program = try program()
         let result = try TestSupport.run(
-            [tracer, try program(), "kill"], environment: try client(sidecar, ["CRASHPORT_TRACE_EXIT": "1"]), timeout: 120)
+            [tracer, program, "kill"], environment: try client(sidecar, ["CRASHPORT_TRACE_EXIT": "1"]), timeout: 120)
         XCTAssertEqual(result.status, .signaled(SIGKILL), result.stderr)
-        let event = try sidecar.waitForReports(1)[0]
+        // The program's report: the tracer is preloaded too, and its own SIGKILL (it ends as the
+        // program did) is reported beside it, sometimes first.
+        let name = "/" + program.split(separator: "/").last.map(String.init)!
+        var found: Event?
+        try waitUntil("the program's report; log:\n\(sidecar.log)", timeout: 60) {
+            found = try sidecar.events().first { $0.process?.executable?.hasSuffix(name) == true }
+            return found != nil
+        }
+        let event = try XCTUnwrap(found)
         let pid = event.process?.pid?.rawValue ?? -1
         XCTAssertTrue(sidecar.log.contains("cannot trace pid \(pid) ("), sidecar.log)
         XCTAssertEqual(event.kind, .termination)
