@@ -16,39 +16,31 @@ public func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
 /// The same for bytes in place.
 @discardableResult
 public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
-    var offset = 0
-    while offset < bytes.count {
-        let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-        if written < 0 && errno == EINTR { continue }
-        guard written > 0 else { return false }
-        offset += written
-    }
-    return true
+    moveAll(bytes.count) { done in write(fd, bytes.baseAddress! + done, bytes.count - done) }
 }
 
 /// Writes all of `bytes` to `fd` at `offset` (pwrite(2), again after a short or interrupted
 /// write); false, with errno set, when a write fails or writes nothing.
 @discardableResult
 public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int) -> Bool {
-    var done = 0
-    while done < bytes.count {
-        let written = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
-        if written < 0 && errno == EINTR { continue }
-        guard written > 0 else { return false }
-        done += written
-    }
-    return true
+    moveAll(bytes.count) { done in pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done)) }
 }
 
 /// Fills `buffer` from `fd` at `offset` (pread(2), again after a short or interrupted read);
 /// false when a read fails or the file ends first (errno is set for a failure).
 public func readAll(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Bool {
+    moveAll(buffer.count) { done in pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done)) }
+}
+
+/// Calls `step` with the bytes moved so far until `count` are (again after EINTR); false when
+/// a step fails or moves nothing.
+private func moveAll(_ count: Int, _ step: (_ done: Int) -> Int) -> Bool {
     var done = 0
-    while done < buffer.count {
-        let read = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
-        if read < 0 && errno == EINTR { continue }
-        guard read > 0 else { return false }
-        done += read
+    while done < count {
+        let moved = step(done)
+        if moved < 0 && errno == EINTR { continue }
+        guard moved > 0 else { return false }
+        done += moved
     }
     return true
 }

@@ -264,23 +264,16 @@ public struct Uploader {
         Request, UploadError
     > {
         // Through UserFile: the directory is its owner's to edit (no symlink followed, no FIFO
-        // waited on, nothing past the bound read).
-        // Refused: a collector's upload fails with why; Sentry's event goes without it.
-        var captured: [UInt8]?
-        var refused: Error?
-        do {
-            captured = try UserFile.read(directory + "/minidump.dmp", limit: Self.maximumMinidumpSize)
-        } catch {
-            refused = error
-        }
+        // waited on, nothing past the bound read). Refused, a collector's upload fails with why
+        // and Sentry's event goes without it.
+        let read = Result { try UserFile.read(directory + "/minidump.dmp", limit: Self.maximumMinidumpSize) }
+        let captured = (try? read.get()) ?? nil
         let minidump = sendPII ? captured : captured.map(UploadPrivacy.scrubbed(minidump:))
         switch destination {
         case .crashpad, .sentryMinidump:
             guard let minidump else {
-                return .failure(
-                    UploadError(
-                        refused.map { "its minidump cannot be sent: \($0)" }
-                            ?? "no minidump.dmp to send (a collector takes minidumps only)"))
+                if case .failure(let why) = read { return .failure(UploadError("its minidump cannot be sent: \(why)")) }
+                return .failure(UploadError("no minidump.dmp to send (a collector takes minidumps only)"))
             }
             var fields = CrashpadUpload.fields(for: event, reportID: id)
             if case .sentryMinidump = destination {

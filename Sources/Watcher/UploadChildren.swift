@@ -9,7 +9,7 @@
 // what it left). A pass that cannot start now is owed, one per owner, and started as soon as
 // its owner has none running and a place is free: another user's upload waits for one that
 // lasts at most until a place frees, never for good. Spawning (a fork, the owner's passwd entry)
-// happens outside the lock, its place held meanwhile.
+// happens outside the lock.
 //
 // A report thread only asks (`request`): it writes a report as the client (its filesystem ids,
 // no capabilities), and a child forked there could not take the owner's ids. The sidecar's own
@@ -36,12 +36,8 @@ extension Sidecar {
         private struct State {
             /// Each running upload's owner and start (CLOCK_MONOTONIC ns).
             var running: [pid_t: (owner: UInt32, started: UInt64)] = [:]
-            /// Owners whose upload is being spawned now (its place held).
-            var starting: [UInt32] = []
             /// The pass owed to each owner whose last could not start.
             var owed: [UInt32: Pass] = [:]
-
-            var owners: [UInt32] { running.values.map(\.owner) + starting }
         }
 
         private let state = Mutex(State())
@@ -76,27 +72,11 @@ extension Sidecar {
             state.withLock { $0.owed[pass.uid] = pass }
         }
 
-        private func start(_ pass: Pass, log: (String) -> Void) {
-            let owner = pass.uid
-            let now = state.withLock { state -> Bool in
-                guard Self.mayStart(for: owner, runningFor: state.owners) else {
-                    state.owed[owner] = pass
-                    return false
-                }
-                state.starting.append(owner)
-                return true
-            }
-            guard now else { return }
-            let child = spawn(pass.root, pass.owner, log)
-            state.withLock { state in
-                state.starting.remove(at: state.starting.firstIndex(of: owner)!)
-                if let child { state.running[child] = (owner, monotonicNanoseconds()) }
-            }
-        }
-
         /// Reaps the uploads that ended (by pid: a waitpid(-1) could take a traced thread's
         /// status from its tracer), kills those past `deadline` (reaped on a later call), then
-        /// starts the passes owed that may start. On the sidecar's own thread, as root.
+        /// starts the passes owed that may start, outside the lock. Only on the sidecar's own
+        /// thread (as root): it alone starts uploads, so no place is taken between the choice
+        /// and the spawn.
         func reap(now: UInt64, log: (String, UInt32) -> Void) {
             let due = state.withLock { state -> [Pass] in
                 for (child, running) in state.running {
@@ -111,7 +91,7 @@ extension Sidecar {
                         state.running[child] = (running.owner, now)  // reaped once it has died
                     }
                 }
-                var owners = state.owners
+                var owners = state.running.values.map(\.owner)
                 var due: [Pass] = []
                 for (owner, pass) in state.owed.sorted(by: { $0.key < $1.key })
                 where Self.mayStart(for: owner, runningFor: owners) {
@@ -122,7 +102,8 @@ extension Sidecar {
                 return due
             }
             for pass in due {
-                start(pass, log: { log($0, pass.uid) })
+                guard let child = spawn(pass.root, pass.owner, { log($0, pass.uid) }) else { continue }
+                state.withLock { $0.running[child] = (pass.uid, monotonicNanoseconds()) }
             }
         }
 
