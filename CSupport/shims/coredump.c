@@ -8,6 +8,9 @@
 #include "crashport_shims.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <time.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -113,4 +116,36 @@ int cp_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 int cp_limit_core_to_one(int pid) {
     struct rlimit one = {1, 1};
     return prlimit(pid, RLIMIT_CORE, &one, NULL);
+}
+
+/* Waits for `events` on fd, or for anything on `answer`, until deadline_ns (CLOCK_MONOTONIC):
+ * 1 when fd is ready, 0 at the deadline, 2 when answer spoke or closed, -1 with errno. */
+static int cp_relay_wait(int fd, short events, int answer, uint64_t deadline_ns) {
+    for (;;) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t current = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+        if (current >= deadline_ns) return 0;
+        struct pollfd fds[2] = {{.fd = fd, .events = events}, {.fd = answer, .events = POLLIN}};
+        int ready = poll(fds, 2, (int)((deadline_ns - current) / 1000000ull) + 1);
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) return -1;
+        if (fds[1].revents) return 2;
+        if (fds[0].revents) return 1;
+    }
+}
+
+int cp_relay_core(int from, int to, int answer, uint64_t deadline_ns) {
+    for (;;) {
+        int ready = cp_relay_wait(from, POLLIN, answer, deadline_ns);
+        if (ready != 1) return ready == 0 ? 2 : ready == 2 ? 1 : -1;
+        ready = cp_relay_wait(to, POLLOUT, answer, deadline_ns);
+        if (ready != 1) return ready == 0 ? 2 : ready == 2 ? 1 : -1;
+        ssize_t moved = splice(from, NULL, to, NULL, 1 << 20, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (moved == 0) return 0;
+        if (moved < 0) {
+            if (errno == EAGAIN || errno == EINTR) continue;
+            return errno == EPIPE ? 1 : -1;
+        }
+    }
 }

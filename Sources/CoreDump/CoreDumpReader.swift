@@ -68,8 +68,12 @@ public enum CoreDumpReader {
     /// Reads a core stream from `source` (see CoreStream.Source), to the end of its last load.
     /// `notesRead` hears the notes (threads, signal, files) once they are parsed, before any load
     /// is read: what a handler the stream is passed on to needs to start (its signal argument).
+    /// `grant`, when given, is asked for the bytes the plan would keep once it is made (before
+    /// any load) and answers how many it may: a smaller answer cuts the plan to it, in its order
+    /// of worth (the host level's readers share one budget).
     public static func read(
-        from source: @escaping CoreStream.Source, limits: Limits = Limits(), notesRead: ((CoreDump) -> Void)? = nil
+        from source: @escaping CoreStream.Source, limits: Limits = Limits(), grant: ((Int) -> Int)? = nil,
+        notesRead: ((CoreDump) -> Void)? = nil
     ) throws(CoreDumpError)
         -> CoreDump
     {
@@ -91,6 +95,17 @@ public enum CoreDumpReader {
             return dump
         }
         var plan = KeepPlan(dump: dump, limits: limits)
+        if let grant {
+            let planned = plan.plannedBytes
+            let granted = max(0, grant(planned))
+            if granted < planned {
+                var cut = limits
+                cut.keptBytes = granted
+                plan = KeepPlan(dump: dump, limits: cut)
+                dump.notes.append(
+                    "\(granted) of the \(planned) bytes planned were kept: the cores read at once share one budget")
+            }
+        }
         dump.notes += plan.notes
         dump.complete = try passLoads(loads, from: &stream, plan: &plan, notes: &dump.notes)
         plan.apply(to: &dump)

@@ -45,6 +45,8 @@ struct KeepPlan {
     /// Per load index, the first of its regions not yet passed.
     private var cursor: [Int: Int] = [:]
     private(set) var notes: [String] = []
+    /// The bytes the plan keeps once every region is filled.
+    var plannedBytes: Int { regions.reduce(0) { $0 + $1.count } }
 
     /// The dumped part of each load (address..<address + fileSize), sorted by address, and
     /// the load each came from.

@@ -183,6 +183,9 @@ public struct SessionRecord: Codable, Sendable, Equatable {
     public var hangs: Int?
     /// It ran its launch protection's protect work (crashport_launch): a session attribute.
     public var launchProtected: Bool?
+    /// A crash past its program's rate limit at the host level: counted, not reported; the id
+    /// of the program's last full report, which it repeats ("" when none is known).
+    public var countedWith: String?
 
     /// A new session id.
     public static func newID() -> String { UUID().uuidString.lowercased() }
@@ -214,6 +217,7 @@ public struct SessionRecord: Codable, Sendable, Equatable {
         case exitCode = "exit_code"
         case hangs
         case launchProtected = "launch_protected"
+        case countedWith = "counted_with"
     }
 }
 
@@ -564,6 +568,8 @@ public struct RunStatistics: Sendable, Equatable {
     public var testCrashes = 0
     /// Launches that ran their protect work first (crashport_launch).
     public var protectedLaunches = 0
+    /// Crashes only counted, not reported (past the host level's rate limit): in `crashes` too.
+    public var countedOnly = 0
 
     /// Sessions that ended without a crash, in percent (Sentry's crash-free sessions); test
     /// crashes are not sessions here.
@@ -593,6 +599,7 @@ public struct RunStatistics: Sendable, Equatable {
             switch session.status {
             case .crashed:
                 rows[index!].crashes += 1
+                if session.countedWith != nil { rows[index!].countedOnly += 1 }
                 if session.crashedDuringLaunch == true { rows[index!].launchCrashes += 1 }
             case .abnormal: rows[index!].abnormal += 1
             case .exited, .testCrash: break

@@ -1,24 +1,30 @@
 // HostDumps: one core the kernel hands to the host level, from arrival to report. The same steps
-// whichever way it came (the coredump socket, or the pipe helper's stdin passed on to the sidecar
-// or kept by a helper that found no sidecar):
+// whichever way it came (the coredump socket through the guard, or the pipe helper's relay passed
+// on to the sidecar, or kept by a helper that found no sidecar):
 //
 //  1. Whose it is: the kernel's word (the pidfd's PIDFD_INFO_COREDUMP, or the helper's %u %g %d),
 //     never the stream's. A dump the kernel made as root only (suid_dumpable 2: a setuid program)
 //     is reported into root's reports alone, never the user's.
-//  2. Whether to report it: not when its stub already reported it (through this sidecar, or a
-//     `crashport run` that left a mark), not past the per-program rate limit (then counted), not
-//     past the concurrent-dump cap (counted). A dump that is not reported is answered without a
-//     core (socket-request: COREDUMP_REJECT) or ended at once (socket, pipe).
-//  3. Read it: the stream once, keeping only what a report needs (Sources/CoreDump), and the
-//     process's /proc as its user could read it, while the kernel holds the process (for at most
-//     HostLevelLimits.holdNanoseconds: every read has that deadline).
-//  4. Let it go (close the stream), then build and write the report on a report thread, as the
-//     user, with the same pipeline as a live crash: `source` is `host`.
+//  2. Its turn (HostQueue): every core is taken, read when one of its user's places frees, by
+//     the deadline its arrival set.
+//  3. Whether to report it: not when its stub already reported it (through this sidecar, or a
+//     `crashport run` that left a mark), not past the program's rate limit (then counted, in
+//     its run history with the report it repeats: `list --group` and `stats` show it). A dump
+//     that is not reported is answered without a core (socket-request: COREDUMP_REJECT) or
+//     ended at once (socket, pipe).
+//  4. Read it: the stream once, keeping only what a report needs (Sources/CoreDump; the bytes
+//     kept come out of one budget shared by the cores read at once), and the process's /proc as
+//     its user could read it, while the kernel holds the process, until the deadline at most:
+//     past it the report says so and has what was read.
+//  5. Let it go (the stream shut down and closed, the guard told), then build and write the
+//     report on a report thread, as the user, with the same pipeline as a live crash: `source`
+//     is `host`.
 
 import BoundedBytes
 import CoreDump
 import FoundationEssentials
 import LiveProcess
+import ObjectFile
 import ReportModel
 import Reports
 import Store
@@ -37,7 +43,7 @@ public struct CoreArrival: Sendable {
     }
 
     public var channel: Channel
-    /// The connection (socket modes) or the helper's stdin (pipe).
+    /// The connection (socket modes) or the pipe the core comes through (pipe).
     public var stream: Int32
     /// The dying process's pidfd, -1 where the kernel gave none.
     public var pidfd: Int32
@@ -48,6 +54,13 @@ public struct CoreArrival: Sendable {
     public var gid: UInt32
     /// The kernel dumped it as root only (suid_dumpable 2): its report is root's alone.
     public var rootOnly: Bool
+    /// When it arrived (CLOCK_MONOTONIC): its deadline counts from here.
+    public var arrived: UInt64 = monotonicNanoseconds()
+    /// The guard that holds a copy of the connection, and its id there (socket modes).
+    var guardian: HostGuard?
+    var guardID: UInt64 = 0
+    /// The pipe helper's connection, told when the dump is done (pipe mode, through the sidecar).
+    public var helper: Int32 = -1
 
     public init(
         channel: Channel, stream: Int32, pidfd: Int32, pid: ProcessID, uid: UInt32, gid: UInt32, rootOnly: Bool
@@ -59,6 +72,27 @@ public struct CoreArrival: Sendable {
         self.uid = uid
         self.gid = gid
         self.rootOnly = rootOnly
+    }
+
+    /// Whose report it is: the process's user, or root's alone for a root-only dump.
+    var owner: Sender { rootOnly ? Sender(pid: pid, uid: 0, gid: 0) : Sender(pid: pid, uid: uid, gid: gid) }
+
+    /// The process goes on to its end: the stream shut down (a socket's other copies, the
+    /// guard's, end with it) and closed, the guard told, the helper answered. Once per arrival.
+    func letGo() {
+        if channel != .pipe { shutdown(stream, Int32(SHUT_RDWR)) }
+        close(stream)
+        guardian?.done(guardID)
+        if helper >= 0 {
+            _ = writeAll(helper, [CoreHandler.doneByte])
+            close(helper)
+        }
+    }
+
+    /// Lets go of a dump that is not read at all, and of its pidfd.
+    func discard() {
+        letGo()
+        if pidfd >= 0 { close(pidfd) }
     }
 
     /// A connection on the coredump socket: who the kernel says is dumping. Nil (with why) for a
@@ -76,6 +110,9 @@ public struct CoreArrival: Sendable {
                 throw error
             }
         } catch {
+            if (error as? SystemCallError)?.errno == ESRCH {
+                return (nil, "a connection whose process has ended before it was read (let go while the sidecar did not run)")
+            }
             return (nil, "a connection whose dying process the kernel does not name: \(error)")
         }
         // PIDFD_COREDUMPED is set once the dump is done; while it streams, USER or ROOT is.
@@ -90,6 +127,31 @@ public struct CoreArrival: Sendable {
             nil
         )
     }
+}
+
+/// The bytes kept from the cores being read at once (HostLevelLimits.keptBytesBudget): each
+/// core's plan asks for what it would keep and gets what is left, at least the floor.
+final class KeptBytesBudget: Sendable {
+    private let available: Mutex<Int>
+    let floor: Int
+
+    init(bytes: Int = HostLevelLimits.keptBytesBudget, floor: Int = HostLevelLimits.keptBytesFloor) {
+        available = Mutex(bytes)
+        self.floor = floor
+    }
+
+    /// What a plan of `planned` bytes may keep (taken from the budget until `give`n back).
+    func take(_ planned: Int) -> Int {
+        available.withLock { left in
+            let granted = min(planned, max(left, floor))
+            left -= granted
+            return granted
+        }
+    }
+
+    func give(_ bytes: Int) { available.withLock { $0 += bytes } }
+
+    var left: Int { available.withLock { $0 } }
 }
 
 /// The host level's report writer, shared by the sidecar's dump threads (or used once by a pipe
@@ -107,10 +169,10 @@ public final class HostDumps: Sendable {
     let keepCore: Bool
     /// --host-previous chain: the pipe handler crashport replaced, each core handed on to it.
     let handOn: HostHandOn?
-    let inFlight = Mutex<Int>(0)
-    /// Crashes not reported at all because too many dumps were being read (counted here, said
-    /// in the next report's notes).
-    let dropped = Mutex<Int>(0)
+    let kept = KeptBytesBudget()
+    /// Crashes let go unread: their deadline passed before a place was free, or the guard let
+    /// them go while the sidecar did not run (said in the next report's notes).
+    let unread = Mutex<Int>(0)
 
     public init(
         paths: HostPaths, server: CrashServer, storeFor: @escaping @Sendable (Sender) -> ReportStore?,
@@ -127,25 +189,21 @@ public final class HostDumps: Sendable {
         self.say = say
     }
 
-    /// Why a dump is not reported.
-    enum Decline {
-        case stubReported, rateLimited(Int), busy, notServed, unreadable(String)
-    }
-
-    /// Handles one arrival to the end: the stream and pidfd are closed when it returns (the
+    /// Handles one arrival to the end, by `deadline` (CLOCK_MONOTONIC; by default the sidecar's
+    /// read deadline from the arrival): the stream and pidfd are closed when it returns (the
     /// report itself may still be written on a report thread). Returns the report's id, nil
     /// when none is written.
     @discardableResult
-    public func handle(_ arrival: CoreArrival) -> String? {
+    public func handle(_ arrival: CoreArrival, deadline given: UInt64? = nil) -> String? {
         var open = true
         defer {
-            if open { close(arrival.stream) }
+            if open { arrival.letGo() }
             if arrival.pidfd >= 0 { close(arrival.pidfd) }
         }
         let started = monotonicNanoseconds()
-        let deadline = started &+ HostLevelLimits.holdNanoseconds
+        let deadline = given ?? arrival.arrived &+ HostLevelLimits.readNanoseconds
         let pid = arrival.pid
-        let owner = arrival.rootOnly ? Sender(pid: pid, uid: 0, gid: 0) : Sender(pid: pid, uid: arrival.uid, gid: arrival.gid)
+        let owner = arrival.owner
         let executable = ProcFiles.executable(of: pid) ?? "(gone)"
         let startedAt = Self.startRealtimeNanoseconds(of: pid)
 
@@ -158,27 +216,16 @@ public final class HostDumps: Sendable {
             decline(arrival, deadline: deadline)
             return nil
         }
-        let admitted = inFlight.withLock { count -> Bool in
-            guard count < HostLevelLimits.concurrentDumps else { return false }
-            count += 1
-            return true
-        }
-        guard admitted else {
-            decline(arrival, deadline: deadline)
-            dropped.withLock { $0 += 1 }
-            say(
-                "host: pid \(pid) (\(executable)): \(HostLevelLimits.concurrentDumps) dumps are being read; counted, not reported",
-                owner.uid)
-            return nil
-        }
-        defer { inFlight.withLock { $0 -= 1 } }
+        let access = ProcessAccess(pid: pid, as: owner.credentials)
+        let id = ReportStore.newID(pid: pid.rawValue)
         let counted: Int
-        switch limiter.admit(program: executable, uid: owner.uid) {
-        case .count(let total):
+        switch limiter.admit(program: HostProgram.key(of: access, executable: executable), uid: owner.uid, id: id) {
+        case .count(let total, let last):
             decline(arrival, deadline: deadline)
             say(
                 "host: pid \(pid) (\(executable)): \(total) reports of it in \(HostLevelLimits.windowSeconds / 60) minutes; counted, not reported",
                 owner.uid)
+            recordCounted(executable: executable, pid: pid, startedAt: startedAt, repeating: last, store: store, access: access)
             return nil
         case .report(let number):
             counted = number
@@ -189,50 +236,26 @@ public final class HostDumps: Sendable {
                 return nil
             }
         }
-        let access = ProcessAccess(pid: pid, as: owner.credentials)
         let stream = DeadlineReader(fd: arrival.stream, deadline: deadline)
-        let id = ReportStore.newID(pid: pid.rawValue)
         // --keep-core: the stream also goes, compressed, to a file of the user's.
         let keeper = keepCore ? (try? access.perform { CoreKeeper(directory: store.root, id: id) }) ?? nil : nil
-        var dump = readStream(arrival, stream: stream, deadline: deadline, keeper: keeper)
+        var granted = 0
+        var dump = readStream(arrival, stream: stream, deadline: deadline, keeper: keeper) { planned in
+            granted = self.kept.take(planned)
+            return granted
+        }
+        defer { kept.give(granted) }
         if let handOn { dump.notes.append("the core was handed on to the handler crashport replaced, \(handOn.words[0])") }
         var capture = CaptureSession.core(dump, access: access, cache: server.cache)
         let process = HostProcess.read(access)
         // The dying process goes on (to its end) once the stream closes.
-        close(arrival.stream)
+        arrival.letGo()
         open = false
-        let held = monotonicNanoseconds() &- started
+        let held = monotonicNanoseconds() &- arrival.arrived
         capture.suspendedNanoseconds = held
         capture.heldNanoseconds = held
-        if stream.timedOut {
-            capture.notes.append(
-                "the core stream took longer than \(HostLevelLimits.holdNanoseconds / 1_000_000_000) s: the process was let go with what had been read"
-            )
-        }
-        if counted > 0 {
-            capture.notes.append(
-                "\(counted) crash(es) of this program before this one were only counted (more than \(HostLevelLimits.reportsPerWindow) in \(HostLevelLimits.windowSeconds / 60) minutes)"
-            )
-        }
-        let skipped = dropped.withLock { value -> Int in
-            defer { value = 0 }
-            return value
-        }
-        if skipped > 0 {
-            capture.notes.append(
-                "\(skipped) crash(es) on the machine were not reported while \(HostLevelLimits.concurrentDumps) dumps were being read"
-            )
-        }
-        if arrival.rootOnly {
-            capture.notes.append(
-                "dumped as root only (fs.suid_dumpable = 2: the process had changed its credentials): reported to root, not to uid \(arrival.uid)"
-            )
-        }
-        if let keeper {
-            // The reader stops at the last load; the rest of the stream (the section headers
-            // gdb does not need) is not waited for.
-            capture.notes.append(keeper.failure ?? "the core stream is kept in core.gz beside this report")
-        }
+        capture.notes += notes(
+            arrival, timedOut: stream.timedOut, counted: counted, waited: started &- arrival.arrived, keeper: keeper)
         let launchWindow = Self.launchWindowNanoseconds
         let duringLaunch = startedAt > 0 ? capture.record.timeNanoseconds &- startedAt < launchWindow : nil
         let finished = capture
@@ -261,6 +284,74 @@ public final class HostDumps: Sendable {
             }
         }
         return id
+    }
+
+    /// What a report of the host level says of how its core was read.
+    func notes(_ arrival: CoreArrival, timedOut: Bool, counted: Int, waited: UInt64, keeper: CoreKeeper?) -> [String] {
+        var notes: [String] = []
+        if timedOut {
+            notes.append(
+                "the core stream was not read whole by its deadline (\(HostLevelLimits.holdNanoseconds / 1_000_000_000) s from its arrival): the process was let go with what had been read"
+            )
+        }
+        if waited >= 1_000_000_000 {
+            notes.append("the core waited \(waited / 1_000_000) ms for a place (the cores of its user read at once)")
+        }
+        if counted > 0 {
+            notes.append(
+                "\(counted) crash(es) of this program before this one were only counted (more than \(HostLevelLimits.reportsPerWindow) in \(HostLevelLimits.windowSeconds / 60) minutes)"
+            )
+        }
+        let skipped = unread.withLock { value -> Int in
+            defer { value = 0 }
+            return value
+        }
+        if skipped > 0 {
+            notes.append(
+                "\(skipped) crash(es) on the machine were let go unread before this one (their deadline passed before they could be read)"
+            )
+        }
+        if arrival.rootOnly {
+            notes.append(
+                "dumped as root only (fs.suid_dumpable = 2: the process had changed its credentials): reported to root, not to uid \(arrival.uid)"
+            )
+        }
+        if let keeper {
+            // The reader stops at the last load; the rest of the stream (the section headers
+            // gdb does not need) is not waited for.
+            notes.append(keeper.failure ?? "the core stream is kept in core.gz beside this report")
+        }
+        return notes
+    }
+
+    /// A crash past its program's rate limit, in its run history as a crash that repeats the
+    /// program's last report (`list --group` counts it with that report's bug, `stats` as a
+    /// crash): written on a report thread, as the user.
+    func recordCounted(
+        executable: String, pid: ProcessID, startedAt: UInt64, repeating last: String?, store: ReportStore,
+        access: ProcessAccess
+    ) {
+        guard executable != "(gone)" else { return }
+        let ended = Date()
+        server.submit { [server] in
+            server.asClient(access, pid: pid) {
+                var session = SessionRecord(
+                    executable: executable, buildID: nil, release: nil, pid: pid.rawValue,
+                    started: startedAt > 0 ? Date(timeIntervalSince1970: Double(startedAt) / 1e9) : ended, ended: ended,
+                    status: .crashed, errors: 0, crashedDuringLaunch: nil, reportID: nil)
+                session.countedWith = last ?? ""
+                RunHistory(store: store).ended(session)
+            }
+        }
+    }
+
+    /// A core let go unread (its deadline passed before a place, or the guard let it go while
+    /// the sidecar did not run): said, and counted for the next report's notes.
+    func letGoUnread(_ arrival: CoreArrival, why: String) {
+        unread.withLock { $0 += 1 }
+        say(
+            "host: pid \(arrival.pid) (\(ProcFiles.executable(of: arrival.pid) ?? "gone")): \(why); let go unread",
+            arrival.owner.uid)
     }
 
     /// Crashes within this long of the process's start count as launch crashes (the stub's default
@@ -296,7 +387,7 @@ public final class HostDumps: Sendable {
     /// process is let go.
     func readStream(
         _ arrival: CoreArrival, stream: DeadlineReader, deadline: UInt64, keeper: CoreKeeper?,
-        limits: CoreDumpReader.Limits = CoreDumpReader.Limits()
+        limits: CoreDumpReader.Limits = CoreDumpReader.Limits(), grant: ((Int) -> Int)? = nil
     ) -> CoreDump {
         final class Passing {
             var running: HostHandOn.Running?
@@ -319,7 +410,7 @@ public final class HostDumps: Sendable {
                         }
                     }
                     return count
-                }, limits: limits,
+                }, limits: limits, grant: grant,
                 notesRead: { [say] notes in
                     guard let handOn, let pending = passing.pending else { return }
                     passing.pending = nil

@@ -398,14 +398,26 @@ public struct HostPattern: Sendable {
 
 /// The host level's bounds (docs/operating.md, "The host level").
 public enum HostLevelLimits {
-    /// Dumps read at once; more are answered without a core (socket-request) or ended
-    /// (counted, logged).
-    public static let concurrentDumps = 4
+    /// Cores read at once in all (HostQueue); the rest wait their turn, each by its deadline.
+    public static let concurrentDumps = 16
+    /// Cores of one user read at once: one user's slow or huge dumps hold that user's places only.
+    public static let dumpsPerUser = 4
+    /// More places, for queued cores whose deadline is near (read for what is left of it).
+    public static let lateDumps = 8
+    /// How near its deadline a queued core starts in a late place.
+    public static let lateMarginNanoseconds: UInt64 = 5_000_000_000
     /// The longest a dying process is held by its dump: the kernel waits for the handler, so
-    /// every dump has a deadline. 30 s reads a 10 GB core at the disk-free speed of a pipe
-    /// (about 1 GB/s here) three times over; after it the connection closes and the process
-    /// ends, reported with what was read.
+    /// every dump has a deadline from its arrival. 30 s reads a 10 GB core at the disk-free speed
+    /// of a pipe (about 1 GB/s here) three times over. The guard (HostGuard) lets the process go
+    /// at this deadline whatever the sidecar does; the sidecar's own reads stop a second before
+    /// (`readNanoseconds`), so that it closes the stream itself and reports what was read.
     public static let holdNanoseconds: UInt64 = 30_000_000_000
+    public static let readNanoseconds: UInt64 = holdNanoseconds - 1_000_000_000
+    /// The memory kept from the cores being read at once (stacks, windows, image pages), shared:
+    /// each core's plan is cut to what is left (the crashing thread's stack first), with at least
+    /// `keptBytesFloor` each.
+    public static let keptBytesBudget = 128 << 20
+    public static let keptBytesFloor = 1 << 20
     /// Full reports per program (and user) per window; after that crashes are only counted, and
     /// the next full report says how many.
     public static let reportsPerWindow = 5

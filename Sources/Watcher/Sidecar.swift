@@ -221,7 +221,7 @@ public final class Sidecar {
             // A client that hung up without GOODBYE: its pidfd says when it has died.
             fds += endings.map { pollfd(fd: $0.died == nil ? $0.watch.handle?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0) }
             // Last: the cores the kernel hands the host level.
-            fds.append(pollfd(fd: hostLevel?.listener ?? -1, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: hostLevel?.pollDescriptor ?? -1, events: Int16(POLLIN), revents: 0))
             // Ends being settled are looked at every 100 ms (a zombie's parent may reap it);
             // heartbeats when they are due.
             var timeout: Int32 = !endings.isEmpty ? 100 : pages.timeout
@@ -589,7 +589,18 @@ public final class Sidecar {
         }
         guard getuid() == 0 else { return configuration.store(root: configuration.reportsRoot, owner: nil) }
         let path = configuration.reportsRoot + "/\(sender.uid)"
-        if mkdir(path, 0o700) == 0 {
+        var made = mkdir(path, 0o700) == 0
+        if !made && errno == ENOENT {
+            // The reports root itself is gone (an administrator cleared space): made again as
+            // at start, so that this report and the next are not lost.
+            if let failure = ReportStore.makeDirectories(configuration.reportsRoot, mode: 0o711) {
+                log.say("cannot create \(configuration.reportsRoot) again: \(failure)", uid: sender.uid)
+                return nil
+            }
+            log.say("\(configuration.reportsRoot) was removed; made again", uid: sender.uid)
+            made = mkdir(path, 0o700) == 0
+        }
+        if made {
             chown(path, sender.uid, sender.gid)
         } else if errno != EEXIST {
             log.say("cannot create \(path): \(String(cString: strerror(errno)))", uid: sender.uid)

@@ -1,11 +1,13 @@
 // SidecarHost: `crashport watch --host`, the sidecar as the machine's core handler too
 // (HostPattern.swift installs it, HostDumps.swift reports each core). Here: the listening socket
-// the cores arrive on (the kernel's coredump socket, or the pipe helpers' handoff socket), one
-// thread per dump being read (at most HostLevelLimits.concurrentDumps; the rest are answered at
-// once and counted), a look every few seconds at whether someone else has replaced the pattern
-// (logged once, never overwritten back), and the pattern put back at stop.
+// the cores arrive on (the kernel's coredump socket, accepted by the guard, HostGuard.swift; or
+// the pipe helpers' handoff socket), the queue that gives each core its turn on a dump thread
+// (HostQueue.swift: none dropped, fair between users, each by its deadline), a look every
+// second at the queue and the guard and every few seconds at whether someone else has replaced
+// the pattern (logged once, never overwritten back), and the pattern put back at stop.
 
 import BoundedBytes
+import CShims
 import FoundationEssentials
 import LiveProcess
 import ReportModel
@@ -17,16 +19,20 @@ import Glibc
 
 /// The host level's part of a running sidecar.
 final class SidecarHostLevel: @unchecked Sendable {
-    // Unchecked: `installation`, `listener` and `warned` are the serving thread's; the dump
-    // threads touch only `dumps` (Sendable) and `running` (a Mutex).
+    // Unchecked: `installation`, `listener`, `guardian`, `warned` and the times are the serving
+    // thread's; dump threads touch only `dumps` and `queue` (Sendable).
     let pattern: HostPattern
     let installation: HostInstallation
     let listener: Int32
     let dumps: HostDumps
+    let queue: HostQueue<CoreArrival>
     let log: WatcherLog
-    let running = Mutex<Int>(0)
+    /// The guard that accepts the kernel's connections (socket modes); nil in pipe mode, or
+    /// while one is being started again (the sidecar accepts by itself meanwhile).
+    var guardian: HostGuard?
     var warned = false
     var lastCheck: UInt64 = 0
+    var lastGuardStart: UInt64 = 0
 
     /// Whether `directory` (absolute) is a directory of root's that only root may write to, not
     /// a link, and every directory above it root's too and writable by root alone or sticky (as
@@ -72,20 +78,34 @@ final class SidecarHostLevel: @unchecked Sendable {
         unlink(path)
         let fd: Int32
         do {
+            // The kernel connects without waiting: a full backlog loses the crash at once, so it
+            // is as deep as the kernel allows (somaxconn), for a storm that outruns the accepts.
             if mode == .pipe {
-                fd = try UnixSocket.listen(on: path, backlog: 64).fd
+                fd = try UnixSocket.listen(on: path, backlog: Self.backlog).fd
                 chmod(path, 0o600)
             } else {
-                fd = try CoreSocket.listen(at: path, backlog: 64).fd
+                fd = try CoreSocket.listen(at: path, backlog: Self.backlog).fd
             }
         } catch {
             throw HostError.socket("cannot listen on \(path): \(error)")
+        }
+        // The guard first: from the moment the pattern names the socket, every dying process it
+        // holds has someone to let it go by its deadline.
+        if mode != .pipe {
+            do {
+                guardian = try HostGuard.start(listener: fd)
+            } catch {
+                close(fd)
+                unlink(path)
+                throw HostError.socket("cannot start the host level's guard: \(error)")
+            }
         }
         do {
             installation = try pattern.install(
                 mode: mode, executable: configuration.executable, handOn: configuration.handOn,
                 reports: configuration.reports, log: { log.say($0) })
         } catch {
+            guardian?.stop()
             close(fd)
             unlink(path)
             throw error
@@ -94,7 +114,15 @@ final class SidecarHostLevel: @unchecked Sendable {
         self.listener = fd
         self.log = log
         let handOn = configuration.handOn ? HostHandOn(pattern: installation.replaced) : nil
-        dumps = makeDumps(handOn)
+        let dumps = makeDumps(handOn)
+        self.dumps = dumps
+        queue = HostQueue(
+            name: { "core-\($0.pid)" }, run: { arrival, deadline in dumps.handle(arrival, deadline: deadline) },
+            letGo: { arrival in
+                dumps.letGoUnread(arrival, why: "its deadline passed before one of its user's places was free")
+                arrival.discard()
+            })
+        lastGuardStart = monotonicNanoseconds()
         log.say(
             "host: the machine's core handler (\(mode.rawValue) mode: \(installation.pattern)); replaced \(HostPattern.quoted(installation.replaced))"
                 + (handOn != nil ? ", to which each core is handed on" : "")
@@ -106,63 +134,135 @@ final class SidecarHostLevel: @unchecked Sendable {
         }
     }
 
-    /// Takes every connection waiting: one thread per dump.
+    /// The listener's backlog: as deep as the kernel keeps (net.core.somaxconn caps it).
+    static let backlog: Int32 = 4096
+
+    /// What the serving loop polls for the host level: the guard's channel, or the listener.
+    var pollDescriptor: Int32 { guardian?.channel ?? listener }
+
+    /// Takes every core waiting: from the guard (or the listener, without one) into the queue.
     func accept() {
+        if let guardian {
+            takeFromGuard(guardian)
+            return
+        }
         while true {
             if installation.mode == .pipe {
                 guard let connection = try? UnixSocket(fd: listener).accept() else { return }
                 // The helper's message comes with its descriptors; it waits (bounded) for the answer.
-                startDump(name: "core-handoff") { [self] in takeHandoff(connection) }
+                guard startThread(name: "core-handoff", { [self] in takeHandoff(connection) }) else {
+                    close(connection.fd)
+                    return
+                }
             } else {
                 guard let connection = try? CoreSocket(fd: listener).accept() else { return }
-                let (arrival, refusal) = CoreArrival.fromKernel(
-                    connection: connection, request: installation.mode == .socketRequest)
-                guard let arrival else {
-                    log.say("host: \(refusal ?? "an unknown connection")")
-                    close(connection.fd)
-                    continue
-                }
-                startDump(name: "core-\(arrival.pid)") { [self] in dumps.handle(arrival) }
+                arrived(connection: connection, from: nil, id: 0, at: monotonicNanoseconds())
             }
         }
     }
 
-    func startDump(name: String, _ body: @escaping @Sendable () -> Void) {
-        running.withLock { $0 += 1 }
-        let started = startThread(name: name) { [self] in
-            body()
-            running.withLock { $0 -= 1 }
-        }
-        if !started {
-            running.withLock { $0 -= 1 }
-            log.say("host: no thread for a dump (\(String(cString: strerror(errno)))); it was let go unreported")
+    /// The guard's messages: connections it accepted, and any it let go.
+    func takeFromGuard(_ guardian: HostGuard) {
+        while true {
+            switch guardian.next() {
+            case .none:
+                return
+            case .arrival(let id, let arrived, let connection):
+                // Taken at once, whatever the queue: the guard's short wait is for a sidecar
+                // that does not run, not for one whose places are busy.
+                guardian.taken(id)
+                self.arrived(connection: CoreSocket(fd: connection), from: guardian, id: id, at: arrived)
+            case .released(let id, let arrived, let notTaken):
+                let waited = (monotonicNanoseconds() &- arrived) / 1_000_000
+                dumps.unread.withLock { $0 += 1 }
+                log.say(
+                    "host: the guard let a dying process go \(waited) ms after its crash (connection \(id)): "
+                        + (notTaken
+                            ? "the sidecar did not take it within \(HostGuard.takenNanoseconds / 1_000_000_000) s (stopped, or its serving thread stuck)"
+                            : "it was not read by its \(HostLevelLimits.holdNanoseconds / 1_000_000_000) s deadline"))
+            case .gone:
+                log.say("host: the guard has gone; this sidecar accepts the kernel's connections itself until another starts")
+                close(guardian.channel)
+                _ = guardian.hasExited()
+                self.guardian = nil
+                return
+            }
         }
     }
 
-    /// A pipe helper's handoff: "CPHOST1 PID UID GID DUMPMODE" with its stdin (the core) and the
-    /// dying process's pidfd when the kernel gave one. Only root's (the kernel's helpers) are taken.
+    /// A connection the kernel made: who is dumping, then its turn in the queue.
+    func arrived(connection: CoreSocket, from guardian: HostGuard?, id: UInt64, at time: UInt64) {
+        let (found, refusal) = CoreArrival.fromKernel(connection: connection, request: installation.mode == .socketRequest)
+        guard var arrival = found else {
+            log.say("host: \(refusal ?? "an unknown connection")")
+            shutdown(connection.fd, Int32(SHUT_RDWR))
+            close(connection.fd)
+            guardian?.done(id)
+            return
+        }
+        arrival.arrived = time
+        arrival.guardian = guardian
+        arrival.guardID = id
+        queue.add(arrival, uid: arrival.owner.uid, deadline: time &+ HostLevelLimits.readNanoseconds)
+    }
+
+    /// A pipe helper's handoff: "CPHOST1 PID UID GID DUMPMODE" with the pipe the core comes
+    /// through and the dying process's pidfd when the kernel gave one. Only root's (the
+    /// kernel's helpers) are taken. The helper is told at once that its core is taken (it
+    /// reports the core itself if not, within a few seconds), and that it is done once read.
     func takeHandoff(_ connection: UnixSocket) {
-        defer { close(connection.fd) }
         var descriptor = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
-        guard poll(&descriptor, 1, 2000) > 0 else { return }
+        guard poll(&descriptor, 1, 2000) > 0 else {
+            close(connection.fd)
+            return
+        }
         var buffer = [UInt8](repeating: 0, count: 256)
-        guard let message = try? connection.receive(into: &buffer, maxDescriptors: 4) else { return }
+        guard let message = try? connection.receive(into: &buffer, maxDescriptors: 4) else {
+            close(connection.fd)
+            return
+        }
         let received = message.descriptors
         guard message.count > 0, message.sender.uid == 0, !message.truncated,
             let handoff = CoreHandoff.parse(Array(buffer.prefix(message.count))), received.count >= 1
         else {
             for fd in received { close(fd) }
+            close(connection.fd)
             log.say("host: a handoff that is not a crashport core helper's (uid \(message.sender.uid)); refused")
             return
         }
         let pidfd = received.count > 1 ? received[1] : -1
         for fd in received.dropFirst(2) { close(fd) }
-        dumps.handle(handoff.arrival(stream: received[0], pidfd: pidfd))
-        _ = writeAll(connection.fd, [1])
+        guard writeAll(connection.fd, [CoreHandler.takenByte]) else {
+            // The helper has gone (it reports the core itself): nothing to read.
+            close(received[0])
+            if pidfd >= 0 { close(pidfd) }
+            close(connection.fd)
+            return
+        }
+        var arrival = handoff.arrival(stream: received[0], pidfd: pidfd)
+        arrival.helper = connection.fd
+        queue.add(arrival, uid: arrival.owner.uid, deadline: arrival.arrived &+ HostLevelLimits.readNanoseconds)
     }
 
-    /// Every few seconds: whether the pattern is still crashport's (a change is logged once).
+    /// Every second or so: the queue (its late and expired), the guard (another started if it
+    /// has gone, at most every 10 s), and every few seconds whether the pattern is still
+    /// crashport's (a change is logged once).
     func check(now: UInt64) {
+        queue.look()
+        if let guardian, guardian.hasExited() {
+            log.say("host: the guard exited; another is started")
+            close(guardian.channel)
+            self.guardian = nil
+        }
+        if guardian == nil && installation.mode != .pipe && now &- lastGuardStart > 10_000_000_000 {
+            lastGuardStart = now
+            do {
+                guardian = try HostGuard.start(listener: listener)
+                log.say("host: a new guard accepts the kernel's connections")
+            } catch {
+                log.say("host: cannot start another guard (\(error)); this sidecar accepts the kernel's connections itself")
+            }
+        }
         guard now &- lastCheck > 5_000_000_000 else { return }
         lastCheck = now
         if let other = pattern.replacedSince(installation) {
@@ -177,14 +277,23 @@ final class SidecarHostLevel: @unchecked Sendable {
         }
     }
 
-    /// Puts the pattern back, stops listening, and waits for the dumps in flight (each bounded
-    /// by its hold deadline).
+    /// Puts the pattern back, stops listening, waits for the dumps in flight and queued (each
+    /// bounded by its deadline), then ends the guard.
     func stop() {
         log.say(pattern.restore(installation))
-        close(listener)
         unlink(installation.mode == .pipe ? pattern.paths.handoffSocket : pattern.paths.coreSocket)
+        // What the guard accepted before the pattern went back is still taken.
+        if let guardian { takeFromGuard(guardian) }
+        close(listener)
         let deadline = monotonicNanoseconds() &+ HostLevelLimits.holdNanoseconds &+ 1_000_000_000
-        while running.withLock({ $0 }) > 0 && monotonicNanoseconds() < deadline { usleep(10_000) }
+        while monotonicNanoseconds() < deadline {
+            queue.look()
+            let counts = queue.counts
+            if counts.running + counts.late + counts.queued == 0 { break }
+            usleep(10_000)
+        }
+        guardian?.stop()
+        guardian = nil
     }
 }
 
@@ -265,23 +374,28 @@ extension Sidecar {
 
 /// The pipe helper (`crashport core-handler`): the kernel starts it per dump, as root, with the
 /// core on its stdin and, from Linux 6.16, the dying process's pidfd.
+///
+/// It hands the sidecar a pipe of its own, not its stdin, and moves the core into it (splice):
+/// so the kernel's pipe has one reader, this helper, which exits by the hold deadline whatever
+/// the sidecar does, and the kernel (which waits for it) lets the process go then. A sidecar that
+/// does not say it took the core within a few seconds (stopped, stuck) is left to itself: the
+/// helper reports the core on its own.
 public enum CoreHandler {
-    /// Hands the core to the sidecar listening in the host directory and waits for it to be read (at most
-    /// the hold bound and a little); with no sidecar there, reports it here. The exit status.
+    /// What the sidecar writes back on the handoff connection: the core is taken (it will be
+    /// read), and it is done (the process may go).
+    static let takenByte: UInt8 = 2
+    static let doneByte: UInt8 = 1
+
+    /// Hands the core to the sidecar listening in the host directory and waits for it to be read
+    /// (by the hold deadline); with no sidecar there, or none that takes it, reports it here. The
+    /// exit status.
     public static func run(handoff: CoreHandoff, directory: String, pidfd: Int32) -> Int32 {
+        let started = monotonicNanoseconds()
+        let deadline = started &+ HostLevelLimits.holdNanoseconds
         let paths = HostPaths(directory: directory)
-        let socket = paths.handoffSocket
-        if let connection = try? UnixSocket.connect(to: socket) {
+        if let connection = try? UnixSocket.connect(to: paths.handoffSocket) {
             defer { close(connection.fd) }
-            if (try? connection.send(handoff.encoded, descriptors: pidfd >= 0 ? [0, pidfd] : [0])) != nil {
-                // The sidecar holds the stream now: the kernel waits for its copy to close.
-                close(0)
-                if pidfd >= 0 { close(pidfd) }
-                var descriptor = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
-                let wait = Int32((HostLevelLimits.holdNanoseconds + 5_000_000_000) / 1_000_000)
-                _ = poll(&descriptor, 1, wait)
-                return 0
-            }
+            if relay(handoff, connection: connection, pidfd: pidfd, started: started, deadline: deadline) { return 0 }
         }
         // No sidecar: this helper reports the core itself, where the sidecar that installed the
         // pattern wrote (its record says), else into the sidecar's default places.
@@ -300,12 +414,48 @@ public enum CoreHandler {
             storeFor: { Sidecar.store(for: $0, configuration: configuration, log: log) },
             stubReported: { _, _ in false }, say: { log.say("core-handler: " + $0, uid: $1) },
             handOn: recorded.flatMap { $0.handOn ? HostHandOn(pattern: $0.replaced) : nil })
-        let arrival = handoff.arrival(stream: 0, pidfd: pidfd)
+        var arrival = handoff.arrival(stream: 0, pidfd: pidfd)
+        arrival.arrived = started
         if ReportStore.makeDirectories(configuration.reportsRoot, mode: 0o711) != nil {
             log.say("core-handler: cannot create \(configuration.reportsRoot); pid \(handoff.pid) not reported")
             return 1
         }
-        dumps.handle(arrival)
+        dumps.handle(arrival, deadline: deadline)
         return 0
+    }
+
+    /// The core through the sidecar: a pipe of the helper's handed over with the message, the
+    /// sidecar's "taken" awaited, the core moved into the pipe, then its "done" awaited (the
+    /// kernel holds the process while the sidecar reads its /proc). False, with the pidfd still
+    /// open, when the sidecar did not take it in time.
+    static func relay(
+        _ handoff: CoreHandoff, connection: UnixSocket, pidfd: Int32, started: UInt64, deadline: UInt64
+    ) -> Bool {
+        guard let pipe = try? HostProcessSettings.pipe() else { return false }
+        let sent = (try? connection.send(handoff.encoded, descriptors: pidfd >= 0 ? [pipe.read, pidfd] : [pipe.read])) != nil
+        close(pipe.read)
+        guard sent, answer(on: connection.fd, until: started &+ HostGuard.takenNanoseconds) == takenByte else {
+            close(pipe.write)
+            return false
+        }
+        if pidfd >= 0 { close(pidfd) }
+        _ = cp_relay_core(0, pipe.write, connection.fd, deadline)
+        close(pipe.write)
+        close(0)
+        _ = answer(on: connection.fd, until: deadline)
+        return true
+    }
+
+    /// The sidecar's next byte on the connection, nil when it closed or the time ran out.
+    static func answer(on fd: Int32, until deadline: UInt64) -> UInt8? {
+        while case let now = monotonicNanoseconds(), now < deadline {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, Int32((deadline - now) / 1_000_000 + 1))
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { return nil }
+            var byte: UInt8 = 0
+            return read(fd, &byte, 1) == 1 ? byte : nil
+        }
+        return nil
     }
 }

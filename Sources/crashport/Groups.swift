@@ -11,6 +11,8 @@ struct ReportGroup: Encodable {
     var fingerprint: String
     var signature: String
     var count = 0
+    /// Crashes only counted (past the host level's rate limit) that repeat one of its reports.
+    var counted = 0
     var firstSeen: String?
     var lastSeen: String?
     var programs: [String] = []
@@ -56,13 +58,25 @@ struct ReportGroup: Encodable {
             }
             groups[fingerprint] = group
         }
+        // The crashes the host level only counted, with the group of the report they repeat.
+        var groupOf: [String: String] = [:]
+        for (fingerprint, group) in groups {
+            for id in group.reports { groupOf[id] = fingerprint }
+        }
+        for session in RunHistory(store: store).sessions() {
+            guard let id = session.countedWith, let fingerprint = groupOf[id] else { continue }
+            groups[fingerprint]?.counted += 1
+        }
     }
+
+    /// "12" or, with crashes only counted, "12 (+25 counted)".
+    var countText: String { counted > 0 ? "\(count) (+\(counted) counted)" : "\(count)" }
 
     /// "3  8e1239788f24c726  bugs  SIGSEGV: segmentation fault at 0x0 in parse_records (bugs.c:28)
     /// [strlen | parse_records]  first 2026-11-26T19:28:21.957Z  last …"
     var line: String {
         [
-            "\(count)", fingerprint, programs.sorted().joined(separator: ","),
+            countText, fingerprint, programs.sorted().joined(separator: ","),
             CrashLog.escaped(title ?? "?") + (signature.isEmpty ? "" : "  [\(CrashLog.escaped(signature))]"),
             "first \(firstSeen ?? "?")", "last \(lastSeen ?? "?")",
         ].joined(separator: "  ")

@@ -38,7 +38,7 @@ struct Stats: ParsableCommand {
             for group in groups {
                 print(
                     [
-                        "\(group.count)", group.fingerprint, group.programs.sorted().joined(separator: ","),
+                        group.countText, group.fingerprint, group.programs.sorted().joined(separator: ","),
                         group.signature.isEmpty ? "(no frames)" : CrashLog.escaped(group.signature),
                     ].joined(separator: "  "))
             }
@@ -65,6 +65,12 @@ struct Stats: ParsableCommand {
         for row in rows where row.protectedLaunches > 0 {
             print(
                 "launch protection: \(row.protectedLaunches) protected launch\(row.protectedLaunches == 1 ? "" : "es") of \(row.executable)"
+                    + (row.release.map { " (release \($0))" } ?? ""))
+        }
+        // Crashes the host level only counted (a crash loop past its rate limit): in the crashes above.
+        for row in rows where row.countedOnly > 0 {
+            print(
+                "only counted (past the host level's rate limit; in the crashes above): \(row.countedOnly) of \(row.executable)"
                     + (row.release.map { " (release \($0))" } ?? ""))
         }
         // Test crashes (crashport_test_crash) are no launches: counted apart, never in crash-free.

@@ -16,7 +16,9 @@ import XCTest
 import Glibc
 #endif
 
-final class HostLevelTests: XCTestCase {
+/// What every host-level test does: the pattern reserved and put back, a root sidecar with the
+/// host level in a host directory of the test's own, the fixture programs.
+class HostLevelTestCase: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("host")
     static let patternFile = CorePattern.patternFile
 
@@ -75,6 +77,9 @@ final class HostLevelTests: XCTestCase {
     func crashedFrames(_ event: Event) -> [String] {
         (event.crashedThreadRecord?.frames ?? []).map { $0.function ?? "?" }
     }
+}
+
+final class HostLevelTests: HostLevelTestCase {
 
     /// A stubless program, crashed as root with several threads under the best socket mode the
     /// kernel has: reported once, by the host level, with every thread and the frames `crashport
@@ -437,8 +442,8 @@ final class HostLevelTests: XCTestCase {
 
     /// A sidecar killed mid-dump lets the dying process end (its connection closes, the kernel
     /// ends the dump), and the next sidecar starts cleanly over its stale pattern and reports the
-    /// next crash. Fifty processes crashing at once all end too: at most 4 dumps are read at
-    /// once, the rest are answered at once and counted.
+    /// next crash. Fifty processes crashing at once all end too: ten copies of one program, so
+    /// one program to the rate limit (its build-id), each crash reported or counted.
     func testKilledSidecarAndFiftyCrashesAtOnceNeverKeepAProcess() throws {
         let directory = fresh("storm")
         let program = try hostProgram(directory)

@@ -161,25 +161,35 @@ final class HostLevelUnitTests: XCTestCase {
         let limiter = HostRateLimit(directory: temporary() + "/rate")
         let start = 1_800_000_000
         for second in 0..<5 {
-            XCTAssertEqual(limiter.admit(program: "/bin/loop", uid: 7, now: start + second), .report(counted: 0))
+            XCTAssertEqual(
+                limiter.admit(program: "build-id:ab", uid: 7, id: "r\(second)", now: start + second), .report(counted: 0))
         }
+        // Past the limit: counted, with the last full report, which the counted crash repeats.
         for second in 5..<30 {
-            XCTAssertEqual(limiter.admit(program: "/bin/loop", uid: 7, now: start + second), .count(total: 5))
+            XCTAssertEqual(
+                limiter.admit(program: "build-id:ab", uid: 7, id: "x\(second)", now: start + second),
+                .count(total: 5, last: "r4"))
         }
         // Another program, or another user's, has a window of its own.
-        XCTAssertEqual(limiter.admit(program: "/bin/other", uid: 7, now: start + 30), .report(counted: 0))
-        XCTAssertEqual(limiter.admit(program: "/bin/loop", uid: 8, now: start + 30), .report(counted: 0))
+        XCTAssertEqual(limiter.admit(program: "build-id:cd", uid: 7, now: start + 30), .report(counted: 0))
+        XCTAssertEqual(limiter.admit(program: "build-id:ab", uid: 8, now: start + 30), .report(counted: 0))
         // Once the window has moved past the first reports, the next one says how many were counted.
         XCTAssertEqual(
-            limiter.admit(program: "/bin/loop", uid: 7, now: start + HostLevelLimits.windowSeconds), .report(counted: 25))
+            limiter.admit(program: "build-id:ab", uid: 7, id: "r5", now: start + HostLevelLimits.windowSeconds),
+            .report(counted: 25))
         XCTAssertEqual(
-            limiter.admit(program: "/bin/loop", uid: 7, now: start + HostLevelLimits.windowSeconds + 1), .report(counted: 0))
+            limiter.admit(program: "build-id:ab", uid: 7, now: start + HostLevelLimits.windowSeconds + 1), .report(counted: 0))
     }
 
     func testRateRecordThatIsNotOneReadsAsEmpty() {
         XCTAssertEqual(HostRateLimit.parse(Array("garbage".utf8)), HostRateLimit.State())
         XCTAssertEqual(HostRateLimit.parse(Array("-4\n1 2\n".utf8)), HostRateLimit.State())
         XCTAssertEqual(HostRateLimit.parse(Array("3\n1 2 x 4\n".utf8)), HostRateLimit.State(counted: 3, times: [1, 2, 4]))
+        XCTAssertEqual(
+            HostRateLimit.parse(Array("3\n1 2\nabc\n".utf8)), HostRateLimit.State(counted: 3, times: [1, 2], last: "abc"))
+        XCTAssertEqual(
+            HostRateLimit.parse(Array("0\n1\n\(String(repeating: "z", count: 200))\n".utf8)),
+            HostRateLimit.State(counted: 0, times: [1]), "an id longer than any report's is no id")
         XCTAssertEqual(HostRateLimit.parse([]), HostRateLimit.State())
     }
 

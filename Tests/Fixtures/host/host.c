@@ -6,12 +6,16 @@
  *   host daemon FILE      double-forks; the grandchild, once its parent has exited and it is
  *                         reparented, writes its pid to FILE and crashes in crash_here
  *   host heap MB          touches MB MiB of heap, then crashes in crash_here
+ *   host sparse GB [FILE] maps GB GiB (MAP_NORESERVE) and touches one page in every 64 MiB of it:
+ *                         a core streams every byte of it, zeros for the rest, as it goes; writes
+ *                         its pid to FILE when given, then crashes in crash_here
  * Built static too (-static): the same crash, in a program no stub could be preloaded into. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +63,16 @@ int main(int argc, char **argv) {
         FILE *file = fopen(argv[2], "w");
         fprintf(file, "%d\n", (int)getpid());
         fclose(file);
+    } else if (strcmp(what, "sparse") == 0) {
+        size_t size = (size_t)(argc > 2 ? atol(argv[2]) : 1) << 30;
+        char *sparse = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (sparse == MAP_FAILED) return 3;
+        for (size_t offset = 0; offset < size; offset += (size_t)64 << 20) sparse[offset] = 1;
+        if (argc > 3) {
+            FILE *file = fopen(argv[3], "w");
+            fprintf(file, "%d\n", (int)getpid());
+            fclose(file);
+        }
     } else if (strcmp(what, "heap") == 0) {
         size_t size = (size_t)(argc > 2 ? atol(argv[2]) : 64) << 20;
         char *heap = malloc(size);
