@@ -208,6 +208,7 @@ public final class Sidecar {
         try startServing()
         defer { hostLevel?.stop() }
         var pages = IdlePages()
+        var watchdog = ServiceWatchdog()
         var lastScan = monotonicNanoseconds()
         var stopping = false
         while !stopping {
@@ -226,6 +227,7 @@ public final class Sidecar {
             // heartbeats when they are due.
             var timeout: Int32 = !endings.isEmpty ? 100 : pages.timeout
             if let due = heartbeatTimeout(now: monotonicNanoseconds()) { timeout = min(timeout, due) }
+            if let due = watchdog.timeout(now: monotonicNanoseconds()) { timeout = min(timeout, due) }
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { throw SidecarError.socket("poll: \(String(cString: strerror(errno)))") }
             if PtraceSession.hasLeftovers { PtraceSession.reapLeftovers() }
@@ -238,6 +240,7 @@ public final class Sidecar {
             handleTraceEvents()
             reapUploads()
             let now = monotonicNanoseconds()
+            if watchdog.due(now: now) { notify("WATCHDOG=1") }
             checkHeartbeats(now: now)
             hostLevel?.check(now: now)
             settleEndings(now: now)

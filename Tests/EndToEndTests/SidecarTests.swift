@@ -764,19 +764,8 @@ final class SidecarTests: XCTestCase {
         }
         let directory = fresh("activate")
         let notify = directory + "/notify"
-        let notifications = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        let notifications = try Self.notificationSocket(notify)
         defer { close(notifications) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
-            for (index, byte) in notify.utf8.enumerated() { bytes[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(notifications, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        XCTAssertEqual(bound, 0)
         let socketPath = directory + "/activated.sock"
         let sidecar = try SidecarProcess(
             directory: directory, socket: socketPath,
@@ -800,6 +789,64 @@ final class SidecarTests: XCTestCase {
         XCTAssertEqual(events[0].process?.pid?.rawValue, first.pid)
         XCTAssertEqual(sidecar.stop(), 0)
         XCTAssertTrue(FileManager.default.fileExists(atPath: socketPath), "an activated socket is systemd's: never unlinked")
+    }
+
+    /// systemd's watchdog (WatchdogSec= gives WATCHDOG_USEC): WATCHDOG=1 comes from the serving
+    /// loop every half interval, none while the sidecar is stopped (so systemd would restart
+    /// it), and again once it runs; none for another process's WATCHDOG_PID.
+    func testWatchdogIsFedByTheServingLoopOnly() throws {
+        let directory = fresh("watchdog")
+        let notify = directory + "/notify"
+        let notifications = try Self.notificationSocket(notify)
+        defer { close(notifications) }
+        /// The datagrams that arrive within `milliseconds`.
+        func received(within milliseconds: Int32) -> [String] {
+            var got: [String] = []
+            let deadline = Date().addingTimeInterval(Double(milliseconds) / 1000)
+            while case let left = deadline.timeIntervalSinceNow, left > 0 {
+                var entry = pollfd(fd: notifications, events: Int16(POLLIN), revents: 0)
+                guard poll(&entry, 1, Int32(left * 1000) + 1) == 1 else { break }
+                var buffer = [UInt8](repeating: 0, count: 512)
+                let count = recv(notifications, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                if count > 0 { got.append(String(decoding: buffer.prefix(count), as: UTF8.self)) }
+            }
+            return got
+        }
+        let sidecar = try SidecarProcess(
+            directory: directory, environment: ["NOTIFY_SOCKET": notify, "WATCHDOG_USEC": "200000"])
+        XCTAssertGreaterThanOrEqual(received(within: 1500).filter { $0 == "WATCHDOG=1" }.count, 3)
+        kill(sidecar.pid, SIGSTOP)
+        _ = received(within: 200)  // one sent just before the stop took effect
+        XCTAssertEqual(received(within: 1000).filter { $0 == "WATCHDOG=1" }, [], "a stopped sidecar says nothing")
+        kill(sidecar.pid, SIGCONT)
+        XCTAssertFalse(received(within: 1500).filter { $0 == "WATCHDOG=1" }.isEmpty, "it says it again once it runs")
+        XCTAssertEqual(sidecar.stop(), 0)
+
+        let other = try SidecarProcess(
+            directory: fresh("watchdog-other"),
+            environment: ["NOTIFY_SOCKET": notify, "WATCHDOG_USEC": "200000", "WATCHDOG_PID": "1"])
+        XCTAssertEqual(received(within: 1000).filter { $0 == "WATCHDOG=1" }, [], "WATCHDOG_PID names another process")
+        XCTAssertEqual(other.stop(), 0)
+    }
+
+    /// A datagram socket bound at `path`, as $NOTIFY_SOCKET's listener (systemd's part).
+    static func notificationSocket(_ path: String) throws -> Int32 {
+        let notifications = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
+            for (index, byte) in path.utf8.enumerated() { bytes[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(notifications, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0 else {
+            close(notifications)
+            throw TestFailure("bind \(path): \(String(cString: strerror(errno)))")
+        }
+        return notifications
     }
 }
 
