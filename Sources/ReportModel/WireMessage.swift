@@ -368,6 +368,45 @@ public struct CrashRecord: Equatable, Sendable {
     }
 }
 
+extension CrashRecord {
+    /// A record of the host level's, from a crash the kernel dumped (no stub ran), kept in the
+    /// spool when its report cannot be written: the crashing thread's registers and the top of
+    /// its stack (at most CP_STACK_COPY_MAX bytes), flagged CP_CRASH_HOST_DUMP. No chain, no app
+    /// area. Reads back through init(bytes:).
+    public func encodedHostDump() -> [UInt8] {
+        let stackBytes = stack.bytes.prefix(Int(CP_STACK_COPY_MAX))
+        var message = MessageEncoder(type: CP_MSG_CRASH.rawValue, size: Self.fixedSize + stackBytes.count)
+        func at<T>(_ path: KeyPath<cp_crash, T>) -> Int { Layout.offset(path) }
+        message.put32(UInt32(bitPattern: pid.rawValue), at: at(\.pid))
+        message.put32(UInt32(bitPattern: tid.rawValue), at: at(\.tid))
+        message.put32(UInt32(bitPattern: signal), at: at(\.signo))
+        message.put32(UInt32(bitPattern: code), at: at(\.code))
+        message.put32(UInt32(bitPattern: senderPID.rawValue), at: at(\.sender_pid))
+        message.put32(senderUID, at: at(\.sender_uid))
+        message.put32(CP_ARCH_X86_64, at: at(\.arch))
+        message.put64(faultAddress, at: at(\.fault_address))
+        var flags = CP_CRASH_HOST_DUMP
+        if stackBytes.count < stack.bytes.count { flags |= CP_CRASH_STACK_TRUNCATED }
+        if registers.fxsave.count == 512 {
+            flags |= CP_CRASH_HAS_FPREGS
+            message.bytes.replaceSubrange(at(\.fpregs)..<at(\.fpregs) + 512, with: registers.fxsave)
+        }
+        message.put32(flags, at: at(\.flags))
+        message.put64(timeNanoseconds, at: at(\.time_ns))
+        message.putText(threadName, at: at(\.thread_name), capacity: 16)
+        for (index, value) in registers.gpr.prefix(X86_64Registers.gprCount).enumerated() {
+            message.put64(value, at: at(\.regs) + index * 8)
+        }
+        message.put64(stack.start, at: at(\.stack_start))
+        message.put32(UInt32(stackBytes.count), at: at(\.stack_size))
+        message.bytes.replaceSubrange(Self.fixedSize..<Self.fixedSize + stackBytes.count, with: stackBytes)
+        return message.bytes
+    }
+
+    /// A record the host level kept in the spool (CP_CRASH_HOST_DUMP).
+    public var isHostDump: Bool { flags & CP_CRASH_HOST_DUMP != 0 }
+}
+
 /// Builds a message to send: the header filled in, fields written little-endian at their
 /// offsets in the C declaration.
 struct MessageEncoder {

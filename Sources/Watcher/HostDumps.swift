@@ -262,9 +262,11 @@ public final class HostDumps: Sendable {
         server.submit { [server] in
             server.asClient(access, pid: pid) {
                 var buildID: String?
+                // A report that cannot be written is kept in the spool as a record of the
+                // crashing thread (its registers and the top of its stack), reported from there.
                 let written = server.writeReport(
-                    finished, recordBytes: [], store: store, started: started, captureNanoseconds: held, id: id,
-                    spoolOnFailure: false, source: "host"
+                    finished, recordBytes: Self.spoolRecord(of: finished), store: store, started: started,
+                    captureNanoseconds: held, id: id, spoolOnFailure: true, source: "host"
                 ) { event in
                     process.describe(&event)
                     if let duringLaunch, event.launch == nil { event.launch = LaunchRecord(crashedDuringLaunch: duringLaunch) }
@@ -284,6 +286,15 @@ public final class HostDumps: Sendable {
             }
         }
         return id
+    }
+
+    /// The record the spool keeps of a host capture whose report cannot be written.
+    static func spoolRecord(of capture: Capture) -> [UInt8] {
+        var record = capture.record
+        if let stack = capture.snapshot.threads.first(where: { $0.tid == capture.snapshot.crashedThreadID })?.stack {
+            record.stack = stack
+        }
+        return record.encodedHostDump()
     }
 
     /// What a report of the host level says of how its core was read.

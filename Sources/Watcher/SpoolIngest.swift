@@ -147,7 +147,7 @@ final class SpoolIngest: Sendable {
                                 capture, recordBytes: [], store: store, started: monotonicNanoseconds(),
                                 captureNanoseconds: 0, capturedFrom: "spool",
                                 id: crashed.map { ReportStore.newID(pid: spooled.record.pid.rawValue, date: $0) },
-                                spoolOnFailure: false
+                                spoolOnFailure: false, source: spooled.record.isHostDump ? "host" : nil
                             ) { event in
                                 if let crashed {
                                     event.timestamp = Event.timestamp(crashed)

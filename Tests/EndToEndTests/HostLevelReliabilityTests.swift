@@ -211,6 +211,34 @@ final class HostLevelReliabilityTests: HostLevelTestCase {
         XCTAssertEqual(sidecar.stop(), 0)
     }
 
+    /// A report that cannot be written (the user's reports directory made immutable) is kept in
+    /// the spool, and reported from there, as the host level's, once the directory takes it.
+    func testAReportThatCannotBeWrittenIsSpooled() throws {
+        let directory = fresh("spooled")
+        let program = try hostProgram(directory)
+        var sidecar = try hostSidecar(directory)
+        XCTAssertEqual(try TestSupport.run([program, "segv"]).status, .signaled(SIGSEGV))
+        _ = try sidecar.waitForReports(1, uid: 0)
+        let mine = sidecar.reportsDirectory(uid: 0)
+        guard try TestSupport.run(["chattr", "+i", mine]).status == .exited(0) else {
+            throw XCTSkip("chattr +i does not work on \(mine)'s file system")
+        }
+        defer { _ = try? TestSupport.run(["chattr", "-i", mine]) }
+        XCTAssertEqual(try TestSupport.run([program, "threads", "1"]).status, .signaled(SIGSEGV))
+        try waitUntil("the report is kept in the spool; log:\n\(sidecar.log)", timeout: 60) {
+            sidecar.log.contains("is kept in the spool")
+        }
+        XCTAssertEqual(try TestSupport.run(["chattr", "-i", mine]).status, .exited(0))
+        XCTAssertEqual(sidecar.stop(), 0)
+        // The next start takes the spool in.
+        sidecar = try hostSidecar(directory)
+        let events = try sidecar.waitForReports(2, uid: 0)
+        let spooled = try XCTUnwrap(events.first { $0.capturedFrom == "spool" }, sidecar.log)
+        XCTAssertEqual(spooled.source, "host")
+        XCTAssertTrue(containsInOrder(crashedFrames(spooled), ["crash_here", "call_crash", "main"]), "\(crashedFrames(spooled))")
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
     /// The guard processes whose parent is `pid`.
     static func guardians(of pid: pid_t) -> [pid_t] {
         ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int32($0) }.filter { child in

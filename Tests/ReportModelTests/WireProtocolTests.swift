@@ -88,6 +88,34 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(decoded.stack, MemoryRegion(start: 0x7000_0000, bytes: [1, 2, 3, 4]))
     }
 
+    /// The record the host level spools for a report it cannot write reads back as it was made.
+    func testHostDumpRecordReadsBack() throws {
+        var registers = X86_64Registers(gpr: (0..<UInt64(X86_64Registers.gprCount)).map { $0 * 0x1111 })
+        registers.fxsave = (0..<512).map { UInt8(truncatingIfNeeded: $0) }
+        var record = CrashRecord(
+            kernelDumpOf: ProcessID(4242), tid: ThreadID(4243), signal: SIGSEGV, code: 1, faultAddress: 8,
+            senderPID: nil, senderUID: nil, threadName: "worker\u{1}name", registers: registers,
+            timeNanoseconds: 1_800_000_000_000_000_000)
+        record.stack = MemoryRegion(start: 0x7ffd_0000_0000, bytes: (0..<3000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        let read = try CrashRecord(bytes: record.encodedHostDump())
+        XCTAssertTrue(read.isHostDump)
+        XCTAssertFalse(read.stackTruncated)
+        XCTAssertEqual(read.pid, record.pid)
+        XCTAssertEqual(read.tid, record.tid)
+        XCTAssertEqual(read.signal, SIGSEGV)
+        XCTAssertEqual(read.code, 1)
+        XCTAssertEqual(read.faultAddress, 8)
+        XCTAssertEqual(read.timeNanoseconds, record.timeNanoseconds)
+        XCTAssertEqual(read.threadName, "worker name", "a control character is a space on the wire")
+        XCTAssertEqual(read.registers, registers)
+        XCTAssertEqual(read.stack, record.stack)
+        // A stack longer than a record holds keeps its top, and says so.
+        record.stack = MemoryRegion(start: 0x1000, bytes: [UInt8](repeating: 9, count: Int(CP_STACK_COPY_MAX) + 100))
+        let cut = try CrashRecord(bytes: record.encodedHostDump())
+        XCTAssertTrue(cut.stackTruncated)
+        XCTAssertEqual(cut.stack.bytes.count, Int(CP_STACK_COPY_MAX))
+    }
+
     func testRejectsMalformedRecords() {
         var badMagic = record()
         badMagic[0] ^= 0xFF

@@ -288,6 +288,9 @@ typedef struct cp_action {
  * so that the program's developer sees capture, report and upload work once. The watcher reports
  * it as any crash, titled as a test and kept out of crash-free statistics. */
 #define CP_CRASH_TEST 0x40u
+/* Never sent by the stub: a record the host level made from a kernel's core dump and kept in the
+ * spool because its report could not be written (the report says `source: host`). */
+#define CP_CRASH_HOST_DUMP 0x80u
 
 /* Flags of a chain entry. */
 #define CP_CHAIN_HAS_PREVIOUS 0x1u   /* previous holds the action saved at install */
