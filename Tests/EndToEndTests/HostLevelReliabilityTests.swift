@@ -52,7 +52,7 @@ final class HostLevelReliabilityTests: HostLevelTestCase {
         let programs = try distinctPrograms(directory, count: 64)
         let sidecar = try hostSidecar(directory)
         let crashers = try programs.map { try start($0, ["segv"]) }
-        for process in crashers { process.waitUntilExit() }
+        try Self.waitForExit(crashers)
         XCTAssertTrue(crashers.allSatisfy { $0.terminationReason == .uncaughtSignal && $0.terminationStatus == SIGSEGV })
         let events = try sidecar.waitForReports(64, uid: 0, timeout: 300)
         let mine = events.filter { ($0.process?.executable ?? "").hasPrefix(directory + "/distinct-") }
@@ -98,7 +98,7 @@ final class HostLevelReliabilityTests: HostLevelTestCase {
         XCTAssertTrue(containsInOrder(crashedFrames(event), ["crash_here", "call_crash", "main"]))
         XCTAssertTrue(
             huge.allSatisfy(\.isRunning), "the other user's crash was reported while the four huge dumps were still read")
-        for process in huge { process.waitUntilExit() }
+        try Self.waitForExit(huge)
         let slowReports = try sidecar.waitForReports(4, uid: slow.uid, timeout: 120)
         for report in slowReports {
             XCTAssertTrue(
@@ -119,8 +119,9 @@ final class HostLevelReliabilityTests: HostLevelTestCase {
         let guardians = Self.guardians(of: sidecar.pid)
         XCTAssertEqual(guardians.count, 1, "one guard process")
         kill(sidecar.pid, SIGSTOP)
+        defer { kill(sidecar.pid, SIGCONT) }
         let crashers = try [start(program, ["segv"]), start(program, ["threads", "2"])]
-        for process in crashers { process.waitUntilExit() }
+        try Self.waitForExit(crashers)
         XCTAssertTrue(Self.read("/proc/\(sidecar.pid)/stat").contains(") T "), "both ended while the sidecar was stopped")
         XCTAssertTrue(crashers.allSatisfy { $0.terminationReason == .uncaughtSignal && $0.terminationStatus == SIGSEGV })
         kill(sidecar.pid, SIGCONT)
@@ -237,6 +238,17 @@ final class HostLevelReliabilityTests: HostLevelTestCase {
         XCTAssertEqual(spooled.source, "host")
         XCTAssertTrue(containsInOrder(crashedFrames(spooled), ["crash_here", "call_crash", "main"]), "\(crashedFrames(spooled))")
         XCTAssertEqual(sidecar.stop(), 0)
+    }
+
+    /// Waits for every process to end; one still held after `timeout` (a dying process the host
+    /// level failed to let go) is killed and the test fails, rather than waiting for ever.
+    static func waitForExit(_ processes: [Process], timeout: TimeInterval = 120) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while processes.contains(where: \.isRunning) && Date() < deadline { usleep(20_000) }
+        let held = processes.filter(\.isRunning)
+        for process in held { kill(process.processIdentifier, SIGKILL) }
+        for process in processes { process.waitUntilExit() }
+        if !held.isEmpty { throw TestFailure("\(held.count) process(es) still held after \(Int(timeout)) s") }
     }
 
     /// The guard processes whose parent is `pid`.
