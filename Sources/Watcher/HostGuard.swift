@@ -20,6 +20,7 @@
 
 import BoundedBytes
 import CShims
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,6 +30,9 @@ import Glibc
 final class HostGuard: Sendable {
     let pid: pid_t
     let channel: Int32
+    /// The channel while it is open: dump threads tell the guard through it, and a closed
+    /// channel's number may be another file's by then.
+    private let open = Mutex(true)
 
     /// How long the guard waits for the sidecar to take a connection: a serving loop wakes for
     /// it within milliseconds, so 5 s means it does not run.
@@ -84,10 +88,24 @@ final class HostGuard: Sendable {
     }
 
     /// The sidecar has the connection (sent as soon as it is received, before it waits for a place).
-    func taken(_ id: UInt64) { _ = cp_host_guard_tell(channel, UInt32(CP_GUARD_TAKEN), id) }
+    func taken(_ id: UInt64) { tell(UInt32(CP_GUARD_TAKEN), id) }
 
     /// The sidecar is done with the connection (it has shut it down itself): the guard closes its copy.
-    func done(_ id: UInt64) { _ = cp_host_guard_tell(channel, UInt32(CP_GUARD_DONE), id) }
+    func done(_ id: UInt64) { tell(UInt32(CP_GUARD_DONE), id) }
+
+    private func tell(_ type: UInt32, _ id: UInt64) {
+        open.withLock { open in
+            if open { _ = cp_host_guard_tell(channel, type, id) }
+        }
+    }
+
+    /// Closes the sidecar's end of the channel (once).
+    func closeChannel() {
+        open.withLock { open in
+            if open { close(channel) }
+            open = false
+        }
+    }
 
     /// Whether the guard has exited (reaping it if so).
     func hasExited() -> Bool {
@@ -98,7 +116,7 @@ final class HostGuard: Sendable {
     /// Ends the guard: the pair closed, which it takes as the sidecar stopping (it exits, closing
     /// what it still holds), then reaped, waiting a second at most.
     func stop() {
-        close(channel)
+        closeChannel()
         for _ in 0..<100 {
             if hasExited() { return }
             usleep(10_000)

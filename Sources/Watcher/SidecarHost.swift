@@ -30,6 +30,8 @@ final class SidecarHostLevel: @unchecked Sendable {
     /// The guard that accepts the kernel's connections (socket modes); nil in pipe mode, or
     /// while one is being started again (the sidecar accepts by itself meanwhile).
     var guardian: HostGuard?
+    /// Guards that have gone but were not yet reaped.
+    var gone: [HostGuard] = []
     var warned = false
     var lastCheck: UInt64 = 0
     var lastGuardStart: UInt64 = 0
@@ -182,8 +184,8 @@ final class SidecarHostLevel: @unchecked Sendable {
                             : "it was not read by its \(HostLevelLimits.holdNanoseconds / 1_000_000_000) s deadline"))
             case .gone:
                 log.say("host: the guard has gone; this sidecar accepts the kernel's connections itself until another starts")
-                close(guardian.channel)
-                _ = guardian.hasExited()
+                guardian.closeChannel()
+                if !guardian.hasExited() { gone.append(guardian) }
                 self.guardian = nil
                 return
             }
@@ -249,9 +251,10 @@ final class SidecarHostLevel: @unchecked Sendable {
     /// crashport's (a change is logged once).
     func check(now: UInt64) {
         queue.look()
+        gone.removeAll { $0.hasExited() }
         if let guardian, guardian.hasExited() {
             log.say("host: the guard exited; another is started")
-            close(guardian.channel)
+            guardian.closeChannel()
             self.guardian = nil
         }
         if guardian == nil && installation.mode != .pipe && now &- lastGuardStart > 10_000_000_000 {

@@ -144,6 +144,28 @@ final class HostLevelReliabilityTests: HostLevelTestCase {
         XCTAssertEqual(Self.read(Self.patternFile), savedPattern)
     }
 
+    /// The guard killed (by root: nobody else may): the sidecar accepts the kernel's
+    /// connections itself meanwhile, so the next crash is reported, and starts another guard.
+    func testAKilledGuardIsReplaced() throws {
+        let directory = fresh("guard")
+        let program = try hostProgram(directory)
+        let sidecar = try hostSidecar(directory)
+        let first = try XCTUnwrap(Self.guardians(of: sidecar.pid).first)
+        kill(first, SIGKILL)
+        try waitUntil("the sidecar sees the guard gone; log:\n\(sidecar.log)", timeout: 30) {
+            sidecar.log.contains("the guard has gone")
+        }
+        XCTAssertEqual(try TestSupport.run([program, "segv"]).status, .signaled(SIGSEGV))
+        _ = try sidecar.waitForReports(1, uid: 0)
+        try waitUntil("another guard starts; log:\n\(sidecar.log)", timeout: 60) {
+            Self.guardians(of: sidecar.pid).contains { $0 != first }
+        }
+        XCTAssertEqual(try TestSupport.run([program, "threads", "1"]).status, .signaled(SIGSEGV))
+        _ = try sidecar.waitForReports(2, uid: 0)
+        XCTAssertEqual(sidecar.stop(), 0)
+        XCTAssertTrue(Self.guardians(of: sidecar.pid).isEmpty, "the guard ends with the sidecar")
+    }
+
     /// Pipe mode with the sidecar stopped: the kernel's helper holds the process only until it
     /// sees the sidecar does not take the core, then reports the core itself.
     func testPipeHelperReportsWhatAStoppedSidecarDoesNotTake() throws {
