@@ -771,7 +771,7 @@ public final class CrashServer: @unchecked Sendable {
     public func writeReport(
         _ capture: Capture, recordBytes: [UInt8], store: ReportStore, started: UInt64, captureNanoseconds elapsed: UInt64,
         capturedFrom: String? = nil, id chosen: String? = nil, spoolOnFailure: Bool = true, source: String? = nil,
-        twoStepAs access: ProcessAccess? = nil, amend: (inout Event) -> Void = { _ in }
+        twoStepAs access: ProcessAccess? = nil, amend: @escaping @Sendable (inout Event) -> Void = { _ in }
     ) -> Bool {
         let record = capture.record
         reported.withLock { set in
@@ -782,7 +782,7 @@ public final class CrashServer: @unchecked Sendable {
         if let access, let pool {
             return writeCaptured(
                 capture, recordBytes: recordBytes, store: store, started: started, captureNanoseconds: elapsed, id: id,
-                source: source, access: access, pool: pool)
+                source: source, access: access, pool: pool, amend: amend)
         }
         var (event, fileBytes, built) = fullEvent(
             capture, id: id, capturedFrom: capturedFrom, source: source, amend: amend)
@@ -846,10 +846,12 @@ public final class CrashServer: @unchecked Sendable {
     /// once instead. A first step that fails goes the single step's way (spool, log).
     func writeCaptured(
         _ capture: Capture, recordBytes: [UInt8], store: ReportStore, started: UInt64, captureNanoseconds elapsed: UInt64,
-        id: String, source: String?, access: ProcessAccess, pool: ReportPool
+        id: String, source: String?, access: ProcessAccess, pool: ReportPool,
+        amend: @escaping @Sendable (inout Event) -> Void = { _ in }
     ) -> Bool {
         var first = ReportBuilder.capturedEvent(for: capture, id: id, timestamp: Event.timestamp())
         first.source = Self.source(source, of: capture.record)
+        amend(&first)
         first.session = hooks?.sessionID(of: capture.record.pid)
         var attached: [AttachmentRecord] = []
         do {
@@ -879,7 +881,7 @@ public final class CrashServer: @unchecked Sendable {
                 return
             }
             asClient(access, pid: capture.record.pid) {
-                var (event, fileBytes, built) = fullEvent(capture, id: id, capturedFrom: nil, source: source, amend: { _ in })
+                var (event, fileBytes, built) = fullEvent(capture, id: id, capturedFrom: nil, source: source, amend: amend)
                 if !attached.isEmpty { event.attachments = attached }
                 do {
                     var encoded: UInt64 = 0, dumped: UInt64 = 0

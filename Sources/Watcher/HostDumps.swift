@@ -236,6 +236,7 @@ public final class HostDumps: Sendable {
                 return nil
             }
         }
+        let reading = monotonicNanoseconds()
         let stream = DeadlineReader(fd: arrival.stream, deadline: deadline)
         // --keep-core: the stream also goes, compressed, to a file of the user's.
         let keeper = keepCore ? (try? access.perform { CoreKeeper(directory: store.root, id: id) }) ?? nil : nil
@@ -246,12 +247,16 @@ public final class HostDumps: Sendable {
         }
         defer { kept.give(granted) }
         if let handOn { dump.notes.append("the core was handed on to the handler crashport replaced, \(handOn.words[0])") }
+        let read = monotonicNanoseconds()
         var capture = CaptureSession.core(dump, access: access, cache: server.cache)
         let process = HostProcess.read(access)
         // The dying process goes on (to its end) once the stream closes.
         arrival.letGo()
         open = false
         let held = monotonicNanoseconds() &- arrival.arrived
+        Self.timing(
+            "crashport-host pid=\(pid) waited_ns=\(started &- arrival.arrived) checked_ns=\(reading &- started) read_ns=\(read &- reading) proc_ns=\(monotonicNanoseconds() &- read) held_ns=\(held)"
+        )
         capture.suspendedNanoseconds = held
         capture.heldNanoseconds = held
         capture.notes += notes(
@@ -259,18 +264,20 @@ public final class HostDumps: Sendable {
         let launchWindow = Self.launchWindowNanoseconds
         let duringLaunch = startedAt > 0 ? capture.record.timeNanoseconds &- startedAt < launchWindow : nil
         let finished = capture
+        // The program's build-id, for its run history: its main module's.
+        let buildID = capture.snapshot.modules.first { $0.path == capture.executable }?.buildID?.description
         server.submit { [server] in
             server.asClient(access, pid: pid) {
-                var buildID: String?
-                // A report that cannot be written is kept in the spool as a record of the
-                // crashing thread (its registers and the top of its stack), reported from there.
+                // In two steps, as a stub's crash is: in a storm every report is on disk (its
+                // minidump and captured event) before the first is symbolicated. A report that
+                // cannot be written is kept in the spool as a record of the crashing thread (its
+                // registers and the top of its stack), reported from there.
                 let written = server.writeReport(
                     finished, recordBytes: Self.spoolRecord(of: finished), store: store, started: started,
-                    captureNanoseconds: held, id: id, spoolOnFailure: true, source: "host"
+                    captureNanoseconds: held, id: id, spoolOnFailure: true, source: "host", twoStepAs: access
                 ) { event in
                     process.describe(&event)
                     if let duringLaunch, event.launch == nil { event.launch = LaunchRecord(crashedDuringLaunch: duringLaunch) }
-                    buildID = event.process?.buildID
                 }
                 if let keeper {
                     let kept = keeper.finish(into: written ? store.root + "/" + id : nil)
@@ -286,6 +293,12 @@ public final class HostDumps: Sendable {
             }
         }
         return id
+    }
+
+    /// For tools/bench (CRASHPORT_TIMING_FD): where a core's hold went, one line per core.
+    static func timing(_ line: String) {
+        guard let fd = CrashServer.timingFD else { return }
+        _ = writeAll(fd, Array((line + "\n").utf8))
     }
 
     /// The record the spool keeps of a host capture whose report cannot be written.
