@@ -7,8 +7,11 @@
 // at, and from 80 % of the limit on (or from half of it when the limit is under 100 ms away at
 // that rate) takes a PressureSnapshot of every thread (a stop of a fraction of a millisecond),
 // again whenever usage grew by another 2 % of the limit (at most every 10 ms) or a second has
-// passed; the capture at the kill uses the latest for the stacks it finds gone. The cost is
-// measured by tools/bench (`memory`, docs/measuring.md).
+// passed; the capture at the kill uses the latest for the stacks it finds gone. Snapshots are
+// taken into SnapshotBuffers, mapped and touched here, before the program is anywhere near its
+// limit, so that taking one allocates nothing; the maps that place the stacks are read ahead,
+// at a look far from the limit. The cost is measured by tools/bench (`memory`,
+// docs/measuring.md).
 //
 // Only then: traced (the snapshot needs the threads the tracer holds), a cgroup with a limit,
 // and crashport charged to it (its cgroup is the child's or below it). A watcher outside the
@@ -26,13 +29,16 @@ final class PressureSampler {
     let limit: UInt64
     /// memory.current (v2) or memory.usage_in_bytes (v1), open for the sampler's life.
     private let usageFD: Int32
-    /// The latest snapshot, with the last moment the process was seen alive after it.
-    private(set) var latest: PressureSnapshot?
+    /// Where the snapshots are taken, prepared here.
+    let buffers: SnapshotBuffers
+    /// The last moment the process was seen alive after the latest snapshot.
+    private var aliveNanoseconds: UInt64 = 0
     private var nextLook: UInt64 = 0
     private var lastWake: UInt64 = 0
     /// The last look's usage and time, for the rate of growth.
     private var previous: (usage: UInt64, time: UInt64)?
-    private var commandLine: [UInt8]?
+    /// When the buffers last read the maps ahead.
+    private var preparedAt: UInt64 = 0
     private(set) var looks = 0
     private(set) var snapshots = 0
     /// How long the snapshots kept the process stopped, in all and at most.
@@ -44,9 +50,10 @@ final class PressureSampler {
     static let growthPercent: UInt64 = 2
     static let minimumGapNanoseconds: UInt64 = 10_000_000
     static let refreshNanoseconds: UInt64 = 1_000_000_000
+    static let prepareGapNanoseconds: UInt64 = 100_000_000
 
     /// A sampler for `child` in `cgroup` with its `limit` (as read at the start), when there is
-    /// one and crashport is charged to the cgroup; nil otherwise.
+    /// one and crashport is charged to the cgroup; nil otherwise. Prepares the buffers now.
     init?(child: ProcessID, cgroup: MemoryState.Cgroup?, limit: UInt64?) {
         guard let cgroup, let limit, limit > 0, let own = MemoryState.cgroup(of: ProcessID(getpid())),
             own.directory == cgroup.directory || own.directory.hasPrefix(cgroup.directory + "/")
@@ -54,8 +61,13 @@ final class PressureSampler {
         let file = cgroup.directory + (cgroup.v2 ? "/memory.current" : "/memory.usage_in_bytes")
         let fd = open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
+        guard let buffers = SnapshotBuffers(pid: child) else {
+            close(fd)
+            return nil
+        }
         self.child = child
         self.limit = limit
+        self.buffers = buffers
         usageFD = fd
     }
 
@@ -64,10 +76,15 @@ final class PressureSampler {
         close(usageFD)
         if let fd = CrashServer.timingFD {
             let line =
-                "crashport-pressure looks=\(looks) snapshots=\(snapshots) stopped_ns=\(stoppedNanoseconds) longest_stop_ns=\(longestStopNanoseconds)\n"
+                "crashport-pressure looks=\(looks) snapshots=\(snapshots) stopped_ns=\(stoppedNanoseconds)"
+                + " longest_stop_ns=\(longestStopNanoseconds) prepared_bytes=\(buffers.preparedBytes)"
+                + " prepare_ns=\(buffers.preparedNanoseconds) locked=\(buffers.locked ? 1 : 0) maps_reads=\(buffers.mapsReads)\n"
             _ = line.withCString { write(fd, $0, strlen($0)) }
         }
     }
+
+    /// The latest snapshot, copied out of the buffers: for the capture at the death.
+    var latest: PressureSnapshot? { buffers.snapshot(alive: aliveNanoseconds) }
 
     /// The cgroup's usage now, nil when it cannot be read.
     func usage() -> UInt64? {
@@ -87,7 +104,8 @@ final class PressureSampler {
     /// near. The previous wake is when the process was last seen alive (a death is handled at
     /// the wake after it).
     func look(tracer: ExitTracer, now: UInt64) {
-        if let taken = latest?.takenNanoseconds, lastWake > taken { latest?.aliveNanoseconds = lastWake }
+        let taken = buffers.takenNanoseconds
+        if taken > 0, lastWake > taken { aliveNanoseconds = lastWake }
         lastWake = now
         guard now >= nextLook else { return }
         looks += 1
@@ -98,20 +116,27 @@ final class PressureSampler {
         let growth = previous.map { (usage: usage, time: now, before: $0.usage, then: $0.time) }
         nextLook = now + Self.interval(usage: usage, limit: limit, growth: growth)
         previous = (usage, now)
-        guard Self.isNear(usage: usage, limit: limit, growth: growth) else { return }
-        if let latest {
-            let grew = usage - min(usage, latest.usage) >= limit / 100 * Self.growthPercent
-            let since = now - latest.takenNanoseconds
-            guard (grew && since >= Self.minimumGapNanoseconds) || since >= Self.refreshNanoseconds else { return }
-        }
-        guard let taken = PressureSnapshot.take(of: child, holder: tracer, usage: usage, commandLine: commandLine) else {
+        guard Self.isNear(usage: usage, limit: limit, growth: growth) else {
+            // Far from the limit, read ahead what the snapshot needs of /proc (the maps that
+            // place the stacks), when a new thread or an exec has moved them: at most every
+            // 100 ms, however often threads come and go.
+            if buffers.preparedFor != tracer.layoutChanges, usage < limit / 2,
+                now >= preparedAt + Self.prepareGapNanoseconds
+            {
+                buffers.prepare(changes: tracer.layoutChanges)
+                preparedAt = now
+            }
             return
         }
-        commandLine = taken.commandLine
-        latest = taken
-        snapshots += 1
-        stoppedNanoseconds += taken.stoppedNanoseconds
-        longestStopNanoseconds = max(longestStopNanoseconds, taken.stoppedNanoseconds)
+        if taken > 0 {
+            let grew = usage - min(usage, buffers.usage) >= limit / 100 * Self.growthPercent
+            let since = now > taken ? now - taken : 0
+            guard (grew && since >= Self.minimumGapNanoseconds) || since >= Self.refreshNanoseconds else { return }
+        }
+        let took = buffers.take(holder: tracer, usage: usage, cause: "a look at the usage")
+        stoppedNanoseconds += buffers.lastStoppedNanoseconds
+        longestStopNanoseconds = max(longestStopNanoseconds, buffers.lastStoppedNanoseconds)
+        if took { snapshots += 1 }
     }
 
     /// Whether a snapshot is due: usage at the threshold, or past half the limit and growing
