@@ -560,6 +560,9 @@ public struct Launcher {
                 pollfd(fd: signals?.fd ?? -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: tracer == nil ? childEvents?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0),
             ]
+            // The kernel's notices that the memory cgroup's limit nears (PressureSampler), last.
+            let notices = fds.count
+            fds += oom.pressure?.pollDescriptors ?? []
             // Without pidfds (very old kernels) poll waitpid; while threads of an earlier capture
             // are still traced (they neither stopped nor died in time), look at them now and then:
             // the program cannot finish dying until they are reaped.
@@ -582,7 +585,7 @@ public struct Launcher {
                 hang = watchHeartbeat(monitor, child: child, server: server, tracer: tracer, watch: watch, log: log)
             }
             if let tracer {
-                oom.pressure?.look(tracer: tracer, now: monotonicNanoseconds())
+                oom.pressure?.look(tracer: tracer, now: monotonicNanoseconds(), polled: fds[notices...])
                 childEvents?.discardPending()
                 let ended = handleTraceEvents(
                     of: child, tracer: tracer, exitHandled: &exitHandled, server: server, watch: watch, disabled: disabled,
