@@ -547,6 +547,11 @@ public struct Launcher {
         let exited = tracer == nil ? ProcessHandle(child: child) : nil
         var oom = oom
         if tracer != nil { oom.pressure = PressureSampler(child: child, cgroup: oom.memoryCgroup, limit: oom.memoryStart?.limit) }
+        if let notices = oom.pressure?.notices, notices.descriptors.isEmpty {
+            log(
+                "--trace-exit: the kernel's notices of \(program)'s memory cgroup nearing its limit could not be set up (\(notices.missing.joined(separator: "; "))): crashport looks at its usage instead, and a burst to the limit between two looks may lose its stacks to an OOM kill"
+            )
+        }
         var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
         var status: Int32 = 0
