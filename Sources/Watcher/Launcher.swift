@@ -717,9 +717,14 @@ public struct Launcher {
                     "no OOM-kill counter could be read: an OOM kill cannot be told from another SIGKILL"
                 ]) + (count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? [])
         }
+        let oomKilled = count.count?.moved == true
         server.captureExit(
-            of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: count.count?.moved == true,
-            earlier: oom.pressure?.latest)
+            of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: oomKilled,
+            earlier: oom.pressure?.latest
+        ) {
+            // In the program's cgroup, the report waits for the memory the kill frees.
+            if oomKilled { oom.pressure?.awaitFreed() }
+        }
     }
 
     /// One look at the heartbeat; a hang report (and with --hang-kill, SIGABRT) when it stalled.
