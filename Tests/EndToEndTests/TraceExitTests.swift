@@ -216,7 +216,8 @@ final class TraceExitTests: XCTestCase {
     /// every 100 ms, and the burst falls between two looks; the kernel's notice (v1's usage
     /// thresholds, v2's memory.events and PSI trigger) wakes crashport as usage crosses half the
     /// limit, and the snapshot it takes into memory prepared beforehand keeps the stack: ten runs
-    /// of ten say `before_death`, with the program's own frames.
+    /// of ten have the program's own frames, from `before_death` (or, a run in twenty or so,
+    /// `at_death`: the capture at the kill read the stack itself, needing no new page then).
     func testOOMBurstFromIdleKeepsTheStackInEveryRun() throws {
         let cgroup = try makeMemoryCgroup("oom-burst")
         defer { rmdir(cgroup) }
@@ -240,7 +241,7 @@ final class TraceExitTests: XCTestCase {
             let event = try Event.decode(data)
             let taken = event.stackTaken
             let kept =
-                event.cause == "oom-kill" && taken?.when == StackTaken.beforeDeath
+                event.cause == "oom-kill" && [StackTaken.beforeDeath, StackTaken.atDeath].contains(taken?.when)
                 && containsInOrder(event.crashedFunctions, ["grow_in_a_burst", "main"])
             outcomes.append(
                 (kept ? "kept" : "LOST") + ": \(event.cause ?? "-"), \(taken.map { "\($0)" } ?? "no stack_taken"), "
