@@ -272,7 +272,7 @@ public enum CaptureSession {
         commandLine = earlier.commandLine
         notes.append(
             reaped
-                + ": the registers and stacks of \(replaced) thread(s) are from a snapshot taken \(milliseconds) ms before it was last seen alive, when its memory cgroup's usage reached \(earlier.usage) bytes (--trace-exit in a memory cgroup with a limit)"
+                + ": the registers and stacks of \(replaced) thread(s) are from a snapshot taken \(milliseconds) ms before it was last seen alive, when its memory cgroup's usage reached \(earlier.usage) bytes (\(earlier.cause.map { "at \($0); " } ?? "")--trace-exit in a memory cgroup with a limit)"
         )
         return StackTaken(when: StackTaken.beforeDeath, millisecondsBefore: milliseconds, usage: earlier.usage)
     }

@@ -50,6 +50,17 @@ public protocol ThreadHold: AnyObject {
 
 extension PtraceSession: ThreadHold {}
 
+extension ThreadHold {
+    /// The registers of a thread this holder has stopped, read into memory the caller owns
+    /// (user_regs_struct's bytes and 512 for FXSAVE) with nothing allocated. Every holder is the
+    /// thread's ptrace tracer, so the read is the same for all.
+    public func registers(
+        of thread: ThreadID, gpr: UnsafeMutableRawBufferPointer, fxsave: UnsafeMutableRawBufferPointer
+    ) -> (gpr: Bool, fxsave: Bool) {
+        PtraceSession.readRegisters(thread.rawValue, gpr: gpr, fxsave: fxsave)
+    }
+}
+
 public final class ExitTracer: ThreadHold {
     /// What the caller is told about.
     public enum Event: Equatable {
@@ -87,6 +98,9 @@ public final class ExitTracer: ThreadHold {
     public var access: ProcessAccess?
     public private(set) var firstSeizeNanoseconds: UInt64 = 0
     public private(set) var releasedNanoseconds: UInt64 = 0
+    /// Counts the new threads and execs seen: what moves the stacks (a new thread's, a new
+    /// program's), so a copy of /proc/PID/maps kept for them is stale once it changed.
+    public private(set) var layoutChanges = 0
     private var failedThreads: [(tid: ThreadID, reason: String)] = []
     private var captureStopped: [Int32] = []
     /// Exit events that came while a capture had the process stopped: held, and told by the
@@ -166,11 +180,13 @@ public final class ExitTracer: ThreadHold {
             let child = eventMessage(tid)
             // Its first stop (PTRACE_EVENT_STOP) may come before or after this one.
             if child > 0 && threads[child] == nil { threads[child] = .running }
+            layoutChanges += 1
             continueOrHold(tid, signal: 0)
         case .PTRACE_EVENT_EXEC?:
             // Every other thread is gone; the execing one now has the leader's id.
             let old = eventMessage(tid)
             if old != tid { threads[old] = nil }
+            layoutChanges += 1
             // Traced by root, a setuid exec kept its privileges. The new program has not run
             // yet: when the kernel says its user may no longer read it, it is let go now, and
             // runs as it would untraced. Nothing of it was read.

@@ -7,9 +7,11 @@
 // kill then uses this snapshot for the threads whose stacks it finds gone, and the report says
 // how long before the kill it was taken.
 //
-// The stop is a capture's (ThreadHold.suspendAll, bounded), with no /proc file but maps and
-// cmdline read and nothing else of the process touched; its cost is measured by tools/bench
-// (`memory`).
+// It is taken into SnapshotBuffers, prepared when the sampler is set up, since the watcher
+// shares the cgroup whose limit is near; this is the copy the capture at the death uses. The
+// stop is a capture's (ThreadHold.suspendAll, bounded), with no /proc file but maps (when a
+// stack is not placed yet) and cmdline (once) read and nothing else of the process touched; its
+// cost is measured by tools/bench (`memory`).
 
 import BoundedBytes
 import ReportModel
@@ -33,43 +35,29 @@ public struct PressureSnapshot: Sendable {
     /// sampler's last look before the death): the death came after, within one sampling
     /// interval unless the watcher itself was stalled.
     public var aliveNanoseconds: UInt64
+    /// Why it was taken, in words (the kernel's notice, or a look at the usage), for the notes.
+    public var cause: String?
+
+    public init(
+        threads: [ThreadSnapshot], commandLine: [UInt8]?, takenNanoseconds: UInt64, usage: UInt64,
+        stoppedNanoseconds: UInt64, aliveNanoseconds: UInt64, cause: String? = nil
+    ) {
+        self.threads = threads
+        self.commandLine = commandLine
+        self.takenNanoseconds = takenNanoseconds
+        self.usage = usage
+        self.stoppedNanoseconds = stoppedNanoseconds
+        self.aliveNanoseconds = aliveNanoseconds
+        self.cause = cause
+    }
 
     /// Stack bytes kept per thread, and in all: the snapshot lives in the watcher, which may be
-    /// in the very cgroup whose limit is near.
+    /// in the very cgroup whose limit is near (SnapshotBuffers maps the whole of it, touched,
+    /// before it is needed).
     public static let threadStackLimit = 128 << 10
     public static let totalStackLimit = 2 << 20
     /// How long the threads may take to stop before the snapshot goes on without the rest.
     public static let stopTimeoutMilliseconds = 50
-
-    /// Stops every thread of `pid` (held by `holder`, the tracer that already has them), copies
-    /// their registers and stacks, and lets them go. Nil when no thread could be stopped.
-    public static func take(
-        of pid: ProcessID, holder: ThreadHold, usage: UInt64, commandLine known: [UInt8]?
-    ) -> PressureSnapshot? {
-        let started = monotonicNanoseconds()
-        guard let stopped = try? holder.suspendAll(timeoutMilliseconds: stopTimeoutMilliseconds), !stopped.isEmpty else {
-            holder.detachAll(timeoutMilliseconds: 100)
-            return nil
-        }
-        let taken = monotonicNanoseconds()
-        let stacks = CaptureSession.StackReader(
-            mappings: ProcFiles.read("/proc/\(pid)/maps").map { MemoryMapping.parse($0) } ?? [], memory: ProcessMemory(pid: pid))
-        var threads: [ThreadSnapshot] = []
-        var budget = totalStackLimit
-        // The leader first: the thread a termination report leads with.
-        for tid in stopped.filter({ $0 == pid.mainThread }) + stopped.filter({ $0 != pid.mainThread }) {
-            guard let registers = try? holder.registers(of: tid) else { continue }
-            let set = X86_64Registers(gpr: registers.gpr, fxsave: registers.fxsave)
-            let stack = budget > 0 ? stacks.stack(from: set.rsp, limit: min(threadStackLimit, budget)) : nil
-            budget -= stack?.bytes.count ?? 0
-            threads.append(ThreadSnapshot(tid: tid, name: "", registers: set, stack: stack))
-        }
-        let commandLine = known ?? ProcFiles.read("/proc/\(pid)/cmdline", limit: 64 << 10)
-        holder.detachAll(timeoutMilliseconds: 100)
-        return PressureSnapshot(
-            threads: threads, commandLine: commandLine, takenNanoseconds: taken, usage: usage,
-            stoppedNanoseconds: monotonicNanoseconds() - started, aliveNanoseconds: taken)
-    }
 
     /// Whether a stack read at a death is gone: nothing read, or only zeros (the pages the
     /// reaper freed read back as fresh ones).

@@ -149,12 +149,27 @@ public final class PtraceSession {
     /// The registers of a thread in a ptrace-stop of this thread's tracee.
     static func readRegisters(_ tid: Int32) throws -> (gpr: [UInt64], fxsave: [UInt8]) {
         var gpr = [UInt64](repeating: 0, count: X86_64Registers.gprCount)
-        guard gpr.withUnsafeMutableBytes({ getRegSet(tid, .NT_PRSTATUS, $0) }) else {
+        var fxsave = [UInt8](repeating: 0, count: fxsaveSize)
+        let read = gpr.withUnsafeMutableBytes { gpr in
+            fxsave.withUnsafeMutableBytes { readRegisters(tid, gpr: gpr, fxsave: $0) }
+        }
+        guard read.gpr else {
             throw InspectionError.system(call: "PTRACE_GETREGSET(NT_PRSTATUS, \(tid))", errno: errno)
         }
-        var fxsave = [UInt8](repeating: 0, count: 512)
-        let fpOK = fxsave.withUnsafeMutableBytes { getRegSet(tid, .NT_PRFPREG, $0) }
-        return (gpr, fpOK ? fxsave : [])
+        return (gpr, read.fxsave ? fxsave : [])
+    }
+
+    /// The FXSAVE image's size (NT_PRFPREG).
+    static let fxsaveSize = 512
+
+    /// The same, into memory the caller owns (user_regs_struct's bytes, `fxsaveSize` bytes), with
+    /// nothing allocated: what a pressure snapshot reads into its prepared buffers. Whether each
+    /// set was read; errno says why not.
+    static func readRegisters(
+        _ tid: Int32, gpr: UnsafeMutableRawBufferPointer, fxsave: UnsafeMutableRawBufferPointer
+    ) -> (gpr: Bool, fxsave: Bool) {
+        guard getRegSet(tid, .NT_PRSTATUS, gpr) else { return (false, false) }
+        return (true, getRegSet(tid, .NT_PRFPREG, fxsave))
     }
 
     private static func getRegSet(_ tid: Int32, _ set: Ptrace.RegisterSet, _ bytes: UnsafeMutableRawBufferPointer) -> Bool {

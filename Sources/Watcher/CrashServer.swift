@@ -743,11 +743,13 @@ public final class CrashServer: @unchecked Sendable {
     /// `status`, no handler having reported it: waits (bounded) for its other threads to stop
     /// there too, captures it as a `termination` (cause SIGKILL, oom-kill, signal or exit) and
     /// lets it finish dying. `earlier`: a snapshot taken under memory pressure, for stacks the
-    /// OOM reaper freed before they could be read. Returns the report's id.
+    /// OOM reaper freed before they could be read. `released` runs once its threads are let go,
+    /// before the report is built. Returns the report's id.
     @discardableResult
     public func captureExit(
         of tracer: ExitTracer, status: Int32, first: ThreadID, appArea: UInt64, oomKilled: Bool,
-        access: ProcessAccess? = nil, store: ReportStore? = nil, earlier: PressureSnapshot? = nil
+        access: ProcessAccess? = nil, store: ReportStore? = nil, earlier: PressureSnapshot? = nil,
+        released: () -> Void = {}
     ) -> String {
         // The others get there within a scheduling quantum; one that does not is captured as is.
         _ = tracer.waitForExits(timeoutMilliseconds: 500)
@@ -761,6 +763,7 @@ public final class CrashServer: @unchecked Sendable {
         // Its threads leave their exit stops once captured, not once the report is written.
         return captureObserved(record, access: access, holder: tracer, store: store, earlier: earlier) {
             for tid in tracer.exiting { tracer.release(exitOf: tid) }
+            released()
         }
     }
 

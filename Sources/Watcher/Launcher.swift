@@ -547,6 +547,11 @@ public struct Launcher {
         let exited = tracer == nil ? ProcessHandle(child: child) : nil
         var oom = oom
         if tracer != nil { oom.pressure = PressureSampler(child: child, cgroup: oom.memoryCgroup, limit: oom.memoryStart?.limit) }
+        if let notices = oom.pressure?.notices, notices.descriptors.isEmpty {
+            log(
+                "--trace-exit: the kernel's notices of \(program)'s memory cgroup nearing its limit could not be set up (\(notices.missing.joined(separator: "; "))): crashport looks at its usage instead, and a burst to the limit between two looks may lose its stacks to an OOM kill"
+            )
+        }
         var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
         var status: Int32 = 0
@@ -560,6 +565,9 @@ public struct Launcher {
                 pollfd(fd: signals?.fd ?? -1, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: tracer == nil ? childEvents?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0),
             ]
+            // The kernel's notices that the memory cgroup's limit nears (PressureSampler), last.
+            let notices = fds.count
+            fds += oom.pressure?.pollDescriptors ?? []
             // Without pidfds (very old kernels) poll waitpid; while threads of an earlier capture
             // are still traced (they neither stopped nor died in time), look at them now and then:
             // the program cannot finish dying until they are reaped.
@@ -582,7 +590,7 @@ public struct Launcher {
                 hang = watchHeartbeat(monitor, child: child, server: server, tracer: tracer, watch: watch, log: log)
             }
             if let tracer {
-                oom.pressure?.look(tracer: tracer, now: monotonicNanoseconds())
+                oom.pressure?.look(tracer: tracer, now: monotonicNanoseconds(), polled: fds[notices...])
                 childEvents?.discardPending()
                 let ended = handleTraceEvents(
                     of: child, tracer: tracer, exitHandled: &exitHandled, server: server, watch: watch, disabled: disabled,
@@ -709,9 +717,14 @@ public struct Launcher {
                     "no OOM-kill counter could be read: an OOM kill cannot be told from another SIGKILL"
                 ]) + (count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? [])
         }
+        let oomKilled = count.count?.moved == true
         server.captureExit(
-            of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: count.count?.moved == true,
-            earlier: oom.pressure?.latest)
+            of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: oomKilled,
+            earlier: oom.pressure?.latest
+        ) {
+            // In the program's cgroup, the report waits for the memory the kill frees.
+            if oomKilled { oom.pressure?.awaitFreed() }
+        }
     }
 
     /// One look at the heartbeat; a hang report (and with --hang-kill, SIGABRT) when it stalled.

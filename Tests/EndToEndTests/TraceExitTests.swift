@@ -38,8 +38,8 @@ final class TraceExitTests: XCTestCase {
         XCTAssertTrue(frames(event.crashedThreadRecord).contains("wait_for_kill"), "\(frames(event.crashedThreadRecord))")
         let worker = event.threads?.first { $0.crashed != true }
         XCTAssertTrue(frames(worker).contains("park_worker"), "\(frames(worker))")
-        XCTAssertEqual(event.title, "killed by SIGKILL in wait_for_kill (trace.c:67)")
-        XCTAssertTrue(run.result.stderr.contains("was killed by SIGKILL in wait_for_kill (trace.c:67)"), run.result.stderr)
+        XCTAssertEqual(event.title, "killed by SIGKILL in wait_for_kill (trace.c:70)")
+        XCTAssertTrue(run.result.stderr.contains("was killed by SIGKILL in wait_for_kill (trace.c:70)"), run.result.stderr)
         // A minidump too, that other tools read.
         XCTAssertTrue(FileManager.default.fileExists(atPath: run.minidumpPath()))
     }
@@ -209,6 +209,46 @@ final class TraceExitTests: XCTestCase {
         XCTAssertTrue(
             shown.stdout.contains("Stack:     at the kill") || shown.stdout.contains(" ms before the kill (a snapshot"),
             shown.stdout)
+    }
+
+    /// Issue 46: a program that idles half a second, then goes from nothing to its 64 MiB limit
+    /// in tens of milliseconds, with crashport in its memory cgroup. At idle the sampler looks
+    /// every 100 ms, and the burst falls between two looks; the kernel's notice (v1's usage
+    /// thresholds, v2's memory.events and PSI trigger) wakes crashport as usage crosses half the
+    /// limit, and the snapshot it takes into memory prepared beforehand keeps the stack: ten runs
+    /// of ten have the program's own frames, from `before_death` (or, a run in twenty or so,
+    /// `at_death`: the capture at the kill read the stack itself, needing no new page then).
+    func testOOMBurstFromIdleKeepsTheStackInEveryRun() throws {
+        let cgroup = try makeMemoryCgroup("oom-burst")
+        defer { rmdir(cgroup) }
+        var outcomes: [String] = []
+        for _ in 1...10 {
+            let reports = TestSupport.temporaryDirectory("oom-burst")
+            // Report files on a tmpfs stay charged to the cgroup: removed after each run.
+            defer { try? FileManager.default.removeItem(atPath: reports) }
+            let run = try TestSupport.run(
+                [
+                    "/bin/sh", "-c", "echo $$ > \"$1/cgroup.procs\" && shift && exec \"$@\"", "sh", cgroup,
+                    TestSupport.crashport, "run", "--reports", reports, "--trace-exit", "--", try program(), "burst",
+                ], environment: ["CRASHPORT_STUB": try TestSupport.stub()], timeout: 60)
+            let ids = (try? FileManager.default.contentsOfDirectory(atPath: reports))?.filter { !$0.hasPrefix(".") } ?? []
+            guard run.status == .signaled(SIGKILL), ids.count == 1,
+                let data = FileManager.default.contents(atPath: reports + "/" + ids[0] + "/event.json")
+            else {
+                outcomes.append("\(run.status), \(ids.count) report(s): \(run.stderr.suffix(400))")
+                continue
+            }
+            let event = try Event.decode(data)
+            let taken = event.stackTaken
+            let kept =
+                event.cause == "oom-kill" && [StackTaken.beforeDeath, StackTaken.atDeath].contains(taken?.when)
+                && containsInOrder(event.crashedFunctions, ["grow_in_a_burst", "main"])
+            outcomes.append(
+                (kept ? "kept" : "LOST") + ": \(event.cause ?? "-"), \(taken.map { "\($0)" } ?? "no stack_taken"), "
+                    + "\(event.crashedFunctions)")
+        }
+        let kept = outcomes.filter { $0.hasPrefix("kept") }.count
+        XCTAssertEqual(kept, 10, "\(kept) of 10 runs kept the stack:\n" + outcomes.joined(separator: "\n"))
     }
 
     /// A crash in a memory cgroup near its limit: the report's `memory` section says the limit,

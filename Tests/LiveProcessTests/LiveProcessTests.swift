@@ -1,12 +1,14 @@
 // Inspection against a real child process: /proc threads and names, its maps, its memory (a
-// known pattern and a short read at an unmapped edge), and a ptrace session that stops every
-// thread, reads plausible registers and leaves the process untraced and running.
+// known pattern and a short read at an unmapped edge), a ptrace session that stops every
+// thread, reads plausible registers and leaves the process untraced and running, and pressure
+// snapshots taken into buffers prepared beforehand.
 
 import Foundation
-import LiveProcess
 import ReportModel
 import TestSupport
 import XCTest
+
+@testable import LiveProcess
 
 final class LiveProcessTests: XCTestCase {
     /// The running fixture: its pid, the address of its 64-byte pattern, and of its last 16
@@ -116,5 +118,77 @@ final class LiveProcessTests: XCTestCase {
         XCTAssertEqual(kill(child.pid.rawValue, 0), 0)
         let state = ProcFiles.statFields(of: child.pid)
         XCTAssertNotEqual(state?.first.map(String.init), "Z")
+    }
+
+    /// A pressure snapshot into buffers prepared beforehand (SnapshotBuffers): every thread, the
+    /// leader first, with its registers and its stack from the stack pointer up as the process
+    /// holds it (every thread waits in pause(): nothing moves); the maps read ahead place every
+    /// stack, so the stop reads none; a second snapshot replaces the first, and the process runs
+    /// on untraced.
+    func testAPressureSnapshotFillsThePreparedBuffers() throws {
+        let child = try startChild()
+        defer { stop(child) }
+        let buffers = try XCTUnwrap(SnapshotBuffers(pid: child.pid))
+        XCTAssertGreaterThanOrEqual(buffers.preparedBytes, PressureSnapshot.totalStackLimit)
+        XCTAssertNil(buffers.snapshot(alive: 0), "none taken yet")
+        buffers.prepare(changes: 0)
+        XCTAssertEqual(buffers.preparedFor, 0)
+        do {
+            let probe = PtraceSession(pid: child.pid)
+            _ = try probe.suspendAll()
+            probe.detachAll()
+        } catch let error as InspectionError where error.errno == EPERM {
+            throw XCTSkip("ptrace is denied here: \(error)")
+        }
+        XCTAssertTrue(buffers.take(holder: PtraceSession(pid: child.pid), usage: 1 << 20, cause: "a test"))
+        XCTAssertEqual(buffers.mapsReads, 1, "the maps read ahead placed every stack")
+        let first = try XCTUnwrap(buffers.snapshot(alive: 0))
+        XCTAssertEqual(first.threads.first?.tid, child.pid.mainThread)
+        XCTAssertEqual(Set(first.threads.map(\.tid)), Set(ProcFiles.threads(of: child.pid)))
+        XCTAssertEqual(first.usage, 1 << 20)
+        XCTAssertEqual(first.cause, "a test")
+        XCTAssertEqual(first.aliveNanoseconds, first.takenNanoseconds, "not seen alive since")
+        XCTAssertEqual(first.commandLine.map { String(decoding: $0, as: UTF8.self) }, child.executable + "\0")
+        let memory = ProcessMemory(pid: child.pid)
+        for thread in first.threads {
+            let stack = try XCTUnwrap(thread.stack, "thread \(thread.tid)")
+            XCTAssertLessThanOrEqual(stack.start, thread.registers.rsp, "thread \(thread.tid)")
+            XCTAssertGreaterThan(stack.end, thread.registers.rsp, "thread \(thread.tid)")
+            XCTAssertLessThanOrEqual(stack.bytes.count, PressureSnapshot.threadStackLimit)
+            // The frames below pause(); above them, at the top of a thread's mapping, glibc's
+            // thread descriptor may still change.
+            let frames = min(stack.bytes.count, 512)
+            XCTAssertTrue(memory.bytes(at: stack.start, count: frames) == Array(stack.bytes[..<frames]), "thread \(thread.tid)")
+            XCTAssertEqual(thread.registers.fxsave.count, 512)
+        }
+
+        XCTAssertTrue(buffers.take(holder: PtraceSession(pid: child.pid), usage: 2 << 20, cause: "again"))
+        let second = try XCTUnwrap(buffers.snapshot(alive: first.takenNanoseconds))
+        XCTAssertEqual(second.usage, 2 << 20)
+        XCTAssertGreaterThan(second.takenNanoseconds, first.takenNanoseconds)
+        XCTAssertEqual(second.threads.map(\.tid), first.threads.map(\.tid))
+        XCTAssertEqual(second.threads.map(\.stack?.start), first.threads.map(\.stack?.start), "pause() moved nothing")
+        XCTAssertEqual(second.threads.map(\.stack?.bytes.count), first.threads.map(\.stack?.bytes.count))
+        XCTAssertEqual(second.threads.map(\.registers.rip), first.threads.map(\.registers.rip))
+        XCTAssertEqual(buffers.mapsReads, 1)
+        XCTAssertTrue(child.process.isRunning)
+        let status = try XCTUnwrap(ProcFiles.readText("/proc/\(child.pid)/status"))
+        XCTAssertTrue(status.contains("TracerPid:\t0\n"), status)
+    }
+
+    /// A new snapshot's stacks go to the larger stretch the latest leaves free, so the latest
+    /// stays whole until the new one replaces it.
+    func testANewSnapshotLeavesTheLatestWhole() {
+        let capacity = PressureSnapshot.totalStackLimit
+        XCTAssertEqual(SnapshotBuffers.freeStretch(besides: nil, capacity: capacity), 0..<capacity)
+        XCTAssertEqual(SnapshotBuffers.freeStretch(besides: 0..<0, capacity: capacity), 0..<capacity)
+        XCTAssertEqual(SnapshotBuffers.freeStretch(besides: 0..<4096, capacity: capacity), 4096..<capacity)
+        XCTAssertEqual(
+            SnapshotBuffers.freeStretch(besides: capacity - 4096..<capacity, capacity: capacity), 0..<capacity - 4096)
+        XCTAssertEqual(SnapshotBuffers.freeStretch(besides: 100..<200, capacity: 1000), 200..<1000)
+        XCTAssertEqual(SnapshotBuffers.freeStretch(besides: 700..<900, capacity: 1000), 0..<700)
+        // Less than a thread's stack free: the whole buffer (the latest is overwritten).
+        XCTAssertEqual(SnapshotBuffers.freeStretch(besides: 0..<1000, capacity: 1000), 0..<1000)
+        XCTAssertEqual(SnapshotBuffers.freeStretch(besides: 4096..<capacity, capacity: capacity), 0..<capacity)
     }
 }

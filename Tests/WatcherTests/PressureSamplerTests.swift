@@ -39,6 +39,39 @@ final class PressureSamplerTests: XCTestCase {
         XCTAssertFalse(near(20 << 20, after: 4 << 20, in: 4 * ms), "below half: not yet, however fast")
     }
 
+    /// The kernel's notice takes a snapshot at once from half the limit on, however slowly the
+    /// last looks saw usage grow; an OOM's at any usage. A threshold crossed downwards says
+    /// nothing.
+    func testANoticeTakesASnapshotFromHalfTheLimit() {
+        // 3 MiB at the look before, 100 ms earlier: the limit over 100 ms away at that rate.
+        let sinceIdle = (UInt64(33 << 20), 1_100 * ms, UInt64(3 << 20), 1_000 * ms)
+        XCTAssertTrue(PressureSampler.isNear(usage: 33 << 20, limit: limit, growth: sinceIdle, notice: .threshold))
+        XCTAssertFalse(
+            PressureSampler.isNear(usage: 33 << 20, limit: limit, growth: sinceIdle, notice: nil), "a look alone: not yet")
+        XCTAssertFalse(
+            PressureSampler.isNear(usage: 31 << 20, limit: limit, growth: nil, notice: .threshold), "crossed downwards")
+        XCTAssertFalse(PressureSampler.isNear(usage: 10 << 20, limit: limit, growth: nil, notice: .pressure))
+        XCTAssertTrue(PressureSampler.isNear(usage: 40 << 20, limit: limit, growth: nil, notice: .limit))
+        XCTAssertTrue(PressureSampler.isNear(usage: 1 << 20, limit: limit, growth: nil, notice: .oom))
+        XCTAssertTrue(PressureSampler.isNear(usage: 60 << 20, limit: limit, growth: nil, notice: nil), "past 80 %")
+    }
+
+    /// Another snapshot: a second later, or 10 ms later and another 2 % of the limit higher, or
+    /// 10 ms later at the OOM's notice; never sooner than 10 ms.
+    func testARefreshWaitsForGrowthTimeOrTheOOM() {
+        func due(_ usage: UInt64, since: UInt64, notice: MemoryNotices.Notice? = nil) -> Bool {
+            PressureSampler.isRefreshDue(usage: usage, limit: limit, latest: 40 << 20, since: since, notice: notice)
+        }
+        XCTAssertFalse(due(41 << 20, since: 50 * ms), "grew less than 2 %")
+        XCTAssertTrue(due(42 << 20, since: 50 * ms), "grew 2 % or more")
+        XCTAssertFalse(due(60 << 20, since: 5 * ms), "too soon, however much it grew")
+        XCTAssertTrue(due(40 << 20, since: 1_000 * ms), "a second")
+        XCTAssertTrue(due(40 << 20, since: 10 * ms, notice: .oom))
+        XCTAssertFalse(due(40 << 20, since: 9 * ms, notice: .oom))
+        XCTAssertFalse(due(40 << 20, since: 50 * ms, notice: .threshold), "a threshold's notice without growth")
+        XCTAssertFalse(due(30 << 20, since: 50 * ms), "it shrank")
+    }
+
     func testNothingOverflowsOrDividesByZero() {
         XCTAssertEqual(
             PressureSampler.interval(usage: .max / 2, limit: .max, growth: (.max / 2, 5, 0, 5)), ms / 2, "no time passed")

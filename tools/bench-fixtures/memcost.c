@@ -3,7 +3,9 @@
  * `memcost steady MB N` keeps MB MiB of fresh anonymous memory: N times it maps one more MiB,
  * touches every page and unmaps the oldest (mmap and munmap directly: malloc would reuse its
  * freed chunks without touching the kernel), then prints alloc_ns=<ns per MiB>. `memcost hold
- * MB S` touches MB MiB, says "ready" and sleeps S seconds. */
+ * MB S` touches MB MiB, says "ready" and sleeps S seconds. `memcost burst` idles half a second
+ * in idle_before_burst, then maps and touches one MiB after another in grow_in_a_burst until
+ * the OOM killer ends it: from idle to the limit between two of the sampler's looks. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +34,23 @@ static char *fresh_mib(void)
     return block;
 }
 
+__attribute__((noinline)) static void idle_before_burst(void)
+{
+    usleep(500000);
+}
+
+__attribute__((noinline)) static void grow_in_a_burst(void)
+{
+    for (;;) fresh_mib();
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "burst")) {
+        idle_before_burst();
+        grow_in_a_burst();
+    }
     long megabytes = argc > 2 ? atol(argv[2]) : 32;
     long count = argc > 3 ? atol(argv[3]) : 1000;
     if (megabytes < 1) megabytes = 1;

@@ -116,6 +116,9 @@ int cp_block_signals_to_fd(const int *signals, int count, void *previous_mask_ou
  * signal a process sent); 0 when none is pending. */
 int cp_read_signal(int fd, int *code, int *sender);
 
+/* eventfd(initial, EFD_CLOEXEC, and EFD_NONBLOCK when nonblocking != 0) (eventfd.c); -1 with errno. */
+int cp_eventfd(unsigned initial, int nonblocking);
+
 /* fork, then in the child (async-signal-safe calls only) every crashport handler reset to SIG_DFL
  * and every signal blocked while it waits on a pipe for cp_spawn_release; then signal_mask (an
  * opaque sigset_t) and execve(path, argv, envp). So a tracer can seize the child before the

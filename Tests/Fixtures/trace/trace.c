@@ -4,6 +4,9 @@
  *             outside process) SIGKILLs the program once both are there.
  *   oom CG    moves itself into the memory cgroup directory CG, then fills memory in
  *             fill_ledger until the OOM killer ends it.
+ *   burst     idles half a second in idle_before_burst, then grows 1 MiB at a time in
+ *             grow_in_a_burst, touching each page, until the OOM killer ends it (in a memory
+ *             cgroup with a limit): from idle to the limit in tens of milliseconds.
  *   suicide   kill(getpid(), SIGKILL) as main's first statement: a death in the program's
  *             first microseconds.
  *   exit      exit(3) from leave_with_three, at once.
@@ -100,6 +103,22 @@ __attribute__((noinline)) static void grow_forever(void)
         char *block = malloc(1 << 20);
         if (block == NULL) continue;
         memset(block, 0x5a, 1 << 20);
+    }
+}
+
+/* burst: half a second of idle (a sampler looking at its usage looks seldom), then memory
+ * touched page by page as fast as it comes, 1 MiB at a time. */
+__attribute__((noinline)) static void idle_before_burst(void)
+{
+    usleep(500000);
+}
+
+__attribute__((noinline)) static void grow_in_a_burst(void)
+{
+    for (;;) {
+        volatile char *block = malloc(1 << 20);
+        if (block == NULL) continue;
+        for (size_t page = 0; page < (1 << 20); page += 4096) block[page] = 1;
     }
 }
 
@@ -278,6 +297,10 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "kill")) kill_mode();
     if (!strcmp(mode, "oom") && argc > 2) oom_mode(argv[2]);
     if (!strcmp(mode, "grow")) grow_forever();
+    if (!strcmp(mode, "burst")) {
+        idle_before_burst();
+        grow_in_a_burst();
+    }
     if (!strcmp(mode, "pressure") && argc > 2) tally_under_pressure(argv[2]);
     if (!strcmp(mode, "exit")) leave_with_three();
     if (!strncmp(mode, "traceme-", 8)) traceme_mode(mode);
