@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CP_GUARD_SLOTS 1024
+#define CP_GUARD_SLOTS 4096
 
 struct cp_guard_slot {
     int fd; /* -1: free */

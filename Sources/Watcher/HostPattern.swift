@@ -404,6 +404,9 @@ public enum HostLevelLimits {
     public static let dumpsPerUser = 4
     /// More places, for queued cores whose deadline is near (read for what is left of it).
     public static let lateDumps = 8
+    /// Cores of one user waiting at most; past it, that user's next crashes are let go at once,
+    /// unread (said, and counted in the next report's notes).
+    public static let queuedPerUser = 128
     /// How near its deadline a queued core starts in a late place.
     public static let lateMarginNanoseconds: UInt64 = 5_000_000_000
     /// The longest a dying process is held by its dump: the kernel waits for the handler, so

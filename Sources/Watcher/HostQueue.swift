@@ -8,7 +8,10 @@
 // - every core has its deadline from its arrival; one still queued when its deadline is near
 //   (`lateMargin`) starts anyway, in one of `latePlaces` more, so that it is reported from what
 //   it reads in its last seconds (its notes, with every thread's registers, come first) rather
-//   than only counted; one whose deadline passes in the queue all the same is let go unread.
+//   than only counted; one whose deadline passes in the queue all the same is let go unread;
+// - a user's queue holds at most `perUserQueue` cores: a flood of one user's crashes (a fork bomb
+//   of crashing processes) is let go at once past it, so that it holds neither the guard's slots
+//   nor the kernel's backlog from another user's crash.
 //
 // HostSchedule is the policy, a value without threads or clocks (HostQueueTests); HostQueue runs
 // it: the serving thread adds, dump threads take the next when they finish, and the serving
@@ -47,6 +50,9 @@ struct HostSchedule<Item> {
         self.latePlaces = max(0, latePlaces)
         self.lateMargin = lateMargin
     }
+
+    /// The cores of `uid` waiting.
+    func queued(uid: UInt32) -> Int { queues[uid]?.count ?? 0 }
 
     mutating func enqueue(_ item: Item, uid: UInt32, deadline: UInt64) {
         if queues[uid, default: []].isEmpty { turns.append(uid) }
@@ -126,17 +132,20 @@ final class HostQueue<Item: Sendable>: Sendable {
     private let run: @Sendable (Item, _ deadline: UInt64) -> Void
     private let letGo: @Sendable (Item) -> Void
     private let name: @Sendable (Item) -> String
+    let perUserQueue: Int
 
     /// `run` reads one core (on a dump thread, by its deadline); `letGo` releases one whose
     /// deadline passed before it could start (or for which no thread could be made).
     init(
         places: Int = HostLevelLimits.concurrentDumps, perUser: Int = HostLevelLimits.dumpsPerUser,
         latePlaces: Int = HostLevelLimits.lateDumps, lateMargin: UInt64 = HostLevelLimits.lateMarginNanoseconds,
+        perUserQueue: Int = HostLevelLimits.queuedPerUser,
         name: @escaping @Sendable (Item) -> String, run: @escaping @Sendable (Item, UInt64) -> Void,
         letGo: @escaping @Sendable (Item) -> Void
     ) {
         schedule = Mutex(HostSchedule(places: places, perUser: perUser, latePlaces: latePlaces, lateMargin: lateMargin))
         self.name = name
+        self.perUserQueue = perUserQueue
         self.run = run
         self.letGo = letGo
     }
@@ -146,10 +155,18 @@ final class HostQueue<Item: Sendable>: Sendable {
         schedule.withLock { ($0.runningCount, $0.lateCount, $0.queuedCount) }
     }
 
-    /// Queues a core, and starts what may start.
-    func add(_ item: Item, uid: UInt32, deadline: UInt64) {
-        schedule.withLock { $0.enqueue(item, uid: uid, deadline: deadline) }
-        startWhatMay()
+    /// Queues a core, and starts what may start; false (nothing queued) when `uid` has
+    /// `perUserQueue` cores waiting already: a user's flood of crashes waits in its own queue, up
+    /// to a point, and past it is let go at once rather than held.
+    @discardableResult
+    func add(_ item: Item, uid: UInt32, deadline: UInt64) -> Bool {
+        let taken = schedule.withLock { schedule -> Bool in
+            guard schedule.queued(uid: uid) < perUserQueue else { return false }
+            schedule.enqueue(item, uid: uid, deadline: deadline)
+            return true
+        }
+        if taken { startWhatMay() }
+        return taken
     }
 
     /// The serving loop's look: the expired let go, the near their deadline started.

@@ -205,7 +205,16 @@ final class SidecarHostLevel: @unchecked Sendable {
         arrival.arrived = time
         arrival.guardian = guardian
         arrival.guardID = id
-        queue.add(arrival, uid: arrival.owner.uid, deadline: time &+ HostLevelLimits.readNanoseconds)
+        enqueue(arrival)
+    }
+
+    /// Into the queue, or let go at once when its user has as many waiting as a user may.
+    func enqueue(_ arrival: CoreArrival) {
+        guard queue.add(arrival, uid: arrival.owner.uid, deadline: arrival.arrived &+ HostLevelLimits.readNanoseconds) else {
+            dumps.letGoUnread(arrival, why: "\(HostLevelLimits.queuedPerUser) of its user's crashes are waiting already")
+            arrival.discard()
+            return
+        }
     }
 
     /// A pipe helper's handoff: "CPHOST1 PID UID GID DUMPMODE" with the pipe the core comes
@@ -243,7 +252,7 @@ final class SidecarHostLevel: @unchecked Sendable {
         }
         var arrival = handoff.arrival(stream: received[0], pidfd: pidfd)
         arrival.helper = connection.fd
-        queue.add(arrival, uid: arrival.owner.uid, deadline: arrival.arrived &+ HostLevelLimits.readNanoseconds)
+        enqueue(arrival)
     }
 
     /// Every second or so: the queue (its late and expired), the guard (another started if it

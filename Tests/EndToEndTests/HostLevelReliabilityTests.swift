@@ -108,6 +108,29 @@ final class HostLevelReliabilityTests: HostLevelTestCase {
         XCTAssertEqual(sidecar.stop(), 0)
     }
 
+    /// One user's flood of 300 processes crashing at the same moment (past its queue, let go at
+    /// once) and another user's crash beside it: every one of the flood ends, and the other
+    /// user's crash is reported.
+    func testOneUsersFloodOfCrashesHoldsNothingOfAnothers() throws {
+        let flooder = try SidecarTests.ThrowawayUser()
+        defer { flooder.remove() }
+        let other = try SidecarTests.ThrowawayUser()
+        defer { other.remove() }
+        let directory = fresh("flood")
+        let program = try hostProgram(directory)
+        let sidecar = try hostSidecar(directory)
+        let flood = try start(program, ["flood", "300"], as: flooder.name)
+        let crashed = try TestSupport.run(["/usr/sbin/runuser", "-u", other.name, "--", program, "segv"])
+        XCTAssertEqual(crashed.status, .exited(128 + SIGSEGV))
+        XCTAssertTrue(
+            containsInOrder(
+                crashedFrames(try XCTUnwrap(sidecar.waitForReports(1, uid: other.uid).first)), ["crash_here", "main"]))
+        try Self.waitForExit([flood])
+        XCTAssertEqual(flood.terminationStatus, 0, "every child of the flood ended")
+        XCTAssertTrue(sidecar.isRunning)
+        XCTAssertEqual(sidecar.stop(), 0)
+    }
+
     /// A stopped sidecar (SIGSTOP: a debugger or a deadlock would do the same) holds no dying
     /// process: two crashes end while it is still stopped, let go by the guard; after SIGCONT the
     /// host level serves again. Then SIGKILL: crashes end at once, the guard goes with it, and

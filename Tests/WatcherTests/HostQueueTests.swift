@@ -69,6 +69,30 @@ final class HostQueueTests: XCTestCase {
         XCTAssertEqual(queue.expired(now: 1000).count, 0)
     }
 
+    /// A user's queue holds so many; past it that user's next is refused (let go at once), and
+    /// another user's is still taken.
+    func testAUsersFloodIsRefusedPastItsQueueAndAnotherUserIsNot() {
+        let release = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        let queue = HostQueue<Int>(
+            places: 1, perUser: 1, latePlaces: 0, lateMargin: 0, perUserQueue: 2, name: { "q-\($0)" },
+            run: { _, _ in
+                started.signal()
+                release.wait()
+            }, letGo: { _ in })
+        XCTAssertTrue(queue.add(0, uid: 1, deadline: .max))
+        started.wait()
+        XCTAssertTrue(queue.add(1, uid: 1, deadline: .max))
+        XCTAssertTrue(queue.add(2, uid: 1, deadline: .max))
+        XCTAssertFalse(queue.add(3, uid: 1, deadline: .max), "two of uid 1's wait already")
+        XCTAssertTrue(queue.add(4, uid: 2, deadline: .max), "another user's queue is its own")
+        for _ in 0..<4 { release.signal() }
+        for _ in 0..<3 {
+            started.wait()
+            release.signal()
+        }
+    }
+
     /// The queue with threads: every item runs once, never more than the places at once.
     func testHostQueueRunsEveryItemWithinItsPlaces() {
         let running = RunningCount()

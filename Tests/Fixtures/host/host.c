@@ -6,6 +6,8 @@
  *   host daemon FILE      double-forks; the grandchild, once its parent has exited and it is
  *                         reparented, writes its pid to FILE and crashes in crash_here
  *   host heap MB          touches MB MiB of heap, then crashes in crash_here
+ *   host flood N          forks N children that crash in crash_here at the same moment (a pipe
+ *                         closed releases them all), waits for them, and exits 0
  *   host sparse GB [FILE] maps GB GiB (MAP_NORESERVE) and touches one page in every 64 MiB of it:
  *                         a core streams every byte of it, zeros for the rest, as it goes; writes
  *                         its pid to FILE when given, then crashes in crash_here
@@ -63,6 +65,24 @@ int main(int argc, char **argv) {
         FILE *file = fopen(argv[2], "w");
         fprintf(file, "%d\n", (int)getpid());
         fclose(file);
+    } else if (strcmp(what, "flood") == 0) {
+        int count = argc > 2 ? atoi(argv[2]) : 100;
+        int gate[2];
+        if (pipe(gate) != 0) return 3;
+        for (int index = 0; index < count; index++) {
+            if (fork() == 0) {
+                char byte;
+                close(gate[1]);
+                (void)!read(gate[0], &byte, 1);
+                call_crash(1);
+                _exit(0);
+            }
+        }
+        close(gate[0]);
+        close(gate[1]);
+        while (wait(NULL) > 0) {
+        }
+        return 0;
     } else if (strcmp(what, "sparse") == 0) {
         size_t size = (size_t)(argc > 2 ? atol(argv[2]) : 1) << 30;
         char *sparse = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
