@@ -81,8 +81,9 @@ private let libelfReady: Bool = elf_version(UInt32(EV_CURRENT)) != UInt32(EV_NON
 struct LibELFState: ~Copyable {
     let elf: OpaquePointer
     var inflated: [Int: Result<ByteView, DebugDataRefusal>] = [:]
-    /// Sections read from SectionCache's files (their views are in `inflated`): unmapped in deinit.
-    var cachedMappings: [UnsafeRawBufferPointer] = []
+    /// Sections read from SectionCache's files (their views are in `inflated`), kept as long as
+    /// this file.
+    var cachedMappings: [MappedFile] = []
     var symbols: SymbolTable?
 }
 
@@ -162,12 +163,7 @@ public final class ELFFile: Sendable {
     }
 
     deinit {
-        state.withLock { state in
-            for mapping in state.cachedMappings {
-                munmap(UnsafeMutableRawPointer(mutating: mapping.baseAddress), mapping.count)
-            }
-            _ = elf_end(state.elf)
-        }
+        state.withLock { state in _ = elf_end(state.elf) }
     }
 
     static func libelfError() -> String {
@@ -372,7 +368,7 @@ public final class ELFFile: Sendable {
             if let buildID = cacheable, let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size) {
                 state.cachedMappings.append(cached)
                 releasePages(of: section)
-                let result = Result<ByteView, DebugDataRefusal>.success(ByteView(cached))
+                let result = Result<ByteView, DebugDataRefusal>.success(ByteView(cached.bytes))
                 state.inflated[section.index] = result
                 return (result, nil)
             }

@@ -181,6 +181,9 @@ public final class InflatedSection: @unchecked Sendable {
     public let view: ByteView
     private let input: ByteView
     private let release: () -> Void
+    /// The SectionCache file `view` maps, when the section came from there (nil: `view` is
+    /// this object's own anonymous reservation).
+    private let cached: MappedFile?
     private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     // Guarded by `lock`:
     private var checkpoints: [(offset: Int, stream: UnsafeMutablePointer<z_stream>)] = []
@@ -191,13 +194,14 @@ public final class InflatedSection: @unchecked Sendable {
     /// rather than a checkpoint's worth of inflating per unit.
     static let partialPasses = 8
 
-    /// The section's bytes as SectionCache kept them (mapped read-only, owned from now on, and
+    /// The section's bytes as SectionCache kept them (mapped read-only, kept from now on, and
     /// scanned by SectionCache.mapped): every page in place, nothing to inflate.
-    init(cached: UnsafeRawBufferPointer, release: @escaping () -> Void) {
-        view = ByteView(cached)
+    init(cached: MappedFile, release: @escaping () -> Void) {
+        view = ByteView(cached.bytes)
+        self.cached = cached
         input = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
         self.release = release
-        pages = [UInt64](repeating: ~0, count: (cached.count / Self.pageSize + 1) / 64 + 1)
+        pages = [UInt64](repeating: ~0, count: (cached.bytes.count / Self.pageSize + 1) / 64 + 1)
         pthread_mutex_init(lock, nil)
         release()
     }
@@ -214,6 +218,7 @@ public final class InflatedSection: @unchecked Sendable {
             base != MAP_FAILED
         else { return nil }
         view = ByteView(UnsafeRawBufferPointer(start: base, count: size))
+        cached = nil
         self.input = input
         self.release = release
         pages = [UInt64](repeating: 0, count: (size / Self.pageSize + 1) / 64 + 1)
@@ -263,7 +268,7 @@ public final class InflatedSection: @unchecked Sendable {
             inflateEnd(checkpoint.stream)
             checkpoint.stream.deallocate()
         }
-        munmap(UnsafeMutableRawPointer(mutating: view.bytes.baseAddress), view.count)
+        if cached == nil { munmap(UnsafeMutableRawPointer(mutating: view.bytes.baseAddress), view.count) }
         pthread_mutex_destroy(lock)
         lock.deallocate()
     }

@@ -146,7 +146,7 @@ final class SectionMemoryTests: XCTestCase {
         var scanned = 0
         var atStart = 0
         var grown = 0
-        let mapping = try XCTUnwrap(
+        let file = try XCTUnwrap(
             SectionCache.mapped(buildID: buildID, section: ".debug_info", size: size) { chunk, offset in
                 XCTAssertEqual(offset, scanned)
                 XCTAssertLessThanOrEqual(chunk.count, 64 << 10)
@@ -155,7 +155,7 @@ final class SectionMemoryTests: XCTestCase {
                 scanned += chunk.count
                 grown = max(grown, fileResident() - atStart)
             })
-        defer { munmap(UnsafeMutableRawPointer(mutating: mapping.baseAddress), mapping.count) }
+        let mapping = file.bytes
         XCTAssertEqual(scanned, size)
         XCTAssertEqual(mapping.count, size)
         XCTAssertLessThan(grown, 2 << 20, "the scan mapped the section's pages in")
