@@ -138,6 +138,19 @@ public enum SectionCache {
         return file
     }
 
+    /// Removes the cache's file `file` maps once it was found torn (it shrank or failed a read
+    /// while mapped), unless another file has taken its name since: the next watcher inflates
+    /// the section again rather than map it.
+    static func discard(_ file: MappedFile) {
+        guard file.torn, let inode = file.inode else { return }
+        let path = file.path
+        _ = asWatcher { () -> Bool? in
+            var info = stat()
+            guard lstat(path, &info) == 0, UInt64(info.st_ino) == inode else { return false }
+            return unlink(path) == 0
+        }
+    }
+
     /// A section being written as it is inflated; `finish` publishes it, and a writer dropped
     /// unfinished leaves nothing.
     final class Writer {

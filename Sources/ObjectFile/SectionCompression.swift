@@ -208,10 +208,11 @@ public final class InflatedSection: @unchecked Sendable {
 
     /// Inflates `input` (the stream after the Elf64_Chdr) once, checking that it yields exactly
     /// `size` bytes, and writes what it inflates to `cache` (published once the whole section
-    /// was); nil when it does not or memory cannot be reserved.
+    /// was, and only if `intact` says the file it was read from did not change meanwhile); nil
+    /// when it does not or memory cannot be reserved.
     init?(
         input: ByteView, size: Int, release: @escaping () -> Void, cache: SectionCache.Writer?,
-        scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
+        intact: () -> Bool = { true }, scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
     ) {
         guard size > 0, input.count > 0,
             let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
@@ -260,7 +261,7 @@ public final class InflatedSection: @unchecked Sendable {
         }
         release()
         guard ended, produced == size else { return nil }
-        cache?.finish()
+        if intact() { cache?.finish() }
     }
 
     deinit {
