@@ -7,7 +7,9 @@
 // library, against the host level (socket-request and pipe mode) and against the plain sidecar
 // with a preloaded stub client: after each the sidecar is alive and the crash is reported, and a
 // last crash with the last copy written whole again names the frame in it (a torn parse is not
-// kept).
+// kept). The marks: a FIFO, a symlink and a directory planted by the
+// user at the name of the mark a root `crashport run` leaves for its crash; it still ends as its
+// program did, and leaves its mark.
 //
 // Runs only as root (a throwaway user; the host level's core_pattern, saved and put back).
 
@@ -180,5 +182,54 @@ final class HostileFileTests: XCTestCase {
         // A stub client's modules are read after its verdict, well after the truncation: the
         // race is the user's, and the reports say the library changed while it was read.
         XCTAssertFalse(torn.isEmpty, "no report says the library changed while it was read")
+    }
+
+    // MARK: marks
+
+    /// The mark's name for `pid`: PID-START, START its start in Unix seconds (as the watcher
+    /// reads it: /proc/PID/stat's start ticks after boot, and /proc/stat's btime).
+    static func markName(of pid: Int32) throws -> String {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        let fields = try XCTUnwrap(stat.range(of: ")", options: .backwards)).upperBound
+        let ticks = try XCTUnwrap(UInt64(stat[fields...].split(separator: " ")[19]))
+        let procStat = try String(contentsOfFile: "/proc/stat", encoding: .utf8)
+        let boot = try XCTUnwrap(
+            procStat.split(separator: "\n").first { $0.hasPrefix("btime ") }.flatMap { UInt64($0.dropFirst(6)) })
+        return "\(pid)-\(boot + ticks / UInt64(sysconf(Int32(_SC_CLK_TCK))))"
+    }
+
+    /// A FIFO, a symlink and a directory, each planted by a user as the mark of the crash of a
+    /// root `crashport run`'s program (its pid and start are public): `crashport run` still ends
+    /// at once as its program did, and its own mark is there for the host level.
+    func testPlantedMarksDoNotHoldCrashportRun() throws {
+        let user = try SidecarTests.ThrowawayUser()
+        defer { user.remove() }
+        let directory = fresh("marks")
+        let waiter = try Waiter.build(in: directory)
+        // A host directory as `crashport watch --host` makes it: root's, its marks directory 1733.
+        let host = "/tmp/cph-" + UUID().uuidString.prefix(6)
+        addTeardownBlock { try? FileManager.default.removeItem(atPath: host) }
+        let marks = host + "/reported"
+        try FileManager.default.createDirectory(atPath: marks, withIntermediateDirectories: true)
+        chmod(host, 0o755)
+        chmod(marks, 0o1733)
+        let plants: [(String, [String])] = [
+            ("a FIFO", ["mkfifo"]), ("a symlink", ["ln", "-s", "/etc/shadow"]), ("a directory", ["mkdir"]),
+        ]
+        for (what, command) in plants {
+            let run = try Waiter(
+                TestSupport.crashport, arguments: ["run", "--reports", directory + "/reports", "--", waiter],
+                environment: ["CRASHPORT_HOST_DIRECTORY": host])
+            let mark = marks + "/" + (try Self.markName(of: run.pid))
+            let planted = try TestSupport.run(["/usr/sbin/runuser", "-u", user.name, "--"] + command + [mark])
+            XCTAssertEqual(planted.status, .exited(0), "\(what): \(planted.stderr)")
+            let ended = try run.crash(timeout: 60)
+            if ended.status == .timedOut { kill(run.process.processIdentifier, SIGKILL) }
+            XCTAssertEqual(ended.status, .signaled(SIGSEGV), "\(what): crashport run ends as its program did: \(ended)")
+            var info = stat()
+            XCTAssertEqual(lstat(mark, &info), 0, "\(what): the mark is left")
+            XCTAssertEqual(info.st_mode & S_IFMT, S_IFREG, "\(what): the mark is a regular file")
+            XCTAssertEqual(info.st_uid, 0, "\(what): root's own")
+        }
     }
 }
