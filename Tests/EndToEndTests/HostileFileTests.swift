@@ -7,7 +7,8 @@
 // library, against the host level (socket-request and pipe mode) and against the plain sidecar
 // with a preloaded stub client: after each the sidecar is alive and the crash is reported, and a
 // last crash with the last copy written whole again names the frame in it (a torn parse is not
-// kept). The marks: a FIFO, a symlink and a directory planted by the
+// kept). A FIFO the user makes in their own report, where its second step writes: that step
+// fails, and holds no other report. The marks: a FIFO, a symlink and a directory planted by the
 // user at the name of the mark a root `crashport run` leaves for its crash; it still ends as its
 // program did, and leaves its mark.
 //
@@ -182,6 +183,38 @@ final class HostileFileTests: XCTestCase {
         // A stub client's modules are read after its verdict, well after the truncation: the
         // race is the user's, and the reports say the library changed while it was read.
         XCTAssertFalse(torn.isEmpty, "no report says the library changed while it was read")
+    }
+
+    /// A FIFO the user makes in their own report, at the name of the marker its second step
+    /// writes last, the moment its first step is renamed into place (Tests/Fixtures/hostile/
+    /// planter.c): that second step fails, and the thread that writes every user's second steps
+    /// is not held by it: root's next crash is reported whole.
+    func testAFIFOInAUsersReportDoesNotHoldOtherReports() throws {
+        let user = try SidecarTests.ThrowawayUser()
+        defer { user.remove() }
+        let directory = fresh("marker")
+        let waiter = try Waiter.build(in: directory)
+        let planter = try TestSupport.compile(
+            [TestSupport.fixture("hostile/planter.c")], output: directory + "/planter", flags: ["-O1"])
+        let stub = directory + "/libcrashport.so"
+        try FileManager.default.copyItem(atPath: try TestSupport.stub(), toPath: stub)
+        chmod(stub, 0o755)
+        let sidecar = try SidecarProcess(directory: directory)
+        let environment = ["LD_PRELOAD": stub, "CRASHPORT_SOCKET": sidecar.socket, "CRASHPORT_SPOOL": ""]
+        // The user's first crash makes their reports directory.
+        _ = try Waiter(waiter, environment: environment, user: user.name).crash()
+        _ = try sidecar.waitForReports(1, uid: user.uid)
+        let marker = ".crashport-report"  // ReportStore.markerName
+        let plant = try Waiter(
+            planter, arguments: [sidecar.reportsDirectory(uid: user.uid), marker, "60"], environment: [:], user: user.name)
+        _ = try Waiter(waiter, environment: environment, user: user.name).crash()
+        XCTAssertEqual(try plant.wait(timeout: 90).status, .exited(0), "a FIFO was planted in the user's report")
+        let mine = try Waiter(waiter, environment: environment)
+        XCTAssertEqual(try mine.crash().status, .signaled(SIGSEGV))
+        let events = try sidecar.waitForReports(1, uid: 0, timeout: 90)
+        XCTAssertEqual(events.first?.process?.pid?.rawValue, mine.pid, "root's crash is reported whole")
+        XCTAssertTrue(sidecar.isRunning)
+        XCTAssertEqual(sidecar.stop(), 0)
     }
 
     // MARK: marks
