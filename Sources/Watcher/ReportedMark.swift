@@ -8,8 +8,9 @@
 // held there deaf to SIGTERM, its child a zombie), a symlink, a directory, another user's file.
 // So a mark is only ever created, never opened: O_CREAT | O_EXCL (nothing that exists is opened,
 // a symlink included), O_NOFOLLOW and O_NONBLOCK besides. A name already taken counts when it is
-// this user's own regular file (the mark of an earlier record of the same process); anything else
-// is removed (root may, in a sticky directory; an empty directory too) and the mark created once
+// this user's own regular file with one link (the mark of an earlier record of the same process;
+// with fs.protected_hardlinks off, a user could link someone else's file there); anything else is
+// removed (root may, in a sticky directory; an empty directory too) and the mark created once
 // more. A user's own `crashport run` may not remove another user's plant: its mark is then not
 // left, and the host level reports that crash as well (a second report, never a lost one).
 
@@ -38,7 +39,7 @@ enum ReportedMark {
                 return "\(path): \(String(cString: strerror(errno)))"
             }
             let type = info.st_mode & S_IFMT
-            if type == S_IFREG && info.st_uid == geteuid() { return nil }
+            if type == S_IFREG && info.st_uid == geteuid() && info.st_nlink == 1 { return nil }
             let what = type == S_IFIFO ? "a FIFO" : type == S_IFLNK ? "a symlink" : type == S_IFDIR ? "a directory" : "a file"
             let planted = "\(path) is \(what) of uid \(info.st_uid)"
             guard !removed else { return planted + ", again after it was removed; no mark left" }
