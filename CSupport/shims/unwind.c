@@ -14,6 +14,8 @@
 #include "crashport_shims.h"
 
 #include <libunwind.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +88,17 @@ static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dil, void *ar
  * .debug_frame's): the first with an FDE covering ip wins. */
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need_unwind_info, void *arg) {
     session *s = arg;
+    /* libunwind calls this with every signal blocked: its find_reg_state holds the register-state
+     * cache's lock, taken with sigprocmask(SIG_SETMASK, all signals), across this lookup and the
+     * parse of the FDE and CIE it finds, and puts the caller's mask back when it lets go. Those
+     * are read from module files through guarded mappings (guarded.c), and a fault's SIGBUS that
+     * is blocked kills the process instead of reaching the guard. So SIGBUS is let through until
+     * libunwind puts the mask back. (Its blocking guards against a signal handler that unwinds
+     * with libunwind and would wait for the lock; the guard's handler never calls it.) */
+    sigset_t bus;
+    sigemptyset(&bus);
+    sigaddset(&bus, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
     s->lookup = 0;
     int found = -UNW_ENOINFO;
     for (int index = 0; index < 4; index++) {

@@ -17,19 +17,22 @@ import ObjectFile
 import Synchronization
 import ReportModel
 
-/// ELF files opened for earlier captures, reused while their identity (path, inode) holds.
-/// Safe to share between threads.
+/// ELF files opened for earlier captures, reused while their identity (path, inode) holds and
+/// they are whole: a file that changed while it was read (ELFFile.torn: truncated under its
+/// mapping, or a read its file system failed) is opened again by the next capture, never served
+/// with the zeros that stood in for it. Safe to share between threads.
 public final class ELFCache: Sendable {
     private let files = Mutex<[String: ELFFile]>([:])
 
     public init() {}
 
-    /// Whether a file is cached under `key`.
-    func contains(_ key: String) -> Bool { files.withLock { $0[key] != nil } }
+    /// Whether a whole file is cached under `key`.
+    func contains(_ key: String) -> Bool { files.withLock { $0[key].map { !$0.torn } ?? false } }
 
-    /// The cached file for `key`, else `open()`'s (called outside the lock).
+    /// The cached file for `key` when it is whole, else `open()`'s (called outside the lock),
+    /// which takes its place.
     func file(key: String, open: () throws -> ELFFile) throws -> ELFFile {
-        if let cached = files.withLock({ $0[key] }) { return cached }
+        if let cached = files.withLock({ $0[key] }), !cached.torn { return cached }
         let file = try open()
         files.withLock { files in
             if files.count > 512 { files.removeAll() }
@@ -119,7 +122,11 @@ enum ModuleMap {
                     return try ELFFile(file: file.get())
                 }
                 let onDisk = object.buildID
-                if let mapped = module.buildID, mapped != onDisk {
+                if object.torn {
+                    // Truncated while it was read (or its file system failed a read): its headers
+                    // may be zeros; nothing of it is believed.
+                    module.problem = ELFFile.tornDescription + "; not symbolicated from it"
+                } else if let mapped = module.buildID, mapped != onDisk {
                     // The file was replaced since it was mapped: do not symbolicate with a file
                     // that is not the code that ran.
                     module.problem =
@@ -129,7 +136,12 @@ enum ModuleMap {
                     module.buildID = onDisk
                 }
             } catch {
-                module.problem = "\(error)"
+                // A file truncated under its mapping reads as zeros: not an ELF file any more.
+                if case .success(let file)? = pending.file, file.torn {
+                    module.problem = ELFFile.tornDescription + "; not symbolicated from it"
+                } else {
+                    module.problem = "\(error)"
+                }
             }
             return module
         }

@@ -81,8 +81,9 @@ private let libelfReady: Bool = elf_version(UInt32(EV_CURRENT)) != UInt32(EV_NON
 struct LibELFState: ~Copyable {
     let elf: OpaquePointer
     var inflated: [Int: Result<ByteView, DebugDataRefusal>] = [:]
-    /// Sections read from SectionCache's files (their views are in `inflated`): unmapped in deinit.
-    var cachedMappings: [UnsafeRawBufferPointer] = []
+    /// Sections read from SectionCache's files (their views are in `inflated`), kept as long as
+    /// this file.
+    var cachedMappings: [MappedFile] = []
     var symbols: SymbolTable?
 }
 
@@ -105,6 +106,14 @@ public final class ELFFile: Sendable {
     /// libelf may rewrite in place, never released.
     private let headerTables: [Range<UInt64>]
     private let state: Mutex<LibELFState>
+    /// Every file of SectionCache's this file's sections were read from (sectionData's, and the
+    /// InflatedSections' of inflatedOnDemand, held weakly: those go with their section): for
+    /// `torn`, apart from `state`, whose lock an inflating holds.
+    private let sectionFiles = Mutex<[WeakMappedFile]>([])
+
+    struct WeakMappedFile {
+        weak var file: MappedFile?
+    }
 
     public var path: String { file.path }
     /// The last component of the path: how reports name a module.
@@ -162,12 +171,20 @@ public final class ELFFile: Sendable {
     }
 
     deinit {
-        state.withLock { state in
-            for mapping in state.cachedMappings {
-                munmap(UnsafeMutableRawPointer(mutating: mapping.baseAddress), mapping.count)
-            }
-            _ = elf_end(state.elf)
-        }
+        state.withLock { state in _ = elf_end(state.elf) }
+        // A cache file that tore under us is not mapped again by the next watcher.
+        for file in sectionFiles.withLock({ $0.compactMap(\.file) }) where file.torn { SectionCache.discard(file) }
+    }
+
+    /// What a report says of a module whose file was `torn`.
+    public static let tornDescription =
+        "its file changed while it was read (truncated, or its file system failed a read): what lay past the change read as zeros"
+
+    /// Whether a file this ELFFile read changed while it was read (MappedFile.torn): the file
+    /// itself, or a section's copy in SectionCache. Its bytes past that point read as zeros, so
+    /// a cache must not keep it: the next reader opens the file again.
+    public var torn: Bool {
+        file.torn || sectionFiles.withLock { files in files.contains { $0.file?.torn ?? false } }
     }
 
     static func libelfError() -> String {
@@ -371,8 +388,9 @@ public final class ELFFile: Sendable {
             if let done = state.inflated[section.index] { return (done, nil) }
             if let buildID = cacheable, let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size) {
                 state.cachedMappings.append(cached)
+                sectionFiles.withLock { $0.append(WeakMappedFile(file: cached)) }
                 releasePages(of: section)
-                let result = Result<ByteView, DebugDataRefusal>.success(ByteView(cached))
+                let result = Result<ByteView, DebugDataRefusal>.success(ByteView(cached.bytes))
                 state.inflated[section.index] = result
                 return (result, nil)
             }
@@ -395,8 +413,9 @@ public final class ELFFile: Sendable {
             state.inflated[section.index] = result
             return (result, inflatedNow)
         }
-        // The inflated bytes are libelf's, kept with its descriptor for this file's lifetime.
-        if let buildID = cacheable, let bytes = inflatedNow,
+        // The inflated bytes are libelf's, kept with its descriptor for this file's lifetime. Not
+        // from a file that changed while it was read: what it inflated from is not its section.
+        if let buildID = cacheable, let bytes = inflatedNow, !file.torn,
             let writer = SectionCache.Writer(buildID: buildID, section: section.name, size: size)
         {
             writer.write(bytes)
@@ -424,12 +443,13 @@ public final class ELFFile: Sendable {
         if let buildID = cacheable,
             let cached = SectionCache.mapped(buildID: buildID, section: section.name, size: size, scan: scan)
         {
+            sectionFiles.withLock { $0.append(WeakMappedFile(file: cached)) }
             return InflatedSection(cached: cached, release: { self.releasePages(of: section) })
         }
         return InflatedSection(
             input: input, size: size, release: { self.releasePages(of: section) },
             cache: cacheable.flatMap { SectionCache.Writer(buildID: $0, section: section.name, size: size) },
-            scan: scan ?? { _, _ in })
+            intact: { !self.file.torn }, scan: scan ?? { _, _ in })
     }
 
     /// The key of this file's sections in SectionCache: its build-id, when the file is root's or

@@ -1,8 +1,17 @@
 // MappedFile: a private mmap of a whole file, the byte source every parser here reads from.
 //
 // Ownership: the mapping lives as long as the object. Reads are bounds-checked and never trap on
-// a hostile offset; a file that shrinks under us could still SIGBUS, which is why report files
-// and debug files are opened read-only and parsed promptly.
+// a hostile offset.
+//
+// A file that shrinks under us (its user truncates it once we have mapped it: inotify tells them
+// when), or whose file system fails a read (a network or FUSE mount), would raise SIGBUS on the
+// read of a page past its end, and kill the watcher. So every file mapping is registered with
+// CShims' guard (guarded.c): such a fault turns the rest of the mapping into zero pages, the read
+// goes on and sees zeros (the parsers take a file's bytes as hostile anyway), and `torn` says so,
+// for the caches to drop the file and the report to note it. A file is never read through a
+// mapping the guard does not cover: when its table is full, the file is read into anonymous
+// memory with pread instead (a file that shrinks meanwhile reads as zeros past its new end, and
+// is torn too).
 //
 // Writable, privately: the file is opened O_RDONLY and mapped MAP_PRIVATE with PROT_WRITE,
 // because libelf (elf_memory, see ELFFile) updates a section header in place when it inflates a
@@ -10,6 +19,7 @@
 // crashport writes otherwise. The one ELFFile allowed to hand a mapping to libelf claims it.
 
 import BoundedBytes
+import CShims
 import Synchronization
 
 #if canImport(Glibc)
@@ -48,7 +58,6 @@ public final class MappedFile: @unchecked Sendable {
     public init(path: String, name: String? = nil) throws {
         self.path = name ?? path
         owned = false
-        fileBacked = true
         // O_NONBLOCK: a path from a process's maps or a spool file may name a FIFO, whose open
         // would otherwise wait for a writer; it is refused below, as anything not regular is.
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
@@ -66,13 +75,57 @@ public final class MappedFile: @unchecked Sendable {
         let size = Int(info.st_size)
         if size == 0 {
             bytes = UnsafeRawBufferPointer(start: nil, count: 0)
+            (guardSlot, fileBacked, readShort) = (-1, false, false)
             return
         }
-        guard let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0), base != MAP_FAILED else {
+        guard let read = Self.read(fd, size: size, writable: true) else {
             throw ObjectFileError.cannotOpen(path: path, errno: errno)
         }
-        bytes = UnsafeRawBufferPointer(start: base, count: size)
+        (bytes, guardSlot, fileBacked, readShort) = read
     }
+
+    /// The first `size` bytes of the open file `fd` (SectionCache's, which checked it): mapped
+    /// read-only and guarded as a file opened by path is.
+    init?(descriptor fd: Int32, size: Int, name: String) {
+        path = name
+        owned = false
+        guard size > 0, let read = Self.read(fd, size: size, writable: false) else { return nil }
+        (bytes, guardSlot, fileBacked, readShort) = read
+        var info = stat()
+        if fstat(fd, &info) == 0 { inode = UInt64(info.st_ino) }
+    }
+
+    /// `fd`'s first `size` bytes: a private mapping registered with the guard (cp_guard_register),
+    /// else, when the guard takes no more, a copy read with pread into anonymous memory (a short
+    /// read leaves zeros, `readShort`). Nil when neither can be had (errno set).
+    private static func read(
+        _ fd: Int32, size: Int, writable: Bool
+    ) -> (
+        bytes: UnsafeRawBufferPointer, slot: Int32, fileBacked: Bool, readShort: Bool
+    )? {
+        let protection = PROT_READ | (writable ? PROT_WRITE : 0)
+        guard let base = mmap(nil, size, protection, MAP_PRIVATE, fd, 0), base != MAP_FAILED else { return nil }
+        let slot = cp_guard_register(base, size, protection)
+        if slot >= 0 { return (UnsafeRawBufferPointer(start: base, count: size), slot, true, false) }
+        // Never read through a mapping the guard does not cover.
+        munmap(base, size)
+        guard let copy = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), copy != MAP_FAILED
+        else { return nil }
+        var done = 0
+        while done < size {
+            let got = pread(fd, copy + done, size - done, off_t(done))
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { break }
+            done += got
+        }
+        return (UnsafeRawBufferPointer(start: copy, count: size), -1, false, done < size)
+    }
+
+    /// The file changed while it was read: a read past its end (it was truncated since it was
+    /// mapped) or one its file system failed was recovered as zeros, or the copy read when the
+    /// guard was full came up short. What it holds past that point is zeros, not the file.
+    /// Never true for an image in memory.
+    public var torn: Bool { readShort || (guardSlot >= 0 && cp_guard_torn(guardSlot) != 0) }
 
     /// Whether the file's mode bits let `uid` (with primary group `gid` and no other) read it:
     /// for a file opened by root on a user's behalf through a path that bypasses the path's
@@ -95,6 +148,10 @@ public final class MappedFile: @unchecked Sendable {
     private let owned: Bool
     /// Mapped from a file: a clean page dropped from memory reads back the same bytes.
     private let fileBacked: Bool
+    /// The mapping's slot in the guard's table (cp_guard_register), -1 for none.
+    private let guardSlot: Int32
+    /// Read with pread (the guard was full), and the file ended before its size.
+    private let readShort: Bool
 
     /// Gives back the memory of the whole pages inside `range` (offsets in the file) once their
     /// bytes have been used up, for example a compressed section after it was inflated: on a
@@ -123,7 +180,7 @@ public final class MappedFile: @unchecked Sendable {
     public init?(name: String, capacity: Int, fill: (UnsafeMutableRawBufferPointer) -> Int?) {
         path = name
         owned = false
-        fileBacked = false
+        (guardSlot, fileBacked, readShort) = (-1, false, false)
         guard capacity > 0, let base = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
             base != MAP_FAILED
         else { return nil }
@@ -143,7 +200,7 @@ public final class MappedFile: @unchecked Sendable {
     public init(bytes source: [UInt8], name: String) {
         path = name
         owned = true
-        fileBacked = false
+        (guardSlot, fileBacked, readShort) = (-1, false, false)
         let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, 1), alignment: 16)
         source.withUnsafeBytes { copy.copyMemory(from: $0) }
         bytes = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(copy)[0..<source.count])
@@ -154,6 +211,8 @@ public final class MappedFile: @unchecked Sendable {
         if owned {
             UnsafeMutableRawPointer(mutating: base).deallocate()
         } else {
+            // Out of the guard's table first: the range may be another mapping's once unmapped.
+            if guardSlot >= 0 { cp_guard_unregister(guardSlot) }
             munmap(UnsafeMutableRawPointer(mutating: base), bytes.count)  // (the tail of its last page goes with it)
         }
     }

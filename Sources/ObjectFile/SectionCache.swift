@@ -99,26 +99,28 @@ public enum SectionCache {
         return result
     }
 
-    /// The cached bytes of `section` of the file whose build-id is `buildID`, mapped read-only;
-    /// nil when there are none (or they are not exactly `size` bytes of a file of this user's).
+    /// The cached bytes of `section` of the file whose build-id is `buildID`, mapped read-only
+    /// (a MappedFile: guarded, so a cache file that shrinks or fails a read under us reads as
+    /// zeros and is `torn`); nil when there are none (or they are not exactly `size` bytes of a
+    /// file of this user's).
     /// `scan`, when given, sees every byte once, in order, in chunks of at most 64 KB, before
     /// this returns: read into a buffer, not through the mapping, whose pages would each stay in
     /// the resident set once touched (the kernel maps 64 KB around each, a large folio whole),
     /// so that a scan of libc6-dbg's .debug_info adds 64 KB to a watcher's peak, not 5.8 MB.
     static func mapped(
         buildID: BuildID, section: String, size: Int, scan: ((_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void)? = nil
-    ) -> UnsafeRawBufferPointer? {
+    ) -> MappedFile? {
         guard let directory, size > 0, let name = name(buildID: buildID, section: section, size: size) else { return nil }
-        let fd =
-            asWatcher { () -> Int32? in open(directory + "/" + name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) } ?? -1
+        let path = directory + "/" + name
+        let fd = asWatcher { () -> Int32? in open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK) } ?? -1
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_size == size,
-            let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), base != MAP_FAILED
+            let file = MappedFile(descriptor: fd, size: size, name: path)
         else { return nil }
-        let mapping = UnsafeRawBufferPointer(start: base, count: size)
-        guard let scan else { return mapping }
+        guard let scan else { return file }
+        let mapping = file.bytes
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
         defer { buffer.deallocate() }
         var offset = 0
@@ -133,7 +135,20 @@ public enum SectionCache {
             scan(chunk, offset)
             offset += count
         }
-        return mapping
+        return file
+    }
+
+    /// Removes the cache's file `file` maps once it was found torn (it shrank or failed a read
+    /// while mapped), unless another file has taken its name since: the next watcher inflates
+    /// the section again rather than map it.
+    static func discard(_ file: MappedFile) {
+        guard file.torn, let inode = file.inode else { return }
+        let path = file.path
+        _ = asWatcher { () -> Bool? in
+            var info = stat()
+            guard lstat(path, &info) == 0, UInt64(info.st_ino) == inode else { return false }
+            return unlink(path) == 0
+        }
     }
 
     /// A section being written as it is inflated; `finish` publishes it, and a writer dropped

@@ -181,6 +181,9 @@ public final class InflatedSection: @unchecked Sendable {
     public let view: ByteView
     private let input: ByteView
     private let release: () -> Void
+    /// The SectionCache file `view` maps, when the section came from there (nil: `view` is
+    /// this object's own anonymous reservation).
+    private let cached: MappedFile?
     private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     // Guarded by `lock`:
     private var checkpoints: [(offset: Int, stream: UnsafeMutablePointer<z_stream>)] = []
@@ -191,29 +194,32 @@ public final class InflatedSection: @unchecked Sendable {
     /// rather than a checkpoint's worth of inflating per unit.
     static let partialPasses = 8
 
-    /// The section's bytes as SectionCache kept them (mapped read-only, owned from now on, and
+    /// The section's bytes as SectionCache kept them (mapped read-only, kept from now on, and
     /// scanned by SectionCache.mapped): every page in place, nothing to inflate.
-    init(cached: UnsafeRawBufferPointer, release: @escaping () -> Void) {
-        view = ByteView(cached)
+    init(cached: MappedFile, release: @escaping () -> Void) {
+        view = ByteView(cached.bytes)
+        self.cached = cached
         input = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
         self.release = release
-        pages = [UInt64](repeating: ~0, count: (cached.count / Self.pageSize + 1) / 64 + 1)
+        pages = [UInt64](repeating: ~0, count: (cached.bytes.count / Self.pageSize + 1) / 64 + 1)
         pthread_mutex_init(lock, nil)
         release()
     }
 
     /// Inflates `input` (the stream after the Elf64_Chdr) once, checking that it yields exactly
     /// `size` bytes, and writes what it inflates to `cache` (published once the whole section
-    /// was); nil when it does not or memory cannot be reserved.
+    /// was, and only if `intact` says the file it was read from did not change meanwhile); nil
+    /// when it does not or memory cannot be reserved.
     init?(
         input: ByteView, size: Int, release: @escaping () -> Void, cache: SectionCache.Writer?,
-        scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
+        intact: () -> Bool = { true }, scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
     ) {
         guard size > 0, input.count > 0,
             let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
             base != MAP_FAILED
         else { return nil }
         view = ByteView(UnsafeRawBufferPointer(start: base, count: size))
+        cached = nil
         self.input = input
         self.release = release
         pages = [UInt64](repeating: 0, count: (size / Self.pageSize + 1) / 64 + 1)
@@ -255,7 +261,7 @@ public final class InflatedSection: @unchecked Sendable {
         }
         release()
         guard ended, produced == size else { return nil }
-        cache?.finish()
+        if intact() { cache?.finish() }
     }
 
     deinit {
@@ -263,7 +269,7 @@ public final class InflatedSection: @unchecked Sendable {
             inflateEnd(checkpoint.stream)
             checkpoint.stream.deallocate()
         }
-        munmap(UnsafeMutableRawPointer(mutating: view.bytes.baseAddress), view.count)
+        if cached == nil { munmap(UnsafeMutableRawPointer(mutating: view.bytes.baseAddress), view.count) }
         pthread_mutex_destroy(lock)
         lock.deallocate()
     }

@@ -288,7 +288,9 @@ public enum ReportBuilder {
         event.minidump = "minidump.dmp"
         // Debug data refused (a decompression bomb, an oversized section): say whose.
         let refused = symbolizer.refusals.map(\.description).filter { !notes.contains($0) }
-        let all = notes + (event.notes ?? []) + refused
+        // A module's file truncated (or failing reads) while it was read for this report.
+        let torn = symbolizer.tornModules.map { "module \($0): \(ELFFile.tornDescription)" }.filter { !notes.contains($0) }
+        let all = notes + (event.notes ?? []) + refused + torn
         event.notes = all.isEmpty ? nil : all
         Culprit.mark(&event)
         return event

@@ -291,11 +291,19 @@ public struct ReportStore: Sendable {
         guard Glibc.fsync(fd) == 0 else { throw StoreError.system(call: "fsync", path: path, errno: errno) }
     }
 
-    /// Writes bytes to a file and fsyncs it (`sync` false: leaves that to the caller).
+    /// Writes bytes to a file and fsyncs it (`sync` false: leaves that to the caller). The
+    /// directory is the report's, which its user may write into meanwhile (a report's marker
+    /// between its two steps, a file of the one being committed): whatever the user put at the
+    /// name is never followed (a symlink) nor waited on (a FIFO, which would hold the thread that
+    /// writes every user's second steps), and anything but a regular file fails the write.
     public static func writeFile(_ path: String, _ bytes: [UInt8], sync: Bool = true) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw StoreError.notWritable(path: path, reason: "not a regular file")
+        }
         guard writeAll(fd, bytes) else { throw StoreError.system(call: "write", path: path, errno: errno) }
         guard !sync || Glibc.fsync(fd) == 0 else { throw StoreError.system(call: "fsync", path: path, errno: errno) }
     }

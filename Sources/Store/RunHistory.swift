@@ -533,12 +533,17 @@ public struct RunHistory: Sendable {
 
     /// Runs `body` holding the directory's lock (flock, released when the descriptor closes),
     /// taken with LOCK_NB and retried every 10 ms for at most `lockWait`; throws LockBusy past
-    /// it. The lock file is opened without following a symlink or blocking (a FIFO put there).
+    /// it. The lock file is opened without following a symlink or blocking (a FIFO put there),
+    /// and must be a regular file.
     static func locked<T>(root: String, _ body: () throws -> T) throws -> T {
         let path = root + "/" + lockName
         let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw StoreError.system(call: "open", path: path, errno: errno) }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw StoreError.notWritable(path: path, reason: "not a regular file")
+        }
         let deadline = monotonicNanoseconds().checkedAdding(lockWait) ?? .max
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             guard errno == EINTR || errno == EWOULDBLOCK else {

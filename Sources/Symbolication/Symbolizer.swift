@@ -94,6 +94,10 @@ public final class DebugImage: Sendable {
         return result
     }
 
+    /// Whether a file of this image changed while it was read (ELFFile.torn): the binary, its
+    /// debug file or the file its symbols come from.
+    public var torn: Bool { elf.torn || debugFile?.torn == true || symbolSource.torn }
+
     /// Whether the symbol source agrees with the image's own layout (same build-id or none).
     var symbolsMatch: Bool {
         symbolSource === elf || symbolSource.buildID == nil || symbolSource.buildID == elf.buildID
@@ -102,7 +106,8 @@ public final class DebugImage: Sendable {
 
 /// Debug images by build-id (root's files that no one else may write; any other file's by its
 /// ELFFile), shared by every Symbolizer of this process: a long-running watcher parses each
-/// library's tables once. Loading is once per
+/// library's tables once. An image one of whose files changed while it was read (DebugImage.torn)
+/// is loaded again for the next file that asks and is whole itself. Loading is once per
 /// image, also when several report threads want the same one at the same time (a crash storm of
 /// one program): the others wait for it rather than inflate the same debug file beside it.
 public final class DebugImageCache: Sendable {
@@ -149,7 +154,9 @@ public final class DebugImageCache: Sendable {
             return slot
         }
         return slot.image.withLock { image in
-            if let image { return image }
+            // A torn image is kept for a file that is torn itself (its report says so; loading
+            // again at each lookup would only parse the same zeros).
+            if let image, !image.torn || elf.torn { return image }
             let loaded = DebugImage(elf: elf, locator: locator)
             image = loaded
             return loaded
@@ -181,6 +188,16 @@ public final class Symbolizer: Sendable {
             }
         }
         return found
+    }
+
+    /// The modules one of whose files changed while this symbolizer's images read them (the
+    /// module's own, a debug file: ELFFile.torn), by name; nothing is loaded to answer.
+    public var tornModules: [String] {
+        modules.compactMap { module in
+            guard let object = module.object else { return nil }
+            let image = cache.loadedImage(for: object, locator: locator)
+            return object.torn || image?.torn == true ? module.name : nil
+        }
     }
 
     public func module(containing address: UInt64) -> LoadedModule? {

@@ -51,12 +51,32 @@ public struct UploadConfiguration: Equatable, Sendable {
     /// The configuration in `path` (`explicit`: named by --config or CRASHPORT_CONFIG, so a
     /// missing file is an error; the default file may be missing).
     public static func load(path: String, explicit: Bool) throws -> UploadConfiguration {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            if !explicit && !FileManager.default.fileExists(atPath: path) { return UploadConfiguration() }
+        // Opened without waiting (a FIFO at the path fails, it does not hold a sidecar's SIGHUP),
+        // following a link (a configuration manager's), and read only when a regular file of at
+        // most 1 MiB.
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if !explicit && errno == ENOENT { return UploadConfiguration() }
             throw UploadError("\(path) cannot be read")
         }
-        guard data.count <= 1 << 20 else { throw UploadError("\(path) is larger than any configuration (1 MiB)") }
-        var configuration = try parse(String(decoding: data, as: UTF8.self), file: path)
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw UploadError("\(path) is not a regular file")
+        }
+        guard info.st_size <= 1 << 20 else { throw UploadError("\(path) is larger than any configuration (1 MiB)") }
+        var data = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
+        var count = 0
+        while count < data.count {
+            let got = data.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+            if got < 0 && errno == EINTR { continue }
+            guard got >= 0 else { throw UploadError("\(path) cannot be read") }
+            if got == 0 { break }
+            count += got
+        }
+        // One byte more than its size: a file that grew meanwhile past the bound is refused too.
+        guard count <= 1 << 20 else { throw UploadError("\(path) is larger than any configuration (1 MiB)") }
+        var configuration = try parse(String(decoding: data[0..<count], as: UTF8.self), file: path)
         configuration.file = path
         return configuration
     }

@@ -62,11 +62,14 @@ public struct Uploader {
 
     public func run() -> Outcome {
         var outcome = Outcome()
-        // One pass at a time per reports directory: two would send the same report twice.
-        let lock = open(store.root + "/" + Self.lockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        // One pass at a time per reports directory: two would send the same report twice. The
+        // lock file is the user's to replace: never followed, never waited on, regular or refused.
+        let lock = open(store.root + "/" + Self.lockName, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         defer { if lock >= 0 { close(lock) } }
-        guard lock >= 0 else {
-            say("cannot use \(store.root) (\(String(cString: strerror(errno)))): nothing sent")
+        var info = stat()
+        guard lock >= 0, fstat(lock, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            let why = lock >= 0 ? "\(Self.lockName) is not a regular file" : String(cString: strerror(errno))
+            say("cannot use \(store.root) (\(why)): nothing sent")
             return outcome
         }
         guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {

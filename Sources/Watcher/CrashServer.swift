@@ -119,15 +119,18 @@ public final class CrashServer: @unchecked Sendable {
     }
 
     /// Notes a stub's crash record before its verdict: for the host level in this process, and
-    /// as a mark the host level of a root sidecar can see.
+    /// as a mark the host level of a root sidecar can see (ReportedMark: never blocks, whatever
+    /// a user put at its name).
     func noteStubCrash(_ record: CrashRecord) {
         stubCrashes.withLock { crashes in
             if crashes.count > 4096 { crashes.removeAll() }
             crashes[record.pid] = record.timeNanoseconds
         }
         guard let reportedMarks, let start = CaptureSession.startTime(of: record.pid) else { return }
-        let fd = open(reportedMarks + "/\(record.pid)-\(start)", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        if fd >= 0 { close(fd) }
+        // Created, never opened: the directory is any user's to write (ReportedMark).
+        if let problem = ReportedMark.leave("\(record.pid)-\(start)", in: reportedMarks) {
+            log("no mark for the host level (it may report this crash too): \(problem)")
+        }
     }
     private let written = Mutex<(reports: [WrittenReport], unwritten: [ProcessID: String])>(([], [:]))
     public var reports: [WrittenReport] { written.withLock { $0.reports } }

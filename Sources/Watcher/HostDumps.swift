@@ -463,13 +463,16 @@ public final class HostDumps: Sendable {
 
     /// The marks `crashport run` leaves for the crashes its stub reported (HostPaths.reportedMarks):
     /// `PID-START` (the process's start, Unix nanoseconds / 10^9), owned by the process's user. A
-    /// mark is believed only from that user (a mark suppresses only its owner's report), and is
-    /// removed once read.
+    /// mark is believed only from that user (a mark suppresses only its owner's report), only as
+    /// a file of its own (one link: with fs.protected_hardlinks off, a user could link a file
+    /// of root's there), and is removed once read.
     func takeMark(pid: ProcessID, uid: UInt32, startedAt: UInt64) -> Bool {
         guard startedAt > 0 else { return false }
         let path = paths.reportedMarks + "/\(pid)-\(startedAt / 1_000_000_000)"
         var info = stat()
-        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == uid else { return false }
+        guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == uid, info.st_nlink == 1 else {
+            return false
+        }
         unlink(path)
         return true
     }

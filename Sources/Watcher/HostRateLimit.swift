@@ -41,9 +41,13 @@ public struct HostRateLimit: Sendable {
     public func admit(program: String, uid: UInt32, id: String = "", now: Int = Int(time(nil))) -> Decision {
         guard ReportStore.makeDirectories(directory, mode: 0o700) == nil else { return .report(counted: 0) }
         let path = directory + "/" + Self.fileName(program: program, uid: uid)
+        // Root's directory; still opened as every file crashport keeps: no link followed, no
+        // FIFO waited on, a regular file or none.
         let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return .report(counted: 0) }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return .report(counted: 0) }
         guard flock(fd, LOCK_EX) == 0 else { return .report(counted: 0) }
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = pread(fd, &buffer, buffer.count, 0)

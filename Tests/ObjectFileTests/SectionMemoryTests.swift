@@ -146,7 +146,7 @@ final class SectionMemoryTests: XCTestCase {
         var scanned = 0
         var atStart = 0
         var grown = 0
-        let mapping = try XCTUnwrap(
+        let file = try XCTUnwrap(
             SectionCache.mapped(buildID: buildID, section: ".debug_info", size: size) { chunk, offset in
                 XCTAssertEqual(offset, scanned)
                 XCTAssertLessThanOrEqual(chunk.count, 64 << 10)
@@ -155,12 +155,35 @@ final class SectionMemoryTests: XCTestCase {
                 scanned += chunk.count
                 grown = max(grown, fileResident() - atStart)
             })
-        defer { munmap(UnsafeMutableRawPointer(mutating: mapping.baseAddress), mapping.count) }
+        let mapping = file.bytes
         XCTAssertEqual(scanned, size)
         XCTAssertEqual(mapping.count, size)
         XCTAssertLessThan(grown, 2 << 20, "the scan mapped the section's pages in")
         XCTAssertEqual(try residentPages(mapping).filter { $0 }.count, 0)
         XCTAssertEqual(Array(mapping[123_457..<123_557]), Array(bytes[123_457..<123_557]))
+    }
+
+    /// A cache file that shrinks under its mapping (or fails a read) reads as zeros past its new
+    /// end, is torn, and is removed when let go of: the next watcher inflates that section again.
+    func testATornCacheFileIsRemoved() throws {
+        guard let directory = SectionCache.directory else {
+            throw XCTSkip("no section cache directory for this user (CRASHPORT_SECTION_CACHE empty, or no home)")
+        }
+        let size = 64 << 10
+        let buildID = try XCTUnwrap(BuildID((0..<20).map { _ in UInt8.random(in: 0...255) }))
+        let name = try XCTUnwrap(SectionCache.name(buildID: buildID, section: ".debug_str", size: size))
+        let path = directory + "/" + name
+        XCTAssertTrue(
+            FileManager.default.createFile(
+                atPath: path, contents: Data(repeating: 7, count: size), attributes: [.posixPermissions: 0o600]))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = try XCTUnwrap(SectionCache.mapped(buildID: buildID, section: ".debug_str", size: size))
+        XCTAssertEqual(ByteView(file.bytes).u8(10), 7)
+        XCTAssertEqual(truncate(path, 4096), 0)
+        XCTAssertEqual(ByteView(file.bytes).u8(UInt64(size - 1)), 0)
+        XCTAssertTrue(file.torn)
+        SectionCache.discard(file)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
     }
 
     /// Root's files on a nosuid mount (a user's media or FUSE mount, where a file can read as

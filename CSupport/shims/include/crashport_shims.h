@@ -293,4 +293,13 @@ int cp_open_unnamed(const char *directory);
  * size kept); -1 with errno where it cannot. */
 int cp_punch_hole(int fd, int64_t offset, int64_t length);
 
+/* File mappings a truncation cannot make fatal (CSupport/shims/guarded.c): a SIGBUS inside a
+ * registered range turns the rest of the range into zero pages (prot: the mapping's own) and
+ * marks it torn. register: the range's slot, or -1 (the table is full, or no handler could be
+ * installed: then the file must not be read through a mapping); unregister before munmap, once
+ * nothing reads the range; torn: 1 once a fault was recovered in it. */
+int cp_guard_register(const void *start, size_t length, int prot);
+void cp_guard_unregister(int slot);
+int cp_guard_torn(int slot);
+
 #endif
