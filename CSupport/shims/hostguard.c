@@ -5,8 +5,8 @@
  * The kernel connects to the coredump socket as the dying process and waits, for as long as the
  * connection stays open, for the answer and for the dump to be read. The guard is the one that
  * accepts: it hands each connection to the sidecar over a SOCK_SEQPACKET pair (SCM_RIGHTS) and
- * keeps its own copy. A connection the sidecar has not taken (a CP_GUARD_TAKEN message) within
- * `taken_ns`, or not finished (CP_GUARD_DONE) within `hold_ns` of its arrival, is shut down
+ * keeps its own copy. A connection the sidecar has not taken (a CP_HOST_GUARD_TAKEN message) within
+ * `taken_ns`, or not finished (CP_HOST_GUARD_DONE) within `hold_ns` of its arrival, is shut down
  * (shutdown(2) acts on the socket, so the sidecar's copy ends too): the kernel's wait returns and
  * the process ends. The sidecar shuts its copy down itself when it is done, so the guard's copy
  * never holds a process longer.
@@ -32,9 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CP_GUARD_SLOTS 4096
+#define CP_HOST_GUARD_SLOTS 4096
 
-struct cp_guard_slot {
+struct cp_host_guard_slot {
     int fd; /* -1: free */
     int taken;
     int sent;
@@ -42,18 +42,18 @@ struct cp_guard_slot {
     uint64_t arrived_ns;
 };
 
-static struct cp_guard_slot cp_guard_slots[CP_GUARD_SLOTS];
+static struct cp_host_guard_slot cp_host_guard_slots[CP_HOST_GUARD_SLOTS];
 
 /* (signal-safe) CLOCK_MONOTONIC in nanoseconds. */
-static uint64_t cp_guard_now(void) {
+static uint64_t cp_host_guard_now(void) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 }
 
 /* (signal-safe) One message to the sidecar, with a descriptor or none; never blocks. */
-static int cp_guard_send(int channel, uint32_t type, uint32_t reason, uint64_t id, uint64_t arrived, int fd) {
-    struct cp_guard_message body = {.type = type, .reason = reason, .id = id, .arrived_ns = arrived};
+static int cp_host_guard_send(int channel, uint32_t type, uint32_t reason, uint64_t id, uint64_t arrived, int fd) {
+    struct cp_host_guard_message body = {.type = type, .reason = reason, .id = id, .arrived_ns = arrived};
     union {
         char bytes[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
@@ -78,37 +78,37 @@ static int cp_guard_send(int channel, uint32_t type, uint32_t reason, uint64_t i
 }
 
 /* (signal-safe) Ends a held connection: the kernel's wait returns, the process goes on to die. */
-static void cp_guard_release(int channel, struct cp_guard_slot *slot, uint32_t reason) {
+static void cp_host_guard_release(int channel, struct cp_host_guard_slot *slot, uint32_t reason) {
     shutdown(slot->fd, SHUT_RDWR);
     close(slot->fd);
-    (void)cp_guard_send(channel, CP_GUARD_RELEASED, reason, slot->id, slot->arrived_ns, -1);
+    (void)cp_host_guard_send(channel, CP_HOST_GUARD_RELEASED, reason, slot->id, slot->arrived_ns, -1);
     slot->fd = -1;
 }
 
 /* The guard's loop (in the child, after fork): descriptors 3, 4 and 5 are the listener, the
  * channel and the sidecar's pidfd. Never returns. */
-static void cp_guard_run(uint64_t taken_ns, uint64_t hold_ns) {
+static void cp_host_guard_run(uint64_t taken_ns, uint64_t hold_ns) {
     const int listener = 3, channel = 4, sidecar = 5;
     uint64_t next_id = 1;
-    for (int index = 0; index < CP_GUARD_SLOTS; index++) cp_guard_slots[index].fd = -1;
+    for (int index = 0; index < CP_HOST_GUARD_SLOTS; index++) cp_host_guard_slots[index].fd = -1;
     for (;;) {
-        uint64_t now = cp_guard_now();
+        uint64_t now = cp_host_guard_now();
         /* Deadlines first: a slot past its own is let go, whatever else is waiting. */
         uint64_t wake = now + 1000000000ull;
         int used = 0, unsent = 0;
-        for (int index = 0; index < CP_GUARD_SLOTS; index++) {
-            struct cp_guard_slot *slot = &cp_guard_slots[index];
+        for (int index = 0; index < CP_HOST_GUARD_SLOTS; index++) {
+            struct cp_host_guard_slot *slot = &cp_host_guard_slots[index];
             if (slot->fd < 0) continue;
-            if (!slot->sent && cp_guard_send(channel, CP_GUARD_ARRIVAL, 0, slot->id, slot->arrived_ns, slot->fd) == 0)
+            if (!slot->sent && cp_host_guard_send(channel, CP_HOST_GUARD_ARRIVAL, 0, slot->id, slot->arrived_ns, slot->fd) == 0)
                 slot->sent = 1;
             uint64_t hold_end = slot->arrived_ns + hold_ns;
             uint64_t take_end = slot->arrived_ns + taken_ns;
             if (now >= hold_end) {
-                cp_guard_release(channel, slot, CP_GUARD_PAST_DEADLINE);
+                cp_host_guard_release(channel, slot, CP_HOST_GUARD_PAST_DEADLINE);
                 continue;
             }
             if (!slot->taken && now >= take_end) {
-                cp_guard_release(channel, slot, CP_GUARD_NOT_TAKEN);
+                cp_host_guard_release(channel, slot, CP_HOST_GUARD_NOT_TAKEN);
                 continue;
             }
             used++;
@@ -117,7 +117,7 @@ static void cp_guard_run(uint64_t taken_ns, uint64_t hold_ns) {
             if (!slot->taken && take_end < wake) wake = take_end;
         }
         struct pollfd fds[3] = {
-            {.fd = used < CP_GUARD_SLOTS ? listener : -1, .events = POLLIN},
+            {.fd = used < CP_HOST_GUARD_SLOTS ? listener : -1, .events = POLLIN},
             {.fd = channel, .events = (short)(POLLIN | (unsent ? POLLOUT : 0))},
             {.fd = sidecar, .events = POLLIN},
         };
@@ -128,7 +128,7 @@ static void cp_guard_run(uint64_t taken_ns, uint64_t hold_ns) {
         /* The sidecar exited: everything it held is let go with this process. */
         if (fds[2].revents) _exit(0);
         if (fds[1].revents & POLLIN) {
-            struct cp_guard_message message;
+            struct cp_host_guard_message message;
             for (;;) {
                 ssize_t got = recv(channel, &message, sizeof message, MSG_DONTWAIT);
                 if (got == 0) _exit(0); /* the sidecar closed its end: it stops */
@@ -138,11 +138,11 @@ static void cp_guard_run(uint64_t taken_ns, uint64_t hold_ns) {
                     _exit(0);
                 }
                 if (got != (ssize_t)sizeof message) continue;
-                for (int index = 0; index < CP_GUARD_SLOTS; index++) {
-                    struct cp_guard_slot *slot = &cp_guard_slots[index];
+                for (int index = 0; index < CP_HOST_GUARD_SLOTS; index++) {
+                    struct cp_host_guard_slot *slot = &cp_host_guard_slots[index];
                     if (slot->fd < 0 || slot->id != message.id) continue;
-                    if (message.type == CP_GUARD_TAKEN) slot->taken = 1;
-                    if (message.type == CP_GUARD_DONE) {
+                    if (message.type == CP_HOST_GUARD_TAKEN) slot->taken = 1;
+                    if (message.type == CP_HOST_GUARD_DONE) {
                         close(slot->fd);
                         slot->fd = -1;
                     }
@@ -155,17 +155,17 @@ static void cp_guard_run(uint64_t taken_ns, uint64_t hold_ns) {
         if (fds[0].revents & POLLIN) {
             for (;;) {
                 int free_index = -1;
-                for (int index = 0; index < CP_GUARD_SLOTS && free_index < 0; index++)
-                    if (cp_guard_slots[index].fd < 0) free_index = index;
+                for (int index = 0; index < CP_HOST_GUARD_SLOTS && free_index < 0; index++)
+                    if (cp_host_guard_slots[index].fd < 0) free_index = index;
                 if (free_index < 0) break;
                 int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
                 if (fd < 0) break;
-                struct cp_guard_slot *slot = &cp_guard_slots[free_index];
+                struct cp_host_guard_slot *slot = &cp_host_guard_slots[free_index];
                 slot->fd = fd;
                 slot->id = next_id++;
-                slot->arrived_ns = cp_guard_now();
+                slot->arrived_ns = cp_host_guard_now();
                 slot->taken = 0;
-                slot->sent = cp_guard_send(channel, CP_GUARD_ARRIVAL, 0, slot->id, slot->arrived_ns, fd) == 0;
+                slot->sent = cp_host_guard_send(channel, CP_HOST_GUARD_ARRIVAL, 0, slot->id, slot->arrived_ns, fd) == 0;
             }
         }
     }
@@ -215,7 +215,7 @@ pid_t cp_host_guard_start(int listener, uint64_t taken_ns, uint64_t hold_ns, int
         sigprocmask(SIG_SETMASK, &none, NULL);
         prctl(PR_SET_NAME, "crashport-guard", 0, 0, 0);
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-        cp_guard_run(taken_ns, hold_ns);
+        cp_host_guard_run(taken_ns, hold_ns);
     }
     close(pair[1]);
     close(sidecar);
@@ -226,7 +226,7 @@ pid_t cp_host_guard_start(int listener, uint64_t taken_ns, uint64_t hold_ns, int
 }
 
 int cp_host_guard_tell(int channel, uint32_t type, uint64_t id) {
-    struct cp_guard_message message = {.type = type, .reason = 0, .id = id, .arrived_ns = 0};
+    struct cp_host_guard_message message = {.type = type, .reason = 0, .id = id, .arrived_ns = 0};
     ssize_t sent;
     do {
         sent = send(channel, &message, sizeof message, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -234,7 +234,7 @@ int cp_host_guard_tell(int channel, uint32_t type, uint64_t id) {
     return sent == (ssize_t)sizeof message ? 0 : -1;
 }
 
-int cp_host_guard_receive(int channel, struct cp_guard_message *message, int *fd) {
+int cp_host_guard_receive(int channel, struct cp_host_guard_message *message, int *fd) {
     union {
         char bytes[CMSG_SPACE(sizeof(int) * 4)];
         struct cmsghdr align;

@@ -65,7 +65,7 @@ final class HostGuard: Sendable {
     /// cp_host_guard_receive: the next message, without blocking.
     func next() -> Message {
         while true {
-            var message = cp_guard_message()
+            var message = cp_host_guard_message()
             var fd: Int32 = -1
             let result = cp_host_guard_receive(channel, &message, &fd)
             if result == 0 { return .gone }
@@ -75,12 +75,12 @@ final class HostGuard: Sendable {
                 return .gone
             }
             switch Int(message.type) {
-            case CP_GUARD_ARRIVAL where fd >= 0:
+            case CP_HOST_GUARD_ARRIVAL where fd >= 0:
                 return .arrival(id: message.id, arrived: message.arrived_ns, connection: fd)
-            case CP_GUARD_RELEASED:
+            case CP_HOST_GUARD_RELEASED:
                 if fd >= 0 { close(fd) }
                 return .released(
-                    id: message.id, arrived: message.arrived_ns, notTaken: message.reason == UInt32(CP_GUARD_NOT_TAKEN))
+                    id: message.id, arrived: message.arrived_ns, notTaken: message.reason == UInt32(CP_HOST_GUARD_NOT_TAKEN))
             default:
                 if fd >= 0 { close(fd) }
             }
@@ -88,10 +88,10 @@ final class HostGuard: Sendable {
     }
 
     /// The sidecar has the connection (sent as soon as it is received, before it waits for a place).
-    func taken(_ id: UInt64) { tell(UInt32(CP_GUARD_TAKEN), id) }
+    func taken(_ id: UInt64) { tell(UInt32(CP_HOST_GUARD_TAKEN), id) }
 
     /// The sidecar is done with the connection (it has shut it down itself): the guard closes its copy.
-    func done(_ id: UInt64) { tell(UInt32(CP_GUARD_DONE), id) }
+    func done(_ id: UInt64) { tell(UInt32(CP_HOST_GUARD_DONE), id) }
 
     private func tell(_ type: UInt32, _ id: UInt64) {
         open.withLock { open in

@@ -187,24 +187,24 @@ int cp_limit_core_to_one(int pid);
 
 /* The host level's guard (hostguard.c): a process forked from the sidecar that accepts every
  * connection on `listener` (the coredump socket), hands each to the sidecar over a SOCK_SEQPACKET
- * pair (CP_GUARD_ARRIVAL with the connection), and shuts down any the sidecar has not taken within
- * taken_ns or not finished within hold_ns of its arrival (CP_GUARD_RELEASED says which). Returns
+ * pair (CP_HOST_GUARD_ARRIVAL with the connection), and shuts down any the sidecar has not taken within
+ * taken_ns or not finished within hold_ns of its arrival (CP_HOST_GUARD_RELEASED says which). Returns
  * the guard's pid and, in *channel, the sidecar's end of the pair (close-on-exec, non-blocking),
  * or -1 with errno. */
-struct cp_guard_message {
+struct cp_host_guard_message {
     uint32_t type;
     uint32_t reason;
     uint64_t id;
     uint64_t arrived_ns; /* CLOCK_MONOTONIC, when the guard accepted it */
 };
-enum { CP_GUARD_ARRIVAL = 1, CP_GUARD_TAKEN = 2, CP_GUARD_DONE = 3, CP_GUARD_RELEASED = 4 };
-enum { CP_GUARD_NOT_TAKEN = 1, CP_GUARD_PAST_DEADLINE = 2 };
+enum { CP_HOST_GUARD_ARRIVAL = 1, CP_HOST_GUARD_TAKEN = 2, CP_HOST_GUARD_DONE = 3, CP_HOST_GUARD_RELEASED = 4 };
+enum { CP_HOST_GUARD_NOT_TAKEN = 1, CP_HOST_GUARD_PAST_DEADLINE = 2 };
 pid_t cp_host_guard_start(int listener, uint64_t taken_ns, uint64_t hold_ns, int *channel);
-/* CP_GUARD_TAKEN or CP_GUARD_DONE for connection `id`, without blocking: 0, or -1 with errno. */
+/* CP_HOST_GUARD_TAKEN or CP_HOST_GUARD_DONE for connection `id`, without blocking: 0, or -1 with errno. */
 int cp_host_guard_tell(int channel, uint32_t type, uint64_t id);
 /* The next message from the guard, without blocking, and its descriptor (-1 when none; any
  * other is closed): 1, 0 when the guard has gone, -1 with errno (EAGAIN: none waiting). */
-int cp_host_guard_receive(int channel, struct cp_guard_message *message, int *fd);
+int cp_host_guard_receive(int channel, struct cp_host_guard_message *message, int *fd);
 
 /* The pipe helper's relay (coredump.c): moves the core from `from` (the kernel's pipe) to `to`
  * (the pipe the sidecar reads) with splice, until the core's end (0), the sidecar answering on
