@@ -51,30 +51,11 @@ static uint64_t cp_host_guard_now(void) {
     return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 }
 
-/* (signal-safe) One message to the sidecar, with a descriptor or none; never blocks. */
+/* (signal-safe) One message to the sidecar, with a descriptor or none; never blocks (the
+ * guard's end of the channel is non-blocking). */
 static int cp_host_guard_send(int channel, uint32_t type, uint32_t reason, uint64_t id, uint64_t arrived, int fd) {
     struct cp_host_guard_message body = {.type = type, .reason = reason, .id = id, .arrived_ns = arrived};
-    union {
-        char bytes[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    memset(&control, 0, sizeof control);
-    struct iovec vector = {.iov_base = &body, .iov_len = sizeof body};
-    struct msghdr message = {.msg_iov = &vector, .msg_iovlen = 1};
-    if (fd >= 0) {
-        message.msg_control = control.bytes;
-        message.msg_controllen = sizeof control.bytes;
-        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
-        header->cmsg_level = SOL_SOCKET;
-        header->cmsg_type = SCM_RIGHTS;
-        header->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(header), &fd, sizeof fd);
-    }
-    ssize_t sent;
-    do {
-        sent = sendmsg(channel, &message, MSG_DONTWAIT | MSG_NOSIGNAL);
-    } while (sent < 0 && errno == EINTR);
-    return sent == (ssize_t)sizeof body ? 0 : -1;
+    return cp_send_with_fds(channel, &body, sizeof body, &fd, fd >= 0 ? 1 : 0);
 }
 
 /* (signal-safe) Ends a held connection: the kernel's wait returns, the process goes on to die. */
@@ -200,8 +181,10 @@ pid_t cp_host_guard_start(int listener, uint64_t taken_ns, uint64_t hold_ns, int
         for (int index = 0; index < 3; index++)
             if (dup2(moved[index], 3 + index) < 0) _exit(1);
         syscall(SYS_close_range, 6u, ~0u, 0u);
-        int flags = fcntl(3, F_GETFL);
-        if (flags >= 0) fcntl(3, F_SETFL, flags | O_NONBLOCK);
+        for (int fd = 3; fd <= 4; fd++) {
+            int flags = fcntl(fd, F_GETFL);
+            if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+        }
         setsid();
         struct sigaction ignore;
         memset(&ignore, 0, sizeof ignore);

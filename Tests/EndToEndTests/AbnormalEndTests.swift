@@ -209,19 +209,10 @@ final class AbnormalEndTests: XCTestCase {
     /// Sends raw bytes on a new connection to the sidecar (the kernel's credentials name this
     /// test process); the connection is returned open.
     func connect(_ sidecar: SidecarProcess) throws -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
-            for (index, byte) in sidecar.socket.utf8.enumerated() { bytes[index] = byte }
+        switch UnixSockets.open(sidecar.socket, type: Int32(SOCK_SEQPACKET.rawValue)) {
+        case .success(let fd): return fd
+        case .failure(let error): throw TestFailure("connect: \(error)")
         }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard connected == 0 else { throw TestFailure("connect: \(String(cString: strerror(errno)))") }
-        return fd
     }
 
     /// A GOODBYE that is short, of another protocol version, or with its reserved field set is

@@ -308,17 +308,12 @@ final class HostLevelReliabilityTests: HostLevelTestCase {
 
     /// The errno of connecting to the stream socket at `path` (0: it connected).
     static func connectError(_ path: String) -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.prefix(raw.count - 1).enumerated() { raw[index] = byte }
+        switch UnixSockets.open(path, type: Int32(SOCK_STREAM.rawValue)) {
+        case .success(let fd):
+            close(fd)
+            return 0
+        case .failure(let error): return error.code
         }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        return result == 0 ? 0 : errno
     }
 
     static func isAlive(_ pid: pid_t) -> Bool {

@@ -831,22 +831,10 @@ final class SidecarTests: XCTestCase {
 
     /// A datagram socket bound at `path`, as $NOTIFY_SOCKET's listener (systemd's part).
     static func notificationSocket(_ path: String) throws -> Int32 {
-        let notifications = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { bytes in
-            for (index, byte) in path.utf8.enumerated() { bytes[index] = byte }
+        switch UnixSockets.open(path, type: Int32(SOCK_DGRAM.rawValue), bind: true) {
+        case .success(let fd): return fd
+        case .failure(let error): throw TestFailure("bind \(path): \(error)")
         }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(notifications, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard bound == 0 else {
-            close(notifications)
-            throw TestFailure("bind \(path): \(String(cString: strerror(errno)))")
-        }
-        return notifications
     }
 }
 
