@@ -60,7 +60,7 @@ public enum StackStrings {
             else { continue }
             let count = Int(min(length, UInt64(kept)))  // at most `kept`
             let bytes = memory.bytes(at: pointer, count: count)
-            guard bytes.count == count, let text = printable(bytes) else { continue }
+            guard bytes.count == count, let text = printable(bytes, cut: length > UInt64(kept)) else { continue }
             found.append(StackString(slot: slot, text: text, truncated: length > UInt64(kept)))
         }
         return found
@@ -73,12 +73,17 @@ public enum StackStrings {
         return value
     }
 
-    /// Valid UTF-8 with no control characters but newline and tab (a cut multi-byte sequence at
-    /// the end is dropped), else nil.
-    static func printable(_ bytes: [UInt8]) -> String? {
+    /// Valid UTF-8 of at least two characters, with no control characters but newline and tab,
+    /// else nil. Only text that was `cut` (longer than what is kept) may end in a cut multi-byte
+    /// sequence, which is dropped: a pair whose bytes are not all text is no message (a pointer
+    /// and a length that only happen to lie side by side on the stack read as one or two
+    /// printable bytes followed by others far more often than as a text of their length).
+    static func printable(_ bytes: [UInt8], cut: Bool = false) -> String? {
         var bytes = bytes[...]
-        for _ in 0..<3 where String(validating: bytes, as: UTF8.self) == nil && !bytes.isEmpty { bytes = bytes.dropLast() }
-        guard let text = String(validating: bytes, as: UTF8.self), !text.isEmpty,
+        if cut {
+            for _ in 0..<3 where String(validating: bytes, as: UTF8.self) == nil && !bytes.isEmpty { bytes = bytes.dropLast() }
+        }
+        guard let text = String(validating: bytes, as: UTF8.self), text.unicodeScalars.count >= 2,
             text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F || $0 == "\n" || $0 == "\t" })
         else { return nil }
         return text

@@ -44,6 +44,19 @@ final class StackStringsTests: XCTestCase {
         XCTAssertEqual(found.first?.slot, 0x7FFF_0000_0080)
     }
 
+    /// A pointer and a length that only lie side by side (one printable byte, then bytes that
+    /// are not text; or a single character) are no text: the optimised Rust panic's report was
+    /// titled "panicked: H" or "panicked: (" in about a third of its runs.
+    func testAPairThatIsNotAllTextIsNone() {
+        for garbage in [[0x48, 0xE2, 0x28], [0x28, 0xFF], [0xD8, 0x8D], [0x41]] as [[UInt8]] {
+            var record = record(start: 0x7FFF_0000_0000, sp: 0x7FFF_0000_0080, text: "")
+            record.stack.bytes.replaceSubrange(256..<256 + garbage.count, with: garbage)
+            record.stack.bytes.put(u64: 0x7FFF_0000_0100, at: 0x80)
+            record.stack.bytes.put(u64: UInt64(max(garbage.count, 2)), at: 0x88)
+            XCTAssertEqual(StackStrings.read(record: record, mappings: stackMapping(record)), [], "\(garbage)")
+        }
+    }
+
     /// Issue 30, attack 3 and its neighbours: sp at 2^64-1 over a stack at 0, sp below the
     /// stack, a stack at the top of the address space, a pair whose end wraps.
     func testWildValuesGiveNoTextAndNoTrap() {
