@@ -53,8 +53,7 @@ final class HostileFileTests: XCTestCase {
                 [TestSupport.fixture("hostile/victim.c")], output: library, flags: ["-O1", "-g", "-shared", "-fPIC"])
             original = try Array(Data(contentsOf: URL(fileURLWithPath: library)))
             loader = try TestSupport.compile(
-                [TestSupport.fixture("hostile/loader.c")], output: directory + "/loader", flags: ["-O1", "-g"],
-                linkFlags: [library, "-Wl,-rpath," + own])
+                [TestSupport.fixture("hostile/loader.c")], output: directory + "/loader.o", flags: ["-O1", "-g", "-c"])
             truncator = try TestSupport.compile(
                 [TestSupport.fixture("hostile/truncator.c")], output: directory + "/truncator", flags: ["-O1"])
             chown(own, user.uid, gid_t(user.uid))
@@ -77,12 +76,20 @@ final class HostileFileTests: XCTestCase {
             guard rename(target, library) == 0 else { throw TestFailure("cannot rename \(target)") }
         }
 
-        /// The loader under a name of its own (the host level counts a program's crashes: more
-        /// than five in ten minutes are only counted).
+        /// The loader as a program of its own, `name`, with a build-id of its own (the host level
+        /// counts a program's crashes by its build-id: more than five in ten minutes are only
+        /// counted).
         func loader(_ name: String) throws -> String {
-            let copy = directory + "/" + name
-            if !FileManager.default.fileExists(atPath: copy) { try FileManager.default.copyItem(atPath: loader, toPath: copy) }
-            return copy
+            let program = directory + "/" + name
+            guard !FileManager.default.fileExists(atPath: program) else { return program }
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            let linked = try TestSupport.run([
+                "cc", loader, "-o", program, library, "-Wl,-rpath," + (library as NSString).deletingLastPathComponent,
+                "-Wl,--build-id=0x" + String(hash, radix: 16),
+            ])
+            guard linked.status == .exited(0) else { throw TestFailure("link \(program): \(linked.stderr)") }
+            return program
         }
     }
 
