@@ -453,7 +453,8 @@ public enum CoreHandler {
         if pidfd >= 0 { close(pidfd) }
         _ = cp_relay_core(0, pipe.write, connection.fd, deadline)
         close(pipe.write)
-        close(0)
+        // Stdin stays open until the sidecar is done: the kernel keeps the process (and its
+        // /proc, which the sidecar reads) until the core's pipe has no reader but itself.
         _ = answer(on: connection.fd, until: deadline)
         return true
     }

@@ -143,6 +143,8 @@ final class HostLevelTests: HostLevelTestCase {
         let event = try XCTUnwrap(sidecar.waitForReports(1, uid: user.uid).first)
         XCTAssertEqual(event.source, "host")
         XCTAssertTrue(containsInOrder(crashedFrames(event), ["crash_here", "call_crash", "main"]), "\(crashedFrames(event))")
+        // The kernel held the process while its /proc was read (until the helper was told).
+        XCTAssertFalse((event.notes ?? []).contains { $0.contains("unreadable") }, "\(event.notes ?? [])")
         var info = stat()
         XCTAssertEqual(stat(sidecar.reportsDirectory(uid: user.uid), &info), 0)
         XCTAssertEqual(info.st_uid, user.uid, "the user's reports are the user's")
