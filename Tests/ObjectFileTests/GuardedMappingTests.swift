@@ -3,9 +3,10 @@
 // on; a SIGBUS or SIGSEGV anywhere else still ends the process as before, through the Swift
 // runtime's own handler when it has one.
 //
-// Each case runs in a child: this test binary run again for `testChild` alone, with the case in
-// CRASHPORT_GUARDED_CHILD, so that a fault the guard does not recover ends the child, not the
-// test run. The parent checks how the child ended and what it printed.
+// Each case runs in a child: this test binary run again for the same test alone, with the case in
+// CRASHPORT_GUARDED_CHILD (where the test does the case instead), so that a fault the guard does
+// not recover ends the child, not the test run. The parent checks how the child ended and what
+// it printed.
 
 import BoundedBytes
 import Foundation
@@ -16,11 +17,12 @@ import XCTest
 final class GuardedMappingTests: XCTestCase {
     static let variable = "CRASHPORT_GUARDED_CHILD"
 
-    /// This test binary run again for `testChild` alone, doing `what` with files in `directory`.
-    func child(_ what: String, _ directory: String, backtrace: Bool = false) throws -> RunResult {
+    /// This test binary run again for `test` alone, doing `what` with files in `directory`.
+    func child(_ what: String, _ directory: String, backtrace: Bool = false, test: String = #function) throws -> RunResult {
         let binary = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let name = test.hasSuffix("()") ? String(test.dropLast(2)) : test
         return try TestSupport.run(
-            [binary, "ObjectFileTests.GuardedMappingTests/testChild"],
+            [binary, "ObjectFileTests.GuardedMappingTests/\(name)"],
             environment: [
                 Self.variable: what, "CRASHPORT_GUARDED_DIRECTORY": directory,
                 "SWIFT_BACKTRACE": backtrace ? "enable=yes,interactive=no" : "enable=no",
@@ -33,6 +35,7 @@ final class GuardedMappingTests: XCTestCase {
     }
 
     func testATruncatedFileReadsAsZerosAndIsTorn() throws {
+        if try inChild() { return }
         let directory = TestSupport.temporaryDirectory("guarded")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let result = try child("truncated", directory)
@@ -47,6 +50,7 @@ final class GuardedMappingTests: XCTestCase {
     /// the guard: a SIGBUS (a file truncated under a mapping the guard does not know of), and a
     /// SIGSEGV; with Swift's backtracer on, it still runs first.
     func testAFaultElsewhereStillEndsTheProcess() throws {
+        if try inChild() { return }
         let directory = TestSupport.temporaryDirectory("guarded")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let bus = try child("unguarded", directory)
@@ -62,11 +66,11 @@ final class GuardedMappingTests: XCTestCase {
         }
     }
 
-    /// The child's side; skipped in an ordinary run.
-    func testChild() throws {
+    /// In the child (the case in the environment): does it and returns true; else false.
+    func inChild() throws -> Bool {
         let environment = ProcessInfo.processInfo.environment
         guard let what = environment[Self.variable], let directory = environment["CRASHPORT_GUARDED_DIRECTORY"] else {
-            throw XCTSkip("runs as a child of the other tests")
+            return false
         }
         func say(_ line: String) {
             print(line)
@@ -105,5 +109,6 @@ final class GuardedMappingTests: XCTestCase {
         default:
             XCTFail("no such case \(what)")
         }
+        return true
     }
 }
