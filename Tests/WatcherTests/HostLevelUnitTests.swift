@@ -4,6 +4,9 @@
 // cgroup path names. HostLevelTests (end to end) runs them against the real kernel.
 
 import Foundation
+import LiveProcess
+import ReportModel
+import Store
 import Synchronization
 import TestSupport
 import XCTest
@@ -15,6 +18,33 @@ final class HostLevelUnitTests: XCTestCase {
         let path = TestSupport.temporaryDirectory("host-unit") + "/" + UUID().uuidString.prefix(8)
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         return path
+    }
+
+    /// A core stream that ends before any thread's registers (a process killed as its dump
+    /// began: the kernel writes nothing), or one that stops inside the notes, is not reported,
+    /// and does not stop the sidecar (it trapped on the missing crashed thread before).
+    func testAStreamWithNoRegistersIsNotReportedAndHarmsNothing() throws {
+        let directory = temporary()
+        let server = CrashServer(socket: -1, store: ReportStore(root: directory + "/reports"), options: CaptureOptions())
+        let said = Mutex<[String]>([])
+        let dumps = HostDumps(
+            paths: HostPaths(directory: directory), server: server,
+            storeFor: { _ in ReportStore(root: directory + "/reports") }, stubReported: { _, _ in false },
+            say: { line, _ in said.withLock { $0.append(line) } })
+        // Nothing at all; a header cut short; a whole core whose notes name no thread.
+        let streams: [[UInt8]] = [[], Array(CoreBytes().bytes().prefix(40)), CoreBytes().bytes()]
+        for bytes in streams {
+            var ends: [Int32] = [-1, -1]
+            XCTAssertEqual(pipe(&ends), 0)
+            _ = bytes.withUnsafeBytes { write(ends[1], $0.baseAddress, $0.count) }
+            close(ends[1])
+            let arrival = CoreArrival(
+                channel: .pipe, stream: ends[0], pidfd: -1, pid: ProcessID(getpid()), uid: getuid(), gid: getgid(),
+                rootOnly: false)
+            XCTAssertNil(dumps.handle(arrival, deadline: monotonicNanoseconds() + 5_000_000_000))
+        }
+        let lines = said.withLock { $0 }
+        XCTAssertEqual(lines.filter { $0.contains("ended before any thread's registers") }.count, 3, "\(lines)")
     }
 
     func testModeFollowsTheKernelRelease() {
