@@ -26,9 +26,12 @@ extension CaptureSession {
     /// it, while the kernel holds it (nil: its /proc is not asked; module files are opened by
     /// the paths the core names, with the caller's credentials). Thread ids and the snapshot's
     /// pid are the process's own, as the core names them.
+    /// Nil for a dump with no thread (a stream that ended before any NT_PRSTATUS: the reader
+    /// throws for one, but a caller that reports what was read may hold an empty dump).
     public static func core(
         _ dump: CoreDump, access: ProcessAccess?, cache: ELFCache, timeNanoseconds: UInt64 = realtimeNanoseconds()
-    ) -> Capture {
+    ) -> Capture? {
+        guard !dump.threads.isEmpty else { return nil }
         var notes = [
             "reported from the kernel's core stream (\(dump.bytesRead) bytes read, \(dump.threadCount) threads): no stub ran in the process"
         ]
@@ -62,7 +65,7 @@ extension CaptureSession {
             if name.isEmpty, thread.tid.rawValue == pid.rawValue { name = dump.processInfo?.command ?? "" }
             return ThreadSnapshot(tid: thread.tid, name: name, registers: thread.registers, stack: thread.stack)
         }
-        // dump.threads is never empty: the reader throws for a core without NT_PRSTATUS.
+        // dump.threads is not empty (above).
         let crashed = threads[0]
         let signal = dump.signalInfo ?? CoreDump.SignalInfo(signal: dump.threads[0].signal, code: 0)
         let record = CrashRecord(

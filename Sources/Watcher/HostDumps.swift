@@ -246,18 +246,17 @@ public final class HostDumps: Sendable {
             return granted
         }
         defer { kept.give(granted) }
+        if let handOn { dump.notes.append("the core was handed on to the handler crashport replaced, \(handOn.words[0])") }
+        let read = monotonicNanoseconds()
         // A stream that ended before any thread's registers (the process killed as its dump
         // began, the kernel's dump failed, a helper that went away) has nothing to report from.
-        guard !dump.threads.isEmpty else {
+        guard var capture = CaptureSession.core(dump, access: access, cache: server.cache) else {
             unread.withLock { $0 += 1 }
             say(
                 "host: pid \(pid) (\(executable)): its core ended before any thread's registers (\(dump.notes.last ?? "no notes")); not reported",
                 owner.uid)
             return nil
         }
-        if let handOn { dump.notes.append("the core was handed on to the handler crashport replaced, \(handOn.words[0])") }
-        let read = monotonicNanoseconds()
-        var capture = CaptureSession.core(dump, access: access, cache: server.cache)
         let process = HostProcess.read(access)
         // The dying process goes on (to its end) once the stream closes.
         arrival.letGo()

@@ -432,7 +432,7 @@ extension FuzzTarget {
             let path = dump.files[index].path
             dump.files[index].path = mapsPaths.contains(path) ? path : mapsPaths[path.utf8.count % mapsPaths.count]
         }
-        let capture = CaptureSession.core(dump, access: nil, cache: recordCache, timeNanoseconds: 0)
+        guard let capture = CaptureSession.core(dump, access: nil, cache: recordCache, timeNanoseconds: 0) else { return }
         _ = RegionMemory(regions: capture.snapshot.threads.compactMap(\.stack) + capture.snapshot.extraMemory)
     }
 }

@@ -17,6 +17,11 @@ import TestSupport
 import XCTest
 
 final class CoreCaptureTests: XCTestCase {
+    /// A dump with no thread (a stream that ended before any NT_PRSTATUS) is no capture.
+    func testADumpWithNoThreadIsNoCapture() {
+        XCTAssertNil(CaptureSession.core(CoreDump(), access: nil, cache: ELFCache()))
+    }
+
     static let faultAddress: UInt64 = 0xDEAD_0000
 
     func functions(_ thread: ThreadRecord?) -> [String] { thread?.frames?.map { $0.function ?? "?" } ?? [] }
@@ -61,8 +66,8 @@ final class CoreCaptureTests: XCTestCase {
             // The kernel still holds the process: its /proc is there.
             XCTAssertNotNil(ProcFiles.read("/proc/\(pid)/maps").flatMap { $0.isEmpty ? nil : $0 }, "the process is held")
             let cache = ELFCache()
-            let held = CaptureSession.core(dump, access: .own(pid), cache: cache)
-            let gone = CaptureSession.core(dump, access: nil, cache: ELFCache())
+            let held = try XCTUnwrap(CaptureSession.core(dump, access: .own(pid), cache: cache))
+            let gone = try XCTUnwrap(CaptureSession.core(dump, access: nil, cache: ELFCache()))
             return (dump, held, gone, pid)
         }
         let (dump, held, gone, pid) = captured
