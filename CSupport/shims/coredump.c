@@ -1,4 +1,4 @@
-/* The kernel's core handler as crashport serves it (the host level, Sources/Watcher/Host*.swift):
+/* The kernel's core handler as crashport serves it (the host level, Sources/Watcher/HostLevel/):
  * the coredump socket is an AF_UNIX stream socket the kernel connects to as the dying process
  * (Linux 6.16; 6.17 adds a request protocol on it, include/uapi/linux/coredump.h), the pidfd it
  * hands over says whether the peer is dumping and as whom (PIDFD_INFO_COREDUMP, Linux 6.16), and

@@ -1,5 +1,5 @@
 /* Files: what glibc declares only under _GNU_SOURCE (fallocate's hole punching, O_TMPFILE), for
- * the sidecar's spill file (Sources/Watcher/CaptureSpill.swift). */
+ * the sidecar's spill file (Sources/Watcher/Reporting/CaptureSpill.swift). */
 #define _GNU_SOURCE
 #include "crashport_shims.h"
 

@@ -1,4 +1,4 @@
-/* The host level's guard (Sources/Watcher/HostGuard.swift): a process of its own, forked from
+/* The host level's guard (Sources/Watcher/HostLevel/HostGuard.swift): a process of its own, forked from
  * the sidecar when `crashport watch --host` starts, that bounds how long any dying process is
  * held, whatever state the sidecar is in (stopped, deadlocked, under a debugger).
  *

@@ -1,5 +1,5 @@
 /* tools/bench memory: a program that allocates steadily near its memory cgroup's limit, for what
- * --trace-exit and the pressure snapshots (Sources/Watcher/PressureSampler.swift) cost it.
+ * --trace-exit and the pressure snapshots (Sources/Watcher/Observing/PressureSampler.swift) cost it.
  * `memcost steady MB N` keeps MB MiB of fresh anonymous memory: N times it maps one more MiB,
  * touches every page and unmaps the oldest (mmap and munmap directly: malloc would reuse its
  * freed chunks without touching the kernel), then prints alloc_ns=<ns per MiB>. `memcost hold
