@@ -192,6 +192,15 @@ public struct WireReraise: Equatable, Sendable {
     public var depth: Int32
     public var handler: UInt64
     public var pc: UInt64
+
+    public init(how: How, signal: Int32, code: Int32 = 0, depth: Int32 = 1, handler: UInt64 = 0, pc: UInt64 = 0) {
+        self.how = how
+        self.signal = signal
+        self.code = code
+        self.depth = depth
+        self.handler = handler
+        self.pc = pc
+    }
 }
 
 public struct CrashRecord: Equatable, Sendable {

@@ -25,10 +25,10 @@ final class HostLevelUnitTests: XCTestCase {
     /// and does not stop the sidecar (it trapped on the missing crashed thread before).
     func testAStreamWithNoRegistersIsNotReportedAndHarmsNothing() throws {
         let directory = temporary()
-        let server = CrashServer(socket: -1, store: ReportStore(root: directory + "/reports"), options: CaptureOptions())
+        let writer = ReportWriter(options: CaptureOptions(), log: { _ in }, announcement: .logLine, keepsReports: false)
         let said = Mutex<[String]>([])
         let dumps = HostDumps(
-            paths: HostPaths(directory: directory), server: server,
+            paths: HostPaths(directory: directory), writer: writer, cache: ELFCache(),
             storeFor: { _ in ReportStore(root: directory + "/reports") }, stubReported: { _, _ in false },
             say: { line, _ in said.withLock { $0.append(line) } })
         // Nothing at all; a header cut short; a whole core whose notes name no thread.

@@ -136,32 +136,3 @@ final class ServingLimitsTests: XCTestCase {
             UploadSpawner.environment(for: ReportStore.Owner(uid: 0, gid: 0), from: [:])["PATH"], "/usr/local/bin:/usr/bin:/bin")
     }
 }
-
-/// Faults a handler turned into calls (Go's panics) are held until their process ends: one
-/// user's processes that fault and never end cannot hold the sidecar's memory or push out
-/// another user's.
-final class HeldFaultLimitTests: XCTestCase {
-    struct Held: Equatable {
-        var pid: Int32
-        var uid: UInt32?
-    }
-
-    func hold(_ new: Held, in list: inout [Held]) {
-        CrashServer.hold(new, in: &list, pid: { ProcessID(rawValue: $0.pid) }, uid: \.uid)
-    }
-
-    func testOneUserCannotHoldMoreThanItsShareNorPushOutAnother() {
-        var held: [Held] = []
-        hold(Held(pid: 1, uid: 1000), in: &held)
-        for pid in Int32(100)..<Int32(100 + 10 * CrashServer.heldFaultsPerUser) { hold(Held(pid: pid, uid: 2000), in: &held) }
-        XCTAssertEqual(held.filter { $0.uid == 2000 }.count, CrashServer.heldFaultsPerUser)
-        XCTAssertTrue(held.contains(Held(pid: 1, uid: 1000)), "another user's held fault stays")
-        XCTAssertEqual(held.last?.pid, Int32(100 + 10 * CrashServer.heldFaultsPerUser - 1), "the newest is kept")
-        // One per process: a second fault of the same process replaces its first.
-        hold(Held(pid: 1, uid: 1000), in: &held)
-        XCTAssertEqual(held.filter { $0.pid == 1 }.count, 1)
-        // Many users: never more than the limit in all.
-        for uid in UInt32(3000)..<UInt32(3000 + CrashServer.heldFaultLimit) { hold(Held(pid: Int32(uid), uid: uid), in: &held) }
-        XCTAssertEqual(held.count, CrashServer.heldFaultLimit)
-    }
-}

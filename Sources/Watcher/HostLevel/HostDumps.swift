@@ -158,7 +158,9 @@ final class KeptBytesBudget: Sendable {
 /// helper that found no sidecar).
 public final class HostDumps: Sendable {
     let paths: HostPaths
-    let server: CrashServer
+    /// The one report writer (the sidecar's, or a helper's own), and the modules opened.
+    let writer: ReportWriter
+    let cache: ELFCache
     let limiter: HostRateLimit
     /// Where a user's reports go (the sidecar's per-user stores); nil: not served.
     let storeFor: @Sendable (Sender) -> ReportStore?
@@ -175,18 +177,31 @@ public final class HostDumps: Sendable {
     let unread = Mutex<Int>(0)
 
     public init(
-        paths: HostPaths, server: CrashServer, storeFor: @escaping @Sendable (Sender) -> ReportStore?,
+        paths: HostPaths, writer: ReportWriter, cache: ELFCache, storeFor: @escaping @Sendable (Sender) -> ReportStore?,
         stubReported: @escaping @Sendable (ProcessID, UInt64) -> Bool, say: @escaping @Sendable (String, UInt32?) -> Void,
         keepCore: Bool = false, handOn: HostHandOn? = nil
     ) {
         self.keepCore = keepCore
         self.handOn = handOn
         self.paths = paths
-        self.server = server
+        self.writer = writer
+        self.cache = cache
         self.limiter = HostRateLimit(directory: paths.directory + "/rate")
         self.storeFor = storeFor
         self.stubReported = stubReported
         self.say = say
+    }
+
+    /// A dump the host level reports: whose, where, and under which id.
+    struct Admitted {
+        var store: ReportStore
+        var access: ProcessAccess
+        var id: String
+        var executable: String
+        /// When the process started (realtime ns; 0 unknown).
+        var startedAt: UInt64
+        /// Crashes of its program only counted before it (past the rate limit).
+        var counted: Int
     }
 
     /// Handles one arrival to the end, by `deadline` (CLOCK_MONOTONIC; by default the sidecar's
@@ -202,11 +217,55 @@ public final class HostDumps: Sendable {
         }
         let started = monotonicNanoseconds()
         let deadline = given ?? arrival.arrived &+ HostLevelLimits.readNanoseconds
+        guard let admitted = admit(arrival, deadline: deadline) else { return nil }
+        let (pid, owner, access, id) = (arrival.pid, arrival.owner, admitted.access, admitted.id)
+        let reading = monotonicNanoseconds()
+        let stream = DeadlineReader(fd: arrival.stream, deadline: deadline)
+        // --keep-core: the stream also goes, compressed, to a file of the user's.
+        let keeper =
+            keepCore ? (try? access.perform { CoreKeeper(directory: admitted.store.root, id: id) }) ?? nil : nil
+        var granted = 0
+        var dump = readStream(arrival, stream: stream, deadline: deadline, keeper: keeper) { planned in
+            granted = self.kept.take(planned)
+            return granted
+        }
+        defer { kept.give(granted) }
+        if let handOn { dump.notes.append("the core was handed on to the handler crashport replaced, \(handOn.words[0])") }
+        let read = monotonicNanoseconds()
+        // A stream that ended before any thread's registers (the process killed as its dump
+        // began, the kernel's dump failed, a helper that went away) has nothing to report from.
+        guard var capture = CaptureSession.core(dump, access: access, cache: cache) else {
+            unread.withLock { $0 += 1 }
+            say(
+                "host: pid \(pid) (\(admitted.executable)): its core ended before any thread's registers (\(dump.notes.last ?? "no notes")); not reported",
+                owner.uid)
+            return nil
+        }
+        let process = HostProcess.read(access)
+        // The dying process goes on (to its end) once the stream closes.
+        arrival.letGo()
+        open = false
+        let held = monotonicNanoseconds() &- arrival.arrived
+        ReportWriter.timingLine(
+            "crashport-host pid=\(pid) waited_ns=\(started &- arrival.arrived) checked_ns=\(reading &- started) read_ns=\(read &- reading) proc_ns=\(monotonicNanoseconds() &- read) held_ns=\(held)"
+        )
+        capture.suspendedNanoseconds = held
+        capture.heldNanoseconds = held
+        capture.notes += notes(
+            arrival, timedOut: stream.timedOut, counted: admitted.counted, waited: started &- arrival.arrived, keeper: keeper)
+        var request = ReportRequest(capture: capture, id: id, store: admitted.store, started: started, captureNanoseconds: held)
+        write(request: &request, admitted, process: process, keeper: keeper)
+        return id
+    }
+
+    /// Whether a dump is reported: not when its stub reported it, not for a user not served, not
+    /// past its program's rate limit (counted then); the kernel asked for the core in
+    /// socket-request mode. Nil: declined (answered, said).
+    func admit(_ arrival: CoreArrival, deadline: UInt64) -> Admitted? {
         let pid = arrival.pid
         let owner = arrival.owner
         let executable = ProcFiles.executable(of: pid) ?? "(gone)"
         let startedAt = Self.startRealtimeNanoseconds(of: pid)
-
         if stubReported(pid, startedAt) || takeMark(pid: pid, uid: arrival.uid, startedAt: startedAt) {
             decline(arrival, deadline: deadline)
             say("host: pid \(pid) (\(executable)): reported by its stub; not again", owner.uid)
@@ -230,83 +289,52 @@ public final class HostDumps: Sendable {
         case .report(let number):
             counted = number
         }
-        if arrival.channel == .socketRequest {
-            if let failure = Self.answer(arrival.stream, mask: Self.coredumpKernel | Self.coredumpWait, deadline: deadline) {
-                say("host: pid \(pid): the kernel's request went wrong (\(failure)); not reported", owner.uid)
-                return nil
-            }
-        }
-        let reading = monotonicNanoseconds()
-        let stream = DeadlineReader(fd: arrival.stream, deadline: deadline)
-        // --keep-core: the stream also goes, compressed, to a file of the user's.
-        let keeper = keepCore ? (try? access.perform { CoreKeeper(directory: store.root, id: id) }) ?? nil : nil
-        var granted = 0
-        var dump = readStream(arrival, stream: stream, deadline: deadline, keeper: keeper) { planned in
-            granted = self.kept.take(planned)
-            return granted
-        }
-        defer { kept.give(granted) }
-        if let handOn { dump.notes.append("the core was handed on to the handler crashport replaced, \(handOn.words[0])") }
-        let read = monotonicNanoseconds()
-        // A stream that ended before any thread's registers (the process killed as its dump
-        // began, the kernel's dump failed, a helper that went away) has nothing to report from.
-        guard var capture = CaptureSession.core(dump, access: access, cache: server.cache) else {
-            unread.withLock { $0 += 1 }
-            say(
-                "host: pid \(pid) (\(executable)): its core ended before any thread's registers (\(dump.notes.last ?? "no notes")); not reported",
-                owner.uid)
+        if arrival.channel == .socketRequest,
+            let failure = Self.answer(arrival.stream, mask: Self.coredumpKernel | Self.coredumpWait, deadline: deadline)
+        {
+            say("host: pid \(pid): the kernel's request went wrong (\(failure)); not reported", owner.uid)
             return nil
         }
-        let process = HostProcess.read(access)
-        // The dying process goes on (to its end) once the stream closes.
-        arrival.letGo()
-        open = false
-        let held = monotonicNanoseconds() &- arrival.arrived
-        Self.timing(
-            "crashport-host pid=\(pid) waited_ns=\(started &- arrival.arrived) checked_ns=\(reading &- started) read_ns=\(read &- reading) proc_ns=\(monotonicNanoseconds() &- read) held_ns=\(held)"
-        )
-        capture.suspendedNanoseconds = held
-        capture.heldNanoseconds = held
-        capture.notes += notes(
-            arrival, timedOut: stream.timedOut, counted: counted, waited: started &- arrival.arrived, keeper: keeper)
-        let launchWindow = Self.launchWindowNanoseconds
-        let duringLaunch = startedAt > 0 ? capture.record.timeNanoseconds &- startedAt < launchWindow : nil
-        let finished = capture
-        // The program's build-id, for its run history: its main module's.
-        let buildID = capture.snapshot.modules.first { $0.path == capture.executable }?.buildID?.description
-        server.submit { [server] in
-            server.asClient(access, pid: pid) {
-                // In two steps, as a stub's crash is: in a storm every report is on disk (its
-                // minidump and captured event) before the first is symbolicated. A report that
-                // cannot be written is kept in the spool as a record of the crashing thread (its
-                // registers and the top of its stack), reported from there.
-                let written = server.writeReport(
-                    finished, recordBytes: Self.spoolRecord(of: finished), store: store, started: started,
-                    captureNanoseconds: held, id: id, spoolOnFailure: true, source: "host", twoStepAs: access
-                ) { event in
-                    process.describe(&event)
-                    if let duringLaunch, event.launch == nil { event.launch = LaunchRecord(crashedDuringLaunch: duringLaunch) }
-                }
-                if let keeper {
-                    let kept = keeper.finish(into: written ? store.root + "/" + id : nil)
-                    if keeper.failure != nil || !written { self.say("host: pid \(pid): \(kept)", owner.uid) }
-                }
-                guard written, executable != "(gone)" else { return }
-                // A crash of the program like any other: its run history and launch-crash count.
-                RunHistory(store: store).ended(
-                    SessionRecord(
-                        executable: executable, buildID: buildID, release: nil, pid: pid.rawValue,
-                        started: Date(timeIntervalSince1970: Double(startedAt) / 1e9), ended: Date(), status: .crashed,
-                        errors: 0, crashedDuringLaunch: duringLaunch, reportID: id))
-            }
-        }
-        return id
+        return Admitted(
+            store: store, access: access, id: id, executable: executable, startedAt: startedAt, counted: counted)
     }
 
-    /// For tools/bench (CRASHPORT_TIMING_FD): where a core's hold went, one line per core.
-    static func timing(_ line: String) {
-        guard let fd = CrashServer.timingFD else { return }
-        _ = writeAll(fd, Array((line + "\n").utf8))
+    /// The report of a core read, on a report thread as the user: in two steps, as a stub's crash
+    /// is (in a storm every report is on disk, its minidump and captured event, before the first
+    /// is symbolicated); one that cannot be written is kept in the spool as a record of the
+    /// crashing thread (its registers and the top of its stack), reported from there. Then the
+    /// kept core, and the program's run history.
+    func write(request: inout ReportRequest, _ admitted: Admitted, process: HostProcess, keeper: CoreKeeper?) {
+        let capture = request.capture
+        let duringLaunch =
+            admitted.startedAt > 0
+            ? capture.record.timeNanoseconds &- admitted.startedAt < Self.launchWindowNanoseconds : nil
+        // The program's build-id, for its run history: its main module's.
+        let buildID = capture.snapshot.modules.first { $0.path == capture.executable }?.buildID?.description
+        request.recordBytes = Self.spoolRecord(of: capture)
+        request.source = "host"
+        request.twoStepsAs = admitted.access
+        request.amend = { event in
+            process.describe(&event)
+            if let duringLaunch, event.launch == nil { event.launch = LaunchRecord(crashedDuringLaunch: duringLaunch) }
+        }
+        let (request, pid, uid) = (request, capture.record.pid, admitted.access.credentials?.uid)
+        writer.submit { [self, writer] in
+            writer.asClient(admitted.access, pid: pid) {
+                let written = writer.write(request)
+                if let keeper {
+                    let kept = keeper.finish(into: written ? admitted.store.root + "/" + admitted.id : nil)
+                    if keeper.failure != nil || !written { say("host: pid \(pid): \(kept)", uid) }
+                }
+                guard written, admitted.executable != "(gone)" else { return }
+                // A crash of the program like any other: its run history and launch-crash count.
+                RunHistory(store: admitted.store).ended(
+                    SessionRecord(
+                        executable: admitted.executable, buildID: buildID, release: nil, pid: pid.rawValue,
+                        started: Date(timeIntervalSince1970: Double(admitted.startedAt) / 1e9), ended: Date(),
+                        status: .crashed, errors: 0, crashedDuringLaunch: duringLaunch, reportID: admitted.id))
+            }
+        }
     }
 
     /// The record the spool keeps of a host capture whose report cannot be written.
@@ -365,8 +393,8 @@ public final class HostDumps: Sendable {
     ) {
         guard executable != "(gone)" else { return }
         let ended = Date()
-        server.submit { [server] in
-            server.asClient(access, pid: pid) {
+        writer.submit { [writer] in
+            writer.asClient(access, pid: pid) {
                 var session = SessionRecord(
                     executable: executable, buildID: nil, release: nil, pid: pid.rawValue,
                     started: startedAt > 0 ? Date(timeIntervalSince1970: Double(startedAt) / 1e9) : ended, ended: ended,

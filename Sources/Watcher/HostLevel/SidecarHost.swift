@@ -366,19 +366,19 @@ public struct CoreHandoff: Sendable, Equatable {
 }
 
 extension Sidecar {
-    /// With --host: installs the host level, its dumps reported through this sidecar's crash
-    /// server (its report threads, hooks and per-user stores).
+    /// With --host: installs the host level, its dumps reported through this sidecar's report
+    /// writer (its report threads, hooks and per-user stores).
     func startHostLevel() throws {
         guard var host = configuration.host else { return }
         host.reports = configuration.reportsRoot
         let configuration = configuration
         let log = log
-        let server = server
+        let capturer = capturer!
         hostLevel = try SidecarHostLevel(configuration: host, log: log) { handOn in
             HostDumps(
-                paths: host.paths, server: server,
+                paths: host.paths, writer: capturer.writer, cache: capturer.cache,
                 storeFor: { Sidecar.store(for: $0, configuration: configuration, log: log) },
-                stubReported: { server.reportedStubCrash(of: $0, since: $1) },
+                stubReported: { capturer.reportedStubCrash(of: $0, since: $1) },
                 say: { log.say($0, uid: $1) }, keepCore: host.keepCore, handOn: handOn)
         }
     }
@@ -416,13 +416,10 @@ public enum CoreHandler {
         if let reports = recorded?.reports { defaults.reportsRoot = reports }
         let configuration = defaults
         let log = WatcherLog(path: nil)
-        let server = CrashServer(socket: -1, store: ReportStore(root: configuration.reportsRoot), options: configuration.capture)
-        server.printSummary = false
-        server.reportLine = true
-        server.keepReports = false
-        server.log = { log.say($0) }
+        let writer = ReportWriter(
+            options: configuration.capture, log: { log.say($0) }, announcement: .logLine, keepsReports: false)
         let dumps = HostDumps(
-            paths: paths, server: server,
+            paths: paths, writer: writer, cache: ELFCache(),
             storeFor: { Sidecar.store(for: $0, configuration: configuration, log: log) },
             stubReported: { _, _ in false }, say: { log.say("core-handler: " + $0, uid: $1) },
             handOn: recorded.flatMap { $0.handOn ? HostHandOn(pattern: $0.replaced) : nil })

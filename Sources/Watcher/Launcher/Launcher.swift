@@ -122,7 +122,7 @@ public struct Launcher {
 
     /// Runs PROGRAM to completion; returns how it ended and the reports written meanwhile.
     public func run(
-        log: @escaping (String) -> Void = { StandardError.write(("crashport: " + $0 + "\n")) }
+        log: @escaping @Sendable (String) -> Void = { StandardError.write(("crashport: " + $0 + "\n")) }
     )
         throws -> (termination: ProcessExit, reports: [WrittenReport])
     {
@@ -164,40 +164,42 @@ public struct Launcher {
         let serving = LaunchServing(
             child: launch.child, tracer: launch.tracer, runKey: runKey, store: store, history: history,
             disabled: lastRun.disabled, watch: watch, log: log)
-        let server = crashServer(socket: ours, serving: serving, session: session, log: log)
+        let (wire, capturer) = crashServer(socket: ours, serving: serving, session: session, log: log)
         let (status, socketOpen) = serve(
-            launch.child, socket: ours, signals: signals, childEvents: childEvents, server: server, tracer: launch.tracer,
+            launch.child, socket: ours, signals: signals, childEvents: childEvents, wire: wire, capturer: capturer,
+            tracer: launch.tracer,
             watch: watch, disabled: { serving.disabled.withLock { $0 } }, oom: launch.oom, log: log)
         // A descendant's record may still be queued; serve it before leaving.
-        if socketOpen { server.drain() }
+        if socketOpen { wire.drain() }
         // waitpid's final status: an end, never a stop.
         let termination = ProcessExit(waitStatus: status) ?? .signaled(status & 0x7F)
         // A fault Go's runtime turned into a panic is the crash when it ended the run (exit 2).
-        server.settleHeldFault(of: launch.child, exit: serving.disabled.withLock({ $0 }) ? nil : termination)
+        capturer.settleHeldFault(of: launch.child, exit: serving.disabled.withLock({ $0 }) ? nil : termination)
         if !serving.disabled.withLock({ $0 }) {
             reportUnexplainedDeath(
                 termination, of: launch, target: target, release: environment["CRASHPORT_RELEASE"], session: session,
-                server: server, coreDumped: status & 0x80 != 0, log: log)
+                capturer: capturer, coreDumped: status & 0x80 != 0, log: log)
         }
         let window = LaunchWindow.milliseconds(environment: environment)
         var records = sessionRecords(
             session, of: launch.child, runKey: runKey, started: started, termination: termination,
-            release: environment["CRASHPORT_RELEASE"], launchMilliseconds: window, reports: server.reports)
+            release: environment["CRASHPORT_RELEASE"], launchMilliseconds: window, reports: capturer.writer.reports)
         if !records.isEmpty {
-            let oomKilled = server.reports.contains {
+            let oomKilled = capturer.writer.reports.contains {
                 $0.event.process?.pid == launch.child && $0.event.cause == "oom-kill"
             }
             records[0].memory = launch.oom.sessionMemory(oomKilled: oomKilled)
             records[0].exitCode = termination.signal == nil ? termination.exitCode : nil
             records[0].signal = records[0].signal ?? termination.signal
-            records[0].hangs = server.reports.filter { $0.event.kind == .hang && $0.event.process?.pid == launch.child }.count
+            records[0].hangs =
+                capturer.writer.reports.filter { $0.event.kind == .hang && $0.event.process?.pid == launch.child }.count
             records[0].launchProtected = serving.protected.withLock { $0 } ? true : nil
         }
         for record in records {
-            history.ended(record, event: server.reports.first { $0.id == record.reportID }?.event)
+            history.ended(record, event: capturer.writer.reports.first { $0.id == record.reportID }?.event)
         }
         serving.sayWhoOutlivesTheRun(socket: ours, open: socketOpen)
-        return (termination, server.reports)
+        return (termination, capturer.writer.reports)
     }
 
     /// What is known of PROGRAM before it starts: its path, the stub to preload, its ELF file
@@ -260,32 +262,29 @@ public struct Launcher {
         return lastRun
     }
 
-    /// The crash server on our end of the socket, the launcher its delegate.
+    /// The wire server on our end of the socket, the launcher its delegate, and what captures
+    /// and writes its child's crashes.
     func crashServer(
-        socket ours: Int32, serving: LaunchServing, session: String, log: @escaping (String) -> Void
-    )
-        -> CrashServer
-    {
-        let server = CrashServer(socket: ours, store: store, options: options)
-        server.inAppRules = inAppRules
+        socket ours: Int32, serving: LaunchServing, session: String, log: @escaping @Sendable (String) -> Void
+    ) -> (WireServer, CrashCapturer) {
+        let writer = ReportWriter(
+            options: options, log: log, announcement: .summary, inAppRules: inAppRules,
+            hooks: LaunchReportHooks(child: serving.child, runKey: serving.runKey, session: session, watch: serving.watch))
         // Under a host level (crashport watch --host), a mark for each crash the stub reports here.
-        server.reportedMarks = HostPaths.systemReportedMarks()
-        server.log = log
-        server.delegate = serving
-        server.hooks = LaunchReportHooks(
-            child: serving.child, runKey: serving.runKey, session: session, watch: serving.watch)
-        return server
+        let capturer = CrashCapturer(writer: writer, options: options, reportedMarks: HostPaths.systemReportedMarks())
+        serving.capturer = capturer
+        return (WireServer(socket: ours, delegate: serving, log: log), capturer)
     }
 
     /// A death by one of the unexplainedDeaths no report of the child's explains, reported as
     /// its parent saw it (an AbnormalEnd, with the OOM count read now).
     func reportUnexplainedDeath(
         _ termination: ProcessExit, of launch: Launch, target: Target, release: String?, session: String,
-        server: CrashServer, coreDumped: Bool, log: (String) -> Void
+        capturer: CrashCapturer, coreDumped: Bool, log: (String) -> Void
     ) {
         let child = launch.child
         guard case .signaled(let signal) = termination, Self.unexplainedDeaths.contains(signal),
-            !server.reports.contains(where: { $0.event.process?.pid == child })
+            !capturer.writer.reports.contains(where: { $0.event.process?.pid == child })
         else { return }
         // Its core went to the host level (crashport watch --host), which reported it with every
         // stack: a stackless report here would be the same crash twice.
@@ -296,7 +295,7 @@ public struct Launcher {
             return
         }
         var end = AbnormalEnd(pid: child, executable: target.executable)
-        end.witness = .parent(unwritten: server.unwritten[child])
+        end.witness = .parent(unwritten: capturer.writer.unwritten[child])
         end.arguments = [program] + arguments
         end.buildID = target.elf?.buildID?.hex
         end.release = release
@@ -309,7 +308,7 @@ public struct Launcher {
         if let why = launch.untraced {
             end.notes.append("not traced (\(why)): no stacks; only its parent's view of its end")
         }
-        server.writeTermination(end, store: store)
+        capturer.writer.writeTermination(end, store: store)
     }
 
     /// The run as its program's history keeps it, and a session of their own for the
@@ -536,8 +535,8 @@ public struct Launcher {
     /// signalfd) are handled here too: this is the tracer's thread. With --hang-ms, the
     /// heartbeat is looked at between events.
     func serve(
-        _ child: ProcessID, socket ours: Int32, signals: SignalDescriptor?, childEvents: SignalDescriptor?, server: CrashServer,
-        tracer: ExitTracer?,
+        _ child: ProcessID, socket ours: Int32, signals: SignalDescriptor?, childEvents: SignalDescriptor?, wire: WireServer,
+        capturer: CrashCapturer, tracer: ExitTracer?,
         watch: ChildWatch, disabled: () -> Bool, oom: ChildOOMWatch, log: (String) -> Void
     )
         -> (status: Int32, socketOpen: Bool)
@@ -578,7 +577,7 @@ public struct Launcher {
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { break }
             if leftovers { PtraceSession.reapLeftovers() }
-            if fds[0].revents != 0 { socketOpen = server.drain() }
+            if fds[0].revents != 0 { socketOpen = wire.drain() }
             if fds[2].revents != 0, let signals,
                 let ending = relaySignals(signals, to: child, requests: &endRequests, watch: watch)
             {
@@ -587,13 +586,13 @@ public struct Launcher {
                 Self.exit(like: .signaled(ending))
             }
             if let monitor = hang, !disabled() {
-                hang = watchHeartbeat(monitor, child: child, server: server, tracer: tracer, watch: watch, log: log)
+                hang = watchHeartbeat(monitor, child: child, capturer: capturer, tracer: tracer, watch: watch, log: log)
             }
             if let tracer {
                 oom.pressure?.look(tracer: tracer, now: monotonicNanoseconds(), polled: fds[notices...])
                 childEvents?.discardPending()
                 let ended = handleTraceEvents(
-                    of: child, tracer: tracer, exitHandled: &exitHandled, server: server, watch: watch, disabled: disabled,
+                    of: child, tracer: tracer, exitHandled: &exitHandled, capturer: capturer, watch: watch, disabled: disabled,
                     oom: oom)
                 if let ended {
                     status = ended
@@ -614,7 +613,7 @@ public struct Launcher {
     /// threads is reported (unless a crash report or the program's setting says not to), every
     /// other one let go. The wait status once the child is gone, else nil.
     func handleTraceEvents(
-        of child: ProcessID, tracer: ExitTracer, exitHandled: inout Bool, server: CrashServer, watch: ChildWatch,
+        of child: ProcessID, tracer: ExitTracer, exitHandled: inout Bool, capturer: CrashCapturer, watch: ChildWatch,
         disabled: () -> Bool, oom: ChildOOMWatch
     ) -> Int32? {
         var ended: Int32?
@@ -636,11 +635,11 @@ public struct Launcher {
                 exitHandled = true
                 // A fault Go's runtime turned into a panic, now ending the process (exit 2): that
                 // capture is the report (written now, inline), not this exit.
-                if server.holdsFault(of: child), let exit = ProcessExit(waitStatus: exitStatus), !disabled() {
-                    server.settleHeldFault(of: child, exit: exit)
+                if capturer.holdsFault(of: child), let exit = ProcessExit(waitStatus: exitStatus), !disabled() {
+                    capturer.settleHeldFault(of: child, exit: exit)
                 }
                 // A crash the stub reported, or reporting turned off: let it die.
-                let reported = server.reports.contains {
+                let reported = capturer.writer.reports.contains {
                     $0.event.process?.pid == child && $0.event.kind == .crash
                 }
                 if reported || disabled() {
@@ -648,7 +647,7 @@ public struct Launcher {
                     continue
                 }
                 reportExit(
-                    child: child, status: exitStatus, first: tid, tracer: tracer, server: server, watch: watch,
+                    child: child, status: exitStatus, first: tid, tracer: tracer, capturer: capturer, watch: watch,
                     oom: oom)
             case .leftAtExec:
                 break  // only a tracer with another user's credentials (the sidecar's) lets go
@@ -706,7 +705,7 @@ public struct Launcher {
     /// Every thread held at its exit: the process captured there and reported as a
     /// termination (cause SIGKILL, oom-kill, signal or exit); then it finishes dying.
     func reportExit(
-        child: ProcessID, status: Int32, first: ThreadID, tracer: ExitTracer, server: CrashServer, watch: ChildWatch,
+        child: ProcessID, status: Int32, first: ThreadID, tracer: ExitTracer, capturer: CrashCapturer, watch: ChildWatch,
         oom: ChildOOMWatch
     ) {
         // Read while the process is held at its exit: it is still in its cgroup.
@@ -718,8 +717,8 @@ public struct Launcher {
                 ]) + (count.fallback.map { ["machine-wide OOM count used: \($0)"] } ?? [])
         }
         let oomKilled = count.count?.moved == true
-        server.captureExit(
-            of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: oomKilled,
+        capturer.captureExit(
+            of: tracer, status: status, first: first, appArea: watch.appArea, oomKilled: oomKilled, store: store,
             earlier: oom.pressure?.latest
         ) {
             // In the program's cgroup, the report waits for the memory the kill frees.
@@ -729,7 +728,7 @@ public struct Launcher {
 
     /// One look at the heartbeat; a hang report (and with --hang-kill, SIGABRT) when it stalled.
     func watchHeartbeat(
-        _ monitor: HangMonitor, child: ProcessID, server: CrashServer, tracer: ExitTracer?, watch: ChildWatch,
+        _ monitor: HangMonitor, child: ProcessID, capturer: CrashCapturer, tracer: ExitTracer?, watch: ChildWatch,
         log: (String) -> Void
     ) -> HangMonitor {
         var monitor = monitor
@@ -744,9 +743,9 @@ public struct Launcher {
                 "\(program) (pid \(child)): another hang, not reported (more than \(HangMonitor.perWindow) in \(HangMonitor.window / 60_000_000_000) minutes)"
             )
         case .hung(let milliseconds, let thread, let ordinal):
-            let report = server.captureHang(
+            let report = capturer.captureHang(
                 of: child, milliseconds: milliseconds, beatLast: thread, ordinal: ordinal,
-                appArea: watch.appArea, holder: tracer)
+                appArea: watch.appArea, holder: tracer, store: store)
             watch.hangs.hung(child, report: report, killing: hangKill)
             if hangKill {
                 log("\(program) (pid \(child)): --hang-kill: ending it with SIGABRT")
@@ -831,9 +830,9 @@ public struct Launcher {
 }
 
 /// What the serving loop learns about its child while it runs, read by the report writer.
-/// The launcher as its crash server's delegate: one child (and whatever of its descendants
+/// The launcher as its wire server's delegate: one child (and whatever of its descendants
 /// speak on the inherited socket), one store, one program's run history.
-final class LaunchServing: CrashServerDelegate {
+final class LaunchServing: ConsentRequests {
     let child: ProcessID
     let tracer: ExitTracer?
     let runKey: (executable: String, buildID: String?)
@@ -880,7 +879,13 @@ final class LaunchServing: CrashServerDelegate {
         )
     }
 
-    func holder(of pid: ProcessID) -> ThreadHold? { pid == child ? tracer : nil }
+    /// What captures and writes the crashes the wire server accepts (set once, before serving).
+    var capturer: CrashCapturer?
+
+    func crash(_ crash: AcceptedCrash) -> String? {
+        capturer?.crash(crash, store: store, holder: crash.record.pid == child ? tracer : nil)
+        return nil
+    }
 
     /// The child ran its launch protection (crashport_launch): its session says so.
     let protected = Mutex(false)
@@ -894,32 +899,10 @@ final class LaunchServing: CrashServerDelegate {
         sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
     }
 
-    func consent(_ message: ConsentMessage, from sender: Sender) {
-        decide(for: sender, sends: message == .sendPending, failure: "its consent could not be kept") {
-            try ConsentDecisions.apply(message, program: $0, store: store)
-        }
-    }
-
-    func pendingReports(from sender: Sender) -> PendingList? {
-        ConsentDecisions.pending(store: store, program: programKey(of: sender).executable, log: log)
-    }
-
-    func consentReport(_ message: ConsentReportMessage, from sender: Sender) {
-        decide(for: sender, sends: message.send, failure: "its consent for report \(message.id) could not be kept") {
-            try ConsentDecisions.apply(message, program: $0, store: store)
-        }
-    }
-
-    /// A program's consent decision (`apply`, given its program, says what it did, for the log);
-    /// an upload starts after one that lets reports go.
-    private func decide(for sender: Sender, sends: Bool, failure: String, _ apply: (String) throws -> String) {
-        do {
-            log("pid \(sender.pid): " + (try apply(programKey(of: sender).executable)))
-            if sends, UploadSpawner.isConfigured() { UploadSpawner.spawn(reports: store.root, log: log) }
-        } catch {
-            log("pid \(sender.pid): \(failure): \(error)")
-        }
-    }
+    func consentStore(for sender: Sender) -> ReportStore? { store }
+    func consentProgram(of sender: Sender) -> String { programKey(of: sender).executable }
+    func say(_ text: String, about sender: Sender) { log(text) }
+    func startUpload(of store: ReportStore) { UploadSpawner.spawn(reports: store.root, log: log) }
 
     func setting(enabled: Bool, from sender: Sender) {
         let key = programKey(of: sender)

@@ -90,7 +90,7 @@ final class PressureSampler {
     /// With CRASHPORT_TIMING_FD (tools/bench), what the sampling did over the run.
     deinit {
         close(usageFD)
-        if let fd = CrashServer.timingFD {
+        if let fd = ReportWriter.timingFD {
             let sources = notices.sources.map(\.rawValue).joined(separator: ",")
             let line =
                 "crashport-pressure looks=\(looks) notices=\(noticed) snapshots=\(snapshots) noticed_snapshots=\(noticedSnapshots)"

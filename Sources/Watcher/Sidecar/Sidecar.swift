@@ -1,10 +1,10 @@
 // Sidecar: `crashport watch`, one long-running watcher serving every process on the machine
 // that connects to its socket (CRASHPORT_SOCKET), as Crashpad's handler and systemd-coredump do.
 //
-// One pipeline with `crashport run`: each connection's messages go through CrashServer, which
-// verifies them against the kernel's credentials, captures (serially, on this thread, the
-// process released before anything slow) and hands unwinding, symbolication and writing to a
-// bounded pool. What is added here is serving many: the listening socket (bound, or passed by
+// One pipeline with `crashport run`: each connection's messages go through the WireServer, which
+// verifies them against the kernel's credentials; a crash is captured by the CrashCapturer
+// (serially, on this thread, the process released before anything slow), which hands
+// unwinding, symbolication and writing to the ReportWriter's bounded pool. What is added here is serving many: the listening socket (bound, or passed by
 // systemd socket activation), clients and their limits, per-user report directories written
 // with the user's filesystem ids, the spool of crashes no watcher answered, and the daemon's
 // signals (SIGTERM/SIGINT: finish the reports in flight, exit 0; SIGHUP: reopen the log,
@@ -42,7 +42,10 @@ public final class Sidecar {
     public private(set) var configuration: SidecarConfiguration
     let log: WatcherLog
     let isRoot = getuid() == 0
-    let server: CrashServer
+    /// The crash socket's messages, checked (made in startServing, with self its delegate).
+    var wire: WireServer!
+    /// What captures the clients' crashes and writes every report (made in startServing).
+    var capturer: CrashCapturer!
     /// Made in run(), after the signals are blocked: its threads must not take SIGTERM.
     var pool: ReportPool!
     var listener: Int32 = -1
@@ -83,8 +86,8 @@ public final class Sidecar {
     var appAreaBudget = (second: UInt64(0), left: 0)
     /// Termination reports per user and per program (a fork bomb of SIGKILLed clients writes a
     /// few, not thousands).
-    let terminationsPerUser = CrashServer.PerKeyLimit<UInt32>(perMinute: 30)
-    let terminationsPerProgram = CrashServer.PerKeyLimit<String>(perMinute: 10)
+    let terminationsPerUser = RateLimit<UInt32>(perMinute: 30)
+    let terminationsPerProgram = RateLimit<String>(perMinute: 10)
 
     struct ClientSession: Sendable {
         var sid = SessionRecord.newID()
@@ -184,7 +187,6 @@ public final class Sidecar {
         _ = SectionCache.directory
         self.configuration = configuration
         log = WatcherLog(path: configuration.logPath)
-        server = CrashServer(socket: -1, store: ReportStore(root: configuration.reportsRoot), options: configuration.capture)
     }
 
     /// Serves until SIGTERM or SIGINT; the exit status.
@@ -250,7 +252,7 @@ public final class Sidecar {
                 ingestSpool()
                 lastScan = now
             }
-            pages.look(now: now, busy: ready > 0 || pool.pending > 0, captures: server.captures)
+            pages.look(now: now, busy: ready > 0 || pool.pending > 0, captures: capturer.captures)
         }
         stopServing()
         return 0
@@ -464,7 +466,7 @@ public final class Sidecar {
     func serve(_ fd: Int32) {
         for _ in 0..<8 {
             guard let client = clients[fd] else { return }
-            switch server.receive(from: fd) {
+            switch wire.receive(from: fd) {
             case .empty: return
             case .closed:
                 drop(fd, closedByPeer: true)
@@ -481,7 +483,7 @@ public final class Sidecar {
                     return
                 }
                 currentClient = fd
-                let rejection = server.handle(bytes, sender: sender, replyFDs: replyFDs)
+                let rejection = wire.handle(bytes, sender: sender, replyFDs: replyFDs)
                 currentClient = -1
                 if rejection != nil {
                     drop(fd)
@@ -521,7 +523,7 @@ public final class Sidecar {
                 endings.append(PendingEnd(session: session, watch: watch, uid: client.peer.uid, closed: monotonicNanoseconds()))
             } else {
                 appAreaBytes = max(0, appAreaBytes - held)
-                server.settleHeldFault(of: session.pid, exit: nil)
+                capturer.settleHeldFault(of: session.pid, exit: nil)
                 endRun(session.record(status: .exited), store: session.store)
             }
         } else {
@@ -542,19 +544,20 @@ public final class Sidecar {
         return nil
     }
 
+    /// The wire server (this sidecar its delegate) and the capturer and writer behind it: one
+    /// line per report, nothing kept in memory, the pool's threads, the hooks of SidecarReportHooks.
     func configureServer() {
-        server.log = { [log] in log.say($0) }
-        server.logAbout = { [log] text, uid in log.say(text, uid: uid) }
-        server.inAppRules = configuration.inAppRules
-        server.printSummary = false
-        server.reportLine = true
-        server.keepReports = false
-        server.pool = pool
-        server.delegate = self
+        let log = log
         // With a destination configured, an upload after a report, as the report's owner.
-        server.hooks = SidecarReportHooks(
-            sessions: crashedSessions, hangReports: hangReports, log: log,
-            uploads: UploadSpawner.isConfigured() ? uploadProcesses : nil, spool: spool)
+        let writer = ReportWriter(
+            options: configuration.capture, log: { log.say($0) }, announcement: .logLine,
+            inAppRules: configuration.inAppRules,
+            hooks: SidecarReportHooks(
+                sessions: crashedSessions, hangReports: hangReports, log: log,
+                uploads: UploadSpawner.isConfigured() ? uploadProcesses : nil, spool: spool),
+            pool: pool, spillDirectory: configuration.reportsRoot, keepsReports: false)
+        capturer = CrashCapturer(writer: writer, options: configuration.capture)
+        wire = WireServer(delegate: self, log: { log.say($0) }, logAbout: { text, uid in log.say(text, uid: uid) })
     }
 
     // MARK: - Reports
@@ -628,7 +631,7 @@ public final class Sidecar {
             var updated = configuration
             try updated.apply(configFile: SidecarConfiguration.read(file: path), file: path)
             configuration = updated
-            server.options = updated.capture
+            capturer.options = updated.capture
             stores = [:]
             for (fd, client) in clients { clients[fd]?.refusal = refusal(for: client.peer) }
             log.say("SIGHUP: log reopened, \(path) reread")
@@ -645,7 +648,7 @@ public final class Sidecar {
     func ingestSpool() {
         guard let spool else { return }
         spool.ingest(
-            server: server,
+            writer: capturer.writer,
             storeFor: { [unowned self] owner in
                 store(for: Sender(pid: ProcessID(0), uid: owner.uid, gid: owner.gid))
             })
@@ -688,10 +691,10 @@ enum SocketActivation {
     }
 }
 
-/// The sidecar as its crash server's delegate, on the serving thread: a store per user, HELLO
+/// The sidecar as its wire server's delegate, on the serving thread: a store per user, HELLO
 /// answered on the client's connection with its last run, and the settings, consents and
 /// goodbyes of each client.
-extension Sidecar: CrashServerDelegate {
+extension Sidecar: ConsentRequests {
     func hello(_ hello: HelloMessage, from sender: Sender) {
         log.say(
             "client pid \(sender.pid) (uid \(sender.uid)) connected\(BuildID(hello.buildID).map { ", build-id \($0.hex)" } ?? "")",
@@ -746,43 +749,27 @@ extension Sidecar: CrashServerDelegate {
         for (fd, client) in clients where client.peer.pid == sender.pid { clients[fd]?.watch?.disabled = !enabled }
     }
 
-    func consent(_ message: ConsentMessage, from sender: Sender) {
-        decide(for: sender, sends: message == .sendPending, failure: "its consent could not be kept") { store in
-            try ConsentDecisions.apply(message, program: consentProgram(of: sender), store: store)
-        }
-    }
-
     /// The program a consent message speaks for: its connection's session's, else its own.
     func consentProgram(of sender: Sender) -> String {
         clients.values.first { $0.peer.pid == sender.pid }?.session?.executable
             ?? RunHistory.programKey(pid: sender.pid).executable
     }
 
-    func pendingReports(from sender: Sender) -> PendingList? {
-        guard let store = store(for: sender) else { return nil }
-        return ConsentDecisions.pending(
-            store: store, program: consentProgram(of: sender), log: { [log] in log.say($0, uid: sender.uid) })
+    func consentStore(for sender: Sender) -> ReportStore? { store(for: sender) }
+    func say(_ text: String, about sender: Sender) { log.say(text, uid: sender.uid) }
+    func startUpload(of store: ReportStore) {
+        uploadProcesses.request(store)
+        reapUploads()
     }
 
-    func consentReport(_ message: ConsentReportMessage, from sender: Sender) {
-        decide(for: sender, sends: message.send, failure: "its consent for report \(message.id) could not be kept") { store in
-            try ConsentDecisions.apply(message, program: consentProgram(of: sender), store: store)
+    /// A client's crash record: captured into its user's store, its run ended as crashed once
+    /// the process is let go (`captured`).
+    func crash(_ crash: AcceptedCrash) -> String? {
+        guard let store = store(for: crash.sender) else { return "uid \(crash.sender.uid) is not served here" }
+        capturer.crash(crash, store: store, holder: traced.tracer(of: crash.record.pid)) { id, app in
+            captured(crash.record, id: id, app: app, from: crash.sender)
         }
-    }
-
-    /// A program's consent decision, kept in the sender's store (`apply` says what it did, for
-    /// the log); an upload starts after one that lets reports go.
-    private func decide(for sender: Sender, sends: Bool, failure: String, _ apply: (ReportStore) throws -> String) {
-        guard let store = store(for: sender) else { return }
-        do {
-            log.say("pid \(sender.pid): " + (try apply(store)), uid: sender.uid)
-            if sends, UploadSpawner.isConfigured() {
-                uploadProcesses.request(store)
-                reapUploads()
-            }
-        } catch {
-            log.say("pid \(sender.pid): \(failure): \(error)", uid: sender.uid)
-        }
+        return nil
     }
 
     func goodbye(_ goodbye: GoodbyeMessage, from sender: Sender) {
@@ -796,8 +783,6 @@ extension Sidecar: CrashServerDelegate {
         guard currentClient >= 0, clients[currentClient]?.peer.pid == sender.pid, message.protected else { return }
         clients[currentClient]?.session?.launchProtected = true
     }
-
-    func holder(of pid: ProcessID) -> ThreadHold? { traced.tracer(of: pid) }
 
     /// A crash record captured: the connection's own process ends its run as crashed now, before
     /// its report is written, so a HELLO that follows (the program restarted at once) already

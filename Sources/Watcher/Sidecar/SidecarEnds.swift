@@ -241,7 +241,7 @@ extension Sidecar {
             // ordinary end of this run of the program. Traced, it is let go, unless it said HELLO
             // again (the program it execed has the stub too).
             if end.watch.traced, connection(of: pid) == nil { traced.tracer(of: pid)?.detachEverything() }
-            server.settleHeldFault(of: pid, exit: nil)
+            capturer.settleHeldFault(of: pid, exit: nil)
             endRun(session.record(status: .exited), store: session.store)
             return
         case .ended(.known(let exit, let source)):
@@ -259,7 +259,7 @@ extension Sidecar {
         // A fault Go's runtime turned into a panic, and the exit (status 2) that followed: the
         // fault, captured when it happened, is the crash; any other end drops it.
         if let report = end.watch.heldFaultReport
-            ?? server.settleHeldFault(of: pid, exit: end.watch.disabled ? nil : abnormal.exit)
+            ?? capturer.settleHeldFault(of: pid, exit: end.watch.disabled ? nil : abnormal.exit)
         {
             endRun(
                 session.record(status: .crashed, crashedDuringLaunch: duringLaunch, reportID: report),
@@ -317,7 +317,7 @@ extension Sidecar {
         } else {
             write = true
         }
-        let server = self.server
+        let writer = capturer.writer
         let ended = abnormal
         let id = write ? ReportStore.newID(pid: pid.rawValue) : nil
         endRun(
@@ -326,7 +326,7 @@ extension Sidecar {
                 oomKilled: oomKilled),
             store: session.store
         ) {
-            if let id { server.writeTermination(ended, store: session.store, id: id) }
+            if let id { writer.writeTermination(ended, store: session.store, id: id) }
         }
     }
 }

@@ -115,14 +115,14 @@ extension Sidecar {
             }
             // A fault Go's runtime turned into a panic, now ending the process (exit 2): that
             // capture, taken at the fault, is the report, not this exit.
-            if server.holdsFault(of: pid), let id = server.settleHeldFault(of: pid, exit: ProcessExit(waitStatus: status)) {
+            if capturer.holdsFault(of: pid), let id = capturer.settleHeldFault(of: pid, exit: ProcessExit(waitStatus: status)) {
                 for held in tracer.exiting { tracer.release(exitOf: held) }
                 clients[fd]?.watch?.exitReport = id
                 clients[fd]?.watch?.heldFaultReport = id
                 continue
             }
             let oomKilled = watch.oomCount()?.moved == true
-            let id = server.captureExit(
+            let id = capturer.captureExit(
                 of: tracer, status: status, first: tid, appArea: watch.appArea, oomKilled: oomKilled,
                 access: client.peer.access(pid), store: store)
             clients[fd]?.watch?.exitReport = id
@@ -164,7 +164,7 @@ extension Sidecar {
                 )
             case .hung(let milliseconds, let thread, let ordinal):
                 guard let store = store(for: client.peer) else { continue }
-                let id = server.captureHang(
+                let id = capturer.captureHang(
                     of: pid, milliseconds: milliseconds, beatLast: thread, ordinal: ordinal, appArea: watch.appArea,
                     access: access, holder: traced.tracer(of: pid), store: store)
                 hangReports.hung(pid, report: id, killing: watch.hangKill)

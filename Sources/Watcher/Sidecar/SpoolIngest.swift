@@ -95,7 +95,7 @@ final class SpoolIngest: Sendable {
     }
 
     /// Queues every spool file not already being ingested.
-    func ingest(server: CrashServer, storeFor: @escaping (ReportStore.Owner) -> ReportStore?) {
+    func ingest(writer: ReportWriter, storeFor: @escaping (ReportStore.Owner) -> ReportStore?) {
         let now = monotonicNanoseconds()
         for name in names() {
             if name.hasPrefix(".tmp-") {
@@ -114,7 +114,7 @@ final class SpoolIngest: Sendable {
                 state.withLock { _ = $0.inFlight.remove(name) }
                 continue
             }
-            if spooled.wasSent && server.wasReported(spooled.record) {
+            if spooled.wasSent && writer.wasReported(spooled.record) {
                 log.say("spool: \(name) was reported live already; removed")
                 remove(name, owner: owner)
                 state.withLock { _ = $0.inFlight.remove(name) }
@@ -127,39 +127,8 @@ final class SpoolIngest: Sendable {
                 }
                 continue
             }
-            server.submit { [self] in
-                let capture =
-                    (try? asOwner(owner) {
-                        CaptureSession.spooled(
-                            record: spooled.record, executable: spooled.executable, maps: spooled.maps,
-                            mapsTruncated: spooled.mapsTruncated, commandLine: spooled.commandLine,
-                            commandLineTruncated: spooled.commandLineTruncated, cache: ELFCache())
-                    })
-                var written = false
-                if let capture {
-                    log.say("spool: reporting \(name) (uid \(owner.uid))")
-                    // Dated (id and timestamp) when it crashed, not when it was picked up.
-                    let crashed = Self.crashDate(of: spooled.record, now: realtimeNanoseconds())
-                    // Symbolicated as the owner too: the debug files it finds are the owner's to read.
-                    written =
-                        (try? asOwner(owner) {
-                            server.writeReport(
-                                capture, recordBytes: [], store: store, started: monotonicNanoseconds(),
-                                captureNanoseconds: 0, capturedFrom: "spool",
-                                id: crashed.map { ReportStore.newID(pid: spooled.record.pid.rawValue, date: $0) },
-                                spoolOnFailure: false, source: spooled.record.isHostDump ? "host" : nil
-                            ) { event in
-                                if let crashed {
-                                    event.timestamp = Event.timestamp(crashed)
-                                } else {
-                                    event.notes =
-                                        (event.notes ?? []) + [
-                                            "the spool file's crash time (\(spooled.record.timeNanoseconds) ns since 1970) is not a past moment: the timestamp is when it was reported"
-                                        ]
-                                }
-                            }
-                        }) ?? false
-                }
+            writer.submit { [self] in
+                let written = report(spooled, name: name, owner: owner, into: store, writer: writer)
                 if written { remove(name, owner: owner) }
                 state.withLock { state in
                     state.inFlight.remove(name)
@@ -167,6 +136,41 @@ final class SpoolIngest: Sendable {
                 }
             }
         }
+    }
+
+    /// One spooled crash reported into `store`, read and symbolicated as its owner (the debug
+    /// files it finds are the owner's to read), dated when it crashed, not when it was picked
+    /// up. Whether it was written.
+    func report(
+        _ spooled: SpooledRecord, name: String, owner: ReportStore.Owner, into store: ReportStore, writer: ReportWriter
+    ) -> Bool {
+        let capture = try? asOwner(owner) {
+            CaptureSession.spooled(
+                record: spooled.record, executable: spooled.executable, maps: spooled.maps,
+                mapsTruncated: spooled.mapsTruncated, commandLine: spooled.commandLine,
+                commandLineTruncated: spooled.commandLineTruncated, cache: ELFCache())
+        }
+        guard let capture else { return false }
+        log.say("spool: reporting \(name) (uid \(owner.uid))")
+        let crashed = Self.crashDate(of: spooled.record, now: realtimeNanoseconds())
+        var request = ReportRequest(
+            capture: capture, id: ReportStore.newID(pid: spooled.record.pid.rawValue, date: crashed ?? Date()), store: store,
+            started: monotonicNanoseconds(), captureNanoseconds: 0)
+        request.capturedFrom = "spool"
+        request.spoolOnFailure = false
+        request.source = spooled.record.isHostDump ? "host" : nil
+        let time = spooled.record.timeNanoseconds
+        request.amend = { event in
+            if let crashed {
+                event.timestamp = Event.timestamp(crashed)
+            } else {
+                event.notes =
+                    (event.notes ?? []) + [
+                        "the spool file's crash time (\(time) ns since 1970) is not a past moment: the timestamp is when it was reported"
+                    ]
+            }
+        }
+        return (try? asOwner(owner) { writer.write(request) }) ?? false
     }
 
     /// When a spooled crash happened: its record's CLOCK_REALTIME at the fault (the time in

@@ -1,4 +1,4 @@
-// The crash server's side of a program's consent dialog: crashport_pending_list's query, answered
+// The wire server's side of a program's consent dialog: crashport_pending_list's query, answered
 // once on the reply fd it carries, and crashport_send_report / crashport_discard_report. The
 // checks are here (the message, its descriptor, the rate); what the sender's program and reports
 // are is the delegate's (the launcher's child, a sidecar's client), as for a consent message.
@@ -10,7 +10,7 @@ import ReportModel
 import Glibc
 #endif
 
-extension CrashServer {
+extension WireServer {
     /// A query with exactly one descriptor, a socket: answered with the sender's program's
     /// reports awaiting consent, sent without blocking (a client that does not read, or whose
     /// socket is full, loses the answer; the serving thread never waits on it). A malformed or
