@@ -59,12 +59,7 @@ extension CaptureSession {
             if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
         }
 
-        let names = access.map { threadNames(dump, access: $0) } ?? [:]
-        let threads = dump.threads.map { thread in
-            var name = names[thread.tid] ?? ""
-            if name.isEmpty, thread.tid.rawValue == pid.rawValue { name = dump.processInfo?.command ?? "" }
-            return ThreadSnapshot(tid: thread.tid, name: name, registers: thread.registers, stack: thread.stack)
-        }
+        let threads = threadSnapshots(dump, access: access, pid: pid)
         // dump.threads is not empty (above).
         let crashed = threads[0]
         let signal = dump.signalInfo ?? CoreDump.SignalInfo(signal: dump.threads[0].signal, code: 0)
@@ -74,12 +69,8 @@ extension CaptureSession {
             timeNanoseconds: timeNanoseconds)
 
         var files = LinuxFiles()
-        files.maps = maps
-        files.procStatus = proc.files["status"]
-        files.cmdLine = proc.files["cmdline"]
-        files.auxv = dump.auxv
-        files.cpuInfo = SystemProbe.cpuInfo
-        files.lsbRelease = SystemProbe.lsbRelease
+        (files.maps, files.procStatus, files.cmdLine, files.auxv) = (maps, proc.files["status"], proc.files["cmdline"], dump.auxv)
+        (files.cpuInfo, files.lsbRelease) = (SystemProbe.cpuInfo, SystemProbe.lsbRelease)
         var arguments = ProcFiles.arguments(cmdline: files.cmdLine ?? [])
         if arguments.isEmpty, let psargs = dump.processInfo?.arguments, !psargs.isEmpty {
             arguments = psargs.split(separator: " ").map(String.init)
@@ -96,6 +87,17 @@ extension CaptureSession {
         return Capture(
             snapshot: snapshot, executable: executable, arguments: arguments, notes: notes, record: record,
             suspendedNanoseconds: 0, heldNanoseconds: 0)
+    }
+
+    /// The core's threads, named as /proc names them while the kernel holds the process (the
+    /// main thread by the core's command when its name is gone).
+    static func threadSnapshots(_ dump: CoreDump, access: ProcessAccess?, pid: ProcessID) -> [ThreadSnapshot] {
+        let names = access.map { threadNames(dump, access: $0) } ?? [:]
+        return dump.threads.map { thread in
+            var name = names[thread.tid] ?? ""
+            if name.isEmpty, thread.tid.rawValue == pid.rawValue { name = dump.processInfo?.command ?? "" }
+            return ThreadSnapshot(tid: thread.tid, name: name, registers: thread.registers, stack: thread.stack)
+        }
     }
 
     /// The main executable: the file mapped where the program's entry point is (AT_ENTRY), or its

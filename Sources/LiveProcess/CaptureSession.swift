@@ -165,42 +165,44 @@ public enum CaptureSession {
             session?.detachAll(timeoutMilliseconds: 1000)
             return withoutMemory(record, access: access, status: status, started: started, session: session, why: why)
         }
+        return readHeld(
+            record: record, access: access, session: session, memory: memory, alone: alone,
+            given: (status: status, earlier: earlier), options: options, cache: cache, started: started, notes: notes)
+    }
+
+    /// Everything a report needs from a process that is held (stopped by `session`, or alone in
+    /// the stub's handler), read and then released: the /proc files, every thread's registers and
+    /// stack, the modules, the code around the crash, the app area, the strings on the stack.
+    /// `given`: the status read when the record was checked, and a snapshot taken under memory
+    /// pressure (hold's).
+    static func readHeld(
+        record: CrashRecord, access: ProcessAccess, session: ThreadHold?, memory: ProcessMemory, alone: Bool,
+        given: (status: [UInt8]?, earlier: PressureSnapshot?), options: CaptureOptions, cache: ELFCache,
+        started: UInt64, notes initial: [String]
+    ) -> HeldCapture {
+        var notes = initial
         // The /proc files a report keeps, read now with one change of credentials.
         let proc = access.procFiles(
-            ["maps", "cmdline", "auxv", "cgroup"] + (status == nil ? ["status"] : [])
+            ["maps", "cmdline", "auxv", "cgroup"] + (given.status == nil ? ["status"] : [])
                 + (options.captureEnvironment ? ["environ"] : []))
         let mapsBytes = proc.files["maps"]
         let mappings = mapsBytes.map { MemoryMapping.parse($0) } ?? []
-        if mapsBytes == nil { notes.append("/proc/\(pid)/maps unreadable: modules unknown") }
+        if mapsBytes == nil { notes.append("/proc/\(record.pid)/maps unreadable: modules unknown") }
         // /proc/PID/stat: fields[0] is field 3, the state; fields[19] field 22, the start time.
-        let stat = ProcFiles.statFields(of: pid)
-        // Whether the live process's memory is ours to read: held by ptrace, or alone and
-        // readable (process_vm_readv makes the same permission check as ptrace).
-        var live = session != nil
-        if options.usePtrace && alone {
-            if hasExited(stat: stat) {
-                notes.append(alreadyExited)
-            } else if let first = mappings.first(where: { $0.readable }) {
-                live = !memory.bytes(at: first.start, count: 1).isEmpty
-                if !live {
-                    notes.append(
-                        "the process's memory could not be read (\(String(cString: strerror(errno)))); the crashing thread comes from the record's stack copy"
-                    )
-                }
-            }
-        }
-
+        let stat = ProcFiles.statFields(of: record.pid)
+        let live =
+            session != nil
+            || (options.usePtrace && alone && isReadable(memory, stat: stat, mappings: mappings, notes: &notes))
         let stacks = StackReader(mappings: mappings, memory: memory)
         var threads = threadSnapshots(
             record: record, access: access, session: session, live: live, stacks: stacks, options: options, notes: &notes)
         var stackTaken: StackTaken?
         var commandLine: [UInt8]?
         if case .exit? = record.observation, session != nil {
-            stackTaken = takenAtDeath(threads: &threads, earlier: earlier, commandLine: &commandLine, notes: &notes)
+            stackTaken = takenAtDeath(threads: &threads, earlier: given.earlier, commandLine: &commandLine, notes: &notes)
         }
-        let executable = proc.executable
         let pendingModules = ModuleMap.pending(
-            access: access, mappings: mappings, executable: executable, memory: live ? memory : nil, cache: cache)
+            access: access, mappings: mappings, executable: proc.executable, memory: live ? memory : nil, cache: cache)
         var extra =
             live
             ? instructionBytes(at: threads.first?.registers.rip ?? record.registers.rip, threads: threads, stacks: stacks) : []
@@ -208,14 +210,8 @@ public enum CaptureSession {
             extra += interruptedStacks(
                 threads: threads, crashedThreadID: record.tid, extra: extra, stacks: stacks, options: options)
         }
-        var files = LinuxFiles()
-        files.procStatus = status ?? proc.files["status"]
-        files.cmdLine = proc.files["cmdline"]
+        var files = linuxFiles(proc.files, status: given.status)
         if files.cmdLine?.isEmpty != false, let commandLine { files.cmdLine = commandLine }
-        files.auxv = proc.files["auxv"]
-        files.maps = mapsBytes
-        files.environ = proc.files["environ"]
-        let startTicks = stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }
         let appArea =
             live ? readAppArea(at: record.appArea, memory: memory, notes: &notes, errorDetails: record.isError) : nil
         let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
@@ -224,23 +220,51 @@ public enum CaptureSession {
 
         // Everything needed from the live process is in hand: release it.
         session?.detachAll(timeoutMilliseconds: 1000)
-        // Its memory cgroup, from the text read above (the mounts are looked at after the release).
-        let memoryCgroup =
-            live
-            ? proc.files["cgroup"].flatMap { OOMCounters.counterFile(cgroups: String(decoding: $0, as: UTF8.self)) }
-                .flatMap(MemoryState.cgroup(ofCounterFile:)) : nil
         // The record's copy of the crashing thread's stack is in `threads` (or was replaced there
         // by the longer live one): the record keeps no second copy while it waits for its report.
         var kept = record
         kept.stack = MemoryRegion(start: record.stack.start, bytes: [])
         var held = HeldCapture(
             record: kept, access: access, threads: threads, pendingModules: pendingModules, extraMemory: extra,
-            files: files, executable: executable, startTicks: startTicks, appArea: appArea, messages: messages,
-            stackStrings: stackStrings, notes: notes, suspendedNanoseconds: monotonicNanoseconds() - started,
+            files: files, executable: proc.executable, startTicks: stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil },
+            appArea: appArea, messages: messages, stackStrings: stackStrings, notes: notes,
+            suspendedNanoseconds: monotonicNanoseconds() - started,
             heldNanoseconds: session.map { $0.releasedNanoseconds &- $0.firstSeizeNanoseconds } ?? 0)
-        held.memoryCgroup = memoryCgroup
+        // Its memory cgroup, from the text read above (the mounts are looked at after the release).
+        held.memoryCgroup =
+            live
+            ? proc.files["cgroup"].flatMap { OOMCounters.counterFile(cgroups: String(decoding: $0, as: UTF8.self)) }
+                .flatMap(MemoryState.cgroup(ofCounterFile:)) : nil
         held.stackTaken = stackTaken
         return held
+    }
+
+    /// Whether the memory of a process alone in the stub's handler (not stopped by ptrace) is
+    /// ours to read: process_vm_readv makes the same permission check as ptrace. Says why not.
+    static func isReadable(
+        _ memory: ProcessMemory, stat: [Substring]?, mappings: [MemoryMapping], notes: inout [String]
+    ) -> Bool {
+        if hasExited(stat: stat) {
+            notes.append(alreadyExited)
+            return false
+        }
+        guard let first = mappings.first(where: { $0.readable }) else { return false }
+        guard memory.bytes(at: first.start, count: 1).isEmpty else { return true }
+        notes.append(
+            "the process's memory could not be read (\(String(cString: strerror(errno)))); the crashing thread comes from the record's stack copy"
+        )
+        return false
+    }
+
+    /// The /proc files a minidump keeps (its Linux streams), from what was read.
+    static func linuxFiles(_ proc: [String: [UInt8]], status: [UInt8]?) -> LinuxFiles {
+        var files = LinuxFiles()
+        files.procStatus = status ?? proc["status"]
+        files.cmdLine = proc["cmdline"]
+        files.auxv = proc["auxv"]
+        files.maps = proc["maps"]
+        files.environ = proc["environ"]
+        return files
     }
 
     /// A death seen at its exit: whether its stacks were there to read. When the lead thread's

@@ -18,9 +18,7 @@ import Glibc
 #endif
 
 /// The host level's part of a running sidecar.
-final class SidecarHostLevel: @unchecked Sendable {
-    // Unchecked: `installation`, `listener`, `guardian`, `warned` and the times are the serving
-    // thread's; dump threads touch only `dumps` and `queue` (Sendable).
+final class SidecarHostLevel {
     let pattern: HostPattern
     let installation: HostInstallation
     let listener: Int32
@@ -58,39 +56,10 @@ final class SidecarHostLevel: @unchecked Sendable {
         let pattern = HostPattern(paths: configuration.paths)
         guard geteuid() == 0 else { throw HostError.notRoot }
         let paths = configuration.paths
-        if let failure = ReportStore.makeDirectories(paths.directory, mode: 0o755) {
-            throw HostError.unwritable("cannot create \(paths.directory): \(failure)")
-        }
-        // Its sockets and its record are root's: a directory another user owns or may write to
-        // (CRASHPORT_HOST_DIRECTORY kept from a user's environment, say) is refused, as is a link,
-        // or one under a directory another user could rename it out of.
-        guard Self.isRootsAlone(paths.directory) else {
-            throw HostError.unwritable("\(paths.directory) is not a directory of root's that only root may write to")
-        }
-        // crashport run leaves its marks here as its user; nobody may list or remove another's.
-        if ReportStore.makeDirectories(paths.reportedMarks, mode: 0o1733) == nil { chmod(paths.reportedMarks, 0o1733) }
-        // The kernel would dump a crash of this sidecar to its own socket, and wait on it.
-        do {
-            try HostProcessSettings.notDumpable()
-        } catch {
-            throw HostError.unwritable("cannot make the sidecar not dumpable: \(error)")
-        }
+        try Self.prepare(paths)
         let mode = configuration.mode ?? HostMode.best()
         let path = mode == .pipe ? paths.handoffSocket : paths.coreSocket
-        unlink(path)
-        let fd: Int32
-        do {
-            // The kernel connects without waiting: a full backlog loses the crash at once, so it
-            // is as deep as the kernel allows (somaxconn), for a storm that outruns the accepts.
-            if mode == .pipe {
-                fd = try UnixSocket.listen(on: path, backlog: Self.backlog).fd
-                chmod(path, 0o600)
-            } else {
-                fd = try CoreSocket.listen(at: path, backlog: Self.backlog).fd
-            }
-        } catch {
-            throw HostError.socket("cannot listen on \(path): \(error)")
-        }
+        let fd = try Self.listen(at: path, mode: mode)
         // The guard first: from the moment the pattern names the socket, every dying process it
         // holds has someone to let it go by its deadline.
         if mode != .pipe {
@@ -136,6 +105,44 @@ final class SidecarHostLevel: @unchecked Sendable {
         }
     }
 
+    /// The host directory, root's alone, with the marks' directory in it; this process made not
+    /// dumpable (the kernel would dump a crash of this sidecar to its own socket, and wait on it).
+    static func prepare(_ paths: HostPaths) throws {
+        if let failure = ReportStore.makeDirectories(paths.directory, mode: 0o755) {
+            throw HostError.unwritable("cannot create \(paths.directory): \(failure)")
+        }
+        // Its sockets and its record are root's: a directory another user owns or may write to
+        // (CRASHPORT_HOST_DIRECTORY kept from a user's environment, say) is refused, as is a link,
+        // or one under a directory another user could rename it out of.
+        guard isRootsAlone(paths.directory) else {
+            throw HostError.unwritable("\(paths.directory) is not a directory of root's that only root may write to")
+        }
+        // crashport run leaves its marks here as its user; nobody may list or remove another's.
+        if ReportStore.makeDirectories(paths.reportedMarks, mode: 0o1733) == nil { chmod(paths.reportedMarks, 0o1733) }
+        do {
+            try HostProcessSettings.notDumpable()
+        } catch {
+            throw HostError.unwritable("cannot make the sidecar not dumpable: \(error)")
+        }
+    }
+
+    /// The socket the kernel (socket modes) or the pipe helpers (pipe mode) connect to. The
+    /// kernel connects without waiting: a full backlog loses the crash at once, so it is as deep
+    /// as the kernel allows (somaxconn), for a storm that outruns the accepts.
+    static func listen(at path: String, mode: HostMode) throws -> Int32 {
+        unlink(path)
+        do {
+            if mode == .pipe {
+                let fd = try UnixSocket.listen(on: path, backlog: backlog).fd
+                chmod(path, 0o600)
+                return fd
+            }
+            return try CoreSocket.listen(at: path, backlog: backlog).fd
+        } catch {
+            throw HostError.socket("cannot listen on \(path): \(error)")
+        }
+    }
+
     /// The listener's backlog: as deep as the kernel keeps (net.core.somaxconn caps it).
     static let backlog: Int32 = 4096
 
@@ -152,7 +159,13 @@ final class SidecarHostLevel: @unchecked Sendable {
             if installation.mode == .pipe {
                 guard let connection = try? UnixSocket(fd: listener).accept() else { return }
                 // The helper's message comes with its descriptors; it waits (bounded) for the answer.
-                guard startThread(name: "core-handoff", { [self] in takeHandoff(connection) }) else {
+                guard
+                    startThread(
+                        name: "core-handoff",
+                        { [queue, dumps, log] in
+                            Self.takeHandoff(connection, into: queue, dumps: dumps, log: log)
+                        })
+                else {
                     close(connection.fd)
                     return
                 }
@@ -208,8 +221,11 @@ final class SidecarHostLevel: @unchecked Sendable {
         enqueue(arrival)
     }
 
-    /// Into the queue, or let go at once when its user has as many waiting as a user may.
-    func enqueue(_ arrival: CoreArrival) {
+    func enqueue(_ arrival: CoreArrival) { Self.enqueue(arrival, into: queue, dumps: dumps) }
+
+    /// Into the queue, or let go at once when its user has as many waiting as a user may (on the
+    /// serving thread, or a handoff's).
+    static func enqueue(_ arrival: CoreArrival, into queue: HostQueue<CoreArrival>, dumps: HostDumps) {
         guard queue.add(arrival, uid: arrival.owner.uid, deadline: arrival.arrived &+ HostLevelLimits.readNanoseconds) else {
             dumps.letGoUnread(arrival, why: "\(HostLevelLimits.queuedPerUser) of its user's crashes are waiting already")
             arrival.discard()
@@ -221,7 +237,7 @@ final class SidecarHostLevel: @unchecked Sendable {
     /// through and the dying process's pidfd when the kernel gave one. Only root's (the
     /// kernel's helpers) are taken. The helper is told at once that its core is taken (it
     /// reports the core itself if not, within a few seconds), and that it is done once read.
-    func takeHandoff(_ connection: UnixSocket) {
+    static func takeHandoff(_ connection: UnixSocket, into queue: HostQueue<CoreArrival>, dumps: HostDumps, log: WatcherLog) {
         var descriptor = pollfd(fd: connection.fd, events: Int16(POLLIN), revents: 0)
         guard poll(&descriptor, 1, 2000) > 0 else {
             close(connection.fd)
@@ -252,7 +268,7 @@ final class SidecarHostLevel: @unchecked Sendable {
         }
         var arrival = handoff.arrival(stream: received[0], pidfd: pidfd)
         arrival.helper = connection.fd
-        enqueue(arrival)
+        enqueue(arrival, into: queue, dumps: dumps)
     }
 
     /// Every second or so: the queue (its late and expired), the guard (another started if it

@@ -214,17 +214,8 @@ public final class Sidecar {
         var lastScan = monotonicNanoseconds()
         var stopping = false
         while !stopping {
-            var fds = [
-                pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: signals.fd, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: spool?.changes ?? -1, events: Int16(POLLIN), revents: 0),
-            ]
             let order = Array(clients.keys)
-            fds += order.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            // A client that hung up without GOODBYE: its pidfd says when it has died.
-            fds += endings.map { pollfd(fd: $0.died == nil ? $0.watch.handle?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0) }
-            // Last: the cores the kernel hands the host level.
-            fds.append(pollfd(fd: hostLevel?.pollDescriptor ?? -1, events: Int16(POLLIN), revents: 0))
+            var fds = pollSet(signals: signals, clients: order)
             // Ends being settled are looked at every 100 ms (a zombie's parent may reap it);
             // heartbeats when they are due.
             var timeout: Int32 = !endings.isEmpty ? 100 : pages.timeout
@@ -239,14 +230,8 @@ public final class Sidecar {
             for (index, fd) in order.enumerated() where fds[3 + index].revents != 0 {
                 serve(fd)
             }
-            handleTraceEvents()
-            reapUploads()
-            let now = monotonicNanoseconds()
+            let now = lookAround()
             if watchdog.due(now: now) { notify("WATCHDOG=1") }
-            checkHeartbeats(now: now)
-            hostLevel?.check(now: now)
-            settleEndings(now: now)
-            checkAppAreas(now: now)
             if fds[2].revents != 0 || now &- lastScan > 30_000_000_000 {
                 spool?.consumeChanges()
                 ingestSpool()
@@ -256,6 +241,35 @@ public final class Sidecar {
         }
         stopServing()
         return 0
+    }
+
+    /// What the serving loop polls: the listener, the signals, the spool's changes, then one
+    /// per client (in `clients`' order), one per ending client (its pidfd says when it has
+    /// died), and last the cores the kernel hands the host level.
+    func pollSet(signals: SignalDescriptor, clients order: [Int32]) -> [pollfd] {
+        var fds = [
+            pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: signals.fd, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: spool?.changes ?? -1, events: Int16(POLLIN), revents: 0),
+        ]
+        fds += order.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        fds += endings.map { pollfd(fd: $0.died == nil ? $0.watch.handle?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0) }
+        fds.append(pollfd(fd: hostLevel?.pollDescriptor ?? -1, events: Int16(POLLIN), revents: 0))
+        return fds
+    }
+
+    /// Each turn of the loop, after what was ready was served: the traced clients' events, the
+    /// uploads, the heartbeats, the host level's deadlines, the ends being settled, the app
+    /// areas. The time it looked (CLOCK_MONOTONIC).
+    func lookAround() -> UInt64 {
+        handleTraceEvents()
+        reapUploads()
+        let now = monotonicNanoseconds()
+        checkHeartbeats(now: now)
+        hostLevel?.check(now: now)
+        settleEndings(now: now)
+        checkAppAreas(now: now)
+        return now
     }
 
     /// Everything between the listening socket and the first poll: the reports directory, the

@@ -234,9 +234,7 @@ extension Sidecar {
         let pid = session.pid
         let held = end.watch.monitor?.retainedBytes ?? 0
         appAreaBytes = max(0, appAreaBytes - held)
-        var abnormal = AbnormalEnd(pid: pid, executable: session.executable)
-        switch outcome {
-        case .livesOn:
+        guard case .ended(let lookup) = outcome else {
             // An exec (the connection is close-on-exec), or a close of its descriptors: an
             // ordinary end of this run of the program. Traced, it is let go, unless it said HELLO
             // again (the program it execed has the stub too).
@@ -244,14 +242,8 @@ extension Sidecar {
             capturer.settleHeldFault(of: pid, exit: nil)
             endRun(session.record(status: .exited), store: session.store)
             return
-        case .ended(.known(let exit, let source)):
-            abnormal.exit = exit
-            abnormal.exitSource = source
-        case .ended(.unknown(let why)):
-            abnormal.exitUnknown = why
-        case .ended(.notYet):
-            abnormal.exitUnknown = "it had not ended"
         }
+        var abnormal = Self.abnormalEnd(pid, executable: session.executable, lookup)
         // An abnormal end in its launch window is a launch crash (RunHistory): measured when its
         // connection closed, as its death is not timed more closely.
         let closedAt = realtimeNanoseconds() &- (now &- end.closed)
@@ -285,41 +277,11 @@ extension Sidecar {
             endRun(session.record(status: .exited), store: session.store)
             return
         }
-        abnormal.arguments = end.watch.arguments
-        abnormal.buildID = session.buildID
-        abnormal.release = session.release
-        abnormal.session = session.sid
         abnormal.oomKills = oomCount
-        if let untraced = end.watch.untraced {
-            abnormal.notes.append("no stacks: crashport could not keep it traced (\(untraced)); crashport doctor says why")
-        }
-        if let monitor = end.watch.monitor {
-            abnormal.app = monitor.area
-            abnormal.appCheckedBeforeEnd = monitor.confirmed.map { Double(end.closed &- $0) / 1e9 }
-            abnormal.appProblem = end.watch.dropped ?? (monitor.area == nil ? monitor.problem : nil)
-        }
-        let what = abnormal.exit.map(TerminationReport.describe) ?? "exit status unknown"
-        let cause = abnormal.cause.map { ", cause \($0)" } ?? ""
-        let write: Bool
-        if end.watch.disabled {
-            log.say("client pid \(pid) ended abnormally (\(what)\(cause)); its program turned reporting off: no report")
-            write = false
-        } else if !terminationsPerProgram.allows("\(end.uid) \(session.executable)") {
-            log.say(
-                "client pid \(pid) ended abnormally (\(what)\(cause)); not reported: more than \(terminationsPerProgram.perMinute) termination reports a minute for \(session.executable) (uid \(end.uid))"
-            )
-            write = false
-        } else if !terminationsPerUser.allows(end.uid) {
-            log.say(
-                "client pid \(pid) ended abnormally (\(what)\(cause)); not reported: more than \(terminationsPerUser.perMinute) termination reports a minute for uid \(end.uid)"
-            )
-            write = false
-        } else {
-            write = true
-        }
+        describe(&abnormal, of: end)
+        let id = mayReport(abnormal, of: end) ? ReportStore.newID(pid: pid.rawValue) : nil
         let writer = capturer.writer
         let ended = abnormal
-        let id = write ? ReportStore.newID(pid: pid.rawValue) : nil
         endRun(
             session.record(
                 status: .abnormal, crashedDuringLaunch: duringLaunch, reportID: id, signal: abnormal.exit?.signal,
@@ -328,5 +290,64 @@ extension Sidecar {
         ) {
             if let id { writer.writeTermination(ended, store: session.store, id: id) }
         }
+    }
+
+    /// An end no crash record described, as far as its exit status is known.
+    static func abnormalEnd(_ pid: ProcessID, executable: String, _ lookup: ProcessHandle.ExitLookup) -> AbnormalEnd {
+        var abnormal = AbnormalEnd(pid: pid, executable: executable)
+        switch lookup {
+        case .known(let exit, let source):
+            abnormal.exit = exit
+            abnormal.exitSource = source
+        case .unknown(let why):
+            abnormal.exitUnknown = why
+        case .notYet:
+            abnormal.exitUnknown = "it had not ended"
+        }
+        return abnormal
+    }
+
+    /// What the termination report of an abnormal end says of its run: its arguments, program,
+    /// session, and what its monitor last read of its app area.
+    func describe(_ abnormal: inout AbnormalEnd, of end: PendingEnd) {
+        let session = end.session
+        abnormal.arguments = end.watch.arguments
+        abnormal.buildID = session.buildID
+        abnormal.release = session.release
+        abnormal.session = session.sid
+        if let untraced = end.watch.untraced {
+            abnormal.notes.append("no stacks: crashport could not keep it traced (\(untraced)); crashport doctor says why")
+        }
+        if let monitor = end.watch.monitor {
+            abnormal.app = monitor.area
+            abnormal.appCheckedBeforeEnd = monitor.confirmed.map { Double(end.closed &- $0) / 1e9 }
+            abnormal.appProblem = end.watch.dropped ?? (monitor.area == nil ? monitor.problem : nil)
+        }
+    }
+
+    /// Whether an abnormal end gets a termination report: not when its program turned reporting
+    /// off, nor past the per-program and per-user limits (a fork bomb of SIGKILLed clients
+    /// writes a few, not thousands). Says why not.
+    func mayReport(_ abnormal: AbnormalEnd, of end: PendingEnd) -> Bool {
+        let (pid, executable) = (end.session.pid, end.session.executable)
+        let what = abnormal.exit.map(TerminationReport.describe) ?? "exit status unknown"
+        let cause = abnormal.cause.map { ", cause \($0)" } ?? ""
+        if end.watch.disabled {
+            log.say("client pid \(pid) ended abnormally (\(what)\(cause)); its program turned reporting off: no report")
+            return false
+        }
+        if !terminationsPerProgram.allows("\(end.uid) \(executable)") {
+            log.say(
+                "client pid \(pid) ended abnormally (\(what)\(cause)); not reported: more than \(terminationsPerProgram.perMinute) termination reports a minute for \(executable) (uid \(end.uid))"
+            )
+            return false
+        }
+        if !terminationsPerUser.allows(end.uid) {
+            log.say(
+                "client pid \(pid) ended abnormally (\(what)\(cause)); not reported: more than \(terminationsPerUser.perMinute) termination reports a minute for uid \(end.uid)"
+            )
+            return false
+        }
+        return true
     }
 }
