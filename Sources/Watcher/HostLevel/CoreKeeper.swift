@@ -7,15 +7,19 @@
 
 import CShims
 import FoundationEssentials
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Unchecked: used by the one dump thread that reads its core.
-final class CoreKeeper: @unchecked Sendable {
+/// Made and fed by the dump thread that reads its core, finished by the report thread that
+/// writes its report: its file and failure behind a Mutex.
+final class CoreKeeper: Sendable {
     let staging: String
-    private var file: gzFile?
-    private(set) var failure: String?
+    private let state: Mutex<(file: gzFile?, failure: String?)>
+
+    /// Why the core could not be kept, once a write failed.
+    var failure: String? { state.withLock { $0.failure } }
 
     /// A staging file in `directory` (the user's reports directory), opened with the calling
     /// thread's credentials; nil with why when it cannot be made.
@@ -28,22 +32,27 @@ final class CoreKeeper: @unchecked Sendable {
             unlink(staging)
             return nil
         }
-        self.file = file
+        state = Mutex((file, nil))
     }
 
     /// Appends what the stream gave; after a failure (a full disk) it stops keeping and says why.
     func append(_ bytes: UnsafeRawBufferPointer) {
-        guard let file, failure == nil, bytes.count > 0 else { return }
-        if gzwrite(file, bytes.baseAddress, UInt32(bytes.count)) != Int32(bytes.count) {
-            failure = "the core could not be kept: \(String(cString: strerror(errno)))"
+        state.withLock { state in
+            guard let file = state.file, state.failure == nil, bytes.count > 0 else { return }
+            if gzwrite(file, bytes.baseAddress, UInt32(bytes.count)) != Int32(bytes.count) {
+                state.failure = "the core could not be kept: \(String(cString: strerror(errno)))"
+            }
         }
     }
 
     /// Closes the file and moves it to `report`/core.gz (the calling thread's credentials, as at
     /// init); the note for the report.
     func finish(into report: String?) -> String {
-        if let file { gzclose(file) }
-        file = nil
+        let failure = state.withLock { state -> String? in
+            if let file = state.file { gzclose(file) }
+            state.file = nil
+            return state.failure
+        }
         guard failure == nil, let report, rename(staging, report + "/core.gz") == 0 else {
             unlink(staging)
             return failure ?? "the core could not be kept: the report was not written"

@@ -547,11 +547,13 @@ public final class HostDumps: Sendable {
 
 /// Reads a stream with one deadline for everything (CLOCK_MONOTONIC ns): a dying process is held
 /// while its stream is read, so no read may wait past it.
-final class DeadlineReader: @unchecked Sendable {
-    // Unchecked: used by the one thread that handles its dump.
+final class DeadlineReader: Sendable {
     let fd: Int32
     let deadline: UInt64
-    private(set) var timedOut = false
+    private let ranOut = Atomic<Bool>(false)
+
+    /// Whether a read met the deadline.
+    var timedOut: Bool { ranOut.load(ordering: .relaxed) }
 
     init(fd: Int32, deadline: UInt64) {
         self.fd = fd
@@ -563,7 +565,7 @@ final class DeadlineReader: @unchecked Sendable {
         while true {
             let now = monotonicNanoseconds()
             guard now < deadline else {
-                timedOut = true
+                ranOut.store(true, ordering: .relaxed)
                 return 0
             }
             var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)

@@ -120,8 +120,7 @@ public struct HostHandOn: Sendable {
     }
 
     /// One running handler: its stdin, written with the dump's deadline.
-    final class Running: @unchecked Sendable {
-        // Unchecked: used by the one dump thread that hands its core on.
+    final class Running {
         let child: pid_t
         private var input: Int32
         let name: String
