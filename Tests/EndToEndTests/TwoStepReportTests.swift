@@ -1,4 +1,4 @@
-// End-to-end: a sidecar writes a crash's report in two steps (CrashServer.writeCaptured). The
+// End-to-end: a sidecar writes a crash's report in two steps (ReportWriter.writeFirstStep). The
 // first, at the crash: the minidump and a captured event (Event.stage "captured": the pc of
 // each thread, no names), renamed into place; readers say what it is. The second: the full
 // event and the minidump with the code the unwind read renamed over them, the stage gone. A
