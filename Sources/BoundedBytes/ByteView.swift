@@ -4,7 +4,7 @@
 
 /// Bounds-checked little-endian reads over a byte buffer. Every accessor returns nil instead of
 /// reading out of bounds; offsets are checked for overflow.
-/// Unchecked: a read-only view of memory its owner keeps alive and never writes.
+/// Unchecked: a raw pointer (not Sendable) to bytes its owner keeps alive and no one changes under a reader.
 public struct ByteView: @unchecked Sendable {
     public let bytes: UnsafeRawBufferPointer
 

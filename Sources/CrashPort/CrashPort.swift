@@ -6,6 +6,7 @@
 // a package that depends on crashport builds with plain `swift build`.
 
 import CCrashPort
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -195,24 +196,23 @@ public enum CrashPort {
     }
 
     /// The keyed life-cycle tasks (`registerTask(_:_:)`): kept here, alive while registered.
-    private final class Tasks: @unchecked Sendable {
-        final class Task {
+    private final class Tasks: Sendable {
+        final class Task: Sendable {
             let body: @Sendable () -> Void
             init(_ body: @escaping @Sendable () -> Void) { self.body = body }
         }
-        private var lock = pthread_mutex_t()
-        private var tasks: [String: Task] = [:]
-
-        init() { pthread_mutex_init(&lock, nil) }
+        /// Registered with the stub and kept under one lock: the task the stub holds for a key is
+        /// always the one kept alive here.
+        private let tasks = Mutex<[String: Task]>([:])
 
         func set(_ key: String, _ task: Task?) -> Int32 {
-            pthread_mutex_lock(&lock)
-            defer { pthread_mutex_unlock(&lock) }
-            let result = crashport_register_task(
-                key, task == nil ? nil : { Unmanaged<Task>.fromOpaque($0!).takeUnretainedValue().body() },
-                task.map { Unmanaged.passUnretained($0).toOpaque() })
-            if result == 0 { tasks[key] = task }
-            return result
+            tasks.withLock { tasks in
+                let result = crashport_register_task(
+                    key, task == nil ? nil : { Unmanaged<Task>.fromOpaque($0!).takeUnretainedValue().body() },
+                    task.map { Unmanaged.passUnretained($0).toOpaque() })
+                if result == 0 { tasks[key] = task }
+                return result
+            }
         }
     }
     private static let tasks = Tasks()

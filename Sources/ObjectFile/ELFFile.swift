@@ -418,7 +418,7 @@ public final class ELFFile: Sendable {
         if let buildID = cacheable, let bytes = inflatedNow, !file.torn,
             let writer = SectionCache.Writer(buildID: buildID, section: section.name, size: size)
         {
-            writer.write(bytes)
+            writer.write(ByteView(bytes))
             writer.finish()
         }
         return result

@@ -40,17 +40,19 @@ public enum ObjectFileError: Error, CustomStringConvertible, Equatable {
     }
 }
 
-/// Unchecked: a read-only view of a mapping it owns (libelf's one write is claimed, atomically).
-public final class MappedFile: @unchecked Sendable {
+/// A mapping it owns, read through a ByteView (libelf's one write is claimed, atomically).
+public final class MappedFile: Sendable {
     public let path: String
-    public let bytes: UnsafeRawBufferPointer
+    /// The mapping, held as a ByteView: the raw pointer's one carrier.
+    private let view: ByteView
+    public var bytes: UnsafeRawBufferPointer { view.bytes }
     /// The file's inode, owner, group and mode bits when it was opened (nil for an image in
     /// memory): which file was opened, and who may read it.
-    public private(set) var inode: UInt64?
-    private var owner: (uid: UInt32, gid: UInt32, mode: UInt32)?
+    public let inode: UInt64?
+    private let owner: (uid: UInt32, gid: UInt32, mode: UInt32)?
     /// The file was on a mount without set-user-ID (ST_NOSUID): where users mount media and FUSE
     /// file systems, whose files may read as root's whatever their bytes.
-    private var onNosuidMount = false
+    private let onNosuidMount: Bool
 
     /// Maps the file at `path`; `name`, when given, is the path it goes by (a module opened
     /// through /proc/PID/map_files is named by its path in the maps), where files that go with
@@ -74,14 +76,14 @@ public final class MappedFile: @unchecked Sendable {
         onNosuidMount = fstatvfs(fd, &mount) != 0 || mount.f_flag & UInt(ST_NOSUID) != 0
         let size = Int(info.st_size)
         if size == 0 {
-            bytes = UnsafeRawBufferPointer(start: nil, count: 0)
+            view = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
             (guardSlot, fileBacked, readShort) = (-1, false, false)
             return
         }
         guard let read = Self.read(fd, size: size, writable: true) else {
             throw ObjectFileError.cannotOpen(path: path, errno: errno)
         }
-        (bytes, guardSlot, fileBacked, readShort) = read
+        (view, guardSlot, fileBacked, readShort) = (ByteView(read.bytes), read.slot, read.fileBacked, read.readShort)
     }
 
     /// The first `size` bytes of the open file `fd` (SectionCache's, which checked it): mapped
@@ -89,10 +91,11 @@ public final class MappedFile: @unchecked Sendable {
     init?(descriptor fd: Int32, size: Int, name: String) {
         path = name
         owned = false
+        (owner, onNosuidMount) = (nil, false)
         guard size > 0, let read = Self.read(fd, size: size, writable: false) else { return nil }
-        (bytes, guardSlot, fileBacked, readShort) = read
+        (view, guardSlot, fileBacked, readShort) = (ByteView(read.bytes), read.slot, read.fileBacked, read.readShort)
         var info = stat()
-        if fstat(fd, &info) == 0 { inode = UInt64(info.st_ino) }
+        inode = fstat(fd, &info) == 0 ? UInt64(info.st_ino) : nil
     }
 
     /// `fd`'s first `size` bytes: a private mapping registered with the guard (cp_guard_register),
@@ -181,6 +184,7 @@ public final class MappedFile: @unchecked Sendable {
         path = name
         owned = false
         (guardSlot, fileBacked, readShort) = (-1, false, false)
+        (inode, owner, onNosuidMount) = (nil, nil, false)
         guard capacity > 0, let base = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
             base != MAP_FAILED
         else { return nil }
@@ -193,7 +197,7 @@ public final class MappedFile: @unchecked Sendable {
         let kept = (count + page - 1) / page * page
         if kept < capacity { munmap(base + kept, capacity - kept) }
         // Left writable (privately, like a file's mapping): libelf may update a section header.
-        bytes = UnsafeRawBufferPointer(start: base, count: count)
+        view = ByteView(UnsafeRawBufferPointer(start: base, count: count))
     }
 
     /// An in-memory image (for example the vDSO copied out of a process), kept by this object.
@@ -201,9 +205,10 @@ public final class MappedFile: @unchecked Sendable {
         path = name
         owned = true
         (guardSlot, fileBacked, readShort) = (-1, false, false)
+        (inode, owner, onNosuidMount) = (nil, nil, false)
         let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, 1), alignment: 16)
         source.withUnsafeBytes { copy.copyMemory(from: $0) }
-        bytes = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(copy)[0..<source.count])
+        view = ByteView(UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(copy)[0..<source.count]))
     }
 
     deinit {

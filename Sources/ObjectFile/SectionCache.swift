@@ -178,9 +178,9 @@ public enum SectionCache {
         }
 
         /// Appends the next inflated bytes (a failed write abandons the file).
-        func write(_ chunk: UnsafeRawBufferPointer) {
+        func write(_ chunk: ByteView) {
             guard fd >= 0, chunk.count > 0 else { return }
-            guard writeAll(fd, chunk) else {
+            guard writeAll(fd, chunk.bytes) else {
                 abandon()
                 return
             }

@@ -27,6 +27,7 @@
 
 import BoundedBytes
 import CShims
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -170,25 +171,28 @@ public enum SectionCompression {
 ///
 /// Hostile streams: nothing is written past the declared size; a stream that ends early, goes
 /// on past its declared size or is corrupt fails init (nil), as libelf's inflating would.
-/// Threads: materialize takes the object's own lock; `view` may be read from any thread once
-/// the range read has been materialized.
-/// Unchecked: its pages are written only under its own lock, and read only once materialized.
-public final class InflatedSection: @unchecked Sendable {
+/// Threads: materialize holds the object's mutex (`progress`, which holds the inflate states);
+/// `view` may be read from any thread once the range read has been materialized.
+public final class InflatedSection: Sendable {
     /// Output between two kept inflate states (each about 44 KB).
     public static let checkpointInterval = 512 << 10
     static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
 
     public let view: ByteView
     private let input: ByteView
-    private let release: () -> Void
+    private let release: @Sendable () -> Void
     /// The SectionCache file `view` maps, when the section came from there (nil: `view` is
     /// this object's own anonymous reservation).
     private let cached: MappedFile?
-    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    // Guarded by `lock`:
-    private var checkpoints: [(offset: Int, stream: UnsafeMutablePointer<z_stream>)] = []
-    private var pages: [UInt64]  // one bit per page of `view`: its bytes are in place
-    private var passes = 0
+    private typealias Checkpoint = (offset: Int, stream: UnsafeMutablePointer<z_stream>)
+    /// What materialize reads and changes, behind the mutex: the inflate states kept at init,
+    /// which pages are in place, how many passes were made.
+    private struct Progress {
+        var checkpoints: [Checkpoint]
+        var pages: [UInt64]  // one bit per page of `view`: its bytes are in place
+        var passes = 0
+    }
+    private let progress: Mutex<Progress>
     /// Partial passes after which the next one inflates the whole section: a batch touching
     /// many units (symbolicate --obj over all of libc) pays one full pass, as it did before,
     /// rather than a checkpoint's worth of inflating per unit.
@@ -196,13 +200,13 @@ public final class InflatedSection: @unchecked Sendable {
 
     /// The section's bytes as SectionCache kept them (mapped read-only, kept from now on, and
     /// scanned by SectionCache.mapped): every page in place, nothing to inflate.
-    init(cached: MappedFile, release: @escaping () -> Void) {
+    init(cached: MappedFile, release: @escaping @Sendable () -> Void) {
         view = ByteView(cached.bytes)
         self.cached = cached
         input = ByteView(UnsafeRawBufferPointer(start: nil, count: 0))
         self.release = release
-        pages = [UInt64](repeating: ~0, count: (cached.bytes.count / Self.pageSize + 1) / 64 + 1)
-        pthread_mutex_init(lock, nil)
+        progress = Mutex(
+            Progress(checkpoints: [], pages: [UInt64](repeating: ~0, count: (cached.bytes.count / Self.pageSize + 1) / 64 + 1)))
         release()
     }
 
@@ -211,19 +215,35 @@ public final class InflatedSection: @unchecked Sendable {
     /// was, and only if `intact` says the file it was read from did not change meanwhile); nil
     /// when it does not or memory cannot be reserved.
     init?(
-        input: ByteView, size: Int, release: @escaping () -> Void, cache: SectionCache.Writer?,
+        input: ByteView, size: Int, release: @escaping @Sendable () -> Void, cache: SectionCache.Writer?,
         intact: () -> Bool = { true }, scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
     ) {
         guard size > 0, input.count > 0,
             let base = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
             base != MAP_FAILED
         else { return nil }
+        guard
+            let checkpoints = Self.inflateOnce(
+                input: input, size: size, release: release, cache: cache, intact: intact, scan: scan)
+        else {
+            munmap(base, size)
+            return nil
+        }
         view = ByteView(UnsafeRawBufferPointer(start: base, count: size))
         cached = nil
         self.input = input
         self.release = release
-        pages = [UInt64](repeating: 0, count: (size / Self.pageSize + 1) / 64 + 1)
-        pthread_mutex_init(lock, nil)
+        progress = Mutex(
+            Progress(checkpoints: checkpoints, pages: [UInt64](repeating: 0, count: (size / Self.pageSize + 1) / 64 + 1)))
+    }
+
+    /// Init's one pass: the inflate states kept every `checkpointInterval` bytes of output, nil
+    /// (and none kept) when the stream does not yield exactly `size` bytes.
+    private static func inflateOnce(
+        input: ByteView, size: Int, release: () -> Void, cache: SectionCache.Writer?, intact: () -> Bool,
+        scan: (_ chunk: UnsafeRawBufferPointer, _ offset: Int) -> Void
+    ) -> sending [Checkpoint]? {
+        var checkpoints: [Checkpoint] = []
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
         defer { scratch.deallocate() }
         var stream = z_stream()
@@ -242,7 +262,9 @@ public final class InflatedSection: @unchecked Sendable {
             guard status == Z_OK || status == Z_STREAM_END, produced + count <= size else { break }
             if count > 0 {
                 scan(UnsafeRawBufferPointer(rebasing: scratch[0..<count]), produced)
-                cache?.write(UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
+                // Handed over as a ByteView (Sendable): the compiler then sees that the inflate
+                // states kept owe nothing to the writer, and lets them go to `progress`.
+                cache?.write(ByteView(UnsafeRawBufferPointer(rebasing: scratch[0..<count])))
             }
             produced += count
             if status == Z_STREAM_END {
@@ -260,18 +282,24 @@ public final class InflatedSection: @unchecked Sendable {
             }
         }
         release()
-        guard ended, produced == size else { return nil }
+        guard ended, produced == size else {
+            discard(checkpoints)
+            return nil
+        }
         if intact() { cache?.finish() }
+        return checkpoints
     }
 
-    deinit {
+    private static func discard(_ checkpoints: [Checkpoint]) {
         for checkpoint in checkpoints {
             inflateEnd(checkpoint.stream)
             checkpoint.stream.deallocate()
         }
+    }
+
+    deinit {
+        progress.withLock { Self.discard($0.checkpoints) }
         if cached == nil { munmap(UnsafeMutableRawPointer(mutating: view.bytes.baseAddress), view.count) }
-        pthread_mutex_destroy(lock)
-        lock.deallocate()
     }
 
     private static func start(_ stream: inout z_stream, input: ByteView) -> Bool {
@@ -285,19 +313,24 @@ public final class InflatedSection: @unchecked Sendable {
     public func materialize(_ range: Range<Int>) {
         let lower = max(range.lowerBound, 0), upper = min(range.upperBound, view.count)
         guard lower < upper else { return }
+        progress.withLock { materialize(lower..<upper, progress: &$0) }
+    }
+
+    private func materialize(_ range: Range<Int>, progress: inout Progress) {
+        let (lower, upper) = (range.lowerBound, range.upperBound)
         var firstPage = lower / Self.pageSize, lastPage = (upper - 1) / Self.pageSize
-        pthread_mutex_lock(lock)
-        defer { pthread_mutex_unlock(lock) }
-        guard (firstPage...lastPage).contains(where: { pages[$0 >> 6] & (1 << UInt64($0 & 63)) == 0 }) else { return }
-        passes += 1
-        if passes > Self.partialPasses {
+        guard (firstPage...lastPage).contains(where: { progress.pages[$0 >> 6] & (1 << UInt64($0 & 63)) == 0 }) else {
+            return
+        }
+        progress.passes += 1
+        if progress.passes > Self.partialPasses {
             firstPage = 0
             lastPage = (view.count - 1) / Self.pageSize
         }
         let start = firstPage * Self.pageSize, end = min((lastPage + 1) * Self.pageSize, view.count)
         var stream = z_stream()
         var produced = 0
-        if let checkpoint = checkpoints.last(where: { $0.offset <= start }) {
+        if let checkpoint = progress.checkpoints.last(where: { $0.offset <= start }) {
             guard inflateCopy(&stream, checkpoint.stream) == Z_OK else { return }
             produced = checkpoint.offset
         } else {
@@ -325,7 +358,7 @@ public final class InflatedSection: @unchecked Sendable {
         // init checked that the stream yields the whole section: only a page fully inflated
         // is marked (a failure here leaves zeros, which read as no data).
         if produced >= end {
-            for page in firstPage...lastPage { pages[page >> 6] |= 1 << UInt64(page & 63) }
+            for page in firstPage...lastPage { progress.pages[page >> 6] |= 1 << UInt64(page & 63) }
         }
     }
 }

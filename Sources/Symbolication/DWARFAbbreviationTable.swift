@@ -84,8 +84,7 @@ struct DWARFAbbreviation: Sendable {
     var fixedSize: Int
 }
 
-/// Unchecked: decoded only under its DWARFInfo's lock and immutable once published.
-final class DWARFAbbreviationTable: @unchecked Sendable {
+final class DWARFAbbreviationTable: Sendable {
     let format: DWARFFormat
     let abbreviations: [DWARFAbbreviation]
     let specs: [DWARFAttributeSpec]
@@ -148,11 +147,11 @@ final class DWARFAbbreviationTable: @unchecked Sendable {
 }
 
 /// The abbreviation tables of one DWARFInfo, decoded on first use and shared by the units that
-/// name the same (offset, format). Used only under DWARFInfo's lock (or during its init). The
+/// name the same (offset, format). Used only behind DWARFInfo's mutex (or during its init). The
 /// bytes decoded over all tables are bounded by a budget derived from .debug_abbrev's size, so
 /// units naming many distinct hostile offsets cannot multiply the work.
-/// Unchecked: used only under its DWARFInfo's lock (or during its init).
-final class DWARFAbbreviationTables: @unchecked Sendable {
+/// Not Sendable: its DWARFInfo's units hold it, in the DWARFLookups behind the DWARFInfo's mutex.
+final class DWARFAbbreviationTables {
     private struct Key: Hashable {
         var offset: UInt64
         var format: DWARFFormat

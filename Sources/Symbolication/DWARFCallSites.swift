@@ -15,7 +15,7 @@
 // the unit's size (at most one entry per DIE, ranges by a budget).
 //
 // Ownership and threads: kept by its DWARFUnit (`callSites`), built and read under the
-// DWARFInfo's lock; `origins` is a cache filled under that lock too.
+// DWARFInfo's mutex (DWARFLookups); `origins` is a cache filled behind that mutex too.
 
 import BoundedBytes
 import ObjectFile
@@ -49,8 +49,8 @@ struct DWARFCallSiteFunction: Sendable {
     var ranges: Range<Int>
 }
 
-/// Unchecked: built only under its DWARFInfo's lock and immutable once published.
-final class DWARFCallSites: @unchecked Sendable {
+/// Not Sendable: kept by its DWARFUnit, in the DWARFLookups behind its DWARFInfo's mutex.
+final class DWARFCallSites {
     let sites: [DWARFCallSite]
     let functions: [DWARFCallSiteFunction]
     let ranges: [DWARFRange]
@@ -60,7 +60,7 @@ final class DWARFCallSites: @unchecked Sendable {
     private let tailCallsByEntry: [UInt64: [Int32]]
     /// Every function range, sorted by start: (low, high, function).
     private let sortedRanges: [(low: UInt64, high: UInt64, function: Int32)]
-    /// Resolved origins (DIE offset → target), filled under the DWARFInfo's lock.
+    /// Resolved origins (DIE offset → target), filled as call sites are asked for.
     var origins: [UInt64: CallSite.Target] = [:]
 
     static let DW_TAG_call_site: UInt64 = 0x48

@@ -4,7 +4,7 @@
 //
 // Each unit's call sites are read the first time one of these questions falls in it
 // (DWARFCallSites) and kept on the unit, so they live as long as the DebugImage in its cache.
-// Everything runs under the DWARFInfo's lock. A call's origin is resolved from the DIE it
+// Everything runs in the DWARFInfo's DWARFLookups, behind its mutex. A call's origin is resolved from the DIE it
 // points at, which must lie in a unit of this file and be a subprogram: its address when it
 // has code, the one concrete copy of an abstract instance, else its (linkage) name, to be found
 // in a symbol table by the caller (a declaration: `free`, defined in another module).
@@ -39,32 +39,43 @@ extension DWARFInfo {
     /// The call that returns to `address` (an ELF virtual address), when exactly one site of
     /// the unit holding it says so.
     public func callSite(returningTo address: UInt64) -> CallSite? {
-        lock.lock()
-        defer { lock.unlock() }
-        guard address > 0, let (unit, sites) = callSites(covering: address - 1), let site = sites.site(returningTo: address)
-        else { return nil }
-        return callSite(site, unit: unit, sites: sites)
+        lookups.withLock { $0.callSite(returningTo: address) }
     }
 
     /// The tail calls made by the function entered at `entry`; nil when there are more than
     /// `limit` (too many to follow: the caller gives up rather than guess).
     public func tailCalls(ofFunctionAt entry: UInt64, limit: Int) -> [CallSite]? {
-        lock.lock()
-        defer { lock.unlock() }
+        lookups.withLock { $0.tailCalls(ofFunctionAt: entry, limit: limit) }
+    }
+
+    /// The entry address of the innermost subprogram with code that holds `address`.
+    public func functionEntry(containing address: UInt64) -> UInt64? {
+        lookups.withLock { $0.functionEntry(containing: address) }
+    }
+}
+
+extension DWARFLookups {
+    /// DWARFInfo.callSite(returningTo:).
+    func callSite(returningTo address: UInt64) -> CallSite? {
+        guard address > 0, let (unit, sites) = callSites(covering: address - 1), let site = sites.site(returningTo: address)
+        else { return nil }
+        return callSite(site, unit: unit, sites: sites)
+    }
+
+    /// DWARFInfo.tailCalls(ofFunctionAt:limit:).
+    func tailCalls(ofFunctionAt entry: UInt64, limit: Int) -> [CallSite]? {
         guard let (unit, sites) = callSites(covering: entry) else { return [] }
         let found = sites.tailCalls(ofFunctionAt: entry)
         guard found.count <= limit else { return nil }
         return found.map { callSite($0, unit: unit, sites: sites) }
     }
 
-    /// The entry address of the innermost subprogram with code that holds `address`.
-    public func functionEntry(containing address: UInt64) -> UInt64? {
-        lock.lock()
-        defer { lock.unlock() }
-        return callSites(covering: address)?.1.function(containing: address)?.entry
+    /// DWARFInfo.functionEntry(containing:).
+    func functionEntry(containing address: UInt64) -> UInt64? {
+        callSites(covering: address)?.1.function(containing: address)?.entry
     }
 
-    /// The unit holding `address` and its call sites, read on first use. Under the lock.
+    /// The unit holding `address` and its call sites, read on first use.
     private func callSites(covering address: UInt64) -> (DWARFUnit, DWARFCallSites)? {
         guard let index = unitMap.lookup(address), index >= 0, Int(index) < units.count else { return nil }
         let unit = units[Int(index)]

@@ -10,13 +10,13 @@
 //
 // Memory: one node per subroutine DIE, one range per address range, with the range count capped
 // by a budget DWARFInfo derives from the section sizes. Names are resolved on demand by
-// DWARFInfo and cached here; the cache is guarded by DWARFInfo's lock.
+// DWARFInfo and cached here; the tree is kept by its unit, behind DWARFInfo's mutex.
 
 import BoundedBytes
 import ObjectFile
 
-/// Unchecked: built only under its DWARFInfo's lock and immutable once published.
-final class DWARFInlineTree: @unchecked Sendable {
+/// Not Sendable: kept by its DWARFUnit, in the DWARFLookups behind its DWARFInfo's mutex.
+final class DWARFInlineTree {
     struct Node: Sendable {
         var dieOffset: UInt64  // in .debug_info
         var parent: Int32  // nearest enclosing node, or -1

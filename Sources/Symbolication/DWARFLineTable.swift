@@ -10,13 +10,13 @@
 //
 // Bounds: every row costs at least one byte of program and every file entry at least one byte
 // of header, so memory is bounded by the section size. DW_LNE_set_discriminator is ignored.
-// The table is immutable after init except the path cache, which DWARFInfo's lock guards.
+// The table is immutable after init except the path cache; it is kept behind DWARFInfo's mutex.
 
 import BoundedBytes
 import ObjectFile
 
-/// Unchecked: built only under its DWARFInfo's lock and immutable once published.
-final class DWARFLineTable: @unchecked Sendable {
+/// Not Sendable: kept by its units, in the DWARFLookups behind their DWARFInfo's mutex.
+final class DWARFLineTable {
     struct Row: Sendable {
         var address: UInt64
         var line: UInt32

@@ -11,12 +11,15 @@
 // What each frame holds follows `llvm-symbolizer --inlining --functions=linkage` (the
 // reference the tests compare against): see `frames(at:)`.
 //
-// Threads: a DWARFInfo may be shared; lookups serialize on an internal lock. Malformed DWARF
-// yields fewer or empty results, never a trap: every read is bounds-checked (DWARFCursor,
+// Threads: a DWARFInfo may be shared. What its lookups build (units, their line tables and
+// inline trees, names) is kept by a DWARFLookups that only the DWARFInfo's mutex reaches: lookups
+// serialize on it, and the compiler checks that nothing built is reached from outside. Malformed
+// DWARF yields fewer or empty results, never a trap: every read is bounds-checked (DWARFCursor,
 // ByteView), every loop is bounded by the bytes it consumes, every allocation by a section size.
 
 import ObjectFile
 import BoundedBytes
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -42,26 +45,14 @@ public struct SourceFrame: Sendable, Equatable {
     }
 }
 
-/// Unchecked: its lazily built state is filled only under `lock` (DWARFLock) and immutable once
-/// published (docs/architecture.md, Concurrency).
-public final class DWARFInfo: @unchecked Sendable {
+/// The DWARF of one ELF file, shared by the threads that symbolicate with it: what its lookups
+/// build is behind its mutex (DWARFLookups).
+public final class DWARFInfo: Sendable {
     public let elf: ELFFile
     /// The file whose symbol table names the outermost frame (see init).
     public let symbolFile: ELFFile
-    let sections: DWARFSections
-    let units: DWARFUnits
-    let unitMap: DWARFAddressMap
-    let lock = DWARFLock()
-    // Guarded by `lock`:
-    private var symbolNames: DWARFSymbolNames?
-    private var nameCache: [UInt64: String?] = [:]
-    private var chain: [Int32] = []
-    private var lineTables: [LineTableKey: DWARFLineTable] = [:]
-    /// Address ranges still allowed to be collected, over all units (ranges of low/high pairs
-    /// and of range lists, which DIEs can share: hostile sharing must not multiply memory).
-    private var rangeBudget = 0
-    /// Bytes of line programs still allowed to be run, over all units.
-    private var lineBudget = 0
+    /// What lookups build and keep, one lookup at a time.
+    let lookups: Mutex<DWARFLookups>
 
     /// Reads the DWARF of `elf`; nil when it has no readable .debug_info unit.
     ///
@@ -71,23 +62,26 @@ public final class DWARFInfo: @unchecked Sendable {
     /// (it reads the symbols of the file it was given: .dynsym names such as `setbuffer` for
     /// a stripped libc, where the debug file's .symtab says `_IO_setbuffer`).
     public init?(elf: ELFFile, symbolFile: ELFFile? = nil) {
+        let symbolFile = symbolFile ?? elf
         self.elf = elf
-        self.symbolFile = symbolFile ?? elf
+        self.symbolFile = symbolFile
         let (sections, collected) = DWARFSections.open(elf: elf)
         guard sections.info.count > 0 else { return nil }
-        self.sections = sections
         let tables = DWARFAbbreviationTables(sections: sections)
         let units = DWARFUnits(sections: sections, collected: collected, tables: tables)
         tables.starts = Array(Set(units.headers.map(\.abbrevOffset))).sorted()
         guard !units.isEmpty else { return nil }
-        self.units = units
-        // What a well-formed file can hold at most (see DWARFInfo's budgets); beyond it, a file
+        // What a well-formed file can hold at most (see DWARFLookups' budgets); beyond it, a file
         // is hostile and gets fewer answers rather than unbounded memory or time.
-        rangeBudget =
+        var rangeBudget =
             sections.info.count / 2 + sections.ranges.count / 8 + sections.rnglists.count
             + sections.aranges.count / 8 + 4096
-        lineBudget = 4 * sections.line.count + (1 << 20)
-        unitMap = DWARFInfo.buildUnitMap(units: units, sections: sections, budget: &rangeBudget)
+        let lineBudget = 4 * sections.line.count + (1 << 20)
+        let unitMap = DWARFInfo.buildUnitMap(units: units, sections: sections, budget: &rangeBudget)
+        lookups = Mutex(
+            DWARFLookups(
+                sections: sections, units: units, unitMap: unitMap, symbolFile: symbolFile, rangeBudget: rangeBudget,
+                lineBudget: lineBudget))
     }
 
     /// Whether large zlib DWARF sections of the files opened from now on are inflated on
@@ -95,11 +89,6 @@ public final class DWARFInfo: @unchecked Sendable {
     /// (for a batch that will visit most units: one pass instead of two). Process-wide.
     public static func inflateCompressedSectionsOnDemand(_ onDemand: Bool) {
         DWARFSections.inflatesOnDemand.store(onDemand, ordering: .relaxed)
-    }
-
-    private struct LineTableKey: Hashable {
-        var offset: UInt64
-        var compDir: String?
     }
 
     /// The source frames at `address` (an ELF virtual address of this file), innermost first:
@@ -123,8 +112,104 @@ public final class DWARFInfo: @unchecked Sendable {
     /// shows it (reports).
     public func frames(at address: UInt64, skippingLineZero: Bool = false, namingOutermostBySymbol: Bool = true) -> [SourceFrame]
     {
-        lock.lock()
-        defer { lock.unlock() }
+        lookups.withLock {
+            $0.frames(at: address, skippingLineZero: skippingLineZero, namingOutermostBySymbol: namingOutermostBySymbol)
+        }
+    }
+
+    // MARK: - Unit map
+
+    /// Address → unit: each .debug_aranges set for the unit it names; units no set names
+    /// contribute their unit DIE's ranges (LLVM's DWARFDebugAranges::generate).
+    private static func buildUnitMap(units: DWARFUnits, sections: DWARFSections, budget: inout Int) -> DWARFAddressMap {
+        var ranges: [DWARFRange] = []
+        var owners: [Int32] = []
+        var covered = [Bool](repeating: false, count: units.count)
+
+        let aranges = sections.aranges
+        var offset = 0
+        while offset < aranges.count {
+            var cursor = DWARFCursor(aranges, offset: offset)
+            guard let (length, offsetSize) = cursor.initialLength(), length <= UInt64(cursor.remaining) else { break }
+            let end = cursor.offset + Int(length)
+            defer { offset = end }
+            guard cursor.u16() != nil, let unitOffset = cursor.unsigned(size: offsetSize),
+                let addressSize = cursor.u8(), let segmentSize = cursor.u8(),
+                addressSize == 4 || addressSize == 8, segmentSize == 0,
+                let unitIndex = units.index(ofUnitAt: unitOffset)
+            else { continue }
+            covered[unitIndex] = true
+            // Tuples are aligned to twice the address size from the start of the set.
+            let tupleSize = 2 * Int(addressSize)
+            let header = cursor.offset - offset
+            guard cursor.skip((tupleSize - header % tupleSize) % tupleSize) else { continue }
+            while cursor.offset + tupleSize <= end, let start = cursor.unsigned(size: Int(addressSize)),
+                let size = cursor.unsigned(size: Int(addressSize))
+            {
+                if start == 0 && size == 0 { break }
+                let (high, overflow) = start.addingReportingOverflow(size)
+                if !overflow && size > 0 && budget > 0 {
+                    budget -= 1
+                    ranges.append(DWARFRange(low: start, high: high))
+                    owners.append(Int32(unitIndex))
+                }
+            }
+        }
+
+        // (Made for their ranges only, then let go: a file without .debug_aranges, clang's
+        // default, would otherwise keep every unit's object from the start.)
+        for index in 0..<units.count where !covered[index] {
+            let type = units.headers[index].unitType
+            guard type == DW_UT_compile || type == DW_UT_partial || type == DW_UT_skeleton else { continue }
+            let unit = units[index]
+            if unit.isCodeUnit {
+                let before = ranges.count
+                unit.unitRanges(into: &ranges, budget: &budget)
+                for _ in before..<ranges.count { owners.append(Int32(index)) }
+            }
+            units.forget(index)
+        }
+        return DWARFAddressMap(ranges: ranges, owners: owners, ownerCount: units.count, winner: .lowest)
+    }
+}
+
+/// What a DWARFInfo's lookups build on first use and keep: its units (each with its line table,
+/// inline tree and call sites, DWARFUnit), the names of DIEs and symbols, and the budgets that
+/// bound them all. Not Sendable: only its DWARFInfo's mutex reaches it, one lookup at a time.
+final class DWARFLookups {
+    let sections: DWARFSections
+    let units: DWARFUnits
+    let unitMap: DWARFAddressMap
+    private let symbolFile: ELFFile
+    private var symbolNames: DWARFSymbolNames?
+    private var nameCache: [UInt64: String?] = [:]
+    private var chain: [Int32] = []
+    private var lineTables: [LineTableKey: DWARFLineTable] = [:]
+    /// Address ranges still allowed to be collected, over all units (ranges of low/high pairs
+    /// and of range lists, which DIEs can share: hostile sharing must not multiply memory).
+    private var rangeBudget: Int
+    /// Bytes of line programs still allowed to be run, over all units.
+    private var lineBudget: Int
+
+    init(
+        sections: DWARFSections, units: DWARFUnits, unitMap: DWARFAddressMap, symbolFile: ELFFile, rangeBudget: Int,
+        lineBudget: Int
+    ) {
+        self.sections = sections
+        self.units = units
+        self.unitMap = unitMap
+        self.symbolFile = symbolFile
+        self.rangeBudget = rangeBudget
+        self.lineBudget = lineBudget
+    }
+
+    private struct LineTableKey: Hashable {
+        var offset: UInt64
+        var compDir: String?
+    }
+
+    /// DWARFInfo.frames(at:skippingLineZero:namingOutermostBySymbol:).
+    func frames(at address: UInt64, skippingLineZero: Bool, namingOutermostBySymbol: Bool) -> [SourceFrame] {
         guard let unitIndex = unitMap.lookup(address), Int(unitIndex) < units.count else { return [] }
         let unit = units[Int(unitIndex)]
         let tree: DWARFInlineTree
@@ -189,61 +274,6 @@ public final class DWARFInfo: @unchecked Sendable {
             }
         }
         return unit.lineTable
-    }
-
-    // MARK: - Unit map
-
-    /// Address → unit: each .debug_aranges set for the unit it names; units no set names
-    /// contribute their unit DIE's ranges (LLVM's DWARFDebugAranges::generate).
-    private static func buildUnitMap(units: DWARFUnits, sections: DWARFSections, budget: inout Int) -> DWARFAddressMap {
-        var ranges: [DWARFRange] = []
-        var owners: [Int32] = []
-        var covered = [Bool](repeating: false, count: units.count)
-
-        let aranges = sections.aranges
-        var offset = 0
-        while offset < aranges.count {
-            var cursor = DWARFCursor(aranges, offset: offset)
-            guard let (length, offsetSize) = cursor.initialLength(), length <= UInt64(cursor.remaining) else { break }
-            let end = cursor.offset + Int(length)
-            defer { offset = end }
-            guard cursor.u16() != nil, let unitOffset = cursor.unsigned(size: offsetSize),
-                let addressSize = cursor.u8(), let segmentSize = cursor.u8(),
-                addressSize == 4 || addressSize == 8, segmentSize == 0,
-                let unitIndex = units.index(ofUnitAt: unitOffset)
-            else { continue }
-            covered[unitIndex] = true
-            // Tuples are aligned to twice the address size from the start of the set.
-            let tupleSize = 2 * Int(addressSize)
-            let header = cursor.offset - offset
-            guard cursor.skip((tupleSize - header % tupleSize) % tupleSize) else { continue }
-            while cursor.offset + tupleSize <= end, let start = cursor.unsigned(size: Int(addressSize)),
-                let size = cursor.unsigned(size: Int(addressSize))
-            {
-                if start == 0 && size == 0 { break }
-                let (high, overflow) = start.addingReportingOverflow(size)
-                if !overflow && size > 0 && budget > 0 {
-                    budget -= 1
-                    ranges.append(DWARFRange(low: start, high: high))
-                    owners.append(Int32(unitIndex))
-                }
-            }
-        }
-
-        // (Made for their ranges only, then let go: a file without .debug_aranges, clang's
-        // default, would otherwise keep every unit's object from the start.)
-        for index in 0..<units.count where !covered[index] {
-            let type = units.headers[index].unitType
-            guard type == DW_UT_compile || type == DW_UT_partial || type == DW_UT_skeleton else { continue }
-            let unit = units[index]
-            if unit.isCodeUnit {
-                let before = ranges.count
-                unit.unitRanges(into: &ranges, budget: &budget)
-                for _ in before..<ranges.count { owners.append(Int32(index)) }
-            }
-            units.forget(index)
-        }
-        return DWARFAddressMap(ranges: ranges, owners: owners, ownerCount: units.count, winner: .lowest)
     }
 
     // MARK: - Names
@@ -338,20 +368,4 @@ public final class DWARFInfo: @unchecked Sendable {
         nameCache[offset] = .some(result)
         return result
     }
-}
-
-/// A pthread mutex; the lock DWARFInfo's lazily built state sits behind.
-/// Unchecked: a heap-allocated pthread mutex, which synchronizes itself.
-final class DWARFLock: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-
-    init() { pthread_mutex_init(mutex, nil) }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func lock() { pthread_mutex_lock(mutex) }
-    func unlock() { pthread_mutex_unlock(mutex) }
 }

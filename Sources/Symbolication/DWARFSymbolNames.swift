@@ -12,7 +12,7 @@
 // symbol covers its size, an unsized one everything up to the next symbol.
 //
 // Names are read from the string table on first use and cached. Not thread-safe on its own:
-// DWARFInfo calls it under its lock.
+// DWARFInfo keeps it behind its mutex (DWARFLookups).
 
 import ObjectFile
 import BoundedBytes

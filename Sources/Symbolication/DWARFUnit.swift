@@ -4,7 +4,7 @@
 // .debug_ranges (v2–4) or .debug_rnglists (v5, including rnglistx).
 //
 // Ownership and threads: a unit belongs to its DWARFInfo. Header and unit-DIE fields are set
-// during DWARFInfo.init; `lineTable` and `tree` are filled lazily under DWARFInfo's lock.
+// during DWARFInfo.init; `lineTable` and `tree` are filled lazily, behind DWARFInfo's mutex.
 
 import BoundedBytes
 import ObjectFile
@@ -21,8 +21,9 @@ struct DWARFRange: Sendable {
     var high: UInt64
 }
 
-/// Unchecked: its lazy tables are filled only under its DWARFInfo's lock, immutable once published.
-final class DWARFUnit: @unchecked Sendable {
+/// Not Sendable: its lazy tables are filled as lookups need them, in the DWARFLookups behind its
+/// DWARFInfo's mutex.
+final class DWARFUnit {
     let index: Int
     /// Offsets in .debug_info: the unit header, one past the unit's end, the first DIE.
     let offset: UInt64
@@ -53,7 +54,7 @@ final class DWARFUnit: @unchecked Sendable {
         var die = UnitDIE()
     }
 
-    // Lazily, under DWARFInfo's lock (or during its init).
+    // Lazily, behind DWARFInfo's mutex (or during its init).
     private var loadedAbbreviations: DWARFAbbreviationTable?
     private var loadedDIE: LoadedDIE?
     var lineTableLoaded = false
@@ -450,8 +451,9 @@ struct DWARFCodeAttributes {
 /// The units of a .debug_info: every header, 32 bytes each, and a unit's DWARFUnit (with its
 /// lazy tables) made when the unit is first used. A report's lookups fall in a few of
 /// libc6-dbg's 2,000 units; one object each for all of them was a quarter of a megabyte of a
-/// report's peak. Unchecked: units are made only under the DWARFInfo's lock (or during its init).
-final class DWARFUnits: @unchecked Sendable {
+/// report's peak. Not Sendable: units are made in the DWARFLookups behind the DWARFInfo's mutex
+/// (or during its init).
+final class DWARFUnits {
     /// Offsets in .debug_info: the unit header, one past the unit's end (`dieStart`: from the
     /// header to the first DIE, which a header of at most `headerSlot` bytes bounds).
     struct Header: Equatable, Sendable {

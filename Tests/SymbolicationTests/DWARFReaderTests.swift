@@ -262,9 +262,9 @@ final class DWARFReaderTests: XCTestCase {
         guard FileManager.default.fileExists(atPath: path) else { throw XCTSkip("libc6-dbg is not here") }
         let elf = try ELFFile(path: path)
         let info = try XCTUnwrap(DWARFInfo(elf: elf))
-        XCTAssertGreaterThan(info.units.count, 1000)
-        let before = info.units.madeCount
-        XCTAssertLessThan(before, info.units.count / 10, "units made before any lookup")
+        let (count, before) = info.lookups.withLock { ($0.units.count, $0.units.madeCount) }
+        XCTAssertGreaterThan(count, 1000)
+        XCTAssertLessThan(before, count / 10, "units made before any lookup")
         // abort's address in the file: its offset in the mapping that holds it, plus the mapping's
         // offset in the file (libc's segments have their file offsets as addresses).
         let abort = UInt64(UInt(bitPattern: try XCTUnwrap(dlsym(UnsafeMutableRawPointer(bitPattern: 0), "abort"))))
@@ -282,7 +282,7 @@ final class DWARFReaderTests: XCTestCase {
         XCTAssertTrue(mapping.last?.hasSuffix("/libc.so.6") == true, "\(mapping)")
         let address = abort - start + offset
         XCTAssertEqual(info.frames(at: address + 4).last?.function, "abort")
-        XCTAssertEqual(info.units.madeCount, before + 1)
+        XCTAssertEqual(info.lookups.withLock { $0.units.madeCount }, before + 1)
     }
 
     // MARK: - Inlining semantics, checked against the source
