@@ -31,6 +31,8 @@
 // TraceGroup: one waitpid(-1) collects for all of them, and each status goes to the tracer of
 // its thread, to be handled when that tracer pumps.
 
+import BoundedBytes
+import Processes
 import ReportModel
 #if canImport(Glibc)
 import Glibc

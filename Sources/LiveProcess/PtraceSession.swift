@@ -13,6 +13,8 @@
 // waitpid, so it is only looked at (WNOWAIT), never reaped here. A thread that neither stops nor
 // exits within the bound is kept in `PtraceSession.leftovers` for `reapLeftovers()`.
 
+import BoundedBytes
+import Processes
 import ReportModel
 import Synchronization
 #if canImport(Glibc)

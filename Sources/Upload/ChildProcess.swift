@@ -5,7 +5,6 @@
 
 import BoundedBytes
 import CShims
-import LiveProcess
 import ReportModel
 
 #if canImport(Glibc)

@@ -4,7 +4,7 @@
 
 import BoundedBytes
 import FoundationEssentials
-import LiveProcess
+import Processes
 import ReportModel
 import Store
 

@@ -4,6 +4,7 @@
 import BoundedBytes
 import FoundationEssentials
 import LiveProcess
+import Processes
 import ReportModel
 import ObjectFile
 import Store

@@ -16,6 +16,7 @@ import BoundedBytes
 import FoundationEssentials
 import LiveProcess
 import ObjectFile
+import Processes
 import ReportModel
 import Reports
 import Store

@@ -10,6 +10,7 @@ import BoundedBytes
 import CCrashPortProtocol
 import FoundationEssentials
 import LiveProcess
+import Processes
 import ReportModel
 import Reports
 import Store

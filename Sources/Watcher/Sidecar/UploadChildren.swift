@@ -15,6 +15,7 @@
 // no capabilities), and a child forked there could not take the owner's ids. The sidecar's own
 // thread starts what was asked (`reap`), as root, at its next wake (within a second).
 
+import BoundedBytes
 import LiveProcess
 import Store
 import Synchronization
