@@ -85,9 +85,10 @@ let package = Package(
         // registers, ids and mappings it fills, and CaptureWindows, the ranges a live capture
         // keeps too.
         .target(name: "CoreDump", dependencies: ["BoundedBytes", "ReportModel"]),
-        // Processes as the OS shows them, without ptrace: a user's Credentials (CShims'
-        // credentials.c) and /proc's files (ProcFiles). What Store and Upload need of processes,
-        // below the ptrace layer.
+        // Processes as the OS shows them, without ptrace: the one child-process type
+        // (ChildProcess: spawn, held spawn, and the one wait, whose statuses ProcessExit decodes)
+        // over CShims' spawn.c, a user's Credentials (credentials.c) and /proc's files
+        // (ProcFiles). What Store and Upload need of processes, below the ptrace layer.
         .target(name: "Processes", dependencies: ["BoundedBytes", "CShims", "ReportModel"]),
         // A live process: process memory read as a user (ProcessAccess), ptrace sessions, and
         // capture (a crash record and a suspended process in, a ProcessSnapshot out). Processes
@@ -164,6 +165,8 @@ let package = Package(
             name: "UnwindingTests", dependencies: ["BoundedBytes", "ObjectFile", "Symbolication", "Unwinding", "TestSupport"]),
         .testTarget(
             name: "CoreDumpTests", dependencies: ["BoundedBytes", "CoreDump", "FuzzTargets", "ReportModel", "TestSupport"]),
+        // Real children: /bin/sh, /bin/cat and /bin/sleep started, held, waited for, killed.
+        .testTarget(name: "ProcessesTests", dependencies: ["BoundedBytes", "Processes", "ReportModel", "TestSupport"]),
         // Reports: a capture from a real kernel core is checked through the report pipeline.
         .testTarget(
             name: "LiveProcessTests",
