@@ -198,7 +198,7 @@ int cp_spawn_outcome(int release_fd, int report_fd, int *step) {
     return failure[1] != 0 ? failure[1] : EIO;
 }
 
-/* The two starts before cp_spawn, until their callers use ChildProcess. */
+/* The held start before cp_spawn, until the launcher uses ChildProcess. */
 pid_t cp_spawn_held(const char *path, char *const argv[], char *const envp[], const void *signal_mask,
                     int *release_fd, int *error_fd) {
     int release[2], report[2];
@@ -274,49 +274,6 @@ int cp_spawn_release(pid_t child, int release_fd, int error_fd) {
         ptrace(PTRACE_CONT, child, NULL, NULL);
     }
     return failure != 0 ? failure : EIO;
-}
-
-/* Starts a program in the background, in a session of its own, as uid/gid (when they differ
- * from ours: a root sidecar starting a user's upload), stdin from /dev/null and stdout/stderr
- * appended to log_path, opened by the child after it took the user's ids (so the file is the
- * user's). The child calls only async-signal-safe functions before execve. Returns its pid or
- * -1; the caller reaps it. */
-pid_t cp_spawn_detached(const char *path, char *const argv[], char *const envp[], const char *log_path, unsigned uid,
-                        unsigned gid) {
-    sigset_t all, previous;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &previous);
-    pid_t child = fork();
-    if (child == 0) {
-        spawn_reset_handlers();
-        setsid();
-        /* The sidecar's unit protects it from the OOM killer (OOMScoreAdjust); what it starts for
-         * a user must not be: back to 0 (raising it needs no privilege). */
-        int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-        if (oom >= 0) {
-            (void)!write(oom, "0", 1);
-            close(oom);
-        }
-        if (uid != (unsigned)getuid() || gid != (unsigned)getgid()) {
-            if (setgroups(0, NULL) != 0 || setgid((gid_t)gid) != 0 || setuid((uid_t)uid) != 0) _exit(126);
-        }
-        int input = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        /* O_NONBLOCK: a FIFO the user put there fails the open (ENXIO) instead of holding it. */
-        int output = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
-        if (input < 0 || output < 0) _exit(125);
-        dup2(input, 0);
-        dup2(output, 1);
-        dup2(output, 2);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        execve(path, argv, envp);
-        _exit(127);
-    }
-    int saved = errno;
-    pthread_sigmask(SIG_SETMASK, &previous, NULL);
-    errno = saved;
-    return child;
 }
 
 int cp_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
