@@ -122,9 +122,9 @@ let package = Package(
         // Serving: the crash socket, the launcher, the sidecar (clients, tracing, abnormal ends,
         // the spool, hangs), the host level (the kernel's core handler: CoreDump reads its core
         // streams), doctor (which asks Symbolication whether debug files are found).
-        // CShims for the socket, signalfd, held-spawn and thread-naming calls, each behind one
-        // typed wrapper (UnixSocket, SignalDescriptor, HeldChild, Threads), and the coredump
-        // socket's (coredump.c).
+        // Processes for every child it starts (ChildProcess). CShims for the socket, signalfd
+        // and thread-naming calls, each behind one typed wrapper (UnixSocket, SignalDescriptor,
+        // Threads), and the coredump socket's (coredump.c).
         .target(
             name: "Watcher",
             dependencies: [

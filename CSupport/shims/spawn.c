@@ -30,8 +30,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/ptrace.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* In a forked child: every handler crashport (or its runtime) installed back to SIG_DFL, so a
@@ -196,84 +194,6 @@ int cp_spawn_outcome(int release_fd, int report_fd, int *step) {
     if (got < sizeof failure) return 0;
     *step = failure[0];
     return failure[1] != 0 ? failure[1] : EIO;
-}
-
-/* The held start before cp_spawn, until the launcher uses ChildProcess. */
-pid_t cp_spawn_held(const char *path, char *const argv[], char *const envp[], const void *signal_mask,
-                    int *release_fd, int *error_fd) {
-    int release[2], report[2];
-    if (pipe2(release, O_CLOEXEC) != 0) return -1;
-    if (pipe2(report, O_CLOEXEC) != 0) {
-        int saved = errno;
-        close(release[0]);
-        close(release[1]);
-        errno = saved;
-        return -1;
-    }
-    sigset_t all, previous;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &previous);
-    pid_t child = fork();
-    if (child == 0) {
-        /* The child: async-signal-safe calls only, from here to execve. */
-        close(release[1]);
-        close(report[0]);
-        spawn_reset_handlers();
-        char go = 0;
-        ssize_t got;
-        do {
-            got = read(release[0], &go, 1);
-        } while (got < 0 && errno == EINTR);
-        /* EOF: crashport died before releasing it; the program must not run unwatched. */
-        if (got != 1) _exit(125);
-        close(release[0]);
-        sigprocmask(SIG_SETMASK, (const sigset_t *)signal_mask, NULL);
-        execve(path, argv, envp);
-        int failure = errno;
-        spawn_write_all(report[1], &failure, sizeof failure);
-        _exit(127);
-    }
-    int saved = errno;
-    pthread_sigmask(SIG_SETMASK, &previous, NULL);
-    close(release[0]);
-    close(report[1]);
-    if (child < 0) {
-        close(release[1]);
-        close(report[0]);
-        errno = saved;
-        return -1;
-    }
-    *release_fd = release[1];
-    *error_fd = report[0];
-    return child;
-}
-
-int cp_spawn_release(pid_t child, int release_fd, int error_fd) {
-    char go = 1;
-    spawn_write_all(release_fd, &go, 1);
-    close(release_fd);
-    /* EOF when the exec closed the pipe; four bytes when it failed. */
-    int failure = 0;
-    size_t got = 0;
-    while (got < sizeof failure) {
-        ssize_t count = read(error_fd, (char *)&failure + got, sizeof failure - got);
-        if (count < 0 && errno == EINTR) continue;
-        if (count <= 0) break;
-        got += (size_t)count;
-    }
-    close(error_fd);
-    if (got < sizeof failure) return 0;
-    /* The child is exiting with 127 (held at its exit event if it is traced): let it go and
-     * reap it, so no zombie and no traced thread is left behind. */
-    for (;;) {
-        int status = 0;
-        pid_t waited = waitpid(child, &status, __WALL);
-        if (waited < 0 && errno == EINTR) continue;
-        if (waited < 0) break;
-        if (WIFEXITED(status) || WIFSIGNALED(status)) break;
-        ptrace(PTRACE_CONT, child, NULL, NULL);
-    }
-    return failure != 0 ? failure : EIO;
 }
 
 int cp_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }

@@ -164,6 +164,20 @@ public struct ChildProcess: Sendable {
         }
     }
 
+    /// Why the kernel would give `executable` privileges at its exec that a traced exec would
+    /// not get ("set-user-ID (uid 0)"), so that a held child seized before its exec would run
+    /// without them; nil when it gains none, or this process is root (whose CAP_SYS_PTRACE lets
+    /// a traced exec keep them).
+    public static func privilegeOnExec(_ executable: String) -> String? {
+        guard geteuid() != 0 else { return nil }
+        var info = stat()
+        guard stat(executable, &info) == 0 else { return nil }
+        if info.st_mode & S_ISUID != 0 && info.st_uid != geteuid() { return "set-user-ID (uid \(info.st_uid))" }
+        if info.st_mode & S_ISGID != 0 && info.st_gid != getegid() { return "set-group-ID (gid \(info.st_gid))" }
+        if getxattr(executable, "security.capability", nil, 0) >= 0 { return "given file capabilities" }
+        return nil
+    }
+
     /// What a wait found.
     public enum WaitResult: Equatable, Sendable {
         /// It has not ended (a poll, or a deadline that passed first).

@@ -181,11 +181,6 @@ pid_t cp_spawn(const cp_spawn_request *request, int *release_fd, int *report_fd)
  * is then exiting, for the caller to reap. Closes both descriptors. */
 int cp_spawn_outcome(int release_fd, int report_fd, int *step);
 
-/* The held start before cp_spawn (spawn.c), until the launcher uses ChildProcess. */
-pid_t cp_spawn_held(const char *path, char *const argv[], char *const envp[], const void *signal_mask,
-                    int *release_fd, int *error_fd);
-int cp_spawn_release(pid_t child, int release_fd, int error_fd);
-
 /* pipe2(2) with O_CLOEXEC (declared by glibc only under _GNU_SOURCE): 0, or -1 with errno. */
 int cp_pipe(int fds[2]);
 
