@@ -136,7 +136,7 @@ let package = Package(
         .executableTarget(
             name: "crashport",
             dependencies: [
-                "BoundedBytes", "ReportModel", "Reports", "Store", "Upload", "Watcher",
+                "BoundedBytes", "Processes", "ReportModel", "Reports", "Store", "Upload", "Watcher",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
