@@ -4,8 +4,9 @@
 // and nothing else: the program `crashport run` watches (held before its exec under
 // --trace-exit, so its tracer has it from its first instruction), the host level's previous
 // core handler, test-crash's runs of crashport itself, doctor's ptrace test child, Upload's
-// hooks and the background uploads a sidecar starts as a report's owner. Whatever a child does
-// not ask for it inherits, as from posix_spawn: descriptors without close-on-exec, ignored
+// hooks and the background uploads a sidecar starts as a report's owner. (The host level's
+// guard, C that never execs, is hostguard.c's own fork; it is waited for here.) Whatever a child
+// does not ask for it inherits, as from posix_spawn: descriptors without close-on-exec, ignored
 // signals, the process group, the calling thread's signal mask. A failure before or at the exec
 // is thrown, with the child reaped, as posix_spawn returns one.
 //
@@ -252,10 +253,13 @@ public struct ChildProcess: Sendable {
         // Exiting now. A tracer on this thread (a held child seized under --trace-exit) holds
         // it at its exit event: let go until it has ended (__WALL, so the stop is seen).
         while case .stopped = waitpid(__WALL) {
-            _ = cp_ptrace(7, pid.rawValue, 0, 0)  // PTRACE_CONT
+            _ = cp_ptrace(Self.PTRACE_CONT, pid.rawValue, 0, 0)
         }
         throw SystemCallError(Self.stepName(step), errno: failure)
     }
+
+    /// <sys/ptrace.h>'s request (the ptrace layer's Ptrace.Request is above this one).
+    static let PTRACE_CONT: Int32 = 7
 
     /// The C call of a failed step (cp_spawn_step).
     static func stepName(_ step: Int32) -> String {
@@ -273,121 +277,87 @@ public struct ChildProcess: Sendable {
     private static func start(
         _ path: String, arguments: [String], _ options: Options, held: Bool
     ) throws(SystemCallError) -> (child: ChildProcess, release: Int32, report: Int32) {
-        var request = cp_spawn_request()
-        request.held = held ? 1 : 0
-        request.report = options.waitsForExec ? 1 : 0
-        request.group = Int32(
-            {
-                switch options.group {
-                case .inherit: return CP_SPAWN_SAME_GROUP.rawValue
-                case .own: return CP_SPAWN_OWN_GROUP.rawValue
-                case .session: return CP_SPAWN_OWN_SESSION.rawValue
-                }
-            }())
-        request.reset_oom_score = options.resetOOMScore ? 1 : 0
-        if let user = options.user {
-            request.drop_ids = 1
-            request.uid = user.uid
-            request.gid = user.gid
-        }
-
-        // The pipes, the child's ends closed here once it has its own.
+        // The pipes asked for; the child's ends are closed here once it has its own.
         var pipes = Pipes()
         defer { pipes.closeChildEnds() }
-        var standard: [(kind: cp_spawn_standard, fd: Int32)] = []
-        do throws(SystemCallError) {
-            switch options.standardInput {
-            case .inherit: standard.append((CP_SPAWN_INHERIT, -1))
-            case .null: standard.append((CP_SPAWN_NULL, -1))
-            case .descriptor(let fd): standard.append((CP_SPAWN_DESCRIPTOR, fd))
-            case .pipe:
-                let ends = try Pipes.make()
-                pipes.input = ends.write
-                pipes.childEnds.append(ends.read)
-                standard.append((CP_SPAWN_DESCRIPTOR, ends.read))
-            }
-            for (target, output) in [(1, options.standardOutput), (2, options.standardError)] {
-                switch output {
-                case .inherit: standard.append((CP_SPAWN_INHERIT, -1))
-                case .null: standard.append((CP_SPAWN_NULL, -1))
-                case .descriptor(let fd): standard.append((CP_SPAWN_DESCRIPTOR, fd))
-                case .appending: standard.append((CP_SPAWN_APPEND, -1))
-                case .standardOutput:
-                    precondition(target == 2, "only stderr can go where stdout went")
-                    standard.append((CP_SPAWN_DESCRIPTOR, 1))
-                case .pipe:
-                    precondition(target == 1, "only stdout can be a pipe")
-                    let ends = try Pipes.make()
-                    pipes.output = ends.read
-                    pipes.childEnds.append(ends.write)
-                    standard.append((CP_SPAWN_DESCRIPTOR, ends.write))
-                }
-            }
+        let standard: [(cp_spawn_standard, Int32)]
+        do {
+            standard = try options.standardDescriptors(opening: &pipes)
         } catch {
             pipes.closeParentEnds()
             throw error
         }
-        request.standard = (
-            Int32(standard[0].kind.rawValue), Int32(standard[1].kind.rawValue), Int32(standard[2].kind.rawValue)
-        )
-        request.descriptor = (standard[0].fd, standard[1].fd, standard[2].fd)
-        let appendPath: String? = [options.standardOutput, options.standardError].lazy.compactMap {
-            if case .appending(let path) = $0 { return path }
-            return nil
-        }.first
-
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = options.environment.map { $0.map { strdup($0) } + [nil] }
-        defer {
-            argv.forEach { free($0) }
-            envp?.forEach { free($0) }
-        }
-        var mask = options.signalMask ?? sigset_t()
-        let groups = options.user?.groups ?? []
+        let request = SpawnRequest(path, arguments: arguments, options, held: held, standard: standard)
         var releaseFD: Int32 = -1
         var reportFD: Int32 = -1
-        let pid = path.withCString { path in
-            (options.directory ?? "").withCString { directory in
-                (appendPath ?? "").withCString { appendPath in
-                    argv.withUnsafeBufferPointer { argv in
-                        groups.withUnsafeBufferPointer { groups in
-                            options.defaultSignals.withUnsafeBufferPointer { defaults in
-                                withUnsafePointer(to: &mask) { mask in
-                                    request.path = path
-                                    request.argv = argv.baseAddress
-                                    request.directory = options.directory == nil ? nil : directory
-                                    request.append_path = appendPath
-                                    request.groups = groups.baseAddress
-                                    request.group_count = Int32(groups.count)
-                                    request.default_signals = defaults.baseAddress
-                                    request.default_count = Int32(defaults.count)
-                                    request.signal_mask = options.signalMask == nil ? nil : UnsafeRawPointer(mask)
-                                    if let envp {
-                                        return envp.withUnsafeBufferPointer { envp in
-                                            request.envp = envp.baseAddress
-                                            return cp_spawn(&request, &releaseFD, &reportFD)
-                                        }
-                                    }
-                                    request.envp = UnsafePointer(environ)
-                                    return cp_spawn(&request, &releaseFD, &reportFD)
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let pid = cp_spawn(&request.value, &releaseFD, &reportFD)
         guard pid > 0 else {
             let error = errno
             pipes.closeParentEnds()
             throw SystemCallError("fork", errno: error)
         }
-        let child = ChildProcess(pid: ProcessID(pid), input: pipes.input, output: pipes.output)
-        return (child, releaseFD, reportFD)
+        return (ChildProcess(pid: ProcessID(pid), input: pipes.input, output: pipes.output), releaseFD, reportFD)
+    }
+
+    /// A cp_spawn_request and the C memory it points to, freed with it.
+    private final class SpawnRequest {
+        var value = cp_spawn_request()
+        private var strings: [UnsafeMutablePointer<CChar>] = []
+        private var arrays: [UnsafeMutableRawPointer] = []
+
+        init(_ path: String, arguments: [String], _ options: Options, held: Bool, standard: [(cp_spawn_standard, Int32)]) {
+            value.path = UnsafePointer(copy(path))
+            value.argv = UnsafePointer(list(arguments))
+            value.envp = options.environment.map { UnsafePointer(list($0)) } ?? UnsafePointer(environ)
+            value.directory = options.directory.map { UnsafePointer(copy($0)) }
+            value.standard = (Int32(standard[0].0.rawValue), Int32(standard[1].0.rawValue), Int32(standard[2].0.rawValue))
+            value.descriptor = (standard[0].1, standard[1].1, standard[2].1)
+            for case .appending(let file) in [options.standardOutput, options.standardError] {
+                value.append_path = UnsafePointer(copy(file))
+            }
+            value.group = Int32(options.group.spawnGroup.rawValue)
+            if let user = options.user {
+                value.drop_ids = 1
+                value.uid = user.uid
+                value.gid = user.gid
+                value.groups = UnsafePointer(array(user.groups))
+                value.group_count = Int32(user.groups.count)
+            }
+            value.reset_oom_score = options.resetOOMScore ? 1 : 0
+            value.signal_mask = options.signalMask.map { UnsafeRawPointer(array([$0])) }
+            value.default_signals = UnsafePointer(array(options.defaultSignals))
+            value.default_count = Int32(options.defaultSignals.count)
+            value.held = held ? 1 : 0
+            value.report = options.waitsForExec ? 1 : 0
+        }
+
+        deinit {
+            strings.forEach { free($0) }
+            arrays.forEach { $0.deallocate() }
+        }
+
+        private func copy(_ text: String) -> UnsafeMutablePointer<CChar> {
+            let copied = strdup(text)!
+            strings.append(copied)
+            return copied
+        }
+
+        /// A NULL-terminated array of C strings (argv, envp).
+        private func list(_ texts: [String]) -> UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> {
+            array(texts.map { copy($0) } + [nil])
+        }
+
+        /// `elements` copied to memory of their own (trivial types only).
+        private func array<T>(_ elements: [T]) -> UnsafeMutablePointer<T> {
+            let copied = UnsafeMutablePointer<T>.allocate(capacity: max(elements.count, 1))
+            copied.initialize(from: elements, count: elements.count)
+            arrays.append(UnsafeMutableRawPointer(copied))
+            return copied
+        }
     }
 
     /// The pipes of one start: the parent's ends it hands back, the child's ends it closes.
-    private struct Pipes {
+    fileprivate struct Pipes {
         var input: Int32?
         var output: Int32?
         var childEnds: [Int32] = []
@@ -408,6 +378,54 @@ public struct ChildProcess: Sendable {
             [input, output].compactMap { $0 }.forEach { close($0) }
             input = nil
             output = nil
+        }
+    }
+}
+
+extension ChildProcess.Options {
+    /// What cp_spawn does with descriptors 0, 1 and 2, the pipes asked for made in `pipes`.
+    fileprivate func standardDescriptors(
+        opening pipes: inout ChildProcess.Pipes
+    ) throws(SystemCallError) -> [(cp_spawn_standard, Int32)] {
+        var standard: [(cp_spawn_standard, Int32)] = []
+        switch standardInput {
+        case .inherit: standard.append((CP_SPAWN_INHERIT, -1))
+        case .null: standard.append((CP_SPAWN_NULL, -1))
+        case .descriptor(let fd): standard.append((CP_SPAWN_DESCRIPTOR, fd))
+        case .pipe:
+            let ends = try ChildProcess.Pipes.make()
+            pipes.input = ends.write
+            pipes.childEnds.append(ends.read)
+            standard.append((CP_SPAWN_DESCRIPTOR, ends.read))
+        }
+        for (target, output) in [(1, standardOutput), (2, standardError)] {
+            switch output {
+            case .inherit: standard.append((CP_SPAWN_INHERIT, -1))
+            case .null: standard.append((CP_SPAWN_NULL, -1))
+            case .descriptor(let fd): standard.append((CP_SPAWN_DESCRIPTOR, fd))
+            case .appending: standard.append((CP_SPAWN_APPEND, -1))
+            case .standardOutput:
+                precondition(target == 2, "only stderr can go where stdout went")
+                standard.append((CP_SPAWN_DESCRIPTOR, 1))  // the child's 1, set up just before
+            case .pipe:
+                precondition(target == 1, "only stdout can be a pipe")
+                let ends = try ChildProcess.Pipes.make()
+                pipes.output = ends.read
+                pipes.childEnds.append(ends.write)
+                standard.append((CP_SPAWN_DESCRIPTOR, ends.write))
+            }
+        }
+        return standard
+    }
+}
+
+extension ChildProcess.Options.Group {
+    /// cp_spawn's word for it.
+    fileprivate var spawnGroup: cp_spawn_group {
+        switch self {
+        case .inherit: return CP_SPAWN_SAME_GROUP
+        case .own: return CP_SPAWN_OWN_GROUP
+        case .session: return CP_SPAWN_OWN_SESSION
         }
     }
 }
