@@ -7,8 +7,8 @@
 //
 // The targets are layers, lowest first; each depends only on layers below it:
 //   BoundedBytes  →  ObjectFile  →  ReportModel, Symbolication, Unwinding
-//   →  CoreDump (the kernel's core stream)
-//   →  LiveProcess (a live process: ptrace, /proc, capture)  and  Reports (never a live process)
+//   →  Processes (child processes, credentials, /proc)  and  CoreDump (the kernel's core stream)
+//   →  LiveProcess (a live process: ptrace, capture)  and  Reports (never a live process)
 //   →  Store (what is on disk)  →  Upload (what leaves the machine)
 //   →  Watcher (serving: the crash socket, the launcher, the sidecar)  →  crashport (the command line)
 import PackageDescription
@@ -58,7 +58,8 @@ let package = Package(
 
         // Bounds-checked byte reads, checked arithmetic, the one memory-reader protocol and
         // captured memory regions: what every reader of hostile bytes (files, target processes,
-        // the socket) reads through. A leaf.
+        // the socket) reads through; and the few helpers every layer shares (SystemCallError,
+        // writeAll, the clocks). A leaf.
         .target(name: "BoundedBytes"),
         // Object files: ELF containers through libelf (CLibELF), notes and build-ids, symbol
         // tables, section decompression (zlib and liblzma, declared by CShims' headers and
@@ -84,14 +85,19 @@ let package = Package(
         // registers, ids and mappings it fills, and CaptureWindows, the ranges a live capture
         // keeps too.
         .target(name: "CoreDump", dependencies: ["BoundedBytes", "ReportModel"]),
-        // A live process: /proc, process memory, ptrace sessions, and capture (a crash record
-        // and a suspended process in, a ProcessSnapshot out). Unwinding for the layout of the
-        // kernel's signal frame, which capture follows to the stacks signals interrupted;
-        // CoreDump for a capture from the kernel's core stream, completed from /proc while the
-        // kernel holds the dying process.
+        // Processes as the OS shows them, without ptrace: the one child-process type
+        // (ChildProcess: spawn, held spawn, and the one wait, whose statuses ProcessExit decodes)
+        // over CShims' spawn.c, a user's Credentials (credentials.c) and /proc's files
+        // (ProcFiles). What Store and Upload need of processes, below the ptrace layer.
+        .target(name: "Processes", dependencies: ["BoundedBytes", "CShims", "ReportModel"]),
+        // A live process: process memory read as a user (ProcessAccess), ptrace sessions, and
+        // capture (a crash record and a suspended process in, a ProcessSnapshot out). Processes
+        // for /proc and Credentials; Unwinding for the layout of the kernel's signal frame, which
+        // capture follows to the stacks signals interrupted; CoreDump for a capture from the
+        // kernel's core stream, completed from /proc while the kernel holds the dying process.
         .target(
             name: "LiveProcess",
-            dependencies: ["BoundedBytes", "CShims", "CoreDump", "ObjectFile", "ReportModel", "Unwinding"]),
+            dependencies: ["BoundedBytes", "CShims", "CoreDump", "ObjectFile", "Processes", "ReportModel", "Unwinding"]),
         // From a snapshot (live or a minidump) or an event to a report: unwinding,
         // symbolication, the event, the text crash log, offline symbolication. Never touches a
         // live process, so everything here runs the same on another machine.
@@ -99,37 +105,38 @@ let package = Package(
             name: "Reports", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Symbolication", "Unwinding"]),
         // What is on disk: the reports directory (quota, atomic commit, lookup), each program's
         // run history and sessions, attachments copied into a report, a user's files read with a
-        // bound (UserFile). LiveProcess for Credentials: a root watcher writes a user's reports
-        // with that user's credentials; ObjectFile for a program's build-id in its run history.
-        .target(name: "Store", dependencies: ["BoundedBytes", "LiveProcess", "ObjectFile", "ReportModel"]),
+        // bound (UserFile). Processes for Credentials (a root watcher writes a user's reports
+        // with that user's credentials) and a program's path (/proc/PID/exe); ObjectFile for a
+        // program's build-id in its run history. Never the ptrace layer.
+        .target(name: "Store", dependencies: ["BoundedBytes", "ObjectFile", "Processes", "ReportModel"]),
         // What leaves the machine: destinations (a Crashpad or Breakpad collector, Sentry), the
         // consent decisions and each report's upload state, privacy (what leaves by default,
         // before_send), one upload pass over a Store, HTTP through libcurl (CShims' http.c, behind
-        // HTTPClient), the processes it starts (spawn.c, behind ChildProcess) and
-        // crashport.toml (CTOML), and a report in Sentry's shape (SentryEvent, SentryEnvelope: an
-        // event.json in, bytes out). Not Reports: what leaves is the event a report already wrote.
+        // HTTPClient), the processes it starts (its hooks and background uploads, through
+        // Processes' ChildProcess) and crashport.toml (CTOML), and a report in Sentry's shape
+        // (SentryEvent, SentryEnvelope: an event.json in, bytes out). Not Reports: what leaves is
+        // the event a report already wrote; not the ptrace layer.
         .target(
             name: "Upload",
-            dependencies: ["BoundedBytes", "CShims", "CTOML", "LiveProcess", "ReportModel", "Store"]),
+            dependencies: ["BoundedBytes", "CShims", "CTOML", "Processes", "ReportModel", "Store"]),
         // Serving: the crash socket, the launcher, the sidecar (clients, tracing, abnormal ends,
         // the spool, hangs), the host level (the kernel's core handler: CoreDump reads its core
         // streams), doctor (which asks Symbolication whether debug files are found).
-        // CShims for the socket, signalfd, held-spawn and thread-naming calls, each behind one
-        // typed wrapper (UnixSocket, SignalDescriptor, HeldChild, Threads), and the coredump
-        // socket's (coredump.c).
+        // Processes for every child it starts (ChildProcess). CShims for the socket, signalfd
+        // and thread-naming calls, each behind one typed wrapper (UnixSocket, SignalDescriptor,
+        // Threads), and the coredump socket's (coredump.c).
         .target(
             name: "Watcher",
             dependencies: [
-                "CCrashPortProtocol", "CShims", "CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "Store",
-                "Symbolication",
-                "Upload",
+                "CCrashPortProtocol", "CShims", "CoreDump", "LiveProcess", "ObjectFile", "Processes", "ReportModel", "Reports",
+                "Store", "Symbolication", "Upload",
             ]
         ),
         // The command line, thin: parses arguments and calls the layers below.
         .executableTarget(
             name: "crashport",
             dependencies: [
-                "BoundedBytes", "ReportModel", "Reports", "Store", "Upload", "Watcher",
+                "BoundedBytes", "Processes", "ReportModel", "Reports", "Store", "Upload", "Watcher",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -158,15 +165,21 @@ let package = Package(
             name: "UnwindingTests", dependencies: ["BoundedBytes", "ObjectFile", "Symbolication", "Unwinding", "TestSupport"]),
         .testTarget(
             name: "CoreDumpTests", dependencies: ["BoundedBytes", "CoreDump", "FuzzTargets", "ReportModel", "TestSupport"]),
+        // Real children: /bin/sh, /bin/cat and /bin/sleep started, held, waited for, killed.
+        .testTarget(name: "ProcessesTests", dependencies: ["BoundedBytes", "Processes", "ReportModel", "TestSupport"]),
         // Reports: a capture from a real kernel core is checked through the report pipeline.
         .testTarget(
             name: "LiveProcessTests",
-            dependencies: ["BoundedBytes", "CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
+            dependencies: [
+                "BoundedBytes", "CoreDump", "LiveProcess", "ObjectFile", "Processes", "ReportModel", "Reports", "TestSupport",
+            ]),
         .testTarget(name: "ReportsTests", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["ReportModel", "Store", "TestSupport"]),
         // (UploadTests is the end-to-end class that uploads to a server; these need none.)
         .testTarget(name: "UploadUnitTests", dependencies: ["ReportModel", "Store", "TestSupport", "Upload"]),
-        .testTarget(name: "WatcherTests", dependencies: ["Store", "Upload", "Watcher", "ReportModel", "TestSupport"]),
+        .testTarget(
+            name: "WatcherTests",
+            dependencies: ["BoundedBytes", "Processes", "Store", "Upload", "Watcher", "ReportModel", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"]),
         // Upload: the Sentry tests convert real reports with its SentryEvent, as an upload will.
         .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport", "Upload"]),

@@ -1,6 +1,6 @@
 // SystemCallError: a C call that failed and the errno it left, as swift-system's Errno is, with
-// the call named. What the typed wrappers over CShims throw (Watcher's UnixSocket,
-// SignalDescriptor and HeldChild; Upload's ChildProcess) instead of handing a bare -1 and a
+// the call named. What the typed wrappers over CShims throw (Watcher's UnixSocket and
+// SignalDescriptor; Processes' ChildProcess and Credentials) instead of handing a bare -1 and a
 // global errno up to their callers.
 
 #if canImport(Glibc)

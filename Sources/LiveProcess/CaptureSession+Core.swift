@@ -15,6 +15,7 @@
 import BoundedBytes
 import CoreDump
 import ObjectFile
+import Processes
 import ReportModel
 
 #if canImport(Glibc)

@@ -11,6 +11,7 @@
 
 import BoundedBytes
 import ObjectFile
+import Processes
 import ReportModel
 #if canImport(Glibc)
 import Glibc
@@ -578,16 +579,4 @@ public enum CaptureSession {
         else { return nil }
         return UInt64(line.dropFirst(6))
     }()
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: what capture timings are measured in.
-public func monotonicNanoseconds() -> UInt64 { nanoseconds(of: CLOCK_MONOTONIC) }
-
-/// CLOCK_REALTIME in nanoseconds since the Unix epoch: a record's time, as the stub stamps it.
-public func realtimeNanoseconds() -> UInt64 { nanoseconds(of: CLOCK_REALTIME) }
-
-func nanoseconds(of clock: clockid_t) -> UInt64 {
-    var time = timespec()
-    clock_gettime(clock, &time)
-    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
 }

@@ -30,7 +30,15 @@
 // reports every tracee's stops to that thread's waitpid, so the tracers of one thread form a
 // TraceGroup: one waitpid(-1) collects for all of them, and each status goes to the tracer of
 // its thread, to be handled when that tracer pumps.
+//
+// These waitpid calls are ptrace waits (__WALL, raw stop statuses), the tracer's own, not
+// Processes' ChildProcess wait: a tracer must see its tracees' stops, and a waitpid(-1) cannot
+// leave one pid's status for another caller. So when the process traced is our own child (the
+// launcher's, under --trace-exit), its end is reaped here too, and handed on raw (`.ended`) for
+// ChildProcess.WaitResult to decode, as a child's wait would.
 
+import BoundedBytes
+import Processes
 import ReportModel
 #if canImport(Glibc)
 import Glibc

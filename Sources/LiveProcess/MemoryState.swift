@@ -3,6 +3,7 @@
 // is held: /proc/PID/cgroup is gone with it); its files are read after release, since a cgroup
 // outlives its process. Every file is hostile text: what does not parse is left out.
 
+import Processes
 import ReportModel
 
 public enum MemoryState {

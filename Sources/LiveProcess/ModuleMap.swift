@@ -14,6 +14,7 @@
 
 import BoundedBytes
 import ObjectFile
+import Processes
 import Synchronization
 import ReportModel
 

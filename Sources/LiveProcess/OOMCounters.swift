@@ -8,6 +8,8 @@
 // paths the mount shows). Machine-wide: /proc/vmstat's oom_kill. Every file is read as hostile
 // text: a line that does not parse is skipped, and a path with a ".." never leaves the mount.
 
+import BoundedBytes
+import Processes
 import ReportModel
 import Synchronization
 

@@ -9,6 +9,7 @@
 // read only while the pidfd says the process still exists, so the pid is still its own.
 
 import CShims
+import Processes
 import ReportModel
 
 #if canImport(Glibc)

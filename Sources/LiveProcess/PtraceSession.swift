@@ -12,7 +12,13 @@
 // of a process whose parent we are is the one exception: its exit status belongs to our own
 // waitpid, so it is only looked at (WNOWAIT), never reaped here. A thread that neither stops nor
 // exits within the bound is kept in `PtraceSession.leftovers` for `reapLeftovers()`.
+//
+// Its waitpid calls are ptrace waits, not a child's end: the stops and deaths of the threads it
+// traces (__WALL, raw stop statuses), whoever their parent is. A child's end is waited for by
+// Processes' ChildProcess (the reason the leader of our own child is spared here).
 
+import BoundedBytes
+import Processes
 import ReportModel
 import Synchronization
 #if canImport(Glibc)

@@ -21,6 +21,7 @@
 // (`snapshot(alive:)`), copied out then. Used from the tracer's thread only.
 
 import BoundedBytes
+import Processes
 import ReportModel
 
 #if canImport(Glibc)

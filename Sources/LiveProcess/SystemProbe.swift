@@ -3,6 +3,7 @@
 
 import BoundedBytes
 import FoundationEssentials
+import Processes
 import ReportModel
 #if canImport(Glibc)
 import Glibc

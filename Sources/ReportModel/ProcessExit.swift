@@ -21,6 +21,11 @@ public enum ProcessExit: Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether a wait status of a death by a signal says the kernel dumped a core (WCOREDUMP).
+    public static func coreDumped(waitStatus status: Int32) -> Bool {
+        ProcessExit(waitStatus: status)?.signal != nil && status & 0x80 != 0
+    }
+
     /// The signal that ended the process, nil when it exited.
     public var signal: Int32? {
         if case .signaled(let signal) = self { return signal }

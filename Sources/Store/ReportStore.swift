@@ -14,7 +14,7 @@
 
 import BoundedBytes
 import FoundationEssentials
-import LiveProcess
+import Processes
 import ReportModel
 #if canImport(Glibc)
 import Glibc

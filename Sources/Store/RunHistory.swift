@@ -30,8 +30,8 @@
 
 import BoundedBytes
 import FoundationEssentials
-import LiveProcess
 import ObjectFile
+import Processes
 import ReportModel
 
 #if canImport(Glibc)

@@ -104,7 +104,7 @@ public struct AfterSend: Sendable, Equatable {
     /// what it printed, then how it failed if it did. Nothing is returned to act on.
     public func run(_ notice: Notice) -> [String] {
         let prefix = "\(notice.reportID): after_send"
-        switch ChildProcess.hook(
+        switch Hook.run(
             program, arguments: notice.arguments, input: notice.json, seconds: timeout, outputLimit: outputLimit,
             standardErrorToo: true)
         {

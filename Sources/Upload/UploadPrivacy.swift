@@ -172,7 +172,7 @@ public enum UploadPrivacy {
     /// prints a JSON object; nil with why when it drops the report (non-zero exit), fails, or
     /// takes longer than `timeout` seconds (then it is killed).
     public static func beforeSend(_ program: String, json: Data, timeout: Double = 10) -> Result<Data, UploadError> {
-        switch ChildProcess.hook(program, input: Array(json), seconds: timeout) {
+        switch Hook.run(program, input: Array(json), seconds: timeout) {
         case .cannotRun(let why):
             return .failure(UploadError("before_send \(program) cannot be run: \(why)"))
         case .timedOut:

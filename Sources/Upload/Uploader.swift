@@ -4,7 +4,7 @@
 
 import BoundedBytes
 import FoundationEssentials
-import LiveProcess
+import Processes
 import ReportModel
 import Store
 
@@ -523,22 +523,36 @@ public enum UploadSpawner {
     /// uploads with their ids, so what the upload writes there is theirs); its pid, or nil (and
     /// why, through `log`) when it could not be started. A watcher that lives on reaps it.
     ///
-    /// With an owner, the child runs as that uid and gid with no supplementary groups
-    /// (ChildProcess.detached: setgroups(0) before setgid/setuid; initgroups would read the group
-    /// database between fork and exec, which is not async-signal-safe in a threaded process, and
-    /// the upload needs no group: it reads the owner's 0700 directory and the network), and with
+    /// It runs in a session of its own, its OOM score back to 0 (the sidecar's protection is not
+    /// its), no signal blocked, stdin from /dev/null, and stdout and stderr appended to the
+    /// directory's upload log, opened by the child once it has its ids (so the log is the
+    /// owner's). With an owner, the child runs as that uid and gid with no supplementary groups
+    /// (setgroups(0) before setgid/setuid; initgroups would read the group database between fork
+    /// and exec, which is not async-signal-safe in a threaded process, and the upload needs no
+    /// group: it reads the owner's 0700 directory and the network), and with
     /// `environment(for:from:)`, not the sidecar's environment (its own /proc/PID/environ is
-    /// the user's to read).
+    /// the user's to read). It is not waited for: a child that could not start ends with 125
+    /// (its log), 126 (its ids) or 127 (the exec).
     @discardableResult
     public static func spawn(reports: String, owner: ReportStore.Owner? = nil, log: (String) -> Void) -> pid_t? {
         let executable = ProcFiles.executable(of: ProcessID(getpid())) ?? CommandLine.arguments[0]
         let inherited = ProcessInfo.processInfo.environment
         let variables = (owner.map { environment(for: $0, from: inherited) } ?? inherited).sorted { $0.key < $1.key }
+        var options = ChildProcess.Options()
+        options.environment = variables.map { "\($0.key)=\($0.value)" }
+        options.group = .session
+        options.resetOOMScore = true
+        options.user = owner.map { Credentials(uid: $0.uid, gid: $0.gid) }
+        options.standardInput = .null
+        options.standardOutput = .appending(reports + "/" + Uploader.logName)
+        options.standardError = .standardOutput
+        var none = sigset_t()
+        sigemptyset(&none)
+        options.signalMask = none
+        options.waitsForExec = false
         do {
-            return try ChildProcess.detached(
-                executable, arguments: [executable, "upload", "--reports", reports],
-                environment: variables.map { "\($0.key)=\($0.value)" }, logPath: reports + "/" + Uploader.logName,
-                uid: owner?.uid ?? getuid(), gid: owner?.gid ?? getgid())
+            return try ChildProcess.spawn(executable, arguments: [executable, "upload", "--reports", reports], options).pid
+                .rawValue
         } catch {
             log("could not start crashport upload for \(reports): \(error.reason)")
             return nil

@@ -9,6 +9,7 @@ import ArgumentParser
 import BoundedBytes
 import FoundationEssentials
 import Glibc
+import Processes
 import ReportModel
 import Reports
 import Upload
@@ -130,41 +131,21 @@ struct TestCrash: ParsableCommand {
     static func spawnAndWait(
         _ executable: String, _ arguments: [String], environment: [String: String], output: UnsafeMutablePointer<[UInt8]>? = nil
     ) -> ProcessExit? {
-        var pipeEnds: [Int32] = [-1, -1]
-        if output != nil, pipe(&pipeEnds) != 0 { return nil }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        if output != nil {
-            posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
-            posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
-            posix_spawn_file_actions_addclose(&actions, pipeEnds[1])
-        }
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        var child: pid_t = 0
-        let spawned = posix_spawn(&child, executable, &actions, nil, argv, envp)
-        if output != nil { close(pipeEnds[1]) }
-        defer { if output != nil { close(pipeEnds[0]) } }
-        guard spawned == 0 else { return nil }
-        if let output {
+        var options = ChildProcess.Options()
+        options.environment = environment.map { "\($0.key)=\($0.value)" }
+        if output != nil { options.standardOutput = .pipe }
+        guard let child = try? ChildProcess.spawn(executable, arguments: [executable] + arguments, options) else { return nil }
+        if let output, let fd = child.output {
+            defer { close(fd) }
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
-                let count = read(pipeEnds[0], &buffer, buffer.count)
+                let count = read(fd, &buffer, buffer.count)
                 if count < 0 && errno == EINTR { continue }
                 guard count > 0 else { break }
                 output.pointee += buffer.prefix(count)
             }
         }
-        var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0 {
-            guard errno == EINTR else { return nil }
-        }
-        return ProcessExit(waitStatus: status)
+        return child.wait().exit
     }
 
     /// Prints crashport_last_run's report id (nothing when there is none), from the preloaded stub.

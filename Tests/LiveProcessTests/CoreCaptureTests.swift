@@ -11,6 +11,7 @@ import BoundedBytes
 import Foundation
 import LiveProcess
 import ObjectFile
+import Processes
 import ReportModel
 import Reports
 import TestSupport

@@ -4,6 +4,7 @@
 // snapshots taken into buffers prepared beforehand.
 
 import Foundation
+import Processes
 import ReportModel
 import TestSupport
 import XCTest

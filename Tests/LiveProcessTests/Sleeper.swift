@@ -2,6 +2,7 @@
 
 import Foundation
 import LiveProcess
+import Processes
 import ReportModel
 import XCTest
 

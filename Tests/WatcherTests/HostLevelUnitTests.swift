@@ -3,6 +3,7 @@
 // limit's window and count, the pipe helper's handoff message, and the unit or container a
 // cgroup path names. HostLevelTests (end to end) runs them against the real kernel.
 
+import BoundedBytes
 import Foundation
 import LiveProcess
 import ReportModel

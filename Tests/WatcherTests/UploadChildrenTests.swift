@@ -2,8 +2,10 @@
 // another's; a pass asked for while its user's runs is owed and started when that one ends; one
 // past its deadline is killed. Real processes (sleep) stand in for the uploads.
 
+import BoundedBytes
 import Foundation
 import LiveProcess
+import Processes
 import Store
 import Synchronization
 import XCTest

@@ -119,18 +119,67 @@ int cp_read_signal(int fd, int *code, int *sender);
 /* eventfd(initial, EFD_CLOEXEC, and EFD_NONBLOCK when nonblocking != 0) (eventfd.c); -1 with errno. */
 int cp_eventfd(unsigned initial, int nonblocking);
 
-/* fork, then in the child (async-signal-safe calls only) every crashport handler reset to SIG_DFL
- * and every signal blocked while it waits on a pipe for cp_spawn_release; then signal_mask (an
- * opaque sigset_t) and execve(path, argv, envp). So a tracer can seize the child before the
- * program's first instruction (spawn.c says why a pipe and not a SIGSTOP). Returns the child's
- * pid and the two close-on-exec descriptors cp_spawn_release takes, or -1 with errno. */
-pid_t cp_spawn_held(const char *path, char *const argv[], char *const envp[], const void *signal_mask,
-                    int *release_fd, int *error_fd);
+/* What cp_spawn does with each of the child's standard descriptors (0, 1, 2, in that order). */
+enum cp_spawn_standard {
+    CP_SPAWN_INHERIT = 0,    /* left as it is */
+    CP_SPAWN_DESCRIPTOR = 1, /* dup2 of `descriptor` there: the child's, at that point (1 for 2: its stdout) */
+    CP_SPAWN_NULL = 2,       /* /dev/null (read-only for 0, write-only for 1 and 2) */
+    CP_SPAWN_APPEND = 3,     /* append_path, opened after the ids changed (so the file is the user's) */
+};
+/* The child's process group. */
+enum cp_spawn_group { CP_SPAWN_SAME_GROUP = 0, CP_SPAWN_OWN_GROUP = 1, CP_SPAWN_OWN_SESSION = 2 };
+/* The step of the child that failed, as cp_spawn_outcome tells it. */
+enum cp_spawn_step {
+    CP_SPAWN_STEP_CHDIR = 1,
+    CP_SPAWN_STEP_SETPGID = 2,
+    CP_SPAWN_STEP_IDS = 3,
+    CP_SPAWN_STEP_STANDARD = 4,
+    CP_SPAWN_STEP_EXEC = 5,
+};
+/* A child's exit status when it failed before its exec (127 for the exec itself, as a shell's). */
+enum cp_spawn_exit { CP_SPAWN_EXIT_NOT_RELEASED = 125, CP_SPAWN_EXIT_STANDARD = 125, CP_SPAWN_EXIT_IDS = 126 };
 
-/* Lets a child of cp_spawn_held exec, and waits for the outcome: 0 once the exec happened, or
- * the exec's errno, the child then reaped (released from its exit stop if it is traced by the
- * calling thread). Closes both descriptors. */
-int cp_spawn_release(pid_t child, int release_fd, int error_fd);
+/* Everything a child gets (Sources/Processes/ChildProcess.swift fills it). */
+typedef struct cp_spawn_request {
+    const char *path;
+    char *const *argv;
+    char *const *envp;
+    /* chdir(2) there before anything else the program sees; NULL: ours. */
+    const char *directory;
+    int standard[3];   /* a cp_spawn_standard for 0, 1, 2 */
+    int descriptor[3]; /* CP_SPAWN_DESCRIPTOR's source for each */
+    const char *append_path;
+    int group; /* a cp_spawn_group */
+    /* drop_ids: setgroups(groups), setgid(gid), setuid(uid), for good, when uid or gid differ
+     * from ours (a root sidecar starting a user's process). */
+    int drop_ids;
+    unsigned uid, gid;
+    const unsigned *groups;
+    int group_count;
+    /* Writes 0 to /proc/self/oom_score_adj (the sidecar's own protection is not the child's). */
+    int reset_oom_score;
+    /* The sigset_t the program starts with; NULL: the calling thread's. */
+    const void *signal_mask;
+    /* Signals set to SIG_DFL even when crashport ignores them. */
+    const int *default_signals;
+    int default_count;
+    /* held: the child waits on a pipe, before anything else, until cp_spawn_outcome releases it. */
+    int held;
+    /* report: a failed step comes back through a close-on-exec pipe, for cp_spawn_outcome;
+     * without, only the child's exit status says it (cp_spawn_exit). */
+    int report;
+} cp_spawn_request;
+
+/* fork, and the child set up as `request` says, then execve; every crashport handler reset to
+ * SIG_DFL and every signal blocked until the exec's mask (spawn.c). Returns the child's pid and
+ * the parent's close-on-exec ends of the hold and report pipes (-1 when not asked), or -1 with
+ * errno. Never waits: the caller reaps the child. */
+pid_t cp_spawn(const cp_spawn_request *request, int *release_fd, int *report_fd);
+
+/* Releases a held child (release_fd >= 0) and waits for its exec: 0 once it happened (or
+ * without a report pipe), else the failed step's errno and *step (a cp_spawn_step); the child
+ * is then exiting, for the caller to reap. Closes both descriptors. */
+int cp_spawn_outcome(int release_fd, int report_fd, int *step);
 
 /* pipe2(2) with O_CLOEXEC (declared by glibc only under _GNU_SOURCE): 0, or -1 with errno. */
 int cp_pipe(int fds[2]);
@@ -271,12 +320,6 @@ void cp_http_free(void *bytes);
 
 /* gzip (RFC 1952) of size bytes: *output is malloc'd (free with cp_http_free). 0, or -1. */
 int cp_gzip(const void *input, size_t size, void **output, size_t *output_size);
-
-/* Starts path in the background: its own session, as uid/gid when they differ from ours, stdin
- * from /dev/null, stdout and stderr appended to log_path (opened by the child, with its ids).
- * Its pid, or -1; the caller reaps it (CSupport/shims/spawn.c). */
-pid_t cp_spawn_detached(const char *path, char *const argv[], char *const envp[], const char *log_path, unsigned uid,
-                        unsigned gid);
 
 /* A debug file (executable != 0: the binary) for a build-id from the debuginfod servers in
  * DEBUGINFOD_URLS, through libdebuginfod (loaded at the first call), into its cache, given at

@@ -4,6 +4,7 @@
 import BoundedBytes
 import FoundationEssentials
 import LiveProcess
+import Processes
 import ReportModel
 import ObjectFile
 import Store
@@ -276,23 +277,19 @@ public struct Doctor {
                 ? "reports: \(root) (writable)" : "reports: \(root) (made at the first report: \(path) is writable)")
     }
 
-    /// Forks a child that sleeps, and seizes it as the watcher would.
+    /// Forks a child that waits, and seizes it as the watcher would: a child held before its
+    /// exec (ChildProcess.spawnHeld), a copy of crashport blocked on a pipe, never released (so
+    /// /bin/true never runs), then killed and reaped.
     func tryTracing() -> Finding {
-        let child = fork()
-        if child == 0 {
-            sleep(5)
-            _exit(0)
+        guard let held = try? ChildProcess.spawnHeld("/bin/true", arguments: ["true"]) else {
+            return Finding(level: .warning, text: "could not fork to test ptrace")
         }
-        guard child > 0 else { return Finding(level: .warning, text: "could not fork to test ptrace") }
-        defer {
-            kill(child, SIGKILL)
-            var status: Int32 = 0
-            waitpid(child, &status, 0)
-        }
-        let session = PtraceSession(pid: ProcessID(child))
+        defer { held.cancel() }
+        let child = held.child.pid
+        let session = PtraceSession(pid: child)
         do {
             let threads = try session.suspendAll(timeoutMilliseconds: 1000)
-            let registers = try session.registers(of: ThreadID(child))
+            let registers = try session.registers(of: child.mainThread)
             session.detachAll()
             return Finding(
                 level: .ok,

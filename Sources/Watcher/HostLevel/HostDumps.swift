@@ -25,6 +25,7 @@ import CoreDump
 import FoundationEssentials
 import LiveProcess
 import ObjectFile
+import Processes
 import ReportModel
 import Reports
 import Store

@@ -20,6 +20,8 @@
 
 import BoundedBytes
 import CShims
+import Processes
+import ReportModel
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -109,8 +111,7 @@ final class HostGuard: Sendable {
 
     /// Whether the guard has exited (reaping it if so).
     func hasExited() -> Bool {
-        var status: Int32 = 0
-        return waitpid(pid, &status, WNOHANG) == pid
+        ChildProcess(ProcessID(pid)).poll().exit != nil
     }
 
     /// Ends the guard: the pair closed, which it takes as the sidecar stopping (it exits, closing
@@ -121,8 +122,8 @@ final class HostGuard: Sendable {
             if hasExited() { return }
             usleep(10_000)
         }
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
+        let child = ChildProcess(ProcessID(pid))
+        child.signal(SIGKILL)
+        child.wait()
     }
 }

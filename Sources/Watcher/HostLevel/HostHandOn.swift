@@ -13,6 +13,7 @@
 import BoundedBytes
 import FoundationEssentials
 import LiveProcess
+import Processes
 import ReportModel
 #if canImport(Glibc)
 import Glibc
@@ -92,41 +93,35 @@ public struct HostHandOn: Sendable {
             log("host: the previous handler could not be started: \(error)")
             return nil
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, pipeEnds[0], 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let cArguments: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-        let kernelEnvironment = ["HOME=/", "TERM=linux", "PATH=/sbin:/bin:/usr/sbin:/usr/bin"]
-        let environment: [UnsafeMutablePointer<CChar>?] = kernelEnvironment.map { strdup($0) } + [nil]
-        defer {
-            cArguments.forEach { free($0) }
-            environment.forEach { free($0) }
-        }
-        var child: pid_t = 0
-        let spawned = posix_spawn(&child, argv[0], &actions, nil, cArguments, environment)
-        close(pipeEnds[0])
-        guard spawned == 0 else {
+        var options = ChildProcess.Options()
+        options.environment = ["HOME=/", "TERM=linux", "PATH=/sbin:/bin:/usr/sbin:/usr/bin"]
+        options.standardInput = .descriptor(pipeEnds[0])
+        options.standardOutput = .null
+        options.standardError = .null
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.spawn(argv[0], arguments: argv, options)
+        } catch {
+            close(pipeEnds[0])
             close(pipeEnds[1])
-            log("host: the previous handler \(argv[0]) could not be started: \(String(cString: strerror(spawned)))")
+            log("host: the previous handler \(argv[0]) could not be started: \(error.reason)")
             return nil
         }
+        close(pipeEnds[0])
         // The kernel's recursion guard: a handler that crashes dumps no core of its own.
-        try? HostProcessSettings.limitCoreToOne(child)
+        try? HostProcessSettings.limitCoreToOne(child.pid.rawValue)
         _ = fcntl(pipeEnds[1], F_SETFL, fcntl(pipeEnds[1], F_GETFL) | O_NONBLOCK)
         return Running(child: child, input: pipeEnds[1], name: argv[0])
     }
 
     /// One running handler: its stdin, written with the dump's deadline.
     final class Running {
-        let child: pid_t
+        let child: ChildProcess
         private var input: Int32
         let name: String
         private(set) var failed: String?
 
-        init(child: pid_t, input: Int32, name: String) {
+        init(child: ChildProcess, input: Int32, name: String) {
             self.child = child
             self.input = input
             self.name = name
@@ -159,14 +154,10 @@ public struct HostHandOn: Sendable {
         func finish(deadline: UInt64) -> String? {
             if input >= 0 { close(input) }
             input = -1
-            var status: Int32 = 0
-            while waitpid(child, &status, WNOHANG) == 0 {
-                if monotonicNanoseconds() >= deadline {
-                    kill(child, SIGKILL)
-                    _ = waitpid(child, &status, 0)
-                    return "\(name) did not finish in time and was killed"
-                }
-                usleep(5_000)
+            if child.wait(until: deadline) == .running {
+                child.signal(SIGKILL)
+                child.wait()
+                return "\(name) did not finish in time and was killed"
             }
             return failed.map { "\(name): \($0)" }
         }

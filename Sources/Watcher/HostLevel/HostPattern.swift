@@ -22,6 +22,7 @@
 import BoundedBytes
 import FoundationEssentials
 import LiveProcess
+import Processes
 import ReportModel
 import Store
 #if canImport(Glibc)

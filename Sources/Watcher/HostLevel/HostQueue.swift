@@ -17,6 +17,7 @@
 // it: the serving thread adds, dump threads take the next when they finish, and the serving
 // loop's look (at least once a second) starts the late and lets the expired go.
 
+import BoundedBytes
 import LiveProcess
 import Synchronization
 

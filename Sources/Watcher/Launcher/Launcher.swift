@@ -5,17 +5,19 @@
 // PROGRAM ended: its exit code, or killed by the same signal. stdin/stdout/stderr, arguments
 // and the rest of the environment are passed through untouched; crashport writes only to stderr.
 //
-// With --trace-exit the program is started held before its exec (HeldChild) and seized
-// there, so ExitTracer has it from its first instruction; without, posix_spawn. A death no
-// record explains is reported either way: captured at its exit with every stack when traced,
-// else as an AbnormalEnd through TerminationReport (the sidecar's writer too). Whether a
-// SIGKILL was the OOM killer's comes from the child's memory cgroup counter (ChildOOMWatch).
+// With --trace-exit the program is started held before its exec (ChildProcess.spawnHeld) and
+// seized there, so ExitTracer has it from its first instruction; without, as posix_spawn would
+// start it (ChildProcess.spawn). A death no record explains is reported either way: captured at
+// its exit with every stack when traced, else as an AbnormalEnd through TerminationReport (the
+// sidecar's writer too). Whether a SIGKILL was the OOM killer's comes from the child's memory
+// cgroup counter (ChildOOMWatch).
 // A child that makes crashport its tracer itself (PTRACE_TRACEME) is let go at its first stop.
 
 import BoundedBytes
 import FoundationEssentials
 import LiveProcess
 import ObjectFile
+import Processes
 import ReportModel
 import Reports
 import Store
@@ -157,7 +159,7 @@ public struct Launcher {
         defer { childEvents?.close() }
         let started = Date()
         let session = SessionRecord.newID()
-        let launch = try start(target.executable, environment: environment, signalMask: &original, log: log)
+        let launch = try start(target.executable, environment: environment, signalMask: original, log: log)
         close(theirs)
 
         let watch = ChildWatch()
@@ -165,20 +167,19 @@ public struct Launcher {
             child: launch.child, tracer: launch.tracer, runKey: runKey, store: store, history: history,
             disabled: lastRun.disabled, watch: watch, log: log)
         let (wire, capturer) = crashServer(socket: ours, serving: serving, session: session, log: log)
-        let (status, socketOpen) = serve(
+        let (end, socketOpen) = serve(
             launch.child, socket: ours, signals: signals, childEvents: childEvents, wire: wire, capturer: capturer,
             tracer: launch.tracer,
             watch: watch, disabled: { serving.disabled.withLock { $0 } }, oom: launch.oom, log: log)
         // A descendant's record may still be queued; serve it before leaving.
         if socketOpen { wire.drain() }
-        // waitpid's final status: an end, never a stop.
-        let termination = ProcessExit(waitStatus: status) ?? .signaled(status & 0x7F)
+        let termination = end.exit
         // A fault Go's runtime turned into a panic is the crash when it ended the run (exit 2).
         capturer.settleHeldFault(of: launch.child, exit: serving.disabled.withLock({ $0 }) ? nil : termination)
         if !serving.disabled.withLock({ $0 }) {
             reportUnexplainedDeath(
                 termination, of: launch, target: target, release: environment["CRASHPORT_RELEASE"], session: session,
-                capturer: capturer, coreDumped: status & 0x80 != 0, log: log)
+                capturer: capturer, coreDumped: end.coreDumped, log: log)
         }
         let window = LaunchWindow.milliseconds(environment: environment)
         var records = sessionRecords(
@@ -422,36 +423,35 @@ public struct Launcher {
         var oom: ChildOOMWatch
     }
 
-    /// Starts the program. With --trace-exit it is seized before its exec (cp_spawn_held: held
-    /// on a pipe until the tracer has it), so not one of its instructions runs untraced: a
+    /// Starts the program. With --trace-exit it is seized before its exec (ChildProcess.spawnHeld:
+    /// held on a pipe until the tracer has it), so not one of its instructions runs untraced: a
     /// program that dies in its first microseconds is still caught at its exit. When it cannot
     /// be seized (ptrace denied, crashport itself traced by a tracer that follows forks), it
     /// runs untraced and crashport says why. A set-user-ID, set-group-ID or file-capability
     /// program is the exception: the kernel does not raise the privileges of a traced exec, so
     /// it is started as without --trace-exit and seized after its exec, if ptrace allows it.
     func start(
-        _ executable: String, environment: [String: String], signalMask original: inout sigset_t,
+        _ executable: String, environment: [String: String], signalMask original: sigset_t,
         log: (String) -> Void
     ) throws -> Launch {
         guard traceExit else {
-            let child = try spawn(executable, environment: environment, signalMask: &original).get()
+            let child = try spawn(executable, environment: environment, signalMask: original).get()
             return Launch(child: child, tracer: nil, untraced: nil, oom: ChildOOMWatch(pid: child))
         }
-        if let privilege = HeldChild.privilegeOnExec(executable) {
-            let child = try spawn(executable, environment: environment, signalMask: &original).get()
+        if let privilege = ChildProcess.privilegeOnExec(executable) {
+            let child = try spawn(executable, environment: environment, signalMask: original).get()
             let oom = ChildOOMWatch(pid: child)
             let (tracer, untraced) = trace(child, log: log, late: "it is \(privilege)")
             return Launch(child: child, tracer: tracer, untraced: untraced, oom: oom)
         }
-        let held: HeldChild
+        let held: ChildProcess.Held
         do {
-            held = try HeldChild.spawn(
-                executable, arguments: [program] + arguments,
-                environment: environment.map { "\($0.key)=\($0.value)" }, signalMask: &original)
+            held = try ChildProcess.spawnHeld(
+                executable, arguments: [program] + arguments, childOptions(environment: environment, signalMask: original))
         } catch {
             throw Self.spawnError(error.errno, program: program)
         }
-        let child = held.pid
+        let child = held.child.pid
         let oom = ChildOOMWatch(pid: child)
         let (tracer, untraced) = trace(child, log: log, late: nil)
         do {
@@ -508,38 +508,36 @@ public struct Launcher {
     /// Starts the program with the signal mask crashport had before blocking the relayed
     /// signals.
     func spawn(
-        _ executable: String, environment: [String: String], signalMask original: inout sigset_t
-    )
-        -> Result<ProcessID, LaunchError>
-    {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setsigmask(&attributes, &original)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
-
-        var child: pid_t = 0
-        let argv = ([program] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+        _ executable: String, environment: [String: String], signalMask original: sigset_t
+    ) -> Result<ProcessID, LaunchError> {
+        do {
+            let options = childOptions(environment: environment, signalMask: original)
+            return .success(try ChildProcess.spawn(executable, arguments: [program] + arguments, options).pid)
+        } catch {
+            return .failure(Self.spawnError(error.errno, program: program))
         }
-        let spawned = posix_spawn(&child, executable, nil, &attributes, argv, envp)
-        guard spawned == 0 else { return .failure(Self.spawnError(spawned, program: program)) }
-        return .success(ProcessID(child))
     }
 
-    /// Serves the crash socket and relays signals until the child exits; its wait status, and
-    /// whether the socket is still open. With a tracer, ptrace events (SIGCHLD, read through a
-    /// signalfd) are handled here too: this is the tracer's thread. With --hang-ms, the
-    /// heartbeat is looked at between events.
+    /// What the program gets: `environment`, the signal mask crashport had before blocking the
+    /// relayed signals, and everything else crashport's (its descriptors, the crash socket's
+    /// end among them; its process group, so the terminal's signals reach it).
+    func childOptions(environment: [String: String], signalMask original: sigset_t) -> ChildProcess.Options {
+        var options = ChildProcess.Options()
+        options.environment = environment.map { "\($0.key)=\($0.value)" }
+        options.signalMask = original
+        return options
+    }
+
+    /// Serves the crash socket and relays signals until the child exits; how it ended (and
+    /// whether its core was dumped), and whether the socket is still open. With a tracer, ptrace
+    /// events (SIGCHLD, read through a signalfd) are handled here too: this is the tracer's
+    /// thread. With --hang-ms, the heartbeat is looked at between events.
     func serve(
         _ child: ProcessID, socket ours: Int32, signals: SignalDescriptor?, childEvents: SignalDescriptor?, wire: WireServer,
         capturer: CrashCapturer, tracer: ExitTracer?,
         watch: ChildWatch, disabled: () -> Bool, oom: ChildOOMWatch, log: (String) -> Void
     )
-        -> (status: Int32, socketOpen: Bool)
+        -> (end: (exit: ProcessExit, coreDumped: Bool), socketOpen: Bool)
     {
         // Traced, the child's stops and exit come through SIGCHLD (`childEvents`, a signalfd)
         // and waitpid, not a pidfd.
@@ -553,7 +551,7 @@ public struct Launcher {
         }
         var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
-        var status: Int32 = 0
+        var end: (exit: ProcessExit, coreDumped: Bool) = (.exited(0), false)
         var endRequests = 0
         var exitHandled = false
         var toldTraceMe = false
@@ -595,7 +593,10 @@ public struct Launcher {
                     of: child, tracer: tracer, exitHandled: &exitHandled, capturer: capturer, watch: watch, disabled: disabled,
                     oom: oom)
                 if let ended {
-                    status = ended
+                    // The leader reaped by the tracer's wait (ExitTracer): an end, never a stop.
+                    if case .ended(let exit, let coreDumped) = ChildProcess.WaitResult(status: ended) {
+                        end = (exit, coreDumped)
+                    }
                     break
                 }
                 continue
@@ -603,10 +604,10 @@ public struct Launcher {
             if exited == nil || fds[1].revents != 0 || fds[3].revents != 0 {
                 childEvents?.discardPending()
                 let blocking = exited != nil && fds[1].revents != 0
-                if reap(child, blocking: blocking, status: &status, toldTraceMe: &toldTraceMe, log: log) { break }
+                if reap(child, blocking: blocking, end: &end, toldTraceMe: &toldTraceMe, log: log) { break }
             }
         }
-        return (status, socketOpen)
+        return (end, socketOpen)
     }
 
     /// The traced child's pending ptrace events: the first exit stop of the program's own
@@ -656,26 +657,29 @@ public struct Launcher {
         return ended
     }
 
-    /// waitpid for the untraced child (`blocking` once its pidfd says it exited): true when it
-    /// has ended, its wait status in `status` (0 when crashport lost track of it). A stop, of a
-    /// child that made crashport its tracer, is let go.
+    /// Waits for the untraced child (`blocking` once its pidfd says it exited): true when it
+    /// has ended, how in `end` (exit code 0 when crashport lost track of it). A stop, of a child
+    /// that made crashport its tracer, is let go.
     func reap(
-        _ child: ProcessID, blocking: Bool, status: inout Int32, toldTraceMe: inout Bool, log: (String) -> Void
+        _ child: ProcessID, blocking: Bool, end: inout (exit: ProcessExit, coreDumped: Bool), toldTraceMe: inout Bool,
+        log: (String) -> Void
     ) -> Bool {
-        // A stop is reported only to a tracer (no WUNTRACED): the child made crashport
-        // its tracer with PTRACE_TRACEME.
-        let result = waitpid(child.rawValue, &status, blocking ? 0 : WNOHANG)
-        if result == child.rawValue && ExitTracer.isStopped(status) {
+        switch blocking ? ChildProcess(child).wait() : ChildProcess(child).poll() {
+        case .running:
+            return false
+        case .stopped(let status):
+            // A stop is reported only to a tracer (no WUNTRACED): the child made crashport
+            // its tracer with PTRACE_TRACEME.
             letGo(child, stopped: status, told: &toldTraceMe, log: log)
             return false
-        }
-        if result == child.rawValue { return true }
-        if result < 0 && errno == ECHILD {
+        case .ended(let exit, let coreDumped):
+            end = (exit, coreDumped)
+            return true
+        case .notAChild:
             log("lost track of \(program) (pid \(child)): its exit status is unknown")
-            status = 0
+            end = (.exited(0), false)
             return true
         }
-        return false
     }
 
     /// A child that made crashport its tracer (PTRACE_TRACEME, as programs that check for a

@@ -24,6 +24,7 @@
 // and crashport charged to it (its cgroup is the child's or below it). A watcher outside the
 // cgroup reads the stacks at the kill, before the reaper, and samples nothing.
 
+import BoundedBytes
 import LiveProcess
 import ReportModel
 

@@ -5,7 +5,9 @@
 // user's credentials. Faults a handler turned into calls are held until their process ends
 // (HeldFaults).
 
+import BoundedBytes
 import LiveProcess
+import Processes
 import ReportModel
 import Reports
 import Store

@@ -2,7 +2,7 @@
 // wire server's per-process limits on errors, settings and consent queries, and the sidecar's
 // termination reports per user and per program, are each one.
 
-import LiveProcess
+import BoundedBytes
 import Synchronization
 
 /// At most `perMinute` events per key in any minute; forgets everything past 4,096 keys (a

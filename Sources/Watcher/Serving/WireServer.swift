@@ -12,6 +12,7 @@
 import BoundedBytes
 import CCrashPortProtocol
 import LiveProcess
+import Processes
 import ReportModel
 #if canImport(Glibc)
 import Glibc

@@ -12,6 +12,7 @@
 // never touched, since dropping one would lose what was written.
 
 import LiveProcess
+import Processes
 import ReportModel
 #if canImport(Glibc)
 import Glibc

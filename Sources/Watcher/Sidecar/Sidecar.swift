@@ -14,10 +14,12 @@
 // Clients can be kept traced until they exit, and their heartbeat watched (SidecarTracing.swift):
 // this thread is their tracer too.
 
+import BoundedBytes
 import CCrashPortProtocol
 import FoundationEssentials
 import LiveProcess
 import ObjectFile
+import Processes
 import ReportModel
 import Reports
 import Store

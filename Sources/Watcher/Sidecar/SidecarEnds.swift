@@ -19,8 +19,10 @@
 //    exit with 0 or a death by another signal (SIGTERM, SIGINT...) is an ordinary end, as
 //    `crashport run` counts it.
 
+import BoundedBytes
 import FoundationEssentials
 import LiveProcess
+import Processes
 import ReportModel
 import Reports
 import Store

@@ -7,6 +7,7 @@
 // `memory_pressure`) hold under the sidecar too.
 
 import LiveProcess
+import Processes
 import ReportModel
 import Store
 

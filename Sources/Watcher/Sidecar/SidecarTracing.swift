@@ -14,6 +14,7 @@
 // is reported already. A hang report is remembered by pid, so that the crash report of the
 // SIGABRT that follows (--hang-kill's, or a systemd watchdog's) can point to it.
 
+import BoundedBytes
 import FoundationEssentials
 import LiveProcess
 import ReportModel

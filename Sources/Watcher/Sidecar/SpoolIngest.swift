@@ -9,6 +9,7 @@
 // filesystem ids, so it can make the sidecar read nothing its owner could not; it never names a
 // process the sidecar reads. A file that does not parse is kept as NAME.bad and said once.
 
+import BoundedBytes
 import CCrashPortProtocol
 import FoundationEssentials
 import LiveProcess

@@ -15,7 +15,9 @@
 // no capabilities), and a child forked there could not take the owner's ids. The sidecar's own
 // thread starts what was asked (`reap`), as root, at its next wake (within a second).
 
-import LiveProcess
+import BoundedBytes
+import Processes
+import ReportModel
 import Store
 import Synchronization
 import Upload
@@ -80,13 +82,13 @@ extension Sidecar {
         func reap(now: UInt64, log: (String, UInt32) -> Void) {
             let due = state.withLock { state -> [Pass] in
                 for (child, running) in state.running {
-                    var status: Int32 = 0
-                    let result = waitpid(child, &status, WNOHANG)
-                    if result == child || (result < 0 && errno == ECHILD) {
+                    let upload = ChildProcess(ProcessID(child))
+                    let result = upload.poll()
+                    if result.exit != nil || result == .notAChild {
                         state.running[child] = nil
                     } else if now > running.started, now - running.started > deadline {
                         // Its session's group (setsid: the pid), else the process alone.
-                        if kill(-child, SIGKILL) != 0 { kill(child, SIGKILL) }
+                        if !upload.signal(SIGKILL, group: true) { upload.signal(SIGKILL) }
                         log("upload (pid \(child)) ran past its \(deadline / 1_000_000_000) s: killed", running.owner)
                         state.running[child] = (running.owner, now)  // reaped once it has died
                     }

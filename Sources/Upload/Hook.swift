@@ -1,50 +1,20 @@
-// ChildProcess: the processes Upload starts: the hooks (before_send, after_send), run through
-// posix_spawn with close-on-exec pipes for their stdin and stdout and a deadline, and
-// `crashport upload` started in the background as a report's owner through CShims' spawn.c.
-// The one Upload file that starts processes (HTTPClient is http.c's).
+// Hook: the programs Upload runs on a report (before_send, after_send), started through
+// Processes' ChildProcess with close-on-exec pipes for their stdin and stdout, and given a
+// deadline. (The other process Upload starts, `crashport upload` in the background, is
+// UploadSpawner's.)
 
 import BoundedBytes
-import CShims
-import LiveProcess
+import Processes
 import ReportModel
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-enum ChildProcess {
-    /// cp_pipe (pipe2 with O_CLOEXEC): its read end and its write end.
-    static func pipe() throws(SystemCallError) -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [-1, -1]
-        guard cp_pipe(&fds) == 0 else { throw SystemCallError("pipe2", errno: errno) }
-        return (fds[0], fds[1])
-    }
-
-    /// cp_spawn_detached: `path` with `arguments` and `environment` ("NAME=value") in its own
-    /// session, as `uid` and `gid` when they differ from ours (no supplementary groups), stdin
-    /// from /dev/null, stdout and stderr appended to `logPath` (opened by the child, with its
-    /// ids). Its pid; the caller reaps it.
-    static func detached(
-        _ path: String, arguments: [String], environment: [String], logPath: String, uid: UInt32, gid: UInt32
-    ) throws(SystemCallError) -> pid_t {
-        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
-        let child = argv.withUnsafeBufferPointer { arguments in
-            envp.withUnsafeBufferPointer { variables in
-                cp_spawn_detached(path, arguments.baseAddress, variables.baseAddress, logPath, uid, gid)
-            }
-        }
-        guard child > 0 else { throw SystemCallError("fork", errno: errno) }
-        return child
-    }
-
+enum Hook {
     /// How a hook ran.
-    enum HookRun: Equatable {
-        /// It could not be started: why (posix_spawn's or pipe2's error).
+    enum Run: Equatable {
+        /// It could not be started: why (its start's or pipe2's error).
         case cannotRun(String)
         /// It had not closed its output when its time was up: killed, with its process group.
         case timedOut
@@ -60,64 +30,33 @@ enum ChildProcess {
     /// default whatever crashport set for itself, so that the kill reaches what it started too.
     /// At most `outputLimit` bytes of its output are kept; the rest is read (it never blocks on
     /// a full pipe) and counted.
-    static func hook(
+    static func run(
         _ program: String, arguments: [String] = [], input: [UInt8], seconds: Double, outputLimit: Int = .max,
         standardErrorToo: Bool = false
-    ) -> HookRun {
-        let stdin: (read: Int32, write: Int32)
-        let stdout: (read: Int32, write: Int32)
-        do {
-            stdin = try pipe()
-        } catch {
-            return .cannotRun("\(error.reason)")
-        }
-        do {
-            stdout = try pipe()
-        } catch {
-            close(stdin.read)
-            close(stdin.write)
-            return .cannotRun("\(error.reason)")
-        }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdin.read, STDIN_FILENO)
-        posix_spawn_file_actions_adddup2(&actions, stdout.write, STDOUT_FILENO)
-        if standardErrorToo { posix_spawn_file_actions_adddup2(&actions, stdout.write, STDERR_FILENO) }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
+    ) -> Run {
+        var options = ChildProcess.Options()
+        options.standardInput = .pipe
+        options.standardOutput = .pipe
+        if standardErrorToo { options.standardError = .standardOutput }
+        options.group = .own
         var none = sigset_t()
         sigemptyset(&none)
-        var pipeSignal = sigset_t()
-        sigemptyset(&pipeSignal)
-        sigaddset(&pipeSignal, SIGPIPE)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &pipeSignal)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
-        let argv: [UnsafeMutablePointer<CChar>?] = ([program] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let spawned = argv.withUnsafeBufferPointer {
-            posix_spawn(&pid, program, &actions, &attributes, $0.baseAddress!, environ)
-        }
-        close(stdin.read)
-        close(stdout.write)
-        guard spawned == 0 else {
-            close(stdin.write)
-            close(stdout.read)
-            return .cannotRun(String(cString: strerror(spawned)))
+        options.signalMask = none
+        options.defaultSignals = [SIGPIPE]
+        let child: ChildProcess
+        do {
+            child = try ChildProcess.spawn(program, arguments: [program] + arguments, options)
+        } catch {
+            return .cannotRun(error.reason)
         }
         // Written and read in one poll loop: a hook that answers before reading all of its input
         // must not deadlock us on a full pipe. A hook past its time is killed.
-        let answer = exchange(input, writingTo: stdin.write, readingFrom: stdout.read, seconds: seconds, keeping: outputLimit)
-        close(stdout.read)
-        if answer == nil { kill(-pid, SIGKILL) }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let answer = exchange(input, writingTo: child.input!, readingFrom: child.output!, seconds: seconds, keeping: outputLimit)
+        close(child.output!)
+        if answer == nil { child.signal(SIGKILL, group: true) }
+        let ended = child.wait()
         guard let answer else { return .timedOut }
-        return .finished(ProcessExit(waitStatus: status), output: answer.kept, dropped: answer.dropped)
+        return .finished(ended.exit, output: answer.kept, dropped: answer.dropped)
     }
 
     /// Writes `bytes` to `writer` (closed when written, or when the reader stops taking them) while

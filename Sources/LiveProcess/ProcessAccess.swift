@@ -1,12 +1,10 @@
-// Credentials and ProcessAccess: whose permissions apply when the watcher reads for a client.
+// ProcessAccess: a live process read with the credentials of the user it is read for.
 //
-// A sidecar running as root serves every user, but reads a client's process and files only as
-// that client's user could: on the calling thread it takes on the user's filesystem ids, the
-// user's primary group and no supplementary group, and no effective capability
-// (cp_thread_assume, CSupport/shims/credentials.c), so the kernel's own checks answer for the
-// user: open(2) of a file, and of /proc/PID/mem, maps, environ, root (ptrace_may_access with
-// PTRACE_MODE_*_FSCREDS: the same uid and gid, a dumpable process, no CAP_SYS_PTRACE). Root's
-// real and saved uids stay, so a client's user cannot signal the thread meanwhile.
+// A root sidecar reads a client's process only as the client's user could (Processes'
+// Credentials: the user's filesystem ids on the calling thread, no effective capability), so
+// the kernel's own checks answer for the user: open(2) of /proc/PID/mem, maps, environ, root
+// (ptrace_may_access with PTRACE_MODE_*_FSCREDS: the same uid and gid, a dumpable process, no
+// CAP_SYS_PTRACE).
 //
 // ptrace itself is root's (PTRACE_SEIZE checks the real uid, which must stay root's): it only
 // stops threads. Nothing is read from a stopped process until the kernel has said, for the
@@ -14,52 +12,13 @@
 // bound to the memory the process had then: an exec into a setuid program afterwards leaves it
 // reading nothing.
 
-import CShims
+import BoundedBytes
+import Processes
 import ReportModel
 
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A user's credentials as the watcher applies them: uid, primary gid, and the supplementary
-/// groups to keep (none by default: the sidecar never reads with groups the client's
-/// connection did not vouch for).
-public struct Credentials: Sendable, Hashable, CustomStringConvertible {
-    public var uid: UInt32
-    public var gid: UInt32
-    public var groups: [UInt32]
-
-    public init(uid: UInt32, gid: UInt32, groups: [UInt32] = []) {
-        self.uid = uid
-        self.gid = gid
-        self.groups = groups
-    }
-
-    /// Whether taking them on changes anything: the watcher runs as root, and they are another
-    /// user's. (A watcher running as a user serves only that user; root's own clients are
-    /// read as root.)
-    public var apply: Bool { uid != 0 && Self.watcherIsRoot }
-
-    static let watcherIsRoot = geteuid() == 0
-
-    public var description: String { "uid \(uid) gid \(gid)" }
-
-    /// Runs `body` on the calling thread with these credentials (see the file's comment), then
-    /// gives root's back. Throws when the thread could not take them on (then `body` never
-    /// ran: nothing is read with root's instead).
-    public func perform<T>(_ body: () throws -> T) throws -> T {
-        guard apply else { return try body() }
-        let kept = groups.prefix(Int(CP_THREAD_GROUPS_MAX))
-        let assumed = kept.withUnsafeBufferPointer {
-            cp_thread_assume(uid, gid, $0.baseAddress, Int32($0.count))
-        }
-        guard assumed == 0 else {
-            throw InspectionError.system(call: "taking on the credentials of \(self)", errno: errno)
-        }
-        defer { _ = cp_thread_restore() }
-        return try body()
-    }
-}
 
 /// A live process as one user may read it. Every read of a client's process (its memory, its
 /// /proc files, its module files) goes through one of these, which carries whose credentials
@@ -96,8 +55,8 @@ public struct ProcessAccess: Sendable {
             }
             guard fd >= 0 else { return .failure(.system(call: "open(/proc/\(pid)/mem) as \(credentials!)", errno: error)) }
             return .success(ProcessMemory(pid: pid, boundDescriptor: fd))
-        } catch let error as InspectionError {
-            return .failure(error)
+        } catch let error as SystemCallError {
+            return .failure(.system(call: error.call, errno: error.errno))
         } catch {
             return .failure(.malformed("\(error)"))
         }
