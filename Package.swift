@@ -168,7 +168,13 @@ let package = Package(
         .testTarget(name: "UploadUnitTests", dependencies: ["ReportModel", "Store", "TestSupport", "Upload"]),
         .testTarget(name: "WatcherTests", dependencies: ["Store", "Upload", "Watcher", "ReportModel", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"]),
-        // Upload: the Sentry tests convert real reports with its SentryEvent, as an upload will.
-        .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport", "Upload"]),
+        // Upload: the Sentry tests convert real reports with its SentryEvent, as an upload will;
+        // the layers below the watcher for a real kernel core read and reported in the test's
+        // own process (KernelCoreCaptureTests).
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "BoundedBytes", "CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports", "TestSupport", "Upload",
+            ]),
     ]
 )
