@@ -181,7 +181,14 @@ let package = Package(
             name: "WatcherTests",
             dependencies: ["BoundedBytes", "Processes", "Store", "Upload", "Watcher", "ReportModel", "TestSupport"]),
         .testTarget(name: "FuzzRegressionTests", dependencies: ["FuzzTargets"]),
-        // Upload: the Sentry tests convert real reports with its SentryEvent, as an upload will.
-        .testTarget(name: "EndToEndTests", dependencies: ["ReportModel", "TestSupport", "Upload"]),
+        // Upload: the Sentry tests convert real reports with its SentryEvent, as an upload will;
+        // the layers below the watcher for a real kernel core read and reported in the test's
+        // own process (KernelCoreCaptureTests).
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "BoundedBytes", "CoreDump", "LiveProcess", "ObjectFile", "Processes", "ReportModel", "Reports", "TestSupport",
+                "Upload",
+            ]),
     ]
 )

@@ -12,6 +12,11 @@
  * attachments take a spin flag among themselves (never held across a system call, never taken
  * by the crash path) so that a key has one slot; breadcrumbs take none; handled errors go one at
  * a time under an error-checking mutex.
+ *
+ * Off the crash path the stub's files call one way (off_path.h): install.c → launch.c → app.c
+ * → settings.c. This file calls only settings.c (for CRASHPORT_*); install.c and launch.c call
+ * into it, and it calls neither back (tools/build-stub checks it on the built objects): the
+ * last run in full is launch.c's, which install.c sets up before calling cp_app_install.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -30,6 +35,7 @@
 #include <unistd.h>
 
 #include "crashport.h"
+#include "off_path.h"
 #include "report.h"
 #include "stub_state.h"
 
@@ -555,7 +561,7 @@ CP_HIDDEN void cp_app_set_last_run(const cp_last_run *run)
  * none). */
 static void cp_app_last_run_from_environment(void)
 {
-    const char *text = cp_install_getenv("CRASHPORT_LAST_RUN");
+    const char *text = cp_settings_getenv("CRASHPORT_LAST_RUN");
     if (text == NULL) return;
     cp_last_run run;
     memset(&run, 0, sizeof run);
@@ -714,6 +720,23 @@ CP_HIDDEN void cp_app_copy_text(char *to, size_t to_size, const char *from, size
     to[length] = 0;
 }
 
+/* Waits on fd until it is readable (1), until total_ms from start have passed (0), or an error
+ * (-errno): off_path.h. */
+CP_HIDDEN int cp_app_poll_until(int fd, const struct timespec *start, int total_ms)
+{
+    for (;;) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long elapsed = (long)(now.tv_sec - start->tv_sec) * 1000 + (now.tv_nsec - start->tv_nsec) / 1000000;
+        if (elapsed >= total_ms) return 0;
+        struct pollfd entry = {.fd = fd, .events = POLLIN, .revents = 0};
+        int ready = poll(&entry, 1, (int)(total_ms - elapsed));
+        if (ready > 0) return 1;
+        if (ready < 0 && errno != EINTR) return -errno;
+        /* Interrupted, or a wake-up before the time was up: the loop looks at the clock. */
+    }
+}
+
 __attribute__((visibility("default"))) int crashport_pending_list(crashport_pending_report *out, size_t capacity)
 {
     if (out == NULL && capacity > 0) return -EINVAL;
@@ -723,7 +746,7 @@ __attribute__((visibility("default"))) int crashport_pending_list(crashport_pend
     /* The answer, at most 2 s away: a watcher that refuses the query closes the fd (EOF). */
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
-    int ready = cp_poll_until(reply, &start, 2000);
+    int ready = cp_app_poll_until(reply, &start, 2000);
     if (ready <= 0) {
         close(reply);
         return ready < 0 ? ready : -ETIMEDOUT;
@@ -795,16 +818,15 @@ CP_HIDDEN void cp_app_install(void)
     clock_gettime(CLOCK_REALTIME, &now);
     cp_app.install_time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     cp_app.launch_ms = 5000;
-    const char *launch = cp_install_getenv("CRASHPORT_LAUNCH_MS");
+    const char *launch = cp_settings_getenv("CRASHPORT_LAUNCH_MS");
     if (launch != NULL) {
         char *end = NULL;
         unsigned long parsed = strtoul(launch, &end, 10);
         if (end != launch && *end == '\0' && parsed <= UINT32_MAX) cp_app.launch_ms = (uint32_t)parsed;
     }
-    const char *release = cp_install_getenv("CRASHPORT_RELEASE");
+    const char *release = cp_settings_getenv("CRASHPORT_RELEASE");
     if (release != NULL) (void)cp_app_copy(cp_app.release, sizeof cp_app.release, release);
     if (!cp_previous_run_given) cp_app_last_run_from_environment();
-    cp_launch_install();
     cp_app_installed = true;
     void *abort_message = dlsym(RTLD_DEFAULT, "__abort_msg");
     __atomic_store_n(&cp_app.abort_message_address, (uint64_t)(uintptr_t)abort_message, __ATOMIC_RELAXED);

@@ -16,7 +16,7 @@
  * handler reconnects at the crash, and spools the crash if nobody answers. The spool directory
  * (CRASHPORT_SPOOL, the reply's, /var/spool/crashport) is opened here, once, in both modes.
  *
- * A process with privileges its user lacks (cp_install_secure: a setuid or setgid program, file
+ * A process with privileges its user lacks (cp_settings_secure: a setuid or setgid program, file
  * capabilities, real and effective ids that differ) takes no CRASHPORT_* setting from its
  * environment, which its user chose (no socket, spool, fd, timeout, trace or hang settings): it
  * reports only where the program itself says (crashport_options), and trusts a listener only
@@ -24,6 +24,10 @@
  *
  * Failures never abort the program: one line on stderr says what is off and why, and the
  * process is left as it was.
+ *
+ * Off the crash path the stub's files call one way (off_path.h): install.c → launch.c → app.c
+ * → settings.c. This file is the top: it calls into the three below it, none of them into it
+ * (tools/build-stub checks it on the built objects).
  */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -41,7 +45,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -54,6 +57,7 @@
 #include "crashport.h"
 #include "crashport_protocol.h"
 #include "entry.h"
+#include "off_path.h"
 #include "report.h"
 #include "safe.h"
 #include "stub_state.h"
@@ -83,18 +87,6 @@ __attribute__((section(".note.crashport"), used, aligned(4))) static const cp_ma
 
 static pthread_mutex_t cp_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool cp_installed; /* guarded by cp_install_lock */
-
-bool cp_install_secure(void)
-{
-    return getauxval(AT_SECURE) != 0 || getuid() != geteuid() || getgid() != getegid();
-}
-
-const char *cp_install_getenv(const char *name)
-{
-    /* secure_getenv alone asks only glibc's AT_SECURE at startup: ids changed since (a root
-     * daemon's seteuid) count too. */
-    return cp_install_secure() ? NULL : secure_getenv(name);
-}
 
 /* One line on stderr, "crashport: " first. */
 __attribute__((format(printf, 1, 2))) static void cp_install_say(const char *format, ...)
@@ -303,16 +295,16 @@ static void cp_install_build_hello(cp_hello *hello)
 
     /* What a sidecar is asked to do for this process (crashport run takes its flags). */
     hello->wants = CP_WANTS_RUN_DETAIL;
-    const char *trace = cp_install_getenv("CRASHPORT_TRACE_EXIT");
+    const char *trace = cp_settings_getenv("CRASHPORT_TRACE_EXIT");
     if (trace != NULL && *trace != '\0' && strcmp(trace, "0") != 0) {
         hello->wants |= strcmp(trace, "codes") == 0 ? CP_WANTS_TRACE_EXIT_CODES : CP_WANTS_TRACE_EXIT;
         if (strcmp(trace, "1") != 0 && strcmp(trace, "codes") != 0) {
             cp_install_say("CRASHPORT_TRACE_EXIT=%s: expected 1, codes or 0; taken as 1", trace);
         }
     }
-    const char *kill = cp_install_getenv("CRASHPORT_HANG_KILL");
+    const char *kill = cp_settings_getenv("CRASHPORT_HANG_KILL");
     if (kill != NULL && strcmp(kill, "1") == 0) hello->wants |= CP_WANTS_HANG_KILL;
-    const char *hang = cp_install_getenv("CRASHPORT_HANG_MS");
+    const char *hang = cp_settings_getenv("CRASHPORT_HANG_MS");
     unsigned long long hang_ms = 0;
     if (hang != NULL && *hang != '\0') {
         if (cp_install_parse(hang, 10, UINT32_MAX, &hang_ms)) {
@@ -349,23 +341,6 @@ static int cp_install_send_hello(int fd, const cp_hello *hello)
     }
 }
 
-/* Waits on fd until it is readable (1), until total_ms from start have passed (0), or an error
- * (-errno): stub_state.h. */
-CP_HIDDEN int cp_poll_until(int fd, const struct timespec *start, int total_ms)
-{
-    for (;;) {
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long elapsed = (long)(now.tv_sec - start->tv_sec) * 1000 + (now.tv_nsec - start->tv_nsec) / 1000000;
-        if (elapsed >= total_ms) return 0;
-        struct pollfd entry = {.fd = fd, .events = POLLIN, .revents = 0};
-        int ready = poll(&entry, 1, (int)(total_ms - elapsed));
-        if (ready > 0) return 1;
-        if (ready < 0 && errno != EINTR) return -errno;
-        /* Interrupted, or a wake-up before the time was up: the loop looks at the clock. */
-    }
-}
-
 /* Waits at most CP_HELLO_REPLY_WAIT_MS for the sidecar's HELLO_REPLY and checks it: magic,
  * version, size, type, status, and both strings NUL-terminated. Returns 0 with *reply filled,
  * -ETIMEDOUT when none came, or another -errno with *why set (closed, garbage). */
@@ -378,7 +353,7 @@ static int cp_install_read_hello_reply(int fd, cp_hello_reply *reply, const char
         unsigned char bytes[sizeof(cp_hello_reply) + 64]; /* a longer message shows its length */
     } message;
     for (;;) {
-        int ready = cp_poll_until(fd, &start, CP_HELLO_REPLY_WAIT_MS);
+        int ready = cp_app_poll_until(fd, &start, CP_HELLO_REPLY_WAIT_MS);
         if (ready == 0) return -ETIMEDOUT;
         if (ready < 0) {
             *why = strerror(-ready);
@@ -509,7 +484,7 @@ static int cp_install_socket(const crashport_options *options)
     char name[64];
     int fd = options->fd;
     if (fd == -1) {
-        const char *text = cp_install_getenv("CRASHPORT_FD");
+        const char *text = cp_settings_getenv("CRASHPORT_FD");
         unsigned long long parsed = 0;
         if (text == NULL) {
             return -ENOENT;
@@ -539,7 +514,7 @@ static int cp_install_sidecar_address(const crashport_options *options)
     const char *path = options->socket_path;
     const char *what = "socket_path";
     if (path == NULL) {
-        path = cp_install_getenv("CRASHPORT_SOCKET");
+        path = cp_settings_getenv("CRASHPORT_SOCKET");
         what = "CRASHPORT_SOCKET";
     }
     if (path == NULL) {
@@ -592,7 +567,7 @@ static void cp_install_sidecar_name(char *name, size_t size)
 static uint32_t cp_install_timeout(const crashport_options *options)
 {
     if (options->timeout_ms != 0) return options->timeout_ms;
-    const char *text = cp_install_getenv("CRASHPORT_TIMEOUT_MS");
+    const char *text = cp_settings_getenv("CRASHPORT_TIMEOUT_MS");
     unsigned long long parsed = 0;
     if (text == NULL) return CP_DEFAULT_TIMEOUT_MS;
     if (cp_install_parse(text, 1, UINT32_MAX, &parsed)) return (uint32_t)parsed;
@@ -605,7 +580,7 @@ static uint32_t cp_install_timeout(const crashport_options *options)
 static uint64_t cp_install_forward_first(const crashport_options *options)
 {
     uint64_t forward_first = options->forward_first;
-    const char *text = cp_install_getenv("CRASHPORT_FORWARD_FIRST");
+    const char *text = cp_settings_getenv("CRASHPORT_FORWARD_FIRST");
     if (forward_first == 0 && text != NULL && *text != '\0') {
         char bad[32] = "";
         if (!cp_install_parse_signals(text, &forward_first, bad, sizeof bad)) {
@@ -625,7 +600,7 @@ static uint64_t cp_install_forward_first(const crashport_options *options)
 static uint64_t cp_install_signals(const crashport_options *options)
 {
     if (options->signals != 0) return options->signals;
-    const char *text = cp_install_getenv("CRASHPORT_SIGNALS");
+    const char *text = cp_settings_getenv("CRASHPORT_SIGNALS");
     if (text == NULL || *text == '\0') return CP_DEFAULT_SIGNALS;
     char list[256];
     if (strlen(text) >= sizeof list) {
@@ -692,7 +667,7 @@ static bool cp_install_spool(const crashport_options *options, const char *offer
 {
     const char *path = options->spool_path;
     if (path == NULL) {
-        path = cp_install_getenv("CRASHPORT_SPOOL");
+        path = cp_settings_getenv("CRASHPORT_SPOOL");
     }
     if (path != NULL && *path == '\0') {
         return false;
@@ -820,7 +795,7 @@ static void cp_install_sidecar(const crashport_options *options)
 /* The bench's timing fd (CRASHPORT_TIMING_FD), when it names an open descriptor. */
 static void cp_install_timing_fd(void)
 {
-    const char *timing = cp_install_getenv("CRASHPORT_TIMING_FD");
+    const char *timing = cp_settings_getenv("CRASHPORT_TIMING_FD");
     if (timing == NULL) return;
     unsigned long long parsed = 0;
     if (cp_install_parse(timing, 0, INT_MAX, &parsed) && fcntl((int)parsed, F_GETFD) != -1) {
@@ -833,7 +808,7 @@ static void cp_install_timing_fd(void)
 static int cp_install_locked(const crashport_options *options)
 {
     /* 0. Whom this process may trust: decided once, before any setting is read. */
-    cp_state.secure = cp_install_secure() ? 1u : 0u;
+    cp_state.secure = cp_settings_secure() ? 1u : 0u;
     cp_state.trusted_uid = (uint32_t)geteuid();
 
     /* 1. The socket (the launcher's, else the sidecar's address), the timeout and the signal
@@ -933,7 +908,10 @@ static int cp_install_locked(const crashport_options *options)
         atfork_registered = pthread_atfork(NULL, NULL, cp_install_after_fork_in_child) == 0;
     }
 
-    /* The runtimes' abort messages, for the report's reason. */
+    /* The last run in full (launch.c), then the app area: the last run, the launch window and
+     * the runtimes' abort messages, for the report's reason (app.c). The detail is in place
+     * before app.c says crashport is installed, as the program's launch calls expect. */
+    cp_launch_install();
     cp_app_install();
 
     /* 6. GOODBYE at a normal exit (_exit and _Exit are interposed in the .so). Not fatal: the
@@ -1015,7 +993,7 @@ static bool cp_install_other_copy(void)
  * chain). */
 __attribute__((constructor)) static void cp_install_from_environment(void)
 {
-    if (cp_install_secure()) {
+    if (cp_settings_secure()) {
         /* Its user's environment is not its own: only the program may install crashport, with
          * its own options. Said once, when the user tried (getenv only to see that). */
         if (getenv("CRASHPORT_FD") != NULL || getenv("CRASHPORT_SOCKET") != NULL) {
@@ -1025,14 +1003,14 @@ __attribute__((constructor)) static void cp_install_from_environment(void)
         }
         return;
     }
-    const char *mode = cp_install_getenv("CRASHPORT_INSTALL");
+    const char *mode = cp_settings_getenv("CRASHPORT_INSTALL");
     if (mode != NULL && strcmp(mode, "manual") == 0) {
         return;
     }
     if (cp_install_other_copy()) {
         return; /* the program's own copy installs (its constructor, or the program's call) */
     }
-    if (cp_install_getenv("CRASHPORT_FD") != NULL || cp_install_getenv("CRASHPORT_SOCKET") != NULL) {
+    if (cp_settings_getenv("CRASHPORT_FD") != NULL || cp_settings_getenv("CRASHPORT_SOCKET") != NULL) {
         (void)crashport_install(NULL);
     }
 }

@@ -4,11 +4,17 @@
  * launches before crashed in a row, then the launch work, in one process) and keyed life-cycle
  * tasks (crashport_register_task, crashport_run_task). crashport.h documents each call.
  *
- * The decision is the watcher's history, handed down at install (app.c: a launcher in
- * CRASHPORT_LAST_RUN and CRASHPORT_LAST_RUN_DETAIL, a sidecar in its HELLO_REPLY), so it holds
- * under `crashport run`, a sidecar and the host level alike. Not signal context: the program's
- * own calls. The task table takes a spin flag of its own (never the crash path's, never held
- * while a task runs).
+ * The decision is the watcher's history, handed down at install (a launcher in
+ * CRASHPORT_LAST_RUN, which app.c reads, and CRASHPORT_LAST_RUN_DETAIL, which cp_launch_install
+ * reads; a sidecar in its HELLO_REPLY, which install.c hands to both), so it holds under
+ * `crashport run`, a sidecar and the host level alike. Not signal context: the program's own
+ * calls. The task table takes a spin flag of its own (never the crash path's, never held while a
+ * task runs).
+ *
+ * Off the crash path the stub's files call one way (off_path.h): install.c → launch.c → app.c
+ * → settings.c. install.c calls into this file (cp_launch_install, cp_launch_set_detail); this
+ * file calls app.c (the last run, sending to the watcher, breadcrumbs) and settings.c, never
+ * install.c, and app.c never calls it (tools/build-stub checks it on the built objects).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +25,7 @@
 #include <string.h>
 
 #include "crashport.h"
+#include "off_path.h"
 #include "stub_state.h"
 
 /* The previous run in full, as the watcher gave it (zero: not given). */
@@ -41,7 +48,7 @@ CP_HIDDEN void cp_launch_set_detail(const cp_run_detail *detail)
 CP_HIDDEN void cp_launch_install(void)
 {
     if (cp_launch_detail_given) return;
-    const char *text = cp_install_getenv("CRASHPORT_LAST_RUN_DETAIL");
+    const char *text = cp_settings_getenv("CRASHPORT_LAST_RUN_DETAIL");
     if (text == NULL) return;
     cp_run_detail detail;
     memset(&detail, 0, sizeof detail);

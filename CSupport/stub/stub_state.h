@@ -1,6 +1,7 @@
 /*
  * stub_state.h: the state shared by install (install.c) and the crash path (entry.c, forward.c,
- * report.c).
+ * report.c). The calls between the files off the crash path are off_path.h's (they go one way:
+ * install.c → launch.c → app.c → settings.c).
  *
  * Ownership and lifetime: one process-wide instance, cp_state, defined in report.c (so the
  * crash path's object references nothing outside itself, and its files refer to it downward).
@@ -137,34 +138,7 @@ extern cp_stub_state cp_state CP_HIDDEN;
 /** What the program tells crashport about itself (defined in report.c, written by app.c). */
 extern cp_app_area cp_app CP_HIDDEN;
 
-/** Marks the app area in use, starts the launch window, and finds glibc's, Swift's and
- *  libstdc++'s abort messages (app.c). Takes the last run from CRASHPORT_LAST_RUN unless a
- *  sidecar's HELLO_REPLY gave it already. */
-void cp_app_install(void) CP_HIDDEN;
-
-/** The previous run as the watcher knows it (a sidecar's HELLO_REPLY); applies its `disabled`. */
-void cp_app_set_last_run(const cp_last_run *run) CP_HIDDEN;
-
-/** Sends one fixed-size message to the watcher, non-blocking (app.c): fills its header; 0,
- *  -ENOTCONN when crashport is not installed, or -errno. */
-int cp_app_send(void *message, size_t size, uint32_t type) CP_HIDDEN;
-
-/** Copies at most `from_size` bytes of `from`, up to a NUL, into `to`, cut to fit and
- *  NUL-terminated (app.c): a field the watcher sent, a part of an environment variable. */
-void cp_app_copy_text(char *to, size_t to_size, const char *from, size_t from_size) CP_HIDDEN;
-
-/** Waits until `fd` is readable, at most `total_ms` from `start` (CLOCK_MONOTONIC), again after
- *  EINTR (install.c): 1 readable, 0 the time is up, or -errno. */
-int cp_poll_until(int fd, const struct timespec *start, int total_ms) CP_HIDDEN;
-
-/** The previous run, NULL when none is on record (app.c); whether crashport_install succeeded. */
-const cp_last_run *cp_app_previous_run(void) CP_HIDDEN;
-bool cp_app_is_installed(void) CP_HIDDEN;
-
-/** The previous run in full (launch.c): from a sidecar's HELLO_REPLY, or else, at install, from
- *  CRASHPORT_LAST_RUN_DETAIL (cp_launch_install). */
-void cp_launch_set_detail(const cp_run_detail *detail) CP_HIDDEN;
-void cp_launch_install(void) CP_HIDDEN;
+/* The calls between install.c, launch.c, app.c and settings.c, which go one way: off_path.h. */
 
 /** Size of every alternate signal stack crashport creates (threads.c, install.c). */
 #define CP_ALTSTACK_BYTES (64u * 1024u)
@@ -174,17 +148,6 @@ void cp_launch_install(void) CP_HIDDEN;
 extern pthread_key_t cp_thread_key CP_HIDDEN;
 extern int cp_thread_key_ready CP_HIDDEN;
 void cp_thread_release(void *region) CP_HIDDEN;
-
-/** Whether this process runs with privileges its real user does not have: the kernel's
- *  AT_SECURE (a setuid or setgid exec, file capabilities, an LSM's say), or real and effective
- *  user or group ids that differ now. Such a process takes nothing from the environment its
- *  user chose (install.c). */
-bool cp_install_secure(void) CP_HIDDEN;
-
-/** getenv for crashport's own settings (CRASHPORT_*): NULL in a process cp_install_secure()
- *  says runs with privileges its user lacks, whose environment is its user's choice, not its
- *  own (install.c). Every CRASHPORT_* read goes through it. */
-const char *cp_install_getenv(const char *name) CP_HIDDEN;
 
 /* The ELF notes that mark a copy of the stub in a loaded object (owner "crashport"):
  * CP_MARK_STUB in every copy (install.c), CP_MARK_INTERPOSER in libcrashport.so only

@@ -69,17 +69,42 @@ final class SectionMemoryTests: XCTestCase {
         XCTAssertEqual(elf.contents(of: info).flatMap { $0.array(0, UInt64($0.count)) }, before)
     }
 
-    /// A program whose zlib .debug_info spans several of InflatedSection's checkpoints.
+    /// A program whose zlib .debug_info spans several of InflatedSection's checkpoints, as a
+    /// fresh copy in `directory` that the test may change (its mode, its bytes), with a build-id
+    /// of its own, as a program compiled for the test would have: what one test puts in the
+    /// section cache (keyed by build-id) is never another's.
     func bigCompressedProgram(_ directory: String) throws -> String {
+        guard let built = Self.bigProgram.path else { throw TestFailure(Self.bigProgram.failure) }
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: built)))
+        let id = try XCTUnwrap(try ELFFile(path: built).buildID, "the program has no build-id").bytes
+        let at = try XCTUnwrap(
+            (0...(bytes.count - id.count)).first { bytes[$0..<$0 + id.count].elementsEqual(id) }, "its build-id's bytes")
+        for index in at..<at + id.count { bytes[index] = UInt8.random(in: 0...255) }
+        let path = directory + "/big"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        XCTAssertEqual(chmod(path, 0o755), 0)
+        return path
+    }
+
+    /// The big program, compiled once per test process (each compile takes seconds, and four
+    /// tests use it), or why it could not be.
+    static let bigProgram: (path: String?, failure: String) = {
+        let directory = TestSupport.temporaryDirectory("section-memory-big")
         var source = ""
         for index in 0..<8000 {
             source += "struct s\(index) { int a\(index); long b\(index); const char *c\(index); };\n"
             source += "long f\(index)(struct s\(index) *p) { return p->a\(index) + p->b\(index) + (long)p->c\(index); }\n"
         }
         source += "int main(void) { return 0; }\n"
-        try source.write(toFile: directory + "/big.c", atomically: true, encoding: .utf8)
-        return try TestSupport.compile([directory + "/big.c"], output: directory + "/big", flags: ["-O0", "-g", "-gz=zlib"])
-    }
+        do {
+            try source.write(toFile: directory + "/big.c", atomically: true, encoding: .utf8)
+            return (
+                try TestSupport.compile([directory + "/big.c"], output: directory + "/big", flags: ["-O0", "-g", "-gz=zlib"]), ""
+            )
+        } catch {
+            return (nil, "\(error)")
+        }
+    }()
 
     func testOnDemandInflationGivesLibelfsBytesForThePagesAskedOnly() throws {
         let directory = TestSupport.temporaryDirectory("section-memory")

@@ -1,6 +1,6 @@
 /* threads-segv: three threads, then a store to an unmapped address in the main thread, three
  * named frames deep, with no stub loaded: the kernel's core handler is all that sees it.
- * CoreCaptureTests compares what the core and its report say with what this program knows:
+ * KernelCoreCaptureTests compares what the core and its report say with what this program knows:
  * the fault address, the thread count, the functions on each stack. */
 #include <pthread.h>
 #include <stdatomic.h>
