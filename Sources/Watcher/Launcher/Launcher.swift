@@ -173,34 +173,46 @@ public struct Launcher {
             watch: watch, disabled: { serving.disabled.withLock { $0 } }, oom: launch.oom, log: log)
         // A descendant's record may still be queued; serve it before leaving.
         if socketOpen { wire.drain() }
+        finish(
+            end, of: launch, target: target, serving: serving, capturer: capturer, session: session, started: started,
+            environment: environment, log: log)
+        serving.sayWhoOutlivesTheRun(socket: ours, open: socketOpen)
+        return (end.exit, capturer.writer.reports)
+    }
+
+    /// The run's end, once its child has ended: a held Go fault written or dropped, a death no
+    /// report explains reported as its parent saw it, and the run's sessions in its program's
+    /// history.
+    func finish(
+        _ end: (exit: ProcessExit, coreDumped: Bool), of launch: Launch, target: Target, serving: LaunchServing,
+        capturer: CrashCapturer,
+        session: String, started: Date, environment: [String: String], log: (String) -> Void
+    ) {
         let termination = end.exit
+        let disabled = serving.disabled.withLock { $0 }
         // A fault Go's runtime turned into a panic is the crash when it ended the run (exit 2).
-        capturer.settleHeldFault(of: launch.child, exit: serving.disabled.withLock({ $0 }) ? nil : termination)
-        if !serving.disabled.withLock({ $0 }) {
+        capturer.settleHeldFault(of: launch.child, exit: disabled ? nil : termination)
+        if !disabled {
             reportUnexplainedDeath(
                 termination, of: launch, target: target, release: environment["CRASHPORT_RELEASE"], session: session,
                 capturer: capturer, coreDumped: end.coreDumped, log: log)
         }
+        let reports = capturer.writer.reports
         let window = LaunchWindow.milliseconds(environment: environment)
         var records = sessionRecords(
-            session, of: launch.child, runKey: runKey, started: started, termination: termination,
-            release: environment["CRASHPORT_RELEASE"], launchMilliseconds: window, reports: capturer.writer.reports)
+            session, of: launch.child, runKey: serving.runKey, started: started, termination: termination,
+            release: environment["CRASHPORT_RELEASE"], launchMilliseconds: window, reports: reports)
         if !records.isEmpty {
-            let oomKilled = capturer.writer.reports.contains {
-                $0.event.process?.pid == launch.child && $0.event.cause == "oom-kill"
-            }
+            let oomKilled = reports.contains { $0.event.process?.pid == launch.child && $0.event.cause == "oom-kill" }
             records[0].memory = launch.oom.sessionMemory(oomKilled: oomKilled)
             records[0].exitCode = termination.signal == nil ? termination.exitCode : nil
             records[0].signal = records[0].signal ?? termination.signal
-            records[0].hangs =
-                capturer.writer.reports.filter { $0.event.kind == .hang && $0.event.process?.pid == launch.child }.count
+            records[0].hangs = reports.filter { $0.event.kind == .hang && $0.event.process?.pid == launch.child }.count
             records[0].launchProtected = serving.protected.withLock { $0 } ? true : nil
         }
         for record in records {
-            history.ended(record, event: capturer.writer.reports.first { $0.id == record.reportID }?.event)
+            serving.history.ended(record, event: reports.first { $0.id == record.reportID }?.event)
         }
-        serving.sayWhoOutlivesTheRun(socket: ours, open: socketOpen)
-        return (termination, capturer.writer.reports)
     }
 
     /// What is known of PROGRAM before it starts: its path, the stub to preload, its ELF file
@@ -542,13 +554,7 @@ public struct Launcher {
         // Traced, the child's stops and exit come through SIGCHLD (`childEvents`, a signalfd)
         // and waitpid, not a pidfd.
         let exited = tracer == nil ? ProcessHandle(child: child) : nil
-        var oom = oom
-        if tracer != nil { oom.pressure = PressureSampler(child: child, cgroup: oom.memoryCgroup, limit: oom.memoryStart?.limit) }
-        if let notices = oom.pressure?.notices, notices.descriptors.isEmpty {
-            log(
-                "--trace-exit: the kernel's notices of \(program)'s memory cgroup nearing its limit could not be set up (\(notices.missing.joined(separator: "; "))): crashport looks at its usage instead, and a burst to the limit between two looks may lose its stacks to an OOM kill"
-            )
-        }
+        let oom = tracer == nil ? oom : sampling(oom, of: child, log: log)
         var hang = hangMilliseconds.map(HangMonitor.init(milliseconds:))
         var socketOpen = true
         var end: (exit: ProcessExit, coreDumped: Bool) = (.exited(0), false)
@@ -556,22 +562,16 @@ public struct Launcher {
         var exitHandled = false
         var toldTraceMe = false
         while true {
-            var fds = [
-                pollfd(fd: socketOpen ? ours : -1, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: (tracer != nil ? childEvents?.fd : exited?.fd) ?? -1, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: signals?.fd ?? -1, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: tracer == nil ? childEvents?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0),
-            ]
-            // The kernel's notices that the memory cgroup's limit nears (PressureSampler), last.
+            // The socket, the child (its pidfd, or its ptrace events), the relayed signals, the
+            // SIGCHLD of a child that made crashport its tracer, then the kernel's notices that
+            // the memory cgroup's limit nears (PressureSampler).
+            var fds = [socketOpen ? ours : -1, (tracer != nil ? childEvents?.fd : exited?.fd) ?? -1, signals?.fd ?? -1]
+                .map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            fds.append(pollfd(fd: tracer == nil ? childEvents?.fd ?? -1 : -1, events: Int16(POLLIN), revents: 0))
             let notices = fds.count
             fds += oom.pressure?.pollDescriptors ?? []
-            // Without pidfds (very old kernels) poll waitpid; while threads of an earlier capture
-            // are still traced (they neither stopped nor died in time), look at them now and then:
-            // the program cannot finish dying until they are reaped.
             let leftovers = PtraceSession.hasLeftovers
-            var timeout: Int32 = (exited != nil || tracer != nil) && !leftovers ? -1 : 50
-            if let hang { timeout = timeout < 0 ? hang.interval : min(timeout, hang.interval) }
-            if let next = oom.pressure?.timeout(now: monotonicNanoseconds()) { timeout = timeout < 0 ? next : min(timeout, next) }
+            let timeout = pollTimeout(waitsForEvents: (exited != nil || tracer != nil) && !leftovers, hang: hang, oom: oom)
             let ready = poll(&fds, nfds_t(fds.count), timeout)
             if ready < 0 && errno != EINTR { break }
             if leftovers { PtraceSession.reapLeftovers() }
@@ -608,6 +608,31 @@ public struct Launcher {
             }
         }
         return (end, socketOpen)
+    }
+
+    /// --trace-exit: the child's memory cgroup sampled, and snapshots taken as its limit nears,
+    /// woken by the kernel's notices where they can be set up (said where they cannot).
+    func sampling(_ oom: ChildOOMWatch, of child: ProcessID, log: (String) -> Void) -> ChildOOMWatch {
+        var oom = oom
+        oom.pressure = PressureSampler(child: child, cgroup: oom.memoryCgroup, limit: oom.memoryStart?.limit)
+        if let notices = oom.pressure?.notices, notices.descriptors.isEmpty {
+            log(
+                "--trace-exit: the kernel's notices of \(program)'s memory cgroup nearing its limit could not be set up (\(notices.missing.joined(separator: "; "))): crashport looks at its usage instead, and a burst to the limit between two looks may lose its stacks to an OOM kill"
+            )
+        }
+        return oom
+    }
+
+    /// How long the serving loop may sleep: until an event, when every event wakes it; else 50 ms
+    /// (without pidfds, very old kernels, waitpid is polled; while threads of an earlier capture
+    /// are still traced, neither stopped nor dead in time, they are looked at now and then: the
+    /// program cannot finish dying until they are reaped). Shorter when a heartbeat or a
+    /// pressure look is due.
+    func pollTimeout(waitsForEvents: Bool, hang: HangMonitor?, oom: ChildOOMWatch) -> Int32 {
+        var timeout: Int32 = waitsForEvents ? -1 : 50
+        if let hang { timeout = timeout < 0 ? hang.interval : min(timeout, hang.interval) }
+        if let next = oom.pressure?.timeout(now: monotonicNanoseconds()) { timeout = timeout < 0 ? next : min(timeout, next) }
+        return timeout
     }
 
     /// The traced child's pending ptrace events: the first exit stop of the program's own
@@ -831,148 +856,4 @@ public struct Launcher {
             Glibc.exit(128 + signal)  // for signals whose default is not to terminate
         }
     }
-}
-
-/// What the serving loop learns about its child while it runs, read by the report writer.
-/// The launcher as its wire server's delegate: one child (and whatever of its descendants
-/// speak on the inherited socket), one store, one program's run history.
-final class LaunchServing: ConsentRequests {
-    let child: ProcessID
-    let tracer: ExitTracer?
-    let runKey: (executable: String, buildID: String?)
-    let store: ReportStore
-    let history: RunHistory
-    /// crashport_set_enabled(0), kept from an earlier run or said during this one: no report.
-    let disabled: Mutex<Bool>
-    let watch: ChildWatch
-    let log: (String) -> Void
-
-    init(
-        child: ProcessID, tracer: ExitTracer?, runKey: (executable: String, buildID: String?), store: ReportStore,
-        history: RunHistory, disabled: Bool, watch: ChildWatch, log: @escaping (String) -> Void
-    ) {
-        self.child = child
-        self.tracer = tracer
-        self.runKey = runKey
-        self.store = store
-        self.history = history
-        self.disabled = Mutex(disabled)
-        self.watch = watch
-        self.log = log
-    }
-
-    func store(for sender: Sender) -> ReportStore? { store }
-
-    func hello(_ hello: HelloMessage, from sender: Sender) {
-        if sender.pid == child { watch.appArea = hello.appArea } else { greeted.withLock { _ = $0.insert(sender.pid) } }
-    }
-
-    /// The descendants that said HELLO on the run's socket.
-    let greeted = Mutex<Set<ProcessID>>([])
-
-    /// Descendants with the stub that outlive the run (a daemon that forked away, which still
-    /// holds the run's socket: no hang-up on `socket`): nobody serves them once crashport run
-    /// has exited, so it says so rather than leave their crashes unsaid.
-    func sayWhoOutlivesTheRun(socket: Int32, open: Bool) {
-        var poll = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        guard open, Glibc.poll(&poll, 1, 0) >= 0, poll.revents & Int16(POLLHUP) == 0 else { return }
-        let alive = greeted.withLock({ $0 }).filter { kill($0.rawValue, 0) == 0 }.map { "\($0)" }.sorted()
-        let who = alive.isEmpty ? "a descendant of the program" : "pid " + alive.joined(separator: ", pid ")
-        log(
-            "\(who) still runs with the stub after the program ended (a daemon?); its crashes are not reported once crashport run exits: serve daemons with crashport watch (docs/operating.md)"
-        )
-    }
-
-    /// What captures and writes the crashes the wire server accepts (set once, before serving).
-    var capturer: CrashCapturer?
-
-    func crash(_ crash: AcceptedCrash) -> String? {
-        capturer?.crash(crash, store: store, holder: crash.record.pid == child ? tracer : nil)
-        return nil
-    }
-
-    /// The child ran its launch protection (crashport_launch): its session says so.
-    let protected = Mutex(false)
-
-    func launch(_ message: LaunchMessage, from sender: Sender) {
-        if sender.pid == child, message.protected { protected.withLock { $0 = true } }
-    }
-
-    /// The program a message speaks for: the run's, for the child; else the sender's own.
-    func programKey(of sender: Sender) -> (executable: String, buildID: String?) {
-        sender.pid == child ? runKey : RunHistory.programKey(pid: sender.pid)
-    }
-
-    func consentStore(for sender: Sender) -> ReportStore? { store }
-    func consentProgram(of sender: Sender) -> String { programKey(of: sender).executable }
-    func say(_ text: String, about sender: Sender) { log(text) }
-    func startUpload(of store: ReportStore) { UploadSpawner.spawn(reports: store.root, log: log) }
-
-    func setting(enabled: Bool, from sender: Sender) {
-        let key = programKey(of: sender)
-        if sender.pid == child { disabled.withLock { $0 = !enabled } }
-        do {
-            try history.setEnabled(enabled, executable: key.executable, buildID: key.buildID)
-        } catch {
-            log("pid \(sender.pid): its setting could not be kept: \(error)")
-        }
-    }
-}
-
-/// What the launcher adds to its child's reports: its session, the notes of a death seen at its
-/// exit, and the link from a watchdog's SIGABRT to the hang report before it.
-struct LaunchReportHooks: ReportHooks {
-    let child: ProcessID
-    let runKey: (executable: String, buildID: String?)
-    let session: String
-    let watch: ChildWatch
-
-    func sessionID(of pid: ProcessID) -> String? { pid == child ? session : nil }
-
-    func amend(_ event: inout Event, record: CrashRecord) {
-        // A descendant's report: the run's session when it runs the run's program (a forked
-        // worker), else a session of its own (Launcher.sessionRecords).
-        if event.session == nil, let process = event.process {
-            let program = process.executable.map(RunHistory.realPath)
-            event.session =
-                program == runKey.executable && process.buildID == runKey.buildID
-                ? session : watch.session(of: record.pid)
-        }
-        if case .exit? = record.observation, record.pid == child {
-            event.notes = (event.notes ?? []) + watch.exitNotes
-        }
-        // The SIGABRT of --hang-kill, or of a watchdog: linked to the hang report before it.
-        watch.hangs.amend(&event, record)
-    }
-}
-
-final class ChildWatch: Sendable {
-    private let state = Mutex<(appArea: UInt64, exitNotes: [String])>((0, []))
-    /// The sessions of descendants that run another program, by pid.
-    private let sessions = Mutex<[ProcessID: String]>([:])
-    /// Its hang reports, for the SIGABRT that may follow (--hang-kill's, or a watchdog's).
-    let hangs = HangReports()
-
-    /// The app area's address, from the stub's HELLO (the heartbeat is there).
-    var appArea: UInt64 {
-        get { state.withLock { $0.appArea } }
-        set { state.withLock { $0.appArea = newValue } }
-    }
-
-    /// What the report of a death seen at its exit adds (which OOM count was read).
-    var exitNotes: [String] {
-        get { state.withLock { $0.exitNotes } }
-        set { state.withLock { $0.exitNotes = newValue } }
-    }
-
-    /// The session of a descendant that runs another program, made at its first report.
-    func session(of pid: ProcessID) -> String {
-        sessions.withLock { known in
-            if let sid = known[pid] { return sid }
-            let sid = SessionRecord.newID()
-            known[pid] = sid
-            return sid
-        }
-    }
-
 }
