@@ -10,7 +10,8 @@
 //   →  Processes (child processes, credentials, /proc)  and  CoreDump (the kernel's core stream)
 //   →  LiveProcess (a live process: ptrace, capture)  and  Reports (never a live process)
 //   →  Store (what is on disk)  →  Upload (what leaves the machine)
-//   →  Watcher (serving: the crash socket, the launcher, the sidecar)  →  crashport (the command line)
+//   →  Watcher (its modes, a folder each: Serving, Reporting, Observing, Launcher, Sidecar, HostLevel,
+//      Doctor)  →  crashport (the command line)
 import PackageDescription
 
 let package = Package(
@@ -119,9 +120,11 @@ let package = Package(
         .target(
             name: "Upload",
             dependencies: ["BoundedBytes", "CShims", "CTOML", "Processes", "ReportModel", "Store"]),
-        // Serving: the crash socket, the launcher, the sidecar (clients, tracing, abnormal ends,
-        // the spool, hangs), the host level (the kernel's core handler: CoreDump reads its core
-        // streams), doctor (which asks Symbolication whether debug files are found).
+        // The watcher's modes, one folder each over two shared ones: Serving (the crash socket:
+        // WireServer and its checks), Reporting (CrashCapturer and the one ReportWriter every mode
+        // calls), Observing (hangs, memory pressure), Launcher, Sidecar (clients, tracing, abnormal
+        // ends, the spool), HostLevel (the kernel's core handler: CoreDump reads its core streams),
+        // Doctor (which asks Symbolication whether debug files are found).
         // Processes for every child it starts (ChildProcess). CShims for the socket, signalfd
         // and thread-naming calls, each behind one typed wrapper (UnixSocket, SignalDescriptor,
         // Threads), and the coredump socket's (coredump.c).
