@@ -100,10 +100,11 @@ public final class CrashCapturer: Sendable {
         }
         let id = ReportStore.newID(pid: record.pid.rawValue)
         if !record.isError { captured(id, held.app) }
+        let bytes = crash.bytes
         writer.submit(as: access, pid: record.pid) { [cache] in
             var request = ReportRequest(
                 capture: held.finish(cache: cache), id: id, store: store, started: started, captureNanoseconds: elapsed)
-            request.recordBytes = crash.bytes
+            request.recordBytes = bytes
             request.twoStepsAs = record.isError ? nil : access
             return request
         }

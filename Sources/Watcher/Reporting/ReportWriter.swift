@@ -220,8 +220,10 @@ public final class ReportWriter: Sendable {
             return unwritable(request, error: error, event: first)
         }
         Self.capturedTiming(started: request.started, id: request.id)
-        // A second step that waits behind another keeps its capture's bytes on disk meanwhile.
+        // A second step that waits behind another keeps its capture's bytes on disk meanwhile,
+        // and not the record as received (only a first step that fails spools it).
         var waiting = request
+        waiting.recordBytes = []
         let place = pool.deferredJobWouldWait ? spill?.spill(&waiting.capture) : nil
         let second: @Sendable () -> Void = { [self, attached, waiting] in
             Self.holdSecondStep()
