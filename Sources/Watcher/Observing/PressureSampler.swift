@@ -91,15 +91,15 @@ final class PressureSampler {
     /// With CRASHPORT_TIMING_FD (tools/bench), what the sampling did over the run.
     deinit {
         close(usageFD)
-        if let fd = ReportWriter.timingFD {
+        if ReportWriter.timingFD != nil {
             let sources = notices.sources.map(\.rawValue).joined(separator: ",")
             let line =
                 "crashport-pressure looks=\(looks) notices=\(noticed) snapshots=\(snapshots) noticed_snapshots=\(noticedSnapshots)"
                 + " first_by_notice=\(firstByNotice.map { $0 ? 1 : 0 } ?? 0) stopped_ns=\(stoppedNanoseconds)"
                 + " longest_stop_ns=\(longestStopNanoseconds) prepared_bytes=\(buffers.preparedBytes)"
                 + " prepare_ns=\(buffers.preparedNanoseconds) locked=\(buffers.locked ? 1 : 0) maps_reads=\(buffers.mapsReads)"
-                + " notices_from=\(sources.isEmpty ? "none" : sources)\n"
-            _ = line.withCString { write(fd, $0, strlen($0)) }
+                + " notices_from=\(sources.isEmpty ? "none" : sources)"
+            ReportWriter.timingLine(line)
         }
     }
 

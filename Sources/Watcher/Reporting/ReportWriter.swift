@@ -176,17 +176,16 @@ public final class ReportWriter: Sendable {
                     errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
                     into: directory)
                 if !attached.isEmpty { event.attachments = attached }
-                var started = monotonicNanoseconds()
-                let json = Array(try event.jsonData())
-                encoded = monotonicNanoseconds() - started
+                let json: [UInt8]
+                (json, encoded) = try Self.timed { Array(try event.jsonData()) }
                 try ReportStore.writeFile(directory + "/event.json", json)
-                started = monotonicNanoseconds()
                 // With the code and CFI the unwind read, after the process's own memory.
-                try MinidumpWriter(includeEnvironment: options.captureEnvironment)
-                    .write(snapshot(capture, adding: fileBytes), to: directory + "/minidump.dmp")
-                dumped = monotonicNanoseconds() - started
+                ((), dumped) = try Self.timed {
+                    try MinidumpWriter(includeEnvironment: options.captureEnvironment)
+                        .write(snapshot(capture, adding: fileBytes), to: directory + "/minidump.dmp")
+                }
             }
-            wrote(event, path: path, request, phases: "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)")
+            wrote(event, path: path, request, phases: Self.phases(built: built, encoded: encoded, dumped: dumped))
             return true
         } catch {
             return unwritable(request, error: error, event: event)
@@ -249,15 +248,14 @@ public final class ReportWriter: Sendable {
         do {
             var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try request.store.amend(id: request.id) { directory in
-                var started = monotonicNanoseconds()
-                let json = Array(try event.jsonData())
-                encoded = monotonicNanoseconds() - started
-                started = monotonicNanoseconds()
-                try ReportStore.replaceFile(directory + "/minidump.dmp", minidump(request.capture, adding: fileBytes))
-                dumped = monotonicNanoseconds() - started
+                let json: [UInt8]
+                (json, encoded) = try Self.timed { Array(try event.jsonData()) }
+                ((), dumped) = try Self.timed {
+                    try ReportStore.replaceFile(directory + "/minidump.dmp", minidump(request.capture, adding: fileBytes))
+                }
                 try ReportStore.replaceFile(directory + "/event.json", json)
             }
-            wrote(event, path: path, request, phases: "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)")
+            wrote(event, path: path, request, phases: Self.phases(built: built, encoded: encoded, dumped: dumped))
         } catch {
             log(
                 "pid \(request.capture.record.pid): report \(request.id) stays as captured (its minidump is whole; not unwound or symbolicated): \(error)"
@@ -402,6 +400,18 @@ public final class ReportWriter: Sendable {
 
     /// Whether the summary on stderr is coloured: a terminal, NO_COLOR unset, TERM not dumb.
     static let colour = CrashLog.colourWanted(isTerminal: isatty(2) != 0, environment: ProcessInfo.processInfo.environment)
+
+    /// `body`'s result, and how long it took (CLOCK_MONOTONIC ns).
+    static func timed<T>(_ body: () throws -> T) rethrows -> (T, UInt64) {
+        let started = monotonicNanoseconds()
+        let result = try body()
+        return (result, monotonicNanoseconds() - started)
+    }
+
+    /// The phases of a report's timing line: unwinding and symbolication, the event's JSON, the minidump.
+    static func phases(built: UInt64, encoded: UInt64, dumped: UInt64) -> String {
+        "unwind_symbolicate_ns=\(built) json_ns=\(encoded) minidump_ns=\(dumped)"
+    }
 
     /// For tools/bench: the descriptor CRASHPORT_TIMING_FD names, when it is one.
     static let timingFD: Int32? = {
