@@ -7,7 +7,8 @@
 //
 // The targets are layers, lowest first; each depends only on layers below it:
 //   BoundedBytes  →  ObjectFile  →  ReportModel, Symbolication, Unwinding
-//   →  Processes (child processes, credentials, /proc)  and  CoreDump (the kernel's core stream)
+//   →  Processes (child processes, credentials, /proc), CoreDump (the kernel's core stream)
+//      and Runtimes (Python frames, perf maps, runtime crash logs, read from outside)
 //   →  LiveProcess (a live process: ptrace, capture)  and  Reports (never a live process)
 //   →  Store (what is on disk)  →  Upload (what leaves the machine)
 //   →  Watcher (its modes, a folder each: Serving, Reporting, Observing, Launcher, Sidecar, HostLevel,
@@ -86,6 +87,10 @@ let package = Package(
         // registers, ids and mappings it fills, and CaptureWindows, the ranges a live capture
         // keeps too.
         .target(name: "CoreDump", dependencies: ["BoundedBytes", "ReportModel"]),
+        // Language runtimes inside a process, read from outside it: CPython's frames from its
+        // memory (any MemoryReader: a held process, a core), a JIT's perf map, the crash logs the
+        // JVM and Node write. Hostile bytes each; what they give is ReportModel's RuntimeState.
+        .target(name: "Runtimes", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel"]),
         // Processes as the OS shows them, without ptrace: the one child-process type
         // (ChildProcess: spawn, held spawn, and the one wait, whose statuses ProcessExit decodes)
         // over CShims' spawn.c, a user's Credentials (credentials.c) and /proc's files
@@ -98,12 +103,15 @@ let package = Package(
         // kernel's core stream, completed from /proc while the kernel holds the dying process.
         .target(
             name: "LiveProcess",
-            dependencies: ["BoundedBytes", "CShims", "CoreDump", "ObjectFile", "Processes", "ReportModel", "Unwinding"]),
+            dependencies: [
+                "BoundedBytes", "CShims", "CoreDump", "ObjectFile", "Processes", "ReportModel", "Runtimes", "Unwinding",
+            ]),
         // From a snapshot (live or a minidump) or an event to a report: unwinding,
         // symbolication, the event, the text crash log, offline symbolication. Never touches a
         // live process, so everything here runs the same on another machine.
         .target(
-            name: "Reports", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Symbolication", "Unwinding"]),
+            name: "Reports",
+            dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Runtimes", "Symbolication", "Unwinding"]),
         // What is on disk: the reports directory (quota, atomic commit, lookup), each program's
         // run history and sessions, attachments copied into a report, a user's files read with a
         // bound (UserFile). Processes for Credentials (a root watcher writes a user's reports
@@ -154,7 +162,7 @@ let package = Package(
             name: "FuzzTargets",
             dependencies: [
                 "BoundedBytes", "CCrashPortProtocol", "CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports",
-                "Symbolication", "Unwinding", "Upload",
+                "Runtimes", "Symbolication", "Unwinding", "Upload",
             ],
             path: "Tests/FuzzTargets"),
         // One test target per layer (EndToEndTests runs the built crashport on real crashes).
@@ -175,6 +183,12 @@ let package = Package(
             name: "LiveProcessTests",
             dependencies: [
                 "BoundedBytes", "CoreDump", "LiveProcess", "ObjectFile", "Processes", "ReportModel", "Reports", "TestSupport",
+            ]),
+        // Runtimes: a real python3 read while it runs, synthetic interpreters, perf maps, crash logs.
+        .testTarget(
+            name: "RuntimesTests",
+            dependencies: [
+                "BoundedBytes", "FuzzTargets", "LiveProcess", "ObjectFile", "ReportModel", "Runtimes", "TestSupport",
             ]),
         .testTarget(name: "ReportsTests", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["ReportModel", "Store", "TestSupport"]),

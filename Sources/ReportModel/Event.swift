@@ -534,6 +534,15 @@ public struct FrameRecord: Codable, Sendable, Equatable {
     /// The program's own frame (not a system or language runtime's, not crashport's): see
     /// Reports/Culprit.swift for the rule.
     public var inApp: Bool?
+    /// The language of a frame that is not machine code's own: `python` (a CPython frame the
+    /// interpreter was running, read from its memory and placed just above the eval-loop frame
+    /// that ran it), `jit` (code generated at run time, named by the process's perf map: a
+    /// JavaScript, Java or Python function). Absent for native frames. A `python` frame has no
+    /// pc; its `file` and `line` are the Python source's.
+    public var language: String?
+    /// A Python frame's qualified name (`Loader.parse_row`), where `function` is its code
+    /// object's name (`parse_row`).
+    public var qualifiedName: String?
 
     public init(
         index: Int? = nil, pc: HexAddress? = nil, module: String? = nil, moduleOffset: HexAddress? = nil,
@@ -566,6 +575,8 @@ public struct FrameRecord: Codable, Sendable, Equatable {
         case tailCall = "tail_call"
         case trust, delivered
         case inApp = "in_app"
+        case language
+        case qualifiedName = "qualified_name"
     }
 }
 

@@ -192,6 +192,8 @@ public struct Capture: Sendable {
     public var app: AppArea?
     /// Texts near the crashed thread's stack pointer, for a SIGABRT (StackStrings).
     public var stackStrings: [StackString] = []
+    /// What the language runtimes in the process said: Python frames, JIT names, crash logs.
+    public var runtime = RuntimeState()
     /// The handled error's own properties and files (crashport_report_error_with): for an ERROR
     /// record only, and only when the thread that wrote them is the record's.
     public var errorDetails: HandledErrorDetails? {
