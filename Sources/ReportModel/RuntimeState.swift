@@ -125,7 +125,9 @@ public struct RuntimeState: Sendable, Equatable {
     /// What could not be read, for the report's notes.
     public var notes: [String] = []
 
-    public init(python: PythonStacks? = nil, jitSymbols: [JITSymbol] = [], crashLogs: [RuntimeCrashLog] = [], notes: [String] = []) {
+    public init(
+        python: PythonStacks? = nil, jitSymbols: [JITSymbol] = [], crashLogs: [RuntimeCrashLog] = [], notes: [String] = []
+    ) {
         self.python = python
         self.jitSymbols = jitSymbols
         self.crashLogs = crashLogs
