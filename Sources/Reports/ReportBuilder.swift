@@ -55,9 +55,7 @@ public enum ReportBuilder {
         } else if let said = capture.app?.swiftMessage ?? capture.app?.abortMessage {
             // The runtime's own words win over the trap's artificial frame (they say more).
             if let said = runtimeMessage(said) { event.reason = said }
-        } else if let said = RustPanic.message(
-            frames: event.crashedThreadRecord?.frames ?? [], strings: capture.stackStrings)
-        {
+        } else if let said = rustPanic(&event, capture: capture, rules: rules) {
             event.exception = ExceptionRecord(type: "panic", message: said.isEmpty ? nil : said)
             event.reason = said.isEmpty ? "panicked" : "panicked: \(said)"
         }
@@ -84,6 +82,14 @@ public enum ReportBuilder {
         if !capture.record.isError { Watchdog.mark(&event) }
         Culprit.mark(&event, rules: rules)
         return event
+    }
+
+    /// The Rust panic the crashed thread ended in (RustPanic), its frames marked in-app first.
+    static func rustPanic(_ event: inout Event, capture: Capture, rules: InAppRules) -> String? {
+        Culprit.mark(&event, rules: rules)
+        return RustPanic.message(
+            frames: event.crashedThreadRecord?.frames ?? [], signal: capture.snapshot.exception.signal,
+            strings: capture.stackStrings)
     }
 
     /// The event a report's first step writes with its minidump (Event.stage `captured`): what

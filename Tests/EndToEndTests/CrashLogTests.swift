@@ -87,6 +87,36 @@ final class CrashLogTests: XCTestCase {
         XCTAssertEqual(unwrapped.culprit?.function, "panic::main")
     }
 
+    /// A Rust worker thread that faults without panicking: the panic machinery that every
+    /// std::thread runs its closure under (catch_unwind) is below the fault, so it is a
+    /// segfault, or a plain abort, and not a panic.
+    func testRustThreadFaultIsNoPanic() throws {
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? "/root"
+        guard let rustc = TestSupport.which("rustc", also: [home + "/.cargo/bin", "/root/.cargo/bin"]) else {
+            throw XCTSkip("rustc not found: the Rust fixture cannot be built")
+        }
+        let program = Self.directory + "/worker_fault"
+        let built = try TestSupport.run(
+            [rustc, "-g", "-C", "opt-level=0", TestSupport.fixture("rust/worker_fault.rs"), "-o", program], timeout: 300)
+        XCTAssertEqual(built.status, .exited(0), built.stderr)
+        let (_, event) = try crash([program])
+        XCTAssertEqual(event.crashedThreadRecord?.name, "updater")
+        XCTAssertTrue(
+            event.crashedFunctions.contains { $0.hasPrefix("std::panicking::") },
+            "catch_unwind's frames are on the stack: \(event.crashedFunctions)")
+        XCTAssertEqual(
+            event.title, "SIGSEGV: segmentation fault at 0x10 in worker_fault::apply_update (worker_fault.rs:13)")
+        XCTAssertNil(event.exception, "no panic: \(String(describing: event.exception))")
+        XCTAssertNil(event.reason)
+        XCTAssertFalse(event.signature?.contains("panic") == true, event.signature ?? "")
+
+        let (_, aborted) = try crash([program, "abort"])
+        XCTAssertEqual(aborted.signal?.name, "SIGABRT")
+        XCTAssertNil(aborted.exception, "std::process::abort() is no panic")
+        XCTAssertEqual(aborted.culprit?.function, "worker_fault::apply_update")
+        XCTAssertTrue(aborted.title?.hasPrefix("SIGABRT: aborted in worker_fault::apply_update") == true, aborted.title ?? "")
+    }
+
     func testSwiftFatalError() throws {
         let program = Self.directory + "/fatal"
         let built = try TestSupport.run(
