@@ -136,3 +136,10 @@ public struct RuntimeState: Sendable, Equatable {
 
     public var isEmpty: Bool { python == nil && jitSymbols.isEmpty && crashLogs.isEmpty && notes.isEmpty }
 }
+
+extension FrameRecord {
+    /// `language` of a CPython frame.
+    public static let pythonLanguage = "python"
+    /// `language` of a frame of code a JIT generated, named by the process's perf map.
+    public static let jitLanguage = "jit"
+}

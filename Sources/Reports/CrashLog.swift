@@ -193,7 +193,8 @@ public enum CrashLog {
         ]
         lines += frameLines(thread.frames ?? [], foldRuntime: false) { frame in
             let index = String(frame.index ?? 0).padding(toLength: 3)
-            let pc = (frame.pc?.description ?? "").padding(toLength: 18)
+            // A frame of the interpreter's has no pc: its language stands in the column.
+            let pc = (frame.pc?.description ?? frame.language.map { "[\($0)]" } ?? "").padding(toLength: 18)
             var line = "  \(index) \(pc) \(describe(frame, fullPath: true))"
             if frame.inlined == true { line += " [inlined]" }
             if frame.tailCall == true { line += " [tail call]" }

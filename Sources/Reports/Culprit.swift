@@ -6,7 +6,10 @@
 //  - a frame is not the program's when its module is a system or runtime library: a path under
 //    /lib, /usr/lib, /lib64, /usr/lib64, /usr/libexec or /opt/swift, the dynamic loader, the vDSO,
 //    or a file named like libc, libm, libstdc++, libgcc_s, libc++, libunwind, the Swift runtime
-//    and Foundation, Rust's libstd, the JVM, Python, Node, or crashport's own stub;
+//    and Foundation, Rust's libstd, the JVM, Python (libpython and the python executables), Node,
+//    or crashport's own stub;
+//  - a Python frame is not the program's when its file is the interpreter's standard library,
+//    an installed package or a frozen module (PythonFrames);
 //  - nor when its function belongs to a language runtime linked into the program itself:
 //    std::/core::/alloc:: and Rust's panic machinery, __gnu_cxx:: and the C++ ABI (__cxa_,
 //    _Unwind_), the Swift standard library (Swift., the runtime's swift_ functions and its
@@ -42,6 +45,9 @@ public struct InAppRules: Sendable, Equatable {
         "libstdc++*", "libgcc_s*", "libc++*", "libunwind*", "libswift*", "libFoundation*", "lib_Foundation*",
         "libdispatch*", "libBlocksRuntime*", "libstd-*", "libjvm*", "libpython*", "libnode*", "libcrashport*",
         "linux-vdso*", "[vdso]", "libasan*", "libtsan*", "libubsan*",
+        // Interpreters, wherever installed (a pyenv's, a venv's): their C is the runtime's, the
+        // program is the script (PythonFrames).
+        "python", "python[0-9]*", "pypy*",
     ]
     /// Prefixes of runtime functions' names.
     static let runtimeFunctions = [
@@ -82,6 +88,16 @@ public struct InAppRules: Sendable, Equatable {
         guard let path = modulePath else { return function != nil }
         if Self.systemDirectories.contains(where: { path.hasPrefix($0) }) { return false }
         return !Self.runtimeLibraries.contains { Self.matches($0, path: path) }
+    }
+
+    /// Whether a Python frame running code from `file` is the program's own: not the
+    /// interpreter's standard library, installed packages or frozen modules (PythonFrames), unless
+    /// a pattern says otherwise.
+    public func isInApp(pythonFile file: String?) -> Bool {
+        guard let file else { return false }
+        if notInApp.contains(where: { Self.matches($0, path: file) }) { return false }
+        if inApp.contains(where: { Self.matches($0, path: file) }) { return true }
+        return !PythonFrames.isInterpreterFile(file)
     }
 
     static func isRuntimeFunction(_ function: String, staticLibC: Bool) -> Bool {
@@ -181,6 +197,10 @@ public enum Culprit {
         for threadIndex in (event.threads ?? []).indices {
             for frameIndex in (event.threads?[threadIndex].frames ?? []).indices {
                 let frame = event.threads![threadIndex].frames![frameIndex]
+                if frame.language == FrameRecord.pythonLanguage {
+                    event.threads![threadIndex].frames![frameIndex].inApp = rules.isInApp(pythonFile: frame.file)
+                    continue
+                }
                 let path = frame.module.map { paths[$0] ?? $0 }
                 event.threads![threadIndex].frames![frameIndex].inApp = rules.isInApp(
                     modulePath: path, function: frame.function, file: frame.file, mangled: frame.mangled,
@@ -248,10 +268,24 @@ public enum Culprit {
         if what.count > 160 { what = String(what.prefix(159)) + "…" }
         if event.test == true { what = Self.testPrefix + what }
         guard let culprit = event.culprit, let function = culprit.function else { return what }
-        var location = ""
-        if let file = culprit.file {
-            location = " (\(file.split(separator: "/").last.map(String.init) ?? file)\(culprit.line.map { ":\($0)" } ?? ""))"
-        }
-        return "\(what) in \(function)\(location)"
+        return "\(what) in \(function)\(location(file: culprit.file, line: culprit.line))" + pythonCaller(event)
+    }
+
+    /// " (file.c:42)", from a path.
+    static func location(file: String?, line: Int?) -> String {
+        guard let file else { return "" }
+        return " (\(file.split(separator: "/").last.map(String.init) ?? file)\(line.map { ":\($0)" } ?? ""))"
+    }
+
+    /// When the culprit is native code of the program's (a C extension) called from Python: "
+    /// from parse_row (loader.py:42)", the program's innermost Python frame below it.
+    static func pythonCaller(_ event: Event) -> String {
+        let frames = event.crashedThreadRecord?.frames ?? []
+        guard let culprit = frames.firstIndex(where: { $0.inApp == true && $0.function != nil }),
+            frames[culprit].language == nil,
+            let caller = frames[culprit...].first(where: { $0.language == FrameRecord.pythonLanguage && $0.inApp == true }),
+            let function = caller.function
+        else { return "" }
+        return " from \(function)\(location(file: caller.file, line: caller.line))"
     }
 }

@@ -36,6 +36,8 @@ public enum ReportBuilder {
                 event.notes = (event.notes ?? []) + ["\(module.name) (build-id \(buildID.hex)): debug file \(outcome)"]
             }
         }
+        if let python = capture.runtime.python { PythonFrames.place(python, into: &event) }
+        if !capture.runtime.notes.isEmpty { event.notes = (event.notes ?? []) + capture.runtime.notes }
         let symbolizer = Symbolizer(modules: capture.snapshot.modules, locator: locator)
         let reraised = capture.record.reraise.map { reraiseRecord($0, symbolizer: symbolizer) }
         event.handlerChain = handlerChain(capture.record, reraised: reraised, symbolizer: symbolizer)

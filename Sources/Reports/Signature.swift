@@ -60,7 +60,8 @@ public enum Signature {
                 names.append(name)
             }
             names.append(normalized(culprit.function!))
-            module = moduleName(culprit.module)
+            // A Python frame's module is its source file.
+            module = moduleName(culprit.language == FrameRecord.pythonLanguage ? culprit.file : culprit.module)
         } else if let first = frames.first(where: { !isMachinery(normalized($0.function!)) }) {
             names.append(cLibraryFunction(normalized(first.function!)) ?? normalized(first.function!))
             module = moduleName(first.module)

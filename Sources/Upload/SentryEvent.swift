@@ -282,6 +282,9 @@ public enum SentryEvent {
         }
         if let inApp = record.inApp { frame["in_app"] = inApp }
         if let trust = trust(record.trust) { frame["trust"] = trust }
+        // A Python frame among native ones: Sentry's per-frame platform, as its SDKs set for
+        // mixed stacks.
+        if record.language == FrameRecord.pythonLanguage { frame["platform"] = "python" }
         return frame
     }
 
