@@ -60,6 +60,8 @@ extension CaptureSession {
             if let problem = module.problem { notes.append("module \(module.path): \(problem)") }
         }
 
+        // While the kernel holds the process, its memory as its user may read it.
+        let python = PythonCapture.read(access: access, modules: modules, notes: &notes)
         let threads = threadSnapshots(dump, access: access, pid: pid)
         // dump.threads is not empty (above).
         let crashed = threads[0]
@@ -85,9 +87,11 @@ extension CaptureSession {
             threads: threads, modules: modules, extraMemory: dump.extraMemory, system: SystemProbe.current(),
             linuxFiles: files, captureTime: UInt32(clamping: timeNanoseconds / 1_000_000_000),
             processStartTime: access.flatMap { startTime(of: $0.pid) })
-        return Capture(
+        var capture = Capture(
             snapshot: snapshot, executable: executable, arguments: arguments, notes: notes, record: record,
             suspendedNanoseconds: 0, heldNanoseconds: 0)
+        capture.runtime.python = python
+        return capture
     }
 
     /// The core's threads, named as /proc names them while the kernel holds the process (the

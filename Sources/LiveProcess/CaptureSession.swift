@@ -55,6 +55,8 @@ public struct HeldCapture: Sendable {
     /// none was read, or when it does not decode (a note says why).
     public internal(set) var app: AppArea? = nil
     let stackStrings: [StackString]
+    /// The Python frames of a CPython process (PythonCapture), read while it was held.
+    var python: PythonStacks? = nil
     var notes: [String]
     /// Nanoseconds from the start of capture until the process was released.
     public let suspendedNanoseconds: UInt64
@@ -108,6 +110,7 @@ public struct HeldCapture: Sendable {
             record: record, suspendedNanoseconds: suspendedNanoseconds, heldNanoseconds: heldNanoseconds)
         capture.app = app
         capture.stackStrings = stackStrings
+        capture.runtime.python = python
         capture.stackTaken = stackTaken
         if memoryCgroup != nil || files.procStatus != nil {
             capture.memory = MemoryState.record(
@@ -218,6 +221,7 @@ public enum CaptureSession {
         let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
+        let python = live ? PythonCapture.read(memory: memory, pending: pendingModules, access: access, cache: cache) : nil
 
         // Everything needed from the live process is in hand: release it.
         session?.detachAll(timeoutMilliseconds: 1000)
@@ -237,6 +241,7 @@ public enum CaptureSession {
             ? proc.files["cgroup"].flatMap { OOMCounters.counterFile(cgroups: String(decoding: $0, as: UTF8.self)) }
                 .flatMap(MemoryState.cgroup(ofCounterFile:)) : nil
         held.stackTaken = stackTaken
+        held.python = python
         return held
     }
 
