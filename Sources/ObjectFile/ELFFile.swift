@@ -697,6 +697,38 @@ public final class ELFFile: Sendable {
         }
     }
 
+    /// The address (an ELF virtual address) of the defined data object (STT_OBJECT; not STT_TLS,
+    /// whose value is an offset in each thread's block) named `name`, from the first symbol
+    /// table that defines one
+    /// (.symtab, else .dynsym): how a runtime's well-known globals are found (CPython's
+    /// `_PyRuntime`, `Py_Version`). A versioned .symtab name matches its bare name as
+    /// `functionAddresses` does. One pass over each table, names compared in place.
+    public func dataSymbolAddress(named name: String) -> UInt64? {
+        let wanted = Array(name.utf8)
+        guard let first = wanted.first else { return nil }
+        let length = UInt64(wanted.count)
+        return state.withLock { state in
+            for table in SymbolTable.tables(in: sections) {
+                guard let strings = SymbolTable.strings(for: table, sections: sections, view: view) else { continue }
+                var found: UInt64?
+                SymbolTable.forEachSymbol(libelf: state.elf, table: table, view: view) { symbol in
+                    // A u32 offset plus a name's length: no overflow.
+                    let start = UInt64(symbol.st_name)
+                    let next = strings.u8(start + length)
+                    guard next == 0 || next == UInt8(ascii: "@"), strings.u8(start) == first,
+                        Int32(symbol.st_info & 0x0F) == STT_OBJECT, symbol.st_shndx != UInt16(SHN_UNDEF),
+                        symbol.st_value != 0, let candidate = strings.slice(start, length),
+                        (0..<wanted.count).allSatisfy({ candidate.u8(UInt64($0)) == wanted[$0] })
+                    else { return true }
+                    found = symbol.st_value
+                    return false
+                }
+                if let found { return found }
+            }
+            return nil
+        }
+    }
+
     /// The addresses of the defined functions (STT_FUNC, STT_GNU_IFUNC) named `name` in the
     /// first symbol table that has any (.symtab, else .dynsym), each with whether it is global
     /// or weak. A .symtab name with a default version (`pthread_kill@@GLIBC_2.34`) matches its
