@@ -87,6 +87,8 @@ public struct InAppRules: Sendable, Equatable {
         if let file, Self.isRuntimeSource(file, function: function) { return false }
         guard let path = modulePath else { return function != nil }
         if Self.systemDirectories.contains(where: { path.hasPrefix($0) }) { return false }
+        // An interpreter's extension module of its own (lib-dynload) or of an installed package.
+        if PythonFrames.isInterpreterFile(path) { return false }
         return !Self.runtimeLibraries.contains { Self.matches($0, path: path) }
     }
 

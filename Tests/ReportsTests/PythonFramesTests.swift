@@ -70,6 +70,15 @@ final class PythonFramesTests: XCTestCase {
         XCTAssertFalse(
             InAppRules().isInApp(modulePath: "/home/u/.pyenv/versions/3.11.7/bin/python3.11", function: "PyEval_EvalCode"))
         XCTAssertTrue(InAppRules().isInApp(modulePath: "/srv/app/python_etl", function: "main"))
+        // Its own extension modules, and installed packages', wherever it is installed.
+        XCTAssertFalse(
+            InAppRules().isInApp(
+                modulePath: "/root/.pyenv/versions/3.11.7/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so",
+                function: "string_at"))
+        XCTAssertFalse(
+            InAppRules().isInApp(
+                modulePath: "/srv/venv/lib/python3.11/site-packages/numpy/core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so",
+                function: "array_add"))
     }
 
     /// A crash in libc called from ctypes is titled by the program's Python frame; one in the

@@ -1,9 +1,17 @@
-// The independent minidump readers: rust-minidump's minidump-stackwalk (fetched into
-// tools/.cache by tools/fetch-validators) and LLDB 14 (Debian's lldb-14, from tools/install).
+// The independent readers: rust-minidump's minidump-stackwalk (fetched into tools/.cache by
+// tools/fetch-validators), LLDB 14 (Debian's lldb-14, from tools/install) and pystack (PyPI,
+// fetched by tools/fetch-validators).
 
 import Foundation
 
 extension TestSupport {
+    /// pystack (PyPI, installed by tools/fetch-validators into tools/.cache/pystack): the
+    /// directory to put on PYTHONPATH for `python3 -m pystack`, nil when it is not there.
+    public static var pystack: String? {
+        let directory = repositoryRoot + "/tools/.cache/pystack"
+        return FileManager.default.fileExists(atPath: directory + "/.installed-pystack==1.7.2") ? directory : nil
+    }
+
     public static var minidumpStackwalk: String {
         repositoryRoot + "/tools/.cache/mcp/minidumpmcp/tools/bin/minidump-stackwalk-linux"
     }
