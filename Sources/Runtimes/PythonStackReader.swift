@@ -245,6 +245,8 @@ struct Walk<Memory: MemoryReader> {
             }
             interpreter = next
         }
+        // A running interpreter has at least the thread that started it.
+        if threads.isEmpty && notes.isEmpty { notes.append("no thread state in the interpreter's list") }
         return threads
     }
 
