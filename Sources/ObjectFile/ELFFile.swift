@@ -699,16 +699,17 @@ public final class ELFFile: Sendable {
 
     /// The address (an ELF virtual address) of the defined data object (STT_OBJECT; not STT_TLS,
     /// whose value is an offset in each thread's block) named `name`, from the first symbol
-    /// table that defines one
-    /// (.symtab, else .dynsym): how a runtime's well-known globals are found (CPython's
-    /// `_PyRuntime`, `Py_Version`). A versioned .symtab name matches its bare name as
-    /// `functionAddresses` does. One pass over each table, names compared in place.
+    /// table that defines one: .dynsym first (a runtime's well-known globals, CPython's
+    /// `_PyRuntime` and `Py_Version`, are exported, and .dynsym is a fraction of a .symtab that
+    /// also lists every local), then .symtab (a program that links the runtime in without
+    /// exporting it). A versioned .symtab name matches its bare name as `functionAddresses`
+    /// does. One pass over each table, names compared in place.
     public func dataSymbolAddress(named name: String) -> UInt64? {
         let wanted = Array(name.utf8)
         guard let first = wanted.first else { return nil }
         let length = UInt64(wanted.count)
         return state.withLock { state in
-            for table in SymbolTable.tables(in: sections) {
+            for table in SymbolTable.tables(in: sections).reversed() {
                 guard let strings = SymbolTable.strings(for: table, sections: sections, view: view) else { continue }
                 var found: UInt64?
                 SymbolTable.forEachSymbol(libelf: state.elf, table: table, view: view) { symbol in

@@ -58,7 +58,10 @@ public enum PythonStackReader {
     public static func read(
         memory: some MemoryReader, modules: [LoadedModule], limits: Limits = Limits()
     ) -> PythonStacks? {
-        for module in modules {
+        // The python executable and libpython first (where `_PyRuntime` is, unless a program
+        // links CPython in), so that a CPython process costs a look at one or two symbol tables.
+        let likely = modules.filter { $0.name.hasPrefix("python") || $0.name.hasPrefix("libpython") }
+        for module in likely + modules.filter({ !likely.contains($0) }) {
             guard let object = module.object, let runtime = object.dataSymbolAddress(named: "_PyRuntime") else { continue }
             let version = object.dataSymbolAddress(named: "Py_Version").flatMap { address in
                 try? memory.fetch(UInt32.self, from: address &+ module.loadBias)
@@ -245,6 +248,8 @@ struct Walk<Memory: MemoryReader> {
             }
             interpreter = next
         }
+        // A running interpreter has at least the thread that started it.
+        if threads.isEmpty && notes.isEmpty { notes.append("no thread state in the interpreter's list") }
         return threads
     }
 

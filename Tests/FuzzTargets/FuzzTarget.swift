@@ -52,6 +52,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// (CaptureSession.core, without a live process; NT_FILE's paths replaced by `mapsPaths`,
     /// as `record-report` does, so no input opens a file it names).
     case coreStream = "core-stream"
+    /// CPython's frames (PythonStackReader) read out of a synthetic memory image: the input's
+    /// first byte picks the version, the rest is memory at `pythonBase` with `_PyRuntime` at
+    /// its start (FuzzTarget+Python.swift).
+    case python
 
     /// Runs the target over one input.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -64,6 +68,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .wire: Self.wire(bytes)
         case .recordReport: Self.recordReport(bytes)
         case .coreStream: Self.coreStream(bytes)
+        case .python: Self.python(bytes)
         }
     }
 
@@ -92,6 +97,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         _ = elf.isDynamicallyLinked
         _ = elf.imageVirtualBase
         _ = elf.definesSymbol(named: "main")
+        _ = elf.dataSymbolAddress(named: "_PyRuntime")
         for section in elf.sections.prefix(64) { _ = elf.contents(of: section) }
         // Loaded at its own addresses (bias 0), read as the unwinder reads module code.
         let image = ImageMemory(
