@@ -492,6 +492,8 @@ public struct ThreadRecord: Codable, Sendable, Equatable {
     public var frames: [FrameRecord]?
     /// Frames left out of a very deep stack, between the first and the last kept ones.
     public var truncated: Int?
+    /// A CPython thread that held the interpreter's lock (the GIL) when the process stopped.
+    public var holdsGIL: Bool?
 
     public init(
         tid: ThreadID? = nil, name: String? = nil, crashed: Bool? = nil, registers: [String: HexAddress]? = nil,
@@ -503,6 +505,11 @@ public struct ThreadRecord: Codable, Sendable, Equatable {
         self.registers = registers
         self.frames = frames
         self.truncated = truncated
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case tid, name, crashed, registers, frames, truncated
+        case holdsGIL = "holds_gil"
     }
 }
 

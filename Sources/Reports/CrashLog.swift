@@ -190,6 +190,7 @@ public enum CrashLog {
     static func threadSection(_ thread: ThreadRecord, verb: String = "crashed", colour: Bool) -> [String] {
         var lines = [
             "Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "")\(thread.crashed == true ? " (\(verb))" : "")"
+                + (thread.holdsGIL == true ? " [holds the GIL]" : "")
         ]
         lines += frameLines(thread.frames ?? [], foldRuntime: false) { frame in
             let index = String(frame.index ?? 0).padding(toLength: 3)

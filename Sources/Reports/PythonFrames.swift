@@ -38,6 +38,7 @@ enum PythonFrames {
             }
             let placed = interleave(native: threads[position].frames ?? [], python: python)
             threads[position].frames = placed.frames
+            if python.holdsGIL { threads[position].holdsGIL = true }
             if placed.unplaced > 0 {
                 notes.append(
                     "Python \(stacks.version): thread \(tid.rawValue): \(placed.unplaced) Python frame(s) ran in eval-loop frames the native unwind did not reach; they follow its frames"

@@ -140,6 +140,9 @@ final class PythonTests: XCTestCase {
         } else {
             XCTFail("\(label): no Python frame on the crashed thread: \(frames.map { $0.function ?? "?" })")
         }
+        // Neither ctypes' string_at (a PYFUNCTYPE) nor the extension lets go of the GIL.
+        XCTAssertEqual(event.crashedThreadRecord?.holdsGIL, true, label)
+        XCTAssertEqual(event.threads?.filter { $0.holdsGIL == true }.count, 1, label)
         let parseRow = frames.first { $0.language == "python" && $0.function == "parse_row" }
         XCTAssertEqual(parseRow?.qualifiedName, "Loader.parse_row", label)
         XCTAssertEqual(parseRow?.inApp, true, label)
@@ -221,6 +224,7 @@ final class PythonHostLevelTests: HostLevelTestCase {
 
     func check(_ event: Event, thread: String, label: String) {
         XCTAssertEqual(event.title, "SIGSEGV: segmentation fault at 0x10 in parse_row (loader.py:20)", label)
+        XCTAssertEqual(event.crashedThreadRecord?.holdsGIL, true, label)
         let idle = PythonFixture.frames(PythonFixture.thread(running: "idle", in: event))
         XCTAssertEqual(idle.first { $0.function == "idle" }?.line, 25, "\(label): \(idle)")
     }
