@@ -17,6 +17,7 @@ import CoreDump
 import ObjectFile
 import Processes
 import ReportModel
+import Runtimes
 
 #if canImport(Glibc)
 import Glibc
@@ -85,9 +86,17 @@ extension CaptureSession {
             threads: threads, modules: modules, extraMemory: dump.extraMemory, system: SystemProbe.current(),
             linuxFiles: files, captureTime: UInt32(clamping: timeNanoseconds / 1_000_000_000),
             processStartTime: access.flatMap { startTime(of: $0.pid) })
-        return Capture(
+        var capture = Capture(
             snapshot: snapshot, executable: executable, arguments: arguments, notes: notes, record: record,
             suspendedNanoseconds: 0, heldNanoseconds: 0)
+        // The runtimes' files, while the kernel holds the process's working directory and root.
+        if let access {
+            capture.runtime = RuntimeFiles.read(
+                access: access, mappings: mappings, arguments: arguments, executable: executable,
+                started: snapshot.processStartTime, now: Int64(timeNanoseconds / 1_000_000_000)
+            ).state(threads: threads)
+        }
+        return capture
     }
 
     /// The core's threads, named as /proc names them while the kernel holds the process (the

@@ -13,6 +13,8 @@ import BoundedBytes
 import ObjectFile
 import Processes
 import ReportModel
+import Runtimes
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -55,6 +57,8 @@ public struct HeldCapture: Sendable {
     /// none was read, or when it does not decode (a note says why).
     public internal(set) var app: AppArea? = nil
     let stackStrings: [StackString]
+    /// The runtimes' files found while it was held (RuntimeFiles), parsed by `finish`.
+    var runtimeFiles: RuntimeFiles? = nil
     var notes: [String]
     /// Nanoseconds from the start of capture until the process was released.
     public let suspendedNanoseconds: UInt64
@@ -109,6 +113,7 @@ public struct HeldCapture: Sendable {
         capture.app = app
         capture.stackStrings = stackStrings
         capture.stackTaken = stackTaken
+        if let runtimeFiles { capture.runtime = runtimeFiles.state(threads: threads) }
         if memoryCgroup != nil || files.procStatus != nil {
             capture.memory = MemoryState.record(
                 cgroup: memoryCgroup, status: files.procStatus.map { String(decoding: $0, as: UTF8.self) })
@@ -218,6 +223,14 @@ public enum CaptureSession {
         let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
+        // Its runtimes' files, while its working directory and root are still there to name them.
+        let runtimeFiles =
+            live
+            ? RuntimeFiles.read(
+                access: access, mappings: mappings, arguments: ProcFiles.arguments(cmdline: proc.files["cmdline"] ?? []),
+                executable: proc.executable,
+                started: stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }.flatMap(unixTime(ofStartTicks:)))
+            : nil
 
         // Everything needed from the live process is in hand: release it.
         session?.detachAll(timeoutMilliseconds: 1000)
@@ -237,6 +250,7 @@ public enum CaptureSession {
             ? proc.files["cgroup"].flatMap { OOMCounters.counterFile(cgroups: String(decoding: $0, as: UTF8.self)) }
                 .flatMap(MemoryState.cgroup(ofCounterFile:)) : nil
         held.stackTaken = stackTaken
+        held.runtimeFiles = runtimeFiles
         return held
     }
 
