@@ -188,7 +188,7 @@ let package = Package(
         .testTarget(
             name: "RuntimesTests",
             dependencies: [
-                "BoundedBytes", "FuzzTargets", "LiveProcess", "ObjectFile", "ReportModel", "Runtimes", "TestSupport",
+                "BoundedBytes", "FuzzTargets", "LiveProcess", "ObjectFile", "Processes", "ReportModel", "Runtimes", "TestSupport",
             ]),
         .testTarget(name: "ReportsTests", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["ReportModel", "Store", "TestSupport"]),

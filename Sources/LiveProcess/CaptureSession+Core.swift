@@ -17,6 +17,7 @@ import CoreDump
 import ObjectFile
 import Processes
 import ReportModel
+import Runtimes
 
 #if canImport(Glibc)
 import Glibc
@@ -90,6 +91,13 @@ extension CaptureSession {
         var capture = Capture(
             snapshot: snapshot, executable: executable, arguments: arguments, notes: notes, record: record,
             suspendedNanoseconds: 0, heldNanoseconds: 0)
+        // The runtimes' files, while the kernel holds the process's working directory and root.
+        if let access {
+            capture.runtime = RuntimeFiles.read(
+                access: access, mappings: mappings, arguments: arguments, executable: executable,
+                started: snapshot.processStartTime, now: Int64(timeNanoseconds / 1_000_000_000)
+            ).state(threads: threads)
+        }
         capture.runtime.python = python
         return capture
     }

@@ -13,6 +13,8 @@ import BoundedBytes
 import ObjectFile
 import Processes
 import ReportModel
+import Runtimes
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -57,6 +59,8 @@ public struct HeldCapture: Sendable {
     let stackStrings: [StackString]
     /// The Python frames of a CPython process (PythonCapture), read while it was held.
     var python: PythonStacks? = nil
+    /// The runtimes' files found while it was held (RuntimeFiles), parsed by `finish`.
+    var runtimeFiles: RuntimeFiles? = nil
     var notes: [String]
     /// Nanoseconds from the start of capture until the process was released.
     public let suspendedNanoseconds: UInt64
@@ -110,8 +114,9 @@ public struct HeldCapture: Sendable {
             record: record, suspendedNanoseconds: suspendedNanoseconds, heldNanoseconds: heldNanoseconds)
         capture.app = app
         capture.stackStrings = stackStrings
-        capture.runtime.python = python
         capture.stackTaken = stackTaken
+        if let runtimeFiles { capture.runtime = runtimeFiles.state(threads: threads) }
+        capture.runtime.python = python
         if memoryCgroup != nil || files.procStatus != nil {
             capture.memory = MemoryState.record(
                 cgroup: memoryCgroup, status: files.procStatus.map { String(decoding: $0, as: UTF8.self) })
@@ -222,6 +227,14 @@ public enum CaptureSession {
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
         let python = live ? PythonCapture.read(memory: memory, pending: pendingModules, access: access, cache: cache) : nil
+        // Its runtimes' files, while its working directory and root are still there to name them.
+        let runtimeFiles =
+            live
+            ? RuntimeFiles.read(
+                access: access, mappings: mappings, arguments: ProcFiles.arguments(cmdline: proc.files["cmdline"] ?? []),
+                executable: proc.executable,
+                started: stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }.flatMap(unixTime(ofStartTicks:)))
+            : nil
 
         // Everything needed from the live process is in hand: release it.
         session?.detachAll(timeoutMilliseconds: 1000)
@@ -242,6 +255,7 @@ public enum CaptureSession {
                 .flatMap(MemoryState.cgroup(ofCounterFile:)) : nil
         held.stackTaken = stackTaken
         held.python = python
+        held.runtimeFiles = runtimeFiles
         return held
     }
 

@@ -154,6 +154,9 @@ public struct Event: Codable, Sendable, Equatable {
     /// (a rename: readers see one or the other). Absent in a complete report; a report left
     /// `captured` (its watcher was stopped between the steps) is still whole in its minidump.
     public var stage: String?
+    /// The crash logs the process's runtime wrote (the JVM's hs_err file, Node's report), found
+    /// when it was captured; their bytes are attachments (scope `runtime`).
+    public var runtimeLogs: [RuntimeLogRecord]?
 
     /// The `stage` of an event written before unwinding and symbolication.
     public static let capturedStage = "captured"
@@ -199,6 +202,7 @@ public struct Event: Codable, Sendable, Equatable {
         case stackTaken = "stack_taken"
         case test
         case stage
+        case runtimeLogs = "runtime_logs"
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.

@@ -233,6 +233,7 @@ public enum CrashLog {
         for note in event.notes ?? [] { lines.append("Note:      \(escaped(note))") }
         lines.append("")
         lines += appSection(event)
+        lines += RuntimeReport.logSection(event)
         let threads = event.threads ?? []
         let crashed = threads.filter { $0.crashed == true }
         for thread in crashed + threads.filter({ $0.crashed != true }) {
@@ -421,7 +422,9 @@ extension CrashLog {
             for attachment in attachments {
                 let what = attachment.file.map { "\($0), \(attachment.copied ?? 0) bytes" } ?? "not copied"
                 let why = attachment.error.map { " (\($0))" } ?? ""
-                let own = attachment.scope == AttachmentRecord.errorScope ? " [the error's own]" : ""
+                let own =
+                    attachment.scope == AttachmentRecord.errorScope
+                    ? " [the error's own]" : attachment.scope == AttachmentRecord.runtimeScope ? " [the runtime's crash log]" : ""
                 lines.append("  \(escaped(attachment.path ?? "?")): \(what)\(why)\(own)")
             }
             lines.append("")

@@ -56,6 +56,8 @@ public struct InAppRules: Sendable, Equatable {
         "Swift runtime failure", "__libc_start", "crashport_", "static CrashPort.", "CrashPort.",
         // Go's runtime and its cgo glue.
         "runtime.", "runtime/", "internal/", "syscall.", "_cgo_", "x_cgo_", "crosscall",
+        // V8's own code as a perf map names it (a JIT frame of the program's is `JS:…`).
+        "Builtin:", "Stub:", "BytecodeHandler:", "Handler:", "RegExp:",
     ]
     /// Whole names (a program's own `clone_record` or `start_thread_pool` stays the program's).
     static let runtimeFunctionNames: Set<String> = [
@@ -210,14 +212,27 @@ public enum Culprit {
             }
         }
         let frames = event.crashedThreadRecord?.frames ?? []
-        if let culprit = frames.first(where: { $0.inApp == true && $0.function != nil })
-            ?? frames.first(where: { $0.function != nil })
-        {
+        if let culprit = frames.first(where: { $0.inApp == true && $0.function != nil }) ?? outsideCulprit(frames) {
             event.culprit = CulpritRecord(
                 function: culprit.function, file: culprit.file, line: culprit.line, module: culprit.module)
         }
         event.title = title(event)
         Signature.mark(&event)
+    }
+
+    /// The culprit of a stack with no frame of the program's: the first named frame that does
+    /// more than deliver the signal (never `raise`, `abort`, `pthread_kill`, the signal
+    /// trampoline: Signature's machinery), else the first named frame.
+    static func outsideCulprit(_ frames: [FrameRecord]) -> FrameRecord? {
+        frames.first { $0.function.map { !Signature.isMachinery(Signature.normalized($0)) } ?? false }
+            ?? frames.first { $0.function != nil }
+    }
+
+    /// Where the title says a crash with no native frame of the program's happened: the
+    /// runtime's crash log's word for it (RuntimeReport.location), when it has one.
+    static func runtimeLocation(_ event: Event) -> String? {
+        let native = event.crashedThreadRecord?.frames?.contains { $0.inApp == true && $0.function != nil && $0.language == nil }
+        return native == true ? nil : RuntimeReport.location(event)
     }
 
     /// What a test crash's title starts with (crashport_test_crash()).
@@ -269,6 +284,7 @@ public enum Culprit {
         what = String(what.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
         if what.count > 160 { what = String(what.prefix(159)) + "…" }
         if event.test == true { what = Self.testPrefix + what }
+        if let location = runtimeLocation(event) { return "\(what) in \(location)" }
         guard let culprit = event.culprit, let function = culprit.function else { return what }
         return "\(what) in \(function)\(location(file: culprit.file, line: culprit.line))" + pythonCaller(event)
     }

@@ -6,6 +6,7 @@
 import BoundedBytes
 import ObjectFile
 import ReportModel
+import Runtimes
 import Symbolication
 import Unwinding
 
@@ -30,6 +31,9 @@ public enum ReportBuilder {
             snapshot: capture.snapshot, executable: capture.executable,
             arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: locator,
             fileBytes: fileBytes)
+        // What the runtimes said: JIT frames named from the perf map, their crash logs.
+        RuntimeReport.nameJITFrames(&event, symbols: capture.runtime.jitSymbols)
+        RuntimeReport.record(capture.runtime, into: &event)
         if debuginfod {
             for module in capture.snapshot.modules {
                 guard let buildID = module.buildID, let outcome = Debuginfod.outcome(for: buildID) else { continue }

@@ -351,8 +351,10 @@ public final class Unwinder {
             ring.push(frame)
             if restart {
                 // A call through a bad pointer leaves pc outside any code: the caller's return
-                // address is the word at sp. Start the unwind from the caller then.
-                if !isCode(frame.pc) {
+                // address is the word at sp. Start the unwind from the caller then. A pc in a
+                // JIT's code is code (a fault in compiled JavaScript or Java): its caller is found
+                // by its frame pointer, as for a JIT frame further up.
+                if !isCode(frame.pc) && !isJITCode(frame.pc) {
                     guard let ret = readWord(frame.sp), isCode(ret) else { return }
                     frame = UnwoundFrame(pc: ret, sp: frame.sp &+ 8, method: .scan)
                     continue

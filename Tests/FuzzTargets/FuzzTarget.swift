@@ -22,6 +22,7 @@ import Unwinding
 import Upload
 import ObjectFile
 import Reports
+import Runtimes
 
 public enum FuzzTarget: String, CaseIterable, Sendable {
     /// ELF headers, program headers, sections, notes, build-id, symbol tables, debuglink,
@@ -56,6 +57,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// first byte picks the version, the rest is memory at `pythonBase` with `_PyRuntime` at
     /// its start (FuzzTarget+Python.swift).
     case python
+    /// A JIT's perf map (Runtimes' PerfMap): parsed whole and as a tail that starts mid-line,
+    /// looked up at addresses across it, its symbols checked sorted and disjoint.
+    case perfMap = "perf-map"
+    /// A runtime's crash log (Runtimes' RuntimeCrashLogs): the same bytes as the JVM's hs_err
+    /// file and as Node's report, then put into an event, titled and shown.
+    case runtimeLog = "runtime-log"
 
     /// Runs the target over one input.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -69,6 +76,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .recordReport: Self.recordReport(bytes)
         case .coreStream: Self.coreStream(bytes)
         case .python: Self.python(bytes)
+        case .perfMap: Self.perfMap(bytes)
+        case .runtimeLog: Self.runtimeLog(bytes)
         }
     }
 

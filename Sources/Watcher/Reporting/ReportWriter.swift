@@ -172,9 +172,10 @@ public final class ReportWriter: Sendable {
             var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try request.store.commit(id: request.id) { directory in
                 // First, so that the event says what the copies hold (read as the owner: commit's ids).
-                let attached = Attachments.copy(
-                    errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
-                    into: directory)
+                let attached =
+                    Attachments.copy(
+                        errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
+                        into: directory) + Attachments.writeRuntimeLogs(capture.runtime.crashLogs, into: directory)
                 if !attached.isEmpty { event.attachments = attached }
                 let json: [UInt8]
                 (json, encoded) = try Self.timed { Array(try event.jsonData()) }
@@ -208,9 +209,10 @@ public final class ReportWriter: Sendable {
         var attached: [AttachmentRecord] = []
         do {
             _ = try request.store.commit(id: request.id, durable: false) { directory in
-                attached = Attachments.copy(
-                    errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
-                    into: directory)
+                attached =
+                    Attachments.copy(
+                        errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
+                        into: directory) + Attachments.writeRuntimeLogs(capture.runtime.crashLogs, into: directory)
                 if !attached.isEmpty { first.attachments = attached }
                 try ReportStore.writeFile(directory + "/event.json", Array(try first.jsonData()), sync: false)
                 try ReportStore.writeFile(directory + "/minidump.dmp", minidump(capture), sync: false)
