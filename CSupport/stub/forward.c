@@ -277,6 +277,40 @@ cp_forward_frame *cp_forward_active(uint32_t tid, const ucontext_t *context)
     return NULL;
 }
 
+/** The program handler this thread is running now, found without changing anything (a caller
+ *  outside a signal handler, which a signal may interrupt): the innermost frame still running. */
+static cp_forward_frame *cp_forward_running(void)
+{
+    int slot = cp_forward_slot(cp_safe_gettid(), false);
+    if (slot < 0) {
+        return NULL;
+    }
+    cp_forward_thread *thread = &cp_forward_threads[slot];
+    uint64_t sp = cp_forward_sp();
+    for (uint32_t depth = thread->depth; depth > 0 && depth <= CP_FORWARD_DEPTH; depth--) {
+        cp_forward_frame *frame = &thread->frames[depth - 1];
+        if (sp < frame->uc && frame->uc - sp <= CP_HANDLER_STACK_MAX &&
+            cp_forward_peek(frame->uc - 8) == (uint64_t)(uintptr_t)&cp_forward_return) {
+            return frame;
+        }
+    }
+    return NULL;
+}
+
+uint64_t cp_forward_virtually_blocked(void)
+{
+    cp_forward_frame *frame = cp_forward_running();
+    return frame != NULL ? frame->sync_blocked : 0;
+}
+
+void cp_forward_unblocked(uint64_t signals)
+{
+    cp_forward_frame *frame = cp_forward_running();
+    if (frame != NULL) {
+        frame->sync_blocked &= ~signals;
+    }
+}
+
 /** SIG_DFL in the kernel's slot: the process is about to die by the default action. */
 static void cp_forward_kernel_default(int signo)
 {

@@ -44,4 +44,15 @@ void cp_forward_deliver(cp_stub_state *state, uint32_t tid, int signo, siginfo_t
  *  queued again to this thread (a fault recurs by itself on return). */
 void cp_forward_die(int signo, const siginfo_t *info, uint32_t tid) CP_HIDDEN;
 
+/** The synchronous signals the kernel would block in the program handler this thread runs
+ *  now, which crashport keeps unblocked for real (so that a fault inside it reaches crashport):
+ *  part of the mask the program reads back. 0 outside a program handler. Not async-signal
+ *  context only: the interposed pthread_sigmask calls it. */
+uint64_t cp_forward_virtually_blocked(void) CP_HIDDEN;
+
+/** The program unblocked `signals` (a kernel sigset) inside the handler it runs: as the kernel
+ *  would, a fault of one of them now goes to the program's action (a JVM's error reporting
+ *  catches its own secondary faults so), not to the kill a blocked fault gets. */
+void cp_forward_unblocked(uint64_t signals) CP_HIDDEN;
+
 #endif /* CRASHPORT_STUB_FORWARD_H */

@@ -21,8 +21,10 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "actions.h"
+#include "forward.h"
 #include "report.h"
 #include "safe.h"
 #include "stub_state.h"
@@ -82,6 +84,8 @@ __attribute__((section(".note.crashport"), used, aligned(4))) static const cp_ma
     10, 4, CP_MARK_INTERPOSER, "crashport", 1};
 
 static cp_sigaction_function cp_real_sigaction;
+static cp_sigprocmask_function cp_real_sigprocmask;
+static cp_sigprocmask_function cp_real_pthread_sigmask;
 static cp_sigset_function cp_real_sigset;
 static cp_exit_function cp_real_exit;
 static cp_exit_function cp_real_Exit;
@@ -95,6 +99,10 @@ __attribute__((visibility("hidden"))) void cp_interpose_resolve(void)
     if (__atomic_load_n(&cp_real_sigaction, __ATOMIC_ACQUIRE) == NULL) {
         cp_sigset_function sigset_found = (cp_sigset_function)dlsym(RTLD_NEXT, "sigset");
         __atomic_store_n(&cp_real_sigset, sigset_found, __ATOMIC_RELEASE);
+        __atomic_store_n(&cp_real_sigprocmask, (cp_sigprocmask_function)dlsym(RTLD_NEXT, "sigprocmask"),
+                         __ATOMIC_RELEASE);
+        __atomic_store_n(&cp_real_pthread_sigmask, (cp_sigprocmask_function)dlsym(RTLD_NEXT, "pthread_sigmask"),
+                         __ATOMIC_RELEASE);
         cp_sigaction_function found = (cp_sigaction_function)dlsym(RTLD_NEXT, "sigaction");
         __atomic_store_n(&cp_real_sigaction, found, __ATOMIC_RELEASE);
     }
@@ -169,6 +177,73 @@ __attribute__((visibility("default"))) int __sigaction(int signo, const struct s
                                                         struct sigaction *old)
 {
     return sigaction(signo, action, old);
+}
+
+/*
+ * Signal masks inside a program handler crashport runs. The kernel blocks the handler's signal
+ * (and its sa_mask) while it runs; crashport keeps the synchronous ones unblocked for real and
+ * remembers them as blocked (forward.c), so a fault inside the handler reaches it. A program
+ * that unblocks one there (a JVM's error reporting, which catches its own secondary faults with
+ * the handler it installs then) must get what the kernel would give it: the fault goes to its
+ * action. So a change of mask inside a handler is told to forward.c, and the mask read back
+ * holds what the kernel would hold. Outside a handler these are libc's own.
+ */
+static uint64_t cp_interpose_kernel_set(const sigset_t *set)
+{
+    uint64_t bits = 0;
+    for (int signo = 1; signo <= 64; signo++) {
+        if (sigismember(set, signo) == 1) {
+            bits |= 1ull << (signo - 1);
+        }
+    }
+    return bits;
+}
+
+/* `sets_errno`: sigprocmask's convention (-1 and errno), else pthread_sigmask's (the error). */
+static int cp_interpose_mask(cp_sigprocmask_function *real, int how, const sigset_t *set, sigset_t *old,
+                             bool sets_errno)
+{
+    cp_sigprocmask_function function = __atomic_load_n(real, __ATOMIC_ACQUIRE);
+    if (function == NULL) {
+        cp_interpose_resolve();
+        function = __atomic_load_n(real, __ATOMIC_ACQUIRE);
+        if (function == NULL) {
+            /* libc's own, as the raw system call (what both are made of). */
+            long result = cp_safe_syscall4(SYS_rt_sigprocmask, how, (long)set, (long)old, 8);
+            if (result < 0 && sets_errno) {
+                errno = (int)-result;
+                return -1;
+            }
+            return result < 0 ? (int)-result : 0;
+        }
+    }
+    uint64_t held = cp_forward_virtually_blocked();
+    int result = function(how, set, old);
+    if (result != 0 || held == 0) {
+        return result;
+    }
+    if (old != NULL) {
+        for (int signo = 1; signo <= 64; signo++) {
+            if (held & (1ull << (signo - 1))) {
+                sigaddset(old, signo);
+            }
+        }
+    }
+    if (set != NULL && (how == SIG_UNBLOCK || how == SIG_SETMASK)) {
+        uint64_t bits = cp_interpose_kernel_set(set);
+        cp_forward_unblocked(how == SIG_UNBLOCK ? bits : ~bits);
+    }
+    return result;
+}
+
+__attribute__((visibility("default"))) int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    return cp_interpose_mask(&cp_real_pthread_sigmask, how, set, old, false);
+}
+
+__attribute__((visibility("default"))) int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+    return cp_interpose_mask(&cp_real_sigprocmask, how, set, old, true);
 }
 
 /* The older interfaces, as glibc defines them on top of sigaction: `flags`, and the signal
