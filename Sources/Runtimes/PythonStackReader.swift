@@ -464,7 +464,7 @@ struct Walk<Memory: MemoryReader> {
         let ascii = (state >> 6) & 1 == 1
         guard compact, kind == 1 || kind == 2 || kind == 4, !(ascii && kind != 1) else { return .failure(.notText) }
         let data = address &+ (ascii ? layout.asciiHeader : layout.compactHeader)
-        let wanted = min(length, UInt64(limits.stringBytes / kind))
+        let wanted = min(length, UInt64(max(0, limits.stringBytes) / kind))
         let count = Int(wanted) * kind  // both bounded just above
         let raw = bytes(at: data, count: count)
         guard raw.count == count else { return .failure(.unreadable(data)) }
@@ -498,7 +498,7 @@ struct Walk<Memory: MemoryReader> {
         let name = typeName(type)
         guard name == "bytes" else { return .failure(.wrongType(name)) }
         // ob_size is a Py_ssize_t: a negative one is a lie, read as a huge one and cut.
-        let count = Int(min(size, UInt64(limits.lineTableBytes)))
+        let count = Int(min(size, UInt64(max(0, limits.lineTableBytes))))
         let data = address &+ layout.bytesData
         let contents = bytes(at: data, count: count)
         guard contents.count == count else { return .failure(.unreadable(data)) }

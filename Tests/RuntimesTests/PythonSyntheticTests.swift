@@ -283,6 +283,31 @@ final class PythonSyntheticTests: XCTestCase {
         XCTAssertTrue(stacks.notes.contains("stopped after reading 600 bytes of the process"), "\(stacks.notes)")
     }
 
+    /// Limits of zero or less stop the reader where they apply, and do not trap.
+    func testLimitsOfZeroOrLess() throws {
+        for value in [0, -1] {
+            for flavor in [PythonImage.Flavor.python311, .python313] {
+                let image = Self.interpreter(flavor).image
+                var counts = PythonStackReader.Limits()
+                (counts.interpreters, counts.threads, counts.framesPerThread, counts.totalFrames) = (value, value, value, value)
+                let none = Self.read(image, limits: counts)
+                XCTAssertEqual(none.threads, [])
+                XCTAssertTrue(none.notes.first?.contains("more than \(value) interpreters") == true, "\(none.notes)")
+                var sizes = PythonStackReader.Limits()
+                (sizes.stringBytes, sizes.lineTableBytes) = (value, value)
+                let frame = try XCTUnwrap(Self.read(image, limits: sizes).threads.first?.frames.first)
+                XCTAssertEqual(frame.function, "…")
+                XCTAssertNil(frame.line)
+                var codes = PythonStackReader.Limits()
+                codes.codeObjects = value
+                let thread = try XCTUnwrap(Self.read(image, limits: codes).threads.first)
+                XCTAssertEqual(thread.frames.first?.function, PythonStackReader.unreadable)
+                XCTAssertTrue(
+                    thread.problem?.contains("code objects: not decoded") == true, "\(String(describing: thread.problem))")
+            }
+        }
+    }
+
     // MARK: The fuzz target's seeds
 
     static let seedDirectory = TestSupport.repositoryRoot + "/Tests/Fuzz/seeds/python"
