@@ -117,7 +117,7 @@ public struct PerfMap: Sendable, Equatable {
         let order = lines.indices.sorted { lines[$0].start < lines[$1].start }
         var points = lines.flatMap { [$0.start, $0.end] }
         points.sort()
-        var heap = NewestFirst()
+        var heap = MaxHeap<Int>()  // line numbers: the newest line on top
         var segments: [(start: UInt64, end: UInt64, line: Int)] = []
         var next = 0  // into `order`
         for (index, point) in points.enumerated() where index + 1 < points.count && points[index + 1] != point {
@@ -161,40 +161,5 @@ public struct PerfMap: Sendable, Equatable {
             if let symbol = lookup(address, in: symbols) { kept.insert(symbol.start) }
         }
         return symbols.filter { kept.contains($0.start) }
-    }
-}
-
-/// A max-heap of line numbers: the newest line on top.
-struct NewestFirst {
-    private var items: [Int] = []
-
-    var top: Int? { items.first }
-
-    mutating func push(_ line: Int) {
-        items.append(line)
-        var child = items.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard items[parent] < items[child] else { break }
-            items.swapAt(parent, child)
-            child = parent
-        }
-    }
-
-    mutating func pop() {
-        guard !items.isEmpty else { return }
-        items.swapAt(0, items.count - 1)
-        items.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1
-            let right = left + 1
-            var largest = parent
-            if left < items.count, items[left] > items[largest] { largest = left }
-            if right < items.count, items[right] > items[largest] { largest = right }
-            guard largest != parent else { return }
-            items.swapAt(parent, largest)
-            parent = largest
-        }
     }
 }

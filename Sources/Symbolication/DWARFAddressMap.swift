@@ -53,7 +53,7 @@ struct DWARFAddressMap: Sendable {
         events.sort { $0.address < $1.address }
 
         var open = [Int32](repeating: 0, count: ownerCount)
-        var heap = DWARFAddressMap.Heap()
+        var heap = MaxHeap<Int32>()
         // The heap is a max-heap; for `lowest` it holds negated owners.
         let key: (Int32) -> Int32 = winner == .highest ? { $0 } : { -$0 }
         var previous: UInt64 = 0
@@ -92,39 +92,5 @@ struct DWARFAddressMap: Sendable {
         let index = starts.upperBound(address)
         guard index > 0, address < ends[index - 1] else { return nil }
         return values[index - 1]
-    }
-
-    /// A binary max-heap of Int32.
-    private struct Heap {
-        var items: [Int32] = []
-
-        var top: Int32? { items.first }
-
-        mutating func push(_ value: Int32) {
-            items.append(value)
-            var child = items.count - 1
-            while child > 0 {
-                let parent = (child - 1) / 2
-                guard items[parent] < items[child] else { break }
-                items.swapAt(parent, child)
-                child = parent
-            }
-        }
-
-        mutating func pop() {
-            guard !items.isEmpty else { return }
-            items[0] = items[items.count - 1]
-            items.removeLast()
-            var parent = 0
-            while true {
-                let left = 2 * parent + 1, right = left + 1
-                var largest = parent
-                if left < items.count && items[left] > items[largest] { largest = left }
-                if right < items.count && items[right] > items[largest] { largest = right }
-                if largest == parent { return }
-                items.swapAt(parent, largest)
-                parent = largest
-            }
-        }
     }
 }

@@ -53,11 +53,17 @@ final class CrashLogTests: XCTestCase {
         XCTAssertTrue(firstLine(run).contains("in main (terminate.cpp:22)"), firstLine(run))
     }
 
-    func testRustPanicOnAThread() throws {
+    /// rustc from PATH, else rustup's default place; skips without it.
+    func rustc() throws -> String {
         let home = ProcessInfo.processInfo.environment["HOME"] ?? "/root"
         guard let rustc = TestSupport.which("rustc", also: [home + "/.cargo/bin", "/root/.cargo/bin"]) else {
-            throw XCTSkip("rustc not found: the Rust panic fixture cannot be built")
+            throw XCTSkip("rustc not found: the Rust fixtures cannot be built")
         }
+        return rustc
+    }
+
+    func testRustPanicOnAThread() throws {
+        let rustc = try rustc()
         let program = Self.directory + "/panic"
         let built = try TestSupport.run(
             [rustc, "-g", "-C", "opt-level=0", "-C", "panic=abort", TestSupport.fixture("rust/panic.rs"), "-o", program],
@@ -91,10 +97,7 @@ final class CrashLogTests: XCTestCase {
     /// std::thread runs its closure under (catch_unwind) is below the fault, so it is a
     /// segfault, or a plain abort, and not a panic.
     func testRustThreadFaultIsNoPanic() throws {
-        let home = ProcessInfo.processInfo.environment["HOME"] ?? "/root"
-        guard let rustc = TestSupport.which("rustc", also: [home + "/.cargo/bin", "/root/.cargo/bin"]) else {
-            throw XCTSkip("rustc not found: the Rust fixture cannot be built")
-        }
+        let rustc = try rustc()
         let program = Self.directory + "/worker_fault"
         let built = try TestSupport.run(
             [rustc, "-g", "-C", "opt-level=0", TestSupport.fixture("rust/worker_fault.rs"), "-o", program], timeout: 300)
