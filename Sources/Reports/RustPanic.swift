@@ -14,8 +14,9 @@
 // StaticStrPayload's &str, is a (pointer, length) pair in those frames: the first printable text
 // the stack points at above the stack pointer (StackStrings, read while the process was held).
 // Tried on rustc 1.95 at opt-level 0 and 3, for panic!, unwrap, expect, index out of bounds, a
-// Result's unwrap and a thread's panic, editions 2015 and 2021: the first text of at least two
-// characters was the message each time.
+// Result's unwrap and a thread's panic, editions 2015 and 2021: the first text of at least four
+// characters was the message each time (the first of two or three, now and then, was a pointer
+// and a small number that happened to lie side by side: "R ").
 
 import ReportModel
 
@@ -45,7 +46,10 @@ enum RustPanic {
     /// it did not panic (see `panicked`).
     static func message(frames: [FrameRecord], signal: Int32?, strings: [StackString]) -> String? {
         guard panicked(frames: frames, signal: signal) else { return nil }
-        guard let text = strings.first else { return "" }
+        // A pair that only happens to be a pointer beside a small number reads as text of two
+        // or three printable bytes about one time in seven (ASLR decides which, run by run):
+        // a text of four characters or more first, a shorter one only when there is no other.
+        guard let text = strings.first(where: { $0.text.unicodeScalars.count >= 4 }) ?? strings.first else { return "" }
         return text.text + (text.truncated ? "…" : "")
     }
 }
