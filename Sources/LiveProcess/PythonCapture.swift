@@ -32,6 +32,17 @@ enum PythonCapture {
         return name.hasPrefix("python") || name.hasPrefix("libpython")
     }
 
+    /// The layout of an interpreter without `_Py_DebugOffsets` from its DWARF (libpython's, the
+    /// python executable's, or their debug file's), read at its first crash and kept per
+    /// build-id for the watcher's life (PythonDWARFLayouts.shared). Asked only when the built-in
+    /// offsets are absent or do not fit (PythonStackReader's default order,
+    /// `.whenBuiltInFails`), not before them as the issue first ordered it: the first parse
+    /// costs 50–70 ms on pyenv's libpython3.11/3.12 (measured, PythonDWARFTests), paid while
+    /// the crashed process is held, so the default builds never pay for it.
+    static func dwarfLayout(_ module: LoadedModule, _ query: PythonStructureQuery) -> PythonStructureAnswers? {
+        PythonDWARFLayouts.shared.answers(for: module, query: query)
+    }
+
     /// The Python frames of a held process, from its pending modules (ModuleMap.pending); nil
     /// when it is no CPython process.
     static func read(
@@ -40,7 +51,8 @@ enum PythonCapture {
         guard enabled else { return nil }
         let interpreters = pending.filter { mayBeInterpreter($0.module.path) }
         guard !interpreters.isEmpty else { return nil }
-        return PythonStackReader.read(memory: memory, modules: ModuleMap.open(interpreters, access: access, cache: cache))
+        return PythonStackReader.read(
+            memory: memory, modules: ModuleMap.open(interpreters, access: access, cache: cache), dwarfLayout: dwarfLayout)
     }
 
     /// The Python frames of a process the kernel holds for its core, from its opened modules:
@@ -52,7 +64,7 @@ enum PythonCapture {
         guard !interpreters.isEmpty else { return nil }
         switch access.openMemory() {
         case .success(let memory):
-            return PythonStackReader.read(memory: memory, modules: interpreters)
+            return PythonStackReader.read(memory: memory, modules: interpreters, dwarfLayout: dwarfLayout)
         case .failure(let error):
             notes.append("Python frames not read: the process's memory could not be opened as its user (\(error))")
             return nil
