@@ -127,6 +127,69 @@ final class DWARFTypeLayoutTests: XCTestCase {
                 typeNames: ["Outer"]))
     }
 
+    /// A stripped program's DWARF from its separate debug file (.gnu_debuglink, next to it).
+    func testSeparateDebugFile() throws {
+        let (program, expected) = try build(["-O0", "-g"], output: "layout-split")
+        guard TestSupport.which("objcopy") != nil else { throw XCTSkip("no objcopy") }
+        let debug = program + ".debug"
+        for command in [
+            ["objcopy", "--only-keep-debug", program, debug],
+            ["objcopy", "--strip-debug", "--add-gnu-debuglink=" + debug, program],
+        ] {
+            XCTAssertEqual(try TestSupport.run(command).status, .exited(0), "\(command)")
+        }
+        let stripped = try ELFFile(path: program)
+        XCTAssertNil(stripped.section(named: ".debug_info"))
+        XCTAssertNil(DWARFTypeLayout(elf: stripped, typeNames: ["Outer"]))
+        let layout = try XCTUnwrap(
+            DWARFTypeLayout.open(elf: stripped, locator: DebugFileLocator(), typeNames: ["Outer", "Wrapper"]))
+        XCTAssertEqual(layout.file.path, debug)
+        XCTAssertEqual(layout.offset(of: "o.deep", in: "Wrapper"), expected["Wrapper.o.deep"])
+        XCTAssertEqual(layout.size(of: "Outer"), expected["sizeof Outer"])
+    }
+
+    /// A typedef whose DW_AT_type names itself (patched in where readelf shows it): nil for
+    /// that name, in bounded time, and the other names still answered.
+    func testTypedefCycleIsNil() throws {
+        let (program, expected) = try build(["-O0", "-g"], output: "layout-cycle")
+        guard TestSupport.which("readelf") != nil else { throw XCTSkip("no readelf") }
+        let dump = try TestSupport.run(["readelf", "--debug-dump=info", program]).stdout
+        // "Compilation Unit @ offset 0x0:", " <1><1be>: Abbrev Number: 6 (DW_TAG_typedef)",
+        // "    <1bf>   DW_AT_name        : (indirect string, offset: 0xbc): ConstOuter",
+        // "    <1c5>   DW_AT_type        : <0x1b9>".
+        func hex(_ text: Substring) -> Int? { Int(text.drop { !$0.isHexDigit }.prefix { $0.isHexDigit }, radix: 16) }
+        var unit = 0, die = 0
+        var patch: (at: Int, value: Int)?
+        var inTypedef = false
+        for line in dump.split(separator: "\n") {
+            if let range = line.range(of: "Compilation Unit @ offset 0x") {
+                unit = Int(line[range.upperBound...].prefix { $0.isHexDigit }, radix: 16) ?? 0
+            } else if line.contains("Abbrev Number"), let close = line.firstIndex(of: ">"),
+                let open = line[line.index(after: close)...].firstIndex(of: "<")
+            {
+                die = hex(line[open...]) ?? 0
+                inTypedef = line.contains("DW_TAG_typedef")
+            } else if inTypedef, line.hasSuffix(": ConstOuter") {
+                patch = (0, 0)  // the typedef found: its DW_AT_type comes next
+            } else if inTypedef, patch?.at == 0, line.contains("DW_AT_type"), let at = hex(line) {
+                patch = (at, die - unit)
+                break
+            }
+        }
+        let (at, value) = try XCTUnwrap(patch)
+        XCTAssertGreaterThan(at, 0)
+        let elf = try ELFFile(path: program)
+        let info = try XCTUnwrap(elf.section(named: ".debug_info"))
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: program)))
+        for index in 0..<4 { bytes[Int(info.offset) + at + index] = UInt8(truncatingIfNeeded: value >> (8 * index)) }
+        let path = directory + "/cycle"
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let layout = try XCTUnwrap(DWARFTypeLayout(elf: try ELFFile(path: path), typeNames: ["ConstOuter", "Outer"]))
+        XCTAssertNil(layout.offset(of: "first", in: "ConstOuter"))
+        XCTAssertNil(layout.size(of: "ConstOuter"))
+        XCTAssertEqual(layout.offset(of: "deep", in: "Outer"), expected["Outer.deep"])
+    }
+
     /// Every byte of .debug_info flipped in turn (a few at a time), and cut short: answers are
     /// nil or numbers, never a trap or a hang.
     func testCorruptedDWARFNeverTraps() throws {
