@@ -60,6 +60,8 @@ public final class PythonDWARFLayouts: Sendable {
             let value = member.path.map { layout.offset(of: $0, in: member.type) } ?? layout.size(of: member.type)
             if let value { values[member] = value }
         }
-        return values.isEmpty ? nil : PythonStructureAnswers(source: layout.file.fileName, values: values)
+        guard !values.isEmpty else { return nil }
+        let source = layout.file === object ? object.fileName : "\(object.fileName)'s debug file \(layout.file.path)"
+        return PythonStructureAnswers(source: source, values: values)
     }
 }
