@@ -6,7 +6,9 @@
 // or installed, or a libpython an embedding program loads): for any other process this costs a
 // look at its modules' names. For those, the interpreter's object file is parsed now, while the
 // process waits, to find `_PyRuntime`; the ELF cache keeps it for the report's symbolication and
-// for the next crash of the same interpreter, so only the first crash pays for the parse.
+// for the next crash of the same interpreter, so only the first crash pays for the parse. An
+// interpreter whose structures the built-in offsets do not fit is read by its DWARF
+// (PythonDWARFLayouts), also parsed once.
 
 import BoundedBytes
 import ObjectFile

@@ -8,7 +8,8 @@
 // are str objects and whose `co_linetable` turns the frame's instruction into a line
 // (PythonLineTable). Frames CPython's traceback code skips are skipped here too: the C stack's
 // shim frames (3.12+) and frames that have not started their first instruction
-// (_PyFrame_IsIncomplete). The offsets come from PythonLayout.
+// (_PyFrame_IsIncomplete). The offsets come from PythonLayout, or from the interpreter's DWARF
+// through a caller's answers to a PythonStructureQuery.
 //
 // The memory is hostile: it belongs to the process's user, and a crashed interpreter's own
 // structures may be half-written. So every list is walked with a visited set and a bound
