@@ -101,10 +101,13 @@ let package = Package(
         // for /proc and Credentials; Unwinding for the layout of the kernel's signal frame, which
         // capture follows to the stacks signals interrupted; CoreDump for a capture from the
         // kernel's core stream, completed from /proc while the kernel holds the dying process.
+        // Symbolication for the DWARF of a Python interpreter built another way (a debug build),
+        // whose structures' offsets Runtimes is handed (PythonDWARFLayouts).
         .target(
             name: "LiveProcess",
             dependencies: [
-                "BoundedBytes", "CShims", "CoreDump", "ObjectFile", "Processes", "ReportModel", "Runtimes", "Unwinding",
+                "BoundedBytes", "CShims", "CoreDump", "ObjectFile", "Processes", "ReportModel", "Runtimes", "Symbolication",
+                "Unwinding",
             ]),
         // From a snapshot (live or a minidump) or an event to a report: unwinding,
         // symbolication, the event, the text crash log, offline symbolication. Never touches a
@@ -184,11 +187,13 @@ let package = Package(
             dependencies: [
                 "BoundedBytes", "CoreDump", "LiveProcess", "ObjectFile", "Processes", "ReportModel", "Reports", "TestSupport",
             ]),
-        // Runtimes: a real python3 read while it runs, synthetic interpreters, perf maps, crash logs.
+        // Runtimes: a real python3 read while it runs (a debug build through its DWARF,
+        // Symbolication's), synthetic interpreters, perf maps, crash logs.
         .testTarget(
             name: "RuntimesTests",
             dependencies: [
-                "BoundedBytes", "FuzzTargets", "LiveProcess", "ObjectFile", "Processes", "ReportModel", "Runtimes", "TestSupport",
+                "BoundedBytes", "FuzzTargets", "LiveProcess", "ObjectFile", "Processes", "ReportModel", "Runtimes",
+                "Symbolication", "TestSupport",
             ]),
         .testTarget(name: "ReportsTests", dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Reports", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["ReportModel", "Store", "TestSupport"]),

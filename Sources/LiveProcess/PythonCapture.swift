@@ -6,7 +6,9 @@
 // or installed, or a libpython an embedding program loads): for any other process this costs a
 // look at its modules' names. For those, the interpreter's object file is parsed now, while the
 // process waits, to find `_PyRuntime`; the ELF cache keeps it for the report's symbolication and
-// for the next crash of the same interpreter, so only the first crash pays for the parse.
+// for the next crash of the same interpreter, so only the first crash pays for the parse. An
+// interpreter whose structures the built-in offsets do not fit is read by its DWARF
+// (PythonDWARFLayouts), also parsed once.
 
 import BoundedBytes
 import ObjectFile
@@ -32,6 +34,17 @@ enum PythonCapture {
         return name.hasPrefix("python") || name.hasPrefix("libpython")
     }
 
+    /// The layout of an interpreter without `_Py_DebugOffsets` from its DWARF (libpython's, the
+    /// python executable's, or their debug file's), read at its first crash and kept per
+    /// build-id for the watcher's life (PythonDWARFLayouts.shared). Asked only when the built-in
+    /// offsets are absent or do not fit (PythonStackReader's default order,
+    /// `.whenBuiltInFails`), not before them as the issue first ordered it: the first parse
+    /// costs 50–70 ms on pyenv's libpython3.11/3.12 (measured, PythonDWARFTests), paid while
+    /// the crashed process is held, so the default builds never pay for it.
+    static func dwarfLayout(_ module: LoadedModule, _ query: PythonStructureQuery) -> PythonStructureAnswers? {
+        PythonDWARFLayouts.shared.answers(for: module, query: query)
+    }
+
     /// The Python frames of a held process, from its pending modules (ModuleMap.pending); nil
     /// when it is no CPython process.
     static func read(
@@ -40,7 +53,8 @@ enum PythonCapture {
         guard enabled else { return nil }
         let interpreters = pending.filter { mayBeInterpreter($0.module.path) }
         guard !interpreters.isEmpty else { return nil }
-        return PythonStackReader.read(memory: memory, modules: ModuleMap.open(interpreters, access: access, cache: cache))
+        return PythonStackReader.read(
+            memory: memory, modules: ModuleMap.open(interpreters, access: access, cache: cache), dwarfLayout: dwarfLayout)
     }
 
     /// The Python frames of a process the kernel holds for its core, from its opened modules:
@@ -52,7 +66,7 @@ enum PythonCapture {
         guard !interpreters.isEmpty else { return nil }
         switch access.openMemory() {
         case .success(let memory):
-            return PythonStackReader.read(memory: memory, modules: interpreters)
+            return PythonStackReader.read(memory: memory, modules: interpreters, dwarfLayout: dwarfLayout)
         case .failure(let error):
             notes.append("Python frames not read: the process's memory could not be opened as its user (\(error))")
             return nil

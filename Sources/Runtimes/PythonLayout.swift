@@ -2,7 +2,7 @@
 // into its structures (_PyRuntimeState, PyInterpreterState, PyThreadState, _PyInterpreterFrame,
 // PyCodeObject, str, bytes), and which route gave them.
 //
-// Two routes, in order. From 3.13 the interpreter describes itself: `_PyRuntime` starts with
+// Three routes. From 3.13 the interpreter describes itself: `_PyRuntime` starts with
 // `_Py_DebugOffsets` (cookie "xdebugpy", PY_VERSION_HEX, then one sub-struct of u64 offsets per
 // structure; Include/internal/pycore_debug_offsets.h), so a build with other options (a debug
 // build's bigger object header, free threading) is read by its own offsets. Before 3.13 there is
@@ -10,7 +10,10 @@
 // version it knows (3.11, 3.12; read off the DWARF of CPython 3.11.7 and 3.12.1 built by pyenv).
 // Those are a guess about someone else's binary, so the reader checks them against the memory
 // they read before it trusts them (a thread state's `interp` points back to its interpreter, a
-// code object's type is named "code", a name's type "str").
+// code object's type is named "code", a name's type "str"). When they do not fit (an
+// interpreter built another way), the caller may hand the reader the offsets it read from the
+// interpreter's DWARF (PythonStructureQuery): a layout whose route is "DWARF of <file>", checked
+// the same way.
 //
 // Everything here is a number crashport chose or a number read from the target; the offsets read
 // from the target are bounded (`maximumOffset`) before use, so a hostile table can make the

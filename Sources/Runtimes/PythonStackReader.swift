@@ -8,7 +8,8 @@
 // are str objects and whose `co_linetable` turns the frame's instruction into a line
 // (PythonLineTable). Frames CPython's traceback code skips are skipped here too: the C stack's
 // shim frames (3.12+) and frames that have not started their first instruction
-// (_PyFrame_IsIncomplete). The offsets come from PythonLayout.
+// (_PyFrame_IsIncomplete). The offsets come from PythonLayout, or from the interpreter's DWARF
+// through a caller's answers to a PythonStructureQuery.
 //
 // The memory is hostile: it belongs to the process's user, and a crashed interpreter's own
 // structures may be half-written. So every list is walked with a visited set and a bound
@@ -55,8 +56,15 @@ public enum PythonStackReader {
     /// (not a CPython process). The version is read from `Py_Version` (3.11+), not from a file
     /// name. `memory` is the process's memory as its user may read it; `modules` as captured,
     /// with their object files (symbols are looked up in .symtab, then .dynsym).
+    ///
+    /// `dwarfLayout`, when given, answers a PythonStructureQuery from the debug information of
+    /// the module that defines `_PyRuntime` (its DWARF or its debug file's), for an interpreter
+    /// without `_Py_DebugOffsets`: see
+    /// `read(memory:runtimeAddress:versionHex:limits:dwarfLayout:dwarfOrder:)`.
     public static func read(
-        memory: some MemoryReader, modules: [LoadedModule], limits: Limits = Limits()
+        memory: some MemoryReader, modules: [LoadedModule], limits: Limits = Limits(),
+        dwarfLayout: ((LoadedModule, PythonStructureQuery) -> PythonStructureAnswers?)? = nil,
+        dwarfOrder: DWARFOrder = .whenBuiltInFails
     ) -> PythonStacks? {
         // The python executable and libpython first (where `_PyRuntime` is, unless a program
         // links CPython in), so that a CPython process costs a look at one or two symbol tables.
@@ -66,7 +74,9 @@ public enum PythonStackReader {
             let version = object.dataSymbolAddress(named: "Py_Version").flatMap { address in
                 try? memory.fetch(UInt32.self, from: address &+ module.loadBias)
             }
-            return read(memory: memory, runtimeAddress: runtime &+ module.loadBias, versionHex: version, limits: limits)
+            return read(
+                memory: memory, runtimeAddress: runtime &+ module.loadBias, versionHex: version, limits: limits,
+                dwarfLayout: dwarfLayout.map { answer in { answer(module, $0) } }, dwarfOrder: dwarfOrder)
         }
         return nil
     }
@@ -74,8 +84,16 @@ public enum PythonStackReader {
     /// Every thread's Python frames, given where `_PyRuntime` is and the interpreter's
     /// PY_VERSION_HEX (`Py_Version`; nil when the process has none, before 3.11). For callers
     /// that found the runtime themselves, and for synthetic memory.
+    ///
+    /// The layout comes from `_Py_DebugOffsets` (3.13+); else (3.11, 3.12) from the built-in
+    /// offsets of the default build and from `dwarfLayout`'s answers to the version's
+    /// PythonStructureQuery (an interpreter built another way, a debug build), in `dwarfOrder`.
+    /// Offsets not read from the interpreter itself are checked against memory, and the next
+    /// route is tried when they do not fit; `dwarfLayout` is not called when the built-in
+    /// offsets come first and fit.
     public static func read(
-        memory: some MemoryReader, runtimeAddress: UInt64, versionHex: UInt32?, limits: Limits = Limits()
+        memory: some MemoryReader, runtimeAddress: UInt64, versionHex: UInt32?, limits: Limits = Limits(),
+        dwarfLayout: ((PythonStructureQuery) -> PythonStructureAnswers?)? = nil, dwarfOrder: DWARFOrder = .whenBuiltInFails
     ) -> PythonStacks {
         var notes: [String] = []
         let debugOffsets = PythonLayout.fromDebugOffsets(memory: memory, runtime: runtimeAddress)
@@ -96,23 +114,62 @@ public enum PythonStackReader {
                 version: version, layout: "none", threads: [],
                 notes: ["CPython \(version): crashport reads the frames of 3.11 and later"])
         }
-        let layout: PythonLayout
-        switch debugOffsets {
-        case .success(let found):
-            layout = found
-        case .failure(let refusal):
-            if minor >= 13 {
-                return PythonStacks(version: version, layout: "none", threads: [], notes: [refusal.description])
-            }
-            guard let builtIn = PythonLayout.builtIn(minor: minor) else {
-                return PythonStacks(version: version, layout: "none", threads: [], notes: ["no offsets for CPython \(version)"])
-            }
-            layout = builtIn
+        if case .success(let found) = debugOffsets { return walk(found, memory, runtimeAddress, version, limits, notes).stacks }
+        if case .failure(let refusal) = debugOffsets, minor >= 13 {
+            return PythonStacks(version: version, layout: "none", threads: [], notes: [refusal.description])
         }
+        let builtIn = PythonLayout.builtIn(minor: minor)
+        // Each candidate in turn until one fits the memory; the last one's result stands.
+        var candidates: [() -> PythonLayout?] = [{ builtIn }]
+        if let dwarfLayout, minor < 13 {
+            let ask: () -> PythonLayout? = {
+                guard let query = PythonStructureQuery.forMinor(minor), let answers = dwarfLayout(query) else { return nil }
+                switch query.layout(from: answers) {
+                case .success(let layout): return layout
+                case .failure(let missing):
+                    notes.append("DWARF of \(answers.source): no \(missing.member)")
+                    return nil
+                }
+            }
+            candidates.insert(ask, at: dwarfOrder == .beforeBuiltIn ? 0 : 1)
+        }
+        var result: PythonStacks?
+        for candidate in candidates {
+            guard let layout = candidate() else {
+                // A route that gave no layout says why in `notes`.
+                result?.notes = notes
+                continue
+            }
+            let (stacks, fits) = walk(layout, memory, runtimeAddress, version, limits, notes)
+            result = stacks
+            if fits { break }
+            notes = stacks.notes
+        }
+        return result
+            ?? PythonStacks(version: version, layout: "none", threads: [], notes: notes + ["no offsets for CPython \(version)"])
+    }
+
+    /// The threads `layout` reads, and whether it fits the memory: it found a thread, and the
+    /// first thread state pointed back at its interpreter (a running interpreter has at least
+    /// the thread that started it).
+    private static func walk(
+        _ layout: PythonLayout, _ memory: some MemoryReader, _ runtime: UInt64, _ version: String, _ limits: Limits,
+        _ notes: [String]
+    ) -> (stacks: PythonStacks, fits: Bool) {
         var walk = Walk(memory: memory, layout: layout, limits: limits)
-        let threads = walk.threads(runtime: runtimeAddress)
-        notes += walk.notes
-        return PythonStacks(version: version, layout: layout.route, threads: threads, notes: notes)
+        let threads = walk.threads(runtime: runtime)
+        let stacks = PythonStacks(version: version, layout: layout.route, threads: threads, notes: notes + walk.notes)
+        return (stacks, !walk.layoutRefused && !threads.isEmpty)
+    }
+
+    /// When the layout from an interpreter's DWARF is tried (interpreters without
+    /// `_Py_DebugOffsets`).
+    public enum DWARFOrder: Sendable, Equatable {
+        /// Before the built-in offsets: the order, for a caller whose DWARF is cheap.
+        case beforeBuiltIn
+        /// Only when there are no built-in offsets for the version, or they do not fit the
+        /// memory: the default builds never pay for reading DWARF.
+        case whenBuiltInFails
     }
 
     /// "3.11.7", "3.13.0rc2" from a PY_VERSION_HEX.
@@ -141,6 +198,9 @@ struct Walk<Memory: MemoryReader> {
     private var framesRead = 0
     private var typeNames: [UInt64: String?] = [:]
     private var codes: [UInt64: Code] = [:]
+    /// Whether the layout was found not to fit this interpreter (its first thread state does
+    /// not point back at its interpreter): another layout may be tried.
+    private(set) var layoutRefused = false
 
     init(memory: Memory, layout: PythonLayout, limits: PythonStackReader.Limits) {
         self.memory = memory
@@ -238,6 +298,7 @@ struct Walk<Memory: MemoryReader> {
                     if threads.isEmpty && interpreter == firstInterpreter {
                         notes.append(
                             "\(layout.route) do not fit this interpreter: its first thread state's interp is not the interpreter")
+                        layoutRefused = true
                         return []
                     }
                     notes.append("thread state at \(hex(state)) belongs to no interpreter read: the rest not read")
