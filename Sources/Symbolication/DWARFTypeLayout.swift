@@ -270,9 +270,9 @@ public final class DWARFTypeLayout {
         return depth == 0 ? cursor.offset : nil
     }
 
-    /// The DIE a type reference names, through typedefs and qualifiers, at most `maximumChain`
-    /// steps: a cycle ends there as nil.
-    private func resolved(_ offset: UInt64) -> TypeDIE? {
+    /// The DIE a type reference names, and its offset, through typedefs and qualifiers, at most
+    /// `maximumChain` steps: a cycle ends there as nil.
+    private func resolved(_ offset: UInt64) -> (offset: UInt64, die: TypeDIE)? {
         var current = offset
         for _ in 0..<Self.maximumChain {
             guard let die = die(at: current) else { return nil }
@@ -282,7 +282,7 @@ public final class DWARFTypeLayout {
                 guard let next = die.type else { return nil }
                 current = next
             default:
-                return die
+                return (current, die)
             }
         }
         return nil
@@ -290,20 +290,9 @@ public final class DWARFTypeLayout {
 
     /// The offset of the complete structure or union (or other sized type) a named DIE defines.
     private func completeType(from offset: UInt64) -> UInt64? {
-        var current = offset
-        for _ in 0..<Self.maximumChain {
-            guard let die = die(at: current) else { return nil }
-            switch die.tag {
-            case DW_TAG_typedef, DWARFTypeLayout.DW_TAG_const_type, DWARFTypeLayout.DW_TAG_volatile_type,
-                DWARFTypeLayout.DW_TAG_restrict_type, DWARFTypeLayout.DW_TAG_atomic_type:
-                guard let next = die.type else { return nil }
-                current = next
-            default:
-                guard !die.declaration, let size = die.byteSize, size <= Self.maximumValue else { return nil }
-                return current
-            }
-        }
-        return nil
+        guard let (target, die) = resolved(offset), !die.declaration, let size = die.byteSize, size <= Self.maximumValue
+        else { return nil }
+        return target
     }
 
     /// The structure or union a member's type is.
@@ -315,7 +304,7 @@ public final class DWARFTypeLayout {
     }
 
     private func byteSize(of offset: UInt64) -> UInt64? {
-        guard let die = resolved(offset), let size = die.byteSize, size <= Self.maximumValue else { return nil }
+        guard let die = resolved(offset)?.die, let size = die.byteSize, size <= Self.maximumValue else { return nil }
         return size
     }
 
