@@ -45,6 +45,11 @@ public enum PythonStackReader {
         public var codeObjects = 4096
         /// Bytes read from the target in all.
         public var totalBytes = 32 * 1024 * 1024
+        /// Time spent reading, at most: the reader runs while the crashed process is held, and a
+        /// hostile interpreter state that stays inside every count above (1024 thread states
+        /// sharing one chain of 4096 frames) took 460 ms of a debug build's reading. A real
+        /// interpreter's frames take a few milliseconds.
+        public var nanoseconds: UInt64 = 100_000_000
 
         public init() {}
     }
@@ -195,6 +200,8 @@ struct Walk<Memory: MemoryReader> {
     var notes: [String] = []
     private var bytesRead = 0
     private var budgetNoted = false
+    /// CLOCK_MONOTONIC past which nothing more is read (`limits.nanoseconds`).
+    private let deadline: UInt64
     private var framesRead = 0
     private var typeNames: [UInt64: String?] = [:]
     private var codes: [UInt64: Code] = [:]
@@ -206,6 +213,7 @@ struct Walk<Memory: MemoryReader> {
         self.memory = memory
         self.layout = layout
         self.limits = limits
+        deadline = monotonicNanoseconds() &+ limits.nanoseconds
     }
 
     /// A code object as decoded, with what went wrong.
@@ -226,9 +234,13 @@ struct Walk<Memory: MemoryReader> {
     /// Up to `count` bytes at `address` (fewer when memory ends or the budget does).
     private mutating func bytes(at address: UInt64, count: Int) -> [UInt8] {
         let allowed = min(count, limits.totalBytes - bytesRead)
-        guard allowed > 0 else {
+        let late = monotonicNanoseconds() > deadline
+        guard allowed > 0, !late else {
             if !budgetNoted {
-                notes.append("stopped after reading \(limits.totalBytes) bytes of the process")
+                notes.append(
+                    late
+                        ? "stopped after \(limits.nanoseconds / 1_000_000) ms of reading the process"
+                        : "stopped after reading \(limits.totalBytes) bytes of the process")
                 budgetNoted = true
             }
             return []

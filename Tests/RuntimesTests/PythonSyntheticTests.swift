@@ -283,6 +283,22 @@ final class PythonSyntheticTests: XCTestCase {
         XCTAssertTrue(stacks.notes.contains("stopped after reading 600 bytes of the process"), "\(stacks.notes)")
     }
 
+    /// Within every count, a hostile state may still cost time (1024 thread states sharing a
+    /// chain of 4096 frames): the reader stops at its time limit, and says so.
+    func testTimeBudget() throws {
+        var image = PythonImage(.python311)
+        let code = image.code(name: "deep", qualifiedName: "deep", file: "/deep.py", firstLine: 1, lineTable: Self.table)
+        let chain = FrameChain(start: 0x1_0000_0000, count: 1_000_000, code: code, offsets: image.offsets)
+        image.thread(nativeID: 7, frame: chain.start)
+        var limits = PythonStackReader.Limits()
+        limits.nanoseconds = 0
+        let stacks = PythonStackReader.read(
+            memory: LayeredMemory([image.memory, chain]), runtimeAddress: image.runtime, versionHex: image.versionHex,
+            limits: limits)
+        XCTAssertTrue(stacks.notes.contains("stopped after 0 ms of reading the process"), "\(stacks.notes)")
+        XCTAssertEqual(stacks.threads.first?.frames ?? [], [])
+    }
+
     /// Limits of zero or less stop the reader where they apply, and do not trap.
     func testLimitsOfZeroOrLess() throws {
         for value in [0, -1] {
