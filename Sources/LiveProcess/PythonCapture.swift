@@ -27,13 +27,6 @@ enum PythonCapture {
         return String(cString: value) != "off"
     }()
 
-    /// Whether a module's file may be a CPython interpreter: `python3.11`, `python3`, `python`,
-    /// `libpython3.11.so.1.0`.
-    static func mayBeInterpreter(_ path: String) -> Bool {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
-        return name.hasPrefix("python") || name.hasPrefix("libpython")
-    }
-
     /// The layout of an interpreter without `_Py_DebugOffsets` from its DWARF (libpython's, the
     /// python executable's, or their debug file's), read at its first crash and kept per
     /// build-id for the watcher's life (PythonDWARFLayouts.shared). Asked only when the built-in
@@ -51,7 +44,7 @@ enum PythonCapture {
         memory: some MemoryReader, pending: [PendingModule], access: ProcessAccess, cache: ELFCache
     ) -> PythonStacks? {
         guard enabled else { return nil }
-        let interpreters = pending.filter { mayBeInterpreter($0.module.path) }
+        let interpreters = pending.filter { PythonStackReader.mayBeInterpreter($0.module.name) }
         guard !interpreters.isEmpty else { return nil }
         return PythonStackReader.read(
             memory: memory, modules: ModuleMap.open(interpreters, access: access, cache: cache), dwarfLayout: dwarfLayout)
@@ -62,7 +55,7 @@ enum PythonCapture {
     /// the user: a note says so).
     static func read(access: ProcessAccess?, modules: [LoadedModule], notes: inout [String]) -> PythonStacks? {
         guard enabled, let access else { return nil }
-        let interpreters = modules.filter { mayBeInterpreter($0.path) && $0.object != nil }
+        let interpreters = modules.filter { PythonStackReader.mayBeInterpreter($0.name) && $0.object != nil }
         guard !interpreters.isEmpty else { return nil }
         switch access.openMemory() {
         case .success(let memory):

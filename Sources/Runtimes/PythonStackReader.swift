@@ -73,7 +73,7 @@ public enum PythonStackReader {
     ) -> PythonStacks? {
         // The python executable and libpython first (where `_PyRuntime` is, unless a program
         // links CPython in), so that a CPython process costs a look at one or two symbol tables.
-        let likely = modules.filter { $0.name.hasPrefix("python") || $0.name.hasPrefix("libpython") }
+        let likely = modules.filter { mayBeInterpreter($0.name) }
         for module in likely + modules.filter({ !likely.contains($0) }) {
             guard let object = module.object, let runtime = object.dataSymbolAddress(named: "_PyRuntime") else { continue }
             let version = object.dataSymbolAddress(named: "Py_Version").flatMap { address in
@@ -84,6 +84,12 @@ public enum PythonStackReader {
                 dwarfLayout: dwarfLayout.map { answer in { answer(module, $0) } }, dwarfOrder: dwarfOrder)
         }
         return nil
+    }
+
+    /// Whether a module's file name may be a CPython interpreter's: `python3.11`, `python3`,
+    /// `python`, `libpython3.11.so.1.0`.
+    public static func mayBeInterpreter(_ name: String) -> Bool {
+        name.hasPrefix("python") || name.hasPrefix("libpython")
     }
 
     /// Every thread's Python frames, given where `_PyRuntime` is and the interpreter's
