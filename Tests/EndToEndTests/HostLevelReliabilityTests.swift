@@ -249,7 +249,12 @@ final class HostLevelReliabilityTests: HostLevelTestCase {
         let sidecar = try hostSidecar(directory)
         XCTAssertEqual(try TestSupport.run([program, "segv"]).status, .signaled(SIGSEGV))
         _ = try sidecar.waitForReports(1, uid: 0)
-        try FileManager.default.removeItem(atPath: sidecar.reports)
+        // The run history is written after the report appears: a removal that meets its
+        // temporary file as it is renamed away is tried again.
+        try waitUntil("the reports directory is removed", timeout: 30) {
+            (try? FileManager.default.removeItem(atPath: sidecar.reports)) != nil
+                || !FileManager.default.fileExists(atPath: sidecar.reports)
+        }
         XCTAssertEqual(try TestSupport.run([program, "threads", "1"]).status, .signaled(SIGSEGV))
         let event = try XCTUnwrap(sidecar.waitForReports(1, uid: 0).first, sidecar.log)
         XCTAssertTrue(containsInOrder(crashedFrames(event), ["crash_here", "call_crash", "main"]))
