@@ -57,6 +57,11 @@ let package = Package(
         .target(name: "CTOML", path: "CSupport/toml", linkerSettings: [.linkedLibrary("stdc++")]),
         // libelf (Debian libelf-dev), found through pkg-config.
         .systemLibrary(name: "CLibELF", path: "CSupport/libelf", pkgConfig: "libelf", providers: [.apt(["libelf-dev"])]),
+        // capstone (Debian libcapstone-dev), found through pkg-config: the faulting instruction's
+        // decoder. Chosen over Zydis because one API decodes x86 and arm64 (Zydis is x86 only),
+        // with each operand's registers, size and read/write access.
+        .systemLibrary(
+            name: "CCapstone", path: "CSupport/capstone", pkgConfig: "capstone", providers: [.apt(["libcapstone-dev"])]),
 
         // Bounds-checked byte reads, checked arithmetic, the one memory-reader protocol and
         // captured memory regions: what every reader of hostile bytes (files, target processes,
@@ -114,7 +119,9 @@ let package = Package(
         // live process, so everything here runs the same on another machine.
         .target(
             name: "Reports",
-            dependencies: ["BoundedBytes", "ObjectFile", "ReportModel", "Runtimes", "Symbolication", "Unwinding"]),
+            dependencies: [
+                "BoundedBytes", "CCapstone", "ObjectFile", "ReportModel", "Runtimes", "Symbolication", "Unwinding",
+            ]),
         // What is on disk: the reports directory (quota, atomic commit, lookup), each program's
         // run history and sessions, attachments copied into a report, a user's files read with a
         // bound (UserFile). Processes for Credentials (a root watcher writes a user's reports

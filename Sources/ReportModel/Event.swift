@@ -157,6 +157,9 @@ public struct Event: Codable, Sendable, Equatable {
     /// The crash logs the process's runtime wrote (the JVM's hs_err file, Node's report), found
     /// when it was captured; their bytes are attachments (scope `runtime`).
     public var runtimeLogs: [RuntimeLogRecord]?
+    /// Why the program died: the faulting instruction decoded, its access, a diagnosis and the
+    /// variable that held the bad value (FaultRecord.swift).
+    public var fault: FaultRecord?
 
     /// The `stage` of an event written before unwinding and symbolication.
     public static let capturedStage = "captured"
@@ -203,6 +206,7 @@ public struct Event: Codable, Sendable, Equatable {
         case test
         case stage
         case runtimeLogs = "runtime_logs"
+        case fault
     }
 
     /// An event timestamp: ISO 8601 with fractional seconds, UTC.
@@ -554,6 +558,10 @@ public struct FrameRecord: Codable, Sendable, Equatable {
     /// A Python frame's qualified name (`Loader.parse_row`), where `function` is its code
     /// object's name (`parse_row`).
     public var qualifiedName: String?
+    /// The frame's parameters and locals where the DWARF places them in registers or memory
+    /// the report captured (the crashed thread's top frames; off with
+    /// CRASHPORT_VARIABLES=off), in gdb's order: parameters, then locals innermost scope first.
+    public var vars: [VariableRecord]?
 
     public init(
         index: Int? = nil, pc: HexAddress? = nil, module: String? = nil, moduleOffset: HexAddress? = nil,
@@ -588,6 +596,7 @@ public struct FrameRecord: Codable, Sendable, Equatable {
         case inApp = "in_app"
         case language
         case qualifiedName = "qualified_name"
+        case vars
     }
 }
 
