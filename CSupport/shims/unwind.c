@@ -192,6 +192,13 @@ int cp_unwind_step(cp_unwinder *unwinder, cp_step_result *out) {
         out->pc = pc;
         out->sp = sp;
         out->signal_frame = unw_is_signal_frame(&unwinder->cursor) > 0;
+        static const int saved[6] = {UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_R12,
+                                     UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15};
+        for (int i = 0; i < 6; i++) {
+            unw_word_t value = 0;
+            unw_get_reg(&unwinder->cursor, saved[i], &value);
+            out->callee_saved[i] = value;
+        }
     }
     return step;
 }

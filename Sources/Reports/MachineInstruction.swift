@@ -48,8 +48,10 @@ public struct MachineInstruction: Sendable, Equatable {
     public var operandText: String
     public var kind: Kind
     public var memoryOperands: [MemoryOperand]
-    /// Registers named as operands (not in an address), with whether each is read.
+    /// Registers named as operands (not in an address), destination first.
     public var registerOperands: [String]
+    /// Every register the instruction writes, named or implicit (`div` writes rax and rdx).
+    public var writtenRegisters: [String]
     /// An instruction that needs its memory operand aligned to its size (movaps, movdqa, …).
     public var needsAlignment: Bool
 
@@ -109,6 +111,15 @@ public struct MachineInstruction: Sendable, Equatable {
         }
         memoryOperands = memory
         registerOperands = registers
+        var read = [UInt16](repeating: 0, count: 64)
+        var written = [UInt16](repeating: 0, count: 64)
+        var readCount: UInt8 = 0
+        var writtenCount: UInt8 = 0
+        if cs_regs_access(handle, insn, &read, &readCount, &written, &writtenCount) == CS_ERR_OK {
+            writtenRegisters = written.prefix(Int(writtenCount)).compactMap { name(x86_reg(rawValue: UInt32($0))) }
+        } else {
+            writtenRegisters = []
+        }
         func inGroup(_ group: x86_insn_group) -> Bool { cs_insn_group(handle, insn, group.rawValue) }
         let id = x86_insn(rawValue: instruction.id)
         switch id {
@@ -143,8 +154,10 @@ public struct MachineInstruction: Sendable, Equatable {
 
     public init(
         address: UInt64, bytes: [UInt8], mnemonic: String, operandText: String, kind: Kind,
-        memoryOperands: [MemoryOperand] = [], registerOperands: [String] = [], needsAlignment: Bool = false
+        memoryOperands: [MemoryOperand] = [], registerOperands: [String] = [], writtenRegisters: [String] = [],
+        needsAlignment: Bool = false
     ) {
+        self.writtenRegisters = writtenRegisters
         self.address = address
         self.bytes = bytes
         self.mnemonic = mnemonic

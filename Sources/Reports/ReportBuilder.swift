@@ -274,8 +274,16 @@ public enum ReportBuilder {
         event.crashedThread = snapshot.crashedThreadID
         event.record(annotations: snapshot.annotations, breadcrumbs: [])
 
+        // The crashed thread's top frames' variables read from what the report captured (and
+        // the modules' read-only segments: string literals).
+        let variables =
+            FrameVariables.enabled
+            ? FrameVariables.Collection(
+                memory: LayeredMemory([captured, ImageMemory(modules: modules, segments: .readOnly)])) : nil
         let threads = snapshot.threads.map { thread in
-            threadRecord(thread, crashed: thread.tid == snapshot.crashedThreadID, unwinder: unwinder, symbolizer: symbolizer)
+            let crashed = thread.tid == snapshot.crashedThreadID
+            return threadRecord(
+                thread, crashed: crashed, unwinder: unwinder, symbolizer: symbolizer, variables: crashed ? variables : nil)
         }
         if let crashed = threads.firstIndex(where: { $0.crashed == true }),
             let original = originalFault(exception: exception, pid: snapshot.pid, frames: threads[crashed].frames ?? [])
@@ -289,6 +297,12 @@ public enum ReportBuilder {
         if event.signal?.reraisedBy == nil {
             event.fault = FaultExplanation.explain(
                 snapshot, mappings: mappings, stackOverflow: event.signal?.stackOverflow == true)
+            if var fault = event.fault, let variables, let crashed = snapshot.threads.first(where: { $0.tid == snapshot.crashedThreadID }) {
+                FrameVariables.nameBadValue(
+                    &fault, scopes: variables.topScopes, pc: crashed.registers.rip, functionStart: variables.topFunctionStart,
+                    gpr: crashed.registers.gpr, memory: variables.memory)
+                event.fault = fault
+            }
         }
         fileBytes?.regions = unwinder.fileBytesRead()
         for (path, file) in unwinder.debugFrameUse.sorted(by: { $0.key < $1.key }) {
@@ -351,8 +365,10 @@ public enum ReportBuilder {
 
     /// One thread unwound from its captured registers, every frame symbolicated (inlined
     /// functions as frames of their own), and its registers.
-    static func threadRecord(_ thread: ThreadSnapshot, crashed: Bool, unwinder: Unwinder, symbolizer: Symbolizer) -> ThreadRecord
-    {
+    static func threadRecord(
+        _ thread: ThreadSnapshot, crashed: Bool, unwinder: Unwinder, symbolizer: Symbolizer,
+        variables: FrameVariables.Collection? = nil
+    ) -> ThreadRecord {
         let stack = unwinder.unwind(registers: thread.registers.gpr)
         var frames: [FrameRecord] = []
         // The frame below this one (its callee), when tail calls may have been elided between.
@@ -382,10 +398,17 @@ public enum ReportBuilder {
                 }
             }
             callee = (frame.pc, isReturnAddress)
-            for symbol in symbolizer.symbolicate(pc: frame.pc, isReturnAddress: isReturnAddress) {
-                frames.append(
-                    FrameRecord(index: frames.count, pc: HexAddress(frame.pc), symbol: symbol, trust: FrameTrust(frame.method)))
+            let symbols = symbolizer.symbolicate(pc: frame.pc, isReturnAddress: isReturnAddress)
+            var records = symbols.map {
+                FrameRecord(index: frames.count, pc: HexAddress(frame.pc), symbol: $0, trust: FrameTrust(frame.method))
             }
+            for index in records.indices { records[index].index = frames.count + index }
+            if let variables, frames.count < FrameVariables.maximumFrames {
+                variables.read(
+                    into: &records, position: position, stack: stack.frames, gpr: thread.registers.gpr,
+                    isReturnAddress: isReturnAddress, symbolizer: symbolizer)
+            }
+            frames += records
         }
         var registers: [String: HexAddress] = [:]
         for (index, name) in X86_64Registers.names.enumerated() where name != "orig_rax" {

@@ -29,6 +29,10 @@ public struct UnwoundFrame: Sendable, Equatable {
     /// On the signal frame: the siginfo the kernel delivered with it (the signal the handler
     /// ran for, and its fault address), when readable.
     public var signalInfo: SignalInfo?
+    /// A caller's callee-saved registers as its callee's CFI restores them (where its
+    /// variables may live); nil where they are not known (the first frame has the thread's
+    /// own, a frame found by scanning or a frame pointer has none).
+    public var calleeSaved: CalleeSaved?
 
     public init(
         pc: UInt64, sp: UInt64, method: Method, isSignalFrame: Bool = false, ucontext: UInt64? = nil,
@@ -44,6 +48,20 @@ public struct UnwoundFrame: Sendable, Equatable {
 
     /// Whether this is the kernel's signal frame (`<signal handler called>`).
     public var isSignalTrampoline: Bool { ucontext != nil }
+}
+
+/// x86-64's callee-saved registers, which a callee's CFI says where it saved.
+public struct CalleeSaved: Sendable, Equatable {
+    public var rbx, rbp, r12, r13, r14, r15: UInt64
+
+    public init(rbx: UInt64, rbp: UInt64, r12: UInt64, r13: UInt64, r14: UInt64, r15: UInt64) {
+        (self.rbx, self.rbp, self.r12, self.r13, self.r14, self.r15) = (rbx, rbp, r12, r13, r14, r15)
+    }
+
+    /// By name, as X86_64Registers names them.
+    public var named: [(String, UInt64)] {
+        [("rbx", rbx), ("rbp", rbp), ("r12", r12), ("r13", r13), ("r14", r14), ("r15", r15)]
+    }
 }
 
 public struct UnwoundStack: Sendable, Equatable {
@@ -390,6 +408,11 @@ public final class Unwinder {
                 if hasCFI || isSignalFrame || isCode(step.pc) || isJITCode(step.pc) {
                     frame = UnwoundFrame(
                         pc: step.pc, sp: step.sp, method: hasCFI ? .cfi : .framePointer, isSignalFrame: isSignalFrame)
+                    if hasCFI {
+                        let saved = step.callee_saved
+                        frame.calleeSaved = CalleeSaved(
+                            rbx: saved.0, rbp: saved.1, r12: saved.2, r13: saved.3, r14: saved.4, r15: saved.5)
+                    }
                     continue
                 }
             }

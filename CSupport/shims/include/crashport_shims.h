@@ -91,6 +91,9 @@ typedef struct cp_step_result {
     int32_t signal_frame;
     /* When lookup is 1: the kind of the table whose FDE was used (cp_unwind_table.kind). */
     int32_t table;
+    /* After a step > 0: the caller's callee-saved registers as the CFI restores them (rbx,
+     * rbp, r12, r13, r14, r15), for its variables that live in them. */
+    uint64_t callee_saved[6];
 } cp_step_result;
 
 /* Steps the cursor once and fills *out; returns out->step (< 0 too when no cp_unwind_begin
