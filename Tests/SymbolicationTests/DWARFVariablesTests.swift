@@ -186,7 +186,7 @@ final class DWARFVariablesTests: XCTestCase {
     private func compare(
         flags: [String], output: String, file: StaticString = #filePath, line: UInt = #line
     ) throws
-        -> (matched: Int, entryValues: [String])
+        -> (matched: Int, entryValues: [String], first: [DWARFScopeVariables])
     {
         guard TestSupport.which("gcc") != nil, TestSupport.which("gdb") != nil else { throw XCTSkip("no gcc or gdb") }
         let sourcePath = directory + "/crash.c"
@@ -210,6 +210,7 @@ final class DWARFVariablesTests: XCTestCase {
 
         var matched = 0
         var entryValues: [String] = []
+        var first: [DWARFScopeVariables] = []
         var scopes: [DWARFScopeVariables] = []
         var position = 0
         var started = Date()
@@ -223,6 +224,15 @@ final class DWARFVariablesTests: XCTestCase {
                 elapsed += Date().timeIntervalSince(started)
                 position = 0
                 if scopes.isEmpty { break }  // libc: no DWARF here
+                if index == 0 {
+                    first = scopes
+                    // Warm lookups (the unit's tree and types already read): what a report pays
+                    // per frame once its module's DWARF is in use.
+                    let warm = Date()
+                    for _ in 0..<100 { _ = dwarf.variables(at: pc - bias, isReturnAddress: false, state: state) }
+                    let each = Int(Date().timeIntervalSince(warm) * 10_000)
+                    print("DWARFVariablesTests \(flags): a warm lookup of \(scopes.count) frames' variables takes \(each) µs")
+                }
             }
             let scope = scopes[position]
             position += 1
@@ -244,17 +254,175 @@ final class DWARFVariablesTests: XCTestCase {
         print(
             "DWARFVariablesTests \(flags): \(matched) values as gdb's, \(entryValues.count) entry values gdb resolved: \(entryValues); lookups took \(Int(elapsed * 1_000_000)) µs"
         )
-        return (matched, entryValues)
+        return (matched, entryValues, first)
     }
 
     func testMatchesGDBAtO0() throws {
-        let (matched, entryValues) = try compare(flags: ["-O0"], output: "crash-O0")
+        let (matched, entryValues, scopes) = try compare(flags: ["-O0"], output: "crash-O0")
         XCTAssertGreaterThanOrEqual(matched, 22)
         XCTAssertEqual(entryValues, [])
+        // helper(h, k): `h` is an order_t * on the stack; the members at each offset of what it
+        // points at, as the fault explanation names them (`h->inner.y`).
+        let helper = try XCTUnwrap(scopes.first)
+        XCTAssertEqual(helper.function, "helper")
+        let h = try XCTUnwrap(helper.variables.first { $0.name == "h" })
+        XCTAssertEqual(h.typeName, "order_t *")
+        XCTAssertTrue(h.isParameter)
+        guard case .memory(_, let size) = h.location else { return XCTFail("h at -O0 is in memory: \(h.location)") }
+        XCTAssertEqual(size, 8)
+        XCTAssertEqual(h.memberPath(atOffset: 0), "sku")
+        XCTAssertEqual(h.memberPath(atOffset: 8), "count")
+        XCTAssertEqual(h.memberPath(atOffset: 16), "inner.y")
+        XCTAssertEqual(h.memberPath(atOffset: 32), "next")
+        XCTAssertEqual(h.memberPath(atOffset: 60), "items[3]")
+        XCTAssertEqual(h.memberPath(atOffset: 67), "name[3]")
+        XCTAssertNil(h.memberPath(atOffset: 4096))
     }
 
     func testMatchesGDBAtO2() throws {
-        let (matched, _) = try compare(flags: ["-O2"], output: "crash-O2")
+        let (matched, _, scopes) = try compare(flags: ["-O2"], output: "crash-O2")
         XCTAssertGreaterThanOrEqual(matched, 19)
+        // helper is inlined into crash: two frames at one pc, innermost first; crash's `o`
+        // lives in rdi there, the register a fault through it names.
+        XCTAssertEqual(scopes.map(\.function), ["helper", "crash"])
+        XCTAssertEqual(scopes.map(\.inlined), [true, false])
+        let o = try XCTUnwrap(scopes.last?.variables.first { $0.name == "o" })
+        XCTAssertEqual(o.location, .register(5))
+        XCTAssertEqual(o.registerName, "rdi")
+        XCTAssertEqual(o.memberPath(atOffset: 32), "next")
+    }
+
+    // MARK: - Hostile expressions
+
+    /// 64 bytes of captured memory at 0x1000 (byte i = i), rsp = 0x1008 known, the rest not.
+    private static func state(cfa: UInt64? = 0x1020) -> DWARFFrameState {
+        DWARFFrameState(
+            registers: [7: 0x1008], cfa: cfa, loadBias: 0x5555_0000_0000,
+            memory: RegionMemory(regions: [MemoryRegion(start: 0x1000, bytes: (0..<64).map { UInt8($0) })]))
+    }
+
+    private func evaluate(
+        _ bytes: [UInt8], frameBase: DWARFLocation? = nil, limits: DWARFExpressionLimits = .init()
+    )
+        -> DWARFLocation
+    {
+        DWARFExpression.evaluate(bytes, state: Self.state(), frameBase: frameBase, limits: limits)
+    }
+
+    func testExpressionsGiveLocations() {
+        XCTAssertEqual(evaluate([0x50]), .register(0))  // DW_OP_reg0
+        XCTAssertEqual(evaluate([0x90, 0x11]), .register(17))  // DW_OP_regx xmm0
+        XCTAssertEqual(evaluate([0x77, 0x08]), .memory(0x1010))  // DW_OP_breg7 +8
+        XCTAssertEqual(evaluate([0x9c, 0x23, 0x08]), .memory(0x1028))  // call_frame_cfa; plus_uconst 8
+        XCTAssertEqual(evaluate([0x91, 0x70], frameBase: .memory(0x1020)), .memory(0x1010))  // fbreg -16
+        XCTAssertEqual(evaluate([0x91, 0x08], frameBase: .register(7)), .memory(0x1010))  // frame base rsp
+        XCTAssertEqual(evaluate([0x35, 0x9f]), .value(5))  // lit5; stack_value
+        XCTAssertEqual(evaluate([0x03, 0x10, 0, 0, 0, 0, 0, 0, 0]), .memory(0x5555_0000_0010))  // addr + bias
+        XCTAssertEqual(evaluate([0x77, 0x00, 0x06, 0x9f]), .value(0x0f0e_0d0c_0b0a_0908))  // deref
+        XCTAssertEqual(evaluate([0x77, 0x00, 0x94, 0x02, 0x9f]), .value(0x0908))  // deref_size 2
+        XCTAssertEqual(evaluate([0x9e, 0x02, 0xab, 0xcd]), .implicit([0xab, 0xcd]))
+        XCTAssertEqual(evaluate([]), .optimizedOut)
+        XCTAssertEqual(evaluate([0xa3, 0x01, 0x55, 0x9f]), .optimizedOut)  // entry_value(reg5)
+        XCTAssertEqual(
+            evaluate([0x50, 0x93, 0x04, 0x93, 0x04]),
+            .pieces([
+                DWARFPiece(bitSize: 32, bitOffset: 0, location: .register(0)),
+                DWARFPiece(bitSize: 32, bitOffset: 0, location: .optimizedOut),
+            ]))
+        // Arithmetic, comparison and a taken branch: (1 + 2) * 3 < 10, so the drop is skipped.
+        XCTAssertEqual(
+            evaluate([0x31, 0x32, 0x22, 0x33, 0x1e, 0x12, 0x3a, 0x2d, 0x28, 0x01, 0x00, 0x13, 0x9f]), .value(9))
+        XCTAssertEqual(DWARFFrameState.registerName(5), "rdi")
+        XCTAssertEqual(DWARFFrameState.registerName(16), "rip")
+        XCTAssertEqual(DWARFFrameState.registerName(18), "xmm1")
+        XCTAssertNil(DWARFFrameState.registerName(99))
+    }
+
+    func testHostileExpressionsEndWithAReason() {
+        func assertRefused(_ location: DWARFLocation, _ text: String, line: UInt = #line) {
+            guard case .refused(let reason) = location else { return XCTFail("\(location)", line: line) }
+            XCTAssertTrue(reason.contains(text), reason, line: line)
+        }
+        func assertUnavailable(_ location: DWARFLocation, _ text: String, line: UInt = #line) {
+            guard case .unavailable(let reason) = location else { return XCTFail("\(location)", line: line) }
+            XCTAssertTrue(reason.contains(text), reason, line: line)
+        }
+        // A loop through DW_OP_skip, and one through DW_OP_bra, stop at the operation cap.
+        let started = Date()
+        assertRefused(evaluate([0x2f, 0xfd, 0xff]), "operations")
+        assertRefused(evaluate([0x31, 0x12, 0x28, 0xfc, 0xff]), "operations")
+        // A million operations with a cap above them run, quickly; with the default cap they stop.
+        var large = DWARFExpressionLimits()
+        large.operations = 1_000_001
+        XCTAssertEqual(evaluate([UInt8](repeating: 0x96, count: 1_000_000), limits: large), .optimizedOut)
+        assertRefused(evaluate([UInt8](repeating: 0x96, count: 1_000_000)), "operations")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 10)
+        assertRefused(evaluate([UInt8](repeating: 0x31, count: 100)), "stack deeper")
+        assertRefused(evaluate([UInt8](repeating: 0x12, count: 4)), "underflow")
+        assertRefused(evaluate((0..<200).map { $0 % 2 == 0 ? 0x93 : 1 }), "pieces")
+        assertRefused(evaluate([0x2f, 0x10, 0x00]), "branch")
+        assertRefused(evaluate([0x31, 0x30, 0x1b]), "division by zero")
+        assertRefused(evaluate([0x0e, 0x01]), "truncated")
+        assertRefused(evaluate([0x50, 0x31]), "after a location")
+        assertRefused(evaluate([0x9b]), "thread-local")
+        assertRefused(evaluate([0x98, 0x00, 0x00]), "call")
+        assertRefused(evaluate([0xe1]), "unknown operation")
+        assertUnavailable(evaluate([0x73, 0x00]), "rbx")  // breg3: rbx not known
+        assertUnavailable(evaluate([0x91, 0x00]), "frame base")
+        assertUnavailable(evaluate([0x30, 0x06]), "not captured")  // deref of 0
+        assertUnavailable(evaluate([0x77, 0x3c, 0x06]), "not captured")  // runs off the region's end
+        assertUnavailable(DWARFExpression.evaluate([0x9c], state: Self.state(cfa: nil)), "CFA")
+    }
+
+    // MARK: - Hostile types
+
+    /// A typedef that names itself and a pointer to itself (DW_AT_type patched to point at its
+    /// own DIE in a real program's .debug_info): names and values end with `<cycle>`, promptly.
+    func testCyclicTypesEnd() throws {
+        guard TestSupport.which("gcc") != nil, TestSupport.which("objdump") != nil else { throw XCTSkip("no gcc or objdump") }
+        let source = directory + "/cycle.c"
+        try """
+        typedef int loop_t;
+        struct node { int value; struct node *next; };
+        volatile int sink;
+        __attribute__((noinline)) int crash(loop_t looped, struct node *n) { sink = looped; return n->next->value; }
+        int main(void) { struct node a = {1, 0}; return crash(5, &a); }
+
+        """.write(toFile: source, atomically: true, encoding: .utf8)
+        let program = try TestSupport.compile([source], output: directory + "/cycle", compiler: "gcc", flags: ["-O0", "-g"])
+        // Each first typedef and pointer DIE, and the offset of its DW_AT_type (a ref4 in the one unit).
+        let dump = try TestSupport.run(["objdump", "--dwarf=info", program]).stdout.split(separator: "\n")
+        var patches: [(die: UInt64, attribute: UInt64)] = []
+        for tag in ["(DW_TAG_typedef)", "(DW_TAG_pointer_type)"] {
+            let start = try XCTUnwrap(dump.firstIndex { $0.hasSuffix(tag) })
+            func offset(_ line: Substring, after marker: String) -> UInt64? {
+                guard let range = line.range(of: marker) else { return nil }
+                return UInt64(line[range.upperBound...].prefix { $0.isHexDigit }, radix: 16)
+            }
+            let die = try XCTUnwrap(offset(dump[start], after: "><"))
+            let typeLine = try XCTUnwrap(dump[(start + 1)...].first { $0.contains("DW_AT_type") })
+            patches.append((die, try XCTUnwrap(offset(typeLine, after: "<"))))
+        }
+        var image = ELFImage(bytes: [UInt8](try Data(contentsOf: URL(fileURLWithPath: program))))
+        let info = try XCTUnwrap(image.section(".debug_info"))
+        for patch in patches { image.put(patch.die, at: info.offset + Int(patch.attribute), size: 4) }
+        let elf = try ELFFile(file: MappedFile(bytes: image.bytes, name: "cycle"))
+        let dwarf = try XCTUnwrap(DWARFInfo(elf: elf))
+        let nm = try TestSupport.run(["nm", program]).stdout
+        let crash = try XCTUnwrap(
+            nm.split(separator: "\n").first { $0.hasSuffix(" T crash") }.flatMap { UInt64($0.prefix(16), radix: 16) })
+        let memory = RegionMemory(regions: [MemoryRegion(start: 0x7000, bytes: [UInt8](repeating: 0x11, count: 256))])
+        let state = DWARFFrameState(
+            registers: [6: 0x7080, 7: 0x7040, 16: crash + 8], cfa: 0x7090, loadBias: 0, memory: memory)
+        let started = Date()
+        let scopes = dwarf.variables(at: crash + 8, isReturnAddress: false, state: state)
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1)
+        let variables = try XCTUnwrap(scopes.first?.variables)
+        XCTAssertEqual(variables.map(\.name), ["looped", "n"])
+        XCTAssertEqual(variables.first?.value, "<cycle>")
+        XCTAssertEqual(variables.first?.typeName, "loop_t")  // whatis names the typedef itself
+        XCTAssertTrue(variables.last?.typeName?.contains("<cycle>") == true, "\(variables.last?.typeName ?? "nil")")
+        XCTAssertEqual(variables.last?.value, "0x1111111111111111")
+        XCTAssertNil(variables.last?.memberPath(atOffset: 0))
     }
 }
