@@ -126,6 +126,16 @@ struct DWARFValueFormatter {
         node.declaration = die.flag(DW_AT_declaration)
         node.prototyped = die.flag(DW_AT_prototyped)
         node.language = die.unit.language
+        if Self.isCPlusPlus(node.language), let name = node.name,
+            let prefix = lookups.qualifiers(of: die.unit)[offset], !prefix.isEmpty
+        {
+            node.name = prefix + name
+        }
+        let enumeratorPrefix =
+            Self.isCPlusPlus(node.language)
+            ? (lookups.qualifiers(of: die.unit)[offset] ?? "")
+                + (die.flag(DW_AT_enum_class) ? (die.string(DW_AT_name) ?? "") + "::" : "")
+            : ""
         var budget = 4096
         switch die.tag {
         case DW_TAG_structure_type, DW_TAG_union_type, DW_TAG_class_type:
@@ -147,6 +157,8 @@ struct DWARFValueFormatter {
                     member.bitSize = bitSize
                     if let dataBitOffset = child.constant(DW_AT_data_bit_offset) {
                         member.bitOffset = dataBitOffset
+                        // DWARF 4/5 bitfields have no byte location: the byte they start in.
+                        if child.value(DW_AT_data_member_location) == nil { member.offset = dataBitOffset / 8 }
                     } else if let bitOffset = child.constant(DW_AT_bit_offset) {
                         // DWARF 2/3: from the most significant bit of a storage unit of
                         // DW_AT_byte_size bytes at the member's offset (little-endian target).
@@ -163,7 +175,7 @@ struct DWARFValueFormatter {
             for child in lookups.children(of: die, budget: &budget) where child.tag == DW_TAG_enumerator {
                 guard let name = child.string(DW_AT_name), let value = child.value(DW_AT_const_value) else { continue }
                 if value.form == DW_FORM_sdata && Int64(bitPattern: value.value) < 0 { node.enumeratorsSigned = true }
-                node.enumerators.append((name, die.unit.constant(value) ?? value.value))
+                node.enumerators.append((enumeratorPrefix + name, die.unit.constant(value) ?? value.value))
             }
         case DW_TAG_array_type:
             for child in lookups.children(of: die, budget: &budget) where child.tag == DW_TAG_subrange_type {
@@ -258,7 +270,9 @@ struct DWARFValueFormatter {
         case DW_TAG_pointer_type, DW_TAG_reference_type, DW_TAG_rvalue_reference_type:
             if let name = node.name { return joined(name) }  // Rust names its pointers (`*const u8`, `&str`)
             let mark = node.tag == DW_TAG_pointer_type ? "*" : node.tag == DW_TAG_reference_type ? "&" : "&&"
-            return declarator(node.target, inner: mark + inner, steps: steps + 1)
+            // A qualifier of the pointer itself stands apart: `char * const`.
+            let qualified = ["const", "volatile", "restrict", "_Atomic"].contains { inner.hasPrefix($0) }
+            return declarator(node.target, inner: mark + (qualified ? " " : "") + inner, steps: steps + 1)
         case DW_TAG_const_type, DW_TAG_volatile_type, DW_TAG_restrict_type, DW_TAG_atomic_type:
             let word =
                 node.tag == DW_TAG_const_type
@@ -931,6 +945,7 @@ let DW_AT_data_member_location: UInt64 = 0x38
 let DW_AT_encoding: UInt64 = 0x3e
 let DW_AT_external: UInt64 = 0x3f
 let DW_AT_data_bit_offset: UInt64 = 0x6b
+let DW_AT_enum_class: UInt64 = 0x6d
 let DW_ATE_address: UInt64 = 0x01
 let DW_ATE_boolean: UInt64 = 0x02
 let DW_ATE_float: UInt64 = 0x04

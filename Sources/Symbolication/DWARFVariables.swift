@@ -191,6 +191,9 @@ struct DWARFDIE {
 struct DWARFVariableCaches {
     var types: [UInt64: DWARFTypeNode] = [:]
     static let maximumTypes = 1 << 16
+    /// Per C++ unit (by index): each named type DIE's enclosing namespaces and classes
+    /// (`shop::`), as gdb qualifies C++ names.
+    var qualifiers: [Int: [UInt64: String]] = [:]
 }
 
 extension DWARFLookups {
@@ -214,6 +217,41 @@ extension DWARFLookups {
         }
         die.end = cursor.offset
         return die
+    }
+
+    /// The namespaces and classes enclosing each named type DIE of a C++ unit (`shop::`, empty at
+    /// the top), read by one walk over the unit on first use and kept.
+    func qualifiers(of unit: DWARFUnit) -> [UInt64: String] {
+        if let known = variableCaches.qualifiers[unit.index] { return known }
+        let table = unit.abbreviations
+        var prefixes: [String] = []
+        var found: [UInt64: String] = [:]
+        unit.walkDIEs { offset, abbreviation, scope, cursor in
+            let prefix = scope >= 0 && Int(scope) < prefixes.count ? prefixes[Int(scope)] : ""
+            switch abbreviation.tag {
+            case DW_TAG_namespace, DW_TAG_structure_type, DW_TAG_class_type, DW_TAG_union_type, DW_TAG_enumeration_type,
+                DW_TAG_typedef:
+                var name: String?
+                for specIndex in abbreviation.attributes {
+                    let spec = table.specs[specIndex]
+                    guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)
+                    else { return nil }
+                    if spec.attribute == DW_AT_name { name = unit.string(value) }
+                }
+                found[UInt64(offset)] = prefix
+                guard abbreviation.hasChildren, abbreviation.tag != DW_TAG_typedef else { return scope }
+                let inner = name ?? (abbreviation.tag == DW_TAG_namespace ? "(anonymous namespace)" : nil)
+                prefixes.append(inner.map { prefix + $0 + "::" } ?? prefix)
+                return Int32(truncatingIfNeeded: prefixes.count - 1)
+            default:
+                guard unit.skipAttributes(abbreviation, cursor: &cursor) else { return nil }
+                // What a function declares locally is not named from outside it.
+                return abbreviation.tag == DW_TAG_subprogram ? -1 : scope
+            }
+        }
+        if variableCaches.qualifiers.count > 64 { variableCaches.qualifiers.removeAll() }
+        variableCaches.qualifiers[unit.index] = found
+        return found
     }
 
     /// The children of `parent`, in order, each read whole; their own subtrees are stepped over.
@@ -612,6 +650,7 @@ let DW_AT_frame_base: UInt64 = 0x40
 let DW_AT_artificial: UInt64 = 0x34
 let DW_AT_declaration: UInt64 = 0x3c
 let DW_AT_type: UInt64 = 0x49
+let DW_TAG_namespace: UInt64 = 0x39
 let DW_LLE_end_of_list: UInt8 = 0x00
 let DW_LLE_base_addressx: UInt8 = 0x01
 let DW_LLE_startx_endx: UInt8 = 0x02
