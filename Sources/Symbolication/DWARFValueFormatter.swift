@@ -434,6 +434,10 @@ struct DWARFValueFormatter {
         var text = ""
         var limit: Int
         var truncated = false
+        /// Elements compared while looking for repeats: a hostile array of 2^40 equal (or
+        /// equally missing) elements stops being scanned here, its count then a lower bound.
+        var comparisons = 0
+        static let maximumComparisons = 1 << 16
 
         init(limit: Int) { self.limit = limit }
 
@@ -842,11 +846,12 @@ struct DWARFValueFormatter {
             var repeats: UInt64 = 1
             if size > 0, size <= 64 {
                 let mine = fetch(source, offset: at, size: size)
-                while index + repeats < count, repeats <= 1 << 20,
+                while index + repeats < count, output.comparisons < Output.maximumComparisons,
                     let next = (index + repeats).checkedMultiplying(size).flatMap({ offset.checkedAdding($0) }),
                     fetch(source, offset: next, size: size) == mine
                 {
                     repeats += 1
+                    output.comparisons += 1
                 }
             }
             array(element: element, dimensions: rest, source, offset: at, depth: depth + 1, into: &output)
