@@ -167,6 +167,7 @@ public enum CrashLog {
             lines = ["crashport: " + headline(event)]
         }
         if let reason = event.reason { lines.append("  reason: " + escaped(reason)) }
+        if let why = whyLine(event) { lines.append("  why: " + why) }
         if let stage = stageLine(event) { lines.append("  stage: " + stage) }
         if let thread = event.crashedThreadRecord {
             lines.append(
@@ -200,7 +201,8 @@ public enum CrashLog {
             if frame.inlined == true { line += " [inlined]" }
             if frame.tailCall == true { line += " [tail call]" }
             if let trust = frame.trust, trust != .context, trust != .cfi, trust != .signalFrame { line += " [\(trust.rawValue)]" }
-            return dim(line, colour && frame.inApp == false)
+            let variables = (frame.vars ?? []).map { "        " + describe(variable: $0) }
+            return ([dim(line, colour && frame.inApp == false)] + variables).joined(separator: "\n")
         }
         if let truncated = thread.truncated { lines.append("      … \(truncated) frames not shown …") }
         return lines
@@ -227,6 +229,7 @@ public enum CrashLog {
             lines.append("Signature: \(signature) (fingerprint \(fingerprint))")
         }
         if let reason = event.reason { lines.append("Reason:    \(escaped(reason))") }
+        lines += faultLines(event)
         if let arguments = event.process?.arguments, !arguments.isEmpty {
             lines.append("Command:   \(escaped(arguments.joined(separator: " ")))")
         }
@@ -287,6 +290,50 @@ public enum CrashLog {
 }
 
 extension CrashLog {
+    /// The diagnosis in a line, with the variable that held the bad value where known.
+    static func whyLine(_ event: Event) -> String? {
+        guard let summary = event.fault?.diagnosis?.summary else { return nil }
+        var text = escaped(summary)
+        if let variable = event.fault?.variable, let name = variable.expression ?? variable.variable {
+            text += " (\(escaped(name))\(variable.function.map { " in \(escaped($0))" } ?? ""))"
+        }
+        return text
+    }
+
+    /// `crashport show`'s lines on the fault: the instruction, its access, why, and the
+    /// variable.
+    static func faultLines(_ event: Event) -> [String] {
+        guard let fault = event.fault else { return [] }
+        var lines: [String] = []
+        if let instruction = fault.instruction, let text = instruction.text {
+            var line = "Fault:     \(instruction.address?.description ?? "?"): \(escaped(text))"
+            if let role = instruction.role { line += " (\(escaped(role)))" }
+            lines.append(line)
+        }
+        if let access = fault.access {
+            var line = "Access:    " + FaultExplanation.describe(access)
+            if let expression = access.expression { line += " at \(escaped(expression))" }
+            if let address = access.address { line += " = \(address)" }
+            let registers = (access.registers ?? [:]).sorted { $0.key < $1.key }.map { "\(escaped($0.key)) = \($0.value)" }
+            if !registers.isEmpty { line += "; " + registers.joined(separator: ", ") }
+            lines.append(line)
+        }
+        if let why = whyLine(event) {
+            lines.append("Why:       " + why)
+            if let rule = fault.diagnosis?.rule {
+                lines.append(
+                    "Rule:      \(escaped(rule)): " + (fault.diagnosis?.evidence ?? []).map(escaped).joined(separator: "; "))
+            }
+        }
+        for note in fault.notes ?? [] { lines.append("Note:      \(escaped(note))") }
+        return lines
+    }
+
+    /// `name = value` as gdb prints a variable, with its type.
+    static func describe(variable: VariableRecord) -> String {
+        "\(escaped(variable.name)) = \(escaped(variable.value))" + (variable.type.map { "  (\(escaped($0)))" } ?? "")
+    }
+
     /// A thread's frames as lines: a run of frames repeating (recursion; a cycle of up to 8
     /// frames, at least 3 times) is shown once, marked "× N"; with `foldRuntime`, a run of two or
     /// more frames that are not the program's (after the top one, always shown) becomes one

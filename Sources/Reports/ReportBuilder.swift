@@ -87,6 +87,8 @@ public enum ReportBuilder {
         if capture.record.isTest, !capture.record.isError { event.test = true }
         if !capture.record.isError { Watchdog.mark(&event) }
         Culprit.mark(&event, rules: rules)
+        // The runtime's words (glibc's heap checks, a panic) decide an abort's verdict.
+        if !capture.record.isError { FaultExplanation.diagnoseAbort(&event) }
         return event
     }
 
@@ -282,6 +284,12 @@ public enum ReportBuilder {
             event.notes = (event.notes ?? []) + [original.note]
         }
         event.threads = threads
+        // Why: the faulting instruction and its access (not for a fault a handler re-raised:
+        // the registers are then the handler's).
+        if event.signal?.reraisedBy == nil {
+            event.fault = FaultExplanation.explain(
+                snapshot, mappings: mappings, stackOverflow: event.signal?.stackOverflow == true)
+        }
         fileBytes?.regions = unwinder.fileBytesRead()
         for (path, file) in unwinder.debugFrameUse.sorted(by: { $0.key < $1.key }) {
             let name = path.split(separator: "/").last.map(String.init) ?? path
@@ -305,6 +313,7 @@ public enum ReportBuilder {
         let all = notes + (event.notes ?? []) + refused + torn
         event.notes = all.isEmpty ? nil : all
         Culprit.mark(&event)
+        FaultExplanation.diagnoseAbort(&event)
         return event
     }
 

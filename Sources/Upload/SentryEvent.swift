@@ -47,6 +47,8 @@ public enum SentryEvent {
         public var environment: String?
         /// The crashed machine's OS and CPU, when known (from the minidump).
         public var operatingSystem: SentryOperatingSystem?
+        /// Each frame's variables as Sentry's frame `vars` (upload's --send-variables).
+        public var includeVariables = false
 
         public init(sdkVersion: String, environment: String? = nil, operatingSystem: SentryOperatingSystem? = nil) {
             self.sdkVersion = sdkVersion
@@ -80,7 +82,8 @@ public enum SentryEvent {
         let crashed = event.crashedThreadRecord
         var exception = exceptionValue(event)
         if let crashed, let frames = crashed.frames, !frames.isEmpty {
-            exception["stacktrace"] = stacktrace(frames, registers: crashed.registers, modules: modules)
+            exception["stacktrace"] = stacktrace(
+                frames, registers: crashed.registers, modules: modules, variables: options.includeVariables)
             if let tid = crashed.tid { exception["thread_id"] = Int(tid.rawValue) }
         }
         payload["exception"] = ["values": [exception]]
@@ -124,6 +127,7 @@ public enum SentryEvent {
             tags["crashport.fingerprint"] = fingerprint
         }
         if let cause = event.cause { tags["crashport.cause"] = cause }
+        if let rule = event.fault?.diagnosis?.rule { tags["crashport.diagnosis"] = rule }
         if event.test == true { tags["crashport.test"] = "true" }
         payload["tags"] = tags
         var extra = self.extra(event)
@@ -229,6 +233,21 @@ public enum SentryEvent {
             ].compactMapValues { $0 }
         }
         if let cause = event.cause { data["cause"] = cause }
+        if let fault = event.fault {
+            // The explanation (issue 49): the decoded instruction, its access, the verdict.
+            if let diagnosis = fault.diagnosis {
+                data["diagnosis"] = diagnosis.summary
+                data["diagnosis_rule"] = diagnosis.rule
+            }
+            if let text = fault.instruction?.text { data["instruction"] = text }
+            if let access = fault.access {
+                data["access"] = [
+                    "kind": access.kind?.rawValue as Any?, "size": access.size as Any?, "expression": access.expression as Any?,
+                    "address": access.address?.description as Any?,
+                ].compactMapValues { $0 }
+            }
+            if let variable = fault.variable?.expression ?? fault.variable?.variable { data["bad_value_variable"] = variable }
+        }
         if let related = event.related { data["related_report"] = related }
         if !data.isEmpty { mechanism["data"] = data }
         value["mechanism"] = mechanism
@@ -249,16 +268,18 @@ public enum SentryEvent {
 
     /// A thread's frames in Sentry's order (outermost first, innermost last).
     static func stacktrace(
-        _ frames: [FrameRecord], registers: [String: HexAddress]?, modules: [ModuleRecord]
+        _ frames: [FrameRecord], registers: [String: HexAddress]?, modules: [ModuleRecord], variables: Bool = false
     )
         -> [String: Any]
     {
-        var stacktrace: [String: Any] = ["frames": frames.reversed().map { frame($0, modules: modules) }]
+        var stacktrace: [String: Any] = [
+            "frames": frames.reversed().map { frame($0, modules: modules, variables: variables) }
+        ]
         if let registers, !registers.isEmpty { stacktrace["registers"] = registers.mapValues(\.description) }
         return stacktrace
     }
 
-    static func frame(_ record: FrameRecord, modules: [ModuleRecord]) -> [String: Any] {
+    static func frame(_ record: FrameRecord, modules: [ModuleRecord], variables: Bool = false) -> [String: Any] {
         var frame: [String: Any] = [:]
         if let pc = record.pc { frame["instruction_addr"] = pc.description }
         if let function = record.function { frame["function"] = function }
@@ -285,6 +306,11 @@ public enum SentryEvent {
         // A Python frame among native ones: Sentry's per-frame platform, as its SDKs set for
         // mixed stacks.
         if record.language == FrameRecord.pythonLanguage { frame["platform"] = "python" }
+        // Sentry's frame `vars`: name to value (an inner scope's name shadows an outer one's,
+        // which comes later in the list).
+        if variables, let vars = record.vars, !vars.isEmpty {
+            frame["vars"] = Dictionary(vars.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first })
+        }
         return frame
     }
 

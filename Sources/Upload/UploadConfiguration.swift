@@ -31,6 +31,9 @@ public struct UploadConfiguration: Equatable, Sendable {
     public var caFile: String?
     public var timeoutMilliseconds: Int?
     public var sendPII: Bool?
+    /// send_variables: each frame's variables go to Sentry (left out by default: they hold the
+    /// program's data).
+    public var sendVariables: Bool?
     public var beforeSend: String?
     public var afterSend: String?
     /// Send to Sentry's minidump endpoint instead of its envelopes.
@@ -127,12 +130,16 @@ public struct UploadConfiguration: Equatable, Sendable {
             case "timeout_ms":
                 guard let milliseconds = settings[key] as? Int, milliseconds > 0 else { throw bad(key, "a positive integer") }
                 configuration.timeoutMilliseconds = milliseconds
-            case "send_pii", "sentry_minidump":
+            case "send_pii", "sentry_minidump", "send_variables":
                 guard let flag = settings[key] as? Bool else { throw bad(key, "true or false") }
-                if key == "send_pii" { configuration.sendPII = flag } else { configuration.sentryMinidump = flag }
+                switch key {
+                case "send_pii": configuration.sendPII = flag
+                case "send_variables": configuration.sendVariables = flag
+                default: configuration.sentryMinidump = flag
+                }
             default:
                 throw UploadError(
-                    "\(file): unknown key upload.\(key) (known: sentry_dsn, sentry_minidump, url, environment, ca_file, timeout_ms, send_pii, before_send, after_send)"
+                    "\(file): unknown key upload.\(key) (known: sentry_dsn, sentry_minidump, url, environment, ca_file, timeout_ms, send_pii, send_variables, before_send, after_send)"
                 )
             }
         }

@@ -23,6 +23,8 @@ public struct UploadFlags: Sendable, Equatable {
     public var timeoutMilliseconds: Int?
     /// --send-pii: the arguments and home-directory user names too.
     public var sendPII = false
+    /// --send-variables: each frame's variables to Sentry too.
+    public var sendVariables = false
     /// --before-send: an executable that sees each request's JSON first.
     public var beforeSend: String?
     /// --after-send: an executable told what came of each attempt.
@@ -35,8 +37,9 @@ public struct UploadFlags: Sendable, Equatable {
     public init(
         url: String? = nil, sentryDSN: String? = nil, caFile: String? = nil, timeoutMilliseconds: Int? = nil,
         sendPII: Bool = false, beforeSend: String? = nil, afterSend: String? = nil, sentryMinidump: Bool = false,
-        config: String? = nil
+        config: String? = nil, sendVariables: Bool = false
     ) {
+        self.sendVariables = sendVariables
         self.url = url
         self.sentryDSN = sentryDSN
         self.caFile = caFile
@@ -106,6 +109,7 @@ extension Uploader {
         uploader.caFile = caFile
         uploader.environment = given(nil, "CRASHPORT_ENVIRONMENT", file.environment)
         uploader.sendPII = flags.sendPII || file.sendPII == true
+        uploader.sendVariables = flags.sendVariables || file.sendVariables == true
         if let milliseconds = file.timeoutMilliseconds { uploader.timeoutMilliseconds = milliseconds }
         if let hook = given(flags.beforeSend, "CRASHPORT_BEFORE_SEND", file.beforeSend) {
             guard FileManager.default.isExecutableFile(atPath: hook) else {

@@ -27,6 +27,8 @@ public struct Uploader {
     public var environment: String?
     /// Send the arguments and home-directory user names too (UploadPrivacy).
     public var sendPII = false
+    /// Whether each frame's variables (event.json's `vars`: the program's data) go to Sentry.
+    public var sendVariables = false
     /// An executable that sees each request's JSON first and may edit or drop it.
     public var beforeSend: String?
     /// An executable told what came of each attempt (AfterSend.swift).
@@ -307,7 +309,8 @@ public struct Uploader {
                     )))
         case .sentry(let dsn):
             let system = minidump.flatMap { try? Minidump(bytes: $0) }.flatMap { SentryOperatingSystem(minidump: $0) }
-            let options = SentryEvent.Options(sdkVersion: clientVersion, environment: environment, operatingSystem: system)
+            var options = SentryEvent.Options(sdkVersion: clientVersion, environment: environment, operatingSystem: system)
+            options.includeVariables = sendVariables
             let eventID = SentryEvent.eventID(reportID: id)
             do {
                 var payload: Any = SentryEvent.payload(for: event, options: options)

@@ -23,6 +23,11 @@ struct UploadOptions: ParsableArguments {
         help: "Also send the program's arguments and the user names in home-directory paths (left out by default).")
     var sendPii = false
 
+    @Flag(
+        name: .long,
+        help: "Also send each frame's variables to Sentry (the program's data: left out by default).")
+    var sendVariables = false
+
     @Option(
         name: .long,
         help: ArgumentHelp(
@@ -51,7 +56,8 @@ struct UploadOptions: ParsableArguments {
     var flags: UploadFlags {
         UploadFlags(
             url: url, sentryDSN: sentryDsn, caFile: caFile, timeoutMilliseconds: timeoutMs, sendPII: sendPii,
-            beforeSend: beforeSend, afterSend: afterSend, sentryMinidump: sentryMinidump, config: config)
+            beforeSend: beforeSend, afterSend: afterSend, sentryMinidump: sentryMinidump, config: config,
+            sendVariables: sendVariables)
     }
 
     /// The uploader these options describe (Uploader.resolving: flags, then the environment, then
