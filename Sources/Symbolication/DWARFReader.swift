@@ -180,7 +180,7 @@ final class DWARFLookups {
     let sections: DWARFSections
     let units: DWARFUnits
     let unitMap: DWARFAddressMap
-    private let symbolFile: ELFFile
+    let symbolFile: ELFFile
     private var symbolNames: DWARFSymbolNames?
     private var nameCache: [UInt64: String?] = [:]
     private var chain: [Int32] = []
@@ -190,6 +190,8 @@ final class DWARFLookups {
     private var rangeBudget: Int
     /// Bytes of line programs still allowed to be run, over all units.
     private var lineBudget: Int
+    /// Type DIEs as DWARFVariables read them.
+    var variableCaches = DWARFVariableCaches()
 
     init(
         sections: DWARFSections, units: DWARFUnits, unitMap: DWARFAddressMap, symbolFile: ELFFile, rangeBudget: Int,
@@ -212,13 +214,7 @@ final class DWARFLookups {
     func frames(at address: UInt64, skippingLineZero: Bool, namingOutermostBySymbol: Bool) -> [SourceFrame] {
         guard let unitIndex = unitMap.lookup(address), Int(unitIndex) < units.count else { return [] }
         let unit = units[Int(unitIndex)]
-        let tree: DWARFInlineTree
-        if let built = unit.tree {
-            tree = built
-        } else {
-            tree = DWARFInlineTree(unit: unit, budget: &rangeBudget)
-            unit.tree = tree
-        }
+        let tree = inlineTree(of: unit)
         let lineTable = self.lineTable(of: unit)
         chain.removeAll(keepingCapacity: true)
         tree.chain(for: address, into: &chain)
@@ -257,6 +253,14 @@ final class DWARFLookups {
             if let name = symbolNames?.name(at: address) { frames[frames.count - 1].function = name }
         }
         return frames
+    }
+
+    /// The unit's inline tree, built on first use.
+    func inlineTree(of unit: DWARFUnit) -> DWARFInlineTree {
+        if let built = unit.tree { return built }
+        let tree = DWARFInlineTree(unit: unit, budget: &rangeBudget)
+        unit.tree = tree
+        return tree
     }
 
     /// The unit's line table; units with the same stmt_list and comp_dir share one.
@@ -324,7 +328,7 @@ final class DWARFLookups {
 
     /// LLVM's DWARFDie::getName(LinkageName): the first linkage name, else the first name,
     /// found depth-first through DW_AT_specification and DW_AT_abstract_origin (at most 32 DIEs).
-    private func subroutineName(at offset: UInt64, depth: Int = 0) -> String? {
+    func subroutineName(at offset: UInt64, depth: Int = 0) -> String? {
         if let cached = nameCache[offset] { return cached }
         guard let first = nameAttributes(at: offset) else {
             nameCache[offset] = .some(nil)

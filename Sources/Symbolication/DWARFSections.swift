@@ -28,6 +28,9 @@ final class DWARFSections: Sendable {
     let ranges: ByteView
     let rnglists: ByteView
     let aranges: ByteView
+    /// Location lists: DWARF 2–4 (.debug_loc) and 5 (.debug_loclists), for DWARFVariables.
+    let loc: ByteView
+    let loclists: ByteView
     /// The large sections inflated on demand (see `onDemandThreshold`): their views read as
     /// zeros until `prepare…` has put a range in place. nil for sections read whole.
     let infoOnDemand: InflatedSection?
@@ -82,6 +85,8 @@ final class DWARFSections: Sendable {
         ranges = load("ranges")
         rnglists = load("rnglists")
         aranges = load("aranges")
+        loc = load("loc")
+        loclists = load("loclists")
     }
 
     /// `.debug_<name>`, else `.zdebug_<name>` (the pre-gABI GNU form), inflated by the ELF layer
@@ -195,6 +200,8 @@ let DW_AT_linkage_name: UInt64 = 0x6e
 let DW_AT_str_offsets_base: UInt64 = 0x72
 let DW_AT_addr_base: UInt64 = 0x73
 let DW_AT_rnglists_base: UInt64 = 0x74
+let DW_AT_loclists_base: UInt64 = 0x8c
+let DW_AT_language: UInt64 = 0x13
 let DW_AT_MIPS_linkage_name: UInt64 = 0x2007
 let DW_AT_GNU_ranges_base: UInt64 = 0x2132
 let DW_AT_GNU_addr_base: UInt64 = 0x2133

@@ -45,6 +45,9 @@ final class DWARFUnit {
         var addrBase: UInt64?
         var strOffsetsBase: UInt64?
         var rnglistsBase: UInt64?
+        var loclistsBase: UInt64?
+        /// DW_AT_language (DW_LANG_*), for how values and types are written.
+        var language: UInt64?
         var code = DWARFCodeAttributes()
     }
 
@@ -90,6 +93,8 @@ final class DWARFUnit {
     var addrBase: UInt64? { unitDIE.addrBase }
     var strOffsetsBase: UInt64? { unitDIE.strOffsetsBase }
     var rnglistsBase: UInt64? { unitDIE.rnglistsBase }
+    var loclistsBase: UInt64? { unitDIE.loclistsBase }
+    var language: UInt64? { unitDIE.language }
 
     var isCodeUnit: Bool {
         (unitType == DW_UT_compile || unitType == DW_UT_partial || unitType == DW_UT_skeleton)
@@ -137,6 +142,8 @@ final class DWARFUnit {
             case DW_AT_addr_base, DW_AT_GNU_addr_base: die.addrBase = value.value
             case DW_AT_str_offsets_base: die.strOffsetsBase = value.value
             case DW_AT_rnglists_base: die.rnglistsBase = value.value
+            case DW_AT_loclists_base: die.loclistsBase = value.value
+            case DW_AT_language: die.language = constant(value)
             default: break
             }
         }

@@ -63,6 +63,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// A runtime's crash log (Runtimes' RuntimeCrashLogs): the same bytes as the JVM's hs_err
     /// file and as Node's report, then put into an event, titled and shown.
     case runtimeLog = "runtime-log"
+    /// The DWARF expression evaluator on arbitrary bytes, with an arbitrary frame state
+    /// (FuzzTarget+Variables.swift).
+    case dwarfExpression = "dwarf-expr"
+    /// A frame's variables (scopes, location lists, the type walker and value formatter) over
+    /// an ELF file's DWARF (FuzzTarget+Variables.swift).
+    case dwarfTypes = "dwarf-types"
 
     /// Runs the target over one input.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -78,6 +84,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .python: Self.python(bytes)
         case .perfMap: Self.perfMap(bytes)
         case .runtimeLog: Self.runtimeLog(bytes)
+        case .dwarfExpression: Self.dwarfExpression(bytes)
+        case .dwarfTypes: Self.dwarfTypes(bytes)
         }
     }
 
