@@ -41,15 +41,21 @@ public enum FaultExplanation {
     /// (a kill, a handled error) or when the crashed thread is unknown.
     public static func explain(_ snapshot: ProcessSnapshot, mappings: [MemoryMapping], stackOverflow: Bool) -> FaultRecord? {
         let exception = snapshot.exception
-        guard [SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP].contains(exception.signal), exception.code > 0,
-            let thread = snapshot.threads.first(where: { $0.tid == snapshot.crashedThreadID })
-        else { return nil }
+        guard let thread = snapshot.threads.first(where: { $0.tid == snapshot.crashedThreadID }) else { return nil }
         let captured = RegionMemory(regions: snapshot.threads.compactMap(\.stack) + snapshot.extraMemory)
         let facts = Facts(
             signal: exception.signal, code: exception.code, faultAddress: exception.faultAddress,
             gpr: thread.registers.gpr, mappings: mappings.sorted { $0.start < $1.start },
             memory: LayeredMemory([captured, ImageMemory(modules: snapshot.modules, segments: .readOnly)]),
             modules: snapshot.modules, stackOverflow: stackOverflow)
+        // A signal that is no fault of the instruction at the pc (an abort, a kill): that
+        // instruction is where the thread was, decoded, and no more.
+        guard [SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP].contains(exception.signal), exception.code > 0 else {
+            guard let (decoded, source) = instruction(at: facts.pc, facts: facts, captured: captured) else { return nil }
+            return FaultRecord(
+                instruction: InstructionRecord(
+                    address: HexAddress(facts.pc), bytes: hex(decoded.bytes), text: decoded.text, source: source))
+        }
         return explain(facts, captured: captured)
     }
 

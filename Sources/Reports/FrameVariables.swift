@@ -25,9 +25,10 @@ enum FrameVariables {
     /// takes of its top frame.
     final class Collection {
         let memory: any MemoryReader
-        /// The crashed frame's scopes (innermost first) and its function's first instruction.
-        var topScopes: [DWARFScopeVariables] = []
-        var topFunctionStart: UInt64?
+        /// The scopes (innermost first) and the function's first instruction of the crashed
+        /// frame and of its caller (where a call to a bad pointer was made).
+        var scopes: [[DWARFScopeVariables]] = [[], []]
+        var functionStarts: [UInt64?] = [nil, nil]
 
         init(memory: any MemoryReader) { self.memory = memory }
 
@@ -38,13 +39,16 @@ enum FrameVariables {
             symbolizer: Symbolizer
         ) {
             let frame = stack[position]
-            guard !frame.isSignalTrampoline, frame.method != .scan,
+            let calledBadPointer = position == 1 && stack[0].method == .context && frame.sp == stack[0].sp &+ 8
+            guard !frame.isSignalTrampoline, frame.method != .scan || calledBadPointer,
                 let state = FrameVariables.state(of: position, in: stack, gpr: gpr, memory: memory)
             else { return }
             let scopes = symbolizer.variables(pc: frame.pc, isReturnAddress: isReturnAddress, state: state)
-            if position == 0 {
-                topScopes = scopes
-                if let offset = records.last?.functionOffset?.value, offset <= frame.pc { topFunctionStart = frame.pc - offset }
+            if position < 2 {
+                self.scopes[position] = scopes
+                if let offset = records.last?.functionOffset?.value, offset <= frame.pc {
+                    functionStarts[position] = frame.pc - offset
+                }
             }
             guard !scopes.isEmpty else { return }
             for (index, scope) in scopes.enumerated() {
@@ -80,10 +84,15 @@ enum FrameVariables {
     ) -> DWARFFrameState? {
         let frame = frames[position]
         var registers: [Int: UInt64] = [:]
-        if frame.method == .context {
+        // A call to a bad pointer: the caller, found at the return address on top of the stack,
+        // still has every register as at its call, but the pc and sp.
+        let calledBadPointer =
+            position == 1 && frames[0].method == .context && frame.method == .scan && frame.sp == frames[0].sp &+ 8
+        if frame.method == .context || calledBadPointer {
             for (name, number) in dwarfNumbers {
                 if let index = X86_64Registers.names.firstIndex(of: name) { registers[number] = gpr[index] }
             }
+            if calledBadPointer { (registers[7], registers[16]) = (frame.sp, frame.pc) }
         } else {
             // A caller's own registers: scanned or signal-interrupted frames keep only sp and pc.
             guard !frame.isSignalFrame else { return nil }
@@ -131,30 +140,42 @@ enum FrameVariables {
             }
         }
         guard let functionStart,
-            let origin = FaultExplanation.origin(of: register, at: pc, functionStart: functionStart, gpr: gpr, memory: memory)
+            let load = FaultExplanation.load(of: register, at: pc, functionStart: functionStart, gpr: gpr, memory: memory)
         else { return }
-        let slot: UInt64
-        var field: Int64?
-        switch origin {
-        case .slot(let address): slot = address
-        case .field(let address, let offset): (slot, field) = (address, offset)
+        // The register was loaded through a pointer variable (held in a register, or loaded
+        // from its stack slot just before): it is that variable's field.
+        func member(of variable: DWARFVariable, scope: DWARFScopeVariables) {
+            let field = load.displacement >= 0 ? variable.memberPath(atOffset: UInt64(load.displacement)) : nil
+            fill(
+                &fault, variable: variable, function: scope.function,
+                path: "\(variable.name)->\(field ?? "(+\(load.displacement))")", displacement: nil)
         }
+        let base = RegisterFile.full(load.base)?.register
         for scope in scopes {
-            guard
-                let variable = scope.variables.first(where: {
-                    if case .memory(let address, _) = $0.location { return address == slot }
-                    return false
-                })
-            else { continue }
-            if let field {
-                let member = field >= 0 ? variable.memberPath(atOffset: UInt64(field)) : nil
-                let path = "\(variable.name)->\(member ?? "(+\(field))")"
-                fill(&fault, variable: variable, function: scope.function, path: path, displacement: nil)
-            } else {
-                fill(&fault, variable: variable, function: scope.function, path: nil, displacement: displacement)
+            if load.baseValue != nil, let variable = scope.variables.first(where: { $0.registerName == base }) {
+                return member(of: variable, scope: scope)
             }
-            return
         }
+        // Loaded from a variable's own stack slot (unoptimized code): that variable.
+        if load.base == "rbp" || load.base == "rsp", let value = load.baseValue {
+            let slot = value &+ UInt64(bitPattern: load.displacement)
+            if let (variable, scope) = variable(at: slot, in: scopes) {
+                return fill(&fault, variable: variable, function: scope.function, path: nil, displacement: displacement)
+            }
+        }
+        if let slot = load.baseSlot, let (variable, scope) = variable(at: slot, in: scopes) {
+            member(of: variable, scope: scope)
+        }
+    }
+
+    /// The variable whose home is the memory at `address`.
+    static func variable(at address: UInt64, in scopes: [DWARFScopeVariables]) -> (DWARFVariable, DWARFScopeVariables)? {
+        for scope in scopes {
+            for variable in scope.variables {
+                if case .memory(let home, _) = variable.location, home == address { return (variable, scope) }
+            }
+        }
+        return nil
     }
 
     /// The displacement of the access's address expression (`[rax + 8]` → 8), when it has one

@@ -297,10 +297,15 @@ public enum ReportBuilder {
         if event.signal?.reraisedBy == nil {
             event.fault = FaultExplanation.explain(
                 snapshot, mappings: mappings, stackOverflow: event.signal?.stackOverflow == true)
-            if var fault = event.fault, let variables, let crashed = snapshot.threads.first(where: { $0.tid == snapshot.crashedThreadID }) {
+            if var fault = event.fault, let variables,
+                let crashed = snapshot.threads.first(where: { $0.tid == snapshot.crashedThreadID })
+            {
+                // A call to a bad pointer: the register was the caller's, at its call.
+                let caller = fault.instruction?.role != nil ? 1 : 0
                 FrameVariables.nameBadValue(
-                    &fault, scopes: variables.topScopes, pc: crashed.registers.rip, functionStart: variables.topFunctionStart,
-                    gpr: crashed.registers.gpr, memory: variables.memory)
+                    &fault, scopes: variables.scopes[caller],
+                    pc: caller == 1 ? fault.instruction?.address?.value ?? 0 : crashed.registers.rip,
+                    functionStart: variables.functionStarts[caller], gpr: crashed.registers.gpr, memory: variables.memory)
                 event.fault = fault
             }
         }

@@ -14,52 +14,44 @@ import BoundedBytes
 import ReportModel
 
 extension FaultExplanation {
-    /// The origin of a register's value at the pc.
-    enum Origin: Equatable {
-        /// Loaded from memory at `slot` (a variable's home, where the frame's variables say).
-        case slot(UInt64)
-        /// Loaded from `offset` bytes into what a pointer loaded from `slot` points at.
-        case field(slot: UInt64, offset: Int64)
+    /// Where a register's value at the pc was loaded from: `[base + displacement]`, with the
+    /// base register's value when it still holds what it held at the load, and the load of the
+    /// base register itself when that was one too (`mov rax, [rbp - 0x18]; mov rax, [rax]`).
+    struct Load: Equatable {
+        var base: String
+        var displacement: Int64
+        /// The base's value at the load, when no instruction since changed it.
+        var baseValue: UInt64?
+        /// Where the base was loaded from, when it was, from an unchanged rbp or rsp.
+        var baseSlot: UInt64?
     }
 
     /// How much of a function is decoded to find where a register was loaded.
     static let maximumBytes: UInt64 = 16 << 10
 
-    /// Where `register`'s value at `pc` was loaded from, reading the code from `functionStart`.
-    static func origin(
+    /// The load that gave `register` its value at `pc`, reading the code from `functionStart`.
+    static func load(
         of register: String, at pc: UInt64, functionStart: UInt64, gpr: [UInt64], memory: any MemoryReader
-    ) -> Origin? {
+    ) -> Load? {
         guard functionStart <= pc, pc - functionStart <= maximumBytes else { return nil }
         let instructions = sweep(from: functionStart, to: pc, memory: memory)
-        guard let load = lastLoad(of: register, in: instructions) else { return nil }
-        let operand = load.memoryOperands[0]
-        // The slot's base register must still hold what it held at the load: rbp and rsp in a
-        // function's body do (no push or call moves rsp between, checked below).
-        if let base = operand.base, base == "rbp" || base == "rsp", operand.index == nil {
-            guard !movesStack(after: load, in: instructions) || base == "rbp",
-                !writes(base, after: load, in: instructions),
-                let value = RegisterFile.value(base, gpr: gpr, nextPC: 0)
-            else { return nil }
-            return .slot(value &+ UInt64(bitPattern: operand.displacement))
+        guard let load = lastLoad(of: register, in: instructions), let base = load.memoryOperands[0].base,
+            load.memoryOperands[0].index == nil, base != "rip"
+        else { return nil }
+        let baseKept = !writes(RegisterFile.full(base)?.register ?? base, after: load, in: instructions)
+        var found = Load(
+            base: base, displacement: load.memoryOperands[0].displacement,
+            baseValue: baseKept ? RegisterFile.value(base, gpr: gpr, nextPC: 0) : nil)
+        // The base register's own load, from a stack slot.
+        if let index = instructions.firstIndex(of: load),
+            let inner = lastLoad(of: base, in: Array(instructions[..<index])),
+            let slotBase = inner.memoryOperands[0].base, slotBase == "rbp" || slotBase == "rsp",
+            inner.memoryOperands[0].index == nil, !writes(slotBase, after: inner, in: instructions),
+            let value = RegisterFile.value(slotBase, gpr: gpr, nextPC: 0)
+        {
+            found.baseSlot = value &+ UInt64(bitPattern: inner.memoryOperands[0].displacement)
         }
-        // A pointer read through another register: one level of `p->field`.
-        guard let base = operand.base, operand.index == nil,
-            case .slot(let slot)? = innerOrigin(of: base, before: load, in: instructions, gpr: gpr)
-        else { return nil }
-        return .field(slot: slot, offset: operand.displacement)
-    }
-
-    /// The slot a register was loaded from before `instruction` (the load that used it).
-    static func innerOrigin(
-        of register: String, before instruction: MachineInstruction, in instructions: [MachineInstruction], gpr: [UInt64]
-    ) -> Origin? {
-        guard let index = instructions.firstIndex(of: instruction) else { return nil }
-        let earlier = Array(instructions[..<index])
-        guard let load = lastLoad(of: register, in: earlier), let base = load.memoryOperands[0].base, base == "rbp",
-            load.memoryOperands[0].index == nil, !writes("rbp", after: load, in: instructions),
-            let value = RegisterFile.value(base, gpr: gpr, nextPC: 0)
-        else { return nil }
-        return .slot(value &+ UInt64(bitPattern: load.memoryOperands[0].displacement))
+        return found
     }
 
     /// Instructions from `start` up to (not including) `end`, decoded one after another.

@@ -11,10 +11,10 @@
  *   double-free     frees a small block twice (glibc's tcache check aborts)
  *   stack-smash     overflows a local char array (-fstack-protector-strong: __stack_chk_fail)
  *   wild-jump       calls 0x414141414140: canonical, but nothing is mapped there
- *   use-after-free  reads a block after freeing it; the block is 1 MiB, above glibc's mmap
- *                   threshold (128 KiB), so malloc mapped it on its own and free unmapped it:
- *                   the read faults every time, where a small freed chunk would still be
- *                   readable (reused by the allocator, not returned to the kernel)
+ *   use-after-free  follows a freed node's `next`: two nodes of a list are freed, the second
+ *                   first, so the first's `next` now holds glibc's safe-linked free-list link
+ *                   ((its address >> 12) XOR the second), which points nowhere: reading
+ *                   `stock->next->count` faults every time, and the link is the evidence
  *
  * Built -O0 and -O2 with -g -fstack-protector-strong (Tests/EndToEndTests/
  * FaultExplanationTests.swift). Every local is set before the fault, so that gdb and the report
@@ -121,11 +121,16 @@ NOINLINE int jump_to(uintptr_t address, int argument, const char *reason, bool l
     return result;
 }
 
-NOINLINE int read_stock(const int *stock, int slot, const char *warehouse, bool strict, enum color color) {
+struct node {
+    struct node *next; /* offset 0: glibc's free-list link once freed */
+    long count;        /* offset 8 */
+};
+
+NOINLINE int read_stock(const struct node *stock, int slot, const char *warehouse, bool strict, enum color color) {
     char zone[4] = "B7";
     double fill = slot * 0.25;
     int count = 0;
-    count = stock[slot]; /* stock's mapping is gone: free unmapped it */
+    count = (int)stock->next->count; /* stock was freed: its next is a free-list link */
     sink = zone[0] + strict + color + (int)fill + (int)strlen(warehouse);
     return count;
 }
@@ -160,10 +165,11 @@ NOINLINE int run_mode(const char *mode, const struct order *orders, int count, c
     } else if (strcmp(mode, "wild-jump") == 0) {
         result = jump_to(0x414141414140, count, label, urgent, color);
     } else if (strcmp(mode, "use-after-free") == 0) {
-        size_t size = 1 << 20;
-        int *stock = malloc(size);
-        if (!stock) return 3;
-        stock[7] = count;
+        struct node *stock = malloc(sizeof *stock), *second = malloc(sizeof *second);
+        if (!stock || !second) return 3;
+        *second = (struct node){NULL, count};
+        *stock = (struct node){second, count};
+        free(second);
         free(stock);
         result = read_stock(stock, 7, label, urgent, color);
     } else {

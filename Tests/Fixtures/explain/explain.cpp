@@ -3,9 +3,8 @@
 // way MODE names (the modes are explain.c's), in a function of namespace `shop` called through
 // main -> shop::run_mode -> (shop::fill_order ->) the faulting function.
 //
-// use-after-free reads a 1 MiB array after delete[]: above glibc's mmap threshold (128 KiB),
-// operator new's malloc mapped it on its own and free unmapped it, so the read faults every
-// time (a small freed chunk would still be readable).
+// use-after-free follows a deleted node's `next`, as explain.c: glibc's free-list link is there
+// now, and it points nowhere.
 //
 // Built -O0 and -O2 with -g -fstack-protector-strong, like explain.c: every local is set before
 // the fault, and noipa keeps each bad value opaque to the function that uses it.
@@ -107,11 +106,16 @@ NOINLINE int jump_to(std::uintptr_t address, int argument, const char *reason, b
     return result;
 }
 
-NOINLINE int read_stock(const int *stock, int slot, const char *warehouse, bool strict, Color color) {
+struct Node {
+    Node *next;  // offset 0: glibc's free-list link once deleted
+    long count;  // offset 8
+};
+
+NOINLINE int read_stock(const Node *stock, int slot, const char *warehouse, bool strict, Color color) {
     char zone[4] = "B7";
     double fill = slot * 0.25;
     int count = 0;
-    count = stock[slot];  // stock's mapping is gone: delete[] unmapped it
+    count = static_cast<int>(stock->next->count);  // stock was deleted: its next is a free-list link
     sink = zone[0] + strict + static_cast<int>(color) + static_cast<int>(fill) +
            static_cast<int>(std::strlen(warehouse));
     return count;
@@ -147,9 +151,10 @@ NOINLINE int run_mode(const char *mode, const Order *orders, int count, const ch
     } else if (std::strcmp(mode, "wild-jump") == 0) {
         result = jump_to(0x414141414140, count, label, urgent, color);
     } else if (std::strcmp(mode, "use-after-free") == 0) {
-        int *stock = new int[1 << 18];
-        stock[7] = count;
-        delete[] stock;
+        Node *second = new Node{nullptr, count};
+        Node *stock = new Node{second, count};
+        delete second;
+        delete stock;
         result = read_stock(stock, 7, label, urgent, color);
     } else {
         std::fprintf(stderr, "unknown mode %s\n", mode);

@@ -11,8 +11,8 @@
 // the fault stays the one named. The memory is libc's own malloc and free, declared here: a
 // double free or a use after free through Box would be undefined behaviour without the fault.
 //
-// use-after-free reads a 1 MiB block after free: above glibc's mmap threshold (128 KiB), malloc
-// mapped it on its own and free unmapped it, so the read faults every time.
+// use-after-free follows a freed node's `next`, as explain.c: glibc's free-list link is there
+// now, and it points nowhere.
 
 #![allow(unconditional_recursion)]
 
@@ -127,12 +127,18 @@ fn jump_to(address: usize, argument: i32, reason: &str, log: bool, color: Color)
     result
 }
 
+#[repr(C)]
+pub struct Node {
+    next: *mut Node, // offset 0: glibc's free-list link once freed
+    count: i64,      // offset 8
+}
+
 #[inline(never)]
-fn read_stock(stock: *const i32, slot: usize, warehouse: &str, strict: bool, color: Color) -> i32 {
+fn read_stock(stock: *const Node, slot: usize, warehouse: &str, strict: bool, color: Color) -> i32 {
     let zone = *b"B7\0\0";
     let fill = slot as f64 * 0.25;
     let mut count = 0;
-    count += unsafe { stock.add(slot).read() }; // stock's mapping is gone: free unmapped it
+    count += unsafe { (*(*stock).next).count } as i32; // stock was freed: its next is a free-list link
     black_box((zone, fill, warehouse, strict, color as i32));
     count
 }
@@ -161,15 +167,18 @@ fn run_mode(mode: &str, orders: &[Order], label: &str, price: f64, color: Color,
         "stack-smash" => result = copy_name(label, 512, urgent, color, 0.75) as i64,
         "wild-jump" => result = jump_to(0x414141414140, orders.len() as i32, label, urgent, color) as i64,
         "use-after-free" => {
-            let stock = unsafe { malloc(1 << 20) } as *mut i32;
-            if stock.is_null() {
+            let stock = unsafe { malloc(std::mem::size_of::<Node>()) } as *mut Node;
+            let second = unsafe { malloc(std::mem::size_of::<Node>()) } as *mut Node;
+            if stock.is_null() || second.is_null() {
                 return 3;
             }
             unsafe {
-                stock.add(7).write(orders.len() as i32);
+                second.write(Node { next: std::ptr::null_mut(), count: orders.len() as i64 });
+                stock.write(Node { next: second, count: orders.len() as i64 });
+                free(second as *mut u8);
                 free(stock as *mut u8);
             }
-            result = read_stock(stock, 7, label, urgent, color) as i64;
+            result = read_stock(black_box(stock), 7, label, urgent, color) as i64;
         }
         _ => {
             eprintln!("unknown mode {mode}");
