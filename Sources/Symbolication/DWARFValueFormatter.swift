@@ -410,7 +410,10 @@ struct DWARFValueFormatter {
             var bytes: [UInt8]?
             switch piece.location {
             case .register(let number): bytes = state.registers[number].map { Self.littleEndian($0) }
-            case .value(let value): bytes = Self.littleEndian(value)
+            case .value(let value):
+                // A stack value is zero-extended to its piece (clang: `lit0; stack_value; piece 40`).
+                let extended = Self.littleEndian(value)
+                bytes = extended + [UInt8](repeating: 0, count: max(0, size + skip - extended.count))
             case .implicit(let value): bytes = value
             case .memory(let address):
                 let read = state.memory.bytes(at: address, count: size + skip)
