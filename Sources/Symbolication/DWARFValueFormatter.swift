@@ -405,12 +405,16 @@ struct DWARFValueFormatter {
         var source = Source()
         var known: [Bool] = []
         for piece in pieces {
-            guard piece.bitSize % 8 == 0, piece.bitOffset % 8 == 0, piece.bitSize <= 4096 * 8 else { return nil }
+            guard piece.bitSize % 8 == 0, piece.bitOffset % 8 == 0, piece.bitSize <= 4096 * 8, piece.bitOffset <= 4096 * 8
+            else { return nil }
             let size = Int(piece.bitSize / 8), skip = Int(piece.bitOffset / 8)
             var bytes: [UInt8]?
             switch piece.location {
             case .register(let number): bytes = state.registers[number].map { Self.littleEndian($0) }
-            case .value(let value): bytes = Self.littleEndian(value)
+            case .value(let value):
+                // A stack value is zero-extended to its piece (clang: `lit0; stack_value; piece 40`).
+                let extended = Self.littleEndian(value)
+                bytes = extended + [UInt8](repeating: 0, count: max(0, size + skip - extended.count))
             case .implicit(let value): bytes = value
             case .memory(let address):
                 let read = state.memory.bytes(at: address, count: size + skip)
@@ -754,12 +758,12 @@ struct DWARFValueFormatter {
     private func bitfield(
         _ type: UInt64?, _ source: Source, offset: UInt64, bitOffset: UInt64, bitSize: UInt64, into output: inout Output
     ) {
-        guard bitSize >= 1, bitSize <= 64 else {
+        guard bitSize >= 1, bitSize <= 64, let lastBit = bitOffset.checkedAdding(bitSize - 1) else {
             output.write("<unavailable>")
             return
         }
         let first = bitOffset / 8
-        let last = (bitOffset + bitSize - 1) / 8
+        let last = lastBit / 8
         guard let start = offset.checkedAdding(first), last - first < 9 else {
             output.write("<unavailable>")
             return
