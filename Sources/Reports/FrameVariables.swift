@@ -35,13 +35,13 @@ enum FrameVariables {
         /// The variables of unwound frame `position` into its records (one per scope, inlined
         /// ones first, as symbolication made them).
         func read(
-            into records: inout [FrameRecord], position: Int, stack: [UnwoundFrame], gpr: [UInt64], isReturnAddress: Bool,
-            symbolizer: Symbolizer
+            into records: inout [FrameRecord], position: Int, stack: [UnwoundFrame], gpr: [UInt64], fxsave: [UInt8],
+            isReturnAddress: Bool, symbolizer: Symbolizer
         ) {
             let frame = stack[position]
             let calledBadPointer = position == 1 && stack[0].method == .context && frame.sp == stack[0].sp &+ 8
             guard !frame.isSignalTrampoline, frame.method != .scan || calledBadPointer,
-                let state = FrameVariables.state(of: position, in: stack, gpr: gpr, memory: memory)
+                let state = FrameVariables.state(of: position, in: stack, gpr: gpr, fxsave: fxsave, memory: memory)
             else { return }
             let scopes = symbolizer.variables(pc: frame.pc, isReturnAddress: isReturnAddress, state: state)
             if position < 2 {
@@ -50,15 +50,30 @@ enum FrameVariables {
                     functionStarts[position] = frame.pc - offset
                 }
             }
+            pending = []
             guard !scopes.isEmpty else { return }
             for (index, scope) in scopes.enumerated() {
                 // One scope per record when they line up; else by the function's name.
                 let target =
                     scopes.count == records.count ? index : records.firstIndex { $0.function == scope.function && $0.vars == nil }
-                guard let target, records.indices.contains(target) else { continue }
+                guard let target, records.indices.contains(target) else {
+                    pending.append(scope)
+                    continue
+                }
                 let values = FrameVariables.records(scope)
                 records[target].vars = values.isEmpty ? nil : values
             }
+        }
+
+        /// Scopes of the last frame read that no record of it took: an inlined function the
+        /// DWARF has at that pc, which symbolication shows as a tail call's frame after it.
+        var pending: [DWARFScopeVariables] = []
+
+        /// A frame put back between two (a tail call's) takes a pending scope of its name.
+        func adopt(into record: inout FrameRecord) {
+            guard let index = pending.firstIndex(where: { $0.function == record.function }) else { return }
+            let values = FrameVariables.records(pending.remove(at: index))
+            record.vars = values.isEmpty ? nil : values
         }
     }
 
@@ -80,7 +95,7 @@ enum FrameVariables {
 
     /// The state of unwound frame `position` of `stack` for its location expressions.
     static func state(
-        of position: Int, in frames: [UnwoundFrame], gpr: [UInt64], memory: any MemoryReader
+        of position: Int, in frames: [UnwoundFrame], gpr: [UInt64], fxsave: [UInt8] = [], memory: any MemoryReader
     ) -> DWARFFrameState? {
         let frame = frames[position]
         var registers: [Int: UInt64] = [:]
@@ -93,6 +108,14 @@ enum FrameVariables {
                 if let index = X86_64Registers.names.firstIndex(of: name) { registers[number] = gpr[index] }
             }
             if calledBadPointer { (registers[7], registers[16]) = (frame.sp, frame.pc) }
+            // xmm0–15 (DWARF 17–32), their low 8 bytes: a double or float variable's home. The
+            // FXSAVE image keeps them from byte 160, 16 bytes each.
+            if fxsave.count >= 160 + 16 * 16 {
+                for index in 0..<16 {
+                    let start = 160 + 16 * index
+                    registers[17 + index] = fxsave[start..<(start + 8)].reversed().reduce(0) { $0 << 8 | UInt64($1) }
+                }
+            }
         } else {
             // A caller's own registers: scanned or signal-interrupted frames keep only sp and pc.
             guard !frame.isSignalFrame else { return nil }
@@ -131,6 +154,14 @@ enum FrameVariables {
         _ fault: inout FaultRecord, scopes: [DWARFScopeVariables], pc: UInt64, functionStart: UInt64?, gpr: [UInt64],
         memory: any MemoryReader
     ) {
+        nameFromCode(&fault, scopes: scopes, pc: pc, functionStart: functionStart, gpr: gpr, memory: memory)
+        nameByValue(&fault, scopes: scopes)
+    }
+
+    static func nameFromCode(
+        _ fault: inout FaultRecord, scopes: [DWARFScopeVariables], pc: UInt64, functionStart: UInt64?, gpr: [UInt64],
+        memory: any MemoryReader
+    ) {
         guard let register = fault.variable?.register, let full = RegisterFile.full(register)?.register else { return }
         let displacement = displacement(of: fault.access)
         for scope in scopes {
@@ -166,6 +197,30 @@ enum FrameVariables {
         if let slot = load.baseSlot, let (variable, scope) = variable(at: slot, in: scopes) {
             member(of: variable, scope: scope)
         }
+    }
+
+    /// The last resort: the one variable whose value is the bad register's (a parameter whose
+    /// DWARF says "its value on entry", which the register still holds). NULL is a value too
+    /// many variables have: only a pointer, and only when it is the one pointer that is NULL.
+    static func nameByValue(_ fault: inout FaultRecord, scopes: [DWARFScopeVariables]) {
+        guard fault.variable?.variable == nil, let value = fault.variable?.value?.value else { return }
+        var found: [(DWARFVariable, DWARFScopeVariables)] = []
+        for scope in scopes {
+            for variable in scope.variables where leadingNumber(variable.value) == value {
+                if value == 0 && !(variable.typeName ?? "").contains("*") { continue }
+                found.append((variable, scope))
+            }
+        }
+        guard let (variable, scope) = found.first, value != 0 || found.count == 1 else { return }
+        fill(&fault, variable: variable, function: scope.function, path: nil, displacement: displacement(of: fault.access))
+    }
+
+    /// The number a printed value starts with (`0x5555… "text"`, `42`, `0x0`).
+    static func leadingNumber(_ text: String) -> UInt64? {
+        let head = text.prefix { !$0.isWhitespace }
+        if head.hasPrefix("0x") { return UInt64(head.dropFirst(2), radix: 16) }
+        if head.hasPrefix("-") { return Int64(head).map { UInt64(bitPattern: $0) } }
+        return UInt64(head)
     }
 
     /// The variable whose home is the memory at `address`.

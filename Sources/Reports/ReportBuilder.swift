@@ -396,10 +396,10 @@ public enum ReportBuilder {
                 for elided in symbolizer.tailCallFrames(
                     calleePC: callee.pc, calleeIsReturnAddress: callee.isReturnAddress, callerPC: frame.pc)
                 {
-                    frames.append(
-                        FrameRecord(
-                            index: frames.count, pc: HexAddress(elided.pc), symbol: elided.frame, trust: FrameTrust(frame.method))
-                    )
+                    var record = FrameRecord(
+                        index: frames.count, pc: HexAddress(elided.pc), symbol: elided.frame, trust: FrameTrust(frame.method))
+                    variables?.adopt(into: &record)
+                    frames.append(record)
                 }
             }
             callee = (frame.pc, isReturnAddress)
@@ -411,7 +411,7 @@ public enum ReportBuilder {
             if let variables, frames.count < FrameVariables.maximumFrames {
                 variables.read(
                     into: &records, position: position, stack: stack.frames, gpr: thread.registers.gpr,
-                    isReturnAddress: isReturnAddress, symbolizer: symbolizer)
+                    fxsave: thread.registers.fxsave, isReturnAddress: isReturnAddress, symbolizer: symbolizer)
             }
             frames += records
         }

@@ -52,6 +52,11 @@ final class FaultExplanationTests: XCTestCase {
         var holders: [String] = []
         /// The access in the program's words, by language (null-field's `o->sku`).
         var expressions: [String: [String]] = [:]
+        /// Whether the access's registers and address are gdb's: not where they are stack
+        /// addresses past the stack's end (a stack overflow: the runs' environments start the
+        /// stack apart, and the address is then in no mapping, compared exactly), nor a value
+        /// made of heap addresses (glibc's free-list link: the preloaded stub moves the heap).
+        var comparesAddresses = true
     }
 
     static let lock = NSLock()
@@ -120,7 +125,7 @@ final class FaultExplanationTests: XCTestCase {
     }
 
     func testStackOverflow() throws {
-        try check(Mode(name: "stack-overflow", signal: "SIGSEGV", rule: "stack-overflow"))
+        try check(Mode(name: "stack-overflow", signal: "SIGSEGV", rule: "stack-overflow", comparesAddresses: false))
     }
 
     func testDoubleFree() throws {
@@ -142,7 +147,8 @@ final class FaultExplanationTests: XCTestCase {
         try check(
             Mode(
                 name: "use-after-free", signal: "SIGSEGV", rule: "use-after-free",
-                expressions: ["C": ["stock->next"], "C++": ["stock->next"], "Rust": ["stock->next", "(*stock).next"]]))
+                expressions: ["C": ["stock->next"], "C++": ["stock->next"], "Rust": ["stock->next", "(*stock).next"]],
+                comparesAddresses: false))
     }
 
     /// Every build of the fixture in `mode`, each mismatch reported as "MODE LANGUAGE LEVEL: …".
@@ -291,7 +297,16 @@ final class FaultExplanationTests: XCTestCase {
             {
                 elsewhere = true
                 let theirs = try TestSupport.gdbInstruction(at: address - base, in: program.path)
-                if ours != theirs.map(TestSupport.normalizeInstruction) {
+                // gdb disassembles the file there: a direct call's target is a file offset, so
+                // such a call is compared by its mnemonic.
+                func direct(_ text: String?) -> String? {
+                    let parts = (text ?? "").split(whereSeparator: \.isWhitespace)
+                    return parts.count >= 2 && parts[1].hasPrefix("0x") ? String(parts[0]) : nil
+                }
+                let differs =
+                    direct(instruction?.text).map { $0 != direct(theirs) }
+                    ?? (ours != theirs.map(TestSupport.normalizeInstruction))
+                if differs {
                     problems.append(
                         "instruction at \(hex(address)) (not gdb's pc \(hex(reference.address))) `\(instruction?.text ?? "none")`, gdb's x/i there `\(theirs ?? "none")`"
                     )
@@ -332,7 +347,7 @@ final class FaultExplanationTests: XCTestCase {
             if ours != operand {
                 problems.append("access expression `\(access.expression ?? "none")`, gdb's instruction `\(text)`")
             }
-            guard !elsewhere else { return problems }
+            guard !elsewhere, mode.comparesAddresses else { return problems }
             for name in registers(in: operand) {
                 // The call's own rsp is the one before it pushed its return address.
                 let theirs = (gdb.register(name) ?? 0) &+ (call && name == "rsp" ? 8 : 0)
@@ -431,7 +446,7 @@ final class FaultExplanationTests: XCTestCase {
                     problems.append("the bad value's expression is \(named?.expression ?? "none"), expected \(allowed[0])")
                 }
             }
-            if let register = named?.register {
+            if let register = named?.register, mode.comparesAddresses {
                 let theirs = gdb.register(register)
                 let agrees = theirs.flatMap { theirs in named?.value.map { layout.agree(theirs, $0.value) } } ?? false
                 if !agrees {
@@ -466,6 +481,10 @@ final class FaultExplanationTests: XCTestCase {
                 }
                 cursor = found + 1
                 if frame.index == 0 && elsewhere { continue }
+                // A function that left the stack by a tail call is put back from the DWARF's call
+                // sites, with no registers or stack of its own: the report reads no variables
+                // for it (gdb guesses them from its callee's).
+                if ours[found].tailCall == true { continue }
                 problems += checkVariables(frame, ours[found], index: found)
             }
             return problems
