@@ -151,6 +151,39 @@ final class FaultExplanationTests: XCTestCase {
                 comparesAddresses: false))
     }
 
+    /// `crashport symbolicate` on the report's minidump, with the binaries, explains the crash
+    /// as the live report did: the same instruction, access, diagnosis, bad value's variable and
+    /// frame variables (and the variables are the report's own: CRASHPORT_VARIABLES=off leaves
+    /// them out).
+    func testOfflineSymbolicationExplainsTheSame() throws {
+        let (programs, _) = try Self.programs()
+        for program in programs where program.language == "C" {
+            let watched = try TestSupport.crashportRun([program.path, "null-field"])
+            defer { try? FileManager.default.removeItem(atPath: watched.reportsDirectory) }
+            XCTAssertEqual(watched.reportIDs.count, 1, program.label)
+            guard watched.reportIDs.count == 1 else { continue }
+            let live = try watched.event()
+            let result = try TestSupport.run(
+                [TestSupport.crashport, "symbolicate", "--format", "json", watched.minidumpPath()])
+            XCTAssertEqual(result.status, .exited(0), "\(program.label): \(result.stderr)")
+            let offline = try Event.decode(Data(result.stdout.utf8))
+            XCTAssertNotNil(live.fault?.diagnosis, program.label)
+            XCTAssertEqual(offline.fault, live.fault, program.label)
+            XCTAssertEqual(
+                offline.crashedThreadRecord?.frames?.prefix(5).map(\.vars),
+                live.crashedThreadRecord?.frames?.prefix(5).map(\.vars),
+                program.label)
+            XCTAssertEqual(live.crashedThreadRecord?.frames?.first?.vars?.first?.name, "o", program.label)
+
+            let private_ = try TestSupport.crashportRun(
+                [program.path, "null-field"], environment: ["CRASHPORT_VARIABLES": "off"])
+            defer { try? FileManager.default.removeItem(atPath: private_.reportsDirectory) }
+            let withoutVariables = try private_.event()
+            XCTAssertTrue(withoutVariables.crashedThreadRecord?.frames?.allSatisfy { $0.vars == nil } == true, program.label)
+            XCTAssertEqual(withoutVariables.fault?.diagnosis?.rule, "near-null", program.label)
+        }
+    }
+
     /// Every build of the fixture in `mode`, each mismatch reported as "MODE LANGUAGE LEVEL: …".
     func check(_ mode: Mode) throws {
         guard TestSupport.which("gdb") != nil else {

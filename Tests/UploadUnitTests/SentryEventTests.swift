@@ -87,6 +87,34 @@ final class SentryEventTests: XCTestCase {
         return try XCTUnwrap(values.first)
     }
 
+    /// The fault explanation goes as mechanism data and a tag; the frames' variables only when
+    /// the upload says so (--send-variables).
+    func testTheDiagnosisIsSentAndTheVariablesOnlyWhenAsked() throws {
+        var event = crash()
+        event.fault = FaultRecord(
+            instruction: InstructionRecord(text: "mov eax, dword ptr [rax + 8]"),
+            access: AccessRecord(kind: .read, size: 4, expression: "[rax + 8]", address: HexAddress(8)),
+            diagnosis: DiagnosisRecord(rule: "near-null", summary: "null pointer dereference"),
+            variable: BadValueRecord(register: "rax", value: HexAddress(0), variable: "o", expression: "o->sku"))
+        event.threads?[0].frames?[0].vars = [VariableRecord(name: "o", type: "struct order *", value: "0x0", parameter: true)]
+        let sent = try payload(event)
+        let mechanism = try XCTUnwrap(try exception(sent)["mechanism"] as? [String: Any])
+        let data = try XCTUnwrap(mechanism["data"] as? [String: Any])
+        XCTAssertEqual(data["diagnosis_rule"] as? String, "near-null")
+        XCTAssertEqual(data["instruction"] as? String, "mov eax, dword ptr [rax + 8]")
+        XCTAssertEqual(data["bad_value_variable"] as? String, "o->sku")
+        XCTAssertEqual((sent["tags"] as? [String: String])?["crashport.diagnosis"], "near-null")
+        func variables(_ payload: [String: Any]) throws -> [[String: Any]?] {
+            let frames = try XCTUnwrap((try exception(payload)["stacktrace"] as? [String: Any])?["frames"] as? [[String: Any]])
+            return frames.map { $0["vars"] as? [String: Any] }
+        }
+        XCTAssertTrue(try variables(sent).allSatisfy { $0 == nil }, "variables left out by default")
+        var asked = options
+        asked.includeVariables = true
+        let withVariables = try variables(try payload(event, asked))
+        XCTAssertEqual(withVariables.last??["o"] as? String, "0x0")
+    }
+
     func testCrashIsFatalWithTheSignalAsSentryNativeReportsIt() throws {
         let payload = try payload(crash())
         XCTAssertEqual(payload["platform"] as? String, "native")

@@ -186,6 +186,7 @@ final class UploadConfigurationTests: XCTestCase {
             ca_file = "/etc/ssl/ca.pem"
             timeout_ms = 5000
             send_pii = true
+            send_variables = true
             before_send = "/usr/local/bin/scrub"
             after_send = "/usr/local/bin/tell"
             """
@@ -196,6 +197,7 @@ final class UploadConfigurationTests: XCTestCase {
         XCTAssertEqual(configuration.caFile, "/etc/ssl/ca.pem")
         XCTAssertEqual(configuration.timeoutMilliseconds, 5000)
         XCTAssertEqual(configuration.sendPII, true)
+        XCTAssertEqual(configuration.sendVariables, true)
         XCTAssertEqual(configuration.beforeSend, "/usr/local/bin/scrub")
         XCTAssertEqual(configuration.afterSend, "/usr/local/bin/tell")
         XCTAssertEqual(try UploadConfiguration.parse("", file: "empty.toml"), UploadConfiguration())
