@@ -38,6 +38,13 @@ final class DWARFTypeNode {
         var isBase = false
     }
 
+    /// One variant of a Rust enum's DW_TAG_variant_part: the discriminant value that selects
+    /// it (nil: the default variant) and the member holding its fields.
+    struct Variant {
+        var discriminant: UInt64?
+        var member: Member
+    }
+
     var tag: UInt64 = 0
     var name: String?
     var byteSize: UInt64?
@@ -54,6 +61,9 @@ final class DWARFTypeNode {
     var parameters: [UInt64?] = []
     var variadic = false
     var prototyped = false
+    /// A Rust enum (DW_TAG_variant_part): the member DW_AT_discr names, and the variants.
+    var discriminant: Member?
+    var variants: [Variant] = []
 }
 
 /// The members of a structure, flattened enough to name the one at an offset.
@@ -126,21 +136,27 @@ struct DWARFValueFormatter {
         node.declaration = die.flag(DW_AT_declaration)
         node.prototyped = die.flag(DW_AT_prototyped)
         node.language = die.unit.language
-        if Self.isCPlusPlus(node.language), let name = node.name,
+        if Self.isCPlusPlus(node.language) || node.language == Self.DW_LANG_Rust, let name = node.name,
             let prefix = lookups.qualifiers(of: die.unit)[offset], !prefix.isEmpty
         {
             node.name = prefix + name
         }
+        // C++ qualifies an enum class's enumerators by the enum, Rust every enum's.
         let enumeratorPrefix =
-            Self.isCPlusPlus(node.language)
+            Self.isCPlusPlus(node.language) || node.language == Self.DW_LANG_Rust
             ? (lookups.qualifiers(of: die.unit)[offset] ?? "")
-                + (die.flag(DW_AT_enum_class) ? (die.string(DW_AT_name) ?? "") + "::" : "")
+                + (die.flag(DW_AT_enum_class) || node.language == Self.DW_LANG_Rust
+                    ? (die.string(DW_AT_name) ?? "") + "::" : "")
             : ""
         var budget = 4096
         switch die.tag {
         case DW_TAG_structure_type, DW_TAG_union_type, DW_TAG_class_type:
             for child in lookups.children(of: die, budget: &budget)
-            where child.tag == DW_TAG_member || child.tag == DW_TAG_inheritance {
+            where child.tag == DW_TAG_member || child.tag == DW_TAG_inheritance || child.tag == DW_TAG_variant_part {
+                if child.tag == DW_TAG_variant_part {
+                    readVariants(child, into: node, budget: &budget)
+                    continue
+                }
                 // Static members (C++: a declaration, or DW_TAG_variable in DWARF 5) have no place.
                 if child.flag(DW_AT_external) || child.flag(DW_AT_declaration) { continue }
                 var member = DWARFTypeNode.Member(
@@ -198,6 +214,27 @@ struct DWARFValueFormatter {
         }
         if lookups.variableCaches.types.count < DWARFVariableCaches.maximumTypes { lookups.variableCaches.types[offset] = node }
         return node
+    }
+
+    /// A Rust enum's DW_TAG_variant_part: the discriminant member and each DW_TAG_variant's
+    /// value and member (DW_AT_discr_list ranges are not read: such a variant never matches).
+    private func readVariants(_ part: DWARFDIE, into node: DWARFTypeNode, budget: inout Int) {
+        let discriminant = part.reference(DW_AT_discr)
+        for child in lookups.children(of: part, budget: &budget) {
+            if child.tag == DW_TAG_member, child.offset == discriminant {
+                node.discriminant = DWARFTypeNode.Member(
+                    name: nil, type: child.reference(DW_AT_type), offset: child.constant(DW_AT_data_member_location) ?? 0)
+            }
+            guard child.tag == DW_TAG_variant,
+                let member = lookups.children(of: child, budget: &budget).first(where: { $0.tag == DW_TAG_member })
+            else { continue }
+            node.variants.append(
+                DWARFTypeNode.Variant(
+                    discriminant: child.constant(DW_AT_discr_value),
+                    member: DWARFTypeNode.Member(
+                        name: member.string(DW_AT_name), type: member.reference(DW_AT_type),
+                        offset: member.constant(DW_AT_data_member_location) ?? 0)))
+        }
     }
 
     /// Whether a tag only qualifies or renames another type.
@@ -265,6 +302,7 @@ struct DWARFValueFormatter {
         guard steps < limits.typeChain else { return joined("<cycle>") }
         guard let offset else { return joined("void") }
         guard let node = node(offset) else { return joined("<unknown type>") }
+        if node.language == Self.DW_LANG_Rust { return rustTypeName(node, steps: steps) }
         let wrapped = inner.hasPrefix("*") || inner.hasPrefix("&") ? "(" + inner + ")" : inner
         switch node.tag {
         case DW_TAG_pointer_type, DW_TAG_reference_type, DW_TAG_rvalue_reference_type:
@@ -301,6 +339,33 @@ struct DWARFValueFormatter {
             return joined(keyword + " " + name)
         default:
             return joined(node.name ?? "<unknown type>")
+        }
+    }
+
+    /// A Rust type as gdb's rust_internal_print_type writes it: named types by their qualified
+    /// name, pointers and references alike as `*mut T` (gdb reads no pointer's DW_AT_name),
+    /// arrays as `[T; N]`, functions as `fn (A, B) -> R`.
+    private func rustTypeName(_ node: DWARFTypeNode, steps: Int) -> String {
+        func inner(_ offset: UInt64?) -> String {
+            guard let offset else { return "()" }
+            return declarator(offset, inner: "", steps: steps + 1)
+        }
+        switch node.tag {
+        case DW_TAG_pointer_type, DW_TAG_reference_type, DW_TAG_rvalue_reference_type:
+            return "*mut " + inner(node.target)
+        case DW_TAG_array_type:
+            var text = inner(node.target)
+            for dimension in node.dimensions.reversed() {
+                text = "[" + text + (dimension.map { "; " + String($0) } ?? "") + "]"
+            }
+            return text
+        case DW_TAG_subroutine_type:
+            let returns = node.target.map { " -> " + inner($0) } ?? ""
+            return "fn (" + node.parameters.map { inner($0) }.joined(separator: ", ") + ")" + returns
+        case DW_TAG_typedef, DW_TAG_const_type, DW_TAG_volatile_type, DW_TAG_restrict_type, DW_TAG_atomic_type:
+            return node.name ?? inner(node.target)
+        default:
+            return node.name ?? "<unknown type>"
         }
     }
 
@@ -465,6 +530,10 @@ struct DWARFValueFormatter {
         }
         switch node.tag {
         case DW_TAG_base_type, DW_TAG_enumeration_type, DW_TAG_pointer_type, DW_TAG_unspecified_type, DW_TAG_ptr_to_member_type:
+            if node.language == Self.DW_LANG_Rust, node.tag == DW_TAG_base_type, node.byteSize == 0 {
+                output.write("()")  // the unit type
+                return
+            }
             let size = byteSize(node) ?? 8
             guard size >= 1, size <= 16 else {
                 output.write("<unavailable>")
@@ -488,9 +557,15 @@ struct DWARFValueFormatter {
             }
             format(node.target, Source(address: address), offset: 0, depth: depth + 1, into: &output)
         case DW_TAG_structure_type, DW_TAG_union_type, DW_TAG_class_type:
-            aggregate(node, source, offset: offset, depth: depth, into: &output)
+            if node.language == Self.DW_LANG_Rust {
+                rustAggregate(node, source, offset: offset, depth: depth, into: &output)
+            } else {
+                aggregate(node, source, offset: offset, depth: depth, into: &output)
+            }
         case DW_TAG_array_type:
-            array(element: node.target, dimensions: node.dimensions[...], source, offset: offset, depth: depth, into: &output)
+            array(
+                element: node.target, dimensions: node.dimensions[...], source, offset: offset, depth: depth,
+                rust: node.language == Self.DW_LANG_Rust, into: &output)
         case DW_TAG_subroutine_type:
             output.write("{" + declarator(type, inner: "", steps: 0) + "}")
             if let address = source.address { output.write(" 0x" + String(address, radix: 16) + symbol(address)) }
@@ -555,6 +630,8 @@ struct DWARFValueFormatter {
                 }
                 output.write(text)
                 if size == 1 && node.encoding == DW_ATE_signed_char { output.write(" " + Self.characterLiteral(UInt8(raw))) }
+            case DW_ATE_UTF where node.language == Self.DW_LANG_Rust && size == 4:
+                output.write(String(raw) + " " + Self.rustCharacterLiteral(UInt32(truncatingIfNeeded: raw)))
             case DW_ATE_unsigned, DW_ATE_unsigned_char, DW_ATE_UTF, DW_ATE_address:
                 if size == 16 {
                     output.write(String(UInt128(Self.unsigned(Array(bytes[8...]))) << 64 | UInt128(raw)))
@@ -624,6 +701,27 @@ struct DWARFValueFormatter {
     /// `'A'`, `'\n'`, `'\000'`, as gdb writes a character.
     static func characterLiteral(_ byte: UInt8) -> String {
         "'" + escaped(byte, quote: UInt8(ascii: "'")) + "'"
+    }
+
+    /// A Rust `char` as gdb's rust_language::emitchar writes it: `'a'`, `'\n'`, `'\0'`,
+    /// `'\xe9'`, `'\u{01f600}'`.
+    static func rustCharacterLiteral(_ value: UInt32) -> String {
+        let text: String
+        switch value {
+        case UInt32(UInt8(ascii: "\\")), UInt32(UInt8(ascii: "'")): text = "\\" + String(UnicodeScalar(UInt8(value)))
+        case 10: text = "\\n"
+        case 13: text = "\\r"
+        case 9: text = "\\t"
+        case 0: text = "\\0"
+        case 32..<127: text = String(UnicodeScalar(UInt8(value)))
+        case 0..<256:
+            let hex = String(value, radix: 16)
+            text = "\\x" + (hex.count < 2 ? "0" : "") + hex
+        default:
+            let hex = String(value, radix: 16)
+            text = "\\u{" + String(repeating: "0", count: max(0, 6 - hex.count)) + hex + "}"
+        }
+        return "'" + text + "'"
     }
 
     private static func escaped(_ byte: UInt8, quote: UInt8) -> String {
@@ -755,6 +853,178 @@ struct DWARFValueFormatter {
         output.write("}")
     }
 
+    // MARK: - Rust
+
+    /// A Rust structure as gdb's rust_language::val_print_struct writes it: `Name {a: 1}`, a
+    /// structure without fields by its name, a tuple `(1, 2)`, a tuple struct `Name (1, 2)`;
+    /// slices and enums apart.
+    private func rustAggregate(_ node: DWARFTypeNode, _ source: Source, offset: UInt64, depth: Int, into output: inout Output) {
+        if node.declaration {
+            output.write("<incomplete type>")
+            return
+        }
+        guard depth < limits.depth else {
+            output.write("{...}")
+            return
+        }
+        if node.discriminant != nil || !node.variants.isEmpty {
+            rustEnum(node, source, offset: offset, depth: depth, into: &output)
+            return
+        }
+        if let slice = Self.sliceMembers(node) {
+            rustSlice(node, data: slice.data, length: slice.length, source, offset: offset, depth: depth, into: &output)
+            return
+        }
+        let tuple = node.name?.hasPrefix("(") == true
+        if !tuple {
+            output.write(node.name ?? "")
+            if node.members.isEmpty { return }
+            if node.name != nil { output.write(" ") }
+        }
+        rustFields(node, source, offset: offset, depth: depth, tuple: tuple || Self.isTupleStruct(node), into: &output)
+    }
+
+    /// `(a, b)` or `{x: a, y: b}`: a structure's or variant's fields.
+    private func rustFields(
+        _ node: DWARFTypeNode, _ source: Source, offset: UInt64, depth: Int, tuple: Bool, into output: inout Output
+    ) {
+        output.write(tuple ? "(" : "{")
+        for (index, member) in node.members.enumerated() {
+            guard !output.truncated else { return }
+            if index > 0 { output.write(", ") }
+            if !tuple { output.write((member.name ?? "") + ": ") }
+            guard let at = offset.checkedAdding(member.offset) else {
+                output.write("<unavailable>")
+                continue
+            }
+            if let bitSize = member.bitSize, let bitOffset = member.bitOffset {
+                bitfield(member.type, source, offset: offset, bitOffset: bitOffset, bitSize: bitSize, into: &output)
+            } else {
+                format(member.type, source, offset: at, depth: depth + 1, into: &output)
+            }
+        }
+        output.write(tuple ? ")" : "}")
+    }
+
+    /// gdb's rust_tuple_struct_type_p: fields named `__0`, `__1`, … in order.
+    private static func isTupleStruct(_ node: DWARFTypeNode) -> Bool {
+        !node.members.isEmpty && node.members.enumerated().allSatisfy { $0.element.name == "__\($0.offset)" }
+    }
+
+    /// gdb's rust_slice_type_p: a named structure of exactly `data_ptr` and `length`.
+    private static func sliceMembers(_ node: DWARFTypeNode) -> (data: DWARFTypeNode.Member, length: DWARFTypeNode.Member)? {
+        guard node.name != nil, node.members.count == 2,
+            let data = node.members.first(where: { $0.name == "data_ptr" }),
+            let length = node.members.first(where: { $0.name == "length" })
+        else { return nil }
+        return (data, length)
+    }
+
+    /// A `&str` as its characters (`"paid"`), another slice as its type and elements
+    /// (`&[i32] [1, 2]`), read through data_ptr for length elements, as gdb's val_print_slice.
+    /// A data_ptr or length that is missing prints gdb's error; elements the capture lacks
+    /// are not guessed: the slice prints as the structure it is (`&str {data_ptr: 0x…, length: 4}`).
+    private func rustSlice(
+        _ node: DWARFTypeNode, data: DWARFTypeNode.Member, length: DWARFTypeNode.Member, _ source: Source, offset: UInt64,
+        depth: Int, into output: inout Output
+    ) {
+        let isString = node.name == "&str"
+        let lengthSize = byteSize(strip(length.type)) ?? 8
+        guard let dataAt = offset.checkedAdding(data.offset), let lengthAt = offset.checkedAdding(length.offset),
+            lengthSize >= 1, lengthSize <= 8
+        else {
+            output.write("<unavailable>")
+            return
+        }
+        let pointerBytes = fetch(source, offset: dataAt, size: 8)
+        let lengthBytes = fetch(source, offset: lengthAt, size: lengthSize)
+        if pointerBytes == .optimizedOut || lengthBytes == .optimizedOut {
+            if !isString { output.write((node.name ?? "") + " ") }
+            output.write("<error reading variable: value has been optimized out>")
+            return
+        }
+        guard case .bytes(let pointer) = pointerBytes, case .bytes(let count) = lengthBytes else {
+            output.write("<unavailable>")
+            return
+        }
+        let address = Self.unsigned(pointer)
+        let elements = Self.unsigned(count)
+        let element = strip(data.type).flatMap { $0.tag == DW_TAG_pointer_type ? $0.target : nil }
+        let elementSize = byteSize(strip(element)) ?? 0
+        if isString {
+            let shown = min(elements, UInt64(limits.elements))
+            var characters: [UInt8] = []
+            while UInt64(characters.count) < shown {
+                let take = min(64, shown - UInt64(characters.count))
+                guard let at = address.checkedAdding(UInt64(characters.count)),
+                    case .bytes(let chunk) = fetch(Source(address: at), offset: 0, size: take)
+                else {
+                    characters = []
+                    break
+                }
+                characters += chunk
+            }
+            if UInt64(characters.count) == shown {
+                output.write(string(characters[...], more: elements > shown))
+                return
+            }
+        } else if elements == 0 {
+            output.write((node.name ?? "") + " []")
+            return
+        } else if elementSize > 0, case .bytes = fetch(Source(address: address), offset: 0, size: min(elementSize, 64)) {
+            output.write((node.name ?? "") + " ")
+            array(
+                element: element, dimensions: [elements], Source(address: address), offset: 0, depth: depth, rust: true,
+                into: &output)
+            return
+        }
+        // Not captured: the structure itself.
+        output.write((node.name ?? "") + " ")
+        rustFields(node, source, offset: offset, depth: depth, tuple: false, into: &output)
+    }
+
+    /// A Rust enum with data, as gdb's rust_language::print_enum: the variant its discriminant
+    /// selects (the default variant when no value matches), by its qualified name, then its
+    /// fields: `core::option::Option<i32>::Some(5)`, `Shape::Rect{w: 2, h: 3}`, `…::None`.
+    private func rustEnum(_ node: DWARFTypeNode, _ source: Source, offset: UInt64, depth: Int, into output: inout Output) {
+        if node.variants.isEmpty {
+            output.write((node.name ?? "") + " {<No data fields>}")
+            return
+        }
+        var chosen = node.variants.first { $0.discriminant == nil }
+        if let discriminant = node.discriminant {
+            let size = byteSize(strip(discriminant.type)) ?? 0
+            guard size >= 1, size <= 8, let at = offset.checkedAdding(discriminant.offset) else {
+                output.write("<unavailable>")
+                return
+            }
+            switch fetch(source, offset: at, size: size) {
+            case .unavailable:
+                output.write("<unavailable>")
+                return
+            case .optimizedOut:
+                output.write("<optimized out>")
+                return
+            case .bytes(let bytes):
+                let value = Self.unsigned(bytes)
+                let mask: UInt64 = size == 8 ? .max : (1 << (8 * size)) - 1
+                if let match = node.variants.first(where: { $0.discriminant.map { $0 & mask } == value }) { chosen = match }
+            }
+        }
+        guard let variant = chosen, let at = offset.checkedAdding(variant.member.offset) else {
+            output.write("<error reading variable>")  // gdb: "Could not find active enum variant"
+            return
+        }
+        var cycle = false
+        guard let fields = strip(variant.member.type, cycle: &cycle) else {
+            output.write(cycle ? "<cycle>" : "<unknown type>")
+            return
+        }
+        output.write(fields.name ?? variant.member.name ?? "")
+        if fields.members.isEmpty { return }
+        rustFields(fields, source, offset: at, depth: depth, tuple: Self.isTupleStruct(fields), into: &output)
+    }
+
     private func bitfield(
         _ type: UInt64?, _ source: Source, offset: UInt64, bitOffset: UInt64, bitSize: UInt64, into output: inout Output
     ) {
@@ -793,9 +1063,10 @@ struct DWARFValueFormatter {
         }
     }
 
+    /// An array's elements, `{1, 2}` (Rust: `[1, 2]`, and bytes as numbers).
     private func array(
         element: UInt64?, dimensions: ArraySlice<UInt64?>, _ source: Source, offset: UInt64, depth: Int,
-        into output: inout Output
+        rust: Bool = false, into output: inout Output
     ) {
         guard let first = dimensions.first else {
             format(element, source, offset: offset, depth: depth, into: &output)
@@ -814,7 +1085,7 @@ struct DWARFValueFormatter {
             }
             size = product
         }
-        if rest.isEmpty, isCharacter(strip(element)), !isPartlyOptimizedOut(source, offset: offset, size: count) {
+        if !rust, rest.isEmpty, isCharacter(strip(element)), !isPartlyOptimizedOut(source, offset: offset, size: count) {
             let shown = min(count, UInt64(limits.elements) + 1)
             var characters: [UInt8] = []
             var index: UInt64 = 0
@@ -839,7 +1110,7 @@ struct DWARFValueFormatter {
             output.write("{...}")
             return
         }
-        output.write("{")
+        output.write(rust ? "[" : "{")
         var index: UInt64 = 0
         var printed = 0
         while index < count && printed < limits.elements && !output.truncated {
@@ -858,7 +1129,7 @@ struct DWARFValueFormatter {
                     output.comparisons += 1
                 }
             }
-            array(element: element, dimensions: rest, source, offset: at, depth: depth + 1, into: &output)
+            array(element: element, dimensions: rest, source, offset: at, depth: depth + 1, rust: rust, into: &output)
             if repeats > 10 {
                 output.write(" <repeats \(repeats) times>")
                 index += repeats
@@ -869,7 +1140,7 @@ struct DWARFValueFormatter {
             }
         }
         if index < count { output.write("...") }
-        output.write("}")
+        output.write(rust ? "]" : "}")
     }
 
     /// Whether some of the bytes of a composite value are missing (gdb then prints a character
@@ -955,6 +1226,10 @@ let DW_AT_encoding: UInt64 = 0x3e
 let DW_AT_external: UInt64 = 0x3f
 let DW_AT_data_bit_offset: UInt64 = 0x6b
 let DW_AT_enum_class: UInt64 = 0x6d
+let DW_TAG_variant: UInt64 = 0x19
+let DW_TAG_variant_part: UInt64 = 0x33
+let DW_AT_discr: UInt64 = 0x15
+let DW_AT_discr_value: UInt64 = 0x16
 let DW_ATE_address: UInt64 = 0x01
 let DW_ATE_boolean: UInt64 = 0x02
 let DW_ATE_float: UInt64 = 0x04
