@@ -107,7 +107,11 @@ final class DWARFVariablesTests: XCTestCase {
 
     /// Runs `program` under gdb to its crash; each frame's registers, CFA and variable lines,
     /// and the core gdb wrote.
-    private func gdbFrames(_ program: String, frames: Int) throws -> ([GDBFrameVariables], String) {
+    private func gdbFrames(
+        _ program: String, arguments programArguments: [String] = [], frames: Int
+    ) throws -> (
+        [GDBFrameVariables], String
+    ) {
         let core = directory + "/core"
         var arguments = ["gdb", "-batch", "-nx", "-ex", "set width 0", "-ex", "set pagination off", "-ex", "run"]
         for index in 0..<frames {
@@ -122,7 +126,7 @@ final class DWARFVariablesTests: XCTestCase {
                 "-ex", "info args", "-ex", "info locals", "-ex", "echo @@END\\n", "-ex", "up",
             ]
         }
-        arguments += ["-ex", "gcore " + core, program]
+        arguments += ["-ex", "gcore " + core, "--args", program] + programArguments
         let result = try TestSupport.run(arguments)
         var parsed: [GDBFrameVariables] = []
         var current: GDBFrameVariables?
@@ -185,12 +189,15 @@ final class DWARFVariablesTests: XCTestCase {
         return RegionMemory(regions: regions)
     }
 
-    /// Compares each frame gdb showed with the scopes the reader gives; returns the differences
-    /// where the reader says `<optimized out>` and gdb has a value (gdb resolves entry values
-    /// through the caller's call sites; the reader does not), and fails on any other.
+    /// Compares each of the top `count` frames gdb showed with the scopes the reader gives, each
+    /// frame given its callers as a report's unwind knows them (sp, pc, the callee-saved
+    /// registers, the CFA: `callers` false gives none); returns the differences where the reader
+    /// says `<optimized out>` and gdb has a value (an entry value the reader could not resolve
+    /// through the caller's call site), and fails on any other.
     private func compare(
         source: String = DWARFVariablesTests.source, sourceName: String = "crash.c", compiler: String = "gcc",
-        flags: [String], output: String, file: StaticString = #filePath, line: UInt = #line
+        flags: [String], output: String, arguments: [String] = [], count: Int = 3, callers: Bool = true,
+        file: StaticString = #filePath, line: UInt = #line
     ) throws
         -> (matched: Int, entryValues: [String], first: [DWARFScopeVariables])
     {
@@ -201,7 +208,8 @@ final class DWARFVariablesTests: XCTestCase {
         try source.write(toFile: sourcePath, atomically: true, encoding: .utf8)
         let program = try TestSupport.compile(
             [sourcePath], output: directory + "/" + output, compiler: compiler, flags: flags + ["-g"])
-        let (frames, core) = try gdbFrames(program, frames: 3)
+        // One frame more than compared: the outermost compared frame's caller.
+        let (frames, core) = try gdbFrames(program, arguments: arguments, frames: count + 1)
         XCTAssertFalse(frames.isEmpty, "gdb showed no frame", file: file, line: line)
         let elf = try ELFFile(path: program)
         let dwarf = try XCTUnwrap(DWARFInfo(elf: elf))
@@ -217,6 +225,19 @@ final class DWARFVariablesTests: XCTestCase {
             path: program, base: bias + elf.imageVirtualBase, size: 1 << 24, buildID: elf.buildID, object: elf)
         let memory = LayeredMemory([try Self.coreMemory(core), ImageMemory(modules: [module], segments: .all)])
 
+        /// The caller of the function of frame `index`, past the frames inlined in it (gdb gives
+        /// those its CFA): what the unwinder knows of it (rbx, rbp, rsp, r12–r15, rip; the CFA),
+        /// with its own callers.
+        func caller(of index: Int) -> DWARFCallerFrame? {
+            guard callers, let next = frames.indices.first(where: { $0 > index && frames[$0].cfa != frames[index].cfa }),
+                let pc = frames[next].registers[16] ?? frames[next].pc
+            else { return nil }
+            let known = frames[next].registers.filter { [3, 6, 7, 12, 13, 14, 15, 16].contains($0.key) }
+            return DWARFCallerFrame(
+                pc: pc,
+                state: DWARFFrameState(registers: known, cfa: frames[next].cfa, memory: memory, caller: caller(of: next)))
+        }
+
         var matched = 0
         var entryValues: [String] = []
         var first: [DWARFScopeVariables] = []  // every frame's, in gdb's order
@@ -224,10 +245,11 @@ final class DWARFVariablesTests: XCTestCase {
         var position = 0
         var started = Date()
         var elapsed: TimeInterval = 0
-        for (index, frame) in frames.enumerated() {
+        for (index, frame) in frames.prefix(count).enumerated() {
             if position >= scopes.count {
                 guard let pc = frame.registers[16] ?? frame.pc, pc >= bias else { break }
-                let state = DWARFFrameState(registers: frame.registers, cfa: frame.cfa, loadBias: bias, memory: memory)
+                let state = DWARFFrameState(
+                    registers: frame.registers, cfa: frame.cfa, loadBias: bias, memory: memory, caller: caller(of: index))
                 started = Date()
                 scopes = dwarf.variables(at: pc - bias, isReturnAddress: index > 0, state: state)
                 elapsed += Date().timeIntervalSince(started)
@@ -467,6 +489,28 @@ final class DWARFVariablesTests: XCTestCase {
         XCTAssertTrue(variables[2].value.hasPrefix("{<unavailable> <repeats "), variables[2].value)
         XCTAssertTrue(variables[2].value.hasSuffix("..."))
         XCTAssertLessThanOrEqual(variables[2].value.utf8.count, DWARFVariableLimits().bytesPerVariable + 3)
+    }
+
+    /// Entry values (DW_OP_entry_value) resolved through the caller's call site, as gdb does:
+    /// explain.c's faults at -O2, where the faulting function's and its callers' parameters are
+    /// dead at the call and only the caller's DW_AT_call_value says what they were.
+    func testEntryValuesMatchGDB() throws {
+        let source = try String(contentsOfFile: TestSupport.fixture("explain/explain.c"), encoding: .utf8)
+        // (null-call and wild-jump fault outside any function, where this harness stops;
+        // use-after-free's `fill` is `slot * 0.25` of an entry value: floating-point arithmetic,
+        // refused.)
+        for mode in ["null-field", "literal-write"] {
+            let (matched, entryValues, _) = try compare(
+                source: source, sourceName: "explain.c", flags: ["-O2", "-fstack-protector-strong"],
+                output: "explain-O2", arguments: [mode])
+            XCTAssertGreaterThanOrEqual(matched, 8, mode)
+            XCTAssertEqual(entryValues, [], mode)
+        }
+        // Without the callers, they are optimized out as before.
+        let (_, unresolved, _) = try compare(
+            source: source, sourceName: "explain.c", flags: ["-O2", "-fstack-protector-strong"], output: "explain-O2",
+            arguments: ["null-field"], callers: false)
+        XCTAssertGreaterThanOrEqual(unresolved.count, 5)
     }
 
     /// DWARF 4: location lists in .debug_loc, GNU entry values.
