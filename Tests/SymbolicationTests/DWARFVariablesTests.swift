@@ -197,6 +197,7 @@ final class DWARFVariablesTests: XCTestCase {
     private func compare(
         source: String = DWARFVariablesTests.source, sourceName: String = "crash.c", compiler: String = "gcc",
         flags: [String], output: String, arguments: [String] = [], count: Int = 3, callers: Bool = true,
+        callerPCDelta: UInt64 = 0,
         file: StaticString = #filePath, line: UInt = #line
     ) throws
         -> (matched: Int, entryValues: [String], first: [DWARFScopeVariables])
@@ -234,7 +235,7 @@ final class DWARFVariablesTests: XCTestCase {
             else { return nil }
             let known = frames[next].registers.filter { [3, 6, 7, 12, 13, 14, 15, 16].contains($0.key) }
             return DWARFCallerFrame(
-                pc: pc,
+                pc: pc &+ callerPCDelta,
                 state: DWARFFrameState(registers: known, cfa: frames[next].cfa, memory: memory, caller: caller(of: next)))
         }
 
@@ -511,6 +512,11 @@ final class DWARFVariablesTests: XCTestCase {
             source: source, sourceName: "explain.c", flags: ["-O2", "-fstack-protector-strong"], output: "explain-O2",
             arguments: ["null-field"], callers: false)
         XCTAssertGreaterThanOrEqual(unresolved.count, 5)
+        // Callers whose return addresses have no call site: the same.
+        let (_, noSite, _) = try compare(
+            source: source, sourceName: "explain.c", flags: ["-O2", "-fstack-protector-strong"], output: "explain-O2",
+            arguments: ["null-field"], callerPCDelta: 1)
+        XCTAssertEqual(noSite, unresolved)
     }
 
     /// DWARF 4: location lists in .debug_loc, GNU entry values.
