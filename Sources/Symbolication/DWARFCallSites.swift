@@ -37,6 +37,8 @@ struct DWARFCallSite: Sendable {
     var function: Int32
     var callFile: UInt64
     var callLine: UInt64
+    /// The .debug_info offset of the call site's DIE (its parameters are its children).
+    var dieOffset: UInt64
 }
 
 /// A subprogram with code in the unit.
@@ -115,7 +117,7 @@ final class DWARFCallSites {
                 var returnPC: UInt64?, callPC: UInt64?, lowPC: UInt64?
                 var site = DWARFCallSite(
                     pc: 0, isReturnPC: true, isTailCall: false, origin: nil, targetAddress: nil, isIndirect: false,
-                    function: current, callFile: 0, callLine: 0)
+                    function: current, callFile: 0, callLine: 0, dieOffset: UInt64(dieOffset))
                 for specIndex in abbreviation.attributes {
                     let spec = table.specs[specIndex]
                     guard let value = unit.readValue(form: spec.form, implicitConst: spec.implicitConst, cursor: &cursor)

@@ -8,8 +8,12 @@
 // object address) makes it `refused`. The expression is hostile: every operand is read through
 // a bounds-checked cursor, branches must land inside the expression, and the operations executed,
 // the stack depth and the pieces are capped (DWARFExpressionLimits), so a loop through DW_OP_bra
-// ends. Typed operations (DW_OP_convert, DW_OP_regval_type …) are evaluated on the generic type,
-// as the values gdb prints for C never need more.
+// ends. DW_OP_entry_value and DW_OP_GNU_parameter_ref read what the caller's call site passed
+// (DWARFEntryValues, resolved beforehand from `state.caller`); without it they are optimized
+// out. Typed operations (DW_OP_convert, DW_OP_regval_type …) are evaluated on the generic type,
+// as the values gdb prints for C never need more, but floating-point ones: once an operation
+// names a floating-point type, arithmetic and conversions are refused (the generic type's
+// arithmetic on a double's bits would be a wrong number, as `int * 0.25` is).
 //
 // Not thread-bound: a pure function of its inputs.
 
@@ -31,12 +35,19 @@ public struct DWARFFrameState {
     public var loadBias: UInt64
     /// The captured memory; a read it does not hold makes a value unavailable.
     public var memory: any MemoryReader
+    /// The frame that called this one, when it is known: where its call site says what this
+    /// function's parameters were on entry (DW_OP_entry_value). Nil: such values are optimized out.
+    public var caller: DWARFCallerFrame?
 
-    public init(registers: [Int: UInt64], cfa: UInt64? = nil, loadBias: UInt64 = 0, memory: any MemoryReader) {
+    public init(
+        registers: [Int: UInt64], cfa: UInt64? = nil, loadBias: UInt64 = 0, memory: any MemoryReader,
+        caller: DWARFCallerFrame? = nil
+    ) {
         self.registers = registers
         self.cfa = cfa
         self.loadBias = loadBias
         self.memory = memory
+        self.caller = caller
     }
 
     /// The x86_64 name of DWARF register `number` (System V psABI, figure 3.36), nil past xmm15.
@@ -124,6 +135,13 @@ public enum DWARFExpression {
         var offsetSize = 4
         /// An entry of .debug_addr (DW_OP_addrx, DW_OP_constx), nil when there is none.
         var indexedAddress: (UInt64) -> UInt64? = { _ in nil }
+        /// What the caller's call site passed (DW_OP_entry_value); nil when it is not known.
+        var entryValues: DWARFEntryValues?
+        /// The .debug_info offset of the unit (DW_OP_GNU_parameter_ref's offset is relative to it).
+        var unitOffset: UInt64 = 0
+        /// Whether the base type DIE at this unit-relative offset (a typed operation's type) is
+        /// floating-point.
+        var isFloatType: (UInt64) -> Bool = { _ in false }
     }
 
     /// Why an evaluation stopped early.
@@ -159,6 +177,8 @@ public enum DWARFExpression {
         var kind = Kind.memory
         /// Whether anything was pushed or named since the last piece (an empty piece is optimized out).
         var described = false
+        /// Whether a typed operation named a floating-point type (see the file's comment).
+        var floatTyped = false
 
         init(bytes: ByteView, context: Context) {
             self.bytes = bytes
@@ -246,6 +266,11 @@ public enum DWARFExpression {
                 } else if op != DW_OP_piece && op != DW_OP_bit_piece {
                     throw .refused("operation 0x\(String(op, radix: 16)) after a location description")
                 }
+                if floatTyped
+                    && (op == DW_OP_plus_uconst || (op >= DW_OP_abs && op <= DW_OP_xor) || (op >= DW_OP_eq && op <= DW_OP_ne))
+                {
+                    throw .refused("floating-point arithmetic")
+                }
                 switch op {
                 case DW_OP_lit0...DW_OP_lit31: try push(UInt64(op - DW_OP_lit0))
                 case DW_OP_addr:
@@ -284,7 +309,7 @@ public enum DWARFExpression {
                     try push(try read(try pop(), size: size))
                 case DW_OP_deref_type, DW_OP_GNU_deref_type:
                     let size = Int(try operand(cursor.u8()))
-                    _ = try operand(cursor.uleb())
+                    if context.isFloatType(try operand(cursor.uleb())) { floatTyped = true }
                     try push(try read(try pop(), size: size))
                 case DW_OP_abs:
                     let value = Int64(bitPattern: try pop())
@@ -321,7 +346,7 @@ public enum DWARFExpression {
                     try push((try register(number)) &+ UInt64(bitPattern: offset))
                 case DW_OP_regval_type, DW_OP_GNU_regval_type:
                     let number = try operand(cursor.uleb())
-                    _ = try operand(cursor.uleb())
+                    if context.isFloatType(try operand(cursor.uleb())) { floatTyped = true }
                     try push(try register(number))
                 case DW_OP_fbreg:
                     let offset = try operand(cursor.sleb())
@@ -355,20 +380,36 @@ public enum DWARFExpression {
                     described = true
                 case DW_OP_entry_value, DW_OP_GNU_entry_value:
                     // The value a register had on entry, which only the caller's call-site
-                    // parameters could tell: gdb prints it as optimized out when it cannot.
-                    throw .optimizedOut
+                    // parameters tell: gdb prints it as optimized out when they do not.
+                    let length = try operand(cursor.uleb())
+                    guard length <= UInt64(bytes.count - cursor.offset), let block = bytes.slice(UInt64(cursor.offset), length),
+                        cursor.skip(length)
+                    else { throw .refused("truncated") }
+                    guard let named = Self.entryRegister(block, addressSize: context.addressSize),
+                        let value = context.entryValues?.value(of: named.register, dereferencing: named.dereference)
+                    else { throw .optimizedOut }
+                    if let type = named.type { floatTyped = floatTyped || context.isFloatType(type) }
+                    try push(value)
                 case DW_OP_GNU_parameter_ref:
-                    _ = try operand(cursor.u32())
-                    throw .optimizedOut
+                    let offset = try operand(cursor.u32())
+                    guard let value = context.entryValues?.parameters[context.unitOffset &+ UInt64(offset)] else {
+                        throw .optimizedOut
+                    }
+                    try push(value)
                 case DW_OP_const_type, DW_OP_GNU_const_type:
-                    _ = try operand(cursor.uleb())
+                    if context.isFloatType(try operand(cursor.uleb())) { floatTyped = true }
                     let size = Int(try operand(cursor.u8()))
                     guard size >= 1, size <= 8, let value = cursor.unsigned(size: size) else {
                         throw .refused("typed constant of \(size) bytes")
                     }
                     try push(value)
-                case DW_OP_convert, DW_OP_GNU_convert, DW_OP_reinterpret, DW_OP_GNU_reinterpret:
-                    _ = try operand(cursor.uleb())
+                case DW_OP_convert, DW_OP_GNU_convert:
+                    // Between integer types the generic value stands; to or from a floating-point
+                    // one the bits change.
+                    let toFloat = context.isFloatType(try operand(cursor.uleb()))
+                    guard !toFloat && !floatTyped else { throw .refused("floating-point conversion") }
+                case DW_OP_reinterpret, DW_OP_GNU_reinterpret:
+                    floatTyped = context.isFloatType(try operand(cursor.uleb()))
                 case DW_OP_nop, DW_OP_GNU_uninit: break
                 case DW_OP_form_tls_address, DW_OP_GNU_push_tls_address: throw .refused("thread-local storage")
                 case DW_OP_push_object_address: throw .refused("DW_OP_push_object_address")
@@ -383,6 +424,52 @@ public enum DWARFExpression {
             if case .stackValue = kind { return .value(try pop()) }
             if !described { return .optimizedOut }
             return try takeLocation()
+        }
+
+        /// The register a DW_OP_entry_value block names, as gdb reads it: DW_OP_regN or
+        /// DW_OP_regx or DW_OP_regval_type (the register's value on entry, with its type's DIE
+        /// for the last); DW_OP_bregN 0 or DW_OP_bregx N 0 (the
+        /// same); either breg followed by DW_OP_deref or DW_OP_deref_size (the bytes it pointed
+        /// at on entry, `dereference` of them). Nil for any other block.
+        fileprivate static func entryRegister(
+            _ block: ByteView, addressSize: Int
+        ) -> (register: Int, dereference: Int?, type: UInt64?)? {
+            var cursor = DWARFCursor(block)
+            guard let op = cursor.u8() else { return nil }
+            let register: UInt64
+            var isBase = false
+            var typeOffset: UInt64?
+            switch op {
+            case DW_OP_reg0...DW_OP_reg31: register = UInt64(op - DW_OP_reg0)
+            case DW_OP_regx:
+                guard let number = cursor.uleb() else { return nil }
+                register = number
+            case DW_OP_regval_type, DW_OP_GNU_regval_type:
+                guard let number = cursor.uleb(), let type = cursor.uleb() else { return nil }
+                register = number
+                typeOffset = type
+            case DW_OP_breg0...DW_OP_breg31, DW_OP_bregx:
+                var number = UInt64(op &- DW_OP_breg0)
+                if op == DW_OP_bregx {
+                    guard let value = cursor.uleb() else { return nil }
+                    number = value
+                }
+                guard cursor.sleb() == 0 else { return nil }
+                register = number
+                isBase = true
+            default: return nil
+            }
+            guard register <= 1024 else { return nil }
+            if cursor.offset == block.count { return (Int(register), nil, typeOffset) }
+            guard isBase, let next = cursor.u8() else { return nil }
+            var size = addressSize
+            if next == DW_OP_deref_size {
+                guard let value = cursor.u8(), value >= 1, value <= 8 else { return nil }
+                size = Int(value)
+            } else if next != DW_OP_deref {
+                return nil
+            }
+            return cursor.offset == block.count ? (Int(register), size, nil) : nil
         }
 
         private func operand<T>(_ value: T?) throws(Stop) -> T {

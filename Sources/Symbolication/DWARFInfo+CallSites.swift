@@ -76,7 +76,7 @@ extension DWARFLookups {
     }
 
     /// The unit holding `address` and its call sites, read on first use.
-    private func callSites(covering address: UInt64) -> (DWARFUnit, DWARFCallSites)? {
+    func callSites(covering address: UInt64) -> (DWARFUnit, DWARFCallSites)? {
         guard let index = unitMap.lookup(address), index >= 0, Int(index) < units.count else { return nil }
         let unit = units[Int(index)]
         if let built = unit.callSites { return (unit, built) }
@@ -85,7 +85,7 @@ extension DWARFLookups {
         return (unit, built)
     }
 
-    private func callSite(_ site: DWARFCallSite, unit: DWARFUnit, sites: DWARFCallSites) -> CallSite {
+    func callSite(_ site: DWARFCallSite, unit: DWARFUnit, sites: DWARFCallSites) -> CallSite {
         var target = CallSite.Target.unknown
         if let address = site.targetAddress {
             target = .address(address)

@@ -12,7 +12,8 @@
 // entry of its location list covering the address (.debug_loclists, every DW_LLE_* kind, or
 // .debug_loc), evaluated by DWARFExpression against the frame's state, DW_OP_fbreg against the
 // subprogram's DW_AT_frame_base; DW_AT_const_value is a value of its own. Values are written by
-// DWARFValueFormatter.
+// DWARFValueFormatter. An entry value (DW_OP_entry_value) is what the caller's call site passed:
+// with `state.caller` given, DWARFEntryValues reads that call site before the lookup.
 //
 // Bounds: a walk visits at most `DWARFVariableLimits.dies` DIEs, keeps at most `variables`
 // variables a frame, follows origins at most 4 deep; location lists are read at most `listEntries`
@@ -115,21 +116,45 @@ extension DWARFInfo {
     /// reports. For a return address (every frame but the crashed one), scopes and location
     /// lists are looked up at the call instruction (`fileAddress - 1`), as gdb does. Empty when
     /// no subprogram covers the address.
+    ///
+    /// Entry values are read from `state.caller` only where the caller is in this file too (its
+    /// pc less `state.loadBias` in this file's DWARF); Symbolizer.variables finds the caller's
+    /// module wherever it is.
     public func variables(
         at fileAddress: UInt64, isReturnAddress: Bool, state: DWARFFrameState,
         limits: DWARFVariableLimits = DWARFVariableLimits()
     ) -> [DWARFScopeVariables] {
         let lookup = fileAddress &- (isReturnAddress ? 1 : 0)
+        let bias = state.loadBias
+        let entryValues = DWARFEntryValues.resolve(
+            callee: DWARFEntryValues.Source(dwarf: self, image: nil, loadBias: bias), at: lookup, caller: state.caller,
+            limits: limits
+        ) { pc in
+            pc >= bias && self.functionEntry(containing: pc &- bias &- 1) != nil
+                ? DWARFEntryValues.Source(dwarf: self, image: nil, loadBias: bias) : nil
+        }
+        return variables(at: lookup, state: state, entryValues: entryValues, limits: limits)
+    }
+
+    /// variables(at:isReturnAddress:state:limits:) at the lookup address, with the entry values
+    /// already resolved.
+    func variables(
+        at lookup: UInt64, state: DWARFFrameState, entryValues: DWARFEntryValues?, limits: DWARFVariableLimits
+    ) -> [DWARFScopeVariables] {
         let passed = PassedState(state: state)
-        return lookups.withLock { $0.variables(at: lookup, state: passed.state, limits: limits) }
+        return lookups.withLock {
+            $0.variables(at: lookup, state: passed.state, entryValues: entryValues, limits: limits)
+        }
     }
 }
 
 extension Symbolizer {
     /// The variables of the frames at `pc` (an address of the process), as `symbolicate(pc:)`
     /// lines them up: one entry per frame it returns when DWARF covers the pc, innermost first,
-    /// function names demangled as there. `state.loadBias` is set from the module. Empty when no
-    /// module or no DWARF covers the pc.
+    /// function names demangled as there. `state.loadBias` is set from the module, and so is
+    /// each caller's in the `state.caller` chain, whose modules are found here too (libc's call
+    /// into the program, or the program's into libc). Empty when no module or no DWARF covers
+    /// the pc.
     public func variables(
         pc: UInt64, isReturnAddress: Bool, state: DWARFFrameState, limits: DWARFVariableLimits = DWARFVariableLimits()
     ) -> [DWARFScopeVariables] {
@@ -138,8 +163,16 @@ extension Symbolizer {
         guard let dwarf = debug.dwarf else { return [] }
         var state = state
         state.loadBias = module.loadBias
-        var scopes = dwarf.variables(
-            at: pc &- module.loadBias, isReturnAddress: isReturnAddress, state: state, limits: limits)
+        let lookup = pc &- module.loadBias &- (isReturnAddress ? 1 : 0)
+        let entryValues = DWARFEntryValues.resolve(
+            callee: DWARFEntryValues.Source(dwarf: dwarf, image: debug, loadBias: module.loadBias), at: lookup,
+            caller: state.caller, limits: limits
+        ) { pc in
+            guard let module = self.module(containing: pc), let object = module.object else { return nil }
+            let image = self.cache.image(for: object, locator: self.locator)
+            return image.dwarf.map { DWARFEntryValues.Source(dwarf: $0, image: image, loadBias: module.loadBias) }
+        }
+        var scopes = dwarf.variables(at: lookup, state: state, entryValues: entryValues, limits: limits)
         for index in scopes.indices {
             if let name = scopes[index].function, let demangled = debug.demangled(name) {
                 scopes[index].function = demangled
@@ -151,7 +184,7 @@ extension Symbolizer {
 
 /// The frame state handed into the DWARFLookups' lock: its memory reader (not Sendable) is read
 /// only during the call, on the caller's thread, and nothing that holds it outlives the call.
-private struct PassedState: @unchecked Sendable {
+struct PassedState: @unchecked Sendable {
     let state: DWARFFrameState
 }
 
@@ -301,7 +334,9 @@ extension DWARFLookups {
     }
 
     /// DWARFInfo.variables(at:isReturnAddress:state:limits:), at the lookup address.
-    func variables(at address: UInt64, state: DWARFFrameState, limits: DWARFVariableLimits) -> [DWARFScopeVariables] {
+    func variables(
+        at address: UInt64, state: DWARFFrameState, entryValues: DWARFEntryValues?, limits: DWARFVariableLimits
+    ) -> [DWARFScopeVariables] {
         guard let unitIndex = unitMap.lookup(address), Int(unitIndex) < units.count else { return [] }
         let unit = units[Int(unitIndex)]
         let tree = inlineTree(of: unit)
@@ -312,7 +347,8 @@ extension DWARFLookups {
         let subprogram = die(at: tree.nodes[Int(outermost)].dieOffset)
         var frameBase: DWARFLocation?
         if let subprogram, let attribute = subprogram.value(DW_AT_frame_base) {
-            frameBase = evaluate(attribute, of: subprogram, at: address, state: state, frameBase: nil, limits: limits)
+            frameBase = evaluate(
+                attribute, of: subprogram, at: address, state: state, frameBase: nil, entryValues: entryValues, limits: limits)
         }
         var formatter = DWARFValueFormatter(lookups: self, state: state, limits: limits)
         var result: [DWARFScopeVariables] = []
@@ -323,7 +359,9 @@ extension DWARFLookups {
             var variables: [DWARFVariable] = []
             for found in scopeVariables(of: node.dieOffset, unit: unit, at: address, limits: limits) {
                 variables.append(
-                    variable(found, at: address, state: state, frameBase: frameBase, formatter: &formatter, limits: limits))
+                    variable(
+                        found, at: address, state: state, frameBase: frameBase, entryValues: entryValues,
+                        formatter: &formatter, limits: limits))
             }
             result.append(DWARFScopeVariables(function: name, inlined: node.isInlined, variables: variables))
         }
@@ -474,13 +512,15 @@ extension DWARFLookups {
     /// One variable, located and printed.
     private func variable(
         _ found: FoundVariable, at address: UInt64, state: DWARFFrameState, frameBase: DWARFLocation?,
-        formatter: inout DWARFValueFormatter, limits: DWARFVariableLimits
+        entryValues: DWARFEntryValues?, formatter: inout DWARFValueFormatter, limits: DWARFVariableLimits
     ) -> DWARFVariable {
         let typeName = found.type.map { formatter.typeName($0) }
         var evaluated: DWARFLocation?
         let value: String
         if let (attribute, owner) = found.location {
-            let location = evaluate(attribute, of: owner, at: address, state: state, frameBase: frameBase, limits: limits)
+            let location = evaluate(
+                attribute, of: owner, at: address, state: state, frameBase: frameBase, entryValues: entryValues,
+                limits: limits)
             evaluated = location
             value = formatter.value(of: found.type, at: location)
         } else if let (attribute, owner) = found.constValue {
@@ -504,7 +544,7 @@ extension DWARFLookups {
     /// Evaluates a location attribute (an expression, or a list whose entry covers `address`).
     func evaluate(
         _ attribute: DWARFFormValue, of die: DWARFDIE, at address: UInt64, state: DWARFFrameState,
-        frameBase: DWARFLocation?, limits: DWARFVariableLimits
+        frameBase: DWARFLocation?, entryValues: DWARFEntryValues? = nil, limits: DWARFVariableLimits
     ) -> DWARFLocation {
         let unit = die.unit
         let expression: ByteView
@@ -528,11 +568,24 @@ extension DWARFLookups {
         default:
             return .refused("location of form 0x\(String(attribute.form, radix: 16))")
         }
-        var context = DWARFExpression.Context(state: state, frameBase: frameBase, limits: limits.expression)
+        let context = expressionContext(
+            unit: unit, state: state, frameBase: frameBase, entryValues: entryValues, limits: limits.expression)
+        return DWARFExpression.evaluate(expression, context: context)
+    }
+
+    /// What an expression of `unit` is evaluated with.
+    func expressionContext(
+        unit: DWARFUnit, state: DWARFFrameState, frameBase: DWARFLocation?, entryValues: DWARFEntryValues?,
+        limits: DWARFExpressionLimits
+    ) -> DWARFExpression.Context {
+        var context = DWARFExpression.Context(state: state, frameBase: frameBase, limits: limits)
         context.addressSize = Int(unit.format.addressSize)
         context.offsetSize = Int(unit.format.version <= 2 ? unit.format.addressSize : unit.format.offsetSize)
         context.indexedAddress = { unit.indexedAddress($0) }
-        return DWARFExpression.evaluate(expression, context: context)
+        context.entryValues = entryValues
+        context.unitOffset = unit.offset
+        context.isFloatType = { self.die(at: unit.offset &+ $0)?.constant(DW_AT_encoding) == DW_ATE_float }
+        return context
     }
 
     enum ListEntry {
