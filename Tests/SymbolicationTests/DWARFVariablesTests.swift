@@ -105,72 +105,6 @@ final class DWARFVariablesTests: XCTestCase, GDBComparing {
         "r11": 11, "r12": 12, "r13": 13, "r14": 14, "r15": 15, "rip": 16,
     ].merging((0..<16).map { ("xmm\($0)", 17 + $0) }) { first, _ in first }
 
-    /// Runs `program` under gdb to its crash; each frame's registers, CFA and variable lines,
-    /// and the core gdb wrote.
-    private func gdbFrames(
-        _ program: String, arguments programArguments: [String] = [], frames: Int
-    ) throws -> (
-        [GDBFrameVariables], String
-    ) {
-        let core = directory + "/core"
-        var arguments = ["gdb", "-batch", "-nx", "-ex", "set width 0", "-ex", "set pagination off", "-ex", "run"]
-        for index in 0..<frames {
-            arguments += [
-                "-ex", "echo @@FRAME \(index)\\n", "-ex", "info frame", "-ex", "info registers",
-            ]
-            for xmm in 0..<16 {
-                arguments += ["-ex", "printf \"xmm\(xmm) 0x%lx\\n\", $xmm\(xmm).v2_int64[0]"]
-            }
-            arguments += [
-                "-ex", "echo @@VARS\\n",
-                "-ex", "info args", "-ex", "info locals", "-ex", "echo @@END\\n", "-ex", "up",
-            ]
-        }
-        arguments += ["-ex", "gcore " + core, "--args", program] + programArguments
-        let result = try TestSupport.run(arguments)
-        var parsed: [GDBFrameVariables] = []
-        var current: GDBFrameVariables?
-        var inVariables = false
-        for line in result.stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
-            if line.hasPrefix("@@FRAME") {
-                current = GDBFrameVariables()
-                inVariables = false
-                continue
-            }
-            guard current != nil else { continue }
-            if line == "@@VARS" {
-                inVariables = true
-                continue
-            }
-            if line == "@@END" {
-                parsed.append(current!)
-                current = nil
-                continue
-            }
-            if inVariables {
-                if line == "No arguments." || line == "No locals." { continue }
-                current!.lines.append(line)
-                continue
-            }
-            if line.hasPrefix("Stack level"), let range = line.range(of: "frame at 0x") {
-                let hex = line[range.upperBound...].prefix { $0.isHexDigit }
-                current!.cfa = UInt64(hex, radix: 16)
-            }
-            if line.hasPrefix(" rip = 0x") {
-                let rest = line.dropFirst(" rip = 0x".count)
-                current!.pc = UInt64(rest.prefix { $0.isHexDigit }, radix: 16)
-                if let name = rest.split(separator: " ").dropFirst(2).first { current!.function = String(name) }
-            }
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            if fields.count >= 2, let number = Self.registerNumbers[String(fields[0])], fields[1].hasPrefix("0x"),
-                let value = UInt64(fields[1].dropFirst(2), radix: 16)
-            {
-                current!.registers[number] = value
-            }
-        }
-        return (parsed, core)
-    }
-
     /// The PT_LOAD segments of an ELF core file, as captured memory.
     static func coreMemory(_ path: String) throws -> RegionMemory {
         let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
@@ -187,117 +121,6 @@ final class DWARFVariablesTests: XCTestCase, GDBComparing {
             regions.append(MemoryRegion(start: address, bytes: Array(data[offset..<(offset + size)])))
         }
         return RegionMemory(regions: regions)
-    }
-
-    /// Compares each of the top `count` frames gdb showed with the scopes the reader gives, each
-    /// frame given its callers as a report's unwind knows them (sp, pc, the callee-saved
-    /// registers, the CFA: `callers` false gives none); returns the differences where the reader
-    /// says `<optimized out>` and gdb has a value (an entry value the reader could not resolve
-    /// through the caller's call site), and fails on any other.
-    private func compare(
-        source: String = DWARFVariablesTests.source, sourceName: String = "crash.c", compiler: String = "gcc",
-        flags: [String], output: String, arguments: [String] = [], count: Int = 3, callers: Bool = true,
-        callerPCDelta: UInt64 = 0,
-        file: StaticString = #filePath, line: UInt = #line
-    ) throws
-        -> (matched: Int, entryValues: [String], first: [DWARFScopeVariables])
-    {
-        guard TestSupport.which(compiler) != nil, TestSupport.which("gdb") != nil else {
-            throw XCTSkip("no \(compiler) or gdb")
-        }
-        let sourcePath = directory + "/" + sourceName
-        try source.write(toFile: sourcePath, atomically: true, encoding: .utf8)
-        let program = try TestSupport.compile(
-            [sourcePath], output: directory + "/" + output, compiler: compiler, flags: flags + ["-g"])
-        // One frame more than compared: the outermost compared frame's caller.
-        let (frames, core) = try gdbFrames(program, arguments: arguments, frames: count + 1)
-        XCTAssertFalse(frames.isEmpty, "gdb showed no frame", file: file, line: line)
-        let elf = try ELFFile(path: program)
-        let dwarf = try XCTUnwrap(DWARFInfo(elf: elf))
-        // The load bias from main's address as the process had it.
-        let nm = try TestSupport.run(["nm", program]).stdout
-        let mainFile = try XCTUnwrap(
-            nm.split(separator: "\n").first { $0.hasSuffix(" T main") }.flatMap { UInt64($0.prefix(16), radix: 16) })
-        let gdbMain = try TestSupport.run(["gdb", "-batch", "-nx", "-ex", "p/x (long)&main", program, core]).stdout
-        let mainLoaded = try XCTUnwrap(
-            gdbMain.split(separator: "\n").last { $0.hasPrefix("$1 = 0x") }.flatMap { UInt64($0.dropFirst(7), radix: 16) })
-        let bias = mainLoaded - mainFile
-        let module = LoadedModule(
-            path: program, base: bias + elf.imageVirtualBase, size: 1 << 24, buildID: elf.buildID, object: elf)
-        let memory = LayeredMemory([try Self.coreMemory(core), ImageMemory(modules: [module], segments: .all)])
-
-        /// The caller of the function of frame `index`, past the frames inlined in it (gdb gives
-        /// those its CFA): what the unwinder knows of it (rbx, rbp, rsp, r12–r15, rip; the CFA),
-        /// with its own callers.
-        func caller(of index: Int) -> DWARFCallerFrame? {
-            guard callers, let next = frames.indices.first(where: { $0 > index && frames[$0].cfa != frames[index].cfa }),
-                let pc = frames[next].registers[16] ?? frames[next].pc
-            else { return nil }
-            let known = frames[next].registers.filter { [3, 6, 7, 12, 13, 14, 15, 16].contains($0.key) }
-            return DWARFCallerFrame(
-                pc: pc &+ callerPCDelta,
-                state: DWARFFrameState(registers: known, cfa: frames[next].cfa, memory: memory, caller: caller(of: next)))
-        }
-
-        var matched = 0
-        var entryValues: [String] = []
-        var first: [DWARFScopeVariables] = []  // every frame's, in gdb's order
-        var scopes: [DWARFScopeVariables] = []
-        var position = 0
-        var started = Date()
-        var elapsed: TimeInterval = 0
-        for (index, frame) in frames.prefix(count).enumerated() {
-            if position >= scopes.count {
-                guard let pc = frame.registers[16] ?? frame.pc, pc >= bias else { break }
-                let state = DWARFFrameState(
-                    registers: frame.registers, cfa: frame.cfa, loadBias: bias, memory: memory, caller: caller(of: index))
-                started = Date()
-                scopes = dwarf.variables(at: pc - bias, isReturnAddress: index > 0, state: state)
-                elapsed += Date().timeIntervalSince(started)
-                position = 0
-                if scopes.isEmpty { break }  // libc: no DWARF here
-                if index == 0 {
-                    // The same through the Symbolizer, by process address (names demangled).
-                    let viaSymbolizer = Symbolizer(modules: [module]).variables(pc: pc, isReturnAddress: false, state: state)
-                    XCTAssertEqual(viaSymbolizer.map(\.variables), scopes.map(\.variables), file: file, line: line)
-                    // Warm lookups (the unit's tree and types already read): what a report pays
-                    // per frame once its module's DWARF is in use.
-                    let warm = Date()
-                    for _ in 0..<100 { _ = dwarf.variables(at: pc - bias, isReturnAddress: false, state: state) }
-                    let each = Int(Date().timeIntervalSince(warm) * 10_000)
-                    print("DWARFVariablesTests \(flags): a warm lookup of \(scopes.count) frames' variables takes \(each) µs")
-                }
-            }
-            let scope = scopes[position]
-            position += 1
-            first.append(scope)
-            let ours = scope.variables.map { "\($0.name) = \($0.value)" }
-            // gdb names a C++ frame without its parameters; DWARFInfo by the linkage name.
-            let function = scope.function.map { Demangler.demangle($0) ?? $0 }?.prefix { $0 != "(" }
-            XCTAssertEqual(function.map(String.init), frame.function, "frame \(index)", file: file, line: line)
-            XCTAssertEqual(ours.count, frame.lines.count, "frame \(index): \(ours) vs gdb \(frame.lines)", file: file, line: line)
-            for (mine, theirs) in zip(ours, frame.lines) {
-                if mine == theirs {
-                    matched += 1
-                } else if theirs.contains("<synthetic pointer>"), mine.contains("<optimized out>"),
-                    !mine.contains("<synthetic pointer>")
-                {
-                    // gdb shows the bytes of a composite past its last piece as `<synthetic
-                    // pointer>` (clang's `reg11; piece 4` for an 8-byte struct); they are missing.
-                    entryValues.append("frame \(index): gdb \(theirs), ours \(mine)")
-                } else if mine.hasSuffix(" = <optimized out>")
-                    && mine.split(separator: " ").first == theirs.split(separator: " ").first
-                {
-                    entryValues.append("frame \(index): gdb \(theirs), ours <optimized out>")
-                } else {
-                    XCTFail("frame \(index) \(scope.function ?? "?"): ours `\(mine)`, gdb `\(theirs)`", file: file, line: line)
-                }
-            }
-        }
-        print(
-            "DWARFVariablesTests \(flags): \(matched) values as gdb's, \(entryValues.count) entry values gdb resolved: \(entryValues); lookups took \(Int(elapsed * 1_000_000)) µs"
-        )
-        return (matched, entryValues, first)
     }
 
     func testMatchesGDBAtO0() throws {
@@ -683,14 +506,16 @@ extension GDBComparing {
         return (parsed, core)
     }
 
-    /// Compares each frame gdb showed with the scopes the reader gives; returns the differences
-    /// where the reader says `<optimized out>` and gdb has a value (gdb resolves entry values
-    /// through the caller's call sites; the reader does not), and fails on any other. The
-    /// compiler is a name in PATH or a path; the program runs with `arguments`.
+    /// Compares each of the top `frames` frames gdb showed with the scopes the reader gives,
+    /// each frame given its callers as a report's unwind knows them (sp, pc, the callee-saved
+    /// registers, the CFA: `callers` false gives none); returns the differences where the
+    /// reader says `<optimized out>` and gdb has a value (an entry value the reader could not
+    /// resolve through the caller's call site), and fails on any other. The compiler is a name
+    /// in PATH or a path; the program runs with `arguments`.
     func compare(
         source: String = DWARFVariablesTests.source, sourceName: String = "crash.c", compiler: String = "gcc",
-        flags: [String], output: String, arguments: [String] = [], frames frameCount: Int = 3,
-        file: StaticString = #filePath, line: UInt = #line
+        flags: [String], output: String, arguments: [String] = [], frames frameCount: Int = 3, callers: Bool = true,
+        callerPCDelta: UInt64 = 0, file: StaticString = #filePath, line: UInt = #line
     ) throws
         -> (matched: Int, entryValues: [String], first: [DWARFScopeVariables])
     {
@@ -703,7 +528,8 @@ extension GDBComparing {
         try source.write(toFile: sourcePath, atomically: true, encoding: .utf8)
         let program = try TestSupport.compile(
             [sourcePath], output: directory + "/" + output, compiler: compiler, flags: flags + ["-g"])
-        let (frames, core) = try gdbFrames(program, arguments: arguments, frames: frameCount)
+        // One frame more than compared: the outermost compared frame's caller.
+        let (frames, core) = try gdbFrames(program, arguments: arguments, frames: frameCount + 1)
         XCTAssertFalse(frames.isEmpty, "gdb showed no frame", file: file, line: line)
         let elf = try ELFFile(path: program)
         let dwarf = try XCTUnwrap(DWARFInfo(elf: elf))
@@ -721,6 +547,19 @@ extension GDBComparing {
             path: program, base: bias + elf.imageVirtualBase, size: 1 << 24, buildID: elf.buildID, object: elf)
         let memory = LayeredMemory([try DWARFVariablesTests.coreMemory(core), ImageMemory(modules: [module], segments: .all)])
 
+        /// The caller of the function of frame `index`, past the frames inlined in it (gdb gives
+        /// those its CFA): what the unwinder knows of it (rbx, rbp, rsp, r12–r15, rip; the CFA),
+        /// with its own callers.
+        func caller(of index: Int) -> DWARFCallerFrame? {
+            guard callers, let next = frames.indices.first(where: { $0 > index && frames[$0].cfa != frames[index].cfa }),
+                let pc = frames[next].registers[16] ?? frames[next].pc
+            else { return nil }
+            let known = frames[next].registers.filter { [3, 6, 7, 12, 13, 14, 15, 16].contains($0.key) }
+            return DWARFCallerFrame(
+                pc: pc &+ callerPCDelta,
+                state: DWARFFrameState(registers: known, cfa: frames[next].cfa, memory: memory, caller: caller(of: next)))
+        }
+
         var matched = 0
         var entryValues: [String] = []
         var first: [DWARFScopeVariables] = []  // every frame's, in gdb's order
@@ -728,10 +567,11 @@ extension GDBComparing {
         var position = 0
         var started = Date()
         var elapsed: TimeInterval = 0
-        for (index, frame) in frames.enumerated() {
+        for (index, frame) in frames.prefix(frameCount).enumerated() {
             if position >= scopes.count {
                 guard let pc = frame.registers[16] ?? frame.pc, pc >= bias else { break }
-                let state = DWARFFrameState(registers: frame.registers, cfa: frame.cfa, loadBias: bias, memory: memory)
+                let state = DWARFFrameState(
+                    registers: frame.registers, cfa: frame.cfa, loadBias: bias, memory: memory, caller: caller(of: index))
                 started = Date()
                 scopes = dwarf.variables(at: pc - bias, isReturnAddress: index > 0, state: state)
                 elapsed += Date().timeIntervalSince(started)
