@@ -95,7 +95,8 @@ enum FrameVariables {
 
     /// The state of unwound frame `position` of `stack` for its location expressions.
     static func state(
-        of position: Int, in frames: [UnwoundFrame], gpr: [UInt64], fxsave: [UInt8] = [], memory: any MemoryReader
+        of position: Int, in frames: [UnwoundFrame], gpr: [UInt64], fxsave: [UInt8] = [], memory: any MemoryReader,
+        depth: Int = 0
     ) -> DWARFFrameState? {
         let frame = frames[position]
         var registers: [Int: UInt64] = [:]
@@ -125,9 +126,21 @@ enum FrameVariables {
         }
         // The CFA is the caller's sp after the return (x86-64: the sp before the call).
         let next = position + 1
-        let cfa = next < frames.count && !frames[next].isSignalTrampoline && frames[next].method != .scan ? frames[next].sp : nil
-        return DWARFFrameState(registers: registers, cfa: cfa, memory: memory)
+        let known = next < frames.count && !frames[next].isSignalTrampoline && frames[next].method != .scan
+        let cfa = known ? frames[next].sp : nil
+        // The caller, for a parameter the DWARF gives as "its value on entry": the caller's
+        // call site says what it passed (gdb's entry values). A few callers deep at most.
+        var caller: DWARFCallerFrame?
+        if known, depth < maximumCallerDepth,
+            let state = state(of: next, in: frames, gpr: gpr, memory: memory, depth: depth + 1)
+        {
+            caller = DWARFCallerFrame(pc: frames[next].pc, state: state)
+        }
+        return DWARFFrameState(registers: registers, cfa: cfa, memory: memory, caller: caller)
     }
+
+    /// How many callers a frame's entry values may go through (the reader follows 4).
+    static let maximumCallerDepth = 4
 
     /// An event's variable records of one frame's scope.
     static func records(_ scope: DWARFScopeVariables) -> [VariableRecord] {
@@ -150,17 +163,21 @@ enum FrameVariables {
     /// the pc (optimized code), else the one whose stack slot the register was loaded from
     /// (unoptimized code: ValueOrigin). Filled into `fault.variable` with the access in the
     /// program's words (`o->sku`).
+    /// `parameterAtEntry`: the parameter (its name and function) the DWARF places in a register
+    /// at the crashing function's first instruction.
     static func nameBadValue(
         _ fault: inout FaultRecord, scopes: [DWARFScopeVariables], pc: UInt64, functionStart: UInt64?, gpr: [UInt64],
-        memory: any MemoryReader
+        memory: any MemoryReader, parameterAtEntry: (String) -> (name: String, function: String?)? = { _ in nil }
     ) {
-        nameFromCode(&fault, scopes: scopes, pc: pc, functionStart: functionStart, gpr: gpr, memory: memory)
+        nameFromCode(
+            &fault, scopes: scopes, pc: pc, functionStart: functionStart, gpr: gpr, memory: memory,
+            parameterAtEntry: parameterAtEntry)
         nameByValue(&fault, scopes: scopes)
     }
 
     static func nameFromCode(
         _ fault: inout FaultRecord, scopes: [DWARFScopeVariables], pc: UInt64, functionStart: UInt64?, gpr: [UInt64],
-        memory: any MemoryReader
+        memory: any MemoryReader, parameterAtEntry: (String) -> (name: String, function: String?)?
     ) {
         guard let register = fault.variable?.register, let full = RegisterFile.full(register)?.register else { return }
         let displacement = displacement(of: fault.access)
@@ -187,6 +204,17 @@ enum FrameVariables {
                 return member(of: variable, scope: scope)
             }
         }
+        // A pointer variable whose value the base still held (one the DWARF gives as its value
+        // on entry, or a copy), not NULL: that pointer's field.
+        if let value = load.baseValue, value != 0, load.base != "rbp" && load.base != "rsp" {
+            for scope in scopes {
+                if let variable = scope.variables.first(where: {
+                    leadingNumber($0.value) == value && ($0.typeName ?? "").contains("*")
+                }) {
+                    return member(of: variable, scope: scope)
+                }
+            }
+        }
         // Loaded from a variable's own stack slot (unoptimized code): that variable.
         if load.base == "rbp" || load.base == "rsp", let value = load.baseValue {
             let slot = value &+ UInt64(bitPattern: load.displacement)
@@ -195,6 +223,14 @@ enum FrameVariables {
             }
         }
         if let slot = load.baseSlot, let (variable, scope) = variable(at: slot, in: scopes) {
+            return member(of: variable, scope: scope)
+        }
+        // The parameter passed in the register the base came from: where the DWARF puts it at
+        // the function's first instruction.
+        if let register = load.entryRegister, let atEntry = parameterAtEntry(register),
+            let scope = scopes.first(where: { $0.function == atEntry.function }) ?? scopes.last,
+            let variable = scope.variables.first(where: { $0.name == atEntry.name && $0.isParameter })
+        {
             member(of: variable, scope: scope)
         }
     }

@@ -305,7 +305,21 @@ public enum ReportBuilder {
                 FrameVariables.nameBadValue(
                     &fault, scopes: variables.scopes[caller],
                     pc: caller == 1 ? fault.instruction?.address?.value ?? 0 : crashed.registers.rip,
-                    functionStart: variables.functionStarts[caller], gpr: crashed.registers.gpr, memory: variables.memory)
+                    functionStart: variables.functionStarts[caller], gpr: crashed.registers.gpr, memory: variables.memory,
+                    parameterAtEntry: { register in
+                        // The function's parameters where they arrive: evaluated at its entry.
+                        guard let start = variables.functionStarts[caller],
+                            let number = FrameVariables.dwarfNumbers[register]
+                        else { return nil }
+                        let entry = DWARFFrameState(registers: [:], memory: RegionMemory(regions: []))
+                        let scopes = symbolizer.variables(pc: start, isReturnAddress: false, state: entry)
+                        for scope in scopes {
+                            for variable in scope.variables where variable.isParameter {
+                                if case .register(number) = variable.location { return (variable.name, scope.function) }
+                            }
+                        }
+                        return nil
+                    })
                 event.fault = fault
             }
         }

@@ -22,8 +22,12 @@ extension FaultExplanation {
         var displacement: Int64
         /// The base's value at the load, when no instruction since changed it.
         var baseValue: UInt64?
-        /// Where the base was loaded from, when it was, from an unchanged rbp or rsp.
+        /// Where the base was loaded from, when it was, from an unchanged rbp or rsp; or where
+        /// it was stored before the load (unoptimized code keeps each parameter in its slot).
         var baseSlot: UInt64?
+        /// The argument register the base held, or was copied from, unchanged since the
+        /// function's entry: the parameter passed in it.
+        var entryRegister: String?
     }
 
     /// How much of a function is decoded to find where a register was loaded.
@@ -38,7 +42,11 @@ extension FaultExplanation {
         guard let load = lastLoad(of: register, in: instructions), let base = load.memoryOperands[0].base,
             load.memoryOperands[0].index == nil, base != "rip"
         else { return nil }
-        let baseKept = !writes(RegisterFile.full(base)?.register ?? base, after: load, in: instructions)
+        // `mov rax, [rax]` replaced its own base: the base's value then is not the register's now.
+        let fullBase = RegisterFile.full(base)?.register ?? base
+        let baseKept =
+            !writes(fullBase, after: load, in: instructions)
+            && !load.writtenRegisters.contains { RegisterFile.full($0)?.register == fullBase }
         var found = Load(
             base: base, displacement: load.memoryOperands[0].displacement,
             baseValue: baseKept ? RegisterFile.value(base, gpr: gpr, nextPC: 0) : nil)
@@ -50,6 +58,32 @@ extension FaultExplanation {
             let value = RegisterFile.value(slotBase, gpr: gpr, nextPC: 0)
         {
             found.baseSlot = value &+ UInt64(bitPattern: inner.memoryOperands[0].displacement)
+        }
+        if found.baseSlot == nil, let index = instructions.firstIndex(of: load) {
+            let before = Array(instructions[..<index])
+            let writer = before.lastIndex { $0.writtenRegisters.contains { RegisterFile.full($0)?.register == fullBase } }
+            // Stored into a slot since it last changed: `mov qword ptr [rsp + 0x78], rdi`.
+            let since = writer.map { $0 + 1 } ?? 0
+            if let store = before[since...].last(where: { instruction in
+                instruction.mnemonic == "mov" && instruction.registerOperands.first.flatMap({ RegisterFile.full($0)?.register })
+                    == fullBase && instruction.memoryOperands.first?.writes == true
+            }), let operand = store.memoryOperands.first, let slotBase = operand.base, slotBase == "rbp" || slotBase == "rsp",
+                operand.index == nil, !writes(slotBase, after: store, in: instructions),
+                let value = RegisterFile.value(slotBase, gpr: gpr, nextPC: 0)
+            {
+                found.baseSlot = value &+ UInt64(bitPattern: operand.displacement)
+            }
+            // Never written in the function: the base is an argument register as it came in.
+            // Or copied from one that was not written before the copy: `mov rax, rdi`.
+            if writer == nil {
+                found.entryRegister = fullBase
+            } else if let writer, before[writer].mnemonic == "mov", before[writer].memoryOperands.isEmpty,
+                before[writer].registerOperands.count == 2,
+                let source = RegisterFile.full(before[writer].registerOperands[1])?.register,
+                !before[..<writer].contains(where: { $0.writtenRegisters.contains { RegisterFile.full($0)?.register == source } })
+            {
+                found.entryRegister = source
+            }
         }
         return found
     }

@@ -10,10 +10,12 @@
 // the stack depth and the pieces are capped (DWARFExpressionLimits), so a loop through DW_OP_bra
 // ends. DW_OP_entry_value and DW_OP_GNU_parameter_ref read what the caller's call site passed
 // (DWARFEntryValues, resolved beforehand from `state.caller`); without it they are optimized
-// out. Typed operations (DW_OP_convert, DW_OP_regval_type …) are evaluated on the generic type,
-// as the values gdb prints for C never need more, but floating-point ones: once an operation
-// names a floating-point type, arithmetic and conversions are refused (the generic type's
-// arithmetic on a double's bits would be a wrong number, as `int * 0.25` is).
+// out. Typed operations (DW_OP_convert, DW_OP_regval_type, DW_OP_const_type …) give each stack
+// entry its base type, as gdb's evaluator does: conversions between integers and floating-point
+// values convert, and arithmetic on two floating-point values is floating-point arithmetic (GCC
+// describes `double fill = slot * 0.25` as `breg4; convert int; convert double; const_type
+// double 0.25; mul`). What mixes a floating-point value with another type is refused, never
+// computed on a double's bits.
 //
 // Not thread-bound: a pure function of its inputs.
 
@@ -141,11 +143,11 @@ public enum DWARFExpression {
         var unitOffset: UInt64 = 0
         /// Whether the base type DIE at this unit-relative offset (a typed operation's type) is
         /// floating-point.
-        var isFloatType: (UInt64) -> Bool = { _ in false }
+        var baseType: (UInt64) -> DWARFBaseType? = { _ in nil }
     }
 
     /// Why an evaluation stopped early.
-    private enum Stop: Error {
+    fileprivate enum Stop: Error {
         case unavailable(String)
         case refused(String)
         case optimizedOut
@@ -173,12 +175,12 @@ public enum DWARFExpression {
         let bytes: ByteView
         let context: Context
         var stack: [UInt64] = []
+        /// Each stack entry's base type (the generic type but where a typed operation said).
+        var types: [DWARFBaseType] = []
         var pieces: [DWARFPiece] = []
         var kind = Kind.memory
         /// Whether anything was pushed or named since the last piece (an empty piece is optimized out).
         var described = false
-        /// Whether a typed operation named a floating-point type (see the file's comment).
-        var floatTyped = false
 
         init(bytes: ByteView, context: Context) {
             self.bytes = bytes
@@ -186,17 +188,32 @@ public enum DWARFExpression {
             stack.reserveCapacity(8)
         }
 
-        mutating func push(_ value: UInt64) throws(Stop) {
+        mutating func push(_ value: UInt64, type: DWARFBaseType = .generic) throws(Stop) {
             guard stack.count < context.limits.stackDepth else {
                 throw .refused("stack deeper than \(context.limits.stackDepth)")
             }
             stack.append(value)
+            types.append(type)
             described = true
         }
 
-        mutating func pop() throws(Stop) -> UInt64 {
-            guard let value = stack.popLast() else { throw .refused("stack underflow") }
-            return value
+        mutating func pop() throws(Stop) -> UInt64 { try popTyped().value }
+
+        mutating func popTyped() throws(Stop) -> (value: UInt64, type: DWARFBaseType) {
+            guard let value = stack.popLast(), let type = types.popLast() else { throw .refused("stack underflow") }
+            return (value, type)
+        }
+
+        func peekTyped(_ depth: Int) throws(Stop) -> (value: UInt64, type: DWARFBaseType) {
+            guard depth >= 0, depth < stack.count else { throw .refused("stack underflow") }
+            return (stack[stack.count - 1 - depth], types[types.count - 1 - depth])
+        }
+
+        /// The base type a typed operation names (0: the generic type).
+        func baseType(_ offset: UInt64) throws(Stop) -> DWARFBaseType {
+            if offset == 0 { return .generic }
+            guard let type = context.baseType(offset) else { throw .refused("no base type at 0x\(String(offset, radix: 16))") }
+            return type
         }
 
         func peek(_ depth: Int) throws(Stop) -> UInt64 {
@@ -266,11 +283,6 @@ public enum DWARFExpression {
                 } else if op != DW_OP_piece && op != DW_OP_bit_piece {
                     throw .refused("operation 0x\(String(op, radix: 16)) after a location description")
                 }
-                if floatTyped
-                    && (op == DW_OP_plus_uconst || (op >= DW_OP_abs && op <= DW_OP_xor) || (op >= DW_OP_eq && op <= DW_OP_ne))
-                {
-                    throw .refused("floating-point arithmetic")
-                }
                 switch op {
                 case DW_OP_lit0...DW_OP_lit31: try push(UInt64(op - DW_OP_lit0))
                 case DW_OP_addr:
@@ -290,37 +302,63 @@ public enum DWARFExpression {
                 case DW_OP_const8u, DW_OP_const8s: try push(try operand(cursor.u64()))
                 case DW_OP_constu: try push(try operand(cursor.uleb()))
                 case DW_OP_consts: try push(UInt64(bitPattern: try operand(cursor.sleb())))
-                case DW_OP_dup: try push(try peek(0))
+                case DW_OP_dup:
+                    let top = try peekTyped(0)
+                    try push(top.value, type: top.type)
                 case DW_OP_drop: _ = try pop()
-                case DW_OP_over: try push(try peek(1))
-                case DW_OP_pick: try push(try peek(Int(try operand(cursor.u8()))))
+                case DW_OP_over:
+                    let second = try peekTyped(1)
+                    try push(second.value, type: second.type)
+                case DW_OP_pick:
+                    let picked = try peekTyped(Int(try operand(cursor.u8())))
+                    try push(picked.value, type: picked.type)
                 case DW_OP_swap:
-                    let a = try pop(), b = try pop()
-                    try push(a)
-                    try push(b)
+                    let a = try popTyped(), b = try popTyped()
+                    try push(a.value, type: a.type)
+                    try push(b.value, type: b.type)
                 case DW_OP_rot:
-                    let a = try pop(), b = try pop(), c = try pop()
-                    try push(a)
-                    try push(c)
-                    try push(b)
+                    let a = try popTyped(), b = try popTyped(), c = try popTyped()
+                    try push(a.value, type: a.type)
+                    try push(c.value, type: c.type)
+                    try push(b.value, type: b.type)
                 case DW_OP_deref: try push(try read(try pop(), size: context.addressSize))
                 case DW_OP_deref_size:
                     let size = Int(try operand(cursor.u8()))
                     try push(try read(try pop(), size: size))
                 case DW_OP_deref_type, DW_OP_GNU_deref_type:
                     let size = Int(try operand(cursor.u8()))
-                    if context.isFloatType(try operand(cursor.uleb())) { floatTyped = true }
-                    try push(try read(try pop(), size: size))
-                case DW_OP_abs:
-                    let value = Int64(bitPattern: try pop())
-                    try push(value < 0 ? UInt64(bitPattern: 0 &- value) : UInt64(bitPattern: value))
-                case DW_OP_neg: try push(0 &- (try pop()))
-                case DW_OP_not: try push(~(try pop()))
-                case DW_OP_plus_uconst: try push((try pop()) &+ (try operand(cursor.uleb())))
+                    let type = try baseType(try operand(cursor.uleb()))
+                    try push(try read(try pop(), size: size), type: type)
+                case DW_OP_abs, DW_OP_neg:
+                    let (raw, type) = try popTyped()
+                    if type.isFloat {
+                        // The sign bit: cleared for abs, flipped for neg.
+                        let sign: UInt64 = type.size == 4 ? 1 << 31 : 1 << 63
+                        try push(op == DW_OP_abs ? raw & ~sign : raw ^ sign, type: type)
+                    } else if op == DW_OP_neg {
+                        try push(0 &- raw, type: type)
+                    } else {
+                        let value = Int64(bitPattern: raw)
+                        try push(value < 0 ? UInt64(bitPattern: 0 &- value) : UInt64(bitPattern: value), type: type)
+                    }
+                case DW_OP_not:
+                    let (value, type) = try popTyped()
+                    guard !type.isFloat else { throw .refused("DW_OP_not of a floating-point value") }
+                    try push(~value, type: type)
+                case DW_OP_plus_uconst:
+                    let (value, type) = try popTyped()
+                    guard !type.isFloat else { throw .refused("DW_OP_plus_uconst of a floating-point value") }
+                    try push(value &+ (try operand(cursor.uleb())), type: type)
                 case DW_OP_and, DW_OP_div, DW_OP_minus, DW_OP_mod, DW_OP_mul, DW_OP_or, DW_OP_plus, DW_OP_shl, DW_OP_shr,
                     DW_OP_shra, DW_OP_xor, DW_OP_eq, DW_OP_ge, DW_OP_gt, DW_OP_le, DW_OP_lt, DW_OP_ne:
-                    let b = try pop(), a = try pop()
-                    try push(try Self.binary(op, a, b))
+                    let b = try popTyped(), a = try popTyped()
+                    if a.type.isFloat || b.type.isFloat {
+                        guard a.type == b.type else { throw .refused("arithmetic between a floating-point value and another type") }
+                        let result = try Self.floating(op, a.value, b.value, size: a.type.size)
+                        try push(result.value, type: result.comparison ? .generic : a.type)
+                    } else {
+                        try push(try Self.binary(op, a.value, b.value), type: a.type.isGeneric ? b.type : a.type)
+                    }
                 case DW_OP_skip, DW_OP_bra:
                     let delta = Int(Int16(bitPattern: try operand(cursor.u16())))
                     let taken = op == DW_OP_skip ? true : (try pop()) != 0
@@ -346,8 +384,8 @@ public enum DWARFExpression {
                     try push((try register(number)) &+ UInt64(bitPattern: offset))
                 case DW_OP_regval_type, DW_OP_GNU_regval_type:
                     let number = try operand(cursor.uleb())
-                    if context.isFloatType(try operand(cursor.uleb())) { floatTyped = true }
-                    try push(try register(number))
+                    let type = try baseType(try operand(cursor.uleb()))
+                    try push(type.truncate(try register(number)), type: type)
                 case DW_OP_fbreg:
                     let offset = try operand(cursor.sleb())
                     try push((try frameBaseValue()) &+ UInt64(bitPattern: offset))
@@ -388,8 +426,8 @@ public enum DWARFExpression {
                     guard let named = Self.entryRegister(block, addressSize: context.addressSize),
                         let value = context.entryValues?.value(of: named.register, dereferencing: named.dereference)
                     else { throw .optimizedOut }
-                    if let type = named.type { floatTyped = floatTyped || context.isFloatType(type) }
-                    try push(value)
+                    let type = try named.type.map { offset throws(Stop) in try baseType(offset) } ?? .generic
+                    try push(type.truncate(value), type: type)
                 case DW_OP_GNU_parameter_ref:
                     let offset = try operand(cursor.u32())
                     guard let value = context.entryValues?.parameters[context.unitOffset &+ UInt64(offset)] else {
@@ -397,19 +435,20 @@ public enum DWARFExpression {
                     }
                     try push(value)
                 case DW_OP_const_type, DW_OP_GNU_const_type:
-                    if context.isFloatType(try operand(cursor.uleb())) { floatTyped = true }
+                    let type = try baseType(try operand(cursor.uleb()))
                     let size = Int(try operand(cursor.u8()))
                     guard size >= 1, size <= 8, let value = cursor.unsigned(size: size) else {
                         throw .refused("typed constant of \(size) bytes")
                     }
-                    try push(value)
+                    try push(value, type: type)
                 case DW_OP_convert, DW_OP_GNU_convert:
-                    // Between integer types the generic value stands; to or from a floating-point
-                    // one the bits change.
-                    let toFloat = context.isFloatType(try operand(cursor.uleb()))
-                    guard !toFloat && !floatTyped else { throw .refused("floating-point conversion") }
+                    let type = try baseType(try operand(cursor.uleb()))
+                    let (value, from) = try popTyped()
+                    try push(try Self.convert(value, from: from, to: type), type: type)
                 case DW_OP_reinterpret, DW_OP_GNU_reinterpret:
-                    floatTyped = context.isFloatType(try operand(cursor.uleb()))
+                    let type = try baseType(try operand(cursor.uleb()))
+                    let (value, _) = try popTyped()
+                    try push(value, type: type)
                 case DW_OP_nop, DW_OP_GNU_uninit: break
                 case DW_OP_form_tls_address, DW_OP_GNU_push_tls_address: throw .refused("thread-local storage")
                 case DW_OP_push_object_address: throw .refused("DW_OP_push_object_address")
@@ -475,6 +514,56 @@ public enum DWARFExpression {
         private func operand<T>(_ value: T?) throws(Stop) -> T {
             guard let value else { throw .refused("truncated") }
             return value
+        }
+
+        /// A value converted between base types (DW_OP_convert): an integer's value as a
+        /// floating-point one's, truncated towards zero the other way, widened or narrowed.
+        private static func convert(_ value: UInt64, from: DWARFBaseType, to: DWARFBaseType) throws(Stop) -> UInt64 {
+            switch (from.isFloat, to.isFloat) {
+            case (false, false):
+                let narrowed = from.truncate(value)
+                guard from.isSigned, from.size < 8 else { return to.truncate(narrowed) }
+                let shift = UInt64(64 - 8 * from.size)
+                return to.truncate(UInt64(bitPattern: Int64(bitPattern: narrowed << shift) >> shift))
+            case (false, true):
+                let number: Double
+                if from.isSigned {
+                    let shift = UInt64(64 - 8 * min(from.size, 8))
+                    number = Double(Int64(bitPattern: from.truncate(value) << shift) >> shift)
+                } else {
+                    number = Double(from.truncate(value))
+                }
+                return try DWARFBaseType.bits(of: number, size: to.size)
+            case (true, false):
+                let number = try DWARFBaseType.number(of: value, size: from.size)
+                guard number.isFinite, number > -9.3e18, number < 1.8e19 else { throw .refused("conversion out of range") }
+                return to.truncate(number < 0 ? UInt64(bitPattern: Int64(number)) : UInt64(number))
+            case (true, true):
+                return try DWARFBaseType.bits(of: try DWARFBaseType.number(of: value, size: from.size), size: to.size)
+            }
+        }
+
+        /// Floating-point arithmetic on two values of one base type; comparisons give 0 or 1 of
+        /// the generic type.
+        private static func floating(
+            _ op: UInt8, _ a: UInt64, _ b: UInt64, size: Int
+        ) throws(Stop) -> (value: UInt64, comparison: Bool) {
+            let x = try DWARFBaseType.number(of: a, size: size), y = try DWARFBaseType.number(of: b, size: size)
+            let result: Double
+            switch op {
+            case DW_OP_plus: result = x + y
+            case DW_OP_minus: result = x - y
+            case DW_OP_mul: result = x * y
+            case DW_OP_div: result = x / y
+            case DW_OP_eq: return (x == y ? 1 : 0, true)
+            case DW_OP_ne: return (x != y ? 1 : 0, true)
+            case DW_OP_lt: return (x < y ? 1 : 0, true)
+            case DW_OP_le: return (x <= y ? 1 : 0, true)
+            case DW_OP_gt: return (x > y ? 1 : 0, true)
+            case DW_OP_ge: return (x >= y ? 1 : 0, true)
+            default: throw .refused("operation 0x\(String(op, radix: 16)) on floating-point values")
+            }
+            return (try DWARFBaseType.bits(of: result, size: size), false)
         }
 
         private static func binary(_ op: UInt8, _ a: UInt64, _ b: UInt64) throws(Stop) -> UInt64 {
@@ -593,3 +682,41 @@ let DW_OP_GNU_reinterpret: UInt8 = 0xf9
 let DW_OP_GNU_parameter_ref: UInt8 = 0xfa
 let DW_OP_GNU_addr_index: UInt8 = 0xfb
 let DW_OP_GNU_const_index: UInt8 = 0xfc
+
+/// A typed stack entry's base type (DW_TAG_base_type: its encoding and size), or the generic
+/// type: an address-sized integer of unspecified sign.
+struct DWARFBaseType: Equatable, Sendable {
+    var isFloat: Bool
+    var isSigned: Bool
+    var size: Int
+    var isGeneric: Bool
+
+    static let generic = DWARFBaseType(isFloat: false, isSigned: false, size: 8, isGeneric: true)
+
+    init(isFloat: Bool, isSigned: Bool, size: Int, isGeneric: Bool = false) {
+        self.isFloat = isFloat
+        self.isSigned = isSigned
+        self.size = min(max(size, 1), 8)
+        self.isGeneric = isGeneric
+    }
+
+    /// The low `size` bytes of a value.
+    func truncate(_ value: UInt64) -> UInt64 { size >= 8 ? value : value & ((1 << (8 * UInt64(size))) - 1) }
+
+    /// A float's or double's bits as a number; other sizes are refused (x87's 10 bytes, half).
+    fileprivate static func number(of bits: UInt64, size: Int) throws(DWARFExpression.Stop) -> Double {
+        switch size {
+        case 4: return Double(Float(bitPattern: UInt32(truncatingIfNeeded: bits)))
+        case 8: return Double(bitPattern: bits)
+        default: throw .refused("a floating-point value of \(size) bytes")
+        }
+    }
+
+    fileprivate static func bits(of number: Double, size: Int) throws(DWARFExpression.Stop) -> UInt64 {
+        switch size {
+        case 4: return UInt64(Float(number).bitPattern)
+        case 8: return number.bitPattern
+        default: throw .refused("a floating-point value of \(size) bytes")
+        }
+    }
+}

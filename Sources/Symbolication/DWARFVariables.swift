@@ -584,7 +584,14 @@ extension DWARFLookups {
         context.indexedAddress = { unit.indexedAddress($0) }
         context.entryValues = entryValues
         context.unitOffset = unit.offset
-        context.isFloatType = { self.die(at: unit.offset &+ $0)?.constant(DW_AT_encoding) == DW_ATE_float }
+        context.baseType = { offset in
+            guard let die = self.die(at: unit.offset &+ offset), let encoding = die.constant(DW_AT_encoding),
+                let size = die.constant(DW_AT_byte_size), size >= 1, size <= 16
+            else { return nil }
+            return DWARFBaseType(
+                isFloat: encoding == DW_ATE_float, isSigned: encoding == DW_ATE_signed || encoding == DW_ATE_signed_char,
+                size: Int(size))
+        }
         return context
     }
 
