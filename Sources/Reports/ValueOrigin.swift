@@ -65,8 +65,10 @@ extension FaultExplanation {
             // Stored into a slot since it last changed: `mov qword ptr [rsp + 0x78], rdi`.
             let since = writer.map { $0 + 1 } ?? 0
             if let store = before[since...].last(where: { instruction in
-                instruction.mnemonic == "mov" && instruction.registerOperands.first.flatMap({ RegisterFile.full($0)?.register })
-                    == fullBase && instruction.memoryOperands.first?.writes == true
+                instruction.mnemonic == "mov"
+                    && instruction.registerOperands.first.flatMap({ RegisterFile.full($0)?.register })
+                        == fullBase
+                    && instruction.memoryOperands.first?.writes == true
             }), let operand = store.memoryOperands.first, let slotBase = operand.base, slotBase == "rbp" || slotBase == "rsp",
                 operand.index == nil, !writes(slotBase, after: store, in: instructions),
                 let value = RegisterFile.value(slotBase, gpr: gpr, nextPC: 0)

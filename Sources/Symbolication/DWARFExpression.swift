@@ -353,7 +353,9 @@ public enum DWARFExpression {
                     DW_OP_shra, DW_OP_xor, DW_OP_eq, DW_OP_ge, DW_OP_gt, DW_OP_le, DW_OP_lt, DW_OP_ne:
                     let b = try popTyped(), a = try popTyped()
                     if a.type.isFloat || b.type.isFloat {
-                        guard a.type == b.type else { throw .refused("arithmetic between a floating-point value and another type") }
+                        guard a.type == b.type else {
+                            throw .refused("arithmetic between a floating-point value and another type")
+                        }
                         let result = try Self.floating(op, a.value, b.value, size: a.type.size)
                         try push(result.value, type: result.comparison ? .generic : a.type)
                     } else {

@@ -244,31 +244,12 @@ public final class DWARFTypeLayout {
                 offset = sibling
                 continue
             }
-            guard let after = skipSubtree(from: child.end, unit: child.unit) else { break }
+            guard let after = child.unit.skipSubtree(from: child.end, in: sections.info, budget: &childBudget) else { break }
             offset = UInt64(after)
         }
         return result
     }
 
-    /// Where the DIE after a subtree begins, from the subtree's first child at `start`.
-    private func skipSubtree(from start: Int, unit: DWARFUnit) -> Int? {
-        let table = unit.abbreviations
-        var cursor = DWARFCursor(sections.info, offset: start)
-        var depth = 1
-        while depth > 0, cursor.offset < unit.dieEnd, childBudget > 0 {
-            childBudget -= 1
-            guard let code = cursor.uleb() else { return nil }
-            if code == 0 {
-                depth -= 1
-                continue
-            }
-            guard let index = table.index(of: code) else { return nil }
-            let abbreviation = table.abbreviations[index]
-            guard unit.skipAttributes(abbreviation, cursor: &cursor) else { return nil }
-            if abbreviation.hasChildren { depth += 1 }
-        }
-        return depth == 0 ? cursor.offset : nil
-    }
 
     /// The DIE a type reference names, and its offset, through typedefs and qualifiers, at most
     /// `maximumChain` steps: a cycle ends there as nil.

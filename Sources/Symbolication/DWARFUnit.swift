@@ -574,3 +574,27 @@ final class DWARFUnits {
         return unit
     }
 }
+
+extension DWARFUnit {
+    /// Where the DIE after a subtree begins, from the subtree's first child at `start` in
+    /// `info` (this unit's .debug_info); each DIE read costs one of `budget`, and nil when it
+    /// runs out or the bytes end first.
+    func skipSubtree(from start: Int, in info: ByteView, budget: inout Int) -> Int? {
+        let table = abbreviations
+        var cursor = DWARFCursor(info, offset: start)
+        var depth = 1
+        while depth > 0, cursor.offset < dieEnd, budget > 0 {
+            budget -= 1
+            guard let code = cursor.uleb() else { return nil }
+            if code == 0 {
+                depth -= 1
+                continue
+            }
+            guard let index = table.index(of: code) else { return nil }
+            let abbreviation = table.abbreviations[index]
+            guard skipAttributes(abbreviation, cursor: &cursor) else { return nil }
+            if abbreviation.hasChildren { depth += 1 }
+        }
+        return depth == 0 ? cursor.offset : nil
+    }
+}

@@ -307,31 +307,12 @@ extension DWARFLookups {
                 offset = Int(sibling)
                 continue
             }
-            guard let after = skipSubtree(from: child.end, unit: child.unit, budget: &budget) else { break }
+            guard let after = child.unit.skipSubtree(from: child.end, in: sections.info, budget: &budget) else { break }
             offset = after
         }
         return result
     }
 
-    /// Where the DIE after a subtree begins, from the subtree's first child at `start`.
-    func skipSubtree(from start: Int, unit: DWARFUnit, budget: inout Int) -> Int? {
-        let table = unit.abbreviations
-        var cursor = DWARFCursor(sections.info, offset: start)
-        var depth = 1
-        while depth > 0, cursor.offset < unit.dieEnd, budget > 0 {
-            budget -= 1
-            guard let code = cursor.uleb() else { return nil }
-            if code == 0 {
-                depth -= 1
-                continue
-            }
-            guard let index = table.index(of: code) else { return nil }
-            let abbreviation = table.abbreviations[index]
-            guard unit.skipAttributes(abbreviation, cursor: &cursor) else { return nil }
-            if abbreviation.hasChildren { depth += 1 }
-        }
-        return depth == 0 ? cursor.offset : nil
-    }
 
     /// DWARFInfo.variables(at:isReturnAddress:state:limits:), at the lookup address.
     func variables(
