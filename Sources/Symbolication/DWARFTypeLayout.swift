@@ -250,7 +250,6 @@ public final class DWARFTypeLayout {
         return result
     }
 
-
     /// The DIE a type reference names, and its offset, through typedefs and qualifiers, at most
     /// `maximumChain` steps: a cycle ends there as nil.
     private func resolved(_ offset: UInt64) -> (offset: UInt64, die: TypeDIE)? {

@@ -313,7 +313,6 @@ extension DWARFLookups {
         return result
     }
 
-
     /// DWARFInfo.variables(at:isReturnAddress:state:limits:), at the lookup address.
     func variables(
         at address: UInt64, state: DWARFFrameState, entryValues: DWARFEntryValues?, limits: DWARFVariableLimits
