@@ -57,11 +57,11 @@ let package = Package(
         .target(name: "CTOML", path: "CSupport/toml", linkerSettings: [.linkedLibrary("stdc++")]),
         // libelf (Debian libelf-dev), found through pkg-config.
         .systemLibrary(name: "CLibELF", path: "CSupport/libelf", pkgConfig: "libelf", providers: [.apt(["libelf-dev"])]),
-        // capstone (Debian libcapstone-dev), found through pkg-config: the faulting instruction's
-        // decoder. Chosen over Zydis because one API decodes x86 and arm64 (Zydis is x86 only),
-        // with each operand's registers, size and read/write access.
-        .systemLibrary(
-            name: "CCapstone", path: "CSupport/capstone", pkgConfig: "capstone", providers: [.apt(["libcapstone-dev"])]),
+        // capstone's header (Debian libcapstone-dev): the faulting instruction's decoder. Chosen
+        // over Zydis because one API decodes x86 and arm64 (Zydis is x86 only), with each
+        // operand's registers, size and read/write access. Not linked: Reports loads
+        // libcapstone.so.4 at the first decode (MachineInstruction.swift says why).
+        .systemLibrary(name: "CCapstone", path: "CSupport/capstone", providers: [.apt(["libcapstone-dev"])]),
 
         // Bounds-checked byte reads, checked arithmetic, the one memory-reader protocol and
         // captured memory regions: what every reader of hostile bytes (files, target processes,

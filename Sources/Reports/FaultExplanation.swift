@@ -111,6 +111,10 @@ public enum FaultExplanation {
 
     /// Why the pc could not be decoded.
     static func undecodable(_ pc: UInt64, facts: Facts) -> String {
+        if Capstone.shared == nil {
+            return "the instruction at \(HexAddress(pc)) was not decoded: capstone (\(Capstone.library), "
+                + "Debian's libcapstone4) is not installed"
+        }
         guard let mapping = facts.mapping(containing: pc) else {
             return "the instruction at \(HexAddress(pc)) could not be decoded: no mapping holds it"
         }

@@ -11,6 +11,61 @@
 import CCapstone
 import ReportModel
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// capstone's functions, looked up in libcapstone.so.4 (Debian's libcapstone4) at the first
+/// decode rather than linked: the library's relocated tables cost every idle watcher 3 MB of
+/// resident memory at startup, for the few instructions a report decodes. Nil when the library
+/// is not installed: the report then says the instruction was not decoded.
+struct Capstone: @unchecked Sendable {
+    let open: @convention(c) (cs_arch, cs_mode, UnsafeMutablePointer<csh>?) -> cs_err
+    let close: @convention(c) (UnsafeMutablePointer<csh>?) -> cs_err
+    let option: @convention(c) (csh, cs_opt_type, Int) -> cs_err
+    let disasm:
+        @convention(c) (
+            csh, UnsafePointer<UInt8>?, Int, UInt64, Int, UnsafeMutablePointer<UnsafeMutablePointer<cs_insn>?>?
+        ) -> Int
+    let free: @convention(c) (UnsafeMutablePointer<cs_insn>?, Int) -> Void
+    let registerName: @convention(c) (csh, UInt32) -> UnsafePointer<CChar>?
+    let inGroup: @convention(c) (csh, UnsafePointer<cs_insn>?, UInt32) -> Bool
+    let registersAccessed:
+        @convention(c) (
+            csh, UnsafePointer<cs_insn>?, UnsafeMutablePointer<UInt16>?, UnsafeMutablePointer<UInt8>?,
+            UnsafeMutablePointer<UInt16>?, UnsafeMutablePointer<UInt8>?
+        ) -> cs_err
+
+    static let library = "libcapstone.so.4"
+    static let shared: Capstone? = {
+        guard let handle = dlopen(library, RTLD_NOW | RTLD_LOCAL) else { return nil }
+        func symbol<T>(_ name: String, _: T.Type) -> T? {
+            dlsym(handle, name).map { unsafeBitCast($0, to: T.self) }
+        }
+        guard let open = symbol("cs_open", (@convention(c) (cs_arch, cs_mode, UnsafeMutablePointer<csh>?) -> cs_err).self),
+            let close = symbol("cs_close", (@convention(c) (UnsafeMutablePointer<csh>?) -> cs_err).self),
+            let option = symbol("cs_option", (@convention(c) (csh, cs_opt_type, Int) -> cs_err).self),
+            let disasm = symbol(
+                "cs_disasm",
+                (@convention(c) (
+                    csh, UnsafePointer<UInt8>?, Int, UInt64, Int, UnsafeMutablePointer<UnsafeMutablePointer<cs_insn>?>?
+                ) -> Int).self),
+            let free = symbol("cs_free", (@convention(c) (UnsafeMutablePointer<cs_insn>?, Int) -> Void).self),
+            let registerName = symbol("cs_reg_name", (@convention(c) (csh, UInt32) -> UnsafePointer<CChar>?).self),
+            let inGroup = symbol("cs_insn_group", (@convention(c) (csh, UnsafePointer<cs_insn>?, UInt32) -> Bool).self),
+            let registersAccessed = symbol(
+                "cs_regs_access",
+                (@convention(c) (
+                    csh, UnsafePointer<cs_insn>?, UnsafeMutablePointer<UInt16>?, UnsafeMutablePointer<UInt8>?,
+                    UnsafeMutablePointer<UInt16>?, UnsafeMutablePointer<UInt8>?
+                ) -> cs_err).self)
+        else { return nil }
+        return Capstone(
+            open: open, close: close, option: option, disasm: disasm, free: free, registerName: registerName,
+            inGroup: inGroup, registersAccessed: registersAccessed)
+    }()
+}
+
 public struct MachineInstruction: Sendable, Equatable {
     /// A memory operand: `size ptr [base + index*scale + displacement]`.
     public struct MemoryOperand: Sendable, Equatable {
@@ -65,19 +120,19 @@ public struct MachineInstruction: Sendable, Equatable {
     /// The one instruction at the start of `bytes`, at `address`; nil when they are not one.
     public static func decode(_ bytes: [UInt8], at address: UInt64) -> MachineInstruction? {
         let code = Array(bytes.prefix(maximumLength))
-        guard !code.isEmpty else { return nil }
+        guard !code.isEmpty, let capstone = Capstone.shared else { return nil }
         var handle: csh = 0
-        guard cs_open(CS_ARCH_X86, CS_MODE_64, &handle) == CS_ERR_OK else { return nil }
-        defer { cs_close(&handle) }
-        cs_option(handle, CS_OPT_DETAIL, Int(CS_OPT_ON.rawValue))
+        guard capstone.open(CS_ARCH_X86, CS_MODE_64, &handle) == CS_ERR_OK else { return nil }
+        defer { _ = capstone.close(&handle) }
+        _ = capstone.option(handle, CS_OPT_DETAIL, Int(CS_OPT_ON.rawValue))
         var decoded: UnsafeMutablePointer<cs_insn>?
-        let count = code.withUnsafeBufferPointer { cs_disasm(handle, $0.baseAddress, $0.count, address, 1, &decoded) }
+        let count = code.withUnsafeBufferPointer { capstone.disasm(handle, $0.baseAddress, $0.count, address, 1, &decoded) }
         guard count == 1, let insn = decoded else { return nil }
-        defer { cs_free(insn, count) }
-        return MachineInstruction(handle: handle, insn: insn)
+        defer { capstone.free(insn, count) }
+        return MachineInstruction(capstone: capstone, handle: handle, insn: insn)
     }
 
-    init?(handle: csh, insn: UnsafeMutablePointer<cs_insn>) {
+    init?(capstone: Capstone, handle: csh, insn: UnsafeMutablePointer<cs_insn>) {
         let instruction = insn.pointee
         address = instruction.address
         bytes = withUnsafeBytes(of: instruction.bytes) { Array($0.prefix(Int(instruction.size))) }
@@ -85,7 +140,7 @@ public struct MachineInstruction: Sendable, Equatable {
         operandText = withUnsafeBytes(of: instruction.op_str) { Self.string($0) }
         guard let detail = instruction.detail?.pointee else { return nil }
         func name(_ register: x86_reg) -> String? {
-            guard register != X86_REG_INVALID, let text = cs_reg_name(handle, register.rawValue) else { return nil }
+            guard register != X86_REG_INVALID, let text = capstone.registerName(handle, register.rawValue) else { return nil }
             return String(cString: text)
         }
         let x86 = detail.x86
@@ -115,12 +170,12 @@ public struct MachineInstruction: Sendable, Equatable {
         var written = [UInt16](repeating: 0, count: 64)
         var readCount: UInt8 = 0
         var writtenCount: UInt8 = 0
-        if cs_regs_access(handle, insn, &read, &readCount, &written, &writtenCount) == CS_ERR_OK {
+        if capstone.registersAccessed(handle, insn, &read, &readCount, &written, &writtenCount) == CS_ERR_OK {
             writtenRegisters = written.prefix(Int(writtenCount)).compactMap { name(x86_reg(rawValue: UInt32($0))) }
         } else {
             writtenRegisters = []
         }
-        func inGroup(_ group: x86_insn_group) -> Bool { cs_insn_group(handle, insn, group.rawValue) }
+        func inGroup(_ group: x86_insn_group) -> Bool { capstone.inGroup(handle, insn, group.rawValue) }
         let id = x86_insn(rawValue: instruction.id)
         switch id {
         case X86_INS_UD2, X86_INS_UD0, X86_INS_UD2B, X86_INS_INT3, X86_INS_HLT, X86_INS_INT, X86_INS_INTO: kind = .trap

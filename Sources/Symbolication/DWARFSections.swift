@@ -28,9 +28,48 @@ final class DWARFSections: Sendable {
     let ranges: ByteView
     let rnglists: ByteView
     let aranges: ByteView
-    /// Location lists: DWARF 2–4 (.debug_loc) and 5 (.debug_loclists), for DWARFVariables.
-    let loc: ByteView
-    let loclists: ByteView
+    /// Location lists: DWARF 2–4 (.debug_loc) and 5 (.debug_loclists), for DWARFVariables;
+    /// read at their first use, not at open: libc6-dbg's .debug_loclists inflates to megabytes,
+    /// which a report that reads no variable there should not pay. A large compressed
+    /// .debug_loclists is inflated on demand as .debug_info is (and kept in SectionCache, so a
+    /// fresh watcher maps it): `prepareLocationList` puts a list's bytes in place first.
+    var loc: ByteView { locationLists().loc }
+    var loclists: ByteView { locationLists().loclists }
+    private let lists = Mutex<LocationLists?>(nil)
+
+    private struct LocationLists {
+        var loc: ByteView
+        var loclists: ByteView
+        var onDemand: InflatedSection?
+    }
+
+    private func locationLists() -> LocationLists {
+        lists.withLock { lists in
+            if let lists { return lists }
+            var onDemand: InflatedSection?
+            if DWARFSections.inflatesOnDemand.load(ordering: .relaxed), let section = elf.section(named: ".debug_loclists"),
+                let header = elf.compressionHeader(of: section), header.declaredSize >= UInt64(DWARFSections.onDemandThreshold)
+            {
+                onDemand = elf.inflatedOnDemand(section, scan: nil)
+            }
+            let read = LocationLists(
+                loc: DWARFSections.contents(of: "loc", in: elf) ?? DWARFSections.empty,
+                loclists: onDemand?.view ?? DWARFSections.contents(of: "loclists", in: elf) ?? DWARFSections.empty,
+                onDemand: onDemand)
+            lists = read
+            return read
+        }
+    }
+
+    /// Puts .debug_loclists' bytes in `range` in place (an index entry or a list, before it is
+    /// read); clipped to the section.
+    func prepareLocationList(_ range: Range<UInt64>) {
+        guard let onDemand = locationLists().onDemand else { return }
+        let end = min(range.upperBound, UInt64(onDemand.view.count))
+        guard range.lowerBound < end else { return }
+        onDemand.materialize(Int(clamping: range.lowerBound)..<Int(clamping: end))
+    }
+
     /// The large sections inflated on demand (see `onDemandThreshold`): their views read as
     /// zeros until `prepare…` has put a range in place. nil for sections read whole.
     let infoOnDemand: InflatedSection?
@@ -85,8 +124,6 @@ final class DWARFSections: Sendable {
         ranges = load("ranges")
         rnglists = load("rnglists")
         aranges = load("aranges")
-        loc = load("loc")
-        loclists = load("loclists")
     }
 
     /// `.debug_<name>`, else `.zdebug_<name>` (the pre-gABI GNU form), inflated by the ELF layer

@@ -618,13 +618,18 @@ extension DWARFLookups {
         if attribute.form == DW_FORM_loclistx {
             let offsetSize = UInt64(unit.format.offsetSize)
             let base = unit.loclistsBase ?? (offsetSize == 8 ? 20 : 12)
-            guard let at = attribute.value.checkedMultiplying(offsetSize).flatMap({ base.checkedAdding($0) }),
+            let entry = attribute.value.checkedMultiplying(offsetSize).flatMap { base.checkedAdding($0) }
+            if let entry { sections.prepareLocationList(entry..<(entry &+ offsetSize)) }
+            guard let at = entry,
                 let relative = offsetSize == 8 ? section.u64(at) : section.u32(at).map(UInt64.init),
                 let absolute = base.checkedAdding(relative)
             else { return .malformed("location list index \(attribute.value) out of bounds") }
             offset = absolute
         }
         guard offset < UInt64(section.count) else { return .malformed("location list past .debug_loclists") }
+        // A list's entries are a few bytes each: 64 KiB covers every list `listEntries` allows
+        // in practice; past it an on-demand section reads as zeros (the list's end).
+        sections.prepareLocationList(offset..<(offset &+ (64 << 10)))
         var cursor = DWARFCursor(section, offset: offset)
         var base = unit.baseAddress ?? 0
         var fallback: ByteView?

@@ -108,6 +108,14 @@ final class HostLevelTests: HostLevelTestCase {
             try XCTUnwrap(FileManager.default.contents(atPath: reports + "/" + XCTUnwrap(runEvents.first) + "/event.json")))
         XCTAssertEqual(
             crashedFrames(event).prefix(3), crashedFrames(runEvent).prefix(3), "host level and crashport run differ")
+        // The fault explained from the core stream as from a live capture: the same instruction
+        // and verdict, and the crashed frame's variables.
+        XCTAssertNotNil(event.fault?.diagnosis?.rule, "\(String(describing: event.fault))")
+        XCTAssertEqual(event.fault?.instruction?.text, runEvent.fault?.instruction?.text)
+        XCTAssertEqual(event.fault?.diagnosis?.rule, runEvent.fault?.diagnosis?.rule)
+        XCTAssertEqual(
+            event.crashedThreadRecord?.frames?.first?.vars?.map(\.name),
+            runEvent.crashedThreadRecord?.frames?.first?.vars?.map(\.name))
         // --keep-core kept the stream: gdb on that core shows the frames the report names.
         let report = sidecar.reportsDirectory(uid: 0) + "/" + (try XCTUnwrap(sidecar.reportIDs(uid: 0).first))
         let core = directory + "/core"
