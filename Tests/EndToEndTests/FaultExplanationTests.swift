@@ -513,7 +513,9 @@ final class FaultExplanationTests: XCTestCase {
                     continue
                 }
                 cursor = found + 1
-                if frame.index == 0 && elsewhere { continue }
+                // A stack overflow's crashed frame has its variables where the stack ran out:
+                // partly past the stack's mapping, which neither run reads alike.
+                if frame.index == 0 && (elsewhere || mode.name == "stack-overflow") { continue }
                 // A function that left the stack by a tail call is put back from the DWARF's call
                 // sites, with no registers or stack of its own: the report reads no variables
                 // for it (gdb guesses them from its callee's).
