@@ -23,6 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "crashport.h"
 #include "off_path.h"
@@ -109,6 +113,7 @@ __attribute__((visibility("default"))) int crashport_last_run_detail(crashport_r
             full.oom_killed = (given->flags & CP_RUN_OOM_KILLED) != 0;
             full.test_crash = (given->flags & CP_RUN_TEST) != 0;
             full.launch_protected = (given->flags & CP_RUN_PROTECTED) != 0;
+            full.protect_timed_out = (given->flags & CP_RUN_PROTECT_TIMED_OUT) != 0;
             full.started_ms = (int64_t)given->started_ms;
             full.duration_ms = (int64_t)given->duration_ms;
             full.errors = given->errors;
@@ -187,7 +192,11 @@ __attribute__((visibility("default"))) int crashport_run_task(const char *key)
     cp_tasks_lock();
     cp_task *slot = cp_tasks_find(key);
     cp_task task;
-    if (slot != NULL) task = *slot;
+    if (slot != NULL) {
+        /* One-shot: the task is removed before it runs, so it runs once (it may register again). */
+        task = *slot;
+        memset(slot, 0, sizeof *slot);
+    }
     cp_tasks_unlock();
     if (slot == NULL) return -ENOENT;
     char message[CP_TASK_KEY_BYTES + 16];
@@ -197,36 +206,136 @@ __attribute__((visibility("default"))) int crashport_run_task(const char *key)
     return 0;
 }
 
-/* Once per process: a second crashport_launch runs nothing. */
+/* Once per process: a second crashport_launch or crashport_launch_with runs nothing. */
 static uint32_t cp_launch_called;
 
-__attribute__((visibility("default"))) int crashport_launch(unsigned threshold, crashport_task protect,
-                                                            crashport_task launch, void *context)
+/* An asynchronous protect's state: CP_PROTECT_IDLE until crashport_launch_with starts one, then
+ * RUNNING until crashport_protect_finished (FINISHED) or the timeout (TIMED_OUT). The word is the
+ * futex the launch waits on. */
+#define CP_PROTECT_IDLE 0u
+#define CP_PROTECT_RUNNING 1u
+#define CP_PROTECT_FINISHED 2u
+#define CP_PROTECT_TIMED_OUT 3u
+#define CP_PROTECT_TIMEOUT_MS 30000u
+static uint32_t cp_protect_state;
+
+/* Tells the watcher how the launch was protected, for its session (never answered). */
+static void cp_launch_tell(unsigned consecutive, unsigned threshold, uint32_t outcome)
 {
+    cp_launch note;
+    memset(&note, 0, sizeof note);
+    note.protected_run = 1;
+    note.consecutive_launch_crashes = consecutive;
+    note.threshold = threshold;
+    note.outcome = outcome;
+    (void)cp_app_send(&note, sizeof note, CP_MSG_LAUNCH);
+}
+
+static int64_t cp_launch_now_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* Waits until the protect work said it finished or `timeout_ms` passed; true when it finished. A
+ * crashport_protect_finished that comes after the timeout finds TIMED_OUT and changes nothing. */
+static bool cp_launch_wait_protect(unsigned timeout_ms)
+{
+    int64_t deadline = cp_launch_now_ms() + timeout_ms;
+    for (;;) {
+        uint32_t state = __atomic_load_n(&cp_protect_state, __ATOMIC_ACQUIRE);
+        if (state == CP_PROTECT_FINISHED) return true;
+        int64_t left = deadline - cp_launch_now_ms();
+        if (left <= 0) {
+            uint32_t expected = CP_PROTECT_RUNNING;
+            if (__atomic_compare_exchange_n(&cp_protect_state, &expected, CP_PROTECT_TIMED_OUT, false,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                return false;
+            }
+            return expected == CP_PROTECT_FINISHED;
+        }
+        struct timespec wait = {(time_t)(left / 1000), (long)(left % 1000) * 1000000};
+        (void)syscall(SYS_futex, &cp_protect_state, FUTEX_WAIT_PRIVATE, state, &wait, NULL, 0);
+    }
+}
+
+__attribute__((visibility("default"))) int crashport_protect_finished(void)
+{
+    uint32_t expected = CP_PROTECT_RUNNING;
+    if (__atomic_compare_exchange_n(&cp_protect_state, &expected, CP_PROTECT_FINISHED, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        (void)syscall(SYS_futex, &cp_protect_state, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+        return 0;
+    }
+    return expected == CP_PROTECT_TIMED_OUT ? -ETIMEDOUT : expected == CP_PROTECT_FINISHED ? -EALREADY : -ENOENT;
+}
+
+__attribute__((visibility("default"))) int crashport_launch_with(const crashport_launch_options *given)
+{
+    if (given == NULL || given->size < sizeof given->size) return -EINVAL;
+    crashport_launch_options options;
+    memset(&options, 0, sizeof options);
+    memcpy(&options, given, given->size < sizeof options ? given->size : sizeof options);
     if (__atomic_exchange_n(&cp_launch_called, 1u, __ATOMIC_ACQ_REL) != 0) return -EALREADY;
-    if (threshold == 0) threshold = CRASHPORT_LAUNCH_THRESHOLD;
+    unsigned threshold = options.threshold != 0 ? options.threshold : CRASHPORT_LAUNCH_THRESHOLD;
+    unsigned timeout_ms = options.protect_timeout_ms != 0 ? options.protect_timeout_ms : CP_PROTECT_TIMEOUT_MS;
     /* The launch lasts until the program's milestone, not a timer. */
     __atomic_store_n(&cp_app.launch_ms, 0u, __ATOMIC_RELAXED);
     const cp_last_run *run = cp_app_is_installed() ? cp_app_previous_run() : NULL;
     unsigned consecutive = run != NULL ? run->consecutive_launch_crashes : 0;
-    int result = CRASHPORT_LAUNCH_NORMAL;
-    if (protect != NULL && consecutive >= threshold) {
-        char message[160];
+    bool protect = false;
+    char message[192];
+    if (options.protect != NULL && options.should_protect != NULL) {
+        /* The program's own decision: a crash in it is a launch crash, and the report's last
+         * breadcrumb says where it came. */
+        crashport_run_detail last;
+        memset(&last, 0, sizeof last);
+        last.size = sizeof last;
+        (void)crashport_last_run_detail(&last);
+        crashport_breadcrumb("launch", "launch protection: asking the program whether to protect");
+        protect = options.should_protect(&last, options.context) != 0;
+        snprintf(message, sizeof message,
+                 "launch protection: the program decided to %s (%u launch crashes in a row)",
+                 protect ? "protect" : "launch normally", consecutive);
+        crashport_breadcrumb("launch", message);
+    } else if (options.protect != NULL && consecutive >= threshold) {
+        protect = true;
         snprintf(message, sizeof message,
                  "launch protection: %u launch crashes in a row (threshold %u): running the protect work",
                  consecutive, threshold);
         crashport_breadcrumb("launch", message);
-        /* The run's session says so (never answered, never waited for). */
-        cp_launch note;
-        memset(&note, 0, sizeof note);
-        note.protected_run = 1;
-        note.consecutive_launch_crashes = consecutive;
-        note.threshold = threshold;
-        (void)cp_app_send(&note, sizeof note, CP_MSG_LAUNCH);
-        protect(context);
-        crashport_breadcrumb("launch", "launch protection: the protect work is done; launching");
-        result = CRASHPORT_LAUNCH_PROTECTED;
     }
-    if (launch != NULL) launch(context);
+    int result = CRASHPORT_LAUNCH_NORMAL;
+    if (protect) {
+        /* The run's session says so before the work starts: a protect that crashes still counts. */
+        cp_launch_tell(consecutive, options.should_protect != NULL ? 0u : threshold, CP_LAUNCH_PROTECT_STARTED);
+        if (options.asynchronous) __atomic_store_n(&cp_protect_state, CP_PROTECT_RUNNING, __ATOMIC_RELEASE);
+        options.protect(options.context);
+        result = CRASHPORT_LAUNCH_PROTECTED;
+        if (options.asynchronous && !cp_launch_wait_protect(timeout_ms)) {
+            snprintf(message, sizeof message,
+                     "launch protection: the protect work did not finish within %u ms; launching", timeout_ms);
+            crashport_breadcrumb("launch", message);
+            cp_launch_tell(consecutive, options.should_protect != NULL ? 0u : threshold, CP_LAUNCH_PROTECT_TIMED_OUT);
+            result = CRASHPORT_LAUNCH_PROTECT_TIMED_OUT;
+        } else {
+            crashport_breadcrumb("launch", "launch protection: the protect work is done; launching");
+        }
+    }
+    if (options.launch != NULL) options.launch(options.context);
     return result;
+}
+
+__attribute__((visibility("default"))) int crashport_launch(unsigned threshold, crashport_task protect,
+                                                            crashport_task launch, void *context)
+{
+    crashport_launch_options options;
+    memset(&options, 0, sizeof options);
+    options.size = sizeof options;
+    options.threshold = threshold;
+    options.protect = protect;
+    options.launch = launch;
+    options.context = context;
+    return crashport_launch_with(&options);
 }

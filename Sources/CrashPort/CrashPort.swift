@@ -116,6 +116,9 @@ public enum CrashPort {
         public var testCrash = false
         /// It ran the protect work of `launch(threshold:protect:launch:)`.
         public var launchProtected = false
+        /// Its asynchronous protect work did not finish within its timeout, and the launch went
+        /// on without it.
+        public var protectTimedOut = false
         public var errors = 0
         public var hangs = 0
     }
@@ -126,30 +129,7 @@ public enum CrashPort {
         var info = crashport_run_detail()
         info.size = MemoryLayout<crashport_run_detail>.size
         guard crashport_last_run_detail(&info) == 0 else { return nil }
-        func text<T>(_ field: T) -> String? {
-            let value = withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            return value.isEmpty ? nil : value
-        }
-        var run = LastRun(
-            crashed: info.crashed != 0, crashedDuringLaunch: info.during_launch != 0,
-            consecutiveLaunchCrashes: Int(info.consecutive_launch_crashes), reportID: text(info.report_id))
-        run.kind = LastRun.Kind(rawValue: info.kind)
-        run.endedAbnormally = info.abnormal != 0
-        run.signal = info.signal != 0 ? info.signal : nil
-        run.signalName = text(info.signal_name)
-        run.exitStatus = info.exit_status >= 0 ? info.exit_status : nil
-        run.reason = text(info.reason)
-        run.title = text(info.title)
-        run.reportPath = text(info.report_path)
-        run.startedMilliseconds = info.started_ms > 0 ? info.started_ms : nil
-        run.duration = run.kind != nil ? .milliseconds(info.duration_ms) : nil
-        run.memoryPressure = info.memory_pressure != 0
-        run.oomKilled = info.oom_killed != 0
-        run.testCrash = info.test_crash != 0
-        run.launchProtected = info.launch_protected != 0
-        run.errors = Int(info.errors)
-        run.hangs = Int(info.hangs)
-        return run
+        return LastRun(info)
     }
 
     /// How `launch(threshold:protect:launch:)` launched.
@@ -158,6 +138,8 @@ public enum CrashPort {
         case normal
         /// The protect work first, then the launch work.
         case protected
+        /// The protect work did not finish within its timeout: the launch went on without it.
+        case protectTimedOut
     }
 
     /// Launch protection (crashport_launch): when the launches before this one crashed
@@ -195,6 +177,88 @@ public enum CrashPort {
         }
     }
 
+    /// Launch protection for real programs (crashport_launch_with): `shouldProtect`, when given,
+    /// decides instead of the threshold, from the last run (nil: none on record); `protect` is
+    /// awaited for at most `protectTimeout`, and then, in the same process, `launch` runs. A
+    /// protect that does not finish in time does not stop the launch: it goes on (the protect
+    /// task is not cancelled), a breadcrumb and the run's session say so, and the next start's
+    /// `lastRun?.protectTimedOut` is true. From this call on the launch lasts until
+    /// `launchCompleted()`. Called once per process (a second call runs nothing and returns nil).
+    /// No thread of the Swift concurrency pool is blocked: the wait is the stub's, on a thread of
+    /// its own.
+    @discardableResult
+    public static func launch(
+        threshold: Int = 3, shouldProtect: (@Sendable (LastRun?) -> Bool)? = nil,
+        protectTimeout: Duration = .seconds(30), protect: @escaping @Sendable () async -> Void,
+        launch: () async -> Void
+    ) async -> Launch? {
+        let work = AsyncLaunch(shouldProtect: shouldProtect, protect: protect)
+        let milliseconds =
+            protectTimeout.components.seconds * 1000 + protectTimeout.components.attoseconds / 1_000_000_000_000_000
+        work.options.threshold = UInt32(clamping: max(0, threshold))
+        work.options.protect_timeout_ms = UInt32(clamping: max(1, milliseconds))
+        let result = await work.run()
+        guard result >= 0 else { return nil }
+        await launch()
+        switch result {
+        case CRASHPORT_LAUNCH_PROTECTED: return .protected
+        case CRASHPORT_LAUNCH_PROTECT_TIMED_OUT: return .protectTimedOut
+        default: return .normal
+        }
+    }
+
+    /// crashport_launch_with, asynchronous, on a thread of its own: the protect work is a Task
+    /// that says crashport_protect_finished when it returns.
+    private final class AsyncLaunch: @unchecked Sendable {
+        let shouldProtect: (@Sendable (LastRun?) -> Bool)?
+        let protect: @Sendable () async -> Void
+        var options = crashport_launch_options()
+        var continuation: CheckedContinuation<Int32, Never>?
+
+        init(shouldProtect: (@Sendable (LastRun?) -> Bool)?, protect: @escaping @Sendable () async -> Void) {
+            self.shouldProtect = shouldProtect
+            self.protect = protect
+            options.size = MemoryLayout<crashport_launch_options>.size
+            options.asynchronous = 1
+            options.protect = { context in
+                let protect = Unmanaged<AsyncLaunch>.fromOpaque(context!).takeUnretainedValue().protect
+                Task {
+                    await protect()
+                    _ = crashport_protect_finished()
+                }
+            }
+            if shouldProtect != nil {
+                options.should_protect = { detail, context in
+                    let work = Unmanaged<AsyncLaunch>.fromOpaque(context!).takeUnretainedValue()
+                    return work.shouldProtect?(detail.flatMap { CrashPort.LastRun($0.pointee) }) == true ? 1 : 0
+                }
+            }
+        }
+
+        func run() async -> Int32 {
+            await withCheckedContinuation { continuation in
+                self.continuation = continuation
+                let retained = Unmanaged.passRetained(self)
+                options.context = retained.toOpaque()
+                var thread = pthread_t()
+                let started = pthread_create(
+                    &thread, nil,
+                    { context in
+                        let work = Unmanaged<AsyncLaunch>.fromOpaque(context!).takeRetainedValue()
+                        let result = crashport_launch_with(&work.options)
+                        work.continuation?.resume(returning: result)
+                        return nil
+                    }, retained.toOpaque())
+                if started != 0 {
+                    retained.release()
+                    continuation.resume(returning: -started)
+                } else {
+                    pthread_detach(thread)
+                }
+            }
+        }
+    }
+
     /// The keyed life-cycle tasks (`registerTask(_:_:)`): kept here, alive while registered.
     private final class Tasks: Sendable {
         final class Task: Sendable {
@@ -214,6 +278,16 @@ public enum CrashPort {
                 return result
             }
         }
+
+        /// Runs `key`'s task once (the stub removes it before calling it), then forgets it here
+        /// unless it was registered again meanwhile: the task the stub called stays alive while
+        /// it runs.
+        func run(_ key: String) -> Bool {
+            let task = tasks.withLock { $0[key] }
+            let ran = withExtendedLifetime(task) { crashport_run_task(key) == 0 }
+            if ran { tasks.withLock { if $0[key] === task { $0[key] = nil } } }
+            return ran
+        }
     }
     private static let tasks = Tasks()
 
@@ -230,10 +304,11 @@ public enum CrashPort {
         if result < 0 { throw Failure(code: -result) }
     }
 
-    /// Runs the task registered under `key` on this thread (a breadcrumb first); false when none is.
+    /// Runs the task registered under `key` on this thread (a breadcrumb first), once: it is
+    /// removed as it runs (it may register itself again); false when none is registered.
     @discardableResult
     public static func runTask(_ key: String) -> Bool {
-        crashport_run_task(key) == 0
+        tasks.run(key)
     }
 
     /// Crashes the program on purpose, for real (crashport_test_crash: SIGSEGV on this thread),
@@ -419,5 +494,37 @@ public enum CrashPort {
     private static func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
         guard let text else { return body(nil) }
         return text.withCString { body($0) }
+    }
+}
+
+extension CrashPort.LastRun {
+    /// The run crashport_last_run_detail described; nil when none is on record.
+    init?(_ info: crashport_run_detail) {
+        guard info.known != 0 else { return nil }
+        func text<T>(_ field: T) -> String? {
+            let value = withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            return value.isEmpty ? nil : value
+        }
+        var run = CrashPort.LastRun(
+            crashed: info.crashed != 0, crashedDuringLaunch: info.during_launch != 0,
+            consecutiveLaunchCrashes: Int(info.consecutive_launch_crashes), reportID: text(info.report_id))
+        run.kind = Kind(rawValue: info.kind)
+        run.endedAbnormally = info.abnormal != 0
+        run.signal = info.signal != 0 ? info.signal : nil
+        run.signalName = text(info.signal_name)
+        run.exitStatus = info.exit_status >= 0 ? info.exit_status : nil
+        run.reason = text(info.reason)
+        run.title = text(info.title)
+        run.reportPath = text(info.report_path)
+        run.startedMilliseconds = info.started_ms > 0 ? info.started_ms : nil
+        run.duration = run.kind != nil ? .milliseconds(info.duration_ms) : nil
+        run.memoryPressure = info.memory_pressure != 0
+        run.oomKilled = info.oom_killed != 0
+        run.testCrash = info.test_crash != 0
+        run.launchProtected = info.launch_protected != 0
+        run.protectTimedOut = info.protect_timed_out != 0
+        run.errors = Int(info.errors)
+        run.hangs = Int(info.hangs)
+        self = run
     }
 }

@@ -585,6 +585,8 @@ public struct RunDetail: Sendable, Equatable {
     public var test = false
     /// It ran its launch protection (crashport_launch).
     public var protected = false
+    /// Its asynchronous protect work did not finish within its timeout.
+    public var protectTimedOut = false
     public var signal: Int32 = 0
     public var signalName = ""
     /// Its exit status, -1 when it did not exit or it is unknown.
@@ -613,6 +615,7 @@ public struct RunDetail: Sendable, Equatable {
         if oomKilled { flags |= CP_RUN_OOM_KILLED }
         if test { flags |= CP_RUN_TEST }
         if protected { flags |= CP_RUN_PROTECTED }
+        if protectTimedOut { flags |= CP_RUN_PROTECT_TIMED_OUT }
         return flags
     }
 
@@ -757,17 +760,20 @@ public enum ConsentMessage: Equatable, Sendable {
     }
 }
 
-/// crashport_launch's word on its run (cp_launch): whether the protect work ran, and the count
-/// and threshold it was decided on.
+/// crashport_launch's word on its run (cp_launch): whether the protect work ran, the count
+/// and threshold it was decided on, and (sent again) whether an asynchronous protect timed out.
 public struct LaunchMessage: Equatable, Sendable {
     public var protected: Bool
     public var consecutiveLaunchCrashes: UInt32
     public var threshold: UInt32
+    /// The protect work did not finish within its timeout (crashport_launch_with).
+    public var protectTimedOut: Bool
 
-    public init(protected: Bool, consecutiveLaunchCrashes: UInt32, threshold: UInt32) {
+    public init(protected: Bool, consecutiveLaunchCrashes: UInt32, threshold: UInt32, protectTimedOut: Bool = false) {
         self.protected = protected
         self.consecutiveLaunchCrashes = consecutiveLaunchCrashes
         self.threshold = threshold
+        self.protectTimedOut = protectTimedOut
     }
 
     public init(bytes: [UInt8]) throws {
@@ -778,13 +784,14 @@ public struct LaunchMessage: Equatable, Sendable {
         }
         let wire = WireBytes(bytes: bytes)
         let protected = wire.u32(Layout.offset(\cp_launch.protected_run))
-        let reserved = wire.u32(Layout.offset(\cp_launch.reserved))
-        guard protected <= 1, reserved == 0 else {
-            throw WireError.badField("a launch message with protected_run = \(protected), reserved = \(reserved)")
+        let outcome = wire.u32(Layout.offset(\cp_launch.outcome))
+        guard protected <= 1, outcome <= CP_LAUNCH_PROTECT_TIMED_OUT else {
+            throw WireError.badField("a launch message with protected_run = \(protected), outcome = \(outcome)")
         }
         self.protected = protected == 1
         consecutiveLaunchCrashes = wire.u32(Layout.offset(\cp_launch.consecutive_launch_crashes))
         threshold = wire.u32(Layout.offset(\cp_launch.threshold))
+        protectTimedOut = outcome == CP_LAUNCH_PROTECT_TIMED_OUT
     }
 
     public var bytes: [UInt8] {
@@ -792,6 +799,8 @@ public struct LaunchMessage: Equatable, Sendable {
         message.put32(protected ? 1 : 0, at: Layout.offset(\cp_launch.protected_run))
         message.put32(consecutiveLaunchCrashes, at: Layout.offset(\cp_launch.consecutive_launch_crashes))
         message.put32(threshold, at: Layout.offset(\cp_launch.threshold))
+        message.put32(
+            protectTimedOut ? CP_LAUNCH_PROTECT_TIMED_OUT : CP_LAUNCH_PROTECT_STARTED, at: Layout.offset(\cp_launch.outcome))
         return message.bytes
     }
 }

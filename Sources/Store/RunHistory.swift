@@ -101,6 +101,7 @@ public struct RunSummary: Codable, Sendable, Equatable {
     public var errors: Int?
     public var hangs: Int?
     public var launchProtected: Bool?
+    public var protectTimedOut: Bool?
 
     enum CodingKeys: String, CodingKey {
         case kind, signal
@@ -108,6 +109,7 @@ public struct RunSummary: Codable, Sendable, Equatable {
         case exitCode = "exit_code"
         case reason, title, started, duration, errors, hangs
         case launchProtected = "launch_protected"
+        case protectTimedOut = "protect_timed_out"
     }
 
     /// The summary of a run that ended as `session` says, with its report's event (nil: none, or
@@ -125,6 +127,7 @@ public struct RunSummary: Codable, Sendable, Equatable {
         errors = session.errors
         hangs = session.hangs
         launchProtected = session.launchProtected
+        protectTimedOut = session.protectTimedOut
         if let event { take(event) }
     }
 
@@ -183,6 +186,9 @@ public struct SessionRecord: Codable, Sendable, Equatable {
     public var hangs: Int?
     /// It ran its launch protection's protect work (crashport_launch): a session attribute.
     public var launchProtected: Bool?
+    /// Its asynchronous protect work did not finish within its timeout (crashport_launch_with):
+    /// the launch went on without it.
+    public var protectTimedOut: Bool?
     /// A crash past its program's rate limit at the host level: counted, not reported; the id
     /// of the program's last full report, which it repeats ("" when none is known).
     public var countedWith: String?
@@ -217,6 +223,7 @@ public struct SessionRecord: Codable, Sendable, Equatable {
         case exitCode = "exit_code"
         case hangs
         case launchProtected = "launch_protected"
+        case protectTimedOut = "protect_timed_out"
         case countedWith = "counted_with"
     }
 }
@@ -355,6 +362,7 @@ public struct RunHistory: Sendable {
         if let last = known.last {
             detail.kind = RunDetail.Kind(summary: last.kind)
             detail.protected = last.launchProtected == true
+            detail.protectTimedOut = last.protectTimedOut == true
             detail.signal = last.signal ?? 0
             detail.signalName = last.signalName ?? ""
             detail.exitStatus = last.exitCode ?? -1

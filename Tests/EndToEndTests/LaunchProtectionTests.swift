@@ -291,4 +291,157 @@ final class LaunchProtectionTests: XCTestCase {
         XCTAssertTrue(next.stdout.contains("id \(id) path \(sidecar.reportsDirectory())/\(id)\n"), next.stdout)
         XCTAssertTrue(next.stdout.contains("title ") && next.stdout.contains("parse_header"), next.stdout)
     }
+
+    /// crashport_launch_with (Tests/Fixtures/api/launch_async.c): the program's own predicate
+    /// protects after 2 launch crashes (not the threshold's 3), the protect work finishes 300 ms
+    /// later on a thread of its own, and the launch waits for it; a keyed task runs once. `start`
+    /// runs the fixture once in a mode, returning its result and whether it made a report.
+    func assertAsynchronousProtect(
+        work: String, start: (String) throws -> (result: RunResult, reported: Bool), file: StaticString = #filePath,
+        line: UInt = #line
+    ) throws {
+        try "corrupt\n".write(toFile: work + "/cache", atomically: true, encoding: .utf8)
+        for launch in 1...2 {
+            let (result, reported) = try start("normal")
+            XCTAssertEqual(result.status, .signaled(SIGSEGV), "launch \(launch): \(result.stdout)", file: file, line: line)
+            XCTAssertTrue(reported, file: file, line: line)
+            XCTAssertTrue(
+                result.stdout.contains("predicate: known \(launch == 1 ? 0 : 1), \(launch - 1) launch crash(es) in a row"),
+                result.stdout, file: file, line: line)
+        }
+        let (third, reported) = try start("normal")
+        XCTAssertEqual(third.status, .exited(0), third.stdout + third.stderr, file: file, line: line)
+        XCTAssertFalse(reported, file: file, line: line)
+        let said = third.stdout.split(separator: "\n").map(String.init)
+        let expected = [
+            "predicate: known 1, 2 launch crash(es) in a row", "protect: started", "safe mode: removing",
+            "task: settings reset", "task again: gone (one-shot)", "launch: ", "launched: serving", "result: protected",
+        ]
+        let positions = expected.map { line in said.firstIndex { $0.hasPrefix(line) } }
+        XCTAssertFalse(positions.contains(nil), "\(said)", file: file, line: line)
+        XCTAssertEqual(
+            positions.compactMap { $0 }, positions.compactMap { $0 }.sorted(), "in order: \(said)", file: file, line: line)
+        XCTAssertEqual(said.filter { $0 == "task: settings reset" }.count, 1, "\(said)", file: file, line: line)
+        // The launch waited for crashport_protect_finished, 300 ms after the protect started.
+        let waited = said.first { $0.hasPrefix("launch: ") }.flatMap { Int($0.split(separator: " ")[1]) } ?? 0
+        XCTAssertGreaterThanOrEqual(waited, 300, "\(said)", file: file, line: line)
+        let (fourth, _) = try start("normal")
+        XCTAssertTrue(
+            fourth.stdout.contains("last run: kind 1, 0 launch crash(es) in a row, protected 1, protect timed out 0"),
+            fourth.stdout, file: file, line: line)
+        XCTAssertTrue(fourth.stdout.contains("result: normal"), fourth.stdout, file: file, line: line)
+    }
+
+    /// A protect that never finishes (its timeout 500 ms): the launch goes on, and the next start
+    /// knows. Then a predicate that crashes: a launch crash like any other, its report's
+    /// breadcrumbs say where it came.
+    func assertProtectThatNeverFinishes(
+        work: String, start: (String) throws -> (result: RunResult, reported: Bool), file: StaticString = #filePath,
+        line: UInt = #line
+    ) throws {
+        try "corrupt\n".write(toFile: work + "/cache", atomically: true, encoding: .utf8)
+        for _ in 1...2 { _ = try start("normal") }
+        let (never, _) = try start("never")
+        XCTAssertEqual(never.status, .exited(0), never.stdout + never.stderr, file: file, line: line)
+        XCTAssertTrue(never.stdout.contains("protect: started"), never.stdout, file: file, line: line)
+        XCTAssertTrue(never.stdout.contains("launched: serving"), never.stdout, file: file, line: line)
+        XCTAssertTrue(never.stdout.contains("result: protect timed out"), never.stdout, file: file, line: line)
+        let (crashed, reported) = try start("predicate-crash")
+        XCTAssertTrue(
+            crashed.stdout.contains("last run: kind 1, 0 launch crash(es) in a row, protected 1, protect timed out 1"),
+            crashed.stdout, file: file, line: line)
+        XCTAssertEqual(crashed.status, .signaled(SIGSEGV), crashed.stdout, file: file, line: line)
+        XCTAssertTrue(reported, file: file, line: line)
+        let (after, _) = try start("never")
+        XCTAssertTrue(
+            after.stdout.contains("1 launch crash(es) in a row"), "the predicate's crash counts: \(after.stdout)", file: file,
+            line: line)
+    }
+
+    func testAsynchronousLaunchProtectionUnderRun() throws {
+        let work = fresh("async-run")
+        let program = try build(TestSupport.fixture("api/launch_async.c"), in: work, name: "launch_async")
+        for (name, check) in [("protect", assertAsynchronousProtect), ("never", assertProtectThatNeverFinishes)] {
+            let reports = work + "/reports-" + name
+            var seen: Set<String> = []
+            try check(
+                work,
+                { mode in
+                    let run = try TestSupport.crashportRun([program, mode, work + "/cache"], reports: reports)
+                    defer { seen.formUnion(run.reportIDs) }
+                    return (run.result, !Set(run.reportIDs).subtracting(seen).isEmpty)
+                }, #filePath, #line)
+        }
+        // The predicate's crash: its report names it, and its breadcrumbs say where it came.
+        let reports = work + "/reports-never"
+        let events = try FileManager.default.contentsOfDirectory(atPath: reports).compactMap { id in
+            FileManager.default.contents(atPath: reports + "/" + id + "/event.json").flatMap { try? Event.decode($0) }
+        }
+        let crash = try XCTUnwrap(
+            events.first { ($0.title ?? "").contains("should_protect") }, "\(events.map { $0.title ?? "" })")
+        let crumbs = (crash.breadcrumbs ?? []).compactMap(\.message)
+        XCTAssertEqual(crumbs.last, "launch protection: asking the program whether to protect", "\(crumbs)")
+        XCTAssertEqual(crash.launch?.crashedDuringLaunch, true)
+    }
+
+    func testAsynchronousLaunchProtectionUnderTheSidecar() throws {
+        let work = fresh("async-sidecar")
+        let program = try build(TestSupport.fixture("api/launch_async.c"), in: work, name: "launch_async")
+        let sidecar = try SidecarProcess(directory: work)
+        defer { sidecar.stop() }
+        var (count, crashes) = (0, 0)
+        try assertProtectThatNeverFinishes(work: work) { mode in
+            let result = try TestSupport.run(
+                [program, mode, work + "/cache"], environment: ["CRASHPORT_SOCKET": sidecar.socket], timeout: 60)
+            let sessions = sidecar.reportsDirectory() + "/.crashport-sessions.jsonl"
+            count += 1
+            // Its run is on record before the next start reads it.
+            try waitUntil("run \(count)'s session", timeout: 30) {
+                ((try? String(contentsOfFile: sessions, encoding: .utf8)) ?? "").split(separator: "\n").count == count
+            }
+            if result.status == .signaled(SIGSEGV) {
+                crashes += 1
+                _ = try sidecar.waitForReports(crashes)
+                let newest = try XCTUnwrap(sidecar.reportIDs().sorted().last)
+                try waitUntil("the run history names report \(newest)", timeout: 30) {
+                    ((try? String(contentsOfFile: sidecar.reportsDirectory() + "/.crashport-runs.json", encoding: .utf8)) ?? "")
+                        .contains(newest)
+                }
+            }
+            return (result, result.status == .signaled(SIGSEGV))
+        }
+    }
+
+    /// The Swift example (examples/swift-api, SafeModeAsync), built with `swift build` alone:
+    /// its predicate protects after two launch crashes, its async repair takes 300 ms and the
+    /// launch waits for it; the keyed task runs once.
+    func testAsynchronousLaunchProtectionInSwift() throws {
+        let program = try AppAPITests.swiftExample() + "/SafeModeAsync"
+        let work = fresh("async-swift")
+        let reports = work + "/reports"
+        try "corrupt\n".write(toFile: work + "/cache", atomically: true, encoding: .utf8)
+        func start() throws -> CrashportRun {
+            try TestSupport.crashportRun(
+                [program, work + "/cache"], reports: reports, environment: ["SWIFT_BACKTRACE": "enable=no"])
+        }
+        for launch in 1...2 {
+            let run = try start()
+            XCTAssertEqual(run.result.status, .signaled(SIGILL), "launch \(launch): \(run.result.stdout)")
+        }
+        let third = try start()
+        XCTAssertEqual(third.result.status, .exited(0), third.result.stdout + third.result.stderr)
+        let said = third.result.stdout.split(separator: "\n").map(String.init)
+        let expected = [
+            "last run: 2 launch crash(es) in a row", "safe mode: fetching a configuration", "task: settings reset",
+            "task again: gone (one-shot)", "launch: ", "launched: serving", "result: protected",
+        ]
+        let positions = expected.map { line in said.firstIndex { $0.hasPrefix(line) } }
+        XCTAssertFalse(positions.contains(nil), "\(said)")
+        XCTAssertEqual(positions.compactMap { $0 }, positions.compactMap { $0 }.sorted(), "in order: \(said)")
+        let waited = said.first { $0.hasPrefix("launch: ") }.flatMap { Int($0.split(separator: " ")[1]) } ?? 0
+        XCTAssertGreaterThanOrEqual(waited, 300, "the launch waited for the repair: \(said)")
+        let fourth = try start()
+        XCTAssertTrue(fourth.result.stdout.contains("protected true, protect timed out false"), fourth.result.stdout)
+        XCTAssertTrue(fourth.result.stdout.contains("result: normal"), fourth.result.stdout)
+    }
 }

@@ -268,7 +268,11 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertThrowsError(try LaunchMessage(bytes: bytes)) { XCTAssertTrue("\($0)".contains("protected_run = 2"), "\($0)") }
         bytes = message.bytes
         bytes[28] = 1
-        XCTAssertThrowsError(try LaunchMessage(bytes: bytes))
+        XCTAssertEqual(try LaunchMessage(bytes: bytes).protectTimedOut, true, "outcome 1: the protect timed out")
+        let timedOut = LaunchMessage(protected: true, consecutiveLaunchCrashes: 2, threshold: 0, protectTimedOut: true)
+        XCTAssertEqual(try LaunchMessage(bytes: timedOut.bytes), timedOut)
+        bytes[28] = 2
+        XCTAssertThrowsError(try LaunchMessage(bytes: bytes)) { XCTAssertTrue("\($0)".contains("outcome = 2"), "\($0)") }
         XCTAssertThrowsError(try LaunchMessage(bytes: Array(message.bytes.prefix(24))))
         XCTAssertThrowsError(try LaunchMessage(bytes: GoodbyeMessage.encode(exitStatus: 0)))
     }

@@ -2,7 +2,7 @@
 //
 // Swift programs using crashport's CrashPort module: Ledger (annotations, breadcrumbs, a handled
 // error, its last run, and a crash) and SafeMode (launch protection: safe mode after three
-// launch crashes in a row) and ConsentDialog (the reports awaiting consent, a decision for each).
+// launch crashes in a row; SafeModeAsync: the program's own predicate and an async repair) and ConsentDialog (the reports awaiting consent, a decision for each).
 // Copy this directory and point the dependency at your crashport
 // checkout (or its git URL).
 //
@@ -21,6 +21,8 @@ let package = Package(
         .executableTarget(name: "Ledger", dependencies: [.product(name: "CrashPort", package: "crashport")]),
         // Launch protection: safe mode after three launch crashes in a row.
         .executableTarget(name: "SafeMode", dependencies: [.product(name: "CrashPort", package: "crashport")]),
+        // The same for a repair that must wait: the program's own predicate, an async protect.
+        .executableTarget(name: "SafeModeAsync", dependencies: [.product(name: "CrashPort", package: "crashport")]),
         // A consent dialog: the reports awaiting consent, and a decision for each.
         .executableTarget(name: "ConsentDialog", dependencies: [.product(name: "CrashPort", package: "crashport")]),
     ]

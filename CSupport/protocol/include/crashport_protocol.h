@@ -122,6 +122,7 @@ typedef struct cp_last_run {
 #define CP_RUN_OOM_KILLED 0x8u      /* the OOM killer ended it */
 #define CP_RUN_TEST 0x10u           /* it crashed on purpose (crashport_test_crash) */
 #define CP_RUN_PROTECTED 0x20u      /* it ran its launch protection (crashport_launch) */
+#define CP_RUN_PROTECT_TIMED_OUT 0x40u /* its asynchronous protect work did not finish in time */
 
 /* The previous run in full (crashport_last_run_detail), sent after last_run in HELLO_REPLY to a
  * stub that asked (CP_WANTS_RUN_DETAIL), and by a launcher in CRASHPORT_LAST_RUN_DETAIL. */
@@ -157,12 +158,15 @@ typedef struct cp_hello_reply {
 #define CP_HELLO_REPLY_SHORT_SIZE 496u
 
 /* crashport_launch's word on the run, for its session (never answered). */
+#define CP_LAUNCH_PROTECT_STARTED 0u   /* the protect work is starting */
+#define CP_LAUNCH_PROTECT_TIMED_OUT 1u /* it did not finish within its timeout: the launch went on */
 typedef struct cp_launch {
     cp_header header;
     uint32_t protected_run;              /* 1: the protect work ran before the launch work */
     uint32_t consecutive_launch_crashes; /* the count it was decided on */
-    uint32_t threshold;                  /* the program's threshold */
-    uint32_t reserved;
+    uint32_t threshold;                  /* the program's threshold; 0: its own predicate decided */
+    uint32_t outcome;                    /* CP_LAUNCH_PROTECT_*: sent as the protect work starts,
+                                            and again if an asynchronous one timed out */
 } cp_launch;
 
 /* crashport_set_enabled's choice, for the watcher to keep with the program's runs. */

@@ -276,6 +276,8 @@ typedef struct crashport_run_detail {
     char title[256];      /* its report's title, cut; "" when none */
     char report_id[64];   /* its report's id (crashport show ID), "" when none */
     char report_path[1024]; /* its report's directory, "" when none */
+    int protect_timed_out; /* its asynchronous protect work did not finish within its timeout
+                              (crashport_launch_with), and the launch went on without it */
 } crashport_run_detail;
 
 #define CRASHPORT_RUN_DETAIL_INIT {sizeof(crashport_run_detail)}
@@ -323,12 +325,69 @@ typedef void (*crashport_task)(void *context);
 __attribute__((visibility("default"))) int crashport_launch(unsigned threshold, crashport_task protect,
                                                             crashport_task launch, void *context);
 
+/*
+ * Launch protection for real programs: the program's own decision, an asynchronous protect, and
+ * a timeout. Start from CRASHPORT_LAUNCH_OPTIONS_INIT (fields are only ever appended):
+ *
+ *     static int should_protect(const crashport_run_detail *last, void *context) {
+ *         return last->consecutive_launch_crashes >= 2 && cache_is_newer_than_binary();
+ *     }
+ *     static void repair(void *context) { start_fetching_config(on_fetched); }  // returns at once
+ *     static void on_fetched(void) { write_config(); crashport_protect_finished(); }  // any thread
+ *
+ *     crashport_launch_options options = CRASHPORT_LAUNCH_OPTIONS_INIT;
+ *     options.should_protect = should_protect;
+ *     options.protect = repair;
+ *     options.launch = start;
+ *     options.asynchronous = 1;
+ *     options.protect_timeout_ms = 10000;
+ *     crashport_launch_with(&options);
+ *
+ * should_protect, when set, decides instead of the threshold: it gets the previous run in full
+ * (crashport_last_run_detail; `known` 0 when none is on record) and returns non-zero to protect.
+ * A crash in it is a launch crash like any other (a breadcrumb before it says where it came).
+ * With `asynchronous`, protect only starts the work and may return at once; the calling thread
+ * then waits (a futex, no busy loop) until crashport_protect_finished() is called from any
+ * thread (from protect itself too), or protect_timeout_ms passed (0: 30000). Then the launch work
+ * runs on the calling thread, in the same process. A protect that never finishes does not stop
+ * the launch: after the timeout the launch goes on (the protect work, still running on its own
+ * threads, is not stopped), a breadcrumb says so, its session says so, and the next start's
+ * crashport_last_run_detail has protect_timed_out set.
+ *
+ * Returns CRASHPORT_LAUNCH_PROTECTED, CRASHPORT_LAUNCH_NORMAL, or CRASHPORT_LAUNCH_PROTECT_TIMED_OUT
+ * (the launch went on without the protect work's end), after the launch work returned; -EALREADY
+ * when crashport_launch or crashport_launch_with ran before in this process; -EINVAL for NULL.
+ * crashport_launch(threshold, protect, launch, context) is this call with those four set.
+ */
+typedef int (*crashport_launch_predicate)(const crashport_run_detail *last_run, void *context);
+typedef struct crashport_launch_options {
+    size_t size;                              /* sizeof(crashport_launch_options) */
+    unsigned threshold;                       /* without should_protect; 0: CRASHPORT_LAUNCH_THRESHOLD */
+    crashport_launch_predicate should_protect; /* the program's decision; NULL: the threshold */
+    crashport_task protect;                   /* NULL: nothing to protect */
+    crashport_task launch;                    /* NULL: nothing to run after */
+    void *context;                            /* given to all three */
+    int asynchronous;                         /* 1: protect ends with crashport_protect_finished() */
+    unsigned protect_timeout_ms;              /* asynchronous: the wait for it; 0: 30000 */
+} crashport_launch_options;
+#define CRASHPORT_LAUNCH_OPTIONS_INIT {sizeof(crashport_launch_options)}
+#define CRASHPORT_LAUNCH_PROTECT_TIMED_OUT 2
+__attribute__((visibility("default"))) int crashport_launch_with(const crashport_launch_options *options);
+
+/* Ends an asynchronous protect (crashport_launch_with's `asynchronous`): the launch work runs now.
+ * Returns 0, -ETIMEDOUT when the launch already went on without it, -EALREADY when called twice,
+ * -ENOENT when no asynchronous protect is running. Thread-safe; one system call (futex wake). */
+__attribute__((visibility("default"))) int crashport_protect_finished(void);
+
 /* Life-cycle tasks by key, as the pattern keeps them: register a task (at most 16 keys of up to
  * 63 bytes; registering a key again replaces it; task NULL removes it), and run it by key when
  * the program decides (after its protect work, after its launch): crashport_run_task calls it on
- * the calling thread, with a breadcrumb "task KEY" first. Register returns 0, -EINVAL (NULL or
- * empty key), -ENAMETOOLONG, -ENOSPC (16 registered), -ENOENT (removing a key not registered);
- * run returns 0 once the task returned, or -ENOENT / -EINVAL. Thread-safe; no system call. */
+ * the calling thread, with a breadcrumb "task KEY" first. Tasks are one-shot, as the pattern
+ * describes: crashport_run_task removes the task before calling it, so a second run of the key
+ * finds nothing (-ENOENT) unless the program registered it again (the task itself may). Register
+ * returns 0, -EINVAL (NULL or empty key), -ENAMETOOLONG, -ENOSPC (16 registered), -ENOENT
+ * (removing a key not registered); run returns 0 once the task returned, or -ENOENT / -EINVAL.
+ * Thread-safe; no system call. */
 __attribute__((visibility("default"))) int crashport_register_task(const char *key, crashport_task task,
                                                                    void *context);
 __attribute__((visibility("default"))) int crashport_run_task(const char *key);

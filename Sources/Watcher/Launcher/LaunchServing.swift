@@ -74,9 +74,13 @@ final class LaunchServing: ConsentRequests {
 
     /// The child ran its launch protection (crashport_launch): its session says so.
     let protected = Mutex(false)
+    /// Its asynchronous protect work timed out (crashport_launch_with).
+    let protectTimedOut = Mutex(false)
 
     func launch(_ message: LaunchMessage, from sender: Sender) {
-        if sender.pid == child, message.protected { protected.withLock { $0 = true } }
+        guard sender.pid == child, message.protected else { return }
+        protected.withLock { $0 = true }
+        if message.protectTimedOut { protectTimedOut.withLock { $0 = true } }
     }
 
     /// The program a message speaks for: the run's, for the child; else the sender's own.

@@ -209,6 +209,7 @@ public struct Launcher {
             records[0].signal = records[0].signal ?? termination.signal
             records[0].hangs = reports.filter { $0.event.kind == .hang && $0.event.process?.pid == launch.child }.count
             records[0].launchProtected = serving.protected.withLock { $0 } ? true : nil
+            records[0].protectTimedOut = serving.protectTimedOut.withLock { $0 } ? true : nil
         }
         for record in records {
             serving.history.ended(record, event: reports.first { $0.id == record.reportID }?.event)

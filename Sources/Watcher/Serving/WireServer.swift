@@ -281,10 +281,13 @@ public final class WireServer {
         }
         // Once per run is what the stub sends; past the settings' limit it is ignored (not logged).
         guard settingTimes.allows(sender.pid) else { return nil }
-        if message.protected {
+        if message.protectTimedOut {
+            log(about: sender.uid, "pid \(sender.pid): its launch protection's protect work did not finish in time; it launched")
+        } else if message.protected {
+            let why = message.threshold == 0 ? "its own decision" : "threshold \(message.threshold)"
             log(
                 about: sender.uid,
-                "pid \(sender.pid) ran its launch protection (\(message.consecutiveLaunchCrashes) launch crashes in a row, threshold \(message.threshold))"
+                "pid \(sender.pid) ran its launch protection (\(message.consecutiveLaunchCrashes) launch crashes in a row, \(why))"
             )
         }
         delegate?.launch(message, from: sender)

@@ -105,6 +105,8 @@ public final class Sidecar {
         var forkedCrash: (id: String, duringLaunch: Bool?, release: String?)?
         /// It ran its launch protection (crashport_launch).
         var launchProtected = false
+        /// Its asynchronous protect work timed out (crashport_launch_with).
+        var protectTimedOut = false
         /// Hangs reported while it ran.
         var hangs = 0
         /// The status it said GOODBYE with.
@@ -133,6 +135,7 @@ public final class Sidecar {
             record.signal = signal
             record.exitCode = status == .exited ? exitCode : nil
             record.launchProtected = launchProtected ? true : nil
+            record.protectTimedOut = protectTimedOut ? true : nil
             record.hangs = hangs
             record.memory = withMemory ? memory?.session(oomKilled: oomKilled) : nil
             return record
@@ -798,6 +801,7 @@ extension Sidecar: ConsentRequests {
     func launch(_ message: LaunchMessage, from sender: Sender) {
         guard currentClient >= 0, clients[currentClient]?.peer.pid == sender.pid, message.protected else { return }
         clients[currentClient]?.session?.launchProtected = true
+        if message.protectTimedOut { clients[currentClient]?.session?.protectTimedOut = true }
     }
 
     /// A crash record captured: the connection's own process ends its run as crashed now, before
