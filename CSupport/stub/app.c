@@ -13,8 +13,8 @@
  * by the crash path) so that a key has one slot; breadcrumbs take none; handled errors go one at
  * a time under an error-checking mutex.
  *
- * Off the crash path the stub's files call one way (off_path.h): install.c → launch.c → app.c
- * → settings.c. This file calls only settings.c (for CRASHPORT_*); install.c and launch.c call
+ * Off the crash path the stub's files call one way (off_path.h): install.c → launch.c → attach.c
+ * → app.c → settings.c. This file calls only settings.c (for CRASHPORT_*); install.c and launch.c call
  * into it, and it calls neither back (tools/build-stub checks it on the built objects): the
  * last run in full is launch.c's, which install.c sets up before calling cp_app_install.
  */
@@ -711,6 +711,12 @@ static int cp_app_pending_query(int *reply)
     *reply = pair[0];
     return 0;
 }
+
+/* For attach.c (off_path.h): the area marked in use, and the writers' flag that keeps a name in
+ * one slot. */
+CP_HIDDEN void cp_app_mark_ready(void) { cp_app_ready(); }
+CP_HIDDEN int cp_app_writers_lock(void) { return cp_app_lock(); }
+CP_HIDDEN void cp_app_writers_unlock(void) { cp_app_unlock(); }
 
 CP_HIDDEN void cp_app_copy_text(char *to, size_t to_size, const char *from, size_t from_size)
 {

@@ -25,8 +25,8 @@
  * Failures never abort the program: one line on stderr says what is off and why, and the
  * process is left as it was.
  *
- * Off the crash path the stub's files call one way (off_path.h): install.c → launch.c → app.c
- * → settings.c. This file is the top: it calls into the three below it, none of them into it
+ * Off the crash path the stub's files call one way (off_path.h): install.c → launch.c → attach.c
+ * → app.c → settings.c. This file is the top: it calls into the three below it, none of them into it
  * (tools/build-stub checks it on the built objects).
  */
 #define _GNU_SOURCE

@@ -11,8 +11,8 @@
  * calls. The task table takes a spin flag of its own (never the crash path's, never held while a
  * task runs).
  *
- * Off the crash path the stub's files call one way (off_path.h): install.c → launch.c → app.c
- * → settings.c. install.c calls into this file (cp_launch_install, cp_launch_set_detail); this
+ * Off the crash path the stub's files call one way (off_path.h): install.c → launch.c → attach.c
+ * → app.c → settings.c. install.c calls into this file (cp_launch_install, cp_launch_set_detail); this
  * file calls app.c (the last run, sending to the watcher, breadcrumbs) and settings.c, never
  * install.c, and app.c never calls it (tools/build-stub checks it on the built objects).
  */

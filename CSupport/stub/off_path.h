@@ -31,7 +31,15 @@
 void cp_launch_set_detail(const cp_run_detail *detail) CP_HIDDEN;
 void cp_launch_install(void) CP_HIDDEN;
 
-/* -- app.c, for install.c and launch.c -- */
+/* -- app.c, for install.c, launch.c and attach.c -- */
+
+/** Marks the app area in use (app.c), for a call that writes it before crashport_install. */
+void cp_app_mark_ready(void) CP_HIDDEN;
+
+/** The annotation and attachment writers' spin flag (app.c): 0, -EDEADLK (this thread holds
+ *  it) or -EBUSY (another kept it a whole second). Never held across a system call. */
+int cp_app_writers_lock(void) CP_HIDDEN;
+void cp_app_writers_unlock(void) CP_HIDDEN;
 
 /** Marks the app area in use, starts the launch window, and finds glibc's, Swift's and
  *  libstdc++'s abort messages (app.c). Takes the last run from CRASHPORT_LAST_RUN unless a

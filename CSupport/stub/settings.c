@@ -3,7 +3,7 @@
  * process may take them at all.
  *
  * The lowest of the stub's files off the crash path, which call one way (off_path.h):
- * install.c → launch.c → app.c → settings.c. Each of the three above reads its settings here;
+ * install.c → launch.c → attach.c → app.c → settings.c. Each of the three above reads its settings here;
  * this file calls none of them (tools/build-stub checks it on the built objects).
  *
  * Not signal context: install time and the program's own calls.

@@ -1,7 +1,7 @@
 /*
  * stub_state.h: the state shared by install (install.c) and the crash path (entry.c, forward.c,
  * report.c). The calls between the files off the crash path are off_path.h's (they go one way:
- * install.c → launch.c → app.c → settings.c).
+ * install.c → launch.c → attach.c → app.c → settings.c).
  *
  * Ownership and lifetime: one process-wide instance, cp_state, defined in report.c (so the
  * crash path's object references nothing outside itself, and its files refer to it downward).

@@ -368,6 +368,51 @@ public enum CrashPort {
         if result < 0 { throw Failure(code: -result) }
     }
 
+    /// Attaches `text` from memory as `name` (crashport_attach_text: text/plain; charset=utf-8),
+    /// replacing what the name held: written beside the report when the program crashes, reports
+    /// an error or hangs, and uploaded with its content type. 16 attachments from memory, 7 MiB
+    /// each (more is cut and marked), names of 63 bytes without '/'. Returns false when the text
+    /// was cut.
+    @discardableResult
+    public static func attach(_ name: String, text: String) throws(Failure) -> Bool {
+        try checked(crashport_attach_text(name, text))
+    }
+
+    /// Attaches `bytes` from memory as `name`, with their content type (crashport_attach_bytes).
+    @discardableResult
+    public static func attach(
+        _ name: String, bytes: [UInt8], contentType: String = "application/octet-stream"
+    ) throws(Failure) -> Bool {
+        try checked(bytes.withUnsafeBytes { crashport_attach_bytes(name, contentType, $0.baseAddress, $0.count) })
+    }
+
+    /// Makes `name` a ring of `capacity` bytes (at most 7 MiB) the program appends to with
+    /// `append(_:to:)`: the report holds its last `capacity` bytes, oldest first (the last
+    /// lines of a log kept in memory).
+    public static func attachRing(
+        _ name: String, capacity: Int, contentType: String = "text/plain; charset=utf-8"
+    ) throws(Failure) {
+        _ = try checked(crashport_attach_ring(name, contentType, max(0, capacity)))
+    }
+
+    /// Appends `text` to the ring `name` (crashport_attach_append): lock-free against the crash
+    /// path, no system call, safe from any thread.
+    public static func append(_ text: String, to name: String) throws(Failure) {
+        var text = text
+        _ = try checked(text.withUTF8 { crashport_attach_append(name, $0.baseAddress, $0.count) })
+    }
+
+    /// Removes the attachment from memory `name`.
+    public static func detachMemory(_ name: String) throws(Failure) {
+        _ = try checked(crashport_detach_memory(name))
+    }
+
+    /// A call's answer: true when whole, false when cut (CRASHPORT_TRUNCATED); a Failure for -errno.
+    private static func checked(_ result: Int32) throws(Failure) -> Bool {
+        if result < 0 { throw Failure(code: -result) }
+        return result != CRASHPORT_TRUNCATED
+    }
+
     /// Reports an error the program handled: a report of kind `error` with every thread's
     /// stack, this thread marked, the error's type name and `String(describing:)`. The program
     /// is held only for the capture; returns once the watcher has it. Rate-limited (10 in a row,

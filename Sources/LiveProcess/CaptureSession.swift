@@ -53,6 +53,8 @@ public struct HeldCapture: Sendable {
     /// `decodeAppArea` decodes it, and the runtimes' abort messages it led to.
     var appArea: [UInt8]?
     let messages: (abort: String?, swift: String?)
+    /// The program's attachments from memory, read while it was held.
+    var memoryAttachments: [MemoryAttachment] = []
     /// The app area decoded (by `decodeAppArea`), with the abort messages: nil before, when
     /// none was read, or when it does not decode (a note says why).
     public internal(set) var app: AppArea? = nil
@@ -77,6 +79,8 @@ public struct HeldCapture: Sendable {
             app = try AppArea(bytes: area)
             app?.abortMessage = messages.abort
             app?.swiftMessage = messages.swift
+            app?.memoryAttachments = memoryAttachments
+            memoryAttachments = []
         } catch {
             notes.append("the program's annotations, breadcrumbs and attachments could not be read: \(error)")
         }
@@ -224,6 +228,8 @@ public enum CaptureSession {
         let appArea =
             live ? readAppArea(at: record.appArea, memory: memory, notes: &notes, errorDetails: record.isError) : nil
         let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
+        let memoryAttachments =
+            appArea.map { AppArea.readMemoryAttachments(area: $0) { memory.bytes(at: $0, count: $1) } } ?? []
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
         let python = live ? PythonCapture.read(memory: memory, pending: pendingModules, access: access, cache: cache) : nil
@@ -256,6 +262,7 @@ public enum CaptureSession {
         held.stackTaken = stackTaken
         held.python = python
         held.runtimeFiles = runtimeFiles
+        held.memoryAttachments = memoryAttachments
         return held
     }
 

@@ -111,6 +111,8 @@ public struct AppArea: Sendable, Equatable {
     /// Swift runtime's fatal error.
     public var abortMessage: String?
     public var swiftMessage: String?
+    /// The program's attachments from memory, read while the process was held.
+    public var memoryAttachments: [MemoryAttachment] = []
 
     public init() {}
 
@@ -127,12 +129,15 @@ public struct AppArea: Sendable, Equatable {
     /// annotation, breadcrumb and attachment slots below their high-water marks (clamped: the
     /// header is the process's word), and the tail (runtime messages, launch, error); with
     /// `errorDetails` (an ERROR record's capture), the handled error's own block too, when the
-    /// area's declared size covers it. The rest was never written, so reads as zeros.
+    /// area's declared size covers it; and the memory attachments' table (2.5 KB) when it does.
+    /// The rest was never written, so reads as zeros.
     public static func rangesToRead(header bytes: [UInt8], errorDetails: Bool = false) -> [Range<Int>] {
         guard bytes.count >= headerSize else { return [0..<size] }
         let wire = WireBytes(bytes: bytes)
         let details = offset(\.error_details)
-        let hasDetails = errorDetails && Int(wire.u32(offset(\.size))) >= size
+        let memory = offset(\.memory_attachments_used)
+        let declared = Int(wire.u32(offset(\.size)))
+        let hasDetails = errorDetails && declared >= memory
         let annotations = min(Int(wire.u32(offset(\.annotations_used))), Int(CP_ANNOTATION_MAX))
         let attachments = min(Int(wire.u32(offset(\.attachments_used))), Int(CP_ATTACHMENT_MAX))
         let crumbs = Int(min(wire.u64(offset(\.breadcrumb_count)), UInt64(CP_BREADCRUMB_MAX)))
@@ -143,7 +148,8 @@ public struct AppArea: Sendable, Equatable {
             slots(offset(\.breadcrumbs), crumbs, MemoryLayout<cp_breadcrumb>.size),
             slots(offset(\.attachments), attachments, MemoryLayout<cp_attachment>.size),
             offset(\.abort_message_address)..<details,
-            hasDetails ? details..<size : 0..<0,
+            hasDetails ? details..<memory : 0..<0,
+            declared >= size ? memory..<size : 0..<0,
         ].filter { !$0.isEmpty }
     }
 
@@ -267,7 +273,8 @@ public struct AppArea: Sendable, Equatable {
                 type: type.isEmpty ? "error" : type, message: message.isEmpty ? nil : message,
                 truncated: flags & CP_SLOT_TRUNCATED != 0)
         }
-        if declared >= Self.size, bytes.count >= Self.size { handledErrorDetails = errorDetails(wire, text) }
+        let memory = Self.offset(\.memory_attachments_used)
+        if declared >= memory, bytes.count >= memory { handledErrorDetails = errorDetails(wire, text) }
         let exceptionStart = Self.offset(\.exception_sequence)
         if let flags = slot(wire, sequence32: exceptionStart, flags: Self.offset(\.exception_flags)) {
             let type = text(Self.offset(\.exception_type), Int(CP_EXCEPTION_TYPE_BYTES))

@@ -331,11 +331,21 @@ public struct AttachmentRecord: Codable, Sendable, Equatable {
     /// Why nothing (or less) was copied: "not a regular file", "permission denied", …
     public var error: String?
     /// `error`: the handled error's own file (crashport_report_error_with), in this report only;
-    /// absent: a file the program attached for every report (crashport_attach_file).
+    /// `memory`: an attachment from memory (crashport_attach_bytes, crashport_attach_ring);
+    /// `runtime`: a runtime's crash log; absent: a file the program attached for every report
+    /// (crashport_attach_file).
     public var scope: String?
+    /// An attachment from memory: the name the program gave it, and its content type.
+    public var name: String?
+    public var contentType: String?
+    /// An attachment from memory a thread was writing when the process stopped: its last
+    /// write may be partial.
+    public var partial: Bool?
 
     /// The scope of a handled error's own file.
     public static let errorScope = "error"
+    /// The scope of an attachment from memory.
+    public static let memoryScope = "memory"
 
     public init(
         path: String? = nil, file: String? = nil, size: UInt64? = nil, copied: UInt64? = nil, truncated: Bool? = nil,
@@ -348,6 +358,12 @@ public struct AttachmentRecord: Codable, Sendable, Equatable {
         self.truncated = truncated
         self.error = error
         self.scope = scope
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case path, file, size, copied, truncated, error, scope, name
+        case contentType = "content_type"
+        case partial
     }
 }
 

@@ -209,6 +209,7 @@ public struct Capture: Sendable {
     public var heldBytes: Int {
         snapshot.threads.reduce(64 << 10) { $0 + ($1.stack?.bytes.count ?? 0) + 1024 }
             + snapshot.extraMemory.reduce(0) { $0 + $1.bytes.count }
+            + (app?.memoryAttachments ?? []).reduce(0) { $0 + $1.contents.count }
     }
 
     public init(

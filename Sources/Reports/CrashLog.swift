@@ -469,10 +469,17 @@ extension CrashLog {
             for attachment in attachments {
                 let what = attachment.file.map { "\($0), \(attachment.copied ?? 0) bytes" } ?? "not copied"
                 let why = attachment.error.map { " (\($0))" } ?? ""
-                let own =
-                    attachment.scope == AttachmentRecord.errorScope
-                    ? " [the error's own]" : attachment.scope == AttachmentRecord.runtimeScope ? " [the runtime's crash log]" : ""
-                lines.append("  \(escaped(attachment.path ?? "?")): \(what)\(why)\(own)")
+                let own: String
+                switch attachment.scope {
+                case AttachmentRecord.errorScope: own = " [the error's own]"
+                case AttachmentRecord.runtimeScope: own = " [the runtime's crash log]"
+                case AttachmentRecord.memoryScope:
+                    own =
+                        " [from memory, \(escaped(attachment.contentType ?? "?"))"
+                        + (attachment.partial == true ? ", being written at the crash" : "") + "]"
+                default: own = ""
+                }
+                lines.append("  \(escaped(attachment.path ?? attachment.name ?? "?")): \(what)\(why)\(own)")
             }
             lines.append("")
         }

@@ -30,22 +30,25 @@ public enum Attachments {
     /// Copies a handled error's own files (`errorFiles`, crashport_report_error_with: marked
     /// with the error's scope) and the program's (`programFiles`, crashport_attach_file) into
     /// `directory`/attachments/: the error's first, so that the caps leave them whole, and a
-    /// file named by both once, as the error's.
-    public static func copy(errorFiles: [String], programFiles: [String], into directory: String) -> [AttachmentRecord] {
-        var records = copy(errorFiles + programFiles.filter { !errorFiles.contains($0) }, into: directory)
+    /// file named by both once, as the error's. `reserved`: bytes of the 20 MiB already taken
+    /// (the program's attachments from memory, which come first: they die with the process).
+    public static func copy(
+        errorFiles: [String], programFiles: [String], reserved: UInt64 = 0, into directory: String
+    ) -> [AttachmentRecord] {
+        var records = copy(errorFiles + programFiles.filter { !errorFiles.contains($0) }, reserved: reserved, into: directory)
         for index in records.indices.prefix(errorFiles.count) { records[index].scope = AttachmentRecord.errorScope }
         return records
     }
 
     /// Copies `paths` into `directory`/attachments/ and says what each copy holds.
-    public static func copy(_ paths: [String], into directory: String) -> [AttachmentRecord] {
+    public static func copy(_ paths: [String], reserved: UInt64 = 0, into directory: String) -> [AttachmentRecord] {
         guard !paths.isEmpty else { return [] }
         let target = directory + "/" + directoryName
         guard mkdir(target, 0o700) == 0 else {
             let reason = "cannot create \(directoryName)/: \(String(cString: strerror(errno)))"
             return paths.map { AttachmentRecord(path: $0, error: reason) }
         }
-        var remaining = totalCap
+        var remaining = totalCap - min(totalCap, reserved)
         var names = Set<String>()
         return paths.map { path in
             var record = AttachmentRecord(path: path)

@@ -1,9 +1,12 @@
-// RuntimeLogAttachments: the crash logs the process's runtime wrote (the JVM's hs_err file,
-// Node's report), written into the report's attachments/ directory beside the program's own.
+// RuntimeLogAttachments: bytes read at capture time, written into the report's attachments/
+// directory beside the program's files: the crash logs the process's runtime wrote (the JVM's
+// hs_err file, Node's report) and the program's attachments from memory (crashport_attach_bytes,
+// crashport_attach_ring).
 //
-// Their bytes were read at capture time, as the process's user and bounded (LiveProcess'
-// RuntimeFiles): nothing is opened here but the copy, which is created like every attachment
-// (O_EXCL, mode 0600, inside ReportStore.commit with the owner's filesystem ids).
+// Their bytes were read while the process was held, as the process's user and bounded
+// (LiveProcess' RuntimeFiles, AppArea.readMemoryAttachments): nothing is opened here but the
+// copy, which is created like every attachment (O_EXCL, mode 0600, inside ReportStore.commit
+// with the owner's filesystem ids).
 
 import BoundedBytes
 import ReportModel
@@ -17,19 +20,64 @@ extension Attachments {
     /// attachments did not), named after its file ("runtime-" before it when a program's
     /// attachment took the name), and says what each copy holds (scope `runtime`).
     public static func writeRuntimeLogs(_ runtimeLogs: [RuntimeCrashLog], into directory: String) -> [AttachmentRecord] {
-        guard !runtimeLogs.isEmpty else { return [] }
+        writeCaptured(
+            runtimeLogs.map { log in
+                var record = AttachmentRecord(path: log.path, scope: AttachmentRecord.runtimeScope)
+                if log.truncated { record.error = "cut at \(log.contents.count) bytes when it was read" }
+                record.truncated = log.truncated ? true : nil
+                return (record, log.path, log.contents)
+            }, prefix: "runtime-", into: directory)
+    }
+
+    /// Writes the program's attachments from memory into `directory`/attachments/, each named
+    /// after the name the program gave it ("memory-" before it when that name is taken), with
+    /// its content type in its record (scope `memory`).
+    public static func writeMemoryAttachments(_ attachments: [MemoryAttachment], into directory: String) -> [AttachmentRecord] {
+        writeCaptured(
+            attachments.map { attachment in
+                var record = AttachmentRecord(scope: AttachmentRecord.memoryScope)
+                record.name = attachment.name
+                record.contentType = attachment.contentType
+                record.size = UInt64(attachment.contents.count) + attachment.dropped
+                record.truncated = attachment.truncated || attachment.dropped > 0 ? true : nil
+                record.partial = attachment.partial ? true : nil
+                record.error =
+                    attachment.note
+                    ?? (attachment.ring && attachment.dropped > 0
+                        ? "a ring: its last \(attachment.contents.count) of \(record.size ?? 0) bytes appended"
+                        : attachment.truncated ? "cut at 7 MiB when it was set" : nil)
+                return (record, attachment.name, attachment.contents)
+            }, prefix: "memory-", into: directory)
+    }
+
+    /// Bytes attached at memory's or a runtime's behalf: the memory attachments' total, which
+    /// the program's files' copies leave room for (MemoryAttachment.budget in all).
+    public static func bytesHeld(by attachments: [MemoryAttachment]) -> UInt64 {
+        attachments.reduce(0) { $0 + UInt64($1.contents.count) }
+    }
+
+    /// Writes each item's bytes as attachments/NAME (`prefix` + NAME when NAME is taken) and
+    /// completes its record: the copy's path and size, or why there is none.
+    static func writeCaptured(
+        _ items: [(record: AttachmentRecord, name: String, contents: [UInt8])], prefix: String, into directory: String
+    ) -> [AttachmentRecord] {
+        guard !items.isEmpty else { return [] }
         let target = directory + "/" + directoryName
         if mkdir(target, 0o700) != 0 && errno != EEXIST {
             let reason = "cannot create \(directoryName)/: \(String(cString: strerror(errno)))"
-            return runtimeLogs.map { AttachmentRecord(path: $0.path, error: reason, scope: AttachmentRecord.runtimeScope) }
+            return items.map { item in
+                var record = item.record
+                record.error = reason
+                return record
+            }
         }
         var names = Set<String>()
-        return runtimeLogs.map { log in
-            var record = AttachmentRecord(path: log.path, scope: AttachmentRecord.runtimeScope)
-            var name = uniqueName(for: log.path, taken: &names)
+        return items.map { item in
+            var record = item.record
+            var name = uniqueName(for: item.name, taken: &names)
             var fd = open(target + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             if fd < 0 && errno == EEXIST {
-                name = "runtime-" + name
+                name = prefix + name
                 fd = open(target + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             }
             guard fd >= 0 else {
@@ -37,18 +85,13 @@ extension Attachments {
                 return record
             }
             defer { close(fd) }
-            let written = writeAll(fd, log.contents)
-            guard written else {
+            guard writeAll(fd, item.contents) else {
                 record.error = "write: \(String(cString: strerror(errno)))"
                 return record
             }
             _ = fsync(fd)
             record.file = directoryName + "/" + name
-            record.copied = UInt64(log.contents.count)
-            if log.truncated {
-                record.truncated = true
-                record.error = "cut at \(log.contents.count) bytes when it was read"
-            }
+            record.copied = UInt64(item.contents.count)
             return record
         }
     }

@@ -85,15 +85,28 @@ public struct SentryEnvelope: Sendable, Equatable {
         self.items = items
     }
 
+    /// A file sent with a report: its name, its bytes, and its content type when it has one.
+    public struct Attachment: Sendable, Equatable {
+        public var filename: String
+        public var bytes: [UInt8]
+        public var contentType: String?
+
+        public init(filename: String, bytes: [UInt8], contentType: String? = nil) {
+            self.filename = filename
+            self.bytes = bytes
+            self.contentType = contentType
+        }
+    }
+
     /// The envelope of one report: its event, the minidump (if any) as `event.minidump`, other
     /// attachments as `event.attachment`, and the session update (if any).
     public static func report(
         eventJSON: Data, eventID: String, sentAt: String, dsn: SentryDSN?, sdkVersion: String, minidump: [UInt8]?,
-        attachments: [(filename: String, bytes: [UInt8])] = [], session: SentrySession? = nil
+        attachments: [Attachment] = [], session: SentrySession? = nil
     ) throws -> SentryEnvelope {
         var items = [Item.event(eventJSON)]
         if let minidump { items.append(.minidump(minidump)) }
-        items += attachments.map { Item.attachment($0.bytes, filename: $0.filename) }
+        items += attachments.map { Item.attachment($0.bytes, filename: $0.filename, contentType: $0.contentType) }
         if let session { items.append(try .session(session)) }
         return SentryEnvelope(
             eventID: eventID, sentAt: sentAt, dsn: dsn?.string, sdkVersion: sdkVersion, items: items)

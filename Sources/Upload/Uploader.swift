@@ -346,15 +346,17 @@ public struct Uploader {
     /// The files the program attached (crashport_attach_file), as copied into the report: read
     /// from inside the report directory only, through UserFile (a name that leads out of it, a
     /// symlink or anything but a regular file is skipped: the directory is its owner's to edit),
-    /// at most 20 MB in all, by name.
-    func attachments(of event: Event, directory: String) -> [(filename: String, bytes: [UInt8])] {
+    /// at most 20 MB in all, by name, with the content type an attachment from memory was given.
+    func attachments(of event: Event, directory: String) -> [SentryEnvelope.Attachment] {
         var left = 20 << 20
         return (event.attachments ?? []).compactMap { record in
             guard let file = record.file, !file.hasPrefix("/"), !file.split(separator: "/").contains(".."),
                 let bytes = (try? UserFile.read(directory + "/" + file, limit: left)) ?? nil
             else { return nil }
             left -= bytes.count
-            return (file.pathBaseName, bytes)
+            return SentryEnvelope.Attachment(
+                filename: file.pathBaseName, bytes: bytes,
+                contentType: record.contentType.map(MemoryAttachment.checkedContentType))
         }
     }
 

@@ -594,6 +594,16 @@ final class AppAPITests: XCTestCase {
         XCTAssertEqual(crash.breadcrumbs?.map(\.message), ["opened the ledger", "reported the imbalance"])
         XCTAssertEqual(crash.launch?.crashedDuringLaunch, false)
         XCTAssertTrue(crash.reason?.hasSuffix("Fatal error: Index out of range") == true, crash.reason ?? "no reason")
+        // Its attachments from memory: the state dump, and the log ring's last 4 KiB, oldest first.
+        let memory = (crash.attachments ?? []).filter { $0.scope == AttachmentRecord.memoryScope }
+        XCTAssertEqual(memory.map(\.name), ["ledger-state.txt", "ledger.log"], "\(crash.attachments ?? [])")
+        let directory = reports + "/" + (crash.id ?? "")
+        XCTAssertEqual(
+            try String(contentsOfFile: directory + "/attachments/ledger-state.txt", encoding: .utf8),
+            "ledger 2026-Q4, 2 entries\n")
+        let log = (1...500).map { "entry \($0) checked\n" }.joined()
+        XCTAssertEqual(
+            try String(contentsOfFile: directory + "/attachments/ledger.log", encoding: .utf8), String(log.utf8.suffix(4096))!)
 
         let second = try TestSupport.crashportRun([ledger], reports: reports, environment: environment)
         XCTAssertTrue(

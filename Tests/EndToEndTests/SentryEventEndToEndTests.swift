@@ -130,7 +130,8 @@ final class SentryEventEndToEndTests: XCTestCase {
         let eventID = SentryEvent.eventID(reportID: try XCTUnwrap(event.id))
         let envelope = try SentryEnvelope.report(
             eventJSON: json, eventID: eventID, sentAt: Event.timestamp(), dsn: try SentryDSN("http://key@127.0.0.1:9/1"),
-            sdkVersion: options.sdkVersion, minidump: Array(minidump), attachments: [("app.log", Array(log))],
+            sdkVersion: options.sdkVersion, minidump: Array(minidump),
+            attachments: [.init(filename: "app.log", bytes: Array(log))],
             session: SentrySession(
                 sid: try XCTUnwrap(event.session), status: .crashed, started: try XCTUnwrap(event.timestamp),
                 timestamp: try XCTUnwrap(event.timestamp), release: event.release ?? "unknown"))

@@ -77,6 +77,11 @@ int main(int argc, char **argv) {
     details->properties[0].flags = CP_SLOT_USED; strcpy(details->properties[0].key, "order"); strcpy(details->properties[0].value, "1234");
     details->properties[1].flags = CP_SLOT_USED | CP_SLOT_TRUNCATED; strcpy(details->properties[1].key, "note"); strcpy(details->properties[1].value, "cut");
     details->files[0].flags = CP_SLOT_USED; strcpy(details->files[0].path, "/var/log/order.log");
+    /* A log ring from memory (crashport_attach_ring) that wrapped: 100 bytes appended to 64. */
+    area.memory_attachments_used = 1;
+    cp_memory_attachment *ring = &area.memory_attachments[0];
+    ring->sequence = 2; ring->flags = CP_SLOT_USED | CP_SLOT_RING; strcpy(ring->name, "app.log");
+    strcpy(ring->content_type, "text/plain"); ring->address = 0x10000; ring->capacity = 64; ring->length = 100;
     f = fopen(argv[3], "wb"); fwrite(&area, 1, sizeof area, f); fclose(f);
     if (argc > 4) {
         cp_goodbye goodbye; memset(&goodbye, 0, sizeof goodbye);

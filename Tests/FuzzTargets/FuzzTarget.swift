@@ -293,6 +293,16 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 Array(candidate.prefix(min(count, Int(truncatingIfNeeded: address & 0xFFFF))))
             }
         }
+        // The memory attachments' table at the area's end, the input laid over it: their bytes
+        // read (from the input) as capture reads them from a held process.
+        let table = MemoryLayout<cp_app_area>.offset(of: \cp_app_area.memory_attachments_used)!
+        area.replaceSubrange(
+            table..<area.count,
+            with: bytes.prefix(area.count - table) + [UInt8](repeating: 0, count: max(0, area.count - table - bytes.count)))
+        let attachments = AppArea.readMemoryAttachments(area: area) { address, count in
+            Array(bytes.prefix(min(count, Int(truncatingIfNeeded: address & 0xFFFF))))
+        }
+        _ = attachments.map { MemoryAttachment.checkedContentType($0.contentType) }
     }
 
     static func parseWire(_ bytes: [UInt8]) {

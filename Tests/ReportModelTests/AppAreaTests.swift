@@ -52,7 +52,8 @@ final class AppAreaTests: XCTestCase {
         XCTAssertEqual(
             read,
             AppArea.headerSize + 3 * MemoryLayout<cp_annotation>.size + 100 * MemoryLayout<cp_breadcrumb>.size
-                + MemoryLayout<cp_attachment>.size + (offset(\.error_details) - offset(\.abort_message_address)))
+                + MemoryLayout<cp_attachment>.size + (offset(\.error_details) - offset(\.abort_message_address))
+                + (AppArea.size - offset(\.memory_attachments_used)))
         // Only those ranges, the rest zeros: the same area, but for the handled error's own
         // block, read for an ERROR record only.
         var sparse = [UInt8](repeating: 0, count: bytes.count)
@@ -65,14 +66,16 @@ final class AppAreaTests: XCTestCase {
             sparse.replaceSubrange(range, with: bytes[range])
         }
         XCTAssertEqual(try AppArea(bytes: sparse), try AppArea(bytes: bytes))
-        // A program that never annotated: header and tail only.
+        // A program that never annotated: header and tail only (the memory attachments' table
+        // is part of the tail).
         var quiet = header
         quiet.put(0, at: offset(\.annotations_used), size: 4)
         quiet.put(0, at: offset(\.attachments_used), size: 4)
         quiet.put(0, at: offset(\.breadcrumb_count), size: 8)
         XCTAssertEqual(
             AppArea.rangesToRead(header: quiet).reduce(0) { $0 + $1.count },
-            AppArea.headerSize + offset(\.error_details) - offset(\.abort_message_address))
+            AppArea.headerSize + offset(\.error_details) - offset(\.abort_message_address)
+                + (AppArea.size - offset(\.memory_attachments_used)))
         // Hostile high-water marks stay inside the area.
         bytes.put(UInt64(UInt32.max), at: offset(\.annotations_used), size: 4)
         bytes.put(UInt64(UInt32.max), at: offset(\.attachments_used), size: 4)
@@ -252,5 +255,56 @@ final class AppAreaTests: XCTestCase {
         memory[0x1000] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]  // a pointer that would wrap
         messages = AppArea.readMessages(area: bytes, read)
         XCTAssertNil(messages.abort)
+    }
+
+    /// The memory attachments' slots: the seed's wrapped ring read oldest first; hostile slots
+    /// (a capacity past the cap, a length past the capacity, an address that would wrap, a name
+    /// twice or with '/', a content type that could break a header) checked, never trusted.
+    func testMemoryAttachmentsAreReadBounded() throws {
+        var bytes = try seed()
+        var largest = 0
+        let memory = Array(0..<200).map { UInt8($0) }
+        let read: (UInt64, Int) -> [UInt8] = { address, count in
+            largest = max(largest, count)
+            guard address >= 0x10000, address < 0x10000 + UInt64(memory.count) else { return [] }
+            return Array(memory[Int(address - 0x10000)...].prefix(count))
+        }
+        var attachments = AppArea.readMemoryAttachments(area: bytes, read)
+        XCTAssertEqual(attachments.count, 1)
+        XCTAssertEqual(attachments.first?.contents, Array(memory[36..<64] + memory[0..<36]), "oldest first")
+        XCTAssertEqual(attachments.first?.dropped, 36)
+        XCTAssertEqual(attachments.first?.contentType, "text/plain")
+
+        let table = offset(\.memory_attachments)
+        let stride = MemoryLayout<cp_memory_attachment>.size
+        func field<T>(_ path: KeyPath<cp_memory_attachment, T>) -> Int { MemoryLayout<cp_memory_attachment>.offset(of: path)! }
+        func slot(_ index: Int, name: String, type: String, address: UInt64, capacity: UInt64, length: UInt64, flags: UInt32) {
+            let start = table + index * stride
+            bytes.replaceSubrange(start..<start + stride, with: [UInt8](repeating: 0, count: stride))
+            bytes.put(UInt64(flags), at: start + field(\.flags), size: 4)
+            bytes.replaceSubrange(start + field(\.name)..<start + field(\.name) + name.utf8.count, with: Array(name.utf8))
+            let typeBytes = Array(type.utf8.prefix(63))
+            bytes.replaceSubrange(
+                start + field(\.content_type)..<start + field(\.content_type) + typeBytes.count, with: typeBytes)
+            bytes.put(address, at: start + field(\.address), size: 8)
+            bytes.put(capacity, at: start + field(\.capacity), size: 8)
+            bytes.put(length, at: start + field(\.length), size: 8)
+        }
+        let used = CP_SLOT_USED
+        slot(0, name: "huge", type: "text/plain\r\nX-Evil: 1", address: 0x10000, capacity: 1 << 40, length: 1 << 40, flags: used)
+        slot(1, name: "huge", type: "text/plain", address: 0x10000, capacity: 10, length: 10, flags: used)
+        slot(2, name: "a/b", type: "text/plain", address: 0x10000, capacity: 10, length: 10, flags: used)
+        slot(3, name: "wrap", type: "x", address: UInt64.max - 4, capacity: 100, length: 1 << 62, flags: used | CP_SLOT_RING)
+        slot(4, name: "..", type: "text/plain", address: 0x10000, capacity: 10, length: 10, flags: used)
+        bytes.put(20, at: offset(\.memory_attachments_used), size: 4)
+        largest = 0
+        attachments = AppArea.readMemoryAttachments(area: bytes, read)
+        XCTAssertEqual(attachments.map(\.name), ["huge", "wrap"], "a name once, none with '/' or '..'")
+        XCTAssertEqual(attachments.first?.contentType, "application/octet-stream", "no header injection")
+        XCTAssertEqual(attachments.first?.contents.count, 200, "what memory holds of the capped 7 MiB")
+        XCTAssertNotNil(attachments.first?.note)
+        XCTAssertLessThanOrEqual(largest, Int(MemoryAttachment.cap), "never more than the cap at once")
+        XCTAssertEqual(attachments.last?.contents, [], "an address that would wrap reads nothing")
+        XCTAssertEqual(attachments.last?.contentType, "application/octet-stream")
     }
 }

@@ -18,7 +18,11 @@ final class SentryEnvelopeTests: XCTestCase {
         return try SentryEnvelope.report(
             eventJSON: Data("{\"platform\":\"native\",\n\"level\":\"fatal\"}".utf8),
             eventID: "0123456789abcdef0123456789abcdef", sentAt: "2026-11-24T01:31:00.000Z", dsn: dsn, sdkVersion: "9.9.9",
-            minidump: minidump, attachments: [("app.log", Array("started\n".utf8)), ("empty", [])], session: session)
+            minidump: minidump,
+            attachments: [
+                .init(filename: "app.log", bytes: Array("started\n".utf8), contentType: "text/plain; charset=utf-8"),
+                .init(filename: "empty", bytes: []),
+            ], session: session)
     }
 
     func testAReportsEnvelopeRoundTripsThroughTheStrictParser() throws {
@@ -32,6 +36,8 @@ final class SentryEnvelopeTests: XCTestCase {
         XCTAssertEqual(parsed.items[1].filename, "minidump.dmp")
         XCTAssertEqual(parsed.items[1].payload, minidump)
         XCTAssertEqual(parsed.items[2].attachmentType, "event.attachment")
+        XCTAssertEqual(parsed.items[2].contentType, "text/plain; charset=utf-8", "an attachment from memory's type")
+        XCTAssertNil(parsed.items[3].contentType)
         XCTAssertEqual(parsed.items[3].payload, [])
 
         // The header lines, as the reference's minimal crash envelope shows them.

@@ -422,9 +422,15 @@ typedef struct cp_crash {
 #define CP_ERROR_FILE_MAX 4u
 #define CP_ERROR_PATH_BYTES 1024u  /* NUL included: absolute paths of up to 1023 bytes */
 
+#define CP_MEMORY_ATTACHMENT_MAX 16u
+#define CP_MEMORY_NAME_BYTES 64u      /* NUL included: names keep 63 bytes */
+#define CP_CONTENT_TYPE_BYTES 64u     /* NUL included: content types keep 63 bytes */
+#define CP_MEMORY_ATTACHMENT_CAP (7u << 20) /* bytes one memory attachment holds at most */
+
 /* Flags of a slot. */
 #define CP_SLOT_USED 0x1u
 #define CP_SLOT_TRUNCATED 0x2u /* the program's text was longer than the slot and was cut */
+#define CP_SLOT_RING 0x4u      /* a memory attachment the program appends to (its last bytes) */
 
 typedef struct cp_annotation {
     uint32_t sequence; /* odd while being written */
@@ -480,6 +486,25 @@ typedef struct cp_error_details {
     cp_error_file files[CP_ERROR_FILE_MAX];
 } cp_error_details;
 
+/*
+ * A memory attachment (crashport_attach_bytes, crashport_attach_ring): a named buffer with a
+ * content type, in memory the stub mapped for it (at most CP_MEMORY_ATTACHMENT_CAP bytes). The
+ * slot's sequence is also its writers' lock: a writer turns it odd (compare-and-swap from even)
+ * for as long as it changes the slot or its bytes, and even again after. A reader that finds it
+ * odd takes the bytes all the same and says the last write may be partial. A plain buffer holds
+ * `length` bytes at `address`; a ring has had `length` bytes appended in all, and holds the last
+ * min(length, capacity) of them, the oldest at offset length % capacity once it wrapped.
+ */
+typedef struct cp_memory_attachment {
+    uint32_t sequence; /* odd while written */
+    uint32_t flags;    /* CP_SLOT_USED, _TRUNCATED (more was given than it holds), _RING */
+    char name[CP_MEMORY_NAME_BYTES];
+    char content_type[CP_CONTENT_TYPE_BYTES];
+    uint64_t address;  /* the buffer, in this process */
+    uint64_t capacity; /* its bytes */
+    uint64_t length;   /* a plain buffer's bytes; a ring's bytes appended in all */
+} cp_memory_attachment;
+
 typedef struct cp_app_area {
     uint32_t magic;   /* CP_APP_MAGIC once the area is in use */
     uint32_t version; /* CP_APP_VERSION */
@@ -525,10 +550,17 @@ typedef struct cp_app_area {
     /* Appended: an area of a stub before it ends here (its size is CP_APP_SIZE_MIN), and a
      * watcher before it reads the area without it (it reads only the size it knows). */
     cp_error_details error_details;
+    /* Appended after it (an area that ends at CP_APP_SIZE_DETAILS has none): the memory
+     * attachments, and the high-water mark of their slots. */
+    uint32_t memory_attachments_used;
+    uint32_t memory_reserved;
+    cp_memory_attachment memory_attachments[CP_MEMORY_ATTACHMENT_MAX];
 } cp_app_area;
 
 /* The smallest area a watcher reads: one without error_details, from a stub before it. */
 #define CP_APP_SIZE_MIN 120528u
+/* An area that ends after error_details, without memory attachments (a stub before them). */
+#define CP_APP_SIZE_DETAILS 142224u
 
 /* Verdict values. */
 #define CP_VERDICT_CONTINUE 0u /* not handled: continue down the chain (Mach's KERN_FAILURE) */
@@ -582,8 +614,12 @@ _Static_assert(sizeof(cp_error_property) == 1096, "cp_error_property is 1096 byt
 _Static_assert(sizeof(cp_error_file) == 1032, "cp_error_file is 1032 bytes");
 _Static_assert(sizeof(cp_error_details) == 32 + 16 * 1096 + 4 * 1032, "cp_error_details is packed");
 _Static_assert(__builtin_offsetof(cp_app_area, error_details) == CP_APP_SIZE_MIN, "error_details is appended");
+_Static_assert(CP_APP_SIZE_DETAILS == CP_APP_SIZE_MIN + sizeof(cp_error_details), "CP_APP_SIZE_DETAILS ends error_details");
+_Static_assert(sizeof(cp_memory_attachment) == 160, "cp_memory_attachment is 160 bytes");
+_Static_assert(__builtin_offsetof(cp_app_area, memory_attachments_used) == CP_APP_SIZE_DETAILS,
+               "memory attachments are appended");
 _Static_assert(sizeof(cp_app_area) == 64 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128
-                                          + sizeof(cp_error_details),
+                                          + sizeof(cp_error_details) + 8 + 16 * 160,
                "cp_app_area is packed");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");

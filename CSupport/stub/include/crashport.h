@@ -159,6 +159,47 @@ __attribute__((visibility("default"))) int crashport_attach_file(const char *pat
 __attribute__((visibility("default"))) int crashport_detach_file(const char *path);
 
 /*
+ * Attachments from memory: named text or bytes with a content type, set and updated at any time,
+ * which the watcher writes beside the report (attachments/NAME) when this process is held for one
+ * (a crash, a handled error, a hang) and uploads with their content type. The bytes are copied
+ * into memory the stub maps for each attachment (mmap at the call; nothing is read from the
+ * program's own buffers at crash time), so the program's buffer may change or go right after.
+ *
+ *     crashport_attach_text("state.txt", dump_state());                    // replaced each call
+ *     crashport_attach_bytes("frame.png", "image/png", pixels, size);
+ *     crashport_attach_ring("app.log", "text/plain", 64 * 1024);           // the last 64 KiB
+ *     crashport_attach_append("app.log", line, strlen(line));              // from any thread
+ *
+ * Limits: 16 attachments from memory (besides the 16 files), names of 63 bytes (no '/'), content
+ * types of 63 bytes (NULL or "": application/octet-stream; crashport_attach_text and a ring:
+ * text/plain; charset=utf-8), 7 MiB each (more is cut to its first 7 MiB and marked), and all the
+ * report's attachments, files and memory, 20 MiB (memory first: what the program kept in memory
+ * dies with it, a file does not). A ring holds the last `capacity` bytes appended (at most 7
+ * MiB), oldest first in the report; an append larger than the ring keeps its last bytes. Setting
+ * a name again replaces its content, type and kind (a ring becomes a buffer, or the reverse).
+ *
+ * Returns 0, CRASHPORT_TRUNCATED when the bytes or the content type were cut, -EINVAL (NULL or
+ * empty name, a name with '/', NULL bytes with a size, a ring of 0 bytes; crashport_attach_append
+ * to a name that is not a ring), -ENAMETOOLONG, -ENOSPC (16 set), -ENOENT (appending to or
+ * detaching a name not set), -ENOMEM (the mapping failed), -EDEADLK / -EBUSY as
+ * crashport_annotate (a writer of the same attachment stopped or crashed mid-write holds it for
+ * a whole second at most). Thread-safe: writers of one attachment go one at a time (a spin, then
+ * sched_yield), never against the crash path; a crash in the middle of a write still gets the
+ * attachment, marked as being written. System calls: mmap (and munmap of a buffer replaced) when
+ * setting, munmap when detaching; crashport_attach_append makes none (unless contended). Memory
+ * attachments are read while the process is held: a death seen only after it happened (SIGKILL,
+ * the OOM killer) has the files, not these.
+ */
+__attribute__((visibility("default"))) int crashport_attach_bytes(const char *name, const char *content_type,
+                                                                  const void *bytes, size_t size);
+__attribute__((visibility("default"))) int crashport_attach_text(const char *name, const char *text);
+__attribute__((visibility("default"))) int crashport_attach_ring(const char *name, const char *content_type,
+                                                                 size_t capacity);
+__attribute__((visibility("default"))) int crashport_attach_append(const char *name, const void *bytes, size_t size);
+/* Removes the attachment from memory `name` and unmaps its bytes. */
+__attribute__((visibility("default"))) int crashport_detach_memory(const char *name);
+
+/*
  * Reports an error the program handled: a report of kind "error" with every thread's stack,
  * this thread marked, `type` and `message` (cut to 127 and 1023 bytes; NULL type: "error"). The
  * process is held for the capture only (as long as a crash capture, a few ms), then continues

@@ -172,10 +172,7 @@ public final class ReportWriter: Sendable {
             var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try request.store.commit(id: request.id) { directory in
                 // First, so that the event says what the copies hold (read as the owner: commit's ids).
-                let attached =
-                    Attachments.copy(
-                        errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
-                        into: directory) + Attachments.writeRuntimeLogs(capture.runtime.crashLogs, into: directory)
+                let attached = Self.attach(capture, into: directory)
                 if !attached.isEmpty { event.attachments = attached }
                 let json: [UInt8]
                 (json, encoded) = try Self.timed { Array(try event.jsonData()) }
@@ -191,6 +188,18 @@ public final class ReportWriter: Sendable {
         } catch {
             return unwritable(request, error: error, event: event)
         }
+    }
+
+    /// The report's attachments, in `directory`: the program's files (within what its
+    /// attachments from memory leave of the 20 MiB: those come first, they die with the
+    /// process), its attachments from memory, and the runtimes' crash logs.
+    static func attach(_ capture: Capture, into directory: String) -> [AttachmentRecord] {
+        let memory = capture.app?.memoryAttachments ?? []
+        return Attachments.copy(
+            errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
+            reserved: Attachments.bytesHeld(by: memory), into: directory)
+            + Attachments.writeMemoryAttachments(memory, into: directory)
+            + Attachments.writeRuntimeLogs(capture.runtime.crashLogs, into: directory)
     }
 
     /// A report in two steps. First, at once: the minidump (every thread's registers and stack,
@@ -209,10 +218,7 @@ public final class ReportWriter: Sendable {
         var attached: [AttachmentRecord] = []
         do {
             _ = try request.store.commit(id: request.id, durable: false) { directory in
-                attached =
-                    Attachments.copy(
-                        errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
-                        into: directory) + Attachments.writeRuntimeLogs(capture.runtime.crashLogs, into: directory)
+                attached = Self.attach(capture, into: directory)
                 if !attached.isEmpty { first.attachments = attached }
                 try ReportStore.writeFile(directory + "/event.json", Array(try first.jsonData()), sync: false)
                 try ReportStore.writeFile(directory + "/minidump.dmp", minidump(capture), sync: false)

@@ -31,6 +31,10 @@ if CommandLine.arguments.dropFirst().first == "test-crash" { CrashPort.testCrash
 CrashPort.annotate("user", "alice")
 CrashPort[annotation: "ledger"] = "2026-Q4"
 CrashPort.breadcrumb("opened the ledger", category: "io")
+// Attachments from memory: a state dump, and the last 4 KiB of a log kept in memory.
+try? CrashPort.attach("ledger-state.txt", text: "ledger 2026-Q4, 2 entries\n")
+try? CrashPort.attachRing("ledger.log", capacity: 4096)
+for line in 1...500 { try? CrashPort.append("entry \(line) checked\n", to: "ledger.log") }
 
 let entries = [3, -1] + CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let total = entries.reduce(0, +)
