@@ -471,7 +471,10 @@ extension CrashLog {
                 let why = attachment.error.map { " (\($0))" } ?? ""
                 let own =
                     attachment.scope == AttachmentRecord.errorScope
-                    ? " [the error's own]" : attachment.scope == AttachmentRecord.runtimeScope ? " [the runtime's crash log]" : ""
+                    ? " [the error's own]"
+                    : attachment.scope == AttachmentRecord.runtimeScope
+                        ? " [the runtime's crash log]"
+                        : attachment.scope == AttachmentRecord.systemScope ? " [the system's log around the crash]" : ""
                 lines.append("  \(escaped(attachment.path ?? "?")): \(what)\(why)\(own)")
             }
             lines.append("")

@@ -1,5 +1,6 @@
 // RuntimeLogAttachments: the crash logs the process's runtime wrote (the JVM's hs_err file,
-// Node's report), written into the report's attachments/ directory beside the program's own.
+// Node's report), and the system's log around the crash (Watcher's SystemLogAttachment), written
+// into the report's attachments/ directory beside the program's own.
 //
 // Their bytes were read at capture time, as the process's user and bounded (LiveProcess'
 // RuntimeFiles): nothing is opened here but the copy, which is created like every attachment
@@ -14,22 +15,25 @@ import Glibc
 
 extension Attachments {
     /// Writes each log's bytes into `directory`/attachments/ (created if the program's
-    /// attachments did not), named after its file ("runtime-" before it when a program's
-    /// attachment took the name), and says what each copy holds (scope `runtime`).
-    public static func writeRuntimeLogs(_ runtimeLogs: [RuntimeCrashLog], into directory: String) -> [AttachmentRecord] {
+    /// attachments did not), named after its file ("runtime-", or the scope, before it when a
+    /// program's attachment took the name), and says what each copy holds (scope `runtime`, or
+    /// `system` for the system's log around the crash).
+    public static func writeRuntimeLogs(
+        _ runtimeLogs: [RuntimeCrashLog], into directory: String, scope: String = AttachmentRecord.runtimeScope
+    ) -> [AttachmentRecord] {
         guard !runtimeLogs.isEmpty else { return [] }
         let target = directory + "/" + directoryName
         if mkdir(target, 0o700) != 0 && errno != EEXIST {
             let reason = "cannot create \(directoryName)/: \(String(cString: strerror(errno)))"
-            return runtimeLogs.map { AttachmentRecord(path: $0.path, error: reason, scope: AttachmentRecord.runtimeScope) }
+            return runtimeLogs.map { AttachmentRecord(path: $0.path, error: reason, scope: scope) }
         }
         var names = Set<String>()
         return runtimeLogs.map { log in
-            var record = AttachmentRecord(path: log.path, scope: AttachmentRecord.runtimeScope)
+            var record = AttachmentRecord(path: log.path, scope: scope)
             var name = uniqueName(for: log.path, taken: &names)
             var fd = open(target + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             if fd < 0 && errno == EEXIST {
-                name = "runtime-" + name
+                name = scope + "-" + name
                 fd = open(target + "/" + name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             }
             guard fd >= 0 else {

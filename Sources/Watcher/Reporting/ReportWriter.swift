@@ -168,6 +168,7 @@ public final class ReportWriter: Sendable {
         if let access = request.twoStepsAs, let pool { return writeFirstStep(request, access: access, pool: pool) }
         var (event, fileBytes, built) = fullEvent(request)
         let capture = request.capture
+        let systemLog = SystemLogAttachment.collect(for: capture, event: event, store: request.store, seen: request.started)
         do {
             var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try request.store.commit(id: request.id) { directory in
@@ -176,6 +177,7 @@ public final class ReportWriter: Sendable {
                     Attachments.copy(
                         errorFiles: capture.errorDetails?.files ?? [], programFiles: capture.app?.attachments ?? [],
                         into: directory) + Attachments.writeRuntimeLogs(capture.runtime.crashLogs, into: directory)
+                    + SystemLogAttachment.write(systemLog, into: directory)
                 if !attached.isEmpty { event.attachments = attached }
                 let json: [UInt8]
                 (json, encoded) = try Self.timed { Array(try event.jsonData()) }
@@ -247,9 +249,14 @@ public final class ReportWriter: Sendable {
     func writeSecondStep(_ request: ReportRequest, attached: [AttachmentRecord]) {
         var (event, fileBytes, built) = fullEvent(request)
         if !attached.isEmpty { event.attachments = attached }
+        // In the second step: a fault line is printed as the released process dies of it.
+        let systemLog = SystemLogAttachment.collect(
+            for: request.capture, event: event, store: request.store, seen: request.started)
         do {
             var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try request.store.amend(id: request.id) { directory in
+                let logged = SystemLogAttachment.write(systemLog, into: directory)
+                if !logged.isEmpty { event.attachments = attached + logged }
                 let json: [UInt8]
                 (json, encoded) = try Self.timed { Array(try event.jsonData()) }
                 ((), dumped) = try Self.timed {
@@ -315,8 +322,11 @@ public final class ReportWriter: Sendable {
         let id = chosen ?? ReportStore.newID(pid: end.pid.rawValue)
         var event = TerminationReport.event(for: end, id: id, timestamp: Event.timestamp())
         event.source = "launcher"
+        let systemLog = SystemLogAttachment.collect(for: end, event: event, store: store)
         do {
             let path = try store.commit(id: id) { directory in
+                let logged = SystemLogAttachment.write(systemLog, into: directory)
+                if !logged.isEmpty { event.attachments = logged }
                 try ReportStore.writeFile(directory + "/event.json", Array(try event.jsonData()))
             }
             let report = WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0)
