@@ -7,7 +7,7 @@
 //
 // The targets are layers, lowest first; each depends only on layers below it:
 //   BoundedBytes  →  ObjectFile  →  ReportModel, Symbolication, Unwinding
-//   →  Processes (child processes, credentials, /proc), CoreDump (the kernel's core stream)
+//   →  Processes (child processes, credentials, /proc), SystemLog (the kernel's log, the journal), CoreDump (the kernel's core stream)
 //      and Runtimes (Python frames, perf maps, runtime crash logs, read from outside)
 //   →  LiveProcess (a live process: ptrace, capture)  and  Reports (never a live process)
 //   →  Store (what is on disk)  →  Upload (what leaves the machine)
@@ -101,6 +101,11 @@ let package = Package(
         // over CShims' spawn.c, a user's Credentials (credentials.c) and /proc's files
         // (ProcFiles). What Store and Upload need of processes, below the ptrace layer.
         .target(name: "Processes", dependencies: ["BoundedBytes", "CShims", "ReportModel"]),
+        // The system's own log around a crash: the kernel's records about the process (/dev/kmsg:
+        // fault lines, the OOM killer's report) and journald's lines of its unit (journalctl, a
+        // Processes child run as the report's owner), selected for what the owner may read.
+        // ObjectFile for WatcherIdentity (root's open of /dev/kmsg from a client's report thread).
+        .target(name: "SystemLog", dependencies: ["BoundedBytes", "ObjectFile", "Processes"]),
         // A live process: process memory read as a user (ProcessAccess), ptrace sessions, and
         // capture (a crash record and a suspended process in, a ProcessSnapshot out). Processes
         // for /proc and Credentials; Unwinding for the layout of the kernel's signal frame, which
@@ -150,7 +155,7 @@ let package = Package(
             name: "Watcher",
             dependencies: [
                 "CCrashPortProtocol", "CShims", "CoreDump", "LiveProcess", "ObjectFile", "Processes", "ReportModel", "Reports",
-                "Store", "Symbolication", "Upload",
+                "Store", "Symbolication", "SystemLog", "Upload",
             ]
         ),
         // The command line, thin: parses arguments and calls the layers below.
@@ -172,7 +177,7 @@ let package = Package(
             name: "FuzzTargets",
             dependencies: [
                 "BoundedBytes", "CCrashPortProtocol", "CoreDump", "LiveProcess", "ObjectFile", "ReportModel", "Reports",
-                "Runtimes", "Symbolication", "Unwinding", "Upload",
+                "Runtimes", "Symbolication", "SystemLog", "Unwinding", "Upload",
             ],
             path: "Tests/FuzzTargets"),
         // One test target per layer (EndToEndTests runs the built crashport on real crashes).
@@ -187,6 +192,8 @@ let package = Package(
         .testTarget(
             name: "CoreDumpTests", dependencies: ["BoundedBytes", "CoreDump", "FuzzTargets", "ReportModel", "TestSupport"]),
         // Real children: /bin/sh, /bin/cat and /bin/sleep started, held, waited for, killed.
+        // The kernel's records and journalctl's lines as this machine prints them, selected.
+        .testTarget(name: "SystemLogTests", dependencies: ["SystemLog"]),
         .testTarget(name: "ProcessesTests", dependencies: ["BoundedBytes", "Processes", "ReportModel", "TestSupport"]),
         // Reports: a capture from a real kernel core is checked through the report pipeline.
         .testTarget(

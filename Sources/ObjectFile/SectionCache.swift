@@ -20,8 +20,8 @@
 //
 // A root sidecar reads a client's files with the client's credentials (Credentials.perform):
 // the cache is root's, in root's 0700 directory, so its own files are opened, written, renamed
-// and removed with the thread's own identity for that moment (`asWatcher`: cp_thread_step_out,
-// cp_thread_step_in), under names made here, and nothing else is done meanwhile. What a client
+// and removed with the thread's own identity for that moment (`asWatcher`: WatcherIdentity's
+// cp_thread_step_out, cp_thread_step_in), under names made here, and nothing else is done meanwhile. What a client
 // gets from it is only ever a section of a file it opened itself (the kernel's check, as that
 // user) that is root's and writable by no one else, as kept from a root file of the same build-id,
 // section and size: what that user could have inflated from the file it opened.
@@ -84,20 +84,8 @@ public enum SectionCache {
         return "\(buildID.hex)\(section)-\(size)"
     }
 
-    /// Runs `body` with the thread's own credentials when it reads as a client (a root
-    /// sidecar's report thread), else as it is. A thread that cannot step out, runs nothing
-    /// (nil); one that cannot step back in stops the process: it must never read on for the
-    /// client as root.
-    static func asWatcher<T>(_ body: () -> T?) -> T? {
-        let stepped = cp_thread_step_out()
-        if stepped == -2 { fatalError("crashport: a report thread holds neither its client's credentials nor its own") }
-        guard stepped >= 0 else { return nil }
-        let result = body()
-        if stepped == 1, cp_thread_step_in() != 0 {
-            fatalError("crashport: a report thread could not take its client's credentials back on")
-        }
-        return result
-    }
+    /// Runs `body` with the thread's own credentials (WatcherIdentity.run).
+    static func asWatcher<T>(_ body: () -> T?) -> T? { WatcherIdentity.run(body) }
 
     /// The cached bytes of `section` of the file whose build-id is `buildID`, mapped read-only
     /// (a MappedFile: guarded, so a cache file that shrinks or fails a read under us reads as

@@ -38,4 +38,7 @@ public struct RuntimeLogRecord: Codable, Sendable, Equatable {
 extension AttachmentRecord {
     /// The scope of a runtime's crash log the watcher found and attached (RuntimeLogRecord).
     public static let runtimeScope = "runtime"
+    /// The scope of the system's log around the crash (attachments/system.log: the kernel's
+    /// records about the process, its unit's journal lines).
+    public static let systemScope = "system"
 }

@@ -473,6 +473,7 @@ extension CrashLog {
                 switch attachment.scope {
                 case AttachmentRecord.errorScope: own = " [the error's own]"
                 case AttachmentRecord.runtimeScope: own = " [the runtime's crash log]"
+                case AttachmentRecord.systemScope: own = " [the system's log around the crash]"
                 case AttachmentRecord.memoryScope:
                     own =
                         " [from memory, \(escaped(attachment.contentType ?? "?"))"

@@ -1,6 +1,7 @@
 // RuntimeLogAttachments: bytes read at capture time, written into the report's attachments/
 // directory beside the program's files: the crash logs the process's runtime wrote (the JVM's
-// hs_err file, Node's report) and the program's attachments from memory (crashport_attach_bytes,
+// hs_err file, Node's report), the system's log around the crash (Watcher's
+// SystemLogAttachment) and the program's attachments from memory (crashport_attach_bytes,
 // crashport_attach_ring).
 //
 // Their bytes were read while the process was held, as the process's user and bounded
@@ -17,16 +18,19 @@ import Glibc
 
 extension Attachments {
     /// Writes each log's bytes into `directory`/attachments/ (created if the program's
-    /// attachments did not), named after its file ("runtime-" before it when a program's
-    /// attachment took the name), and says what each copy holds (scope `runtime`).
-    public static func writeRuntimeLogs(_ runtimeLogs: [RuntimeCrashLog], into directory: String) -> [AttachmentRecord] {
+    /// attachments did not), named after its file ("runtime-", or the scope, before it when a
+    /// program's attachment took the name), and says what each copy holds (scope `runtime`, or
+    /// `system` for the system's log around the crash).
+    public static func writeRuntimeLogs(
+        _ runtimeLogs: [RuntimeCrashLog], into directory: String, scope: String = AttachmentRecord.runtimeScope
+    ) -> [AttachmentRecord] {
         writeCaptured(
             runtimeLogs.map { log in
-                var record = AttachmentRecord(path: log.path, scope: AttachmentRecord.runtimeScope)
+                var record = AttachmentRecord(path: log.path, scope: scope)
                 if log.truncated { record.error = "cut at \(log.contents.count) bytes when it was read" }
                 record.truncated = log.truncated ? true : nil
                 return (record, log.path, log.contents)
-            }, prefix: "runtime-", into: directory)
+            }, prefix: scope + "-", into: directory)
     }
 
     /// Writes the program's attachments from memory into `directory`/attachments/, each named

@@ -106,10 +106,19 @@ public struct SentryEnvelope: Sendable, Equatable {
     ) throws -> SentryEnvelope {
         var items = [Item.event(eventJSON)]
         if let minidump { items.append(.minidump(minidump)) }
-        items += attachments.map { Item.attachment($0.bytes, filename: $0.filename, contentType: $0.contentType) }
+        items += attachments.map {
+            Item.attachment($0.bytes, filename: $0.filename, contentType: $0.contentType ?? contentType(of: $0.filename))
+        }
         if let session { items.append(try .session(session)) }
         return SentryEnvelope(
             eventID: eventID, sentAt: sentAt, dsn: dsn?.string, sdkVersion: sdkVersion, items: items)
+    }
+
+    /// An attachment's content type, where its name says it is text (`system.log`, a program's
+    /// `app.log` or `notes.txt`): `text/plain`, so that Sentry shows it inline; nil (Sentry's
+    /// default, application/octet-stream) for anything else.
+    static func contentType(of filename: String) -> String? {
+        filename.hasSuffix(".log") || filename.hasSuffix(".txt") ? "text/plain" : nil
     }
 
     /// The envelope's bytes: the header line, then each item's header line, payload and "\n".

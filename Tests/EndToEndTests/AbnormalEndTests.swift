@@ -162,6 +162,12 @@ final class AbnormalEndTests: XCTestCase {
                     },
                     "\(event.notes ?? [])")
             }
+            // The kernel's OOM report that killed it, beside the report (the sidecar is root here).
+            if geteuid() == 0 {
+                let (_, text) = try SystemLogReportTests.systemLog(
+                    event, in: sidecar.reportsDirectory() + "/" + (event.id ?? ""))
+                SystemLogReportTests.checkOOMReport(text, pid: program.pid, name: "ends")
+            }
             let session = try sidecar.session(of: program.pid, executable: event.process?.executable)
             XCTAssertEqual(session["status"] as? String, "abnormal")
             XCTAssertEqual(session["report_id"] as? String, event.id)

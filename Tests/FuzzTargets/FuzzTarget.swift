@@ -69,6 +69,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// A frame's variables (scopes, location lists, the type walker and value formatter) over
     /// an ELF file's DWARF (FuzzTarget+Variables.swift).
     case dwarfTypes = "dwarf-types"
+    /// The kernel's log as /dev/kmsg gives it (one record a line here, its ` KEY=VALUE` lines
+    /// after it), each record parsed, then selected for the first pid a line names, as root's
+    /// report and another user's (FuzzTarget+SystemLog.swift).
+    case kmsg
+    /// journalctl's output, parsed into a report's lines (FuzzTarget+SystemLog.swift).
+    case journal
 
     /// Runs the target over one input.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -86,6 +92,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .runtimeLog: Self.runtimeLog(bytes)
         case .dwarfExpression: Self.dwarfExpression(bytes)
         case .dwarfTypes: Self.dwarfTypes(bytes)
+        case .kmsg: Self.kmsg(bytes)
+        case .journal: Self.journal(bytes)
         }
     }
 

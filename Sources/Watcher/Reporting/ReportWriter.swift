@@ -168,11 +168,12 @@ public final class ReportWriter: Sendable {
         if let access = request.twoStepsAs, let pool { return writeFirstStep(request, access: access, pool: pool) }
         var (event, fileBytes, built) = fullEvent(request)
         let capture = request.capture
+        let systemLog = SystemLogAttachment.collect(for: capture, event: event, store: request.store, seen: request.started)
         do {
             var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try request.store.commit(id: request.id) { directory in
                 // First, so that the event says what the copies hold (read as the owner: commit's ids).
-                let attached = Self.attach(capture, into: directory)
+                let attached = Self.attach(capture, into: directory) + SystemLogAttachment.write(systemLog, into: directory)
                 if !attached.isEmpty { event.attachments = attached }
                 let json: [UInt8]
                 (json, encoded) = try Self.timed { Array(try event.jsonData()) }
@@ -253,9 +254,14 @@ public final class ReportWriter: Sendable {
     func writeSecondStep(_ request: ReportRequest, attached: [AttachmentRecord]) {
         var (event, fileBytes, built) = fullEvent(request)
         if !attached.isEmpty { event.attachments = attached }
+        // In the second step: a fault line is printed as the released process dies of it.
+        let systemLog = SystemLogAttachment.collect(
+            for: request.capture, event: event, store: request.store, seen: request.started)
         do {
             var encoded: UInt64 = 0, dumped: UInt64 = 0
             let path = try request.store.amend(id: request.id) { directory in
+                let logged = SystemLogAttachment.write(systemLog, into: directory)
+                if !logged.isEmpty { event.attachments = attached + logged }
                 let json: [UInt8]
                 (json, encoded) = try Self.timed { Array(try event.jsonData()) }
                 ((), dumped) = try Self.timed {
@@ -321,8 +327,11 @@ public final class ReportWriter: Sendable {
         let id = chosen ?? ReportStore.newID(pid: end.pid.rawValue)
         var event = TerminationReport.event(for: end, id: id, timestamp: Event.timestamp())
         event.source = "launcher"
+        let systemLog = SystemLogAttachment.collect(for: end, event: event, store: store)
         do {
             let path = try store.commit(id: id) { directory in
+                let logged = SystemLogAttachment.write(systemLog, into: directory)
+                if !logged.isEmpty { event.attachments = logged }
                 try ReportStore.writeFile(directory + "/event.json", Array(try event.jsonData()))
             }
             let report = WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0)
