@@ -274,11 +274,22 @@ __attribute__((visibility("default"))) int crashport_attach_file(const char *pat
  * replaced by one that writes the uncaught exception's type and what() into the area, then
  * calls the handler it replaced (which prints "terminate called after throwing..." and aborts,
  * as before). Everything is looked up with dlsym, so a C program never loads libstdc++ for it;
- * a runtime loaded after install (dlopen) is not seen.
+ * a runtime loaded after install (dlopen) is not seen. A handler the program sets after install
+ * does not displace crashport's: libcrashport.so interposes std::set_terminate and
+ * std::get_terminate (interpose.c), which keep the program's handler as the next in the chain
+ * (cp_app_chain_terminate), as sigaction keeps a signal's.
  */
-typedef void (*cp_terminate_handler)(void);
 static cp_terminate_handler (*cp_set_terminate)(cp_terminate_handler);
+/* The program's own handler, which crashport's calls next: the one libstdc++ had at install,
+ * then whatever the program sets after it through the interposed std::set_terminate (atomic:
+ * any thread may set one while another terminates). */
 static cp_terminate_handler cp_previous_terminate;
+/* True once crashport's handler holds libstdc++'s slot: from then on std::set_terminate and
+ * std::get_terminate, interposed, work on cp_previous_terminate. */
+static bool cp_terminate_chained;
+/* libstdc++'s default (__gnu_cxx::__verbose_terminate_handler): what std::set_terminate(nullptr)
+ * installs since GCC 11, so what it stands for here too. NULL when not exported. */
+static cp_terminate_handler cp_default_terminate;
 static const void *(*cp_current_exception_type)(void);
 /* std::current_exception() and ~exception_ptr(): a std::exception_ptr is one pointer, to the
  * thrown object, and (not trivially copyable) is returned through a hidden pointer, which is
@@ -326,8 +337,24 @@ static void cp_app_terminate(void)
         cp_app.exception_flags = CP_SLOT_USED | (cut ? CP_SLOT_TRUNCATED : 0u);
         cp_app_end(&cp_app.exception_sequence);
     }
-    if (cp_previous_terminate != NULL) cp_previous_terminate();
+    cp_terminate_handler next = __atomic_load_n(&cp_previous_terminate, __ATOMIC_ACQUIRE);
+    if (next != NULL) next();
     abort();
+}
+
+CP_HIDDEN bool cp_app_chain_terminate(cp_terminate_handler handler, cp_terminate_handler *previous)
+{
+    if (!__atomic_load_n(&cp_terminate_chained, __ATOMIC_ACQUIRE)) return false;
+    if (handler == NULL) handler = cp_default_terminate;
+    *previous = __atomic_exchange_n(&cp_previous_terminate, handler, __ATOMIC_ACQ_REL);
+    return true;
+}
+
+CP_HIDDEN bool cp_app_chained_terminate(cp_terminate_handler *current)
+{
+    if (!__atomic_load_n(&cp_terminate_chained, __ATOMIC_ACQUIRE)) return false;
+    *current = __atomic_load_n(&cp_previous_terminate, __ATOMIC_ACQUIRE);
+    return true;
 }
 
 /*
@@ -842,8 +869,12 @@ CP_HIDDEN void cp_app_install(void)
     cp_release_exception = (void (*)(void **))dlsym(RTLD_DEFAULT, "_ZNSt15__exception_ptr13exception_ptrD1Ev");
     cp_cxa_demangle = (char *(*)(const char *, char *, size_t *, int *))dlsym(RTLD_DEFAULT, "__cxa_demangle");
     cp_std_exception_type = dlsym(RTLD_DEFAULT, "_ZTISt9exception");
+    cp_default_terminate = (cp_terminate_handler)dlsym(RTLD_DEFAULT, "_ZN9__gnu_cxx27__verbose_terminate_handlerEv");
     if (cp_set_terminate != NULL && cp_current_exception_type != NULL) {
-        cp_previous_terminate = cp_set_terminate(cp_app_terminate);
+        /* In libcrashport.so, cp_set_terminate may be the interposed std::set_terminate
+         * (interpose.c), which passes this call on to libstdc++'s: nothing is chained yet. */
+        __atomic_store_n(&cp_previous_terminate, cp_set_terminate(cp_app_terminate), __ATOMIC_RELEASE);
+        __atomic_store_n(&cp_terminate_chained, true, __ATOMIC_RELEASE);
     }
 }
 
