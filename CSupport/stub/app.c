@@ -44,6 +44,8 @@
 #define CP_APP_SPINS 1024u
 #define CP_APP_WAIT_NS 1000000000ull
 
+static cp_error_stack cp_error_stack_block; /* a handled error's own stack: below */
+
 /* Marks the area in use: the watcher ignores an area without its magic. Idempotent, so that a
  * call from another library's constructor, before crashport's own, works too. */
 static void cp_app_ready(void)
@@ -51,6 +53,7 @@ static void cp_app_ready(void)
     if (__atomic_load_n(&cp_app.magic, __ATOMIC_ACQUIRE) == CP_APP_MAGIC) return;
     __atomic_store_n(&cp_app.version, CP_APP_VERSION, __ATOMIC_RELAXED);
     __atomic_store_n(&cp_app.size, (uint32_t)sizeof cp_app, __ATOMIC_RELAXED);
+    __atomic_store_n(&cp_app.error_stack, (uint64_t)(uintptr_t)&cp_error_stack_block, __ATOMIC_RELAXED);
     __atomic_store_n(&cp_app.magic, CP_APP_MAGIC, __ATOMIC_RELEASE);
 }
 
@@ -523,30 +526,116 @@ static void cp_app_clear_error_details(void)
     cp_app_end(&details->sequence);
 }
 
-__attribute__((visibility("default"), noinline)) int crashport_report_error_with(const char *type, const char *message,
-                                                                                 const crashport_property *properties,
-                                                                                 size_t property_count,
-                                                                                 const char *const *files,
-                                                                                 size_t file_count)
+/*
+ * A handled error's own stack (crashport_report_error_stack): written into cp_error_stack_block
+ * under cp_error_lock, as the details are, and cleared before the lock is let go. Bounded: the
+ * first CP_ERROR_FRAME_MAX frames are kept and the rest only counted, so a stack of a million
+ * frames costs one pass to count, no more.
+ */
+/* Fills the stack for thread `tid` (under cp_error_lock). Returns whether anything was cut or
+ * left out. */
+static bool cp_app_set_error_stack(uint32_t tid, const crashport_frame *frames, size_t frame_count)
 {
-    if ((properties == NULL && property_count > 0) || (files == NULL && file_count > 0)) return -EINVAL;
+    cp_error_stack *stack = &cp_error_stack_block;
+    cp_app_begin(&stack->sequence);
+    uint32_t count = frame_count < CP_ERROR_FRAME_MAX ? (uint32_t)frame_count : CP_ERROR_FRAME_MAX;
+    bool cut = false;
+    for (uint32_t index = 0; index < count; index++) {
+        const crashport_frame *given = &frames[index];
+        cp_error_frame *slot = &stack->frames[index];
+        slot->address = (uint64_t)given->address;
+        slot->line = given->line;
+        bool frame_cut = cp_app_copy(slot->function, sizeof slot->function, given->function != NULL ? given->function : "");
+        frame_cut |= cp_app_copy(slot->file, sizeof slot->file, given->file != NULL ? given->file : "");
+        slot->flags = CP_SLOT_USED | (frame_cut ? CP_SLOT_TRUNCATED : 0u);
+        cut |= frame_cut;
+    }
+    stack->tid = tid;
+    stack->count = count;
+    stack->left_out = (uint64_t)(frame_count - count);
+    stack->flags = CP_SLOT_USED;
+    cp_app_end(&stack->sequence);
+    return cut || frame_count > count;
+}
+
+static void cp_app_clear_error_stack(void)
+{
+    cp_error_stack *stack = &cp_error_stack_block;
+    cp_app_begin(&stack->sequence);
+    stack->flags = 0;
+    stack->tid = 0;
+    stack->count = 0;
+    stack->left_out = 0;
+    cp_app_end(&stack->sequence);
+}
+
+/* The arguments of crashport_report_error_with and _stack: 0 or -EINVAL. */
+static int cp_app_error_arguments(const crashport_property *properties, size_t property_count, const char *const *files,
+                                  size_t file_count, const crashport_frame *frames, size_t frame_count)
+{
+    if ((properties == NULL && property_count > 0) || (files == NULL && file_count > 0) ||
+        (frames == NULL && frame_count > 0)) {
+        return -EINVAL;
+    }
     for (size_t index = 0; index < property_count; index++) {
         if (properties[index].key == NULL || properties[index].key[0] == '\0') return -EINVAL;
     }
     for (size_t index = 0; index < file_count; index++) {
         if (files[index] == NULL || files[index][0] == '\0') return -EINVAL;
     }
-    int result = cp_app_error_begin();
-    if (result == 0) {
-        uint32_t tid = (uint32_t)syscall(SYS_gettid);
-        bool cut = cp_app_set_error_details(tid, properties, property_count, files, file_count);
-        bool type_cut = cp_app_set_error(type, message);
-        CP_APP_SEND_ERROR(result, tid);
-        cp_app_clear_error_details();
-        if (result == 0 && (cut || type_cut)) result = CRASHPORT_TRUNCATED;
-        pthread_mutex_unlock(&cp_error_lock);
-    }
-    return result;
+    return 0;
+}
+
+/* Everything before the ERROR record is sent: arguments, this thread's turn, the blocks.
+ * Returns 0 with cp_error_lock held (`*cut`: something was cut or left out), or -errno. */
+static int cp_app_error_open(uint32_t *tid, bool *cut, const char *type, const char *message,
+                             const crashport_property *properties, size_t property_count, const char *const *files,
+                             size_t file_count, const crashport_frame *frames, size_t frame_count)
+{
+    int result = cp_app_error_arguments(properties, property_count, files, file_count, frames, frame_count);
+    if (result == 0) result = cp_app_error_begin();
+    if (result != 0) return result;
+    *tid = (uint32_t)syscall(SYS_gettid);
+    *cut = cp_app_set_error_details(*tid, properties, property_count, files, file_count);
+    if (frames != NULL && frame_count > 0) *cut |= cp_app_set_error_stack(*tid, frames, frame_count);
+    *cut |= cp_app_set_error(type, message);
+    return 0;
+}
+
+/* Everything after: the blocks emptied, the lock let go. Returns the call's answer. */
+static int cp_app_error_close(int result, bool cut)
+{
+    cp_app_clear_error_details();
+    cp_app_clear_error_stack();
+    pthread_mutex_unlock(&cp_error_lock);
+    return result == 0 && cut ? CRASHPORT_TRUNCATED : result;
+}
+
+__attribute__((visibility("default"), noinline)) int crashport_report_error_with(const char *type, const char *message,
+                                                                                 const crashport_property *properties,
+                                                                                 size_t property_count,
+                                                                                 const char *const *files,
+                                                                                 size_t file_count)
+{
+    uint32_t tid = 0;
+    bool cut = false;
+    int result = cp_app_error_open(&tid, &cut, type, message, properties, property_count, files, file_count, NULL, 0);
+    if (result != 0) return result;
+    CP_APP_SEND_ERROR(result, tid);
+    return cp_app_error_close(result, cut);
+}
+
+__attribute__((visibility("default"), noinline)) int crashport_report_error_stack(
+    const char *type, const char *message, const crashport_property *properties, size_t property_count,
+    const char *const *files, size_t file_count, const crashport_frame *frames, size_t frame_count)
+{
+    uint32_t tid = 0;
+    bool cut = false;
+    int result = cp_app_error_open(&tid, &cut, type, message, properties, property_count, files, file_count, frames,
+                                   frame_count);
+    if (result != 0) return result;
+    CP_APP_SEND_ERROR(result, tid);
+    return cp_app_error_close(result, cut);
 }
 
 /*

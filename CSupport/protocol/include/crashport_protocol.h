@@ -417,6 +417,9 @@ typedef struct cp_crash {
 #define CP_ERROR_VALUE_BYTES 1024u /* NUL included: values keep 1023 bytes */
 #define CP_ERROR_FILE_MAX 4u
 #define CP_ERROR_PATH_BYTES 1024u  /* NUL included: absolute paths of up to 1023 bytes */
+#define CP_ERROR_FRAME_MAX 512u      /* a handled error's own stack keeps its first 512 frames */
+#define CP_ERROR_FUNCTION_BYTES 128u /* NUL included: a text frame's function keeps 127 bytes */
+#define CP_ERROR_FILE_BYTES 256u     /* NUL included: a text frame's file keeps 255 bytes */
 
 /* Flags of a slot. */
 #define CP_SLOT_USED 0x1u
@@ -476,6 +479,32 @@ typedef struct cp_error_details {
     cp_error_file files[CP_ERROR_FILE_MAX];
 } cp_error_details;
 
+/* One frame of a handled error's own stack: an address in the process (a return address, as
+ * backtrace(3) gives it: symbolicated at the byte before it), or a text frame an interpreter
+ * named (function, file, line), or both. */
+typedef struct cp_error_frame {
+    uint64_t address; /* 0: none (a text frame) */
+    uint32_t line;    /* 0: unknown */
+    uint32_t flags;   /* CP_SLOT_USED, CP_SLOT_TRUNCATED (function or file cut) */
+    char function[CP_ERROR_FUNCTION_BYTES];
+    char file[CP_ERROR_FILE_BYTES];
+} cp_error_frame;
+
+/* A handled error's own stack (crashport_report_error_stack), innermost frame first: static
+ * memory of the stub apart from the area (200 KB, untouched until used), which names it
+ * (cp_app_area.error_stack). Written under the error reporting's lock before the ERROR record
+ * is sent and cleared once the watcher answered, as cp_error_details; the watcher reads its
+ * header, then `count` frames (at most CP_ERROR_FRAME_MAX), for an ERROR record only, and takes
+ * it only when sequence is even, CP_SLOT_USED is set and tid is the record's thread. */
+typedef struct cp_error_stack {
+    uint32_t sequence; /* odd while being written */
+    uint32_t flags;    /* CP_SLOT_USED while the error being reported has a stack of its own */
+    uint32_t tid;      /* the reporting thread: the ERROR record's tid */
+    uint32_t count;    /* frames used, from the first */
+    uint64_t left_out; /* frames given past CP_ERROR_FRAME_MAX */
+    cp_error_frame frames[CP_ERROR_FRAME_MAX];
+} cp_error_stack;
+
 typedef struct cp_app_area {
     uint32_t magic;   /* CP_APP_MAGIC once the area is in use */
     uint32_t version; /* CP_APP_VERSION */
@@ -521,10 +550,15 @@ typedef struct cp_app_area {
     /* Appended: an area of a stub before it ends here (its size is CP_APP_SIZE_MIN), and a
      * watcher before it reads the area without it (it reads only the size it knows). */
     cp_error_details error_details;
+    /* Appended: the address of the stub's cp_error_stack (0: none). An area of a stub before it
+     * ends here (its size is CP_APP_SIZE_DETAILS). */
+    uint64_t error_stack;
 } cp_app_area;
 
 /* The smallest area a watcher reads: one without error_details, from a stub before it. */
 #define CP_APP_SIZE_MIN 120528u
+/* An area with error_details and without error_stack, from a stub before the latter. */
+#define CP_APP_SIZE_DETAILS 142224u
 
 /* Verdict values. */
 #define CP_VERDICT_CONTINUE 0u /* not handled: continue down the chain (Mach's KERN_FAILURE) */
@@ -578,8 +612,12 @@ _Static_assert(sizeof(cp_error_property) == 1096, "cp_error_property is 1096 byt
 _Static_assert(sizeof(cp_error_file) == 1032, "cp_error_file is 1032 bytes");
 _Static_assert(sizeof(cp_error_details) == 32 + 16 * 1096 + 4 * 1032, "cp_error_details is packed");
 _Static_assert(__builtin_offsetof(cp_app_area, error_details) == CP_APP_SIZE_MIN, "error_details is appended");
+_Static_assert(sizeof(cp_error_frame) == 400, "cp_error_frame is 400 bytes");
+_Static_assert(__builtin_offsetof(cp_error_stack, frames) == 24, "frames at 24");
+_Static_assert(sizeof(cp_error_stack) == 24 + 512 * 400, "cp_error_stack is packed");
+_Static_assert(__builtin_offsetof(cp_app_area, error_stack) == CP_APP_SIZE_DETAILS, "error_stack is appended");
 _Static_assert(sizeof(cp_app_area) == 64 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128
-                                          + sizeof(cp_error_details),
+                                          + sizeof(cp_error_details) + 8,
                "cp_app_area is packed");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");
