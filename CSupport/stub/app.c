@@ -44,6 +44,8 @@
 #define CP_APP_SPINS 1024u
 #define CP_APP_WAIT_NS 1000000000ull
 
+static cp_error_stack cp_error_stack_block; /* a handled error's own stack: below */
+
 /* Marks the area in use: the watcher ignores an area without its magic. Idempotent, so that a
  * call from another library's constructor, before crashport's own, works too. */
 static void cp_app_ready(void)
@@ -51,6 +53,7 @@ static void cp_app_ready(void)
     if (__atomic_load_n(&cp_app.magic, __ATOMIC_ACQUIRE) == CP_APP_MAGIC) return;
     __atomic_store_n(&cp_app.version, CP_APP_VERSION, __ATOMIC_RELAXED);
     __atomic_store_n(&cp_app.size, (uint32_t)sizeof cp_app, __ATOMIC_RELAXED);
+    __atomic_store_n(&cp_app.error_stack, (uint64_t)(uintptr_t)&cp_error_stack_block, __ATOMIC_RELAXED);
     __atomic_store_n(&cp_app.magic, CP_APP_MAGIC, __ATOMIC_RELEASE);
 }
 
@@ -274,11 +277,22 @@ __attribute__((visibility("default"))) int crashport_attach_file(const char *pat
  * replaced by one that writes the uncaught exception's type and what() into the area, then
  * calls the handler it replaced (which prints "terminate called after throwing..." and aborts,
  * as before). Everything is looked up with dlsym, so a C program never loads libstdc++ for it;
- * a runtime loaded after install (dlopen) is not seen.
+ * a runtime loaded after install (dlopen) is not seen. A handler the program sets after install
+ * does not displace crashport's: libcrashport.so interposes std::set_terminate and
+ * std::get_terminate (interpose.c), which keep the program's handler as the next in the chain
+ * (cp_app_chain_terminate), as sigaction keeps a signal's.
  */
-typedef void (*cp_terminate_handler)(void);
 static cp_terminate_handler (*cp_set_terminate)(cp_terminate_handler);
+/* The program's own handler, which crashport's calls next: the one libstdc++ had at install,
+ * then whatever the program sets after it through the interposed std::set_terminate (atomic:
+ * any thread may set one while another terminates). */
 static cp_terminate_handler cp_previous_terminate;
+/* True once crashport's handler holds libstdc++'s slot: from then on std::set_terminate and
+ * std::get_terminate, interposed, work on cp_previous_terminate. */
+static bool cp_terminate_chained;
+/* libstdc++'s default (__gnu_cxx::__verbose_terminate_handler): what std::set_terminate(nullptr)
+ * installs since GCC 11, so what it stands for here too. NULL when not exported. */
+static cp_terminate_handler cp_default_terminate;
 static const void *(*cp_current_exception_type)(void);
 /* std::current_exception() and ~exception_ptr(): a std::exception_ptr is one pointer, to the
  * thrown object, and (not trivially copyable) is returned through a hidden pointer, which is
@@ -326,8 +340,24 @@ static void cp_app_terminate(void)
         cp_app.exception_flags = CP_SLOT_USED | (cut ? CP_SLOT_TRUNCATED : 0u);
         cp_app_end(&cp_app.exception_sequence);
     }
-    if (cp_previous_terminate != NULL) cp_previous_terminate();
+    cp_terminate_handler next = __atomic_load_n(&cp_previous_terminate, __ATOMIC_ACQUIRE);
+    if (next != NULL) next();
     abort();
+}
+
+CP_HIDDEN bool cp_app_chain_terminate(cp_terminate_handler handler, cp_terminate_handler *previous)
+{
+    if (!__atomic_load_n(&cp_terminate_chained, __ATOMIC_ACQUIRE)) return false;
+    if (handler == NULL) handler = cp_default_terminate;
+    *previous = __atomic_exchange_n(&cp_previous_terminate, handler, __ATOMIC_ACQ_REL);
+    return true;
+}
+
+CP_HIDDEN bool cp_app_chained_terminate(cp_terminate_handler *current)
+{
+    if (!__atomic_load_n(&cp_terminate_chained, __ATOMIC_ACQUIRE)) return false;
+    *current = __atomic_load_n(&cp_previous_terminate, __ATOMIC_ACQUIRE);
+    return true;
 }
 
 /*
@@ -496,30 +526,116 @@ static void cp_app_clear_error_details(void)
     cp_app_end(&details->sequence);
 }
 
-__attribute__((visibility("default"), noinline)) int crashport_report_error_with(const char *type, const char *message,
-                                                                                 const crashport_property *properties,
-                                                                                 size_t property_count,
-                                                                                 const char *const *files,
-                                                                                 size_t file_count)
+/*
+ * A handled error's own stack (crashport_report_error_stack): written into cp_error_stack_block
+ * under cp_error_lock, as the details are, and cleared before the lock is let go. Bounded: the
+ * first CP_ERROR_FRAME_MAX frames are kept and the rest only counted, so a stack of a million
+ * frames costs one pass to count, no more.
+ */
+/* Fills the stack for thread `tid` (under cp_error_lock). Returns whether anything was cut or
+ * left out. */
+static bool cp_app_set_error_stack(uint32_t tid, const crashport_frame *frames, size_t frame_count)
 {
-    if ((properties == NULL && property_count > 0) || (files == NULL && file_count > 0)) return -EINVAL;
+    cp_error_stack *stack = &cp_error_stack_block;
+    cp_app_begin(&stack->sequence);
+    uint32_t count = frame_count < CP_ERROR_FRAME_MAX ? (uint32_t)frame_count : CP_ERROR_FRAME_MAX;
+    bool cut = false;
+    for (uint32_t index = 0; index < count; index++) {
+        const crashport_frame *given = &frames[index];
+        cp_error_frame *slot = &stack->frames[index];
+        slot->address = (uint64_t)given->address;
+        slot->line = given->line;
+        bool frame_cut = cp_app_copy(slot->function, sizeof slot->function, given->function != NULL ? given->function : "");
+        frame_cut |= cp_app_copy(slot->file, sizeof slot->file, given->file != NULL ? given->file : "");
+        slot->flags = CP_SLOT_USED | (frame_cut ? CP_SLOT_TRUNCATED : 0u);
+        cut |= frame_cut;
+    }
+    stack->tid = tid;
+    stack->count = count;
+    stack->left_out = (uint64_t)(frame_count - count);
+    stack->flags = CP_SLOT_USED;
+    cp_app_end(&stack->sequence);
+    return cut || frame_count > count;
+}
+
+static void cp_app_clear_error_stack(void)
+{
+    cp_error_stack *stack = &cp_error_stack_block;
+    cp_app_begin(&stack->sequence);
+    stack->flags = 0;
+    stack->tid = 0;
+    stack->count = 0;
+    stack->left_out = 0;
+    cp_app_end(&stack->sequence);
+}
+
+/* The arguments of crashport_report_error_with and _stack: 0 or -EINVAL. */
+static int cp_app_error_arguments(const crashport_property *properties, size_t property_count, const char *const *files,
+                                  size_t file_count, const crashport_frame *frames, size_t frame_count)
+{
+    if ((properties == NULL && property_count > 0) || (files == NULL && file_count > 0) ||
+        (frames == NULL && frame_count > 0)) {
+        return -EINVAL;
+    }
     for (size_t index = 0; index < property_count; index++) {
         if (properties[index].key == NULL || properties[index].key[0] == '\0') return -EINVAL;
     }
     for (size_t index = 0; index < file_count; index++) {
         if (files[index] == NULL || files[index][0] == '\0') return -EINVAL;
     }
-    int result = cp_app_error_begin();
-    if (result == 0) {
-        uint32_t tid = (uint32_t)syscall(SYS_gettid);
-        bool cut = cp_app_set_error_details(tid, properties, property_count, files, file_count);
-        bool type_cut = cp_app_set_error(type, message);
-        CP_APP_SEND_ERROR(result, tid);
-        cp_app_clear_error_details();
-        if (result == 0 && (cut || type_cut)) result = CRASHPORT_TRUNCATED;
-        pthread_mutex_unlock(&cp_error_lock);
-    }
-    return result;
+    return 0;
+}
+
+/* Everything before the ERROR record is sent: arguments, this thread's turn, the blocks.
+ * Returns 0 with cp_error_lock held (`*cut`: something was cut or left out), or -errno. */
+static int cp_app_error_open(uint32_t *tid, bool *cut, const char *type, const char *message,
+                             const crashport_property *properties, size_t property_count, const char *const *files,
+                             size_t file_count, const crashport_frame *frames, size_t frame_count)
+{
+    int result = cp_app_error_arguments(properties, property_count, files, file_count, frames, frame_count);
+    if (result == 0) result = cp_app_error_begin();
+    if (result != 0) return result;
+    *tid = (uint32_t)syscall(SYS_gettid);
+    *cut = cp_app_set_error_details(*tid, properties, property_count, files, file_count);
+    if (frames != NULL && frame_count > 0) *cut |= cp_app_set_error_stack(*tid, frames, frame_count);
+    *cut |= cp_app_set_error(type, message);
+    return 0;
+}
+
+/* Everything after: the blocks emptied, the lock let go. Returns the call's answer. */
+static int cp_app_error_close(int result, bool cut)
+{
+    cp_app_clear_error_details();
+    cp_app_clear_error_stack();
+    pthread_mutex_unlock(&cp_error_lock);
+    return result == 0 && cut ? CRASHPORT_TRUNCATED : result;
+}
+
+__attribute__((visibility("default"), noinline)) int crashport_report_error_with(const char *type, const char *message,
+                                                                                 const crashport_property *properties,
+                                                                                 size_t property_count,
+                                                                                 const char *const *files,
+                                                                                 size_t file_count)
+{
+    uint32_t tid = 0;
+    bool cut = false;
+    int result = cp_app_error_open(&tid, &cut, type, message, properties, property_count, files, file_count, NULL, 0);
+    if (result != 0) return result;
+    CP_APP_SEND_ERROR(result, tid);
+    return cp_app_error_close(result, cut);
+}
+
+__attribute__((visibility("default"), noinline)) int crashport_report_error_stack(
+    const char *type, const char *message, const crashport_property *properties, size_t property_count,
+    const char *const *files, size_t file_count, const crashport_frame *frames, size_t frame_count)
+{
+    uint32_t tid = 0;
+    bool cut = false;
+    int result = cp_app_error_open(&tid, &cut, type, message, properties, property_count, files, file_count, frames,
+                                   frame_count);
+    if (result != 0) return result;
+    CP_APP_SEND_ERROR(result, tid);
+    return cp_app_error_close(result, cut);
 }
 
 /*
@@ -848,8 +964,12 @@ CP_HIDDEN void cp_app_install(void)
     cp_release_exception = (void (*)(void **))dlsym(RTLD_DEFAULT, "_ZNSt15__exception_ptr13exception_ptrD1Ev");
     cp_cxa_demangle = (char *(*)(const char *, char *, size_t *, int *))dlsym(RTLD_DEFAULT, "__cxa_demangle");
     cp_std_exception_type = dlsym(RTLD_DEFAULT, "_ZTISt9exception");
+    cp_default_terminate = (cp_terminate_handler)dlsym(RTLD_DEFAULT, "_ZN9__gnu_cxx27__verbose_terminate_handlerEv");
     if (cp_set_terminate != NULL && cp_current_exception_type != NULL) {
-        cp_previous_terminate = cp_set_terminate(cp_app_terminate);
+        /* In libcrashport.so, cp_set_terminate may be the interposed std::set_terminate
+         * (interpose.c), which passes this call on to libstdc++'s: nothing is chained yet. */
+        __atomic_store_n(&cp_previous_terminate, cp_set_terminate(cp_app_terminate), __ATOMIC_RELEASE);
+        __atomic_store_n(&cp_terminate_chained, true, __ATOMIC_RELEASE);
     }
 }
 

@@ -8,6 +8,9 @@
  *    without crashport. Not signal context: dlsym is fine there.
  *  - sigaction and the older signal-setting functions, so that crashport keeps the kernel's
  *    slot of the signals it handles while the program sees and sets only its own actions.
+ *  - std::set_terminate and std::get_terminate (libstdc++'s, by their mangled names), so that a
+ *    terminate handler the program sets after install becomes the next in crashport's chain
+ *    instead of replacing crashport's, as for signals (app.c keeps the chain).
  *  - _exit and _Exit, so that a program leaving without exit() (a daemon skipping its exit
  *    handlers, a program's own signal handler ending the process) still says GOODBYE, as exit()
  *    does through the on_exit hook install registers. exit() itself reaches libc's _exit
@@ -17,6 +20,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -25,6 +29,7 @@
 
 #include "actions.h"
 #include "forward.h"
+#include "off_path.h"
 #include "report.h"
 #include "safe.h"
 #include "stub_state.h"
@@ -342,4 +347,94 @@ __attribute__((visibility("default"), noreturn)) void _exit(int status)
 __attribute__((visibility("default"), noreturn)) void _Exit(int status)
 {
     cp_interpose_exit(&cp_real_Exit, status);
+}
+
+/*
+ * std::terminate handlers, made a chain (C++ programs with libstdc++). Once crashport's handler
+ * holds libstdc++'s slot (cp_app_install), a handler the program sets is kept as the program's
+ * (app.c, cp_app_chain_terminate), which crashport's calls after it has noted the uncaught
+ * exception's type and what(); what the program reads back is its own handler, as if crashport
+ * were not there. Before install, without libstdc++, or under libc++abi (which defines the same
+ * names; crashport does not chain there), the call goes to the next definition (RTLD_NEXT).
+ * Reached when libcrashport.so comes before libstdc++ in the symbol search order: preloaded, or
+ * linked with -lcrashport (the compiler driver adds -lstdc++ after the program's libraries).
+ *
+ * libstdc++ calls std::get_terminate itself, through its PLT, so it reaches this one too: a
+ * throw keeps the handler of that moment in the exception (__cxa_init_primary_exception), and an
+ * uncaught one ends in that handler. Its own calls (from its code) get its own answer,
+ * crashport's handler; only the program's get the program's.
+ *
+ * Not signal context; no lock and no allocation once resolved (the first call looks up
+ * libstdc++'s with dlsym and dl_iterate_phdr).
+ */
+typedef cp_terminate_handler (*cp_set_terminate_function)(cp_terminate_handler);
+typedef cp_terminate_handler (*cp_get_terminate_function)(void);
+
+/* The next definition of `name`, found once (dlsym: off the crash path). NULL when none. */
+static void *cp_interpose_next(void **cache, const char *name)
+{
+    void *found = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (found == NULL) {
+        found = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(cache, found, __ATOMIC_RELEASE);
+    }
+    return found;
+}
+
+/* std::set_terminate(std::terminate_handler) */
+__attribute__((visibility("default"))) cp_terminate_handler _ZSt13set_terminatePFvvE(cp_terminate_handler handler)
+{
+    cp_terminate_handler previous = NULL;
+    if (cp_app_chain_terminate(handler, &previous)) return previous;
+    static void *real;
+    cp_set_terminate_function set = (cp_set_terminate_function)cp_interpose_next(&real, "_ZSt13set_terminatePFvvE");
+    return set != NULL ? set(handler) : NULL;
+}
+
+/* The span of the loaded object holding `address` (its PT_LOAD segments), for dl_iterate_phdr. */
+typedef struct cp_interpose_span {
+    uintptr_t address;
+    uintptr_t start;
+    uintptr_t end;
+} cp_interpose_span;
+
+static int cp_interpose_find_span(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    cp_interpose_span *span = data;
+    uintptr_t low = UINTPTR_MAX, high = 0;
+    for (ElfW(Half) index = 0; index < info->dlpi_phnum; index++) {
+        const ElfW(Phdr) *segment = &info->dlpi_phdr[index];
+        if (segment->p_type != PT_LOAD) continue;
+        uintptr_t start = (uintptr_t)info->dlpi_addr + (uintptr_t)segment->p_vaddr;
+        if (start < low) low = start;
+        if (start + (uintptr_t)segment->p_memsz > high) high = start + (uintptr_t)segment->p_memsz;
+    }
+    if (span->address < low || span->address >= high) return 0;
+    span->start = low;
+    span->end = high;
+    return 1;
+}
+
+/* std::get_terminate() */
+__attribute__((visibility("default"), noinline)) cp_terminate_handler _ZSt13get_terminatev(void)
+{
+    static void *real;
+    static uintptr_t real_start, real_end; /* the object defining it: libstdc++ */
+    cp_get_terminate_function get = (cp_get_terminate_function)cp_interpose_next(&real, "_ZSt13get_terminatev");
+    cp_terminate_handler current = NULL;
+    if (get != NULL && cp_app_chained_terminate(&current)) {
+        if (__atomic_load_n(&real_end, __ATOMIC_ACQUIRE) == 0) {
+            cp_interpose_span span = {(uintptr_t)get, 0, 0};
+            if (dl_iterate_phdr(cp_interpose_find_span, &span) != 0) {
+                __atomic_store_n(&real_start, span.start, __ATOMIC_RELAXED);
+                __atomic_store_n(&real_end, span.end, __ATOMIC_RELEASE);
+            }
+        }
+        uintptr_t caller = (uintptr_t)__builtin_return_address(0);
+        bool own = caller >= __atomic_load_n(&real_start, __ATOMIC_RELAXED) &&
+                   caller < __atomic_load_n(&real_end, __ATOMIC_ACQUIRE);
+        if (!own) return current;
+    }
+    return get != NULL ? get() : NULL;
 }

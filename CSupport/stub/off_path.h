@@ -66,6 +66,21 @@ int cp_app_poll_until(int fd, const struct timespec *start, int total_ms) CP_HID
 const cp_last_run *cp_app_previous_run(void) CP_HIDDEN;
 bool cp_app_is_installed(void) CP_HIDDEN;
 
+/* -- app.c, for interpose.c (libcrashport.so only; not in the one-way order above) -- */
+
+/** A std::terminate handler (libstdc++'s std::terminate_handler). */
+typedef void (*cp_terminate_handler)(void);
+
+/** Once crashport's std::terminate handler is installed: makes `handler` (NULL: libstdc++'s
+ *  default) the program's, which crashport's calls next, puts the program's previous one in
+ *  `previous`, and returns true. Before that (or without libstdc++), false: the caller passes
+ *  the call on to libstdc++'s std::set_terminate. Atomic; no lock, no allocation (app.c). */
+bool cp_app_chain_terminate(cp_terminate_handler handler, cp_terminate_handler *previous) CP_HIDDEN;
+
+/** Once crashport's handler is installed: the program's handler in `current`, and true; else
+ *  false (app.c). */
+bool cp_app_chained_terminate(cp_terminate_handler *current) CP_HIDDEN;
+
 /* -- settings.c, for all three -- */
 
 /** Whether this process runs with privileges its real user does not have: the kernel's

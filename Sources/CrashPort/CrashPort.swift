@@ -427,33 +427,103 @@ public enum CrashPort {
     public static func report(
         _ error: any Error, properties: [String: String] = [:], attachments: [String] = []
     ) -> Result<Void, Failure> {
+        report(error, frames: nil, properties: properties, attachments: attachments)
+    }
+
+    /// One frame of a handled error's own stack: an address in this process's code (a return
+    /// address, as `Thread.callStackReturnAddresses` gives it), or a frame an interpreter names.
+    public struct Frame: Sendable, Equatable {
+        public var address: UInt
+        public var function: String?
+        public var file: String?
+        public var line: Int
+
+        public init(address: UInt) {
+            self.init(address: address, function: nil, file: nil, line: 0)
+        }
+
+        public init(function: String, file: String? = nil, line: Int = 0) {
+            self.init(address: 0, function: function, file: file, line: line)
+        }
+
+        public init(address: UInt, function: String?, file: String?, line: Int) {
+            self.address = address
+            self.function = function
+            self.file = file
+            self.line = line
+        }
+    }
+
+    /// Reports a handled error with a stack of its own (crashport_report_error_stack): the
+    /// report's crashed thread is `stack` (innermost first), symbolicated like any frame, and
+    /// this thread's own stack stays among the threads. The addresses of an error's saved
+    /// stack, or `Thread.callStackReturnAddresses.map(\.uintValue)` where it was made. The first
+    /// 512 frames are kept, the rest counted in the report's notes.
+    @discardableResult
+    public static func report(
+        _ error: any Error, stack: [UInt], properties: [String: String] = [:], attachments: [String] = []
+    ) -> Result<Void, Failure> {
+        report(
+            error, frames: stack.prefix(Self.maximumErrorFrames).map(Frame.init(address:)), frameCount: stack.count,
+            properties: properties, attachments: attachments)
+    }
+
+    /// The same with an interpreter's frames (function, file, line), or addresses and names mixed.
+    @discardableResult
+    public static func report(
+        _ error: any Error, stack: [Frame], properties: [String: String] = [:], attachments: [String] = []
+    ) -> Result<Void, Failure> {
+        report(
+            error, frames: Array(stack.prefix(Self.maximumErrorFrames)), frameCount: stack.count, properties: properties,
+            attachments: attachments)
+    }
+
+    /// The frames the stub reads of an error's own stack (it counts the rest without reading them).
+    static let maximumErrorFrames = 512
+
+    /// Every `report`: laid out for C until the call returns, and inlined into its caller (no
+    /// closure), so that the report's frames go from the stub straight to the program's.
+    @inline(__always)
+    static func report(
+        _ error: any Error, frames: [Frame]?, frameCount: Int = 0, properties: [String: String], attachments: [String]
+    ) -> Result<Void, Failure> {
         let type = String(reflecting: Swift.type(of: error))
         let message = String(describing: error)
-        guard !properties.isEmpty || !attachments.isEmpty else {
+        guard !properties.isEmpty || !attachments.isEmpty || frames != nil else {
             let result = crashport_report_error(type, message)
             return result < 0 ? .failure(Failure(code: -result)) : .success(())
         }
-        // Laid out for C until the call returns, and called from this function itself (no
-        // closure), so that the report's frames go from the stub straight to this caller's.
         let raw = UnsafeMutableBufferPointer<crashport_property>.allocate(capacity: max(properties.count, 1))
         let paths = UnsafeMutableBufferPointer<UnsafePointer<CChar>?>.allocate(capacity: max(attachments.count, 1))
+        let stack = UnsafeMutableBufferPointer<crashport_frame>.allocate(capacity: max(frames?.count ?? 0, 1))
         var owned: [UnsafeMutablePointer<CChar>?] = []
-        for (index, (key, value)) in properties.sorted(by: { $0.key < $1.key }).enumerated() {
-            owned += [strdup(key), strdup(value)]
-            raw[index] = crashport_property(
-                key: UnsafePointer(owned[owned.count - 2]), value: UnsafePointer(owned[owned.count - 1]))
+        func copy(_ text: String?) -> UnsafePointer<CChar>? {
+            guard let text else { return nil }
+            owned.append(strdup(text))
+            return UnsafePointer(owned[owned.count - 1])
         }
-        for (index, path) in attachments.enumerated() {
-            owned.append(strdup(path))
-            paths[index] = UnsafePointer(owned[owned.count - 1])
+        for (index, (key, value)) in properties.sorted(by: { $0.key < $1.key }).enumerated() {
+            raw[index] = crashport_property(key: copy(key), value: copy(value))
+        }
+        for (index, path) in attachments.enumerated() { paths[index] = copy(path) }
+        for (index, frame) in (frames ?? []).enumerated() {
+            stack[index] = crashport_frame(
+                address: frame.address, function: copy(frame.function), file: copy(frame.file),
+                line: UInt32(clamping: frame.line))
         }
         defer {
             for pointer in owned { free(pointer) }
             raw.deallocate()
             paths.deallocate()
+            stack.deallocate()
         }
-        let result = crashport_report_error_with(
-            type, message, raw.baseAddress, properties.count, paths.baseAddress, attachments.count)
+        let result =
+            frames == nil
+            ? crashport_report_error_with(
+                type, message, raw.baseAddress, properties.count, paths.baseAddress, attachments.count)
+            : crashport_report_error_stack(
+                type, message, raw.baseAddress, properties.count, paths.baseAddress, attachments.count, stack.baseAddress,
+                frameCount)
         return result < 0 ? .failure(Failure(code: -result)) : .success(())
     }
 

@@ -55,6 +55,8 @@ public struct HeldCapture: Sendable {
     let messages: (abort: String?, swift: String?)
     /// The program's attachments from memory, read while it was held.
     var memoryAttachments: [MemoryAttachment] = []
+    /// An ERROR record's own stack block (cp_error_stack), as read while it was held.
+    var errorStack: [UInt8]? = nil
     /// The app area decoded (by `decodeAppArea`), with the abort messages: nil before, when
     /// none was read, or when it does not decode (a note says why).
     public internal(set) var app: AppArea? = nil
@@ -81,6 +83,8 @@ public struct HeldCapture: Sendable {
             app?.swiftMessage = messages.swift
             app?.memoryAttachments = memoryAttachments
             memoryAttachments = []
+            app?.handledErrorStack = errorStack.flatMap(HandledErrorStack.init(bytes:))
+            errorStack = nil
         } catch {
             notes.append("the program's annotations, breadcrumbs and attachments could not be read: \(error)")
         }
@@ -230,6 +234,7 @@ public enum CaptureSession {
         let messages = appArea.map { AppArea.readMessages(area: $0) { memory.bytes(at: $0, count: $1) } } ?? (nil, nil)
         let memoryAttachments =
             appArea.map { AppArea.readMemoryAttachments(area: $0) { memory.bytes(at: $0, count: $1) } } ?? []
+        let errorStack = record.isError ? appArea.flatMap { readErrorStack(area: $0, memory: memory, notes: &notes) } : nil
         let stackStrings =
             live ? StackStrings.read(record: record, threads: threads, mappings: mappings, memory: memory) : []
         let python = live ? PythonCapture.read(memory: memory, pending: pendingModules, access: access, cache: cache) : nil
@@ -260,6 +265,7 @@ public enum CaptureSession {
             ? proc.files["cgroup"].flatMap { OOMCounters.counterFile(cgroups: String(decoding: $0, as: UTF8.self)) }
                 .flatMap(MemoryState.cgroup(ofCounterFile:)) : nil
         held.stackTaken = stackTaken
+        held.errorStack = errorStack
         held.python = python
         held.runtimeFiles = runtimeFiles
         held.memoryAttachments = memoryAttachments
@@ -461,6 +467,22 @@ public enum CaptureSession {
             bytes.replaceSubrange(range, with: part)
         }
         return bytes
+    }
+
+    /// The handled error's own stack block the area names (cp_error_stack): its header, then
+    /// only the frames its count says are used (at most 512, 200 KB); nil when none is named or
+    /// it cannot be read (a note says so).
+    static func readErrorStack(area: [UInt8], memory: ProcessMemory, notes: inout [String]) -> [UInt8]? {
+        let address = AppArea.errorStackAddress(area: area)
+        guard address != 0 else { return nil }
+        let header = memory.bytes(at: address, count: HandledErrorStack.headerSize)
+        let size = HandledErrorStack.size(header: header)
+        let frames = size > header.count ? memory.bytes(at: address &+ UInt64(header.count), count: size - header.count) : []
+        guard size > 0, header.count + frames.count == size else {
+            notes.append("the handled error's own stack at \(HexAddress(address)) could not be read whole")
+            return nil
+        }
+        return header + frames
     }
 
     /// The app area's header (AppArea.headerSize bytes: its magic, high-water marks and the

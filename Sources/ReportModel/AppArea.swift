@@ -87,6 +87,11 @@ public struct AppArea: Sendable, Equatable {
     /// Its own properties and files (crashport_report_error_with), when the area was read with
     /// them (`rangesToRead(header:errorDetails:)`) and the block was complete and in use.
     public var handledErrorDetails: HandledErrorDetails?
+    /// Where the stub's cp_error_stack block is (crashport_report_error_stack), 0 when the area
+    /// does not say (a stub before it); capture reads it for an ERROR record.
+    public var errorStackAddress: UInt64 = 0
+    /// The handled error's own stack, as capture read it from there.
+    public var handledErrorStack: HandledErrorStack?
     /// The launch window: CLOCK_REALTIME at install (0: not installed), its length (0: until
     /// crashport_launch_completed) and whether the program ended it.
     public var installTimeNanoseconds: UInt64 = 0
@@ -121,6 +126,12 @@ public struct AppArea: Sendable, Equatable {
     /// The smallest area read: one from a stub before the handled error's own block
     /// (error_details, appended), which declares this size.
     public static let minimumSize = Int(CP_APP_SIZE_MIN)
+    /// An area with the handled error's own block and without the address of its own stack
+    /// (error_stack, appended after it), from a stub before the latter.
+    public static let detailsSize = Int(CP_APP_SIZE_DETAILS)
+    /// An area with the error stack's address and without the memory attachments (a stub
+    /// before them), which declares this size.
+    public static let stackSize = Int(CP_APP_SIZE_STACK)
 
     /// The header alone: read first, to skip a process that never used the area.
     public static let headerSize = MemoryLayout<cp_app_area>.offset(of: \cp_app_area.annotations)!
@@ -135,9 +146,9 @@ public struct AppArea: Sendable, Equatable {
         guard bytes.count >= headerSize else { return [0..<size] }
         let wire = WireBytes(bytes: bytes)
         let details = offset(\.error_details)
-        let memory = offset(\.memory_attachments_used)
         let declared = Int(wire.u32(offset(\.size)))
-        let hasDetails = errorDetails && declared >= memory
+        let hasDetails = errorDetails && declared >= detailsSize
+        let hasStack = errorDetails && declared >= stackSize
         let annotations = min(Int(wire.u32(offset(\.annotations_used))), Int(CP_ANNOTATION_MAX))
         let attachments = min(Int(wire.u32(offset(\.attachments_used))), Int(CP_ATTACHMENT_MAX))
         let crumbs = Int(min(wire.u64(offset(\.breadcrumb_count)), UInt64(CP_BREADCRUMB_MAX)))
@@ -148,8 +159,9 @@ public struct AppArea: Sendable, Equatable {
             slots(offset(\.breadcrumbs), crumbs, MemoryLayout<cp_breadcrumb>.size),
             slots(offset(\.attachments), attachments, MemoryLayout<cp_attachment>.size),
             offset(\.abort_message_address)..<details,
-            hasDetails ? details..<memory : 0..<0,
-            declared >= size ? memory..<size : 0..<0,
+            hasDetails ? details..<detailsSize : 0..<0,
+            hasStack ? detailsSize..<stackSize : 0..<0,
+            declared >= size ? stackSize..<size : 0..<0,
         ].filter { !$0.isEmpty }
     }
 
@@ -273,8 +285,8 @@ public struct AppArea: Sendable, Equatable {
                 type: type.isEmpty ? "error" : type, message: message.isEmpty ? nil : message,
                 truncated: flags & CP_SLOT_TRUNCATED != 0)
         }
-        let memory = Self.offset(\.memory_attachments_used)
-        if declared >= memory, bytes.count >= memory { handledErrorDetails = errorDetails(wire, text) }
+        if declared >= Self.detailsSize, bytes.count >= Self.detailsSize { handledErrorDetails = errorDetails(wire, text) }
+        if declared >= Self.stackSize, bytes.count >= Self.stackSize { errorStackAddress = wire.u64(Self.offset(\.error_stack)) }
         let exceptionStart = Self.offset(\.exception_sequence)
         if let flags = slot(wire, sequence32: exceptionStart, flags: Self.offset(\.exception_flags)) {
             let type = text(Self.offset(\.exception_type), Int(CP_EXCEPTION_TYPE_BYTES))
@@ -313,6 +325,12 @@ public struct AppArea: Sendable, Equatable {
         let glibc = pointer(at: wire.u64(offset(\.abort_message_address)))
         let abort = glibc != 0 && glibc < UInt64.max - 4 ? message(at: glibc + 4, read: read) : nil
         return (abort, message(at: pointer(at: wire.u64(offset(\.swift_message_address))), read: read))
+    }
+
+    /// The address of the stub's cp_error_stack that an area's raw bytes name, 0 when none.
+    public static func errorStackAddress(area bytes: [UInt8]) -> UInt64 {
+        guard bytes.count >= size, Int(WireBytes(bytes: bytes).u32(offset(\.size))) >= size else { return 0 }
+        return WireBytes(bytes: bytes).u64(offset(\.error_stack))
     }
 
     /// The error_details block: nil when free, being written (counted) or naming no thread; a

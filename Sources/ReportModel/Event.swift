@@ -518,6 +518,9 @@ public struct ThreadRecord: Codable, Sendable, Equatable {
     public var truncated: Int?
     /// A CPython thread that held the interpreter's lock (the GIL) when the process stopped.
     public var holdsGIL: Bool?
+    /// A handled error's own stack (crashport_report_error_stack), not a thread's: it has the
+    /// reporting thread's id, and that thread's own stack is the next record with that id.
+    public var errorStack: Bool?
 
     public init(
         tid: ThreadID? = nil, name: String? = nil, crashed: Bool? = nil, registers: [String: HexAddress]? = nil,
@@ -534,6 +537,7 @@ public struct ThreadRecord: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case tid, name, crashed, registers, frames, truncated
         case holdsGIL = "holds_gil"
+        case errorStack = "error_stack"
     }
 }
 

@@ -200,6 +200,12 @@ public struct Capture: Sendable {
         guard record.isError, let details = app?.handledErrorDetails, details.thread == record.tid else { return nil }
         return details
     }
+    /// The handled error's own stack (crashport_report_error_stack): for an ERROR record only,
+    /// and only when the thread that wrote it is the record's.
+    public var errorStack: HandledErrorStack? {
+        guard record.isError, let stack = app?.handledErrorStack, stack.thread == record.tid else { return nil }
+        return stack
+    }
     /// What the kernel said about its memory (its cgroup's limit, peak, events, pressure).
     public var memory: MemoryRecord?
     /// A death seen at its exit: when its stacks were taken (at it, or before it).

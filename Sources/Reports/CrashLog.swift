@@ -182,7 +182,8 @@ public enum CrashLog {
                 lines.append("    … \(shown.count - maxFrames) more lines (crashport show has them all)")
             }
         }
-        let others = (event.threads?.count ?? 1) - 1
+        // A handled error's own stack is no thread of its own: the reporting thread is not another.
+        let others = (event.threads ?? []).filter { $0.errorStack != true }.count - 1
         if others > 0 { lines.append("  \(others) other thread\(others == 1 ? "" : "s") captured") }
         lines.append("  report: \(reportPath)")
         return lines.joined(separator: "\n")
@@ -190,7 +191,8 @@ public enum CrashLog {
 
     static func threadSection(_ thread: ThreadRecord, verb: String = "crashed", colour: Bool) -> [String] {
         var lines = [
-            "Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "")\(thread.crashed == true ? " (\(verb))" : "")"
+            "Thread \(thread.tid.map(String.init) ?? "?")\(thread.name.map { " \"\(escaped($0))\"" } ?? "")"
+                + (thread.errorStack == true ? " (the error's own stack)" : thread.crashed == true ? " (\(verb))" : "")
                 + (thread.holdsGIL == true ? " [holds the GIL]" : "")
         ]
         lines += frameLines(thread.frames ?? [], foldRuntime: false) { frame in

@@ -54,6 +54,7 @@ public enum ReportBuilder {
                 handled: true)
             event.reason = (error?.type ?? "error") + (error?.message.map { ": \($0)" } ?? "")
             if let details = capture.errorDetails { errorDetails(details, into: &event) }
+            if let stack = capture.errorStack { errorStack(stack, symbolizer: symbolizer, into: &event) }
         } else if let thrown = capture.app?.exception {
             event.exception = ExceptionRecord(
                 type: thrown.type, message: thrown.message, truncated: thrown.truncated ? true : nil)
@@ -191,6 +192,51 @@ public enum ReportBuilder {
         if !left.isEmpty {
             event.notes = (event.notes ?? []) + ["the handled error's report leaves out " + left.joined(separator: " and ")]
         }
+    }
+
+    /// A handled error's own stack, as the report's crashed thread: a record of its own with the
+    /// reporting thread's id, first, each address symbolicated as a return address (its
+    /// inlined functions as frames of their own), each text frame as the interpreter named it;
+    /// the reporting thread's own record stays, no longer the crashed one.
+    static func errorStack(_ stack: HandledErrorStack, symbolizer: Symbolizer, into event: inout Event) {
+        var frames: [FrameRecord] = []
+        for frame in stack.frames {
+            var records: [FrameRecord]
+            if let address = frame.address {
+                records = symbolizer.symbolicate(pc: address, isReturnAddress: true).map {
+                    FrameRecord(index: 0, pc: HexAddress(address), symbol: $0, trust: nil)
+                }
+                if records.isEmpty { records = [FrameRecord(pc: HexAddress(address))] }
+            } else {
+                records = [FrameRecord()]
+            }
+            // The interpreter's words win over the symbol table's, for the innermost record.
+            if frame.function != nil || frame.file != nil {
+                records[records.count - 1].function = frame.function ?? records[records.count - 1].function
+                records[records.count - 1].file = frame.file ?? records[records.count - 1].file
+                records[records.count - 1].line = frame.line ?? records[records.count - 1].line
+            }
+            for index in records.indices { records[index].index = frames.count + index }
+            frames += records
+        }
+        var threads = event.threads ?? []
+        for index in threads.indices where threads[index].tid == stack.thread { threads[index].crashed = false }
+        let own = threads.first { $0.tid == stack.thread }
+        var record = ThreadRecord(tid: stack.thread, name: own?.name, crashed: true, frames: frames)
+        record.errorStack = true
+        event.threads = [record] + threads
+        var notes = [
+            "the crashed thread is the handled error's own stack, as the program gave it; the reporting thread's stack follows it"
+        ]
+        if stack.leftOut > 0 {
+            notes.append(
+                "the handled error's own stack was cut: the first \(stack.frames.count) frames are kept, \(stack.leftOut) more were left out (it keeps \(HandledErrorStack.maximumFrames))"
+            )
+        }
+        if stack.frames.contains(where: \.truncated) {
+            notes.append("some of the handled error's own frames had a function or file name cut to the stub's limit")
+        }
+        event.notes = (event.notes ?? []) + notes
     }
 
     /// A death or hang the watcher saw from outside: its kind, cause and reason.

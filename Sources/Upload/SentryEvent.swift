@@ -88,7 +88,9 @@ public enum SentryEvent {
         }
         payload["exception"] = ["values": [exception]]
 
-        if let threads = event.threads, !threads.isEmpty {
+        // A handled error's own stack is the exception's alone: the reporting thread, with its
+        // own stack, is the current one.
+        if let threads = event.threads?.filter({ $0.errorStack != true }), !threads.isEmpty {
             payload["threads"] = [
                 "values": threads.map { thread in
                     var value: [String: Any] = [:]
@@ -96,7 +98,7 @@ public enum SentryEvent {
                     if let name = thread.name { value["name"] = name }
                     let isCrashed = thread == crashed
                     value["crashed"] = isCrashed && (event.kind == .crash || event.kind == .termination)
-                    value["current"] = isCrashed
+                    value["current"] = isCrashed || (crashed?.errorStack == true && thread.tid == crashed?.tid)
                     if !isCrashed, let frames = thread.frames, !frames.isEmpty {
                         value["stacktrace"] = stacktrace(frames, registers: thread.registers, modules: modules)
                     }

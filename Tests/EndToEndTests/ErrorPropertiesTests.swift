@@ -15,11 +15,8 @@ final class ErrorPropertiesTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("error-properties")
 
     func program() throws -> String {
-        let libraries = (try TestSupport.stub() as NSString).deletingLastPathComponent
-        return try TestSupport.compile(
-            [TestSupport.fixture("api/error_properties.c")], output: Self.directory + "/error_properties",
-            flags: ["-O1", "-g", "-pthread", "-I", TestSupport.repositoryRoot + "/CSupport/stub/include"],
-            linkFlags: ["-L", libraries, "-Wl,-rpath," + libraries, "-lcrashport"])
+        try TestSupport.compileLinkedToStub(
+            "api/error_properties.c", output: Self.directory + "/error_properties", flags: ["-O1", "-g", "-pthread"])
     }
 
     /// Two threads, released together by a barrier each round, report three errors each: every

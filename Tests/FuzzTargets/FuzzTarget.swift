@@ -296,6 +296,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             // The handled error's own block (crashport_report_error_with): read for an ERROR record.
             _ = parsed.handledErrorDetails?.properties.map(\.value.count)
             _ = parsed.handledErrorDetails?.files.count
+            // The handled error's own stack (crashport_report_error_stack): the block the area names.
+            _ = AppArea.errorStackAddress(area: candidate)
+            _ = HandledErrorStack.size(header: candidate)
+            _ = HandledErrorStack(bytes: candidate)?.frames.map { ($0.function?.count, $0.file?.count) }
             _ = AppArea.rangesToRead(header: Array(candidate.prefix(AppArea.headerSize)), errorDetails: true)
             _ = AppArea.readMessages(area: candidate) { address, count in
                 Array(candidate.prefix(min(count, Int(truncatingIfNeeded: address & 0xFFFF))))
@@ -387,6 +391,7 @@ extension FuzzTarget {
         var capture = CaptureSession.spooled(
             record: record, executable: nil, maps: maps, mapsTruncated: false, cache: recordCache)
         capture.stackStrings = StackStrings.read(record: record, mappings: MemoryMapping.parse(maps))
+        if record.isError { capture.app = errorStackArea(Array(bytes[fixed..<recordEnd]), record: record) }
         let fileBytes = UnwindFileBytes()
         var event = ReportBuilder.event(
             for: capture, id: "fuzz-record", timestamp: "2026-01-01T00:00:00.000Z", fileBytes: fileBytes)
@@ -401,6 +406,25 @@ extension FuzzTarget {
         let dump = MinidumpWriter().bytes(for: snapshot)
         _ = try? Minidump(bytes: dump)
         return (event, dump)
+    }
+
+    /// An ERROR record's stack copy read as the handled error's own stack block (cp_error_stack),
+    /// marked complete and in use by the record's thread, so that its frames reach the report.
+    static func errorStackArea(_ block: [UInt8], record: CrashRecord) -> AppArea {
+        var block = block
+        if block.count >= HandledErrorStack.headerSize {
+            let fields = [
+                (MemoryLayout<cp_error_stack>.offset(of: \cp_error_stack.flags)!, UInt32(CP_SLOT_USED)),
+                (MemoryLayout<cp_error_stack>.offset(of: \cp_error_stack.tid)!, UInt32(bitPattern: record.tid.rawValue)),
+            ]
+            for (offset, value) in fields {
+                withUnsafeBytes(of: value.littleEndian) { for byte in 0..<4 { block[offset + byte] = $0[byte] } }
+            }
+            block[0] &= 0xFE  // the sequence even: not being written
+        }
+        var app = AppArea()
+        app.handledErrorStack = HandledErrorStack(bytes: block)
+        return app
     }
 
     /// The input's maps lines (at most 64), each with its path kept only when it is one of

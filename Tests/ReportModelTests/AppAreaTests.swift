@@ -229,6 +229,48 @@ final class AppAreaTests: XCTestCase {
         XCTAssertEqual(details.propertiesLeftOut, 3)
     }
 
+    /// A handled error's own stack block (cp_error_stack), as the stub writes it and hostile:
+    /// being written, free, naming no thread, a count past the array or past the bytes read,
+    /// unused and empty frames, text without its NUL.
+    func testHandledErrorStack() throws {
+        func field<T>(_ path: KeyPath<cp_error_stack, T>) -> Int { MemoryLayout<cp_error_stack>.offset(of: path)! }
+        func frame<T>(_ index: Int, _ path: KeyPath<cp_error_frame, T>) -> Int {
+            HandledErrorStack.headerSize + index * HandledErrorStack.frameSize
+                + MemoryLayout<cp_error_frame>.offset(of: path)!
+        }
+        var block = [UInt8](repeating: 0, count: HandledErrorStack.headerSize + 4 * HandledErrorStack.frameSize)
+        block.put(2, at: field(\.sequence), size: 4)
+        block.put(UInt64(CP_SLOT_USED), at: field(\.flags), size: 4)
+        block.put(77, at: field(\.tid), size: 4)
+        block.put(UInt64(UInt32.max), at: field(\.count), size: 4)
+        block.put(999_488, at: field(\.left_out), size: 8)
+        block.put(0x401000, at: frame(0, \.address), size: 8)
+        block.put(UInt64(CP_SLOT_USED), at: frame(0, \.flags), size: 4)
+        block.put(UInt64(CP_SLOT_USED | CP_SLOT_TRUNCATED), at: frame(1, \.flags), size: 4)
+        block.put(42, at: frame(1, \.line), size: 4)
+        for (index, byte) in Array("handle\n".utf8).enumerated() { block[frame(1, \.function) + index] = byte }
+        for index in 0..<Int(CP_ERROR_FILE_BYTES) { block[frame(1, \.file) + index] = UInt8(ascii: "f") }
+        block.put(UInt64(CP_SLOT_USED), at: frame(2, \.flags), size: 4)  // neither address nor function
+        block.put(0x10, at: frame(3, \.address), size: 8)  // unused slot
+        XCTAssertEqual(HandledErrorStack.size(header: block), block.count - 4 * HandledErrorStack.frameSize + 512 * 400)
+        let stack = try XCTUnwrap(HandledErrorStack(bytes: block))
+        XCTAssertEqual(
+            stack,
+            HandledErrorStack(
+                thread: ThreadID(77),
+                frames: [
+                    .init(address: 0x401000),
+                    .init(function: "handle\n", file: String(repeating: "f", count: 256), line: 42, truncated: true),
+                ], leftOut: 999_488))
+        for (path, value) in [(field(\.sequence), UInt64(3)), (field(\.flags), 0), (field(\.tid), 0)] {
+            var hostile = block
+            hostile.put(value, at: path, size: 4)
+            XCTAssertNil(HandledErrorStack(bytes: hostile))
+        }
+        XCTAssertNil(HandledErrorStack(bytes: Array(block.prefix(HandledErrorStack.headerSize - 1))))
+        XCTAssertEqual(HandledErrorStack(bytes: Array(block.prefix(HandledErrorStack.headerSize + 10)))?.frames, [])
+    }
+
     /// The runtimes' messages are followed through the process's memory, bounded.
     func testAbortMessagesAreFollowedAndBounded() throws {
         var bytes = try seed()

@@ -40,12 +40,14 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(MemoryLayout<cp_app_area>.offset(of: \cp_app_area.error_details), Int(CP_APP_SIZE_MIN))
         XCTAssertEqual(MemoryLayout<cp_error_details>.offset(of: \cp_error_details.properties), 32)
         XCTAssertEqual(MemoryLayout<cp_error_details>.size, 32 + 16 * 1096 + 4 * 1032)
-        XCTAssertEqual(
-            MemoryLayout<cp_app_area>.offset(of: \cp_app_area.memory_attachments_used),
-            Int(CP_APP_SIZE_MIN) + MemoryLayout<cp_error_details>.size)
+        XCTAssertEqual(MemoryLayout<cp_app_area>.offset(of: \cp_app_area.error_stack), Int(CP_APP_SIZE_DETAILS))
         XCTAssertEqual(Int(CP_APP_SIZE_DETAILS), Int(CP_APP_SIZE_MIN) + MemoryLayout<cp_error_details>.size)
+        XCTAssertEqual(MemoryLayout<cp_app_area>.offset(of: \cp_app_area.memory_attachments_used), Int(CP_APP_SIZE_STACK))
+        XCTAssertEqual(Int(CP_APP_SIZE_STACK), Int(CP_APP_SIZE_DETAILS) + 8)
         XCTAssertEqual(MemoryLayout<cp_memory_attachment>.size, 160)
-        XCTAssertEqual(MemoryLayout<cp_app_area>.size, Int(CP_APP_SIZE_DETAILS) + 8 + 16 * 160)
+        XCTAssertEqual(MemoryLayout<cp_app_area>.size, Int(CP_APP_SIZE_STACK) + 8 + 16 * 160)
+        XCTAssertEqual(MemoryLayout<cp_error_frame>.size, 400)
+        XCTAssertEqual(MemoryLayout<cp_error_stack>.size, 24 + 512 * 400)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.restorer), 16)
         XCTAssertEqual(MemoryLayout<cp_action>.offset(of: \cp_action.mask), 24)
     }

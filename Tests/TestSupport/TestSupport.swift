@@ -76,6 +76,20 @@ public enum TestSupport {
         return output
     }
 
+    /// A C fixture (Tests/Fixtures/`fixture`) linked with the stub the tests use (-lcrashport,
+    /// its directory as the rpath), crashport.h on the include path; returns its path.
+    public static func compileLinkedToStub(
+        _ fixture: String, output: String, flags: [String] = ["-O1", "-g"]
+    ) throws
+        -> String
+    {
+        let libraries = (try stub() as NSString).deletingLastPathComponent
+        return try compile(
+            [self.fixture(fixture)], output: output,
+            flags: flags + ["-I", repositoryRoot + "/CSupport/stub/include"],
+            linkFlags: ["-L", libraries, "-Wl,-rpath," + libraries, "-lcrashport"])
+    }
+
     /// An executable named `name` in PATH, else in one of `also`; nil when there is none.
     public static func which(_ name: String, also: [String] = []) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? ""

@@ -178,6 +178,36 @@ final class SentryEventTests: XCTestCase {
         XCTAssertEqual(worker.map { $0["function"] as? String }, ["pause"])
     }
 
+    /// A handled error's own stack is the exception's stacktrace; the reporting thread, with its
+    /// own stack, is the current thread, listed once.
+    func testAnErrorsOwnStackIsTheExceptionsStacktrace() throws {
+        var event = Event()
+        event.kind = .error
+        event.exception = ExceptionRecord(type: "ScriptError", message: "KeyError", handled: true)
+        event.crashedThread = ThreadID(100)
+        var own = ThreadRecord(
+            tid: ThreadID(100), name: "app", crashed: true,
+            frames: [
+                FrameRecord(index: 0, function: "handle_request", file: "app/views.py", line: 42),
+                FrameRecord(index: 1, function: "<module>", file: "app/main.py", line: 1),
+            ])
+        own.errorStack = true
+        let reporting = ThreadRecord(
+            tid: ThreadID(100), name: "app", crashed: false, frames: [FrameRecord(index: 0, function: "report_saved")])
+        event.threads = [own, reporting]
+        let sent = try payload(event)
+        let exception = try XCTUnwrap(((sent["exception"] as? [String: Any])?["values"] as? [[String: Any]])?.first)
+        let frames = try XCTUnwrap((exception["stacktrace"] as? [String: Any])?["frames"] as? [[String: Any]])
+        XCTAssertEqual(frames.map { $0["function"] as? String }, ["<module>", "handle_request"], "outermost first")
+        XCTAssertEqual(frames.last?["lineno"] as? Int, 42)
+        let threads = try XCTUnwrap((sent["threads"] as? [String: Any])?["values"] as? [[String: Any]])
+        XCTAssertEqual(threads.count, 1)
+        XCTAssertEqual(threads.first?["current"] as? Bool, true)
+        XCTAssertEqual(threads.first?["crashed"] as? Bool, false)
+        let stack = try XCTUnwrap((threads.first?["stacktrace"] as? [String: Any])?["frames"] as? [[String: Any]])
+        XCTAssertEqual(stack.map { $0["function"] as? String }, ["report_saved"])
+    }
+
     /// The debug ids symbolic 13.9.0 gives these very files (`Archive.open(path)` →
     /// `Object.debug_id`): a 20-byte build-id's first 16 bytes, the GUID's first three fields
     /// byte-swapped, age 0.

@@ -2,7 +2,9 @@
 //
 // Swift programs using crashport's CrashPort module: Ledger (annotations, breadcrumbs, a handled
 // error, its last run, and a crash) and SafeMode (launch protection: safe mode after three
-// launch crashes in a row; SafeModeAsync: the program's own predicate and an async repair) and ConsentDialog (the reports awaiting consent, a decision for each).
+// launch crashes in a row; SafeModeAsync: the program's own predicate and an async repair) and
+// ConsentDialog (the reports awaiting consent, a decision for each) and ScriptErrors (handled
+// errors with stacks of their own).
 // Copy this directory and point the dependency at your crashport
 // checkout (or its git URL).
 //
@@ -25,5 +27,7 @@ let package = Package(
         .executableTarget(name: "SafeModeAsync", dependencies: [.product(name: "CrashPort", package: "crashport")]),
         // A consent dialog: the reports awaiting consent, and a decision for each.
         .executableTarget(name: "ConsentDialog", dependencies: [.product(name: "CrashPort", package: "crashport")]),
+        // Handled errors with their own stacks: a saved one, an interpreter's, one far too deep.
+        .executableTarget(name: "ScriptErrors", dependencies: [.product(name: "CrashPort", package: "crashport")]),
     ]
 )

@@ -421,6 +421,9 @@ typedef struct cp_crash {
 #define CP_ERROR_VALUE_BYTES 1024u /* NUL included: values keep 1023 bytes */
 #define CP_ERROR_FILE_MAX 4u
 #define CP_ERROR_PATH_BYTES 1024u  /* NUL included: absolute paths of up to 1023 bytes */
+#define CP_ERROR_FRAME_MAX 512u      /* a handled error's own stack keeps its first 512 frames */
+#define CP_ERROR_FUNCTION_BYTES 128u /* NUL included: a text frame's function keeps 127 bytes */
+#define CP_ERROR_FILE_BYTES 256u     /* NUL included: a text frame's file keeps 255 bytes */
 
 #define CP_MEMORY_ATTACHMENT_MAX 16u
 #define CP_MEMORY_NAME_BYTES 64u      /* NUL included: names keep 63 bytes */
@@ -505,6 +508,32 @@ typedef struct cp_memory_attachment {
     uint64_t length;   /* a plain buffer's bytes; a ring's bytes appended in all */
 } cp_memory_attachment;
 
+/* One frame of a handled error's own stack: an address in the process (a return address, as
+ * backtrace(3) gives it: symbolicated at the byte before it), or a text frame an interpreter
+ * named (function, file, line), or both. */
+typedef struct cp_error_frame {
+    uint64_t address; /* 0: none (a text frame) */
+    uint32_t line;    /* 0: unknown */
+    uint32_t flags;   /* CP_SLOT_USED, CP_SLOT_TRUNCATED (function or file cut) */
+    char function[CP_ERROR_FUNCTION_BYTES];
+    char file[CP_ERROR_FILE_BYTES];
+} cp_error_frame;
+
+/* A handled error's own stack (crashport_report_error_stack), innermost frame first: static
+ * memory of the stub apart from the area (200 KB, untouched until used), which names it
+ * (cp_app_area.error_stack). Written under the error reporting's lock before the ERROR record
+ * is sent and cleared once the watcher answered, as cp_error_details; the watcher reads its
+ * header, then `count` frames (at most CP_ERROR_FRAME_MAX), for an ERROR record only, and takes
+ * it only when sequence is even, CP_SLOT_USED is set and tid is the record's thread. */
+typedef struct cp_error_stack {
+    uint32_t sequence; /* odd while being written */
+    uint32_t flags;    /* CP_SLOT_USED while the error being reported has a stack of its own */
+    uint32_t tid;      /* the reporting thread: the ERROR record's tid */
+    uint32_t count;    /* frames used, from the first */
+    uint64_t left_out; /* frames given past CP_ERROR_FRAME_MAX */
+    cp_error_frame frames[CP_ERROR_FRAME_MAX];
+} cp_error_stack;
+
 typedef struct cp_app_area {
     uint32_t magic;   /* CP_APP_MAGIC once the area is in use */
     uint32_t version; /* CP_APP_VERSION */
@@ -550,7 +579,10 @@ typedef struct cp_app_area {
     /* Appended: an area of a stub before it ends here (its size is CP_APP_SIZE_MIN), and a
      * watcher before it reads the area without it (it reads only the size it knows). */
     cp_error_details error_details;
-    /* Appended after it (an area that ends at CP_APP_SIZE_DETAILS has none): the memory
+    /* Appended: the address of the stub's cp_error_stack (0: none). An area of a stub before it
+     * ends here (its size is CP_APP_SIZE_DETAILS). */
+    uint64_t error_stack;
+    /* Appended after it (an area that ends at CP_APP_SIZE_STACK has none): the memory
      * attachments, and the high-water mark of their slots. */
     uint32_t memory_attachments_used;
     uint32_t memory_reserved;
@@ -559,8 +591,10 @@ typedef struct cp_app_area {
 
 /* The smallest area a watcher reads: one without error_details, from a stub before it. */
 #define CP_APP_SIZE_MIN 120528u
-/* An area that ends after error_details, without memory attachments (a stub before them). */
+/* An area with error_details and without error_stack, from a stub before the latter. */
 #define CP_APP_SIZE_DETAILS 142224u
+/* An area with error_stack and without memory attachments, from a stub before them. */
+#define CP_APP_SIZE_STACK 142232u
 
 /* Verdict values. */
 #define CP_VERDICT_CONTINUE 0u /* not handled: continue down the chain (Mach's KERN_FAILURE) */
@@ -614,12 +648,16 @@ _Static_assert(sizeof(cp_error_property) == 1096, "cp_error_property is 1096 byt
 _Static_assert(sizeof(cp_error_file) == 1032, "cp_error_file is 1032 bytes");
 _Static_assert(sizeof(cp_error_details) == 32 + 16 * 1096 + 4 * 1032, "cp_error_details is packed");
 _Static_assert(__builtin_offsetof(cp_app_area, error_details) == CP_APP_SIZE_MIN, "error_details is appended");
+_Static_assert(sizeof(cp_error_frame) == 400, "cp_error_frame is 400 bytes");
+_Static_assert(__builtin_offsetof(cp_error_stack, frames) == 24, "frames at 24");
+_Static_assert(sizeof(cp_error_stack) == 24 + 512 * 400, "cp_error_stack is packed");
+_Static_assert(__builtin_offsetof(cp_app_area, error_stack) == CP_APP_SIZE_DETAILS, "error_stack is appended");
 _Static_assert(CP_APP_SIZE_DETAILS == CP_APP_SIZE_MIN + sizeof(cp_error_details), "CP_APP_SIZE_DETAILS ends error_details");
 _Static_assert(sizeof(cp_memory_attachment) == 160, "cp_memory_attachment is 160 bytes");
-_Static_assert(__builtin_offsetof(cp_app_area, memory_attachments_used) == CP_APP_SIZE_DETAILS,
+_Static_assert(__builtin_offsetof(cp_app_area, memory_attachments_used) == CP_APP_SIZE_STACK,
                "memory attachments are appended");
 _Static_assert(sizeof(cp_app_area) == 64 + 64 * 1096 + 100 * 312 + 16 * 1032 + 24 + 256 + 1024 + 8 + 128 + 1024 + 16 + 128
-                                          + sizeof(cp_error_details) + 8 + 16 * 160,
+                                          + sizeof(cp_error_details) + 8 + 8 + 16 * 160,
                "cp_app_area is packed");
 _Static_assert(sizeof(cp_verdict) == 32, "cp_verdict is 32 bytes");
 _Static_assert(sizeof(cp_heartbeat) == 24, "cp_heartbeat is 24 bytes");

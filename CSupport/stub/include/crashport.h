@@ -246,6 +246,47 @@ __attribute__((visibility("default"))) int crashport_report_error_with(const cha
                                                                        const char *const *files, size_t file_count);
 
 /*
+ * One frame of a handled error's own stack (crashport_report_error_stack): an address in this
+ * process's code, or a frame an interpreter names (function, file, line), or both. An address
+ * is taken as a return address, as backtrace(3) and Swift's Thread.callStackReturnAddresses
+ * give them, and symbolicated at the byte before it (to name a function by its first byte,
+ * give that address + 1); one in no module is shown as an unknown frame.
+ */
+typedef struct crashport_frame {
+    uintptr_t address;    /* 0: none (a text frame) */
+    const char *function; /* the function's name as the interpreter gives it; NULL: none */
+    const char *file;     /* its source file; NULL: none */
+    uint32_t line;        /* its line; 0: unknown */
+} crashport_frame;
+
+/*
+ * Reports a handled error, as crashport_report_error_with, with a stack of its own: the stack of
+ * an exception caught from an embedded interpreter, or one saved when it was thrown (App
+ * Center's trackException with the exception's stack). `frames` is innermost first. The report's
+ * crashed thread is that stack (event.json: the first thread, `"error_stack": true`, with this
+ * thread's id; addresses symbolicated like any frame, text frames as given), and this thread's
+ * own stack stays among the threads. frames NULL (count 0) is crashport_report_error_with.
+ *
+ * Limits: the first 512 frames are kept, the rest counted (the report's notes say how many);
+ * a function keeps 127 bytes, a file 255 (cut at a UTF-8 character boundary and marked). Only
+ * the first 512 frames are ever read, so the array may hold just those with frame_count the
+ * whole stack's depth; they and their strings are read during the call only, and the cost of a
+ * call is bounded by the 512 frames it copies, whatever the count. Properties and files as crashport_report_error_with.
+ * The minidump's threads stay the real ones: the error's stack is in event.json only.
+ *
+ * Returns 0, CRASHPORT_TRUNCATED when something was cut or left out (frames past 512
+ * included), -EINVAL for NULL frames with a count or as crashport_report_error_with, else as
+ * crashport_report_error (same system calls, same thread safety: reports go one at a time, each
+ * with its own stack, kept in static memory of the stub under the error reporting's lock).
+ */
+__attribute__((visibility("default"))) int crashport_report_error_stack(const char *type, const char *message,
+                                                                        const crashport_property *properties,
+                                                                        size_t property_count,
+                                                                        const char *const *files, size_t file_count,
+                                                                        const crashport_frame *frames,
+                                                                        size_t frame_count);
+
+/*
  * Crashes this process on purpose, for real, so that a developer sees the whole path work once
  * (App Center's generateTestCrash): a write to address 0 on the calling thread, SIGSEGV, which
  * crashport reports as any crash (the handler, the watcher's capture, the report, the upload),
