@@ -795,7 +795,7 @@ __attribute__((visibility("default"))) int crashport_discard_pending(void) { ret
 /* crashport_pending_list: a query carrying one end of a fresh socketpair (SCM_RIGHTS, as an
  * ERROR record carries its reply fd), answered once on it by the watcher (cp_pending_list). Each
  * call has its own pair, so threads asking at once do not share an answer. */
-static int cp_app_pending_query(int *reply)
+static int cp_app_pending_query(int *reply, uint32_t flags)
 {
     int fd = cp_state.fd;
     if (!cp_app_installed || fd < 0) return -ENOTCONN;
@@ -804,6 +804,7 @@ static int cp_app_pending_query(int *reply)
     cp_pending_query query;
     memset(&query, 0, sizeof query);
     query.header = (cp_header){CP_MAGIC, CP_VERSION, sizeof query, CP_MSG_PENDING_QUERY};
+    query.flags = flags;
     struct iovec part = {.iov_base = &query, .iov_len = sizeof query};
     union {
         struct cmsghdr header;
@@ -859,11 +860,13 @@ CP_HIDDEN int cp_app_poll_until(int fd, const struct timespec *start, int total_
     }
 }
 
-__attribute__((visibility("default"))) int crashport_pending_list(crashport_pending_report *out, size_t capacity)
+/* Sends a query (flags: 0 or CP_QUERY_SEND_STATES) and receives its one answer of `size` bytes
+ * and `type` into `answer`, checked: 0, or -errno (-ETIMEDOUT after 2 s, -EPROTO for anything
+ * but the answer asked for). */
+static int cp_app_query(uint32_t flags, void *answer, size_t size, uint32_t type)
 {
-    if (out == NULL && capacity > 0) return -EINVAL;
     int reply = -1;
-    int failure = cp_app_pending_query(&reply);
+    int failure = cp_app_pending_query(&reply, flags);
     if (failure != 0) return failure;
     /* The answer, at most 2 s away: a watcher that refuses the query closes the fd (EOF). */
     struct timespec start;
@@ -873,33 +876,70 @@ __attribute__((visibility("default"))) int crashport_pending_list(crashport_pend
         close(reply);
         return ready < 0 ? ready : -ETIMEDOUT;
     }
-    /* 11 KB: kept off the caller's stack (a thread's may be small), one caller at a time. */
-    static cp_pending_list answer;
-    static pthread_mutex_t answer_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&answer_lock);
-    memset(&answer, 0, sizeof answer);
-    ssize_t got = recv(reply, &answer, sizeof answer, MSG_DONTWAIT | MSG_TRUNC);
+    memset(answer, 0, size);
+    ssize_t got = recv(reply, answer, size, MSG_DONTWAIT | MSG_TRUNC);
     int error = got < 0 ? -errno : 0;
     close(reply);
-    if (error == 0 && (got != (ssize_t)sizeof answer || answer.header.magic != CP_MAGIC ||
-                       answer.header.version != CP_VERSION || answer.header.size != sizeof answer ||
-                       answer.header.type != CP_MSG_PENDING_LIST || answer.count > CP_PENDING_MAX)) {
+    const cp_header *header = answer;
+    if (error == 0 && (got != (ssize_t)size || header->magic != CP_MAGIC || header->version != CP_VERSION ||
+                       header->size != size || header->type != type)) {
         error = -EPROTO;
     }
+    return error;
+}
+
+static void cp_app_copy_entry(crashport_pending_report *to, const cp_pending_entry *entry)
+{
+    memset(to, 0, sizeof *to);
+    cp_app_copy_text(to->id, sizeof to->id, entry->id, sizeof entry->id);
+    cp_app_copy_text(to->title, sizeof to->title, entry->title, sizeof entry->title);
+    cp_app_copy_text(to->kind, sizeof to->kind, entry->kind, sizeof entry->kind);
+    to->time_ms = entry->time_ms;
+}
+
+/* The answers, kept off the caller's stack (a thread's may be small: 11 and 22 KB), one caller
+ * at a time. */
+static pthread_mutex_t cp_app_answer_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((visibility("default"))) int crashport_pending_list(crashport_pending_report *out, size_t capacity)
+{
+    if (out == NULL && capacity > 0) return -EINVAL;
+    static cp_pending_list answer;
+    pthread_mutex_lock(&cp_app_answer_lock);
+    int error = cp_app_query(0, &answer, sizeof answer, CP_MSG_PENDING_LIST);
+    if (error == 0 && answer.count > CP_PENDING_MAX) error = -EPROTO;
     if (error != 0) {
-        pthread_mutex_unlock(&answer_lock);
+        pthread_mutex_unlock(&cp_app_answer_lock);
+        return error;
+    }
+    size_t count = answer.count < capacity ? answer.count : capacity;
+    for (size_t i = 0; i < count; i++) cp_app_copy_entry(&out[i], &answer.entries[i]);
+    pthread_mutex_unlock(&cp_app_answer_lock);
+    return (int)count;
+}
+
+__attribute__((visibility("default"))) int crashport_report_states(crashport_report_state *out, size_t capacity)
+{
+    if (out == NULL && capacity > 0) return -EINVAL;
+    static cp_report_states answer;
+    pthread_mutex_lock(&cp_app_answer_lock);
+    int error = cp_app_query(CP_QUERY_SEND_STATES, &answer, sizeof answer, CP_MSG_REPORT_STATES);
+    if (error == 0 && answer.count > CP_PENDING_MAX) error = -EPROTO;
+    if (error != 0) {
+        pthread_mutex_unlock(&cp_app_answer_lock);
         return error;
     }
     size_t count = answer.count < capacity ? answer.count : capacity;
     for (size_t i = 0; i < count; i++) {
-        const cp_pending_entry *entry = &answer.entries[i];
+        const cp_report_state *entry = &answer.entries[i];
         memset(&out[i], 0, sizeof out[i]);
-        cp_app_copy_text(out[i].id, sizeof out[i].id, entry->id, sizeof entry->id);
-        cp_app_copy_text(out[i].title, sizeof out[i].title, entry->title, sizeof entry->title);
-        cp_app_copy_text(out[i].kind, sizeof out[i].kind, entry->kind, sizeof entry->kind);
-        out[i].time_ms = entry->time_ms;
+        cp_app_copy_entry(&out[i].report, &entry->report);
+        out[i].send_state = entry->send.state <= CP_SEND_NOT_SENT ? (int)entry->send.state : CRASHPORT_SEND_NONE;
+        out[i].sent_ms = entry->send.sent_ms;
+        cp_app_copy_text(out[i].send_id, sizeof out[i].send_id, entry->send.server_id, sizeof entry->send.server_id);
+        cp_app_copy_text(out[i].send_reason, sizeof out[i].send_reason, entry->send.reason, sizeof entry->send.reason);
     }
-    pthread_mutex_unlock(&answer_lock);
+    pthread_mutex_unlock(&cp_app_answer_lock);
     return (int)count;
 }
 

@@ -294,7 +294,7 @@ static void cp_install_build_hello(cp_hello *hello)
     dl_iterate_phdr(cp_install_find_build_id, hello);
 
     /* What a sidecar is asked to do for this process (crashport run takes its flags). */
-    hello->wants = CP_WANTS_RUN_DETAIL;
+    hello->wants = CP_WANTS_RUN_DETAIL | CP_WANTS_SEND_STATE;
     const char *trace = cp_settings_getenv("CRASHPORT_TRACE_EXIT");
     if (trace != NULL && *trace != '\0' && strcmp(trace, "0") != 0) {
         hello->wants |= strcmp(trace, "codes") == 0 ? CP_WANTS_TRACE_EXIT_CODES : CP_WANTS_TRACE_EXIT;
@@ -369,13 +369,17 @@ static int cp_install_read_hello_reply(int fd, cp_hello_reply *reply, const char
             *why = "it closed the connection without answering HELLO";
             return -ECONNRESET;
         }
-        /* The whole reply, or (a sidecar from before run_detail) the part that ends at last_run:
-         * run_detail stays zero, which reads as not known. */
+        /* The whole reply, or (a sidecar from before last_send) the part that ends at run_detail,
+         * or (one from before run_detail) the part that ends at last_run: what it lacks stays
+         * zero, which reads as not known. */
         const cp_hello_reply *r = &message.reply;
         bool whole = (size_t)received == sizeof *r && r->header.size == sizeof *r;
+        bool detail_reply =
+            (size_t)received == CP_HELLO_REPLY_DETAIL_SIZE && r->header.size == CP_HELLO_REPLY_DETAIL_SIZE;
         bool short_reply = (size_t)received == CP_HELLO_REPLY_SHORT_SIZE && r->header.size == CP_HELLO_REPLY_SHORT_SIZE;
         if (short_reply) memset(&message.reply.run_detail, 0, sizeof message.reply.run_detail);
-        if (!(whole || short_reply) || r->header.magic != CP_MAGIC || r->header.version != CP_VERSION ||
+        if (short_reply || detail_reply) memset(&message.reply.last_send, 0, sizeof message.reply.last_send);
+        if (!(whole || detail_reply || short_reply) || r->header.magic != CP_MAGIC || r->header.version != CP_VERSION ||
             r->header.type != CP_MSG_HELLO_REPLY) {
             *why = "its answer to HELLO is not a HELLO_REPLY of this protocol version";
             return -EPROTO;
@@ -761,6 +765,7 @@ static void cp_install_sidecar(const crashport_options *options)
             } else {
                 cp_app_set_last_run(&reply.last_run);
                 if (reply.run_detail.kind != CP_RUN_UNKNOWN) cp_launch_set_detail(&reply.run_detail);
+                cp_launch_set_send(&reply.last_send);
             }
         }
         if (error != 0 || refused) {

@@ -46,9 +46,21 @@ CP_HIDDEN void cp_launch_set_detail(const cp_run_detail *detail)
     cp_launch_detail_given = true;
 }
 
+/* What became of the last run's report (zero: nothing known). */
+static cp_send_state cp_launch_send;
+
+CP_HIDDEN void cp_launch_set_send(const cp_send_state *send)
+{
+    cp_launch_send = *send;
+    if (cp_launch_send.state > CP_SEND_NOT_SENT) cp_launch_send.state = CP_SEND_NONE;
+    cp_launch_send.server_id[sizeof cp_launch_send.server_id - 1] = '\0';
+    cp_launch_send.reason[sizeof cp_launch_send.reason - 1] = '\0';
+}
+
 /* CRASHPORT_LAST_RUN_DETAIL="kind flags signo exit_status started_ms duration_ms errors hangs",
- * then, each after a tab, the signal's name, the reason, the title and the report's path. A
- * value that does not parse leaves the detail unknown. */
+ * then, each after a tab, the signal's name, the reason, the title and the report's path; then,
+ * after a tab, "send_state sent_ms", and after a tab each, the server's id and the send's reason
+ * (a watcher before them sends none). A value that does not parse leaves the detail unknown. */
 CP_HIDDEN void cp_launch_install(void)
 {
     if (cp_launch_detail_given) return;
@@ -84,6 +96,25 @@ CP_HIDDEN void cp_launch_install(void)
         cursor += length;
     }
     cp_launch_set_detail(&detail);
+    unsigned send_state = 0;
+    long long sent_ms = 0;
+    if (*cursor == '\t' && sscanf(cursor + 1, "%u %lld%n", &send_state, &sent_ms, &used) == 2) {
+        cp_send_state send;
+        memset(&send, 0, sizeof send);
+        send.state = send_state;
+        send.sent_ms = sent_ms;
+        cursor += 1 + used;
+        char *send_fields[] = {send.server_id, send.reason};
+        size_t send_capacities[] = {sizeof send.server_id, sizeof send.reason};
+        for (size_t i = 0; i < 2 && *cursor == '\t'; i++) {
+            cursor++;
+            const char *end = strchr(cursor, '\t');
+            size_t length = end != NULL ? (size_t)(end - cursor) : strlen(cursor);
+            cp_app_copy_text(send_fields[i], send_capacities[i], cursor, length);
+            cursor += length;
+        }
+        cp_launch_set_send(&send);
+    }
 }
 
 __attribute__((visibility("default"))) int crashport_last_run_detail(crashport_run_detail *detail)
@@ -123,6 +154,10 @@ __attribute__((visibility("default"))) int crashport_last_run_detail(crashport_r
             memcpy(full.title, given->title, sizeof full.title);
             memcpy(full.report_path, given->report_path, sizeof full.report_path);
         }
+        full.send_state = (int)cp_launch_send.state;
+        full.sent_ms = cp_launch_send.sent_ms;
+        memcpy(full.send_id, cp_launch_send.server_id, sizeof full.send_id);
+        memcpy(full.send_reason, cp_launch_send.reason, sizeof full.send_reason);
     }
     memcpy(detail, &full, size);
     return result;

@@ -31,6 +31,9 @@
 void cp_launch_set_detail(const cp_run_detail *detail) CP_HIDDEN;
 void cp_launch_install(void) CP_HIDDEN;
 
+/** What became of the last run's report, as a sidecar's HELLO_REPLY says (launch.c). */
+void cp_launch_set_send(const cp_send_state *send) CP_HIDDEN;
+
 /* -- app.c, for install.c, launch.c and attach.c -- */
 
 /** Marks the app area in use (app.c), for a call that writes it before crashport_install. */

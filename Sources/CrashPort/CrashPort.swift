@@ -119,6 +119,8 @@ public enum CrashPort {
         /// Its asynchronous protect work did not finish within its timeout, and the launch went
         /// on without it.
         public var protectTimedOut = false
+        /// What became of its report's upload when this run started; nil when it made none.
+        public var send: SendState?
         public var errors = 0
         public var hangs = 0
     }
@@ -593,6 +595,70 @@ public enum CrashPort {
         }
     }
 
+    /// What became of a report's upload, the first that applies.
+    public struct SendState: Sendable, Equatable {
+        public enum Kind: Int32, Sendable {
+            /// Consent ask: it waits for the user's decision.
+            case awaitingConsent = 1
+            /// It is to be sent: not tried yet, or to be tried again.
+            case pending = 2
+            /// A destination took it: `serverID` is the server's id.
+            case sent = 3
+            /// It failed for good: `reason` says why.
+            case failed = 4
+            /// It will not be sent: the user said no, consent never, or no destination.
+            case notSent = 5
+        }
+        public var kind: Kind
+        /// The server's id for it once sent (Sentry's event id, a collector's report id).
+        public var serverID: String?
+        /// When it was sent, in milliseconds since the epoch.
+        public var sentMilliseconds: Int64?
+        /// Why it failed, waits or is not sent.
+        public var reason: String?
+
+        /// The C fields' meaning; nil for CRASHPORT_SEND_NONE (no report, nothing known).
+        init?(state: Int32, sentMilliseconds: Int64, serverID: String, reason: String) {
+            guard let kind = Kind(rawValue: state) else { return nil }
+            self.kind = kind
+            self.serverID = serverID.isEmpty ? nil : serverID
+            self.sentMilliseconds = sentMilliseconds == 0 ? nil : sentMilliseconds
+            self.reason = reason.isEmpty ? nil : reason
+        }
+    }
+
+    /// One of this program's recent reports and what became of its upload.
+    public struct ReportState: Sendable, Equatable {
+        public var report: PendingReport
+        public var send: SendState?
+    }
+
+    /// This program's recent reports, of any state, newest first, at most 32, each with what
+    /// became of its upload (crashport_report_states): for "your report was sent". Asked of the
+    /// watcher now (up to 2 s); throws as `listPendingReports`.
+    public static func reportStates() throws -> [ReportState] {
+        let capacity = Int(CRASHPORT_PENDING_MAX)
+        var buffer = [crashport_report_state](repeating: crashport_report_state(), count: capacity)
+        let count = buffer.withUnsafeMutableBufferPointer { crashport_report_states($0.baseAddress, capacity) }
+        if count < 0 { throw Failure(code: -count) }
+        return buffer.prefix(Int(count)).map { entry in
+            var entry = entry
+            let kind = cText(&entry.report.kind)
+            return ReportState(
+                report: PendingReport(
+                    id: cText(&entry.report.id), title: cText(&entry.report.title), kind: kind.isEmpty ? nil : kind,
+                    timeMilliseconds: entry.report.time_ms == 0 ? nil : entry.report.time_ms),
+                send: SendState(
+                    state: entry.send_state, sentMilliseconds: entry.sent_ms, serverID: cText(&entry.send_id),
+                    reason: cText(&entry.send_reason)))
+        }
+    }
+
+    /// A NUL-terminated C array field as text.
+    static func cText<T>(_ field: inout T) -> String {
+        withUnsafeBytes(of: &field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+
     /// One report awaiting consent may be sent (the watcher refuses an id that is not one of
     /// this program's reports awaiting consent).
     public static func send(reportID: String) throws {
@@ -638,6 +704,10 @@ extension CrashPort.LastRun {
         run.testCrash = info.test_crash != 0
         run.launchProtected = info.launch_protected != 0
         run.protectTimedOut = info.protect_timed_out != 0
+        var info = info
+        run.send = CrashPort.SendState(
+            state: info.send_state, sentMilliseconds: info.sent_ms, serverID: CrashPort.cText(&info.send_id),
+            reason: CrashPort.cText(&info.send_reason))
         run.errors = Int(info.errors)
         run.hangs = Int(info.hangs)
         self = run

@@ -107,6 +107,8 @@ public struct HelloMessage: Equatable, Sendable {
     public var wantsHangKill: Bool { wants & CP_WANTS_HANG_KILL != 0 }
     /// It reads HELLO_REPLY's run_detail (a stub from before it wants the short reply).
     public var wantsRunDetail: Bool { wants & CP_WANTS_RUN_DETAIL != 0 }
+    /// It reads HELLO_REPLY's last_send (a stub from before it wants the reply that ends at run_detail).
+    public var wantsSendState: Bool { wants & CP_WANTS_SEND_STATE != 0 }
 }
 
 /// GOODBYE: the process that said HELLO exits normally (exit() or _exit()); nothing answers it.
@@ -481,7 +483,10 @@ public struct HelloReply: Equatable, Sendable {
     public init(bytes: [UInt8]) throws {
         let header = try WireHeader(bytes: bytes)
         guard header.type == CP_MSG_HELLO_REPLY.rawValue else { throw WireError.unexpectedType(header.type) }
-        guard bytes.count == MemoryLayout<cp_hello_reply>.size || bytes.count == Int(CP_HELLO_REPLY_SHORT_SIZE) else {
+        guard
+            [MemoryLayout<cp_hello_reply>.size, Int(CP_HELLO_REPLY_DETAIL_SIZE), Int(CP_HELLO_REPLY_SHORT_SIZE)].contains(
+                bytes.count)
+        else {
             throw WireError.sizeMismatch(declared: header.size, received: MemoryLayout<cp_hello_reply>.size)
         }
         func text(_ offset: Int, capacity: Int) -> String {
@@ -506,6 +511,11 @@ public struct LastRunInfo: Sendable, Equatable {
     public var pendingReports: UInt32 = 0
     /// How it ended, in full (crashport_last_run_detail).
     public var detail = RunDetail()
+    /// What became of its report's upload.
+    public var send = SendState()
+
+    /// CRASHPORT_LAST_RUN_DETAIL's text: the detail's, then the send state's.
+    public var detailEnvironmentText: String { detail.environmentText + "\t" + send.environmentText }
 
     public init() {}
 
@@ -523,11 +533,14 @@ public enum HelloReplyMessage {
     /// (refused) why, and the program's previous run. Strings longer than their fields are cut;
     /// all stay NUL-terminated.
     public static func encode(
-        accepted: Bool, spool: String, message: String, lastRun: LastRunInfo = LastRunInfo(), detail: Bool = true
+        accepted: Bool, spool: String, message: String, lastRun: LastRunInfo = LastRunInfo(), detail: Bool = true,
+        sendState: Bool = true
     )
         -> [UInt8]
     {
-        let size = detail ? MemoryLayout<cp_hello_reply>.size : Int(CP_HELLO_REPLY_SHORT_SIZE)
+        let size =
+            !detail
+            ? Int(CP_HELLO_REPLY_SHORT_SIZE) : sendState ? MemoryLayout<cp_hello_reply>.size : Int(CP_HELLO_REPLY_DETAIL_SIZE)
         var reply = MessageEncoder(type: CP_MSG_HELLO_REPLY.rawValue, size: size)
         reply.put32(accepted ? CP_HELLO_ACCEPTED : CP_HELLO_REFUSED, at: Layout.offset(\cp_hello_reply.status))
         func put(_ text: String, at offset: Int, capacity: Int) {
@@ -546,6 +559,7 @@ public enum HelloReplyMessage {
         reply.put32(lastRun.pendingReports, at: at(\cp_last_run.pending_reports))
         put(lastRun.reportID ?? "", at: at(\cp_last_run.report_id), capacity: 64)
         if detail { lastRun.detail.encode(into: &reply, at: Layout.offset(\cp_hello_reply.run_detail)) }
+        if detail, sendState { lastRun.send.encode(into: &reply, at: Layout.offset(\cp_hello_reply.last_send)) }
         return reply.bytes
     }
 }

@@ -8,6 +8,7 @@
 import Foundation
 import ReportModel
 import TestSupport
+import Upload
 import XCTest
 
 final class AppAPITests: XCTestCase {
@@ -605,10 +606,19 @@ final class AppAPITests: XCTestCase {
         XCTAssertEqual(
             try String(contentsOfFile: directory + "/attachments/ledger.log", encoding: .utf8), String(log.utf8.suffix(4096))!)
 
-        let second = try TestSupport.crashportRun([ledger], reports: reports, environment: environment)
+        // Its reports uploaded to a Sentry collector on 127.0.0.1: the next start reads "sent".
+        let sentry = try Collector(answers: [["status": 200, "body": "{\"id\":\"$EVENT_ID\"}"]], directory: Self.directory)
+        let uploaded = try TestSupport.run(
+            [TestSupport.crashport, "upload", "--reports", reports, "--sentry-dsn", "http://key@127.0.0.1:\(sentry.port)/42"])
+        XCTAssertEqual(uploaded.status, .exited(0), uploaded.stderr)
+        let second = try TestSupport.crashportRun([ledger, "report-states"], reports: reports, environment: environment)
         XCTAssertTrue(
             second.result.stdout.contains("last run: crashed true, during launch false, 0 launch crash(es) in a row"),
             second.result.stdout)
+        let sentID = SentryEvent.eventID(reportID: try XCTUnwrap(crash.id))
+        XCTAssertTrue(second.result.stdout.contains("last report: sent (id \(sentID))"), second.result.stdout)
+        XCTAssertTrue(second.result.stdout.contains("report \(crash.id ?? ""): sent"), second.result.stdout)
+        XCTAssertTrue(second.result.stdout.contains("report \(error.id ?? ""): sent"), second.result.stdout)
 
         // CrashPort.testCrash(): SIGSEGV, reported as a test crash.
         let test = try TestSupport.crashportRun(

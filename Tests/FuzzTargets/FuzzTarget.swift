@@ -324,6 +324,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         _ = try? LaunchMessage(bytes: bytes)
         _ = try? ConsentMessage(bytes: bytes)
         _ = try? PendingQuery.check(bytes)
+        _ = try? ReportStateList(bytes: bytes)
         _ = (try? PendingList(bytes: bytes))?.entries.map(\.title.count)
         _ = try? ConsentReportMessage(bytes: bytes)
         _ = try? HelloReply(bytes: bytes)

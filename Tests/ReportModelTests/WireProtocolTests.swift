@@ -238,8 +238,10 @@ final class WireProtocolTests: XCTestCase {
         info.detail.startedMilliseconds = 1_700_000_000_123
         info.detail.title = "SIGSEGV in parse\theader\n(app.c:3)"
         info.detail.reason = String(repeating: "é", count: 200)
+        info.send = SendState(.sent, sentMilliseconds: 1_700_000_001_000, serverID: "bp-42", reason: "")
         let whole = HelloReplyMessage.encode(accepted: true, spool: "", message: "", lastRun: info)
-        XCTAssertEqual(whole.count, 2088)
+        XCTAssertEqual(whole.count, 2424)
+        XCTAssertEqual(SendState(bytes: whole, at: 2088), info.send, "last_send after run_detail")
         XCTAssertNoThrow(try HelloReply(bytes: whole))
         let detail = 496
         XCTAssertEqual(whole[detail], UInt8(RunDetail.Kind.crash.rawValue))
@@ -256,6 +258,18 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(short[8], 0xF0, "its size says 496")
         XCTAssertNoThrow(try HelloReply(bytes: short))
         XCTAssertThrowsError(try HelloReply(bytes: Array(whole.prefix(600))))
+        // A stub before last_send asked for the detail alone: the 2088 bytes it accepts.
+        let detailOnly = HelloReplyMessage.encode(accepted: true, spool: "", message: "", lastRun: info, sendState: false)
+        XCTAssertEqual(detailOnly.count, 2088)
+        XCTAssertEqual(
+            Array(detailOnly),
+            Array(whole.prefix(2088)).enumerated().map { $0.offset == 8 ? 0x28 : $0.offset == 9 ? 0x08 : $0.element })
+        XCTAssertNoThrow(try HelloReply(bytes: detailOnly))
+        // CRASHPORT_LAST_RUN_DETAIL: the detail's fields, then the send state's.
+        let fields = info.detailEnvironmentText.split(separator: "\t", omittingEmptySubsequences: false)
+        XCTAssertEqual(fields.count, 8)
+        XCTAssertEqual(fields[5], "3 1700000001000")
+        XCTAssertEqual(fields[6], "bp-42")
 
         let text = info.detail.environmentText.split(separator: "\t", omittingEmptySubsequences: false)
         XCTAssertEqual(text.count, 5)
@@ -264,6 +278,32 @@ final class WireProtocolTests: XCTestCase {
         XCTAssertEqual(text[3], "SIGSEGV in parse header (app.c:3)")
         XCTAssertEqual(RunDetail.Kind(summary: "termination"), .termination)
         XCTAssertEqual(RunDetail.Kind(summary: "bogus"), .unknown)
+    }
+
+    /// crashport_report_states: the query's flag, and its answer round trip, bounded.
+    func testReportStates() throws {
+        XCTAssertEqual(MemoryLayout<cp_report_states>.size, 24 + 32 * 680)
+        XCTAssertEqual(try PendingQuery.check(PendingQuery.encode()), false)
+        XCTAssertEqual(try PendingQuery.check(PendingQuery.encode(sendStates: true)), true)
+        var query = PendingQuery.encode()
+        query[16] = 2
+        XCTAssertThrowsError(try PendingQuery.check(query), "an unknown flag")
+        let entry = PendingEntry(id: "20261129T000000.000Z-1-abcd", title: "SIGSEGV in main", kind: "crash", timeMilliseconds: 7)
+        let list = ReportStateList(
+            entries: [
+                (entry, SendState(.failed, reason: "HTTP 401: not retried")),
+                (entry, SendState(.sent, sentMilliseconds: 9, serverID: String(repeating: "x", count: 100))),
+            ], total: 5)
+        let decoded = try ReportStateList(bytes: list.encode())
+        XCTAssertEqual(decoded.total, 5)
+        XCTAssertEqual(decoded.entries.map(\.send.kind), [.failed, .sent])
+        XCTAssertEqual(decoded.entries[1].send.serverID.count, 63, "cut to its field")
+        var hostile = list.encode()
+        hostile.put(33, at: 16, size: 4)
+        XCTAssertThrowsError(try ReportStateList(bytes: hostile))
+        hostile = list.encode()
+        hostile.put(99, at: 24 + 344, size: 4)
+        XCTAssertEqual(try ReportStateList(bytes: hostile).entries[0].send.kind, SendState.Kind.none, "an unknown state")
     }
 
     func testLaunchMessage() throws {

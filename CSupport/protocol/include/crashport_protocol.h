@@ -53,6 +53,8 @@ enum cp_message_type {
                                    without blocking; a refused query gets none (the fd closes) */
     CP_MSG_CONSENT_REPORT = 26, /* stub -> watcher, from crashport_send_report and
                                    crashport_discard_report: cp_consent_report, never answered */
+    CP_MSG_REPORT_STATES = 27,  /* watcher -> stub, on a PENDING_QUERY's reply fd when the query
+                                   asked for CP_QUERY_SEND_STATES: cp_report_states, sent once */
 };
 
 /* First 16 bytes of every message. */
@@ -72,7 +74,9 @@ typedef struct cp_header {
 #define CP_WANTS_RUN_DETAIL 0x8u       /* the stub reads cp_hello_reply's run_detail (a sidecar
                                           answers a HELLO without it with the 496 bytes that end
                                           at last_run, which stubs before it require) */
-#define CP_WANTS_ALL 0xFu
+#define CP_WANTS_SEND_STATE 0x10u      /* and its last_send (a sidecar answers a HELLO without it
+                                          with the 2088 bytes that end at run_detail) */
+#define CP_WANTS_ALL 0x1Fu
 
 /* Sent once by each process when the stub installs. A watcher also accepts the 80 bytes that
  * end at build_id (stubs before `wants`), as wanting nothing. */
@@ -141,6 +145,24 @@ typedef struct cp_run_detail {
     char report_path[1024]; /* NUL-terminated: its report's directory, "" if none */
 } cp_run_detail;
 
+/* What became of a report's upload (crashport_run_detail's send_state, crashport_report_states):
+ * the first that applies. */
+#define CP_SEND_NONE 0u             /* no report, or nothing known of it */
+#define CP_SEND_AWAITING_CONSENT 1u /* consent ask: it waits for the user's decision */
+#define CP_SEND_PENDING 2u          /* it is to be sent: not tried yet, or to be tried again */
+#define CP_SEND_SENT 3u             /* a destination took it (server_id: the server's id) */
+#define CP_SEND_FAILED 4u           /* it failed for good (reason: why), and none took it */
+#define CP_SEND_NOT_SENT 5u         /* it will not be sent: consent said no, or no destination */
+#define CP_SEND_REASON_BYTES 256u
+
+typedef struct cp_send_state {
+    uint32_t state;   /* CP_SEND_* */
+    uint32_t reserved;
+    int64_t sent_ms;  /* when it was sent, Unix milliseconds; 0 when not */
+    char server_id[64];                  /* NUL-terminated: the server's id for it, "" if none */
+    char reason[CP_SEND_REASON_BYTES];   /* NUL-terminated, cut: why it failed or is not sent */
+} cp_send_state;
+
 /* The sidecar's answer to HELLO (sidecar mode only; a launcher never answers). The stub trusts
  * it only from a peer whose uid (SO_PEERCRED) is 0 or its own. A HELLO without
  * CP_WANTS_RUN_DETAIL gets the message cut after last_run (header.size says so). */
@@ -152,10 +174,13 @@ typedef struct cp_hello_reply {
     char message[128];    /* NUL-terminated: with CP_HELLO_REFUSED, why */
     cp_last_run last_run;
     cp_run_detail run_detail;
+    cp_send_state last_send; /* what became of the last run's report (CP_WANTS_SEND_STATE) */
 } cp_hello_reply;
 
 /* The size of a HELLO_REPLY without run_detail (the only size stubs before it accept). */
 #define CP_HELLO_REPLY_SHORT_SIZE 496u
+/* The size of a HELLO_REPLY without last_send (what stubs before it accept). */
+#define CP_HELLO_REPLY_DETAIL_SIZE 2088u
 
 /* crashport_launch's word on the run, for its session (never answered). */
 #define CP_LAUNCH_PROTECT_STARTED 0u   /* the protect work is starting */
@@ -199,9 +224,14 @@ typedef struct cp_consent {
 #define CP_PENDING_TITLE_SIZE 256u
 #define CP_PENDING_KIND_SIZE 16u
 
+#define CP_QUERY_SEND_STATES 1u /* cp_pending_query.flags: the program's recent reports (of any
+                                   state, newest first) with their send states, answered with
+                                   CP_MSG_REPORT_STATES (crashport_report_states) */
+
 typedef struct cp_pending_query {
     cp_header header;
-    uint32_t reserved[2]; /* 0 */
+    uint32_t flags;    /* 0 (the reports awaiting consent) or CP_QUERY_SEND_STATES */
+    uint32_t reserved; /* 0 */
 } cp_pending_query;
 
 typedef struct cp_pending_entry {
@@ -217,6 +247,19 @@ typedef struct cp_pending_list {
     uint32_t total; /* the program's reports awaiting consent in all (may exceed count) */
     cp_pending_entry entries[CP_PENDING_MAX];
 } cp_pending_list;
+
+/* The program's recent reports and what became of each (crashport_report_states). */
+typedef struct cp_report_state {
+    cp_pending_entry report;
+    cp_send_state send;
+} cp_report_state;
+
+typedef struct cp_report_states {
+    cp_header header;
+    uint32_t count; /* entries filled, at most CP_PENDING_MAX */
+    uint32_t total; /* the program's reports in all */
+    cp_report_state entries[CP_PENDING_MAX];
+} cp_report_states;
 
 /* One report's consent: CP_CONSENT_SEND or CP_CONSENT_DISCARD for the report named by id, which
  * the watcher honours only for a report of the sender's program, in the sender's user's reports,
@@ -624,7 +667,11 @@ _Static_assert(sizeof(cp_hello) == 88, "cp_hello is 88 bytes");
 _Static_assert(sizeof(cp_last_run) == 88, "cp_last_run is 88 bytes");
 _Static_assert(sizeof(cp_run_detail) == 1592, "cp_run_detail is 1592 bytes");
 _Static_assert(__builtin_offsetof(cp_hello_reply, run_detail) == CP_HELLO_REPLY_SHORT_SIZE, "run_detail at 496");
-_Static_assert(sizeof(cp_hello_reply) == 2088, "cp_hello_reply is 2088 bytes");
+_Static_assert(__builtin_offsetof(cp_hello_reply, last_send) == CP_HELLO_REPLY_DETAIL_SIZE, "last_send at 2088");
+_Static_assert(sizeof(cp_send_state) == 336, "cp_send_state is 336 bytes");
+_Static_assert(sizeof(cp_hello_reply) == 2088 + 336, "cp_hello_reply is 2424 bytes");
+_Static_assert(sizeof(cp_report_state) == 344 + 336, "cp_report_state is packed");
+_Static_assert(sizeof(cp_report_states) == 24 + 32 * 680, "cp_report_states is packed");
 _Static_assert(sizeof(cp_launch) == 32, "cp_launch is 32 bytes");
 _Static_assert(sizeof(cp_setting) == 24, "cp_setting is 24 bytes");
 _Static_assert(sizeof(cp_goodbye) == 24, "cp_goodbye is 24 bytes");

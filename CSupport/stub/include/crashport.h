@@ -360,7 +360,23 @@ typedef struct crashport_run_detail {
     char report_path[1024]; /* its report's directory, "" when none */
     int protect_timed_out; /* its asynchronous protect work did not finish within its timeout
                               (crashport_launch_with), and the launch went on without it */
+    int send_state;        /* what became of its report's upload when this run started:
+                              CRASHPORT_SEND_* (NONE when it made no report) */
+    int64_t sent_ms;       /* when it was sent, ms since the epoch (0: not sent) */
+    char send_id[64];      /* the server's id for it once sent (Sentry's event id, a collector's
+                              report id), "" otherwise */
+    char send_reason[256]; /* why it failed, waits or is not sent, "" when sent */
 } crashport_run_detail;
+
+/* What became of a report's upload (crashport_run_detail.send_state, crashport_report_states):
+ * the first that applies. */
+#define CRASHPORT_SEND_NONE 0             /* no report, or nothing known of it */
+#define CRASHPORT_SEND_AWAITING_CONSENT 1 /* consent ask: it waits for the user's decision */
+#define CRASHPORT_SEND_PENDING 2          /* it is to be sent: not tried yet, or tried again later */
+#define CRASHPORT_SEND_SENT 3             /* a destination took it: send_id is the server's id */
+#define CRASHPORT_SEND_FAILED 4           /* it failed for good (send_reason says why) */
+#define CRASHPORT_SEND_NOT_SENT 5         /* it will not be sent: the user said no, consent
+                                             never, or no upload destination is configured */
 
 #define CRASHPORT_RUN_DETAIL_INIT {sizeof(crashport_run_detail)}
 
@@ -549,6 +565,24 @@ typedef struct crashport_pending_report {
     int64_t time_ms; /* when it happened, milliseconds since the Unix epoch; 0 unknown */
 } crashport_pending_report;
 __attribute__((visibility("default"))) int crashport_pending_list(crashport_pending_report *out, size_t capacity);
+
+/*
+ * The program's recent reports, of any state, newest first, each with what became of its upload
+ * (App Center's sendingSucceeded / failedSendingErrorReport, for a program that shows "your
+ * report was sent"). The same request as crashport_pending_list (asked of the watcher each call,
+ * up to 2 s), answered with this program's reports of this user only, at most
+ * CRASHPORT_PENDING_MAX (the newest the watcher's quota keeps).
+ *
+ * Returns how many it filled, or as crashport_pending_list (-EPROTO from a watcher before it).
+ */
+typedef struct crashport_report_state {
+    crashport_pending_report report; /* id, title, kind, time */
+    int send_state;                  /* CRASHPORT_SEND_* */
+    int64_t sent_ms;                 /* when it was sent, ms since the epoch; 0: not sent */
+    char send_id[64];                /* the server's id once sent, "" otherwise */
+    char send_reason[256];           /* why it failed, waits or is not sent */
+} crashport_report_state;
+__attribute__((visibility("default"))) int crashport_report_states(crashport_report_state *out, size_t capacity);
 __attribute__((visibility("default"))) int crashport_send_report(const char *id);
 __attribute__((visibility("default"))) int crashport_discard_report(const char *id);
 

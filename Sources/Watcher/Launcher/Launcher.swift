@@ -149,7 +149,7 @@ public struct Launcher {
         let lastRun = lastRun(of: runKey, in: history)
         var environment = preloadEnvironment(stub: target.stub, sanitizers: target.sanitizers, socket: theirs)
         environment["CRASHPORT_LAST_RUN"] = lastRun.environmentText
-        environment["CRASHPORT_LAST_RUN_DETAIL"] = lastRun.detail.environmentText
+        environment["CRASHPORT_LAST_RUN_DETAIL"] = lastRun.detailEnvironmentText
         // The child's ptrace stops are read through a signalfd for SIGCHLD, blocked before the
         // child exists so that the SIGCHLD of its first stop (its exec) cannot be lost: the
         // tracer's under --trace-exit, and without it the stops of a child that made crashport
@@ -267,12 +267,14 @@ public struct Launcher {
     /// to the service's main process, crashport.
     static let relayedSignals: [Int32] = [SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGABRT]
 
-    /// The program's last run as crashport_last_run gives it, with its reports awaiting consent.
+    /// The program's last run as crashport_last_run gives it, with its reports awaiting consent
+    /// and what became of its report's upload.
     func lastRun(of runKey: (executable: String, buildID: String?), in history: RunHistory) -> LastRunInfo {
         var lastRun = RunHistory.lastRun(
             of: history.program(executable: runKey.executable, buildID: runKey.buildID), reportsRoot: store.root
         ).namingItsSignal()
         lastRun.pendingReports = UInt32(ConsentDecisions.awaiting(store: store, program: runKey.executable).count)
+        lastRun.send = SendStates.state(of: lastRun.reportID, executable: runKey.executable, store: store)
         return lastRun
     }
 

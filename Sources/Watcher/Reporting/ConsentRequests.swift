@@ -33,6 +33,11 @@ extension ConsentRequests {
         return ConsentDecisions.pending(store: store, program: consentProgram(of: sender)) { self.say($0, about: sender) }
     }
 
+    func reportStates(from sender: Sender) -> ReportStateList? {
+        guard let store = consentStore(for: sender) else { return nil }
+        return SendStates.recent(store: store, program: consentProgram(of: sender))
+    }
+
     func consentReport(_ message: ConsentReportMessage, from sender: Sender) {
         decide(for: sender, sends: message.send, failure: "its consent for report \(message.id) could not be kept") {
             store, program in

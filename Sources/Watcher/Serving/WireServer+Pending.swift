@@ -12,7 +12,8 @@ import Glibc
 
 extension WireServer {
     /// A query with exactly one descriptor, a socket: answered with the sender's program's
-    /// reports awaiting consent, sent without blocking (a client that does not read, or whose
+    /// reports awaiting consent (or, asked with CP_QUERY_SEND_STATES, its recent reports and what
+    /// became of each), sent without blocking (a client that does not read, or whose
     /// socket is full, loses the answer; the serving thread never waits on it). A malformed or
     /// refused query gets no answer: the descriptor is closed, so the stub sees the end at once.
     func handlePendingQuery(_ bytes: [UInt8], sender: Sender, replyFDs: [Int32]) -> String? {
@@ -24,8 +25,9 @@ extension WireServer {
         guard fstat(reply, &kind) == 0, (kind.st_mode & S_IFMT) == S_IFSOCK else {
             return reject(sender.uid, "\(what): its reply descriptor is not a socket")
         }
+        let sendStates: Bool
         do {
-            try PendingQuery.check(bytes)
+            sendStates = try PendingQuery.check(bytes)
         } catch {
             return reject(sender.uid, "\(what): \(error)")
         }
@@ -34,10 +36,14 @@ extension WireServer {
             log(about: sender.uid, "ignored \(what): more than \(Self.pendingPerMinute) in a minute")
             return nil
         }
-        guard let list = delegate?.pendingReports(from: sender) else {
+        let answer: [UInt8]
+        if sendStates, let states = delegate?.reportStates(from: sender) {
+            answer = states.encode()
+        } else if !sendStates, let list = delegate?.pendingReports(from: sender) {
+            answer = list.encode()
+        } else {
             return reject(sender.uid, "\(what): its reports are not served here")
         }
-        let answer = list.encode()
         let sent = answer.withUnsafeBytes { send(reply, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         if sent != answer.count {
             log(about: sender.uid, "\(what): the answer was not taken (\(sent < 0 ? String(cString: strerror(errno)) : "cut"))")

@@ -30,6 +30,9 @@ protocol WireServerDelegate: AnyObject {
     func goodbye(_ goodbye: GoodbyeMessage, from sender: Sender)
     /// crashport_launch: the sender ran its launch protection, or launched without it.
     func launch(_ message: LaunchMessage, from sender: Sender)
+    /// crashport_report_states: the sender's program's recent reports and what became of each;
+    /// nil when not served.
+    func reportStates(from sender: Sender) -> ReportStateList?
 }
 
 extension WireServerDelegate {
@@ -40,4 +43,5 @@ extension WireServerDelegate {
     func consentReport(_ message: ConsentReportMessage, from sender: Sender) {}
     func goodbye(_ goodbye: GoodbyeMessage, from sender: Sender) {}
     func launch(_ message: LaunchMessage, from sender: Sender) {}
+    func reportStates(from sender: Sender) -> ReportStateList? { nil }
 }

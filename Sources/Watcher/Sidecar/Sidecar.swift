@@ -735,6 +735,7 @@ extension Sidecar: ConsentRequests {
                 ConsentDecisions.awaiting(
                     store: store, program: executable, log: { [log] in log.say("pid \(sender.pid): \($0)", uid: sender.uid) }
                 ).count)
+            lastRun.send = SendStates.state(of: lastRun.reportID, executable: executable, store: store)
             let access = sender.access(sender.pid)
             let session = ClientSession(
                 executable: executable, buildID: buildID, release: Self.release(of: access), pid: sender.pid,
@@ -751,7 +752,8 @@ extension Sidecar: ConsentRequests {
             crashedSessions.started(session)
         }
         let reply = HelloReplyMessage.encode(
-            accepted: true, spool: configuration.spoolDirectory, message: "", lastRun: lastRun, detail: hello.wantsRunDetail)
+            accepted: true, spool: configuration.spoolDirectory, message: "", lastRun: lastRun, detail: hello.wantsRunDetail,
+            sendState: hello.wantsSendState)
         _ = reply.withUnsafeBytes { send(currentClient, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
     }
 

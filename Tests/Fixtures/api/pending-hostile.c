@@ -98,7 +98,7 @@ int main(int argc, char **argv)
     ask(fd, "short", &short_query, 20, 0);
     close(fd);
     cp_pending_query reserved = query;
-    reserved.reserved[1] = 7;
+    reserved.reserved = 7;
     fd = connection();
     ask(fd, "reserved", &reserved, sizeof reserved, 0);
     close(fd);

@@ -26,6 +26,15 @@ if let last = CrashPort.lastRun {
         "last run: crashed \(last.crashed), during launch \(last.crashedDuringLaunch), \(last.consecutiveLaunchCrashes) launch crash(es) in a row"
     )
 }
+// What became of the last run's report: "your last crash report was sent".
+if let send = CrashPort.lastRun?.send {
+    print("last report: \(send.kind)\(send.serverID.map { " (id \($0))" } ?? "")\(send.reason.map { ": \($0)" } ?? "")")
+}
+if CommandLine.arguments.dropFirst().first == "report-states" {
+    for state in (try? CrashPort.reportStates()) ?? [] {
+        print("report \(state.report.id): \(state.send.map { "\($0.kind)" } ?? "none")")
+    }
+}
 // `Ledger test-crash`: crash on purpose once, to see a report (and an upload) arrive.
 if CommandLine.arguments.dropFirst().first == "test-crash" { CrashPort.testCrash() }
 CrashPort.annotate("user", "alice")
