@@ -560,7 +560,7 @@ final class AppAPITests: XCTestCase {
             query + "it carried 0 descriptors, expected 1",
             query + "its reply descriptor is not a socket",
             query + "a pending-reports query of 20 bytes (expected 24)",
-            query + "a pending-reports query whose reserved bytes are not 0",
+            query + "a pending-reports query whose flags or reserved bytes are unknown",
             query + "it carried 2 descriptors, expected 1",
             decision + "a report's consent whose id is empty, not NUL-terminated or not a report id",
         ] {
