@@ -97,6 +97,22 @@ final class ErrorStackTests: XCTestCase {
                 == true, "\(cut.notes ?? [])")
     }
 
+    /// Through a sidecar: the error's own stack leads its report there too.
+    func testAnErrorsOwnStackThroughTheSidecar() throws {
+        let work = TestSupport.freshDirectory(in: Self.directory, "sidecar")
+        let sidecar = try SidecarProcess(directory: work)
+        defer { sidecar.stop() }
+        let result = try TestSupport.run([try program()], environment: ["CRASHPORT_SOCKET": sidecar.socket])
+        XCTAssertEqual(result.status, .exited(0), result.stderr)
+        let events = try sidecar.waitForReports(3)
+        let addresses = try XCTUnwrap(events.first { $0.exception?.type == "StackError" }, "\(events.map(\.title))")
+        let (own, reporting) = try ownAndReporting(addresses)
+        XCTAssertEqual(own.frames?.map { $0.function ?? "?" }, ["stack_inner", "stack_middle", "stack_outer"])
+        XCTAssertTrue(
+            containsInOrder(reporting.frames?.map { $0.function ?? "?" } ?? [], ["report_saved", "main"]),
+            "\(reporting.frames ?? [])")
+    }
+
     /// The same from Swift (examples/swift-api's ScriptErrors, built with plain `swift build`):
     /// a stack saved with Thread.callStackReturnAddresses names the functions that saved it, an
     /// interpreter's traceback is shown as given, a million frames are cut to 512.
