@@ -3,17 +3,18 @@
 //
 // Who may read: journalctl runs as the report's owner for good (Processes' ChildProcess: the
 // user's uid and primary gid, no supplementary group, so not systemd-journal's or adm's), so
-// journald's own file permissions decide: a user reads their own journal (user-UID.journal),
-// never another user's lines or the system's; root reads all. Where journald does not run
+// journald's own file permissions decide: a user reads their own journal (user-UID.journal, which
+// journald keeps for a regular user in a persistent journal; a system user has none), never
+// another user's lines or the system's; root reads all. Where journald does not run
 // (no /run/systemd/journal/socket), there is no journal and nothing is said. Its output is
 // hostile text (any process may log any bytes): each line is cut and its control bytes escaped.
 //
 // Read backwards from the crash (--reverse), then put back in the order logged: journalctl
-// 252 given --lines and --until takes the last lines of the whole journal and then drops those
-// after --until, so a unit that logged 50 lines since the crash (restarted, or other processes of
-// it) showed none. A pid's lines start at the process's start (--since): a pid is used again,
-// within a boot and across boots of a persistent journal. Both seen with a real journald
-// (SystemLogReportTests).
+// 252 given --lines and --until takes the match's last lines and then drops those after
+// --until, so a unit that logged 50 lines since the crash (restarted, or other processes of
+// it) showed none (seen with a real journald, the one SystemLogReportTests starts). A pid's lines
+// start at the process's start (--since): a pid is used again, within a boot and across boots of
+// a persistent journal.
 
 import BoundedBytes
 import ObjectFile
