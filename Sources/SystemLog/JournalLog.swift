@@ -3,10 +3,18 @@
 //
 // Who may read: journalctl runs as the report's owner for good (Processes' ChildProcess: the
 // user's uid and primary gid, no supplementary group, so not systemd-journal's or adm's), so
-// journald's own file permissions decide: a user reads their own journal (user-UID.journal),
-// never another user's lines or the system's; root reads all. Where journald does not run
+// journald's own file permissions decide: a user reads their own journal (user-UID.journal, which
+// journald keeps for a regular user in a persistent journal; a system user has none), never
+// another user's lines or the system's; root reads all. Where journald does not run
 // (no /run/systemd/journal/socket), there is no journal and nothing is said. Its output is
 // hostile text (any process may log any bytes): each line is cut and its control bytes escaped.
+//
+// Read backwards from the crash (--reverse), then put back in the order logged: journalctl
+// 252 given --lines and --until takes the match's last lines and then drops those after
+// --until, so a unit that logged 50 lines since the crash (restarted, or other processes of
+// it) showed none (seen with a real journald, the one SystemLogReportTests starts). A pid's lines
+// start at the process's start (--since): a pid is used again, within a boot and across boots of
+// a persistent journal.
 
 import BoundedBytes
 import ObjectFile
@@ -20,6 +28,9 @@ public enum JournalLog {
     public struct Query: Sendable, Equatable {
         /// `_SYSTEMD_UNIT=nginx.service`, or `_PID=1234` for a process in no service.
         public var match: String
+        /// When the process started (seconds since the epoch), for a `_PID` match: no line from
+        /// before it, which was another process's of the same pid. nil: unknown, or a unit.
+        public var since: UInt64?
         /// The crash's time (CLOCK_REALTIME, seconds since the epoch): lines up to then.
         public var until: UInt64
         /// Lines wanted, the newest.
@@ -27,8 +38,11 @@ public enum JournalLog {
         /// Whose the report is (nil: the watcher's own, root's).
         public var user: Credentials?
 
-        public init(unit: String?, pid: Int32, until: UInt64, user: Credentials?) {
+        /// `started`: when the process started (seconds since the epoch), where known; used only
+        /// without a unit, whose earlier processes' lines are its own.
+        public init(unit: String?, pid: Int32, started: UInt64? = nil, until: UInt64, user: Credentials?) {
             match = unit.map { "_SYSTEMD_UNIT=" + $0 } ?? "_PID=\(pid)"
+            since = unit == nil ? started : nil
             self.until = until
             self.user = user
         }
@@ -51,12 +65,12 @@ public enum JournalLog {
     /// Whether journald runs here (its socket exists).
     public static var available: Bool { access("/run/systemd/journal/socket", F_OK) == 0 }
 
-    /// The arguments journalctl is run with for `query`.
+    /// The arguments journalctl is run with for `query`: the newest lines first (`--reverse`),
+    /// up to a second after the crash; from a second before the process's start where known
+    /// (its start time is whole seconds, from clock ticks after boot).
     static func arguments(_ query: Query) -> [String] {
-        [
-            "journalctl", "--no-pager", "--quiet", "--output=short-precise", "--lines=\(query.lines)",
-            "--until=@\(query.until + 1)", query.match,
-        ]
+        ["journalctl", "--no-pager", "--quiet", "--output=short-precise", "--reverse", "--lines=\(query.lines)"]
+            + (query.since.map { ["--since=@\($0 > 0 ? $0 - 1 : 0)"] } ?? []) + ["--until=@\(query.until + 1)", query.match]
     }
 
     /// Runs journalctl for `query`, bounded by `limits`; nil where journald does not run.
@@ -87,12 +101,14 @@ public enum JournalLog {
         if !complete { child.signal(SIGKILL, group: true) }
         let exit = child.wait().exit
         var reading = parse(bytes, lineLimit: limits.lineBytes)
+        reading.lines = loggedOrder(reading.lines)
         if bytes.count >= limits.bytes {
             reading.truncated = true
-            reading.problem = "cut at \(limits.bytes >> 10) KiB of journalctl's output"
+            reading.problem = "cut at \(limits.bytes >> 10) KiB of journalctl's output: older lines left out"
         } else if !complete {
             reading.truncated = true
-            reading.problem = "journalctl did not finish within \(limits.nanoseconds / 1_000_000) ms and was stopped"
+            reading.problem =
+                "journalctl did not finish within \(limits.nanoseconds / 1_000_000) ms and was stopped: older lines left out"
         } else if exit != .exited(0) {
             reading.problem =
                 "journalctl \(exit.map { "\($0)" } ?? "ended") (the journal could not be read as the report's owner)"
@@ -138,6 +154,23 @@ public enum JournalLog {
             reading.lines.append(text)
         }
         return reading
+    }
+}
+
+extension JournalLog {
+    /// journalctl's `--reverse` short output (the newest entry first) in the order logged. An
+    /// entry is its first line, which starts with its time, and the lines of a multi-line
+    /// message after it, which journalctl indents: entries are reversed, their lines are not.
+    static func loggedOrder(_ lines: [String]) -> [String] {
+        var entries: [[String]] = []
+        for line in lines {
+            if let first = line.unicodeScalars.first, first == " " || first == "\t", !entries.isEmpty {
+                entries[entries.count - 1].append(line)
+            } else {
+                entries.append([line])
+            }
+        }
+        return entries.reversed().flatMap { $0 }
     }
 }
 

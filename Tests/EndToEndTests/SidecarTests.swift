@@ -587,16 +587,18 @@ final class SidecarTests: XCTestCase {
         XCTAssertEqual(sidecar.stop(), 0, "the sidecar survived")
     }
 
-    /// A throwaway user made for this test (removed after it).
+    /// A throwaway user made for this test (removed after it): a system user (uid below 1000),
+    /// or with `system` false a regular one, whom journald gives a journal file of their own.
     struct ThrowawayUser {
         let name: String
         let uid: UInt32
 
-        init() throws {
+        init(system: Bool = true) throws {
             guard getuid() == 0 else { throw XCTSkip("creating a throwaway user needs root") }
             guard let useradd = TestSupport.which("useradd", also: ["/usr/sbin"]) else { throw XCTSkip("no useradd") }
             name = "cpt\(getpid() % 100000)\(UInt16.random(in: 0...999))"
-            let made = try TestSupport.run([useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+            let made = try TestSupport.run(
+                [useradd] + (system ? ["--system"] : []) + ["--no-create-home", "--shell", "/usr/sbin/nologin", name])
             guard made.status == .exited(0), let entry = getpwnam(name) else {
                 throw XCTSkip("useradd \(name) failed: \(made.stderr)")
             }

@@ -36,7 +36,8 @@ enum SystemLogAttachment {
         let names = capture.snapshot.threads.map(\.name) + [(capture.executable ?? event.process?.executable ?? "").pathBaseName]
         return collect(
             KernelLogSubject(pid: record.pid.rawValue, threads: threads, names: names), unit: event.process?.unit,
-            until: record.timeNanoseconds, store: store, seen: seen, oomKill: oomKill)
+            started: capture.snapshot.processStartTime.map(UInt64.init), until: record.timeNanoseconds, store: store,
+            seen: seen, oomKill: oomKill)
     }
 
     /// The system log of a death seen from outside (a termination report).
@@ -46,13 +47,16 @@ enum SystemLogAttachment {
             until: realtimeNanoseconds(), store: store, seen: monotonicNanoseconds(), oomKill: end.cause == "oom-kill")
     }
 
+    /// `started`: when the process started (seconds since the epoch), where known, so that the
+    /// journal's lines of an earlier process of the same pid are left out.
     static func collect(
-        _ subject: KernelLogSubject, unit: String?, until: UInt64, store: ReportStore, seen: UInt64, oomKill: Bool
+        _ subject: KernelLogSubject, unit: String?, started: UInt64? = nil, until: UInt64, store: ReportStore,
+        seen: UInt64, oomKill: Bool
     ) -> SystemLog? {
         let uid = store.owner?.uid ?? geteuid()
         let journal = JournalLog.Query(
-            unit: unit.flatMap { $0.hasSuffix(".service") ? $0 : nil }, pid: subject.pid, until: until / 1_000_000_000,
-            user: uid == 0 ? nil : store.owner)
+            unit: unit.flatMap { $0.hasSuffix(".service") ? $0 : nil }, pid: subject.pid, started: started,
+            until: until / 1_000_000_000, user: uid == 0 ? nil : store.owner)
         return SystemLog.collect(
             SystemLog.Request(
                 subject: subject, viewer: uid == 0 ? .root : .user(uid: uid), seen: seen, oomKill: oomKill,
