@@ -21,8 +21,9 @@ public enum KernelLog {
         public var bytes = 16 << 20
         /// Records kept (those since the window's start).
         public var records = 100_000
-        /// Time spent reading, at most.
-        public var nanoseconds: UInt64 = 250_000_000
+        /// Time spent reading, at most (a second: the ring is read after the process is gone,
+        /// on a report's thread, and a loaded machine must still reach its newest records).
+        public var nanoseconds: UInt64 = 1_000_000_000
 
         public init() {}
     }
@@ -84,6 +85,9 @@ public enum KernelLog {
             }
             if count == 0 { break }
             total += count
+            // A record before the window is skipped on its header's time alone, unparsed: most of
+            // the ring is, and parsing each would spend the time limit on them.
+            if let time = headerMicroseconds(buffer, count), time < since { continue }
             guard let record = KernelLogRecord(buffer[..<count]) else {
                 reading.malformed += 1
                 continue
@@ -99,6 +103,31 @@ public enum KernelLog {
     }
 
     /// The kernel's clock now, in microseconds, as its records are stamped (CLOCK_MONOTONIC).
+    /// The third field of a record's header ("prio,seq,usec,flags;"), nil when it is not digits.
+    public static func headerMicroseconds(_ buffer: [UInt8], _ count: Int) -> UInt64? {
+        buffer.withUnsafeBufferPointer { bytes in
+            var commas = 0
+            var value: UInt64 = 0
+            var digits = 0
+            for index in 0..<min(count, bytes.count) {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: ",") {
+                    commas += 1
+                    if commas == 3 { return digits > 0 ? value : nil }
+                } else if byte == UInt8(ascii: ";") {
+                    return nil
+                } else if commas == 2 {
+                    guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 20,
+                        let next = value.checkedMultiplying(10)?.checkedAdding(UInt64(byte - UInt8(ascii: "0")))
+                    else { return nil }
+                    value = next
+                    digits += 1
+                }
+            }
+            return nil
+        }
+    }
+
     public static func now() -> UInt64 { monotonicNanoseconds() / 1000 }
 
     /// The value of a sysctl of the kernel's (`debug/exception-trace`), nil when unreadable.

@@ -24,8 +24,8 @@ public struct SystemLog: Sendable, Equatable {
 
     /// The most a system.log holds.
     public static let limit = 256 << 10
-    /// How long an OOM kill waits for the killer's report.
-    public static let oomWait: UInt64 = 200_000_000
+    /// How long an OOM kill waits for the killer's report (read again every 20 ms).
+    public static let oomWait: UInt64 = 1_000_000_000
     /// How far before the crash the kernel's records are looked at (seconds).
     public static let window: UInt64 = 30
 
@@ -90,6 +90,7 @@ public struct SystemLog: Sendable, Equatable {
             } else if request.oomKill || journal != nil {
                 lines.append("== the kernel's log (/dev/kmsg) about pid \(request.subject.pid) ==")
                 lines.append("[nothing about this process in the \(window) s before the crash\(silence(selection, request))]")
+                if let cut = reading.cut { lines.append("[… \(cut)]") }
             }
         case .failure(let error):
             if journal != nil {

@@ -346,10 +346,15 @@ public struct Uploader {
     /// The files the program attached (crashport_attach_file), as copied into the report: read
     /// from inside the report directory only, through UserFile (a name that leads out of it, a
     /// symlink or anything but a regular file is skipped: the directory is its owner's to edit),
-    /// at most 20 MB in all, by name, with the content type an attachment from memory was given.
+    /// at most 20 MB in all, by name, with the content type an attachment from memory was given;
+    /// the system's log only with --send-pii.
     func attachments(of event: Event, directory: String) -> [SentryEnvelope.Attachment] {
         var left = 20 << 20
         return (event.attachments ?? []).compactMap { record in
+            // The system's log around the crash (the kernel's lines, the journal's) is the
+            // machine's, not the program's: it goes only with --send-pii, as the paths and
+            // arguments do.
+            guard sendPII || record.scope != AttachmentRecord.systemScope else { return nil }
             guard let file = record.file, !file.hasPrefix("/"), !file.split(separator: "/").contains(".."),
                 let bytes = (try? UserFile.read(directory + "/" + file, limit: left)) ?? nil
             else { return nil }

@@ -60,7 +60,10 @@ final class AbnormalEndTests: XCTestCase {
         XCTAssertTrue(
             notes.contains { $0.contains("killed by SIGKILL, as the kernel's pidfd (PIDFD_INFO_EXIT) says") }, "\(notes)")
         XCTAssertTrue(notes.contains { $0.contains("as read from the process's memory while it ran, last checked") }, "\(notes)")
-        XCTAssertTrue(sidecar.log.contains("(pid \(program.pid)) was killed by SIGKILL"), sidecar.log)
+        // The summary line is logged once the report is written: just after its directory is there.
+        try waitUntil("the sidecar logs the kill:\n\(sidecar.log)", timeout: 30) {
+            sidecar.log.contains("(pid \(program.pid)) was killed by SIGKILL")
+        }
 
         let session = try sidecar.session(of: program.pid)
         XCTAssertEqual(session["status"] as? String, "abnormal")

@@ -335,6 +335,11 @@ final class HostLevelTests: HostLevelTestCase {
         try waitUntil("the stub's crash is handed on; log:\n\(sidecar.log)", timeout: 30) {
             FileManager.default.fileExists(atPath: previous + "/args.\(stubbed.processIdentifier)")
         }
+        // The stub's report is written after its capture, the core handed on after the death:
+        // either may come first.
+        try waitUntil("one report each, the second the stub's; log:\n\(sidecar.log)", timeout: 30) {
+            sidecar.reportIDs(uid: 0).count >= 2
+        }
         XCTAssertEqual(sidecar.reportIDs(uid: 0).count, 2, "one report each, the second the stub's")
         XCTAssertEqual(sidecar.stop(), 0)
         XCTAssertEqual(Self.read(Self.patternFile), pattern)

@@ -35,6 +35,24 @@ final class KernelLogTests: XCTestCase {
         "6,83189,43749930000,-;oom_reaper: reaped process 26576 (hog), now anon-rss:0kB, file-rss:0kB, shmem-rss:0kB",
     ]
 
+    /// A record's time read from its header alone (what the reader skips old records by), nil
+    /// for a header that is not the kernel's shape.
+    func testTheHeadersTimeAlone() {
+        func time(_ text: String) -> UInt64? {
+            var bytes = Array(text.utf8)
+            let count = bytes.count
+            bytes += [UInt8](repeating: 0x41, count: 16)
+            return KernelLog.headerMicroseconds(bytes, count)
+        }
+        XCTAssertEqual(time("6,84570,44294604569,-,caller=T12;crash[6727]: segfault"), 44_294_604_569)
+        XCTAssertEqual(time("6,1,2,-;x"), 2)
+        XCTAssertNil(time("6,1,,-;x"))
+        XCTAssertNil(time("6,1;2,-;x"))
+        XCTAssertNil(time("6,1,2x,-;x"))
+        XCTAssertNil(time("6,1,99999999999999999999999,-;x"))
+        XCTAssertNil(time("6,1,2"), "no end of field within the record's bytes")
+    }
+
     func testARecordIsParsed() throws {
         let record = try XCTUnwrap(
             KernelLogRecord(Array("6,84570,44294604569,-,caller=T12;crash[6727]: segfault at 0\n SUBSYSTEM=x\n".utf8)))
