@@ -57,6 +57,21 @@ CP_HIDDEN void cp_launch_set_send(const cp_send_state *send)
     cp_launch_send.reason[sizeof cp_launch_send.reason - 1] = '\0';
 }
 
+/* Copies up to `count` fields, each after a tab, into `fields` (cut to their capacities); returns
+ * where the text goes on after them. */
+static const char *cp_launch_tab_fields(const char *cursor, char *const fields[], const size_t capacities[],
+                                        size_t count)
+{
+    for (size_t i = 0; i < count && *cursor == '\t'; i++) {
+        cursor++;
+        const char *end = strchr(cursor, '\t');
+        size_t length = end != NULL ? (size_t)(end - cursor) : strlen(cursor);
+        cp_app_copy_text(fields[i], capacities[i], cursor, length);
+        cursor += length;
+    }
+    return cursor;
+}
+
 /* CRASHPORT_LAST_RUN_DETAIL="kind flags signo exit_status started_ms duration_ms errors hangs",
  * then, each after a tab, the signal's name, the reason, the title and the report's path; then,
  * after a tab, "send_state sent_ms", and after a tab each, the server's id and the send's reason
@@ -87,14 +102,7 @@ CP_HIDDEN void cp_launch_install(void)
     char *fields[] = {detail.signal_name, detail.reason, detail.title, detail.report_path};
     size_t capacities[] = {sizeof detail.signal_name, sizeof detail.reason, sizeof detail.title,
                            sizeof detail.report_path};
-    const char *cursor = text + used;
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0] && *cursor == '\t'; i++) {
-        cursor++;
-        const char *end = strchr(cursor, '\t');
-        size_t length = end != NULL ? (size_t)(end - cursor) : strlen(cursor);
-        cp_app_copy_text(fields[i], capacities[i], cursor, length);
-        cursor += length;
-    }
+    const char *cursor = cp_launch_tab_fields(text + used, fields, capacities, sizeof fields / sizeof fields[0]);
     cp_launch_set_detail(&detail);
     unsigned send_state = 0;
     long long sent_ms = 0;
@@ -106,13 +114,7 @@ CP_HIDDEN void cp_launch_install(void)
         cursor += 1 + used;
         char *send_fields[] = {send.server_id, send.reason};
         size_t send_capacities[] = {sizeof send.server_id, sizeof send.reason};
-        for (size_t i = 0; i < 2 && *cursor == '\t'; i++) {
-            cursor++;
-            const char *end = strchr(cursor, '\t');
-            size_t length = end != NULL ? (size_t)(end - cursor) : strlen(cursor);
-            cp_app_copy_text(send_fields[i], send_capacities[i], cursor, length);
-            cursor += length;
-        }
+        (void)cp_launch_tab_fields(cursor, send_fields, send_capacities, 2);
         cp_launch_set_send(&send);
     }
 }

@@ -583,16 +583,7 @@ public enum CrashPort {
         var buffer = [crashport_pending_report](repeating: crashport_pending_report(), count: capacity)
         let count = buffer.withUnsafeMutableBufferPointer { crashport_pending_list($0.baseAddress, capacity) }
         if count < 0 { throw Failure(code: -count) }
-        return buffer.prefix(Int(count)).map { entry in
-            var entry = entry
-            func text<T>(_ field: inout T) -> String {
-                withUnsafeBytes(of: &field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            }
-            let kind = text(&entry.kind)
-            return PendingReport(
-                id: text(&entry.id), title: text(&entry.title), kind: kind.isEmpty ? nil : kind,
-                timeMilliseconds: entry.time_ms == 0 ? nil : entry.time_ms)
-        }
+        return buffer.prefix(Int(count)).map(PendingReport.init)
     }
 
     /// What became of a report's upload, the first that applies.
@@ -642,21 +633,23 @@ public enum CrashPort {
         let count = buffer.withUnsafeMutableBufferPointer { crashport_report_states($0.baseAddress, capacity) }
         if count < 0 { throw Failure(code: -count) }
         return buffer.prefix(Int(count)).map { entry in
-            var entry = entry
-            let kind = cText(&entry.report.kind)
-            return ReportState(
-                report: PendingReport(
-                    id: cText(&entry.report.id), title: cText(&entry.report.title), kind: kind.isEmpty ? nil : kind,
-                    timeMilliseconds: entry.report.time_ms == 0 ? nil : entry.report.time_ms),
+            ReportState(
+                report: PendingReport(entry.report),
                 send: SendState(
-                    state: entry.send_state, sentMilliseconds: entry.sent_ms, serverID: cText(&entry.send_id),
-                    reason: cText(&entry.send_reason)))
+                    state: entry.send_state, sentMilliseconds: entry.sent_ms, serverID: cText(entry.send_id),
+                    reason: cText(entry.send_reason)))
         }
     }
 
-    /// A NUL-terminated C array field as text.
-    static func cText<T>(_ field: inout T) -> String {
-        withUnsafeBytes(of: &field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    /// A NUL-terminated C array field as text ("" when empty).
+    static func cText<T>(_ field: T) -> String {
+        withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+
+    /// The same, nil when empty.
+    static func cTextOrNil<T>(_ field: T) -> String? {
+        let text = cText(field)
+        return text.isEmpty ? nil : text
     }
 
     /// One report awaiting consent may be sent (the watcher refuses an id that is not one of
@@ -682,10 +675,7 @@ extension CrashPort.LastRun {
     /// The run crashport_last_run_detail described; nil when none is on record.
     init?(_ info: crashport_run_detail) {
         guard info.known != 0 else { return nil }
-        func text<T>(_ field: T) -> String? {
-            let value = withUnsafeBytes(of: field) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            return value.isEmpty ? nil : value
-        }
+        func text<T>(_ field: T) -> String? { CrashPort.cTextOrNil(field) }
         var run = CrashPort.LastRun(
             crashed: info.crashed != 0, crashedDuringLaunch: info.during_launch != 0,
             consecutiveLaunchCrashes: Int(info.consecutive_launch_crashes), reportID: text(info.report_id))
@@ -704,12 +694,21 @@ extension CrashPort.LastRun {
         run.testCrash = info.test_crash != 0
         run.launchProtected = info.launch_protected != 0
         run.protectTimedOut = info.protect_timed_out != 0
-        var info = info
         run.send = CrashPort.SendState(
-            state: info.send_state, sentMilliseconds: info.sent_ms, serverID: CrashPort.cText(&info.send_id),
-            reason: CrashPort.cText(&info.send_reason))
+            state: info.send_state, sentMilliseconds: info.sent_ms, serverID: CrashPort.cText(info.send_id),
+            reason: CrashPort.cText(info.send_reason))
         run.errors = Int(info.errors)
         run.hangs = Int(info.hangs)
         self = run
+    }
+}
+
+extension CrashPort.PendingReport {
+    /// A report as crashport_pending_list and crashport_report_states give it.
+    init(_ entry: crashport_pending_report) {
+        id = CrashPort.cText(entry.id)
+        title = CrashPort.cText(entry.title)
+        kind = CrashPort.cTextOrNil(entry.kind)
+        timeMilliseconds = entry.time_ms == 0 ? nil : entry.time_ms
     }
 }

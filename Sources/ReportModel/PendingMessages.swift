@@ -48,6 +48,24 @@ public struct PendingEntry: Equatable, Sendable {
         self.kind = kind
         self.timeMilliseconds = timeMilliseconds
     }
+    /// Reads cp_pending_entry at `base`, each text through `text(offset, capacity)`.
+    init(bytes: [UInt8], at base: Int, text: (Int, Int) throws -> String) rethrows {
+        func at(_ path: PartialKeyPath<cp_pending_entry>) -> Int { base + Layout.offset(path) }
+        self.init(
+            id: try text(at(\cp_pending_entry.id), Int(CP_PENDING_ID_SIZE)),
+            title: try text(at(\cp_pending_entry.title), Int(CP_PENDING_TITLE_SIZE)),
+            kind: try text(at(\cp_pending_entry.kind), Int(CP_PENDING_KIND_SIZE)),
+            timeMilliseconds: Int64(bitPattern: WireBytes(bytes: bytes).u64(at(\cp_pending_entry.time_ms))))
+    }
+
+    /// Writes cp_pending_entry at `base` of a zeroed message.
+    func encode(into message: inout MessageEncoder, at base: Int) {
+        func at(_ path: PartialKeyPath<cp_pending_entry>) -> Int { base + Layout.offset(path) }
+        message.putText(id, at: at(\cp_pending_entry.id), capacity: Int(CP_PENDING_ID_SIZE))
+        message.putText(title, at: at(\cp_pending_entry.title), capacity: Int(CP_PENDING_TITLE_SIZE))
+        message.putText(kind, at: at(\cp_pending_entry.kind), capacity: Int(CP_PENDING_KIND_SIZE))
+        message.put64(UInt64(bitPattern: timeMilliseconds), at: at(\cp_pending_entry.time_ms))
+    }
 }
 
 /// The watcher's answer to a PendingQuery (cp_pending_list): at most `capacity` entries, newest
@@ -75,7 +93,7 @@ public struct PendingList: Equatable, Sendable {
         let wire = WireBytes(bytes: bytes)
         let count = Int(wire.u32(Layout.offset(\cp_pending_list.count)))
         guard count <= Self.capacity else { throw WireError.badField("a pending-reports list of \(count) entries") }
-        func text(_ offset: Int, capacity: Int) throws -> String {
+        func text(_ offset: Int, _ capacity: Int) throws -> String {
             let field = bytes[offset..<offset + capacity]
             guard let end = field.firstIndex(of: 0) else {
                 throw WireError.badField("a pending-reports list with a text that is not NUL-terminated")
@@ -83,13 +101,7 @@ public struct PendingList: Equatable, Sendable {
             return String(decoding: field[offset..<end], as: UTF8.self)
         }
         entries = try (0..<count).map { index in
-            let base = Self.entriesOffset + index * Self.entrySize
-            func at(_ path: PartialKeyPath<cp_pending_entry>) -> Int { base + Layout.offset(path) }
-            return PendingEntry(
-                id: try text(at(\cp_pending_entry.id), capacity: Int(CP_PENDING_ID_SIZE)),
-                title: try text(at(\cp_pending_entry.title), capacity: Int(CP_PENDING_TITLE_SIZE)),
-                kind: try text(at(\cp_pending_entry.kind), capacity: Int(CP_PENDING_KIND_SIZE)),
-                timeMilliseconds: Int64(bitPattern: wire.u64(at(\cp_pending_entry.time_ms))))
+            try PendingEntry(bytes: bytes, at: Self.entriesOffset + index * Self.entrySize, text: text)
         }
         total = max(Int(wire.u32(Layout.offset(\cp_pending_list.total))), count)
     }
@@ -99,14 +111,7 @@ public struct PendingList: Equatable, Sendable {
         message.put32(UInt32(entries.count), at: Layout.offset(\cp_pending_list.count))
         message.put32(UInt32(clamping: total), at: Layout.offset(\cp_pending_list.total))
         for (index, entry) in entries.prefix(Self.capacity).enumerated() {
-            let base = Self.entriesOffset + index * Self.entrySize
-            func put(_ text: String, _ path: PartialKeyPath<cp_pending_entry>, capacity: UInt32) {
-                message.putText(text, at: base + Layout.offset(path), capacity: Int(capacity))
-            }
-            put(entry.id, \cp_pending_entry.id, capacity: CP_PENDING_ID_SIZE)
-            put(entry.title, \cp_pending_entry.title, capacity: CP_PENDING_TITLE_SIZE)
-            put(entry.kind, \cp_pending_entry.kind, capacity: CP_PENDING_KIND_SIZE)
-            message.put64(UInt64(bitPattern: entry.timeMilliseconds), at: base + Layout.offset(\cp_pending_entry.time_ms))
+            entry.encode(into: &message, at: Self.entriesOffset + index * Self.entrySize)
         }
         return message.bytes
     }
@@ -248,15 +253,7 @@ public struct ReportStateList: Equatable, Sendable {
         message.put32(UInt32(clamping: total), at: Layout.offset(\cp_report_states.total))
         for (index, entry) in entries.prefix(Self.capacity).enumerated() {
             let base = Self.entriesOffset + index * Self.entrySize
-            let report = base + Layout.offset(\cp_report_state.report)
-            func put(_ text: String, _ path: PartialKeyPath<cp_pending_entry>, capacity: UInt32) {
-                message.putText(text, at: report + Layout.offset(path), capacity: Int(capacity))
-            }
-            put(entry.report.id, \cp_pending_entry.id, capacity: CP_PENDING_ID_SIZE)
-            put(entry.report.title, \cp_pending_entry.title, capacity: CP_PENDING_TITLE_SIZE)
-            put(entry.report.kind, \cp_pending_entry.kind, capacity: CP_PENDING_KIND_SIZE)
-            message.put64(
-                UInt64(bitPattern: entry.report.timeMilliseconds), at: report + Layout.offset(\cp_pending_entry.time_ms))
+            entry.report.encode(into: &message, at: base + Layout.offset(\cp_report_state.report))
             entry.send.encode(into: &message, at: base + Layout.offset(\cp_report_state.send))
         }
         return message.bytes
@@ -271,19 +268,13 @@ public struct ReportStateList: Equatable, Sendable {
         let wire = WireBytes(bytes: bytes)
         let count = Int(wire.u32(Layout.offset(\cp_report_states.count)))
         guard count <= Self.capacity else { throw WireError.badField("a report-states list of \(count) entries") }
-        func text(_ offset: Int, _ capacity: UInt32) -> String {
-            String(decoding: bytes[offset..<offset + Int(capacity)].prefix { $0 != 0 }, as: UTF8.self)
+        func text(_ offset: Int, _ capacity: Int) -> String {
+            String(decoding: bytes[offset..<offset + capacity].prefix { $0 != 0 }, as: UTF8.self)
         }
         entries = (0..<count).map { index in
             let base = Self.entriesOffset + index * Self.entrySize
-            let report = base + Layout.offset(\cp_report_state.report)
-            func at(_ path: PartialKeyPath<cp_pending_entry>) -> Int { report + Layout.offset(path) }
             return (
-                PendingEntry(
-                    id: text(at(\cp_pending_entry.id), CP_PENDING_ID_SIZE),
-                    title: text(at(\cp_pending_entry.title), CP_PENDING_TITLE_SIZE),
-                    kind: text(at(\cp_pending_entry.kind), CP_PENDING_KIND_SIZE),
-                    timeMilliseconds: Int64(bitPattern: wire.u64(at(\cp_pending_entry.time_ms)))),
+                PendingEntry(bytes: bytes, at: base + Layout.offset(\cp_report_state.report), text: text),
                 SendState(bytes: bytes, at: base + Layout.offset(\cp_report_state.send))
             )
         }
