@@ -62,10 +62,14 @@ static void cp_attach_release(cp_memory_attachment *slot)
     __atomic_fetch_add(&slot->sequence, 1u, __ATOMIC_RELEASE);
 }
 
-/* A name: not empty, at most 63 bytes, no '/' (it names a file beside the report). */
+/* A name: not empty, at most 63 bytes, no '/', not "." or ".." (it names a file beside the
+ * report). */
 static int cp_attach_check_name(const char *name)
 {
-    if (name == NULL || name[0] == '\0' || strchr(name, '/') != NULL) return -EINVAL;
+    if (name == NULL || name[0] == '\0' || strchr(name, '/') != NULL || strcmp(name, ".") == 0 ||
+        strcmp(name, "..") == 0) {
+        return -EINVAL;
+    }
     if (strlen(name) >= CP_MEMORY_NAME_BYTES) return -ENAMETOOLONG;
     return 0;
 }

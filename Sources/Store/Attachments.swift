@@ -26,6 +26,11 @@ public enum Attachments {
     static let perFileCap: UInt64 = 7 << 20
     static let totalCap: UInt64 = 20 << 20
     static let directoryName = "attachments"
+    /// Names the watcher's own files take in attachments/, whenever they are written (the
+    /// system's log comes in a report's second step): a program's file or memory attachment of
+    /// the same name is written as "2-NAME", so that attachments/system.log is always the
+    /// watcher's, never one the program forged.
+    public static let reservedNames: Set<String> = ["system.log"]
 
     /// Copies a handled error's own files (`errorFiles`, crashport_report_error_with: marked
     /// with the error's scope) and the program's (`programFiles`, crashport_attach_file) into
@@ -49,7 +54,7 @@ public enum Attachments {
             return paths.map { AttachmentRecord(path: $0, error: reason) }
         }
         var remaining = totalCap - min(totalCap, reserved)
-        var names = Set<String>()
+        var names = reservedNames
         return paths.map { path in
             var record = AttachmentRecord(path: path)
             let name = uniqueName(for: path, taken: &names)

@@ -75,7 +75,8 @@ extension Attachments {
                 return record
             }
         }
-        var names = Set<String>()
+        // The watcher's own file (the system's log) may take a reserved name; nothing else may.
+        var names = prefix == AttachmentRecord.systemScope + "-" ? Set<String>() : reservedNames
         return items.map { item in
             var record = item.record
             var name = uniqueName(for: item.name, taken: &names)

@@ -105,7 +105,7 @@ final class MemoryAttachmentTests: XCTestCase {
         let run = try TestSupport.crashportRun([program, "limits"], reports: work + "/reports")
         XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
         for line in [
-            "8 MiB: 1", "slash: 1", "empty: 1", "long: 1", "append to a buffer: 1", "append to none: 1", "empty ring: 1",
+            "8 MiB: 1", "slash: 1", "dots: 1", "reserved: 0", "empty: 1", "long: 1", "append to a buffer: 1", "append to none: 1", "empty ring: 1",
             "seventeenth: 1", "type cut: 1", "set again: 0",
         ] {
             XCTAssertTrue(run.result.stdout.contains(line + "\n"), "\(line): \(run.result.stdout)")
@@ -116,6 +116,12 @@ final class MemoryAttachmentTests: XCTestCase {
         let big = try XCTUnwrap(memory.first { $0.name == "big.bin" })
         XCTAssertEqual(big.copied, 1, "set again: one byte")
         XCTAssertEqual(big.contentType, "application/octet-stream")
+        // A program's "system.log" never takes the place of the watcher's system.log.
+        let forged = try XCTUnwrap(memory.first { $0.name == "system.log" })
+        XCTAssertEqual(forged.file, "attachments/2-system.log")
+        if let system = event.attachments?.first(where: { $0.scope == AttachmentRecord.systemScope }) {
+            XCTAssertEqual(system.file, "attachments/system.log")
+        }
     }
 
     /// `crashport upload` to Sentry: each attachment from memory is an `event.attachment` item

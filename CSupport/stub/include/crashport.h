@@ -175,11 +175,12 @@ __attribute__((visibility("default"))) int crashport_detach_file(const char *pat
  * text/plain; charset=utf-8), 7 MiB each (more is cut to its first 7 MiB and marked), and all the
  * report's attachments, files and memory, 20 MiB (memory first: what the program kept in memory
  * dies with it, a file does not). A ring holds the last `capacity` bytes appended (at most 7
- * MiB), oldest first in the report; an append larger than the ring keeps its last bytes. Setting
+ * MiB), oldest first in the report; an append larger than the ring keeps its last bytes. A name
+ * the watcher's own files take (system.log) is written as 2-NAME. Setting
  * a name again replaces its content, type and kind (a ring becomes a buffer, or the reverse).
  *
  * Returns 0, CRASHPORT_TRUNCATED when the bytes or the content type were cut, -EINVAL (NULL or
- * empty name, a name with '/', NULL bytes with a size, a ring of 0 bytes; crashport_attach_append
+ * empty name, a name with '/', "." or "..", NULL bytes with a size, a ring of 0 bytes; crashport_attach_append
  * to a name that is not a ring), -ENAMETOOLONG, -ENOSPC (16 set), -ENOENT (appending to or
  * detaching a name not set), -ENOMEM (the mapping failed), -EDEADLK / -EBUSY as
  * crashport_annotate (a writer of the same attachment stopped or crashed mid-write holds it for

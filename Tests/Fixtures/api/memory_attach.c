@@ -73,6 +73,9 @@ int main(int argc, char **argv)
         printf("8 MiB: %d\n", crashport_attach_bytes("big.bin", NULL, bytes, big));
         free(bytes);
         printf("slash: %d\n", crashport_attach_text("a/b", "x") == -EINVAL);
+        printf("dots: %d\n", crashport_attach_text("..", "x") == -EINVAL);
+        /* The watcher's own file's name: kept, but never in the watcher's file's place. */
+        printf("reserved: %d\n", crashport_attach_text("system.log", "forged: all is well\n"));
         printf("empty: %d\n", crashport_attach_text("", "x") == -EINVAL);
         printf("long: %d\n", crashport_attach_text("0123456789012345678901234567890123456789012345678901234567890123", "x") ==
                                  -ENAMETOOLONG);
