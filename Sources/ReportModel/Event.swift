@@ -377,6 +377,14 @@ public struct ProcessInfoRecord: Codable, Sendable, Equatable {
     public var cgroup: String?
     public var unit: String?
     public var container: String?
+    /// The container by name, where the cgroup path and the node's files say (ContainerRecord
+    /// readers): its runtime (`docker`, `containerd`, `cri-o`, `podman`, `systemd-nspawn`), the
+    /// name its runtime gives it (Kubernetes' container name for a pod's), its image.
+    public var containerRuntime: String?
+    public var containerName: String?
+    public var containerImage: String?
+    /// The Kubernetes pod the container belongs to.
+    public var pod: PodRecord?
 
     public init(pid: ProcessID? = nil, executable: String? = nil, arguments: [String]? = nil, buildID: String? = nil) {
         self.pid = pid
@@ -389,6 +397,24 @@ public struct ProcessInfoRecord: Codable, Sendable, Equatable {
         case pid, executable, arguments
         case buildID = "build_id"
         case cgroup, unit, container
+        case containerRuntime = "container_runtime"
+        case containerName = "container_name"
+        case containerImage = "container_image"
+        case pod
+    }
+}
+
+/// A Kubernetes pod: its uid (from the cgroup path), and its name and namespace where the
+/// node's files say them.
+public struct PodRecord: Codable, Sendable, Equatable {
+    public var uid: String?
+    public var name: String?
+    public var namespace: String?
+
+    public init(uid: String? = nil, name: String? = nil, namespace: String? = nil) {
+        self.uid = uid
+        self.name = name
+        self.namespace = namespace
     }
 }
 
@@ -625,6 +651,8 @@ public struct ModuleRecord: Codable, Sendable, Equatable {
     public var base: HexAddress?
     public var size: HexAddress?
     public var buildID: String?
+    /// The package the module came from: its `.note.package` note, else dpkg's database.
+    public var package: PackageRecord?
 
     public init(path: String? = nil, base: HexAddress? = nil, size: HexAddress? = nil, buildID: String? = nil) {
         self.path = path
@@ -636,6 +664,43 @@ public struct ModuleRecord: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case path, base, size
         case buildID = "build_id"
+        case package
+    }
+}
+
+/// A module's package: from its ELF `.note.package` note (systemd.io/ELF_PACKAGE_METADATA:
+/// `type`, `os`, `osVersion`, `name`, `version`, `architecture`, `debugInfoUrl`), or, for a
+/// file dpkg installed and no note names, the package dpkg says owns its path.
+public struct PackageRecord: Codable, Sendable, Equatable {
+    public var type: String?
+    public var name: String?
+    public var version: String?
+    public var architecture: String?
+    public var os: String?
+    public var osVersion: String?
+    public var debuginfodURL: String?
+    /// Where it was read: `note` or `dpkg`.
+    public var source: String?
+
+    public init(
+        type: String? = nil, name: String? = nil, version: String? = nil, architecture: String? = nil,
+        os: String? = nil, osVersion: String? = nil, debuginfodURL: String? = nil, source: String? = nil
+    ) {
+        self.type = type
+        self.name = name
+        self.version = version
+        self.architecture = architecture
+        self.os = os
+        self.osVersion = osVersion
+        self.debuginfodURL = debuginfodURL
+        self.source = source
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case type, name, version, architecture, os
+        case osVersion = "os_version"
+        case debuginfodURL = "debuginfod_url"
+        case source
     }
 }
 
