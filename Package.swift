@@ -156,7 +156,9 @@ let package = Package(
             dependencies: [
                 "CCrashPortProtocol", "CShims", "CoreDump", "LiveProcess", "ObjectFile", "Processes", "ReportModel", "Reports",
                 "Store", "Symbolication", "SystemLog", "Upload",
-            ]
+            ],
+            // libzstd (Debian's libzstd-dev): --keep-core's core, compressed as coredumpctl reads it.
+            linkerSettings: [.linkedLibrary("zstd")]
         ),
         // The command line, thin: parses arguments and calls the layers below.
         .executableTarget(

@@ -15,6 +15,8 @@
 #include <sys/uio.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 long cp_receive_message(int fd, void *buffer, unsigned long capacity, int *truncated, int *pid, unsigned *uid,
@@ -192,4 +194,79 @@ int cp_notify(const char *path, const char *text) {
     close(fd);
     errno = error;
     return sent < 0 ? -1 : 0;
+}
+
+static long long cp_journal_now_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* The entry in a sealed memfd, passed over the connected socket fd: journald reads it whole. */
+static int cp_journal_send_memfd(int fd, const void *bytes, unsigned long length) {
+    int memory = memfd_create("crashport-journal", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (memory < 0) return -1;
+    const char *at = bytes;
+    unsigned long left = length;
+    while (left > 0) {
+        ssize_t wrote = write(memory, at, left);
+        if (wrote < 0 && errno == EINTR) continue;
+        if (wrote <= 0) {
+            int error = errno;
+            close(memory);
+            errno = error;
+            return -1;
+        }
+        at += wrote;
+        left -= (unsigned long)wrote;
+    }
+    if (fcntl(memory, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+        int error = errno;
+        close(memory);
+        errno = error;
+        return -1;
+    }
+    char nothing = 0;
+    int status = cp_send_with_fds(fd, &nothing, 0, &memory, 1);
+    int error = errno;
+    close(memory);
+    errno = error;
+    return status;
+}
+
+int cp_journal_send(const char *path, const void *bytes, unsigned long length, int timeout_ms) {
+    struct sockaddr_un address;
+    unsigned address_length = 0;
+    if (cp_unix_address(path, &address, &address_length) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    long long deadline = cp_journal_now_ms() + timeout_ms;
+    int status = -1;
+    if (connect(fd, (struct sockaddr *)&address, address_length) == 0) {
+        for (;;) {
+            ssize_t sent = send(fd, bytes, length, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (sent == (ssize_t)length) {
+                status = 0;
+                break;
+            }
+            if (sent < 0 && errno == EINTR) continue;
+            if (sent < 0 && (errno == EMSGSIZE || errno == ENOBUFS)) {
+                status = cp_journal_send_memfd(fd, bytes, length);
+                if (status == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) break;
+            } else if (sent >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+                break;
+            }
+            long long left = deadline - cp_journal_now_ms();
+            if (left <= 0) {
+                errno = ETIMEDOUT;
+                break;
+            }
+            struct pollfd wait = {.fd = fd, .events = POLLOUT};
+            (void)poll(&wait, 1, (int)left);
+        }
+    }
+    int error = errno;
+    close(fd);
+    errno = error;
+    return status;
 }

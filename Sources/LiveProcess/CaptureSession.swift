@@ -28,6 +28,9 @@ public struct CaptureOptions: Sendable {
     /// Stack bytes kept per thread, from the stack pointer up (CaptureWindows says why these).
     public var crashedThreadStackLimit = CaptureWindows.crashedThreadStackLimit
     public var threadStackLimit = CaptureWindows.threadStackLimit
+    /// Whether each report is also a journal entry, as systemd-coredump writes one
+    /// (Watcher's JournalEntry; off with --no-journal).
+    public var journal = true
 
     public init() {}
 }

@@ -1,4 +1,4 @@
-// What capture takes (--no-ptrace, --capture-environment, --debuginfod, --in-app): run and watch.
+// What capture takes (--no-ptrace, --capture-environment, --no-journal, --debuginfod, --in-app): run and watch.
 
 import ArgumentParser
 import Reports
@@ -10,6 +10,9 @@ struct CaptureFlags: ParsableArguments {
 
     @Flag(name: .long, help: "Also keep the process environment in the minidump (it may hold secrets).")
     var captureEnvironment = false
+
+    @Flag(name: .long, help: "Do not also write each report to the journal (as systemd-coredump's entry, for coredumpctl).")
+    var noJournal = false
 
     @Flag(
         name: .long,

@@ -68,6 +68,7 @@ struct Run: ParsableCommand {
         launcher.inAppRules = captureFlags.inAppRules
         launcher.options.usePtrace = !captureFlags.noPtrace
         launcher.options.captureEnvironment = captureFlags.captureEnvironment
+        launcher.options.journal = !captureFlags.noJournal
         launcher.options.debuginfod = captureFlags.debuginfodWanted(command: "run")
         if !forwardFirst.isEmpty {
             var names: [String] = []

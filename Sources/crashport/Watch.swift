@@ -77,7 +77,9 @@ struct Watch: ParsableCommand {
             valueName: "chain|replace"))
     var hostPrevious: String?
 
-    @Flag(name: .long, help: "With --host: keep each core too, compressed (core.gz beside its report, under the quota).")
+    @Flag(
+        name: .long,
+        help: "With --host: keep each core too, compressed (core.zst beside its report, for coredumpctl; under the quota).")
     var keepCore = false
 
     @OptionGroup var quotaOption: QuotaOption
@@ -122,6 +124,7 @@ struct Watch: ParsableCommand {
         configuration.inAppRules = captureFlags.inAppRules
         if captureFlags.noPtrace { configuration.capture.usePtrace = false }
         if captureFlags.captureEnvironment { configuration.capture.captureEnvironment = true }
+        if captureFlags.noJournal { configuration.capture.journal = false }
         if captureFlags.debuginfodWanted(command: "watch") { configuration.capture.debuginfod = true }
         let deaths = deathFlags.validated(command: "watch", clientsNameTheirs: true)
         if deaths.traceExit { configuration.traceExit = true }

@@ -119,7 +119,8 @@ final class HostLevelTests: HostLevelTestCase {
         // --keep-core kept the stream: gdb on that core shows the frames the report names.
         let report = sidecar.reportsDirectory(uid: 0) + "/" + (try XCTUnwrap(sidecar.reportIDs(uid: 0).first))
         let core = directory + "/core"
-        XCTAssertEqual(try TestSupport.run(["/bin/sh", "-c", "zcat '\(report)/core.gz' > '\(core)'"]).status, .exited(0))
+        XCTAssertEqual(
+            try TestSupport.run(["/bin/sh", "-c", "zstd -q -d -c '\(report)/core.zst' > '\(core)'"]).status, .exited(0))
         if let gdb = TestSupport.which("gdb") {
             let result = try TestSupport.run([gdb, "-q", "-batch", "-nx", "-ex", "bt", program, core], timeout: 120)
             // gdb shows frame #0 as it loads the core, then the backtrace: from the last #0.

@@ -238,7 +238,8 @@ final class PythonHostLevelTests: HostLevelTestCase {
         guard let id = event.id else { return XCTFail("\(label): no id") }
         let report = sidecar.reportsDirectory(uid: 0) + "/" + id
         let core = report + "/core"
-        XCTAssertEqual(try TestSupport.run(["/bin/sh", "-c", "zcat '\(report)/core.gz' > '\(core)'"]).status, .exited(0))
+        XCTAssertEqual(
+            try TestSupport.run(["/bin/sh", "-c", "zstd -q -d -c '\(report)/core.zst' > '\(core)'"]).status, .exited(0))
         defer { try? FileManager.default.removeItem(atPath: core) }
         let result = try TestSupport.run(
             ["python3", "-m", "pystack", "core", core, python, "--no-color"], environment: ["PYTHONPATH": pystack],

@@ -1,8 +1,8 @@
 /*
  * crashport_libraries.h: every C library function the Swift side calls, declared by the
- * library's own header (zlib, liblzma, libiberty) or, where the only header is C++ or internal
+ * library's own header (zlib, liblzma, libzstd, libiberty) or, where the only header is C++ or internal
  * to its project, with its exact signature here. Nothing is declared in Swift with
- * @_silgen_name. Linked by Package.swift (Symbolication: -lz -liberty -lstdc++; CShims: -llzma).
+ * @_silgen_name. Linked by Package.swift (Symbolication: -lz -liberty -lstdc++; CShims: -llzma; Watcher: -lzstd).
  */
 #ifndef CRASHPORT_LIBRARIES_H
 #define CRASHPORT_LIBRARIES_H
@@ -15,6 +15,7 @@
 #include <malloc.h>             /* malloc_trim (a sidecar's heap once a storm's reports are done) */
 #include <sys/xattr.h>          /* getxattr (a program's file capabilities, for --trace-exit) */
 #include <zlib.h>               /* uncompress, crc32 (compressed sections, .gnu_debuglink) */
+#include <zstd.h>               /* ZSTD_compressStream2 (--keep-core: the core as coredumpctl reads it) */
 
 /* The Itanium C++ ABI's demangler, from the C++ runtime (libstdc++); <cxxabi.h> is C++ only.
  * Returns a malloc'd string, or NULL with *status set. */

@@ -289,6 +289,14 @@ int cp_peer_credentials(int fd, int *pid, unsigned *uid, unsigned *gid);
  * socket, else 0 (socket activation hands us whatever the unit says). */
 int cp_is_listening_seqpacket(int fd);
 
+/* One journal entry in journald's native protocol to the datagram socket at path (journald's
+ * /run/systemd/journal/socket), never waiting longer than timeout_ms: connected without
+ * blocking (a path that is no socket, or a FIFO, fails at once), sent whole when the socket
+ * takes it, else (EMSGSIZE: larger than a datagram may be) through a sealed memfd passed with
+ * SCM_RIGHTS, as sd_journal_send does. A full socket (journald slow or stopped) is waited for
+ * with poll until the deadline, then given up. 0, or -1 with errno (ETIMEDOUT at the deadline). */
+int cp_journal_send(const char *path, const void *bytes, unsigned long length, int timeout_ms);
+
 /* sd_notify: one datagram of text to the socket named by path ('@' abstract), -1 with errno. */
 int cp_notify(const char *path, const char *text);
 

@@ -315,6 +315,7 @@ public final class HostDumps: Sendable {
         request.recordBytes = Self.spoolRecord(of: capture)
         request.source = "host"
         request.twoStepsAs = admitted.access
+        request.keptCore = keeper != nil
         request.amend = { event in
             process.describe(&event)
             if let duringLaunch, event.launch == nil { event.launch = LaunchRecord(crashedDuringLaunch: duringLaunch) }
@@ -380,7 +381,7 @@ public final class HostDumps: Sendable {
         if let keeper {
             // The reader stops at the last load; the rest of the stream (the section headers
             // gdb does not need) is not waited for.
-            notes.append(keeper.failure ?? "the core stream is kept in core.gz beside this report")
+            notes.append(keeper.failure ?? "the core stream is kept in \(CoreKeeper.fileName) beside this report")
         }
         return notes
     }

@@ -47,6 +47,8 @@ public struct ReportRequest: Sendable {
     /// In two steps (a first step at once, the full report later on the pool), reading its
     /// files as this access; nil: in one.
     public var twoStepsAs: ProcessAccess? = nil
+    /// --keep-core keeps this report's core beside it (the journal entry names it).
+    public var keptCore = false
     /// Last words on the event, in both steps.
     public var amend: @Sendable (inout Event) -> Void = { _ in }
 
@@ -84,6 +86,8 @@ public final class ReportWriter: Sendable {
     let keepsReports: Bool
     /// The environment in minidumps, debuginfod: what a sidecar's SIGHUP may change.
     private let settings: Mutex<CaptureOptions>
+    /// journald's native socket (CRASHPORT_JOURNAL_SOCKET names another).
+    let journalSocket = getenv("CRASHPORT_JOURNAL_SOCKET").map { String(cString: $0) } ?? JournalEntry.defaultSocket
 
     init(
         options: CaptureOptions, log: @escaping @Sendable (String) -> Void, announcement: ReportAnnouncement,
@@ -336,6 +340,7 @@ public final class ReportWriter: Sendable {
             }
             let report = WrittenReport(id: id, path: path, event: event, captureNanoseconds: 0)
             if keepsReports { written.withLock { $0.reports.append(report) } }
+            journal(event, path: path, store: store, keptCore: false)
             hooks?.wrote(report, into: store)
             prune(store, keeping: id)
             switch announcement {
@@ -361,6 +366,7 @@ public final class ReportWriter: Sendable {
         let capture = request.capture
         let report = WrittenReport(id: request.id, path: path, event: event, captureNanoseconds: request.captureNanoseconds)
         if keepsReports { written.withLock { $0.reports.append(report) } }
+        journal(event, path: path, store: request.store, keptCore: request.keptCore)
         hooks?.wrote(report, into: request.store)
         // The quota: at once inline, else when the pool runs out of work (`pruneWritten`: a
         // prune lists the whole store, so one per report would make a storm's cost grow as its
@@ -377,6 +383,26 @@ public final class ReportWriter: Sendable {
         case .summary: log(String(CrashLog.summary(event, reportPath: path, colour: Self.colour).dropFirst("crashport: ".count)))
         case .logLine: log("report: \(CrashLog.oneLine(event)) -> \(path)")
         }
+    }
+
+    /// The report as a journal entry (JournalEntry), unless --no-journal: whose crash it was
+    /// is the store's owner (this watcher's own user for a store of its own); with `keptCore`,
+    /// COREDUMP_FILENAME names the core --keep-core keeps beside it.
+    private func journal(_ event: Event, path: String, store: ReportStore, keptCore: Bool) {
+        guard options.journal else { return }
+        let owner =
+            store.owner.map { JournalEntry.Owner(uid: $0.uid, gid: $0.gid) } ?? JournalEntry.Owner(uid: getuid(), gid: getgid())
+        let entry = JournalEntry(
+            event, reportPath: path, owner: owner, hostname: Self.hostname,
+            core: keptCore ? path + "/" + CoreKeeper.fileName : nil)
+        if let problem = entry.send(to: journalSocket) { log("journal: \(problem)") }
+    }
+
+    /// The machine's name, for the journal entry.
+    static var hostname: String? {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0 else { return nil }
+        return String(cString: name)
     }
 
     /// A report that could not be written: said, and spooled when the hooks keep it.

@@ -148,6 +148,7 @@ public struct SidecarConfiguration: Sendable {
                 jobs = count
             case "no-ptrace": capture.usePtrace = !Self.isYes(value)
             case "capture-environment": capture.captureEnvironment = Self.isYes(value)
+            case "no-journal": capture.journal = !Self.isYes(value)
             case "trace-exit": traceExit = Self.isYes(value)
             case "trace-exit-codes": traceExitCodes = Self.isYes(value)
             case "hang-ms":
