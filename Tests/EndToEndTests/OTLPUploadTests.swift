@@ -340,6 +340,25 @@ final class OTLPUploadTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: reports + "/" + id + "/minidump.dmp"))
     }
 
+    /// crashport run with OTEL_EXPORTER_OTLP_ENDPOINT in its environment (the program's own
+    /// telemetry setting) starts the upload in the background, as any destination does.
+    func testCrashportRunUploadsInTheBackground() throws {
+        let receiver = try OTLPReceiver(answers: [["status": 200]], directory: Self.directory)
+        let program = try TestSupport.compile(
+            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O1", "-g"])
+        let run = try TestSupport.crashportRun(
+            [program, "null"], reports: Self.directory + "/background-\(UUID().uuidString.prefix(6))",
+            environment: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "CRASHPORT_UPLOAD_URL": "", "CRASHPORT_SENTRY_DSN": "",
+            ])
+        XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
+        XCTAssertTrue(run.result.stderr.contains("crashport: uploading in the background (log: "), run.result.stderr)
+        try waitUntil("the background upload reaches the receiver", timeout: 60) { receiver.requests.count == 1 }
+        try waitUntil("its state is recorded", timeout: 60) {
+            (try? state(run.reportsDirectory, run.reportIDs[0], receiver))?["status"] as? String == "sent"
+        }
+    }
+
     /// Consent holds for a collector as for any destination: under ask the report waits for
     /// crashport send. A before_send hook sees the request as OTLP/JSON: what it edits is what
     /// the collector gets (in protobuf), one that exits non-zero drops the report.

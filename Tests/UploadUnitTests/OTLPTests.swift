@@ -285,6 +285,16 @@ final class OTLPTests: XCTestCase {
             }
         }
         XCTAssertTrue(UploadSpawner.isConfigured(["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "HOME": "/nonexistent"]))
+        // A root sidecar's upload for a user keeps the exporter's settings, as it keeps CRASHPORT_*.
+        let child = UploadSpawner.environment(
+            for: ReportStore.Owner(uid: 0, gid: 0),
+            from: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_LOGS_HEADERS": "k=v",
+                "OTEL_SERVICE_NAME": "s", "OTEL_RESOURCE_ATTRIBUTES": "a=b", "OTEL_TRACES_SAMPLER": "always_on",
+            ])
+        XCTAssertEqual(
+            Set(child.keys.filter { $0.hasPrefix("OTEL_") }),
+            ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_HEADERS", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"])
     }
 
     /// crashport.toml's otlp_* keys, after the environment.
