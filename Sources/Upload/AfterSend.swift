@@ -129,12 +129,14 @@ public struct AfterSend: Sendable, Equatable {
 }
 
 extension UploadDestination {
-    /// Which kind of destination, as upload.json's keys begin: crashpad, sentry, sentry-minidump.
+    /// Which kind of destination, as upload.json's keys begin: crashpad, sentry, sentry-minidump,
+    /// otlp.
     public var kind: String {
         switch self {
         case .crashpad: return "crashpad"
         case .sentry: return "sentry"
         case .sentryMinidump: return "sentry-minidump"
+        case .otlp: return "otlp"
         }
     }
 }

@@ -9,6 +9,8 @@ import Glibc
 public struct HTTPResponse: Sendable {
     public var status: Int
     public var body: String
+    /// The body as it came (a collector's protobuf answer is not text).
+    public var bytes: [UInt8] = []
     /// Header names lowercased; a repeated header keeps its last value.
     public var headers: [String: String]
 
@@ -59,14 +61,15 @@ public enum HTTPClient {
             return .failure(
                 Failure(description: String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)))
         }
-        func text(_ pointer: UnsafeMutablePointer<CChar>?, _ size: Int) -> String {
-            guard let pointer else { return "" }
-            return String(decoding: UnsafeRawBufferPointer(start: pointer, count: size), as: UTF8.self)
+        func bytes(_ pointer: UnsafeMutablePointer<CChar>?, _ size: Int) -> [UInt8] {
+            guard let pointer else { return [] }
+            return Array(UnsafeRawBufferPointer(start: pointer, count: size))
         }
+        let body = bytes(response, responseSize)
         return .success(
             HTTPResponse(
-                status: status, body: text(response, responseSize),
-                headers: HTTPResponse.parseHeaders(text(responseHeaders, headersSize))))
+                status: status, body: String(decoding: body, as: UTF8.self), bytes: body,
+                headers: HTTPResponse.parseHeaders(String(decoding: bytes(responseHeaders, headersSize), as: UTF8.self))))
     }
 
     /// gzip of `bytes` (request bodies, as Crashpad and Sentry send them); nil if zlib failed.

@@ -4,7 +4,8 @@
 // `upload_file_minidump`, the report's annotations as form fields, and `guid`, `prod`, `ver`,
 // gzipped as Crashpad does; and a Sentry project (its DSN), sent an envelope with the event in
 // Sentry's shape (SentryEvent.swift) and the minidump as `event.minidump`, gzipped, as
-// sentry-native sends it, honouring X-Sentry-Rate-Limits.
+// sentry-native sends it, honouring X-Sentry-Rate-Limits; and an OpenTelemetry collector
+// (OTLP/HTTP: OTLPEndpoint, OTLPEvent, OTLPLogs), sent one log record per report.
 //
 // The queue is the reports directory itself: each report keeps its upload state per destination
 // in `upload.json` beside its event (pending, sent with the server's id, failed; attempts, the
@@ -28,14 +29,18 @@ import Store
 import Glibc
 #endif
 
-/// Where reports go: a Crashpad/Breakpad collector's URL (CRASHPORT_UPLOAD_URL), or a Sentry
-/// project's DSN (CRASHPORT_SENTRY_DSN). Several at once, each with its own state per report.
+/// Where reports go: a Crashpad/Breakpad collector's URL (CRASHPORT_UPLOAD_URL), a Sentry
+/// project's DSN (CRASHPORT_SENTRY_DSN), or an OpenTelemetry collector's OTLP/HTTP endpoint
+/// (OTEL_EXPORTER_OTLP_ENDPOINT). Several at once, each with its own state per report.
 public enum UploadDestination: Sendable, Equatable {
     case crashpad(url: String)
     case sentry(SentryDSN)
     /// Sentry's minidump endpoint instead of its envelopes (where asked: a Sentry that takes
     /// Crashpad's uploads and processes the minidump itself), sent Crashpad's multipart.
     case sentryMinidump(SentryDSN)
+    /// An OpenTelemetry collector (OTLP/HTTP, the logs signal): one log record per report
+    /// (OTLPEvent), no minidump.
+    case otlp(OTLPEndpoint)
 
     public static func crashpad(checking url: String) throws -> UploadDestination {
         guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), ["http", "https"].contains(scheme),
@@ -62,6 +67,7 @@ public enum UploadDestination: Sendable, Equatable {
         case .sentry(let dsn): return "sentry " + dsn.envelopeURL
         case .sentryMinidump(let dsn):
             return "sentry-minidump " + (dsn.minidumpURL.split(separator: "?").first.map(String.init) ?? "")
+        case .otlp(let endpoint): return "otlp " + (endpoint.url.split(separator: "?").first.map(String.init) ?? "")
         }
     }
 
@@ -71,6 +77,7 @@ public enum UploadDestination: Sendable, Equatable {
         case .crashpad(let url): return url
         case .sentry(let dsn): return dsn.envelopeURL
         case .sentryMinidump(let dsn): return dsn.minidumpURL
+        case .otlp(let endpoint): return endpoint.url
         }
     }
 }

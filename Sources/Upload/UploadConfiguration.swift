@@ -12,6 +12,10 @@
 //     sentry_minidump = false      # Sentry's minidump endpoint instead of envelopes
 //     before_send = "/usr/local/bin/scrub-report"
 //     after_send = "/usr/local/bin/report-delivered"   # told what came of each attempt
+//     otlp_endpoint = "http://collector:4318"     # an OpenTelemetry collector (/v1/logs added)
+//     otlp_protocol = "http/protobuf"              # or "http/json"
+//     otlp_headers = { "api-key" = "…" }           # or "api-key=…,k2=v2", as OTEL_…_HEADERS
+//     otlp_compression = "gzip"                    # or "none"
 //
 // Where: --config FILE, else CRASHPORT_CONFIG, else $XDG_CONFIG_HOME/crashport/crashport.toml
 // (~/.config/…) for a user and /etc/crashport/crashport.toml for root; a missing default file is
@@ -38,6 +42,11 @@ public struct UploadConfiguration: Equatable, Sendable {
     public var afterSend: String?
     /// Send to Sentry's minidump endpoint instead of its envelopes.
     public var sentryMinidump: Bool?
+    /// An OpenTelemetry collector's base OTLP/HTTP endpoint, and how to send it (OTLPEndpoint).
+    public var otlpEndpoint: String?
+    public var otlpProtocol: String?
+    public var otlpHeaders: [OTLPKeyValue]?
+    public var otlpCompression: String?
     /// The file it came from, nil when none was read.
     public var file: String?
 
@@ -126,6 +135,28 @@ public struct UploadConfiguration: Equatable, Sendable {
             case "environment": configuration.environment = try string(key)
             case "ca_file": configuration.caFile = try string(key)
             case "before_send": configuration.beforeSend = try string(key)
+            case "otlp_endpoint": configuration.otlpEndpoint = try string(key)
+            case "otlp_protocol": configuration.otlpProtocol = try string(key)
+            case "otlp_compression":
+                let value = try string(key)
+                guard value == "gzip" || value == "none" else { throw bad(key, "\"gzip\" or \"none\"") }
+                configuration.otlpCompression = value
+            case "otlp_headers":
+                // A table of strings, or the environment variable's k=v,k2=v2.
+                if let table = settings[key] as? [String: Any] {
+                    configuration.otlpHeaders = try table.keys.sorted().map { name in
+                        guard let value = table[name] as? String else { throw bad(key, "a table of strings or a string") }
+                        return OTLPKeyValue(key: name, value: value)
+                    }
+                } else if let text = settings[key] as? String {
+                    do {
+                        configuration.otlpHeaders = try OTLPEndpoint.keyValues(text, from: "\(file): upload.\(key)")
+                    } catch {
+                        throw bad(key, "a table of strings or a string of k=v pairs (\(error))")
+                    }
+                } else {
+                    throw bad(key, "a table of strings or a string")
+                }
             case "after_send": configuration.afterSend = try string(key)
             case "timeout_ms":
                 guard let milliseconds = settings[key] as? Int, milliseconds > 0 else { throw bad(key, "a positive integer") }
@@ -139,7 +170,7 @@ public struct UploadConfiguration: Equatable, Sendable {
                 }
             default:
                 throw UploadError(
-                    "\(file): unknown key upload.\(key) (known: sentry_dsn, sentry_minidump, url, environment, ca_file, timeout_ms, send_pii, send_variables, before_send, after_send)"
+                    "\(file): unknown key upload.\(key) (known: sentry_dsn, sentry_minidump, url, otlp_endpoint, otlp_protocol, otlp_headers, otlp_compression, environment, ca_file, timeout_ms, send_pii, send_variables, before_send, after_send)"
                 )
             }
         }

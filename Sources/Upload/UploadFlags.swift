@@ -1,8 +1,9 @@
 // UploadFlags: what a command line says about an upload (`crashport upload`, `crashport send`),
 // and the one place it is resolved into an Uploader: each setting from the flags first, then the
 // environment (CRASHPORT_SENTRY_DSN, CRASHPORT_UPLOAD_URL, CRASHPORT_ENVIRONMENT,
-// CRASHPORT_BEFORE_SEND, CRASHPORT_AFTER_SEND, CRASHPORT_CONFIG), then crashport.toml (UploadConfiguration). The
-// command line parses and calls; the precedence and the checks are upload's.
+// CRASHPORT_BEFORE_SEND, CRASHPORT_AFTER_SEND, CRASHPORT_CONFIG, OpenTelemetry's OTEL_* as
+// OTLPEndpoint reads them), then crashport.toml (UploadConfiguration). The command line parses
+// and calls; the precedence and the checks are upload's.
 
 import FoundationEssentials
 import Store
@@ -33,12 +34,18 @@ public struct UploadFlags: Sendable, Equatable {
     public var sentryMinidump = false
     /// --config: the crashport.toml to read.
     public var config: String?
+    /// --otlp-endpoint: an OpenTelemetry collector's base OTLP/HTTP endpoint.
+    public var otlpEndpoint: String?
+    /// --otlp-protocol: http/protobuf or http/json.
+    public var otlpProtocol: String?
 
     public init(
         url: String? = nil, sentryDSN: String? = nil, caFile: String? = nil, timeoutMilliseconds: Int? = nil,
         sendPII: Bool = false, beforeSend: String? = nil, afterSend: String? = nil, sentryMinidump: Bool = false,
-        config: String? = nil, sendVariables: Bool = false
+        config: String? = nil, sendVariables: Bool = false, otlpEndpoint: String? = nil, otlpProtocol: String? = nil
     ) {
+        self.otlpEndpoint = otlpEndpoint
+        self.otlpProtocol = otlpProtocol
         self.sendVariables = sendVariables
         self.url = url
         self.sentryDSN = sentryDSN
@@ -99,6 +106,18 @@ extension Uploader {
             destinations += try urls.map { try UploadDestination.crashpad(checking: $0) }
         } catch {
             throw UploadFlagsError(.usage, "\(file.file.map { "\($0): " } ?? "")\(error)")
+        }
+        do {
+            // Its errors name the flag, variable or key they come from.
+            if var otlp = try OTLPEndpoint.resolving(
+                endpoint: flags.otlpEndpoint, protocol: flags.otlpProtocol, environment: environment, file: file)
+            {
+                // --timeout-ms is the command line's word: it holds over OTEL_EXPORTER_OTLP_TIMEOUT.
+                if flags.timeoutMilliseconds != nil { otlp.timeoutMilliseconds = nil }
+                destinations.append(.otlp(otlp))
+            }
+        } catch {
+            throw UploadFlagsError(.usage, "\(error)")
         }
         guard !destinations.isEmpty else { return nil }
         let caFile = flags.caFile ?? file.caFile

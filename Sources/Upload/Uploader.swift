@@ -268,6 +268,8 @@ public struct Uploader {
     ) -> Result<
         Request, UploadError
     > {
+        // An OpenTelemetry collector takes the event alone: no minidump read.
+        if case .otlp(let endpoint) = destination { return otlpRequest(to: endpoint, id: id, event: event) }
         // Through UserFile: the directory is its owner's to edit (no symlink followed, no FIFO
         // waited on, nothing past the bound read). Refused, a collector's upload fails with why
         // and Sentry's event goes without it.
@@ -340,7 +342,66 @@ public struct Uploader {
             } catch {
                 return .failure(UploadError("cannot make its Sentry envelope: \(error)"))
             }
+        case .otlp(let endpoint):
+            return otlpRequest(to: endpoint, id: id, event: event)
         }
+    }
+
+    /// The OTLP/HTTP request that carries a report as one log record (OTLPEvent): through
+    /// before_send as OTLP/JSON when there is a hook, then in the endpoint's encoding.
+    func otlpRequest(to endpoint: OTLPEndpoint, id: String, event: Event) -> Result<Request, UploadError> {
+        let observed = UInt64(max(0, clock().timeIntervalSince1970) * 1000) * 1_000_000
+        let options = OTLPEvent.Options(
+            crashportVersion: clientVersion, observedTimeUnixNano: observed, hostName: Self.hostName(),
+            serviceName: endpoint.serviceName, resourceAttributes: endpoint.resourceAttributes, sendPII: sendPII)
+        var logs = OTLPEvent.request(for: event, reportID: id, options: options)
+        if let beforeSend {
+            let json: Data
+            do {
+                json = Data(try JSONObject.data(logs.json))
+            } catch {
+                return .failure(UploadError("cannot make its OTLP request: \(error)"))
+            }
+            switch UploadPrivacy.beforeSend(beforeSend, json: json) {
+            case .failure(let why): return .failure(why)
+            case .success(let answer):
+                do {
+                    logs = try OTLPLogsRequest(json: JSONObject.parseObject(answer) ?? [:])
+                } catch {
+                    return .failure(
+                        UploadError("before_send \(beforeSend) did not answer with an OTLP logs request (\(error)); not sent"))
+                }
+                guard logs.recordCount > 0 else {
+                    return .failure(UploadError("before_send \(beforeSend) left no log record; not sent"))
+                }
+            }
+        }
+        let body: [UInt8]
+        switch endpoint.encoding {
+        case .protobuf: body = logs.protobuf
+        case .json:
+            do {
+                body = try JSONObject.data(logs.json)
+            } catch {
+                return .failure(UploadError("cannot make its OTLP request: \(error)"))
+            }
+        }
+        let request = Request(
+            headers: ["Content-Type: \(endpoint.encoding.contentType)", "User-Agent: crashport/\(clientVersion)"]
+                + endpoint.headers.map(\.line),
+            body: body,
+            summary:
+                "\(logs.recordCount) log record(s), \(endpoint.encoding.rawValue) (\(body.count) bytes)\(endpoint.headers.isEmpty ? "" : ", headers " + endpoint.headers.map(\.name).joined(separator: ", "))"
+        )
+        return .success(endpoint.gzip ? gzipped(request) : request)
+    }
+
+    /// This machine's name (gethostname), for an OpenTelemetry resource's host.name.
+    static func hostName() -> String? {
+        var name = [CChar](repeating: 0, count: 256)
+        guard gethostname(&name, name.count - 1) == 0 else { return nil }
+        let text = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return text.isEmpty ? nil : text
     }
 
     /// The files the program attached (crashport_attach_file), as copied into the report: read
@@ -407,9 +468,11 @@ public struct Uploader {
     /// Sends one request and records what came of it in `entry`.
     func send(_ request: Request, to destination: UploadDestination, entry: inout UploadState.Entry) {
         entry.attempts += 1
+        var timeout = timeoutMilliseconds
+        if case .otlp(let endpoint) = destination, let own = endpoint.timeoutMilliseconds { timeout = own }
         let answer = HTTPClient.post(
             destination.url, headers: request.headers + ["Expect:"], body: request.body,
-            timeoutMilliseconds: timeoutMilliseconds, caFile: caFile)
+            timeoutMilliseconds: timeout, caFile: caFile)
         let after = clock().timeIntervalSince1970
         switch answer {
         case .failure(let failure):
@@ -427,13 +490,25 @@ public struct Uploader {
             }
             switch response.status {
             case 200..<300:
+                // OTLP's partial success: the collector took the request and rejected the record
+                // in it, which the specification says not to send again.
+                if case .otlp(let endpoint) = destination,
+                    let partial = OTLPResponse.partialSuccess(response.bytes, json: endpoint.encoding == .json),
+                    partial.rejected > 0
+                {
+                    entry.status = .failed
+                    entry.lastError =
+                        "HTTP \(response.status), but the collector rejected \(partial.rejected) log record(s)\(partial.message.isEmpty ? "" : ": " + partial.message): not retried"
+                    entry.nextAttempt = nil
+                    return
+                }
                 entry.status = .sent
                 entry.serverID = Self.serverID(in: response.body, destination: destination)
                 entry.sentAt = after
                 entry.lastError = nil
                 entry.nextAttempt = nil
             case 429, 500..<600:
-                retryLater(&entry, because: "HTTP \(response.status)\(Self.excerpt(response.body))", now: after)
+                retryLater(&entry, because: "HTTP \(response.status)\(Self.excerpt(response, destination))", now: after)
             case 300..<400:
                 entry.status = .failed
                 entry.lastError =
@@ -441,13 +516,15 @@ public struct Uploader {
             default:
                 entry.status = .failed
                 entry.lastError =
-                    "HTTP \(response.status)\(Self.excerpt(response.body))\(response.status == 413 ? " (too large for the server)" : ""): not retried"
+                    "HTTP \(response.status)\(Self.excerpt(response, destination))\(response.status == 413 ? " (too large for the server)" : ""): not retried"
             }
         }
     }
 
-    /// The server's id for what it took: Sentry's `{"id": …}`, a collector's line.
+    /// The server's id for what it took: Sentry's `{"id": …}`, a collector's line; none from an
+    /// OpenTelemetry collector (OTLP gives none).
     static func serverID(in body: String, destination: UploadDestination) -> String? {
+        if case .otlp = destination { return nil }
         if case .sentry = destination {
             let object = JSONObject.parseObject(Array(body.utf8))
             return (object?["id"] as? String).flatMap { $0.isEmpty || $0.count > 64 ? nil : $0 }
@@ -485,6 +562,19 @@ public struct Uploader {
             ?? (try? Date.ISO8601FormatStyle().parse(text))
     }
 
+    /// ": <what the server said>": an OpenTelemetry collector's Status message (in protobuf or
+    /// JSON, as its Content-Type says), else the body's first line; at most 200 characters.
+    static func excerpt(_ response: HTTPResponse, _ destination: UploadDestination) -> String {
+        if case .otlp = destination, let type = response.headers["content-type"]?.lowercased() {
+            let message =
+                type.contains("json")
+                ? OTLPResponse.statusMessage(response.bytes, json: true)
+                : type.contains("protobuf") ? OTLPResponse.statusMessage(response.bytes, json: false) : nil
+            if let message { return excerpt(message) }
+        }
+        return excerpt(response.body)
+    }
+
     /// ": <the server's first line>", at most 200 characters.
     static func excerpt(_ body: String) -> String {
         let line = body.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
@@ -520,13 +610,16 @@ public enum UploadSpawner {
     /// Whether the environment names a destination, or crashport.toml does (CRASHPORT_CONFIG,
     /// else the user's default file).
     public static func isConfigured(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
-        if ["CRASHPORT_SENTRY_DSN", "CRASHPORT_UPLOAD_URL"].contains(where: { !(environment[$0] ?? "").isEmpty }) {
+        let named = [
+            "CRASHPORT_SENTRY_DSN", "CRASHPORT_UPLOAD_URL", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+        ]
+        if named.contains(where: { !(environment[$0] ?? "").isEmpty }) {
             return true
         }
-        let named = environment["CRASHPORT_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
-        let path = named ?? UploadConfiguration.defaultPath(environment: environment, uid: getuid())
-        guard let file = try? UploadConfiguration.load(path: path, explicit: named != nil) else { return false }
-        return !file.sentryDSNs.isEmpty || !file.urls.isEmpty
+        let config = environment["CRASHPORT_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+        let path = config ?? UploadConfiguration.defaultPath(environment: environment, uid: getuid())
+        guard let file = try? UploadConfiguration.load(path: path, explicit: config != nil) else { return false }
+        return !file.sentryDSNs.isEmpty || !file.urls.isEmpty || file.otlpEndpoint != nil
     }
 
     /// Spawns the upload of `reports` (as `owner` when given: a root sidecar starts its users'
@@ -573,14 +666,19 @@ public enum UploadSpawner {
     /// the locale (LANG, LANGUAGE, LC_*) and TZ; crashport's own settings (CRASHPORT_*: the
     /// destinations, CRASHPORT_CONFIG, before_send); what libcurl reads for the transport
     /// (HTTPS_PROXY, HTTP_PROXY, NO_PROXY, ALL_PROXY in either case, and OpenSSL's
-    /// SSL_CERT_FILE and SSL_CERT_DIR). HOME, USER and LOGNAME are the owner's, from the password
+    /// SSL_CERT_FILE and SSL_CERT_DIR); OpenTelemetry's exporter settings (OTEL_EXPORTER_OTLP_*,
+    /// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES: a destination, as CRASHPORT_* name one). HOME, USER and LOGNAME are the owner's, from the password
     /// database. Nothing else: no secret of the sidecar's, no systemd descriptors or sockets.
     public static func environment(for owner: ReportStore.Owner, from sidecar: [String: String]) -> [String: String] {
         let named: Set<String> = [
             "PATH", "LANG", "LANGUAGE", "TZ", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY",
-            "no_proxy", "ALL_PROXY", "all_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR",
+            "no_proxy", "ALL_PROXY", "all_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "OTEL_SERVICE_NAME",
+            "OTEL_RESOURCE_ATTRIBUTES",
         ]
-        var kept = sidecar.filter { named.contains($0.key) || $0.key.hasPrefix("LC_") || $0.key.hasPrefix("CRASHPORT_") }
+        var kept = sidecar.filter {
+            named.contains($0.key) || $0.key.hasPrefix("LC_") || $0.key.hasPrefix("CRASHPORT_")
+                || $0.key.hasPrefix("OTEL_EXPORTER_OTLP_")
+        }
         if kept["PATH"] == nil { kept["PATH"] = "/usr/local/bin:/usr/bin:/bin" }
         var entry = passwd()
         var buffer = [CChar](repeating: 0, count: 16 << 10)

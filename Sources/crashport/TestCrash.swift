@@ -23,9 +23,10 @@ struct TestCrash: ParsableCommand {
             Runs crashport itself as the program, as crashport run would, and has it call crashport_test_crash(): \
             a real SIGSEGV, captured and reported into the reports directory like any crash, titled \
             "test crash: ..." and marked "test": true in event.json. With an upload destination configured \
-            (CRASHPORT_SENTRY_DSN, CRASHPORT_UPLOAD_URL or crashport.toml) it is uploaded in the background as \
-            crashport run uploads (a Sentry tag crashport.test=true). Test crashes are kept out of crash-free \
-            statistics and the launch-crash count; stats counts them apart. Prints the report's id and directory; \
+            (CRASHPORT_SENTRY_DSN, CRASHPORT_UPLOAD_URL, OTEL_EXPORTER_OTLP_ENDPOINT or crashport.toml) it is uploaded \
+            in the background as crashport run uploads (a Sentry tag crashport.test=true). Test crashes are kept \
+            out of crash-free statistics and the launch-crash count; stats counts them apart. Prints the report's \
+            id and directory; \
             exits 0 when the report was written, 1 when it was not.
 
             With --socket PATH, or with CRASHPORT_SOCKET set and no --reports, the crash goes to that sidecar \

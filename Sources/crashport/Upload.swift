@@ -6,12 +6,15 @@ import BoundedBytes
 struct Upload: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "upload",
-        abstract: "Send reports to Sentry and to Crashpad or Breakpad collectors.",
+        abstract: "Send reports to Sentry, to Crashpad or Breakpad collectors, and to OpenTelemetry collectors.",
         discussion: """
             Destinations: --sentry-dsn (or CRASHPORT_SENTRY_DSN): an envelope with the event in Sentry's shape and \
             the minidump as event.minidump; --url (or CRASHPORT_UPLOAD_URL): a Crashpad/Breakpad collector, sent \
             Crashpad's multipart (the minidump as upload_file_minidump; annotations, prod, ver, guid as fields). \
-            Both at once if both are given; nothing is sent unless one is. Bodies are gzipped.
+            --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_LOGS_ENDPOINT): an OpenTelemetry \
+            collector over OTLP/HTTP, sent one log record per report (http/protobuf, or http/json; headers, \
+            timeout, compression and the resource from the standard OTEL_* variables). All of them at once if \
+            several are given; nothing is sent unless one is. Bodies to Sentry and collectors are gzipped.
 
             Every report not sent yet goes, oldest first, and keeps its state per destination in upload.json beside \
             it (pending, sent with the server's id, failed), so nothing is sent twice. A transport failure, a 429 or \
@@ -45,7 +48,7 @@ struct Upload: ParsableCommand {
     func run() throws {
         guard var uploader = uploadOptions.uploader(store: reportsOption.store, command: "upload") else {
             usageError(
-                "upload: no destination: give --sentry-dsn or --url, set CRASHPORT_SENTRY_DSN or CRASHPORT_UPLOAD_URL, or write them in crashport.toml's [upload] table (nothing is sent without one)"
+                "upload: no destination: give --sentry-dsn, --url or --otlp-endpoint, set CRASHPORT_SENTRY_DSN, CRASHPORT_UPLOAD_URL or OTEL_EXPORTER_OTLP_ENDPOINT, or write them in crashport.toml's [upload] table (nothing is sent without one)"
             )
         }
         uploader.now = now

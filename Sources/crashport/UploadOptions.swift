@@ -12,6 +12,19 @@ struct UploadOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("A Sentry project (default: $CRASHPORT_SENTRY_DSN).", valueName: "DSN"))
     var sentryDsn: String?
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "An OpenTelemetry collector's OTLP/HTTP endpoint; /v1/logs is added (default: $OTEL_EXPORTER_OTLP_LOGS_ENDPOINT as it is, else $OTEL_EXPORTER_OTLP_ENDPOINT).",
+            valueName: "URL"))
+    var otlpEndpoint: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "http/protobuf or http/json (default: $OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).", valueName: "PROTOCOL"))
+    var otlpProtocol: String?
+
     @Option(name: .long, help: ArgumentHelp("Trust this CA file (a private CA) instead of the system's.", valueName: "FILE"))
     var caFile: String?
 
@@ -57,7 +70,7 @@ struct UploadOptions: ParsableArguments {
         UploadFlags(
             url: url, sentryDSN: sentryDsn, caFile: caFile, timeoutMilliseconds: timeoutMs, sendPII: sendPii,
             beforeSend: beforeSend, afterSend: afterSend, sentryMinidump: sentryMinidump, config: config,
-            sendVariables: sendVariables)
+            sendVariables: sendVariables, otlpEndpoint: otlpEndpoint, otlpProtocol: otlpProtocol)
     }
 
     /// The uploader these options describe (Uploader.resolving: flags, then the environment, then
