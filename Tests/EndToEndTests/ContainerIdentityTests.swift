@@ -5,7 +5,8 @@
 // (CRASHPORT_NODE_ROOT): containerd's OCI bundle, the kubelet's pod directory, docker's config.
 // The reports of `crashport run` and of the sidecar name the runtime, the id, the pod and the
 // container; `crashport list --pod/--container` find the one and not the other; a config.json a
-// user could have written names nothing, with a note. The cgroups are removed in tearDown.
+// user could have written names nothing, with a note. The host level names it the same way (its
+// one test saves and restores core_pattern). The cgroups are removed in tearDown.
 
 import Foundation
 import ReportModel
@@ -201,6 +202,35 @@ final class ContainerIdentityTests: XCTestCase {
         XCTAssertEqual(result.status, .signaled(SIGSEGV), result.stderr)
         let events = try sidecar.waitForReports(1)
         assertNamesThePod(events.last?.process)
+    }
+
+    /// The host level (`crashport watch --host --node-root`): a crash no stub saw, read from
+    /// the kernel's core stream while the kernel holds the process, names its pod the same way.
+    /// The machine's core_pattern is saved and put back (CorePattern.Reservation).
+    func testHostLevelNamesThePod() throws {
+        if let why = CorePattern.unavailable { throw XCTSkip("the host level cannot be installed: \(why)") }
+        try layThePod()
+        let reservation = try CorePattern.Reservation()
+        defer { reservation.release() }
+        let host = "/tmp/cph-" + UUID().uuidString.prefix(6)
+        defer { try? FileManager.default.removeItem(atPath: host) }
+        let directory = TestSupport.temporaryDirectory("containers-host")
+        chmod(directory, 0o755)
+        let sidecar = try SidecarProcess(
+            directory: directory, arguments: ["--host", "--host-directory", host, "--node-root", node])
+        defer { sidecar.stop() }
+        try waitUntil("the sidecar installs the host level; log:\n\(sidecar.log)", timeout: 30) {
+            sidecar.log.contains("host: the machine's core handler")
+        }
+        let result = try TestSupport.run(try inCgroup(podCgroup))
+        XCTAssertEqual(result.status, .signaled(SIGSEGV), result.stderr)
+        let events = try sidecar.waitForReports(1, uid: 0)
+        XCTAssertEqual(events.last?.source, "host")
+        assertNamesThePod(events.last?.process)
+        XCTAssertEqual(sidecar.stop(), 0)
+        XCTAssertEqual(
+            (try? String(contentsOfFile: CorePattern.patternFile, encoding: .utf8))?.trimmingCharacters(in: .newlines),
+            reservation.pattern, "the pattern is put back at SIGTERM")
     }
 
     /// A config.json a user could have written: its names are not believed, and the report says
