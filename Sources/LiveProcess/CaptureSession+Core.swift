@@ -41,7 +41,7 @@ extension CaptureSession {
         let pid = dump.processInfo?.pid ?? access?.pid ?? ProcessID(dump.threads.first?.tid.rawValue ?? 0)
 
         // /proc while the kernel holds the process: one change of credentials.
-        let proc = access?.procFiles(["maps", "cmdline", "status"]) ?? (files: [:], executable: nil)
+        let proc = access?.procFiles(["maps", "cmdline", "status", "cgroup"]) ?? (files: [:], executable: nil)
         var mappings = proc.files["maps"].map { MemoryMapping.parse($0) } ?? []
         var maps = proc.files["maps"]
         if mappings.isEmpty {
@@ -99,6 +99,16 @@ extension CaptureSession {
             ).state(threads: threads)
         }
         capture.runtime.python = python
+        // Its container: the cgroup, its own hostname while the kernel holds it, the node's files.
+        if let access,
+            var container = proc.files["cgroup"].flatMap({
+                ContainerIdentity.parse(procCgroup: String(decoding: $0, as: UTF8.self))
+            })
+        {
+            let hostname = container.isContainer ? ContainerNames.ownHostname(access) : nil
+            ContainerNames().name(&container, hostname: hostname, notes: &capture.notes)
+            capture.container = container
+        }
         return capture
     }
 

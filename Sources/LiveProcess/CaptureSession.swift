@@ -52,6 +52,8 @@ public struct HeldCapture: Sendable {
     var memoryCgroup: MemoryState.Cgroup? = nil
     /// A death seen at its exit: when its stacks were taken.
     var stackTaken: StackTaken? = nil
+    /// Its cgroup and the container that is, named while it was held and from the node's files.
+    var container: ContainerIdentity? = nil
     /// The process's cp_app_area as read while it was held, when it was in use, until
     /// `decodeAppArea` decodes it, and the runtimes' abort messages it led to.
     var appArea: [UInt8]?
@@ -126,6 +128,7 @@ public struct HeldCapture: Sendable {
         capture.app = app
         capture.stackStrings = stackStrings
         capture.stackTaken = stackTaken
+        capture.container = container
         if let runtimeFiles { capture.runtime = runtimeFiles.state(threads: threads) }
         capture.runtime.python = python
         if memoryCgroup != nil || files.procStatus != nil {
@@ -250,8 +253,14 @@ public enum CaptureSession {
                 started: stat.flatMap { $0.count > 19 ? UInt64($0[19]) : nil }.flatMap(unixTime(ofStartTicks:)))
             : nil
 
+        // Its container: the cgroup read above, and the container's own hostname while it is
+        // there to read (the node's files are read after the release).
+        var container = proc.files["cgroup"].flatMap { ContainerIdentity.parse(procCgroup: String(decoding: $0, as: UTF8.self)) }
+        let hostname = container?.isContainer == true ? ContainerNames.ownHostname(access) : nil
+
         // Everything needed from the live process is in hand: release it.
         session?.detachAll(timeoutMilliseconds: 1000)
+        if container != nil { ContainerNames().name(&container!, hostname: hostname, notes: &notes) }
         // The record's copy of the crashing thread's stack is in `threads` (or was replaced there
         // by the longer live one): the record keeps no second copy while it waits for its report.
         var kept = record
@@ -268,6 +277,7 @@ public enum CaptureSession {
             ? proc.files["cgroup"].flatMap { OOMCounters.counterFile(cgroups: String(decoding: $0, as: UTF8.self)) }
                 .flatMap(MemoryState.cgroup(ofCounterFile:)) : nil
         held.stackTaken = stackTaken
+        held.container = container
         held.errorStack = errorStack
         held.python = python
         held.runtimeFiles = runtimeFiles

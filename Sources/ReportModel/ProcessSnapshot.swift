@@ -210,6 +210,8 @@ public struct Capture: Sendable {
     public var memory: MemoryRecord?
     /// A death seen at its exit: when its stacks were taken (at it, or before it).
     public var stackTaken: StackTaken?
+    /// Its cgroup, and the unit, container and pod that is (ContainerIdentity).
+    public var container: ContainerIdentity?
 
     /// About what it holds in memory: its stacks and the other memory it copied, and the rest.
     public var heldBytes: Int {

@@ -235,6 +235,8 @@ public enum CrashLog {
         if let arguments = event.process?.arguments, !arguments.isEmpty {
             lines.append("Command:   \(escaped(arguments.joined(separator: " ")))")
         }
+        if let placement = event.process.flatMap(describe(placement:)) { lines.append("Container: \(escaped(placement))") }
+        if let unit = event.process?.unit, event.process?.container == nil { lines.append("Unit:      \(escaped(unit))") }
         for note in event.notes ?? [] { lines.append("Note:      \(escaped(note))") }
         lines.append("")
         lines += appSection(event)
@@ -503,6 +505,23 @@ extension CrashLog {
     }
 
     /// Text from the program made safe for a terminal: control characters as \n, \t, \u{1b}.
+    /// Where a process ran, in one line: "docker web-1 (nginx:1.27, id 3f2a…c9d1); pod shop/web-7d4f
+    /// (uid …)"; nil outside any container.
+    static func describe(placement process: ProcessInfoRecord) -> String? {
+        var parts: [String] = []
+        if process.container != nil || process.containerRuntime != nil || process.containerName != nil {
+            var text = [process.containerRuntime, process.containerName].compactMap { $0 }.joined(separator: " ")
+            let details = [process.containerImage, process.container.map { "id \($0.prefix(12))" }].compactMap { $0 }
+            if !details.isEmpty { text += (text.isEmpty ? "" : " ") + "(" + details.joined(separator: ", ") + ")" }
+            parts.append(text)
+        }
+        if let pod = process.pod {
+            let name = pod.name.map { (pod.namespace.map { "\($0)/" } ?? "") + $0 }
+            parts.append("pod " + (name.map { "\($0)" + (pod.uid.map { " (uid \($0))" } ?? "") } ?? "uid \(pod.uid ?? "?")"))
+        }
+        return parts.isEmpty ? nil : parts.joined(separator: "; ")
+    }
+
     /// "peak 61.2 MB of a 64.0 MB limit (cgroup /sys/fs/cgroup/memory/app); process peak 60.8 MB;
     /// OOM kills 1; pressure some 12.5%, full 3.1% over 10 s (cgroup)".
     public static func describe(memory: MemoryRecord) -> String? {

@@ -31,6 +31,7 @@ public enum ReportBuilder {
             snapshot: capture.snapshot, executable: capture.executable,
             arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: locator,
             fileBytes: fileBytes)
+        if let container = capture.container { container.describe(&event.process) }
         // What the runtimes said: JIT frames named from the perf map, their crash logs.
         RuntimeReport.nameJITFrames(&event, symbols: capture.runtime.jitSymbols)
         RuntimeReport.record(capture.runtime, into: &event)
@@ -116,6 +117,7 @@ public enum ReportBuilder {
         event.process = ProcessInfoRecord(
             pid: snapshot.pid, executable: capture.executable, arguments: capture.arguments,
             buildID: snapshot.modules.first?.buildID?.hex)
+        if let container = capture.container { container.describe(&event.process) }
         let exception = snapshot.exception
         if !capture.record.isError {
             event.signal = signalRecord(exception)

@@ -45,6 +45,8 @@ public struct AbnormalEnd: Sendable {
     public var appCheckedBeforeEnd: Double?
     /// Why they are missing, when they are (never used, unreadable, not kept).
     public var appProblem: String?
+    /// Its cgroup and the container that is, read while it ran.
+    public var container: ContainerIdentity?
     public var notes: [String] = []
 
     public struct OOMCount: Sendable, Equatable {
@@ -116,6 +118,7 @@ public enum TerminationReport {
         event.timestamp = timestamp
         event.process = ProcessInfoRecord(
             pid: end.pid, executable: end.executable, arguments: end.arguments, buildID: end.buildID)
+        if let container = end.container { container.describe(&event.process) }
         if let signal = end.exit?.signal {
             event.signal = SignalRecord(number: signal, name: SignalNames.name(signal), description: SignalNames.meaning(signal))
         }

@@ -131,6 +131,16 @@ public enum SentryEvent {
         if let cause = event.cause { tags["crashport.cause"] = cause }
         if let rule = event.fault?.diagnosis?.rule { tags["crashport.diagnosis"] = rule }
         if event.test == true { tags["crashport.test"] = "true" }
+        // Where it ran, by the names OpenTelemetry's semantic conventions give them.
+        let process = event.process
+        let placement: [(String, String?)] = [
+            ("container.id", process?.container), ("container.name", process?.containerName),
+            ("container.runtime", process?.containerRuntime), ("container.image", process?.containerImage),
+            ("k8s.pod.name", process?.pod?.name), ("k8s.namespace.name", process?.pod?.namespace),
+            ("k8s.pod.uid", process?.pod?.uid),
+            ("k8s.container.name", process?.pod != nil ? process?.containerName : nil),
+        ]
+        for case (let key, let value?) in placement where isTag(key: key, value: value) { tags[key] = value }
         payload["tags"] = tags
         var extra = self.extra(event)
         if !extraAnnotations.isEmpty { extra["annotations"] = extraAnnotations }

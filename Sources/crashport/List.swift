@@ -46,7 +46,9 @@ struct List: ParsableCommand {
             With no reports, says so on stderr (naming the directory) and exits 0. --format json prints an array, \
             newest first, one object per report: id, path, timestamp, program, executable, signal or kind, title, stage (while a sidecar has not yet symbolicated it), \
             culprit (the program's own frame that crashed), top_frame (the crashing thread's first frame), signature \
-            and fingerprint (which bug it is: see the README, "Which reports are one bug").
+            and fingerprint (which bug it is: see the README, "Which reports are one bug"), container and pod (where it ran). \
+            --container and --pod keep the reports of one container (its name, or its id or an id prefix of 12 or more \
+            digits) or one Kubernetes pod (NAMESPACE/NAME, NAME or its uid).
 
             --group prints one line per bug instead, the most reported first: the count, the fingerprint, the \
             programs, the newest report's title with the signature, and when it was first and last seen; in JSON, \
@@ -74,6 +76,17 @@ struct List: ParsableCommand {
         var topFrame: String?
         var signature: String?
         var fingerprint: String?
+        /// Where it ran: the container (runtime, name, id) and the pod (namespace/name).
+        var container: String?
+        var pod: String?
+
+        /// The container and the pod in a text line ("  docker web-1 3f2a9c0d1e2b  pod shop/web-1").
+        var placement: String {
+            var text = ""
+            if let container { text += "  " + CrashLog.escaped(container) }
+            if let pod { text += "  pod " + CrashLog.escaped(pod) }
+            return text
+        }
         /// Per destination: pending, sent (with the server's id), failed (upload.json).
         var upload: [String: String]?
     }
@@ -82,6 +95,19 @@ struct List: ParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Only this program's reports, after how its last run ended.", valueName: "PATH"))
     var program: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Only the reports of processes in this container: its name, its id or an id prefix of 12 or more digits.",
+            valueName: "NAME|ID"))
+    var container: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Only the reports of processes in this Kubernetes pod: NAMESPACE/NAME, NAME or its uid.", valueName: "POD"))
+    var pod: String?
 
     @Option(name: .long, help: "text (one line per report) or json (an array of reports).")
     var format: Format = .text
@@ -111,6 +137,8 @@ struct List: ParsableCommand {
             do {
                 let event = try store.event(id: id)
                 if let only, event.process?.executable.map(RunHistory.realPath) != only { continue }
+                if let container, event.process?.ranIn(container: container) != true { continue }
+                if let pod, event.process?.ranIn(pod: pod) != true { continue }
                 entries.append(
                     Entry(
                         id: id, path: store.path(of: id), timestamp: event.timestamp,
@@ -120,6 +148,7 @@ struct List: ParsableCommand {
                         culprit: event.culprit.map { CrashLog.describe(culprit: $0, in: event) },
                         topFrame: event.crashedThreadRecord?.frames?.first.map { CrashLog.describe($0) },
                         signature: event.signature, fingerprint: event.fingerprint,
+                        container: Self.container(of: event.process), pod: Self.pod(of: event.process),
                         upload: Self.uploadStates(
                             directory: store.path(of: id),
                             asked: consent.choice(for: event.process?.executable) == .ask)))
@@ -143,6 +172,7 @@ struct List: ParsableCommand {
                         CrashLog.escaped(entry.culprit ?? entry.topFrame ?? "no frames")
                             + (entry.stage.map { " (\(CrashLog.escaped($0)): not yet symbolicated)" } ?? ""),
                     ].joined(separator: "  ")
+                        + entry.placement
                         + (entry.upload.map { states in
                             "  ["
                                 + states.sorted { $0.key < $1.key }.map {
@@ -161,6 +191,20 @@ struct List: ParsableCommand {
 }
 
 extension List {
+    /// "docker web-1 3f2a9c0d1e2b": a report's container in a list line; nil outside one.
+    static func container(of process: ProcessInfoRecord?) -> String? {
+        guard let process, process.container != nil || process.containerName != nil else { return nil }
+        return [process.containerRuntime, process.containerName, process.container.map { String($0.prefix(12)) }]
+            .compactMap { $0 }.joined(separator: " ")
+    }
+
+    /// "shop/web-7d4f": a report's pod (its uid when it has no name); nil outside one.
+    static func pod(of process: ProcessInfoRecord?) -> String? {
+        guard let pod = process?.pod else { return nil }
+        guard let name = pod.name else { return pod.uid }
+        return (pod.namespace.map { $0 + "/" } ?? "") + name
+    }
+
     func printGroups(store: ReportStore, only: String?) throws {
         let groups = ReportGroup.of(reportsOption.stores, executable: only) { StandardError.write("crashport: \($0)\n") }
         if groups.isEmpty {

@@ -82,6 +82,13 @@ struct Watch: ParsableCommand {
         help: "With --host: keep each core too, compressed (core.zst beside its report, for coredumpctl; under the quota).")
     var keepCore = false
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Where the node's filesystem is, for the container runtimes' and the kubelet's files that name a crashed process's container and pod (default $CRASHPORT_NODE_ROOT, else /; in a DaemonSet, where the node's root is mounted).",
+            valueName: "DIR"))
+    var nodeRoot: String?
+
     @OptionGroup var quotaOption: QuotaOption
 
     @OptionGroup var captureFlags: CaptureFlags
@@ -132,6 +139,10 @@ struct Watch: ParsableCommand {
         if let hang = deaths.hangMilliseconds { configuration.hangMilliseconds = hang }
         if deaths.hangKill { configuration.hangKill = true }
         configuration.host = hostConfiguration()
+        if let nodeRoot {
+            guard nodeRoot.hasPrefix("/") else { usageError("watch: --node-root must be an absolute path") }
+            configuration.nodeRoot = nodeRoot
+        }
         do {
             let status = try Sidecar(configuration: configuration).run()
             throw ExitCode(status)

@@ -81,6 +81,25 @@ final class SentryEventTests: XCTestCase {
         return try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
+    func testWhereItRanIsTagged() throws {
+        var event = crash()
+        let id = String(repeating: "3f2a", count: 16)
+        var identity = ContainerIdentity(cgroup: "/kubepods.slice/x")
+        (identity.runtime, identity.id, identity.name, identity.image) = (.containerd, id, "web", "nginx:1.27")
+        (identity.podUID, identity.podName, identity.podNamespace) = ("0b4f1c3e-8a2d-4c61-9f7e-2d5b3a1c0e9f", "web-1", "shop")
+        identity.describe(&event.process)
+        let tags = try XCTUnwrap(payload(event)["tags"] as? [String: String])
+        XCTAssertEqual(tags["container.id"], id)
+        XCTAssertEqual(tags["container.name"], "web")
+        XCTAssertEqual(tags["container.runtime"], "containerd")
+        XCTAssertEqual(tags["container.image"], "nginx:1.27")
+        XCTAssertEqual(tags["k8s.pod.name"], "web-1")
+        XCTAssertEqual(tags["k8s.namespace.name"], "shop")
+        XCTAssertEqual(tags["k8s.container.name"], "web")
+        let plain = try XCTUnwrap(payload(crash())["tags"] as? [String: String])
+        XCTAssertTrue(plain.keys.allSatisfy { !$0.hasPrefix("container.") && !$0.hasPrefix("k8s.") }, "\(plain)")
+    }
+
     func exception(_ payload: [String: Any]) throws -> [String: Any] {
         let values = try XCTUnwrap((payload["exception"] as? [String: Any])?["values"] as? [[String: Any]])
         XCTAssertEqual(values.count, 1)

@@ -235,18 +235,4 @@ final class HostLevelUnitTests: XCTestCase {
         XCTAssertTrue(handoff.arrival(stream: -1, pidfd: -1).rootOnly == false)
         XCTAssertTrue(CoreHandoff(pid: 1, uid: 0, gid: 0, dumpMode: 2).arrival(stream: -1, pidfd: -1).rootOnly)
     }
-
-    func testCgroupNamesItsUnitOrContainer() {
-        XCTAssertEqual(HostProcess.name(cgroup: "/system.slice/nginx.service").unit, "nginx.service")
-        XCTAssertEqual(
-            HostProcess.name(cgroup: "/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope").unit,
-            "run-r1.scope")
-        let id = String(repeating: "ab12", count: 16)
-        XCTAssertEqual(HostProcess.name(cgroup: "/system.slice/docker-\(id).scope").container, id)
-        XCTAssertNil(HostProcess.name(cgroup: "/system.slice/docker-\(id).scope").unit)
-        XCTAssertEqual(HostProcess.name(cgroup: "/docker/\(id)").container, id)
-        XCTAssertEqual(HostProcess.name(cgroup: "/kubepods/burstable/pod1/cri-containerd-\(id).scope").container, id)
-        XCTAssertEqual(HostProcess.name(cgroup: "/").unit, nil)
-        XCTAssertEqual(HostProcess.name(cgroup: "/init.scope").unit, "init.scope")
-    }
 }

@@ -242,7 +242,6 @@ public final class HostDumps: Sendable {
                 owner.uid)
             return nil
         }
-        let process = HostProcess.read(access)
         // The dying process goes on (to its end) once the stream closes.
         arrival.letGo()
         open = false
@@ -255,7 +254,7 @@ public final class HostDumps: Sendable {
         capture.notes += notes(
             arrival, timedOut: stream.timedOut, counted: admitted.counted, waited: started &- arrival.arrived, keeper: keeper)
         var request = ReportRequest(capture: capture, id: id, store: admitted.store, started: started, captureNanoseconds: held)
-        write(request: &request, admitted, process: process, keeper: keeper)
+        write(request: &request, admitted, keeper: keeper)
         return id
     }
 
@@ -305,7 +304,7 @@ public final class HostDumps: Sendable {
     /// is symbolicated); one that cannot be written is kept in the spool as a record of the
     /// crashing thread (its registers and the top of its stack), reported from there. Then the
     /// kept core, and the program's run history.
-    func write(request: inout ReportRequest, _ admitted: Admitted, process: HostProcess, keeper: CoreKeeper?) {
+    func write(request: inout ReportRequest, _ admitted: Admitted, keeper: CoreKeeper?) {
         let capture = request.capture
         let duringLaunch =
             admitted.startedAt > 0
@@ -317,7 +316,6 @@ public final class HostDumps: Sendable {
         request.twoStepsAs = admitted.access
         request.keptCore = keeper != nil
         request.amend = { event in
-            process.describe(&event)
             if let duringLaunch, event.launch == nil { event.launch = LaunchRecord(crashedDuringLaunch: duringLaunch) }
         }
         let (request, pid, uid) = (request, capture.record.pid, admitted.access.credentials?.uid)
@@ -591,50 +589,5 @@ final class DeadlineReader: Sendable {
             filled += got
         }
         return bytes
-    }
-}
-
-/// What /proc says of the dying process that the event names: its cgroup, and the systemd unit
-/// or container that cgroup is.
-struct HostProcess: Sendable {
-    var cgroup: String?
-    var unit: String?
-    var container: String?
-
-    static func read(_ access: ProcessAccess) -> HostProcess {
-        guard let bytes = access.read("cgroup", limit: 4096) else { return HostProcess() }
-        // The unified (v2) path, else the v1 memory controller's: as the OOM counters read it.
-        let memberships = OOMCounters.parseCgroups(String(decoding: bytes, as: UTF8.self))
-        guard let path = memberships.unified ?? memberships.memoryV1 else { return HostProcess() }
-        var process = HostProcess(cgroup: path)
-        (process.unit, process.container) = Self.name(cgroup: path)
-        return process
-    }
-
-    /// The systemd unit a cgroup path is (its last component ending in .service, .scope, …,
-    /// innermost first), or the 64-hex-digit container id in it (docker-ID.scope, /docker/ID,
-    /// libpod-ID, kubepods' cri-containerd-ID).
-    static func name(cgroup path: String) -> (unit: String?, container: String?) {
-        let components = path.split(separator: "/").map(String.init)
-        for component in components.reversed() {
-            var candidate = component
-            for prefix in ["docker-", "libpod-", "cri-containerd-", "crio-"] where candidate.hasPrefix(prefix) {
-                candidate.removeFirst(prefix.count)
-            }
-            if candidate.hasSuffix(".scope") { candidate.removeLast(".scope".count) }
-            if candidate.count == 64, candidate.allSatisfy(\.isHexDigit) { return (nil, candidate) }
-        }
-        let suffixes = [".service", ".scope", ".socket", ".mount", ".swap", ".timer"]
-        for component in components.reversed() where suffixes.contains(where: { component.hasSuffix($0) }) {
-            return (component, nil)
-        }
-        return (nil, nil)
-    }
-
-    func describe(_ event: inout Event) {
-        if event.process == nil { event.process = ProcessInfoRecord() }
-        event.process?.cgroup = cgroup
-        event.process?.unit = unit
-        event.process?.container = container
     }
 }

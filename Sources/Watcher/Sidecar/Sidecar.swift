@@ -197,6 +197,7 @@ public final class Sidecar {
     /// Serves until SIGTERM or SIGINT; the exit status.
     public func run() throws -> Int32 {
         raiseDescriptorLimit()
+        if let nodeRoot = configuration.nodeRoot { NodeRoot.choose(nodeRoot) }
         signal(SIGPIPE, SIG_IGN)
         var original = sigset_t()
         // SIGCHLD: the traced clients' ptrace events (this thread is their tracer).

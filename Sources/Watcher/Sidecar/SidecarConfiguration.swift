@@ -45,6 +45,10 @@ public struct SidecarConfiguration: Sendable {
     public var hangKill = false
     /// `--host`: also the machine's core handler while it runs (SidecarHost.swift).
     public var host: HostConfiguration?
+    /// Where the node's files are (the container runtimes' and the kubelet's, which name a
+    /// container): `/`, or the node's filesystem mounted into a DaemonSet's pod. Nil: as
+    /// $CRASHPORT_NODE_ROOT says, else `/`.
+    public var nodeRoot: String?
 
     /// A reports store at `root` with this configuration's quota, written as `owner`.
     func store(root: String, owner: ReportStore.Owner?) -> ReportStore {

@@ -63,6 +63,10 @@ extension Sidecar {
         var exitReport: String?
         /// A fault of its the runtime turned into a call, written at its exit stop (traced): its crash.
         var heldFaultReport: String?
+        /// Its cgroup and the container that is, named at HELLO (its death leaves nothing to
+        /// read), and what could not be believed of the names.
+        var container: ContainerIdentity?
+        var containerNotes: [String] = []
 
         init(connection: Int32, access: ProcessAccess, appArea: UInt64, disabled: Bool) {
             let pid = access.pid
@@ -72,6 +76,13 @@ extension Sidecar {
             monitor = appArea == 0 ? nil : AppAreaMonitor(access: access, address: appArea, now: monotonicNanoseconds())
             self.disabled = disabled
             arguments = ProcFiles.arguments(cmdline: access.read("cmdline", limit: 4096) ?? [])
+            container = access.read("cgroup", limit: 4096).flatMap {
+                ContainerIdentity.parse(procCgroup: String(decoding: $0, as: UTF8.self))
+            }
+            if var named = container, named.isContainer {
+                ContainerNames().name(&named, hostname: ContainerNames.ownHostname(access), notes: &containerNotes)
+                container = named
+            }
         }
 
         /// Its memory cgroup's OOM-kill counter then and now: the first cgroup where it moved,
@@ -320,6 +331,8 @@ extension Sidecar {
         if let untraced = end.watch.untraced {
             abnormal.notes.append("no stacks: crashport could not keep it traced (\(untraced)); crashport doctor says why")
         }
+        abnormal.container = end.watch.container
+        abnormal.notes += end.watch.containerNotes
         if let monitor = end.watch.monitor {
             abnormal.app = monitor.area
             abnormal.appCheckedBeforeEnd = monitor.confirmed.map { Double(end.closed &- $0) / 1e9 }
