@@ -400,9 +400,9 @@ public final class ReportWriter: Sendable {
 
     /// The machine's name, for the journal entry.
     static var hostname: String? {
-        var name = [CChar](repeating: 0, count: 256)
+        var name = [UInt8](repeating: 0, count: 256)
         guard gethostname(&name, name.count - 1) == 0 else { return nil }
-        return String(cString: name)
+        return String(decoding: name.prefix { $0 != 0 }, as: UTF8.self)
     }
 
     /// A report that could not be written: said, and spooled when the hooks keep it.
