@@ -2,7 +2,8 @@
 // and the release a crashed program's package gives when nothing else names one.
 //
 // A module's package is its file's package metadata note (ELFFile.packageNote, read with the
-// file, so cached with it). A note that was refused is said in the report's notes. A module
+// file, so cached with it), else, for a module with no file (not found, not readable by the
+// process's user, not the code that ran), the note capture read from its mapped image. A note that was refused is said in the report's notes. A module
 // with no usable note is looked up in dpkg's database (DpkgDatabase) when the caller gives one
 // (the watcher, for a crash on this machine): only when the file at the module's path here is
 // the file the module maps (same inode and size), so a container's file or one replaced since
@@ -23,7 +24,8 @@ enum ModulePackages {
         var notes: [String] = []
         var unowned: [(index: Int, path: String)] = []
         for (index, module) in modules.enumerated() {
-            switch module.object?.packageNote {
+            // The file's note; else the mapped image's, for a module whose file is not used.
+            switch module.object?.packageNote ?? (module.object == nil ? module.imagePackageNote : nil) {
             case .success(let metadata)?:
                 packages[index] = metadata
                 continue

@@ -108,6 +108,15 @@ final class PackageNoteTests: XCTestCase {
         let area = try XCTUnwrap(elf.view.slice(section.offset, section.size))
         XCTAssertEqual(try ELFFile.packageNote(inNotes: area)?.get().name, "crashfixture")
 
+        // From the image as a process maps it (what capture reads, with the build-id, for a
+        // module whose file it cannot use).
+        let base: UInt64 = 0x5555_0000_0000
+        let image = ImageMemory(
+            modules: [LoadedModule(path: output, base: base, size: 0, buildID: elf.buildID, object: elf)], segments: .all)
+        let mapped = ELFFile.imageNotes(ofImageAt: base, in: image)
+        XCTAssertEqual(mapped.buildID, elf.buildID)
+        XCTAssertEqual(try mapped.package?.get(), try elf.packageNote?.get())
+
         // A program without the note has none.
         let plain = try TestSupport.compile([source], output: directory + "/plain", flags: ["-O1"])
         XCTAssertNil(try ELFFile(path: plain).packageNote)
