@@ -8,7 +8,8 @@
 // replaced or deleted since, through /proc/PID/map_files/START-END (root's: the kernel wants
 // CAP_CHECKPOINT_RESTORE there), and only when the inode's own mode lets that user read it. With the process's memory at hand, the build-id is
 // read from the mapped image itself, and a file on disk whose build-id differs is not used: it is
-// not the code that ran. The vDSO is read from memory. Two phases, so that the process is held
+// not the code that ran; the package note is read with it (the package of a module whose file is
+// not used). The vDSO is read from memory. Two phases, so that the process is held
 // only for the system calls: `pending` while it is stopped (maps, build-ids, files mapped),
 // `open` after it is released (libelf parses the files).
 
@@ -83,12 +84,13 @@ enum ModuleMap {
                 index += 1
             }
             guard executable, let size = last.end.checkedSubtracting(first.start) else { continue }
-            let mapped = memory.flatMap { ELFFile.buildID(ofImageAt: first.start, in: $0) }
+            let mapped = memory.map { ELFFile.imageNotes(ofImageAt: first.start, in: $0) }
             // A file parsed for one user is never handed to another: a user who can make a path
             // and inode look alike in a mount namespace of their own gets their own parse.
             let key = (access?.credentials.map { "uid \($0.uid)|" } ?? "") + "\(first.path)|\(first.inode)"
-            let pending = PendingModule(
-                module: LoadedModule(path: first.path, base: first.start, size: size, buildID: mapped), key: key)
+            var pending = PendingModule(
+                module: LoadedModule(path: first.path, base: first.start, size: size, buildID: mapped?.buildID), key: key)
+            pending.module.imagePackageNote = mapped?.package
             if !cache.contains(key) { wanted.append((modules.count, first)) }
             modules.append(pending)
         }

@@ -2,7 +2,7 @@
 //
 // libelf reads the container: gelf_getehdr, elf_getphdrnum/gelf_getphdr, elf_getshdrnum,
 // elf_getshdrstrndx, elf_nextscn/gelf_getshdr/elf_strptr, elf_getdata + gelf_getnote (the
-// build-id), gelf_getdyn (DT_NEEDED), gelf_getsym (SymbolTable), gelf_getchdr + elf_compress
+// build-id, the package note), gelf_getdyn (DT_NEEDED), gelf_getsym (SymbolTable), gelf_getchdr + elf_compress
 // (compressed sections). What lies inside sections (.eh_frame_hdr, .gnu_debuglink, DWARF) is
 // read from the same bytes through ByteView, bounds-checked.
 //
@@ -98,6 +98,9 @@ public final class ELFFile: Sendable {
     public let sections: [ELFSection]
     /// The GNU build-id (NT_GNU_BUILD_ID), if the file has one.
     public let buildID: BuildID?
+    /// The package metadata note (`.note.package`, PackageNote), parsed or refused; nil when
+    /// the file has none.
+    public let packageNote: Result<PackageMetadata, PackageNote.Refusal>?
     /// The `.eh_frame_hdr` search table, if PT_GNU_EH_FRAME names a usable one.
     public let ehFrameTable: EHFrameTable?
     /// The compressed sections (by index): their declared size, read before any inflating.
@@ -165,6 +168,7 @@ public final class ELFFile: Sendable {
         sections = parts.sections
         compression = parts.compression
         buildID = parts.buildID
+        packageNote = parts.packageNote
         headerTables = parts.headerTables
         ehFrameTable = Self.readEHFrameTable(view: view, segments: parts.segments)
         state = Mutex(LibELFState(elf: elf))
@@ -198,6 +202,7 @@ public final class ELFFile: Sendable {
         var sections: [ELFSection]
         var compression: [Int: CompressionHeader]
         var buildID: BuildID?
+        var packageNote: Result<PackageMetadata, PackageNote.Refusal>?
         var headerTables: [Range<UInt64>]
     }
 
@@ -228,6 +233,8 @@ public final class ELFFile: Sendable {
             type: header.e_type, machine: header.e_machine, segments: segments, sections: sections,
             compression: compression,
             buildID: readBuildID(elf, sections: sections, segments: segments, noteAlignments: noteAlignments, view: view),
+            packageNote: readPackageNote(
+                elf, sections: sections, segments: segments, noteAlignments: noteAlignments, view: view),
             headerTables: headerTables)
     }
 
@@ -506,13 +513,17 @@ public final class ELFFile: Sendable {
         }
     }
 
-    /// The NT_GNU_BUILD_ID note of an `Elf_Data` of notes (ELF_T_NHDR or ELF_T_NHDR8), through
-    /// gelf_getnote, which checks each note's sizes against the data.
-    private static func buildID(inNoteData data: UnsafeMutablePointer<Elf_Data>) -> BuildID? {
+    /// The descriptor of the first note of `owner` and `type` in an `Elf_Data` of notes
+    /// (ELF_T_NHDR or ELF_T_NHDR8), through gelf_getnote, which checks each note's sizes against
+    /// the data. The view lies in the data, which lives as long as the descriptor.
+    private static func note(
+        inNoteData data: UnsafeMutablePointer<Elf_Data>, owner: String, type: UInt32
+    ) -> ByteView? {
         guard data.pointee.d_type == ELF_T_NHDR || data.pointee.d_type == ELF_T_NHDR8,
             let base = data.pointee.d_buf
         else { return nil }
         let notes = ByteView(UnsafeRawBufferPointer(start: base, count: data.pointee.d_size))
+        let name = Array(owner.utf8) + [0]
         var offset = 0
         while offset < data.pointee.d_size {
             var note = GElf_Nhdr()
@@ -521,21 +532,23 @@ public final class ELFFile: Sendable {
             let next = gelf_getnote(data, offset, &note, &nameOffset, &descOffset)
             guard next > offset else { return nil }
             offset = next
-            guard note.n_type == UInt32(NT_GNU_BUILD_ID), note.n_namesz == 4,
-                notes.array(UInt64(nameOffset), 4) == Array("GNU\0".utf8),
-                let desc = notes.array(UInt64(descOffset), UInt64(note.n_descsz))
+            guard note.n_type == type, note.n_namesz == UInt32(name.count),
+                notes.array(UInt64(nameOffset), UInt64(name.count)) == name,
+                let desc = notes.slice(UInt64(descOffset), UInt64(note.n_descsz))
             else { continue }
-            return BuildID(desc)
+            return desc
         }
         return nil
     }
 
-    /// The GNU build-id (NT_GNU_BUILD_ID), from the section if present, else the PT_NOTE segments.
-    private static func readBuildID(
-        _ elf: OpaquePointer, sections: [ELFSection], segments: [ELFSegment], noteAlignments: [UInt64], view: ByteView
-    ) -> BuildID? {
-        if let section = sections.first(where: { $0.name == ".note.gnu.build-id" && $0.type == UInt32(SHT_NOTE) }),
-            let data = data(elf, section, view), let found = buildID(inNoteData: data)
+    /// The descriptor of the first note of `owner` and `type`: from the section named
+    /// `section` if present, else the PT_NOTE segments.
+    private static func readNote(
+        _ elf: OpaquePointer, owner: String, type: UInt32, section name: String, sections: [ELFSection],
+        segments: [ELFSegment], noteAlignments: [UInt64], view: ByteView
+    ) -> ByteView? {
+        if let section = sections.first(where: { $0.name == name && $0.type == UInt32(SHT_NOTE) }),
+            let data = data(elf, section, view), let found = note(inNoteData: data, owner: owner, type: type)
         {
             return found
         }
@@ -545,9 +558,30 @@ public final class ELFFile: Sendable {
                     elf, Int64(segment.offset), Int(segment.fileSize),
                     noteAlignments[index] == 8 ? ELF_T_NHDR8 : ELF_T_NHDR)
             else { continue }
-            if let found = buildID(inNoteData: data) { return found }
+            if let found = note(inNoteData: data, owner: owner, type: type) { return found }
         }
         return nil
+    }
+
+    /// The GNU build-id (NT_GNU_BUILD_ID), from the section if present, else the PT_NOTE segments.
+    private static func readBuildID(
+        _ elf: OpaquePointer, sections: [ELFSection], segments: [ELFSegment], noteAlignments: [UInt64], view: ByteView
+    ) -> BuildID? {
+        readNote(
+            elf, owner: "GNU", type: UInt32(NT_GNU_BUILD_ID), section: ".note.gnu.build-id", sections: sections,
+            segments: segments, noteAlignments: noteAlignments, view: view
+        ).flatMap { $0.array(0, UInt64($0.count)) }.flatMap(BuildID.init)
+    }
+
+    /// The package metadata note (PackageNote), parsed: from `.note.package` if present, else
+    /// the PT_NOTE segments. nil when the file has none.
+    private static func readPackageNote(
+        _ elf: OpaquePointer, sections: [ELFSection], segments: [ELFSegment], noteAlignments: [UInt64], view: ByteView
+    ) -> Result<PackageMetadata, PackageNote.Refusal>? {
+        readNote(
+            elf, owner: PackageNote.owner, type: PackageNote.type, section: ".note.package", sections: sections,
+            segments: segments, noteAlignments: noteAlignments, view: view
+        ).map { PackageNote.parse($0.bytes) }
     }
 
     /// The NT_GNU_BUILD_ID note of a note area (a section, a PT_NOTE segment, or the same read
@@ -559,6 +593,17 @@ public final class ELFFile: Sendable {
             return found == nil
         }
         return found.flatMap(BuildID.init)
+    }
+
+    /// The package metadata note (PackageNote) of a note area (a section, a PT_NOTE segment, or
+    /// the same read from a process's memory), parsed; nil when it has none.
+    public static func packageNote(inNotes area: ByteView) -> Result<PackageMetadata, PackageNote.Refusal>? {
+        var found: Result<PackageMetadata, PackageNote.Refusal>?
+        notes(in: area) { name, type, desc in
+            if name == PackageNote.owner && type == PackageNote.type { found = PackageNote.parse(desc.bytes) }
+            return found == nil
+        }
+        return found
     }
 
     /// DT_NEEDED entries of the dynamic section: the shared libraries the file asks for. Read

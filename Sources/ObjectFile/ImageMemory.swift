@@ -1,7 +1,7 @@
 // ImageMemory: ELF images read as memory. A module's object file is a MemoryReader at its
-// runtime addresses (its PT_LOAD contents), and a build-id is read straight from any
-// MemoryReader (a live process, a minidump) through the image's own headers, with no copy of the
-// image.
+// runtime addresses (its PT_LOAD contents), and a build-id (and the package note) is read
+// straight from any MemoryReader (a live process, a minidump) through the image's own headers,
+// with no copy of the image.
 
 import BoundedBytes
 
@@ -56,17 +56,35 @@ extension ELFFile {
     /// its ELF header, its program headers and its PT_NOTE segments (which lie in the first
     /// PT_LOAD, mapped at the base). nil when the image is not there, not ELF, or has none.
     public static func buildID(ofImageAt base: UInt64, in target: some MemoryReader) -> BuildID? {
+        imageNotes(ofImageAt: base, in: target).buildID
+    }
+
+    /// The GNU build-id and the package metadata note (PackageNote, parsed) of the ELF image
+    /// loaded at `base` in `memory`, read as `buildID(ofImageAt:in:)` reads the build-id: from
+    /// the same PT_NOTE segments (each at most a page), so a module whose file cannot be opened
+    /// still names its package.
+    public static func imageNotes(
+        ofImageAt base: UInt64, in target: some MemoryReader
+    ) -> (
+        buildID: BuildID?, package: Result<PackageMetadata, PackageNote.Refusal>?
+    ) {
         // The headers and notes lie in the image's first page: read it once (one system call on
         // a live process), and anything past it from the target.
         let firstPage = MemoryRegion(start: base, bytes: target.bytes(at: base, count: 4096))
         let memory = LayeredMemory([RegionMemory(regions: [firstPage]), target])
-        guard let (headers, imageBase) = programHeaders(ofImageAt: base, in: memory) else { return nil }
+        guard let (headers, imageBase) = programHeaders(ofImageAt: base, in: memory) else { return (nil, nil) }
+        var buildID: BuildID?
+        var package: Result<PackageMetadata, PackageNote.Refusal>?
         for note in headers where note.p_type == UInt32(PT_NOTE) && note.p_filesz <= 4096 {
             let bytes = memory.bytes(at: base &+ (note.p_vaddr &- imageBase), count: Int(note.p_filesz))
             guard bytes.count == Int(note.p_filesz) else { continue }
-            if let found = bytes.withUnsafeBytes({ buildID(inNotes: ByteView($0)) }) { return found }
+            bytes.withUnsafeBytes { area in
+                buildID = buildID ?? ELFFile.buildID(inNotes: ByteView(area))
+                package = package ?? packageNote(inNotes: ByteView(area))
+            }
+            if buildID != nil && package != nil { break }
         }
-        return nil
+        return (buildID, package)
     }
 
     /// The program headers of the ELF image loaded at `base` in `memory`, and the virtual address

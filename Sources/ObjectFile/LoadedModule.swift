@@ -61,6 +61,10 @@ public struct LoadedModule: Sendable {
     public var object: ELFFile?
     /// Why no object file, or why not this one, when that is worth a note in the report.
     public var problem: String?
+    /// The package metadata note as read from the mapped image (capture reads it with the
+    /// build-id): the package of a module whose file was not found or is not the code that
+    /// ran. `object`'s own note is the one to use when there is an object.
+    public var imagePackageNote: Result<PackageMetadata, PackageNote.Refusal>?
 
     public init(
         path: String, base: UInt64, size: UInt64, buildID: BuildID?, object: ELFFile? = nil, problem: String? = nil

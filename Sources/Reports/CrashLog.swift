@@ -99,6 +99,25 @@ public enum CrashLog {
         }
     }
 
+    /// The crashed program's package, from its module's record: "crashfixture 1.2.3-1 (amd64,
+    /// deb, debian 12; from its package note)"; nil when none is known.
+    static func packageLine(_ event: Event) -> String? {
+        let modules = event.modules ?? []
+        let main = if let path = event.process?.executable { modules.first { $0.path == path } } else { modules.first }
+        guard let package = main?.package, let name = package.name else { return nil }
+        let os = [package.os, package.osVersion].compactMap { $0 }.joined(separator: " ")
+        let details = [package.architecture, package.type, os.isEmpty ? nil : os].compactMap { $0 }
+        let source =
+            switch package.source {
+            case "note": "from its package note"
+            case "dpkg": "from dpkg's database"
+            default: package.source.map { "from \($0)" }
+            }
+        let inside = (details.isEmpty ? [] : [details.joined(separator: ", ")]) + (source.map { [$0] } ?? [])
+        return escaped(name + (package.version.map { " \($0)" } ?? ""))
+            + (inside.isEmpty ? "" : " (" + escaped(inside.joined(separator: "; ")) + ")")
+    }
+
     /// A report between a sidecar's two steps (Event.stage), said as such; nil for a whole one.
     public static func stageLine(_ event: Event) -> String? {
         guard let stage = event.stage else { return nil }
@@ -237,6 +256,7 @@ public enum CrashLog {
         }
         if let placement = event.process.flatMap(describe(placement:)) { lines.append("Container: \(escaped(placement))") }
         if let unit = event.process?.unit, event.process?.container == nil { lines.append("Unit:      \(escaped(unit))") }
+        if let package = packageLine(event) { lines.append("Package:   \(package)") }
         for note in event.notes ?? [] { lines.append("Note:      \(escaped(note))") }
         lines.append("")
         lines += appSection(event)

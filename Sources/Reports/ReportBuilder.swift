@@ -20,17 +20,18 @@ public enum ReportBuilder {
     /// the unwind read (code, CFI): the minidump holds them, so an offline unwind without the
     /// files finds the same frames (Unwinder.fileBytesRead). With `debuginfod`, a debug file
     /// found nowhere here is asked of the servers in DEBUGINFOD_URLS (the notes say which came
-    /// from there, or why none did).
+    /// from there, or why none did). With `dpkg`, a module with no package note is named after
+    /// the package dpkg installed its file from (a crash on this machine only).
     public static func event(
         for capture: Capture, id: String, timestamp: String, rules: InAppRules = InAppRules(),
-        fileBytes: UnwindFileBytes? = nil, debuginfod: Bool = false
+        fileBytes: UnwindFileBytes? = nil, debuginfod: Bool = false, dpkg: DpkgDatabase? = nil
     ) -> Event {
         var locator = DebugFileLocator()
         locator.useDebuginfod = debuginfod
         var event = event(
             snapshot: capture.snapshot, executable: capture.executable,
             arguments: capture.arguments, notes: capture.notes, id: id, timestamp: timestamp, locator: locator,
-            fileBytes: fileBytes)
+            fileBytes: fileBytes, dpkg: dpkg)
         if let container = capture.container { container.describe(&event.process) }
         // What the runtimes said: JIT frames named from the perf map, their crash logs.
         RuntimeReport.nameJITFrames(&event, symbols: capture.runtime.jitSymbols)
@@ -76,7 +77,7 @@ public enum ReportBuilder {
             let since = capture.record.timeNanoseconds.checkedSubtracting(app.installTimeNanoseconds).map { $0 / 1_000_000 }
             event.launch = LaunchRecord(crashedDuringLaunch: during, sinceInstallMilliseconds: since)
         }
-        event.release = release(of: capture.app)
+        event.release = release(of: capture.app, event: event)
         event.record(annotations: [], breadcrumbs: capture.app?.breadcrumbs ?? [])
         if let record = reraised {
             event.signal?.reraisedBy = record
@@ -134,13 +135,14 @@ public enum ReportBuilder {
             return ThreadRecord(
                 tid: thread.tid, name: thread.name, crashed: thread.tid == snapshot.crashedThreadID, frames: [frame])
         }
-        event.modules = moduleRecords(modules)
+        let (records, packageNotes) = moduleRecords(modules)
+        event.modules = records
         event.minidump = "minidump.dmp"
         if let said = (capture.app?.swiftMessage ?? capture.app?.abortMessage).flatMap(runtimeMessage) { event.reason = said }
-        event.release = release(of: capture.app)
+        event.release = release(of: capture.app, event: event)
         if capture.record.isTest, !capture.record.isError { event.test = true }
         let notes =
-            capture.notes + [
+            capture.notes + packageNotes + [
                 "written when the process was captured, before its threads were unwound and symbolicated: the full event replaces this one moments later (the minidump already holds every thread's registers and stack)"
             ]
         event.notes = notes
@@ -156,10 +158,17 @@ public enum ReportBuilder {
             description: SignalNames.describe(signal: exception.signal, code: exception.code), stackOverflow: stackOverflow)
     }
 
-    static func moduleRecords(_ modules: [LoadedModule]) -> [ModuleRecord] {
-        modules.map {
-            ModuleRecord(path: $0.path, base: HexAddress($0.base), size: HexAddress($0.size), buildID: $0.buildID?.hex)
+    /// The modules' records, each with its package (ModulePackages: its note, else dpkg's
+    /// database when `dpkg` is given), and the notes that go with them.
+    static func moduleRecords(_ modules: [LoadedModule], dpkg: DpkgDatabase? = nil) -> ([ModuleRecord], notes: [String]) {
+        let (packages, notes) = ModulePackages.read(modules, dpkg: dpkg)
+        let records = zip(modules, packages).map { module, package in
+            var record = ModuleRecord(
+                path: module.path, base: HexAddress(module.base), size: HexAddress(module.size), buildID: module.buildID?.hex)
+            record.package = package.map(ModulePackages.record)
+            return record
         }
+        return (records, notes)
     }
 
     /// A runtime's abort message without its trailing newlines; nil when nothing else is left.
@@ -171,6 +180,12 @@ public enum ReportBuilder {
     /// The program's release: its "release" annotation, else CRASHPORT_RELEASE at install.
     public static func release(of app: AppArea?) -> String? {
         app?.annotations.first { $0.key == "release" }?.value ?? app?.release
+    }
+
+    /// The release of a crash's event: the program's own (`release(of:)`), else its package's
+    /// `name@version` (Sentry's `package@version` convention), from the executable's module.
+    static func release(of app: AppArea?, event: Event) -> String? {
+        release(of: app) ?? ModulePackages.release(event.modules ?? [], executable: event.process?.executable)
     }
 
     /// A handled error's own properties (its files are copied as the report is written) and
@@ -298,7 +313,8 @@ public enum ReportBuilder {
     /// unwound, every frame symbolicated with what `locator` finds.
     public static func event(
         snapshot: ProcessSnapshot, executable: String?, arguments: [String], notes: [String],
-        id: String, timestamp: String, locator: DebugFileLocator, fileBytes: UnwindFileBytes? = nil
+        id: String, timestamp: String, locator: DebugFileLocator, fileBytes: UnwindFileBytes? = nil,
+        dpkg: DpkgDatabase? = nil
     ) -> Event {
         let modules = snapshot.modules
         let captured = RegionMemory(regions: snapshot.threads.compactMap(\.stack) + snapshot.extraMemory)
@@ -385,13 +401,14 @@ public enum ReportBuilder {
             event.signal?.description = described + "; " + reason
             event.reason = reason
         }
-        event.modules = moduleRecords(modules)
+        let (records, packageNotes) = moduleRecords(modules, dpkg: dpkg)
+        event.modules = records
         event.minidump = "minidump.dmp"
         // Debug data refused (a decompression bomb, an oversized section): say whose.
         let refused = symbolizer.refusals.map(\.description).filter { !notes.contains($0) }
         // A module's file truncated (or failing reads) while it was read for this report.
         let torn = symbolizer.tornModules.map { "module \($0): \(ELFFile.tornDescription)" }.filter { !notes.contains($0) }
-        let all = notes + (event.notes ?? []) + refused + torn
+        let all = notes + (event.notes ?? []) + packageNotes + refused + torn
         event.notes = all.isEmpty ? nil : all
         Culprit.mark(&event)
         FaultExplanation.diagnoseAbort(&event)

@@ -141,6 +141,11 @@ public enum SentryEvent {
             ("k8s.container.name", process?.pod != nil ? process?.containerName : nil),
         ]
         for case (let key, let value?) in placement where isTag(key: key, value: value) { tags[key] = value }
+        // The crashed program's package (its note, or dpkg's), as `package@version`.
+        if let package = mainPackage(event), let name = package.name {
+            let value = package.version.map { "\(name)@\($0)" } ?? name
+            if isTag(key: "crashport.package", value: value) { tags["crashport.package"] = value }
+        }
         payload["tags"] = tags
         var extra = self.extra(event)
         if !extraAnnotations.isEmpty { extra["annotations"] = extraAnnotations }
@@ -185,6 +190,14 @@ public enum SentryEvent {
     }
 
     /// Whether an annotation can be a tag under Sentry's documented limits.
+    /// The package of the event's executable (its module record's).
+    static func mainPackage(_ event: Event) -> PackageRecord? {
+        let modules = event.modules ?? []
+        let executable = event.process?.executable
+        let main = if let executable { modules.first { $0.path == executable } } else { modules.first }
+        return main?.package
+    }
+
     public static func isTag(key: String, value: String) -> Bool {
         let allowedKey = key.unicodeScalars.allSatisfy {
             ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "_.:-".unicodeScalars.contains($0)

@@ -75,6 +75,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case kmsg
     /// journalctl's output, parsed into a report's lines (FuzzTarget+SystemLog.swift).
     case journal
+    /// A package metadata note's descriptor (PackageNote: a flat JSON object of strings), and
+    /// the same wrapped in a note area as a process's memory holds it (FuzzTarget+PackageNote.swift).
+    case packageNote = "package-note"
 
     /// Runs the target over one input.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -94,6 +97,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .dwarfTypes: Self.dwarfTypes(bytes)
         case .kmsg: Self.kmsg(bytes)
         case .journal: Self.journal(bytes)
+        case .packageNote: Self.packageNote(bytes)
         }
     }
 

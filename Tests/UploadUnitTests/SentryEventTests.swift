@@ -278,6 +278,16 @@ final class SentryEventTests: XCTestCase {
         XCTAssertFalse(SentryEvent.isTag(key: "user", value: "bob"), "Relay would drop it")
     }
 
+    /// The executable's package is a tag, `name@version`; a library's is not.
+    func testTheProgramsPackageIsATag() throws {
+        var event = crash()
+        event.modules?[0].package = PackageRecord(name: "app", version: "1.2.3-1", architecture: "amd64", source: "note")
+        event.modules?[1].package = PackageRecord(name: "libc6", version: "2.36-9", source: "dpkg")
+        XCTAssertEqual((try payload(event)["tags"] as? [String: String])?["crashport.package"], "app@1.2.3-1")
+        event.modules?[0].package = nil
+        XCTAssertNil((try payload(event)["tags"] as? [String: String])?["crashport.package"])
+    }
+
     /// A handled error's own properties are tags where they fit, winning over an annotation of
     /// the same key, and the rest (with the keys the stub cut) in extra; its own files say so.
     func testAHandledErrorsOwnPropertiesAreItsTags() throws {

@@ -302,7 +302,7 @@ public final class ReportWriter: Sendable {
         let options = options
         var event = ReportBuilder.event(
             for: request.capture, id: request.id, timestamp: Event.timestamp(), rules: inAppRules, fileBytes: fileBytes,
-            debuginfod: options.debuginfod)
+            debuginfod: options.debuginfod, dpkg: .shared)
         event.capturedFrom = request.capturedFrom
         event.source = Self.source(request.source, of: record)
         request.amend(&event)
