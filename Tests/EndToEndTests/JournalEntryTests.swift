@@ -22,9 +22,11 @@ final class JournalEntryTests: XCTestCase {
     static let coredumpctl = TestSupport.repositoryRoot + "/tools/.cache/coredump/usr/bin/coredumpctl"
 
     /// Tests/Fixtures/host/host.c: its `threads N` crashes in crash_here ← call_crash ← main.
+    /// Linked with a package note (`ld --package-metadata`), which the entry names.
     func crasher(_ directory: String) throws -> String {
         try TestSupport.compile(
-            [TestSupport.fixture("host/host.c")], output: directory + "/crasher", flags: ["-O0", "-g", "-pthread"])
+            [TestSupport.fixture("host/host.c")], output: directory + "/crasher", flags: ["-O0", "-g", "-pthread"],
+            linkFlags: ["-Xlinker", #"--package-metadata={"type":"deb","name":"crashjournal","version":"2.0-1"}"#])
     }
 
     func testCoredumpctlListsShowsAndDebugsTheHostLevelsCrash() throws {
@@ -114,6 +116,7 @@ final class JournalEntryTests: XCTestCase {
         if let first = frames[0], let last = frames[2] { XCTAssertLessThan(first.lowerBound, last.lowerBound, info) }
         XCTAssertTrue(info.contains("Storage: ") && info.contains("core.zst (present)"), info)
         XCTAssertTrue(info.contains("Report: " + directory + "/reports/0/"), info)
+        XCTAssertTrue(info.contains("Package: crashjournal/2.0-1"), info)
 
         // coredumpctl gdb: gdb on the kept core, decompressed by coredumpctl, shows the frames.
         let debugged = sections["gdb"] ?? ""
@@ -208,6 +211,15 @@ final class JournalEntryTests: XCTestCase {
         XCTAssertEqual(fields["CRASHPORT_SIGNATURE"], event.signature)
         XCTAssertEqual(fields["CRASHPORT_FINGERPRINT"], event.fingerprint)
         XCTAssertNotNil(fields["COREDUMP_TIMESTAMP"].flatMap(UInt64.init))
+        // The program's package from its note; libc's (dpkg's) among the modules'.
+        XCTAssertEqual(fields["COREDUMP_PACKAGE_NAME"], "crashjournal")
+        XCTAssertEqual(fields["COREDUMP_PACKAGE_VERSION"], "2.0-1")
+        let packages = try XCTUnwrap(fields["COREDUMP_PACKAGE_JSON"])
+        let modules = try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(packages.utf8)) as? [String: [String: String]])
+        XCTAssertEqual(modules[program]?["name"], "crashjournal", packages)
+        XCTAssertEqual(modules[program]?["buildId"], event.modules?.first { $0.path == program }?.buildID, packages)
+        XCTAssertTrue(modules.values.contains { $0["name"] == "libc6" }, packages)
+        XCTAssertEqual(fields["CRASHPORT_RELEASE"], "crashjournal@2.0-1")
         let stack = try XCTUnwrap(fields["COREDUMP_STACKTRACE"])
         XCTAssertTrue(
             stack.hasPrefix("Stack trace of thread \(event.crashedThread.map { String($0.rawValue) } ?? "?"):\n#0  0x"), stack)

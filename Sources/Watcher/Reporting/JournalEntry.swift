@@ -144,24 +144,34 @@ struct JournalEntry {
         return bytes
     }
 
-    /// Sends the entry to `socket`: nil when journald took it or none listens there (no socket
-    /// at the path, or nothing bound to it), else why not.
-    func send(to socket: String, timeoutMilliseconds: Int32 = 250) -> String? {
+    /// What came of a send.
+    enum Outcome: Equatable {
+        /// journald took it, or none listens there (no socket at the path, nothing bound to it).
+        case sent
+        /// journald did not take it in time: its socket is full (it is slow, stopped, or flooded).
+        case timedOut(String)
+        case failed(String)
+    }
+
+    /// Sends the entry to `socket`, waiting at most `timeoutMilliseconds` for room.
+    func send(to socket: String, timeoutMilliseconds: Int32 = 250) -> Outcome {
         let bytes = encoded
         let status = bytes.withUnsafeBytes { cp_journal_send(socket, $0.baseAddress, UInt($0.count), timeoutMilliseconds) }
-        if status == 0 { return nil }
+        if status == 0 { return .sent }
         let error = errno
-        if error == ENOENT { return nil }
+        if error == ENOENT { return .sent }
         if error == ECONNREFUSED {
             // A socket no one listens on is a stopped journald; anything else is no socket.
             var status = stat()
             if stat(socket, &status) == 0, status.st_mode & S_IFMT != S_IFSOCK {
-                return "\(socket) is not a socket: no journal entry"
+                return .failed("\(socket) is not a socket: no journal entry")
             }
-            return nil
+            return .sent
         }
-        if error == ETIMEDOUT { return "journald did not take the entry within \(timeoutMilliseconds) ms (its socket is full)" }
-        return "could not send the entry to \(socket): \(String(cString: strerror(error)))"
+        if error == ETIMEDOUT {
+            return .timedOut("journald did not take the entry within \(timeoutMilliseconds) ms (its socket is full)")
+        }
+        return .failed("could not send the entry to \(socket): \(String(cString: strerror(error)))")
     }
 
     // MARK: - Fields

@@ -395,8 +395,21 @@ public final class ReportWriter: Sendable {
         let entry = JournalEntry(
             event, reportPath: path, owner: owner, hostname: Self.hostname,
             core: keptCore ? path + "/" + CoreKeeper.fileName : nil)
-        if let problem = entry.send(to: journalSocket) { log("journal: \(problem)") }
+        // After a timeout, the next 10 s of reports skip the journal: a storm's report threads
+        // do not each wait on a journald that anyone on the machine can flood.
+        let now = monotonicNanoseconds()
+        if journalQuietUntil.withLock({ $0 > now }) { return }
+        switch entry.send(to: journalSocket) {
+        case .sent: return
+        case .failed(let problem): log("journal: \(problem)")
+        case .timedOut(let problem):
+            journalQuietUntil.withLock { $0 = now + 10_000_000_000 }
+            log("journal: \(problem); no entries for the next 10 s")
+        }
     }
+
+    /// Until when (CLOCK_MONOTONIC) reports skip the journal, after a send timed out.
+    private let journalQuietUntil = Mutex<UInt64>(0)
 
     /// The machine's name, for the journal entry.
     static var hostname: String? {
