@@ -78,6 +78,11 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// A package metadata note's descriptor (PackageNote: a flat JSON object of strings), and
     /// the same wrapped in a note area as a process's memory holds it (FuzzTarget+PackageNote.swift).
     case packageNote = "package-note"
+    /// /proc/PID/cgroup's text and the node's container files (containerd's, CRI-O's and
+    /// podman's, docker's config, the kubelet's hosts file), named (FuzzTarget+Fleet.swift).
+    case container
+    /// An OpenTelemetry collector's answer, protobuf and JSON (FuzzTarget+Fleet.swift).
+    case otlpResponse = "otlp-response"
 
     /// Runs the target over one input.
     public func run(_ bytes: UnsafeRawBufferPointer) {
@@ -98,6 +103,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .kmsg: Self.kmsg(bytes)
         case .journal: Self.journal(bytes)
         case .packageNote: Self.packageNote(bytes)
+        case .container: Self.container(bytes)
+        case .otlpResponse: Self.otlpResponse(bytes)
         }
     }
 
