@@ -190,6 +190,57 @@ final class ContainerIdentityTests: XCTestCase {
         XCTAssertTrue(text.stdout.contains("pod shop/checkout-6b9f"), text.stdout)
     }
 
+    /// Where the pod's names go: the journal entry (a socket the test reads as journald would),
+    /// OpenTelemetry's resource (a receiver decoding with opentelemetry-proto) and Sentry's
+    /// tags (a collector on 127.0.0.1), each from the one report of one crash.
+    func testThePodsNamesGoToTheJournalOpenTelemetryAndSentry() throws {
+        try layThePod()
+        let directory = TestSupport.temporaryDirectory("containers-out")
+        let socket = directory + "/journal.sock"
+        let listener = try JournalEntryTests.datagramSocket(boundTo: socket)
+        defer { close(listener) }
+        let run = try TestSupport.crashportRun(
+            try inCgroup(podCgroup), reports: reports,
+            environment: ["CRASHPORT_NODE_ROOT": node, "CRASHPORT_JOURNAL_SOCKET": socket])
+        XCTAssertEqual(run.result.status, .signaled(SIGSEGV), run.result.stderr)
+        let fields = try XCTUnwrap(JournalEntryTests.receiveEntry(listener), run.result.stderr)
+        XCTAssertEqual(fields["COREDUMP_CGROUP"], podCgroup)
+        XCTAssertEqual(fields["COREDUMP_CONTAINER_ID"], containerdID)
+        XCTAssertEqual(fields["CRASHPORT_CONTAINER_NAME"], "checkout")
+        XCTAssertEqual(fields["CRASHPORT_POD_NAME"], "checkout-6b9f")
+        XCTAssertEqual(fields["CRASHPORT_POD_NAMESPACE"], "shop")
+        XCTAssertEqual(fields["CRASHPORT_POD_UID"], podUID)
+
+        let receiver = try OTLPReceiver(answers: [["status": 200]], directory: directory)
+        let sentry = try Collector(answers: [["status": 200, "body": "{\"id\":\"$EVENT_ID\"}"]], directory: directory)
+        let upload = try TestSupport.run(
+            [
+                TestSupport.crashport, "upload", "--reports", reports, "--sentry-dsn",
+                "http://key@127.0.0.1:\(sentry.port)/42",
+            ], environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint])
+        XCTAssertEqual(upload.status, .exited(0), upload.stderr + upload.stdout)
+        let request = try XCTUnwrap(receiver.requests.first, upload.stderr + upload.stdout)
+        let resource = DecodedLogs(request).resource
+        for (key, value) in [
+            ("container.id", containerdID), ("container.name", "checkout"), ("container.runtime", "containerd"),
+            ("container.image.name", "registry.example/shop/checkout:3.2"), ("k8s.pod.uid", podUID),
+            ("k8s.pod.name", "checkout-6b9f"), ("k8s.namespace.name", "shop"), ("k8s.container.name", "checkout"),
+        ] {
+            XCTAssertEqual(resource[key] as? String, value, "\(key): \(resource)")
+        }
+        let items = sentry.requests.first?["items"] as? [[String: Any]] ?? []
+        let saved = try XCTUnwrap(items.first { $0["type"] as? String == "event" }?["saved"] as? String, "\(items)")
+        let payload = try XCTUnwrap(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: saved))) as? [String: Any])
+        let tags = payload["tags"] as? [String: String] ?? [:]
+        for (key, value) in [
+            ("container.id", containerdID), ("container.name", "checkout"), ("k8s.pod.name", "checkout-6b9f"),
+            ("k8s.namespace.name", "shop"), ("k8s.container.name", "checkout"),
+        ] {
+            XCTAssertEqual(tags[key], value, "\(key): \(tags)")
+        }
+    }
+
     /// The sidecar names the pod the same way (its capture reads the same files).
     func testSidecarNamesThePod() throws {
         try layThePod()
