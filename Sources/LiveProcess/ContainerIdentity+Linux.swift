@@ -29,19 +29,7 @@ extension ContainerIdentity {
     /// the v1 memory controller's, any other v1 line) that names a container, else the unified
     /// (or memory) path with its unit. Nil when no line parses.
     public static func parse(procCgroup text: String) -> ContainerIdentity? {
-        var unified: String?, memory: String?, others: [String] = []
-        for line in text.split(separator: "\n") {
-            // hierarchy-ID:controller-list:path (the path may itself hold colons).
-            let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
-            guard parts.count == 3, parts[2].hasPrefix("/") else { continue }
-            if parts[0] == "0" && parts[1].isEmpty {
-                unified = String(parts[2])
-            } else if parts[1].split(separator: ",").contains("memory") {
-                memory = String(parts[2])
-            } else {
-                others.append(String(parts[2]))
-            }
-        }
+        let (unified, memory, others) = OOMCounters.cgroupPaths(text)
         let paths = [unified, memory].compactMap { $0 } + others
         guard let first = paths.first else { return nil }
         for path in paths {

@@ -97,7 +97,14 @@ public enum OOMCounters {
     /// The cgroups a /proc/PID/cgroup names: the v1 memory controller's path and the v2
     /// (unified) path, each relative to the reader's cgroup namespace.
     public static func parseCgroups(_ text: String) -> (memoryV1: String?, unified: String?) {
-        var memory: String?, unified: String?
+        let paths = cgroupPaths(text)
+        return (paths.memoryV1, paths.unified)
+    }
+
+    /// Every path a /proc/PID/cgroup names: the v2 (unified) one, the v1 memory controller's,
+    /// and the other v1 controllers', in the file's order.
+    public static func cgroupPaths(_ text: String) -> (unified: String?, memoryV1: String?, others: [String]) {
+        var memory: String?, unified: String?, others: [String] = []
         for line in text.split(separator: "\n") {
             // hierarchy-ID:controller-list:path (the path may itself hold colons).
             let parts = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
@@ -106,9 +113,11 @@ public enum OOMCounters {
                 unified = String(parts[2])
             } else if parts[1].split(separator: ",").contains("memory") {
                 memory = String(parts[2])
+            } else {
+                others.append(String(parts[2]))
             }
         }
-        return (memory, unified)
+        return (unified, memory, others)
     }
 
     /// A cgroup hierarchy mounted here (a line of /proc/self/mountinfo).

@@ -257,21 +257,6 @@ struct JournalEntry {
 
     /// An event's timestamp (`2026-11-29T23:10:03.123Z`) in microseconds since the epoch.
     static func microseconds(_ timestamp: String?) -> UInt64? {
-        guard let timestamp else { return nil }
-        let digits = timestamp.split { !("0"..."9").contains($0) }.map(String.init)
-        guard digits.count >= 6, let year = Int(digits[0]), let month = Int(digits[1]), let day = Int(digits[2]),
-            let hour = Int(digits[3]), let minute = Int(digits[4]), let second = Int(digits[5])
-        else { return nil }
-        var parts = tm()
-        parts.tm_year = Int32(year - 1900)
-        parts.tm_mon = Int32(month - 1)
-        parts.tm_mday = Int32(day)
-        parts.tm_hour = Int32(hour)
-        parts.tm_min = Int32(minute)
-        parts.tm_sec = Int32(second)
-        let seconds = timegm(&parts)
-        guard seconds >= 0 else { return nil }
-        let millisecond = digits.count > 6 ? UInt64(digits[6].prefix(3)) ?? 0 : 0
-        return UInt64(seconds) * 1_000_000 + millisecond * 1000
+        timestamp.flatMap(UTCTime.unixMilliseconds).map { $0 * 1000 }
     }
 }
