@@ -97,15 +97,7 @@ final class OTLPUploadTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("otlp-upload")
 
     /// A fresh reports directory holding one real crash report; its id.
-    func crashed() throws -> (reports: String, id: String) {
-        let program = try TestSupport.compile(
-            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O1", "-g"])
-        let run = try TestSupport.crashportRun(
-            [program, "null"], reports: Self.directory + "/reports-\(UUID().uuidString.prefix(6))",
-            environment: ["CRASHPORT_RELEASE": "ledger@2.1"])
-        XCTAssertEqual(run.reportIDs.count, 1, run.result.stderr)
-        return (run.reportsDirectory, run.reportIDs[0])
-    }
+    func crashed() throws -> (reports: String, id: String) { try UploadTests.crashed(in: Self.directory) }
 
     /// `crashport upload` with only these OpenTelemetry variables (and no other destination,
     /// whatever the test's own environment holds).

@@ -61,11 +61,15 @@ final class UploadTests: XCTestCase {
     static let directory = TestSupport.temporaryDirectory("upload")
 
     /// A fresh reports directory holding one real crash report; its id.
-    func crashed() throws -> (reports: String, id: String) {
+    func crashed() throws -> (reports: String, id: String) { try Self.crashed(in: Self.directory) }
+
+    /// A fresh reports directory in `directory` holding one real crash report (release
+    /// ledger@2.1); its id. OTLPUploadTests' crash too.
+    static func crashed(in directory: String) throws -> (reports: String, id: String) {
         let program = try TestSupport.compile(
-            [TestSupport.fixture("corpus/crash.c")], output: Self.directory + "/crash", flags: ["-O1", "-g"])
+            [TestSupport.fixture("corpus/crash.c")], output: directory + "/crash", flags: ["-O1", "-g"])
         let run = try TestSupport.crashportRun(
-            [program, "null"], reports: Self.directory + "/reports-\(UUID().uuidString.prefix(6))",
+            [program, "null"], reports: directory + "/reports-\(UUID().uuidString.prefix(6))",
             environment: ["CRASHPORT_RELEASE": "ledger@2.1"])
         XCTAssertEqual(run.reportIDs.count, 1, run.result.stderr)
         return (run.reportsDirectory, run.reportIDs[0])
