@@ -90,6 +90,22 @@ final class JournalEntryUnitTests: XCTestCase {
         XCTAssertEqual(decoded.map(\.0), entry.fields.map(\.name))
     }
 
+    /// A program's name, path and function with a terminal's escape sequence and a newline:
+    /// escaped in every field, so coredumpctl never prints them to a terminal as they are, and
+    /// no fake frame line appears in the stack.
+    func testControlCharactersAreEscaped() {
+        var hostile = event(kind: .crash, signal: SIGSEGV, function: "f\u{1b}[2J\n#1  0x0000000000000000 fake (x + 0x0)")
+        hostile.process?.executable = "/tmp/\u{1b}]0;owned\u{07}prog"
+        hostile.process?.arguments = ["/tmp/\u{1b}[31mprog", "a\nb"]
+        let entry = JournalEntry(hostile, reportPath: "/r", owner: .init(uid: 1000, gid: 1000), hostname: nil, core: nil)
+        for (name, value) in entry.fields {
+            XCTAssertFalse(value.unicodeScalars.contains { $0.value == 0x1b || $0.value == 0x07 }, "\(name): \(value)")
+            if !["MESSAGE", "COREDUMP_STACKTRACE"].contains(name) { XCTAssertFalse(value.contains("\n"), "\(name): \(value)") }
+        }
+        let stack = fields(entry)["COREDUMP_STACKTRACE"] ?? ""
+        XCTAssertEqual(stack.split(separator: "\n").count, 2, "one frame, no fake one: \(stack)")
+    }
+
     func testCaps() {
         var big = event(kind: .crash, signal: SIGSEGV)
         big.process?.arguments = [String(repeating: "é", count: 20_000)]

@@ -55,13 +55,14 @@ struct JournalEntry {
         var message: String
         if coredump {
             // systemd-coredump's first line, word for word (tools match it), then crashport's.
-            message = "Process \(pid) (\(comm)) of user \(owner.uid) dumped core.\n\n\(CrashLog.oneLine(event))"
+            message =
+                "Process \(pid) (\(Self.clean(comm))) of user \(owner.uid) dumped core.\n\n\(Self.clean(CrashLog.oneLine(event)))"
         } else {
-            message = "Process \(pid) (\(comm)) of user \(owner.uid): \(CrashLog.oneLine(event))"
+            message = "Process \(pid) (\(Self.clean(comm))) of user \(owner.uid): \(Self.clean(CrashLog.oneLine(event)))"
         }
-        message += "\nReport: \(reportPath)"
+        message += "\nReport: \(Self.clean(reportPath))"
         if !stack.isEmpty { message += "\n\n" + stack }
-        add("MESSAGE", message)
+        add("MESSAGE", message, lines: true)
         add("MESSAGE_ID", coredump ? Self.coredumpMessageID : Self.backtraceMessageID)
         add("PRIORITY", event.kind == .error ? "3" : "2")
         add("SYSLOG_IDENTIFIER", "crashport")
@@ -95,7 +96,7 @@ struct JournalEntry {
         if let core {
             add("COREDUMP_FILENAME", core)
         }
-        if !stack.isEmpty { add("COREDUMP_STACKTRACE", stack) }
+        if !stack.isEmpty { add("COREDUMP_STACKTRACE", stack, lines: true) }
         if let container = event.process?.container { add("COREDUMP_CONTAINER_ID", container) }
         if let name = event.process?.containerName { add("CRASHPORT_CONTAINER_NAME", name) }
         if let pod = event.process?.pod {
@@ -112,9 +113,12 @@ struct JournalEntry {
         if let release = event.release { add("CRASHPORT_RELEASE", release) }
     }
 
-    /// A field, its value cut to `maxFieldBytes` on a character's boundary.
-    private mutating func add(_ name: String, _ value: String) {
-        var value = value
+    /// A field, its value cut to `maxFieldBytes` on a character's boundary. A one-line field's
+    /// control characters are escaped (a program's name, path or arguments are its user's bytes,
+    /// and coredumpctl prints them to an administrator's terminal as they are); MESSAGE and the
+    /// stack trace are built of escaped parts with newlines of crashport's own.
+    private mutating func add(_ name: String, _ value: String, lines: Bool = false) {
+        var value = lines ? value : Self.clean(value)
         if value.utf8.count > Self.maxFieldBytes {
             value = Self.cut(value, to: Self.maxFieldBytes - 3) + "..."
         }
@@ -176,6 +180,11 @@ struct JournalEntry {
 
     // MARK: - Fields
 
+    /// `text` as is, or escaped (CrashLog.escaped) when it holds a control character.
+    static func clean(_ text: String) -> String {
+        text.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) } ? CrashLog.escaped(text) : text
+    }
+
     /// `text`'s first `limit` bytes at most, cut on a character's boundary.
     static func cut(_ text: String, to limit: Int) -> String {
         guard text.utf8.count > limit else { return text }
@@ -214,16 +223,17 @@ struct JournalEntry {
         var lines = ["Stack trace of thread \(thread.tid.map { String($0.rawValue) } ?? "?"):"]
         for (index, frame) in frames.prefix(maxFrames).enumerated() {
             let number = index < 10 ? "#\(index) " : "#\(index)"
-            let function = frame.function ?? frame.symbol ?? "n/a"
-            let module = frame.module.map { String($0.split(separator: "/").last ?? "") } ?? "n/a"
-            let place = frame.file.map { " at \($0)\(frame.line.map { ":\($0)" } ?? "")" } ?? ""
+            let function = clean(frame.function ?? frame.symbol ?? "n/a")
+            let module = clean(frame.module.map { String($0.split(separator: "/").last ?? "") } ?? "n/a")
+            let file = frame.file.map(clean)
+            let place = file.map { " at \($0)\(frame.line.map { ":\($0)" } ?? "")" } ?? ""
             if let pc = frame.pc {
                 let hex = String(pc.value, radix: 16)
                 let padded = String(repeating: "0", count: max(0, 16 - hex.count)) + hex
                 let offset = frame.moduleOffset.map { " + 0x" + String($0.value, radix: 16) } ?? ""
                 lines.append("\(number) 0x\(padded) \(function) (\(module)\(offset))\(place)")
             } else {
-                lines.append("\(number) \(function) (\(frame.file ?? module)\(frame.line.map { ":\($0)" } ?? ""))")
+                lines.append("\(number) \(function) (\(file ?? module)\(frame.line.map { ":\($0)" } ?? ""))")
             }
         }
         if frames.count > maxFrames { lines.append("(\(frames.count - maxFrames) more frames in the report)") }
