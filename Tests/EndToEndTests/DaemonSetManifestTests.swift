@@ -69,5 +69,7 @@ final class DaemonSetManifestTests: XCTestCase {
         // The coredump socket is connected to by its path on the node.
         XCTAssertEqual(mounts["/run/crashport"]?.host, "/run/crashport")
         XCTAssertEqual(mounts["/var/lib/crashport/reports"]?.host, "/var/lib/crashport/reports")
+        // The node's journald gets each report's entry, for coredumpctl on the node.
+        XCTAssertEqual(mounts["/run/systemd/journal"]?.host, "/run/systemd/journal")
     }
 }
