@@ -232,7 +232,7 @@ public struct ContainerNames: Sendable {
         defer { closedir(directory) }
         var names: [String] = []
         while names.count <= 64, let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = directoryEntryName(entry)
             if name != ".", name != ".." { names.append(name) }
         }
         return names

@@ -203,7 +203,7 @@ public enum SectionCache {
         guard let handle = opendir(directory) else { return }
         var files: [(path: String, size: Int, time: Int)] = []
         while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = directoryEntryName(entry)
             guard name != ".", name != ".." else { continue }
             var info = stat()
             guard lstat(directory + "/" + name, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }

@@ -4,6 +4,7 @@
 // /proc files report size 0, so they are read in a loop until EOF. Every parse is defensive:
 // a line that does not parse is skipped, never fatal.
 
+import BoundedBytes
 import ReportModel
 
 #if canImport(Glibc)
@@ -40,7 +41,7 @@ public enum ProcFiles {
         defer { closedir(directory) }
         var tids: [ThreadID] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = directoryEntryName(entry)
             if let tid = Int32(name) { tids.append(ThreadID(tid)) }
         }
         return tids.sorted { $0.rawValue < $1.rawValue }

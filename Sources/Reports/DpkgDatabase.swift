@@ -117,6 +117,18 @@ public final class DpkgDatabase: Sendable {
         ]
     }
 
+    /// Whether dpkg could have installed a file at `path`: Debian's packages install under
+    /// /usr (never /usr/local, which policy leaves to the machine's own), /lib*, /bin, /sbin and
+    /// /opt. A program built in a home directory, /tmp or /srv is nobody's package, and is not
+    /// looked for: its lookup would read every list to the end (or to the deadline, on a busy
+    /// machine, uncached) for every report.
+    public static func mayOwn(_ path: String) -> Bool {
+        if path.hasPrefix("/usr/local/") { return false }
+        return ["/usr/", "/lib/", "/lib32/", "/lib64/", "/libx32/", "/bin/", "/sbin/", "/opt/"].contains {
+            path.hasPrefix($0)
+        }
+    }
+
     /// The merged-/usr spellings of a path: itself, and /usr/lib/… for /lib/… (bin, sbin,
     /// lib, lib32, lib64, libx32) or the other way round.
     static func spellings(of path: String) -> [String] {
@@ -134,7 +146,7 @@ public final class DpkgDatabase: Sendable {
         defer { closedir(directory) }
         var names: [String] = []
         while let entry = readdir(directory), names.count < 1_000_000 {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = directoryEntryName(entry)
             if name.hasSuffix(".list") && !name.hasPrefix(".") { names.append(name) }
         }
         return names.sorted()

@@ -34,7 +34,9 @@ enum ModulePackages {
             case nil:
                 break
             }
-            if dpkg != nil, let object = module.object, isFileHere(object.file, at: module.path) {
+            if dpkg != nil, DpkgDatabase.mayOwn(module.path), let object = module.object,
+                isFileHere(object.file, at: module.path)
+            {
                 unowned.append((index, module.path))
             }
         }

@@ -50,7 +50,7 @@ public enum RuntimeFile {
         var names: [String] = []
         while let entry = readdir(directory) {
             guard names.count < limit else { return (names, false) }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = directoryEntryName(entry)
             if name != "." && name != ".." { names.append(name) }
         }
         return (names, true)

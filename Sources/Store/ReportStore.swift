@@ -342,9 +342,7 @@ public struct ReportStore: Sendable {
         defer { closedir(stream) }  // closes fd
         var names: [String] = []
         while let entry = readdir(stream) {
-            let child = withUnsafePointer(to: entry.pointee.d_name) {
-                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
-            }
+            let child = directoryEntryName(entry)
             if child != "." && child != ".." { names.append(child) }
         }
         let last = [ReportStore.markerName, "event.json"]

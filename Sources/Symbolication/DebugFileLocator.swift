@@ -20,6 +20,7 @@
 // Thread-safety: the struct is a value; the shared scan cache is locked.
 
 #if canImport(Glibc)
+import BoundedBytes
 import ObjectFile
 import Synchronization
 import Glibc
@@ -164,9 +165,7 @@ final class DebugDirectoryIndex: Sendable {
         defer { closedir(stream) }
         while budget > 0, let entry = readdir(stream) {
             budget -= 1
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
-            }
+            let name = directoryEntryName(entry)
             if name == "." || name == ".." || name == ".build-id" { continue }
             let path = directory + "/" + name
             var info = stat()

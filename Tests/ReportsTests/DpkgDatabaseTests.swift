@@ -71,6 +71,16 @@ final class DpkgDatabaseTests: XCTestCase {
 
         """
 
+    /// Only where Debian's packages install is dpkg asked.
+    func testOnlyPathsAPackageCouldHoldAreLookedFor() {
+        for path in ["/usr/bin/sleep", "/lib/x86_64-linux-gnu/libc.so.6", "/bin/sh", "/sbin/init", "/opt/vendor/lib/x.so"] {
+            XCTAssertTrue(DpkgDatabase.mayOwn(path), path)
+        }
+        for path in ["/usr/local/bin/app", "/tmp/crash", "/home/me/build/app", "/srv/app", "/usrx/bin/a", "[vdso]"] {
+            XCTAssertFalse(DpkgDatabase.mayOwn(path), path)
+        }
+    }
+
     func testOwnersAndVersionsOfADatabaseMadeHere() throws {
         let root = try database(
             ["tool": "/.\n/usr/bin/tool\n", "libthing:amd64": "/usr/lib/libthing.so.1\n", "libthing:arm64": "/usr/lib/other\n"],

@@ -87,10 +87,7 @@ final class SpoolIngest: Sendable {
         rewinddir(stream)
         var names: [String] = []
         while let entry = readdir(stream) {
-            names.append(
-                withUnsafePointer(to: entry.pointee.d_name) {
-                    String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
-                })
+            names.append(directoryEntryName(entry))
         }
         return names
     }
